@@ -1,0 +1,156 @@
+"""``sofa-gui`` command line.  Headless commands never import Qt.
+
+Exit codes: 0 ok, 1 internal error, 2 bad input or usage, else the child's
+code for ``record``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from . import __version__
+from .core.errors import TraceFormatError
+
+COMMANDS = ("analyze", "report", "diff", "record", "view", "demo")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sofa-gui", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"sofa-gui {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    a = sub.add_parser("analyze", help="load a trace and print a summary / JSON")
+    a.add_argument("path")
+    a.add_argument("--json", action="store_true", help="print one JSON document")
+    a.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    _iter_arg(a)
+
+    r = sub.add_parser("report", help="write an HTML or Markdown performance report")
+    r.add_argument("path")
+    r.add_argument("-o", "--output", required=True, help="report.html or report.md")
+    r.add_argument("--no-cache", action="store_true")
+    _iter_arg(r)
+
+    d = sub.add_parser("diff", help="compare two runs (before / after a fix)")
+    d.add_argument("before")
+    d.add_argument("after")
+    d.add_argument("--json", action="store_true")
+    d.add_argument("--no-cache", action="store_true")
+    _iter_arg(d)
+
+    rec = sub.add_parser("record", help="run a command and record a profile around it",
+                         add_help=False)
+    rec.add_argument("args", nargs=argparse.REMAINDER)
+
+    v = sub.add_parser("view", help="open the desktop app on a trace")
+    v.add_argument("path", nargs="?")
+    v.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
+    v.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
+    v.add_argument("--size", default="1600x1000", help="window size WxH")
+    _iter_arg(v)
+    dm = sub.add_parser("demo", help="open the app on the bundled sample trace")
+    dm.add_argument("--screenshot", metavar="OUT.png")
+    dm.add_argument("--iteration", type=int)
+    dm.add_argument("--size", default="1600x1000")
+    dm.add_argument("--headless", action="store_true",
+                    help="no window: print the analysis of the sample instead")
+    _iter_arg(dm)
+    return p
+
+
+def _iter_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--iterations", choices=("auto", "annotations", "pattern"), default="auto",
+                   help="how to find iterations (default: annotations if present)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        argv = ["view", *argv]  # plain `sofa-gui PATH`
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if args.command is None:
+        args = _parser().parse_args(["view"])
+    try:
+        return _dispatch(args)
+    except TraceFormatError as exc:
+        print(f"error: {exc.path}: {exc.reason}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def gui_main() -> int:
+    return main(sys.argv[1:] or ["view"])
+
+
+def _dispatch(args) -> int:
+    if args.command == "analyze":
+        return _cmd_analyze(args)
+    if args.command == "report":
+        from .core.analysis.report import write_report
+
+        trace, analysis = _load_and_analyze(args.path, args)
+        write_report(trace, analysis, args.output)
+        print(f"wrote {args.output}")
+        return 0
+    if args.command == "diff":
+        return _cmd_diff(args)
+    if args.command == "record":
+        from .recorder.cli import main as record_main
+
+        return record_main(args.args)
+    if args.command == "demo" and args.headless:
+        from .core.samples import demo_trace_path
+
+        args.path, args.json, args.no_cache = str(demo_trace_path()), False, False
+        return _cmd_analyze(args)
+    from .qt.app import run_from_args  # only here is Qt loaded
+
+    return run_from_args(args)
+
+
+def _load_and_analyze(path: str, args):
+    from .core.analysis.pipeline import analyze
+    from .core.importers import load_trace
+
+    trace = load_trace(path, use_cache=not args.no_cache)
+    return trace, analyze(trace, mode=args.iterations)
+
+
+def _cmd_analyze(args) -> int:
+    from .core.analysis.text import analysis_text
+    from .core.summary import trace_dict, trace_text
+
+    trace, analysis = _load_and_analyze(args.path, args)
+    if args.json:
+        doc = {"trace": trace_dict(trace), **analysis.to_dict()}
+        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(trace_text(trace) + [""] + analysis_text(trace, analysis)))
+    return 0
+
+
+def _cmd_diff(args) -> int:
+    from .core.analysis.diff import diff_analyses, diff_text
+
+    before = _load_and_analyze(args.before, args)
+    after = _load_and_analyze(args.after, args)
+    result = diff_analyses(before, after)
+    if args.json:
+        json.dump(result, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(diff_text(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Qt-free core: trace model, importers, cache and analyses (numpy/pyarrow only)."""

@@ -1,0 +1,1 @@
+"""Analyses over a :class:`~sofa_gui.core.trace.Trace`: iterations, breakdown, findings."""

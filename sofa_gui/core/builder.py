@@ -1,0 +1,382 @@
+"""Assemble a :class:`Trace` from columnar chunks, whatever the source format.
+
+Importers append slices in chunks of numpy arrays (in any order), declare lanes
+by a hashable key, add counters and flows, and call :meth:`TraceBuilder.finish`,
+which sorts, assigns nesting depth per lane (overlaps are kept, never dropped),
+remaps flows to sorted indexes and derives launch flows from correlation ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .trace import (
+    DEVICE_KINDS,
+    ArgsStore,
+    Counters,
+    CounterSeries,
+    Flows,
+    Kind,
+    LaneKind,
+    Lanes,
+    LoadReport,
+    Slices,
+    Trace,
+    TraceMeta,
+)
+
+_SLICE_DEFAULTS = {
+    "kind": (np.int8, int(Kind.OTHER)),
+    "device": (np.int16, -1),
+    "stream": (np.int64, -1),
+    "bytes": (np.int64, -1),
+    "copy_kind": (np.int8, 0),
+    "correlation": (np.int64, -1),
+}
+
+
+def _col(value, n: int, dtype, default) -> np.ndarray:
+    if value is None:
+        return np.full(n, default, dtype)
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        return np.full(n, arr, dtype)
+    if len(arr) != n:
+        raise ValueError(f"column has {len(arr)} values, expected {n}")
+    return arr.astype(dtype, copy=False)
+
+
+class TraceBuilder:
+    """Collects one trace's data; see the module docstring."""
+
+    def __init__(self, source: str = "", format: str = ""):
+        self.meta = TraceMeta(source=str(source), format=format)
+        self._names: dict[str, int] = {}
+        self._name_list: list[str] = []
+        self._lane_keys: dict[Hashable, int] = {}
+        self._lanes: list[dict] = []
+        self._chunks: list[dict[str, np.ndarray]] = []
+        self._args: list = []
+        self._n = 0
+        self._series: list[tuple[str, str, int]] = []
+        self._counter_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._flow_src: list[np.ndarray] = []
+        self._flow_dst: list[np.ndarray] = []
+        self._flow_kind: list[np.ndarray] = []
+
+    @property
+    def report(self) -> LoadReport:
+        return self.meta.report
+
+    @property
+    def n_slices(self) -> int:
+        return self._n
+
+    # -- strings and lanes ------------------------------------------------------
+    def intern(self, name: str) -> int:
+        i = self._names.get(name)
+        if i is None:
+            i = self._names[name] = len(self._name_list)
+            self._name_list.append(name)
+        return i
+
+    def intern_many(self, names: Sequence[str]) -> np.ndarray:
+        get = self._names.get
+        out = np.empty(len(names), np.int32)
+        for k, n in enumerate(names):
+            i = get(n)
+            if i is None:
+                i = self.intern(n)
+            out[k] = i
+        return out
+
+    def lane(
+        self,
+        key: Hashable,
+        name: str,
+        kind: LaneKind,
+        group: str = "",
+        *,
+        rank: int = -1,
+        pid: int = -1,
+        tid: int = -1,
+        device: int = -1,
+        stream: int = -1,
+        sort_key: int | None = None,
+    ) -> int:
+        """Id of the lane with ``key``, creating it on first use."""
+        i = self._lane_keys.get(key)
+        if i is None:
+            i = self._lane_keys[key] = len(self._lanes)
+            self._lanes.append(
+                dict(
+                    name=name, group=group, kind=int(kind), rank=rank, pid=pid, tid=tid,
+                    device=device, stream=stream,
+                    sort_key=default_sort_key(kind, rank, pid, tid, device, stream)
+                    if sort_key is None else sort_key,
+                )
+            )
+        return i
+
+    def has_lane(self, key: Hashable) -> bool:
+        return key in self._lane_keys
+
+    def rename_lane(self, lane_id: int, name: str | None = None, group: str | None = None,
+                    sort_key: int | None = None) -> None:
+        row = self._lanes[lane_id]
+        if name is not None:
+            row["name"] = name
+        if group is not None:
+            row["group"] = group
+        if sort_key is not None:
+            row["sort_key"] = sort_key
+
+    # -- data -------------------------------------------------------------------
+    def add_slices(self, start, dur, lane, name, *, args=None, **cols) -> np.ndarray:
+        """Append a chunk; returns the builder-wide row ids of the new slices.
+
+        ``name`` is an array of name ids or a sequence of strings. ``args`` is a
+        sequence of JSON ``bytes`` (or None) per slice. Other columns
+        (kind, device, stream, bytes, copy_kind, correlation) default when omitted.
+        """
+        start = np.asarray(start, np.int64)
+        n = len(start)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        if len(name) and isinstance(name[0], str):
+            name = self.intern_many(name)
+        chunk = {
+            "start": start,
+            "dur": np.maximum(_col(dur, n, np.int64, 0), 0),
+            "lane": _col(lane, n, np.int32, 0),
+            "name": _col(name, n, np.int32, 0),
+        }
+        unknown = set(cols) - set(_SLICE_DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown slice columns {sorted(unknown)}")
+        for col, (dtype, default) in _SLICE_DEFAULTS.items():
+            chunk[col] = _col(cols.get(col), n, dtype, default)
+        chunk["args"] = self._add_args(args, n)
+        self._chunks.append(chunk)
+        rows = np.arange(self._n, self._n + n, dtype=np.int64)
+        self._n += n
+        return rows
+
+    def _add_args(self, args, n: int) -> np.ndarray:
+        if args is None:
+            return np.full(n, -1, np.int64)
+        if len(args) != n:
+            raise ValueError("args length differs from slices")
+        idx = np.full(n, -1, np.int64)
+        base = len(self._args)
+        k = 0
+        for j, a in enumerate(args):
+            if a:
+                idx[j] = base + k
+                self._args.append(a)
+                k += 1
+        return idx
+
+    def add_counter(self, name: str, unit: str, lane: int, time, value) -> int:
+        """Add one counter series (samples sorted here); returns its id."""
+        sid = len(self._series)
+        self._series.append((name, unit, lane))
+        t = np.asarray(time, np.int64)
+        v = np.asarray(value, np.float64)
+        order = np.argsort(t, kind="stable")
+        self._counter_chunks.append((np.full(len(t), sid, np.int32), t[order], v[order]))
+        return sid
+
+    def add_flows(self, src_rows, dst_rows, kind: int = 1) -> None:
+        """Flows between builder row ids (as returned by :meth:`add_slices`)."""
+        src = np.asarray(src_rows, np.int64)
+        self._flow_src.append(src)
+        self._flow_dst.append(np.asarray(dst_rows, np.int64))
+        self._flow_kind.append(np.full(len(src), kind, np.int8))
+
+    # -- finish -----------------------------------------------------------------
+    def finish(self, correlate: bool = True) -> Trace:
+        """Sort, nest, link and return the :class:`Trace`."""
+        cols = self._concat()
+        order = np.lexsort((-cols["dur"], cols["start"]))
+        for k in cols:
+            cols[k] = cols[k][order]
+        rank_of = np.empty(len(order), np.int64)
+        rank_of[order] = np.arange(len(order))
+        n_lanes = len(self._lanes)
+        depth, lane_depth = assign_depths(cols["start"], cols["dur"], cols["lane"], n_lanes)
+        slices = Slices(depth=depth, **cols)
+        lanes = self._lanes_table(lane_depth)
+        flows = self._flows(rank_of)
+        if correlate and len(flows) == 0:
+            flows = correlation_flows(slices, lanes)
+        self.meta.report.loaded = len(slices) + sum(len(c[1]) for c in self._counter_chunks)
+        if not self.meta.ranks:
+            self.meta.ranks = sorted({int(r) for r in lanes.rank if r >= 0})
+        return Trace(
+            slices=slices,
+            lanes=lanes,
+            names=list(self._name_list),
+            counters=self._counters(),
+            flows=flows,
+            args=ArgsStore(pa.array(self._args, pa.large_binary()) if self._args else []),
+            meta=self.meta,
+        )
+
+    def _concat(self) -> dict[str, np.ndarray]:
+        keys = ["start", "dur", "lane", "name", *_SLICE_DEFAULTS, "args"]
+        if not self._chunks:
+            empty = {"start": np.int64, "dur": np.int64, "lane": np.int32, "name": np.int32,
+                     "args": np.int64}
+            empty.update({k: v[0] for k, v in _SLICE_DEFAULTS.items()})
+            return {k: np.zeros(0, empty[k]) for k in keys}
+        out = {k: np.concatenate([c[k] for c in self._chunks]) for k in keys}
+        self._chunks = []
+        return out
+
+    def _lanes_table(self, lane_depth: np.ndarray) -> Lanes:
+        rows = self._lanes
+
+        def col(k, dtype):
+            return np.array([r[k] for r in rows], dtype=dtype)
+
+        depth = np.maximum(lane_depth, 1).astype(np.int16)
+        return Lanes(
+            name=[r["name"] for r in rows], group=[r["group"] for r in rows],
+            kind=col("kind", np.int8), rank=col("rank", np.int32), pid=col("pid", np.int64),
+            tid=col("tid", np.int64), device=col("device", np.int16),
+            stream=col("stream", np.int64), sort_key=col("sort_key", np.int64), depth=depth,
+        )
+
+    def _flows(self, rank_of: np.ndarray) -> Flows:
+        if not self._flow_src:
+            return empty_flows()
+        src = np.concatenate(self._flow_src)
+        dst = np.concatenate(self._flow_dst)
+        kind = np.concatenate(self._flow_kind)
+        ok = (src >= 0) & (src < len(rank_of)) & (dst >= 0) & (dst < len(rank_of))
+        self.meta.report.skip("flow endpoint not found", int((~ok).sum()))
+        return Flows(rank_of[src[ok]], rank_of[dst[ok]], kind[ok])
+
+    def _counters(self) -> Counters:
+        table = CounterSeries(
+            name=[s[0] for s in self._series],
+            unit=[s[1] for s in self._series],
+            lane=np.array([s[2] for s in self._series], np.int32),
+        )
+        if not self._counter_chunks:
+            return Counters(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0), table)
+        sid, t, v = (np.concatenate(x) for x in zip(*self._counter_chunks))
+        return Counters(sid, t, v, table)
+
+
+def empty_flows() -> Flows:
+    return Flows(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8))
+
+
+def default_sort_key(kind, rank, pid, tid, device, stream) -> int:
+    """Rank first, then host lanes before device lanes before counters."""
+    rank_part = max(rank, 0) + 1
+    kind_part = {LaneKind.CPU: 0, LaneKind.GPU: 1, LaneKind.MEMCPY: 1,
+                 LaneKind.NETWORK: 2, LaneKind.COUNTER: 3}[LaneKind(kind)]
+    if LaneKind(kind) in (LaneKind.GPU, LaneKind.MEMCPY):
+        within = (max(device, 0) << 24) + (max(stream, 0) & 0xFFFFFF)
+    else:
+        within = ((max(pid, 0) & 0xFFFFFF) << 24) + (max(tid, 0) & 0xFFFFFF)
+    return (rank_part << 52) + (kind_part << 49) + (within & ((1 << 49) - 1))
+
+
+def assign_depths(start, dur, lane, n_lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nesting row of each slice and the number of rows per lane.
+
+    Input must be sorted by (start, -dur). Properly nested or disjoint slices
+    are solved in one vectorised pass (depth = slices still open at the start);
+    a lane where that leaves two overlapping slices on one row (partial
+    overlaps) is redone greedily, so no slice is ever hidden or dropped.
+    """
+    n = len(start)
+    depth = np.zeros(n, np.int16)
+    lane_depth = np.zeros(n_lanes, np.int64)
+    if n == 0:
+        return depth, lane_depth
+    end = start + dur
+    by_lane = np.argsort(lane, kind="stable")  # keeps start order within a lane
+    ls, le, ll = start[by_lane], end[by_lane], lane[by_lane]
+    bounds = np.searchsorted(ll, np.arange(n_lanes + 1))
+    d = np.zeros(n, np.int64)
+    for lid in range(n_lanes):
+        lo, hi = bounds[lid], bounds[lid + 1]
+        if hi - lo <= 1:
+            continue
+        s, e = ls[lo:hi], le[lo:hi]
+        if np.all(e[:-1] <= s[1:]):
+            continue  # flat lane: everything on row 0
+        d[lo:hi] = _nested_depth(s, e)
+        if _rows_overlap(s, e, d[lo:hi]):
+            d[lo:hi] = _greedy_depth(s, e)
+    depth[by_lane] = np.minimum(d, np.iinfo(np.int16).max)
+    np.maximum.at(lane_depth, lane, depth.astype(np.int64) + 1)
+    return depth, lane_depth
+
+
+def _nested_depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Open intervals at each start, among those sorted before it."""
+    pos = np.arange(len(s))
+    ended = np.searchsorted(np.sort(e), s, side="right")
+    return np.maximum(pos - np.minimum(ended, pos), 0)
+
+
+def _rows_overlap(s, e, d) -> bool:
+    order = np.lexsort((s, d))
+    ds, ss, es = d[order], s[order], e[order]
+    same = ds[1:] == ds[:-1]
+    return bool(np.any(same & (es[:-1] > ss[1:])))
+
+
+def _greedy_depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Lowest free row per slice (first fit); used only for partial overlaps."""
+    row_end: list[int] = []
+    out = np.zeros(len(s), np.int64)
+    for i, (a, b) in enumerate(zip(s.tolist(), e.tolist())):
+        for r, re in enumerate(row_end):
+            if re <= a:
+                row_end[r] = b
+                out[i] = r
+                break
+        else:
+            out[i] = len(row_end)
+            row_end.append(b)
+    return out
+
+
+def correlation_flows(slices: Slices, lanes: Lanes) -> Flows:
+    """Launch flows from correlation ids: host runtime slice -> device slices.
+
+    Correlation ids repeat across processes/ranks, so they are matched within
+    the same rank only.
+    """
+    corr = slices.correlation
+    has = corr >= 0
+    if not has.any():
+        return empty_flows()
+    kind = slices.kind
+    dev_mask = has & np.isin(kind, [int(k) for k in DEVICE_KINDS])
+    host_mask = has & (kind == int(Kind.RUNTIME))
+    if not dev_mask.any() or not host_mask.any():
+        return empty_flows()
+    rank = lanes.rank[slices.lane].astype(np.int64)
+    key = (rank + 1) * (1 << 40) + corr
+    host_idx = np.flatnonzero(host_mask)
+    hk = key[host_idx]
+    order = np.argsort(hk, kind="stable")
+    hk_sorted, host_sorted = hk[order], host_idx[order]
+    dev_idx = np.flatnonzero(dev_mask)
+    pos = np.searchsorted(hk_sorted, key[dev_idx])
+    pos_c = np.minimum(pos, len(hk_sorted) - 1)
+    hit = hk_sorted[pos_c] == key[dev_idx]
+    src = host_sorted[pos_c[hit]]
+    dst = dev_idx[hit]
+    return Flows(src.astype(np.int64), dst.astype(np.int64), np.zeros(len(src), np.int8))

@@ -1,0 +1,111 @@
+"""Importer registry: sniff a path, pick the importer, return a :class:`Trace`.
+
+Each format lives in its own module exposing an ``IMPORTER`` object with
+
+* ``name`` -- short format name (``"kineto"``, ``"sofa"``, ...);
+* ``can_open(path) -> float`` -- confidence 0..1 from *content* (not only suffix);
+* ``load(path, progress) -> Trace`` -- raises :class:`TraceFormatError` on bad input.
+
+:func:`load_trace` tries them in order of confidence and goes through the
+cache (:mod:`sofa_gui.core.store`) unless told not to.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import logging
+import zlib
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import TraceFormatError
+from ..progress import Cancelled, NullProgress, Progress
+from ..trace import Trace
+
+log = logging.getLogger(__name__)
+
+# Exceptions an importer can hit on corrupt input; load_trace turns them into a
+# TraceFormatError so no caller ever sees a traceback for bad data.
+_MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, EOFError,
+              UnicodeError, OverflowError, RecursionError, zlib.error, gzip.BadGzipFile)
+
+#: Modules providing importers, in tie-break order.
+IMPORTER_MODULES = [
+    "sofa_gui.core.importers.recording",
+    "sofa_gui.core.importers.sofa_logdir",
+    "sofa_gui.core.importers.rank_folder",
+    "sofa_gui.core.importers.nsys_sqlite",
+    "sofa_gui.core.importers.chrome_trace",
+]
+
+
+class Importer(Protocol):
+    name: str
+
+    def can_open(self, path: Path) -> float: ...
+
+    def load(self, path: Path, progress: Progress) -> Trace: ...
+
+
+def importers() -> list[Importer]:
+    """All importers whose module is present (each module is optional)."""
+    out = []
+    for mod in IMPORTER_MODULES:
+        try:
+            out.append(importlib.import_module(mod).IMPORTER)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+    return out
+
+
+def pick_importer(path: Path) -> Importer:
+    """The importer most confident it can read ``path``, or a TraceFormatError."""
+    if not path.exists():
+        raise TraceFormatError(path, "no such file or folder")
+    if path.is_file() and path.stat().st_size == 0:
+        raise TraceFormatError(path, "file is empty")
+    best, best_score = None, 0.0
+    for imp in importers():
+        try:
+            score = imp.can_open(path)
+        except OSError as exc:
+            raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+        if score > best_score:
+            best, best_score = imp, score
+    if best is None:
+        what = "folder" if path.is_dir() else "file"
+        raise TraceFormatError(path, f"not a trace {what} this program can read")
+    return best
+
+
+def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -> Trace:
+    """Open a trace file or folder, from the cache when it is fresh."""
+    from .. import store
+
+    path = Path(path).expanduser()
+    progress = progress or NullProgress()
+    if use_cache:
+        cached = store.load_cached(path)
+        if cached is not None:
+            progress.report(1.0, "loaded from cache")
+            return cached
+    imp = pick_importer(path)
+    try:
+        trace = imp.load(path, progress)
+    except (TraceFormatError, Cancelled):
+        raise
+    except MemoryError:
+        raise TraceFormatError(path, "out of memory while reading") from None
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+    except _MALFORMED as exc:
+        log.debug("importer %s failed on %s", imp.name, path, exc_info=True)
+        why = f"malformed {imp.name} data ({type(exc).__name__}: {exc})"
+        raise TraceFormatError(path, why) from None
+    trace.meta.source = str(path)
+    trace.meta.format = trace.meta.format or imp.name
+    if use_cache:
+        store.save_cached(path, trace)
+    return trace

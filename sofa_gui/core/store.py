@@ -1,0 +1,149 @@
+"""Columnar cache: the first open writes Parquet, later opens memory-map it.
+
+Entries live under the user cache dir (``$SOFA_GUI_CACHE_DIR`` or
+``$XDG_CACHE_HOME/sofa_gui``), never beside the source, keyed by the source's
+absolute path, size and mtime (for a folder: every file in it). Each entry is
+a folder written under a temporary name and renamed into place, so a crash
+never leaves a half-written entry. Bump :data:`FORMAT_VERSION` to invalidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .trace import (
+    ArgsStore,
+    Counters,
+    CounterSeries,
+    Flows,
+    Lanes,
+    Slices,
+    Trace,
+    TraceMeta,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+_SLICE_COLS = ["start", "dur", "lane", "name", "kind", "depth", "device", "stream",
+               "bytes", "copy_kind", "correlation", "args"]
+_LANE_NUM = ["kind", "rank", "pid", "tid", "device", "stream", "sort_key", "depth"]
+
+
+def cache_root() -> Path:
+    env = os.environ.get("SOFA_GUI_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sofa_gui"
+
+
+def _fingerprint(path: Path) -> str:
+    path = path.resolve()
+    h = hashlib.sha256(f"v{FORMAT_VERSION}|{path}".encode())
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        st = f.stat()
+        h.update(f"|{f.relative_to(path.parent)}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def entry_dir(path: Path) -> Path:
+    return cache_root() / _fingerprint(path)
+
+
+def load_cached(path: Path) -> Trace | None:
+    """The cached trace for ``path`` if fresh and readable, else None."""
+    try:
+        d = entry_dir(path)
+    except OSError:
+        return None
+    if not (d / "manifest.json").is_file():
+        return None
+    try:
+        return read_trace(d)
+    except Exception:  # a damaged cache entry is dropped, never fatal
+        log.warning("dropping unreadable cache entry %s", d, exc_info=True)
+        shutil.rmtree(d, ignore_errors=True)
+        return None
+
+
+def save_cached(path: Path, trace: Trace) -> Path | None:
+    """Write ``trace`` into the cache; failures are logged, never raised."""
+    try:
+        d = entry_dir(path)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=d.parent))
+        try:
+            write_trace(tmp, trace)
+            if d.exists():
+                shutil.rmtree(d, ignore_errors=True)
+            os.replace(tmp, d)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return d
+    except OSError:
+        log.warning("could not write cache for %s", path, exc_info=True)
+        return None
+
+
+def write_trace(d: Path, trace: Trace) -> None:
+    s = trace.slices
+    pq.write_table(pa.table({c: getattr(s, c) for c in _SLICE_COLS}), d / "slices.parquet",
+                   compression="none")
+    lanes = {c: getattr(trace.lanes, c) for c in _LANE_NUM}
+    lanes.update(name=trace.lanes.name, group=trace.lanes.group)
+    pq.write_table(pa.table(lanes), d / "lanes.parquet")
+    pq.write_table(pa.table({"name": pa.array(trace.names, pa.large_string())}),
+                   d / "names.parquet")
+    c = trace.counters
+    pq.write_table(pa.table({"series": c.series, "time": c.time, "value": c.value}),
+                   d / "counters.parquet")
+    pq.write_table(pa.table({"name": c.table.name, "unit": c.table.unit,
+                             "lane": c.table.lane}), d / "series.parquet")
+    f = trace.flows
+    pq.write_table(pa.table({"src": f.src, "dst": f.dst, "kind": f.kind}), d / "flows.parquet")
+    args = trace.args.backing
+    if not isinstance(args, (pa.Array, pa.ChunkedArray)):
+        args = pa.array(list(args), pa.large_binary())
+    pq.write_table(pa.table({"args": args}), d / "args.parquet")
+    manifest = {"format_version": FORMAT_VERSION, "meta": trace.meta.to_dict()}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _np(table: pa.Table, col: str, dtype) -> np.ndarray:
+    return table.column(col).to_numpy().astype(dtype, copy=False)
+
+
+def read_trace(d: Path) -> Trace:
+    manifest = json.loads((d / "manifest.json").read_text())
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ValueError("old cache format")
+    t = pq.read_table(d / "slices.parquet", memory_map=True)
+    slices = Slices(**{c: t.column(c).to_numpy() for c in _SLICE_COLS})
+    lt = pq.read_table(d / "lanes.parquet")
+    lanes = Lanes(name=lt.column("name").to_pylist(), group=lt.column("group").to_pylist(),
+                  **{c: lt.column(c).to_numpy() for c in _LANE_NUM})
+    names = pq.read_table(d / "names.parquet").column("name").to_pylist()
+    ct = pq.read_table(d / "counters.parquet", memory_map=True)
+    st = pq.read_table(d / "series.parquet")
+    counters = Counters(
+        _np(ct, "series", np.int32), _np(ct, "time", np.int64), _np(ct, "value", np.float64),
+        CounterSeries(st.column("name").to_pylist(), st.column("unit").to_pylist(),
+                      _np(st, "lane", np.int32)),
+    )
+    ft = pq.read_table(d / "flows.parquet")
+    flows = Flows(_np(ft, "src", np.int64), _np(ft, "dst", np.int64), _np(ft, "kind", np.int8))
+    args = pq.read_table(d / "args.parquet", memory_map=True).column("args")
+    return Trace(slices, lanes, names, counters, flows, ArgsStore(args),
+                 TraceMeta.from_dict(manifest["meta"]))

@@ -1,0 +1,75 @@
+"""Plain facts about a loaded trace, for the CLI, reports and the GUI header."""
+
+from __future__ import annotations
+
+from .analysis.results import us
+from .trace import LaneKind, Trace
+
+
+def trace_dict(trace: Trace) -> dict:
+    """The ``"trace"`` object of ``analyze --json`` (times in µs on the trace clock)."""
+    counts = trace.lane_event_counts()
+    lanes = trace.lanes
+    order = lanes.display_order()
+    return {
+        "path": trace.meta.source,
+        "format": trace.meta.format,
+        "events": int(trace.events),
+        "slices": len(trace.slices),
+        "counter_samples": len(trace.counters),
+        "flows": len(trace.flows),
+        "kinds": trace.kind_counts(),
+        "skipped": dict(trace.meta.report.skipped),
+        "load_report": trace.meta.report.to_dict(),
+        "start_us": us(trace.start_ns),
+        "end_us": us(trace.end_ns),
+        "duration_us": us(trace.duration_ns),
+        "lanes": [
+            {
+                "name": lanes.name[i],
+                "group": lanes.group[i],
+                "kind": LaneKind(int(lanes.kind[i])).label,
+                "events": int(counts[i]),
+            }
+            for i in order
+        ],
+        "ranks": list(trace.meta.ranks),
+        "world_size": trace.meta.world_size,
+        "devices": {str(k): v for k, v in trace.meta.devices.items()},
+    }
+
+
+def fmt_ns(ns: float) -> str:
+    """Human duration: 1.23 s, 45.6 ms, 789 µs, 12 ns."""
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.0f} ns"
+
+
+def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
+    d = trace_dict(trace)
+    rep = trace.meta.report
+    lines = [
+        f"Trace:    {d['path']}",
+        f"Format:   {d['format']}",
+        f"Duration: {fmt_ns(trace.duration_ns)}  ({d['start_us']:.3f} .. {d['end_us']:.3f} µs)",
+        f"Events:   {d['events']:,} loaded of {rep.read:,} read"
+        + (f"; ranks {d['ranks']}" if d["ranks"] else ""),
+        "Kinds:    " + ", ".join(f"{k} {n:,}" for k, n in d["kinds"].items()),
+    ]
+    if rep.skipped:
+        lines.append("Skipped:  " + ", ".join(f"{r}: {n:,}" for r, n in rep.skipped.items()))
+    for note in rep.notes:
+        lines.append(f"Note:     {note}")
+    lines.append(f"Lanes ({len(d['lanes'])}):")
+    for lane in d["lanes"][:max_lanes]:
+        group = f"{lane['group']} / " if lane["group"] else ""
+        lines.append(f"  {lane['kind']:8s} {lane['events']:>10,}  {group}{lane['name']}")
+    if len(d["lanes"]) > max_lanes:
+        lines.append(f"  ... and {len(d['lanes']) - max_lanes} more")
+    return lines

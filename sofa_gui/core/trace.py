@@ -1,0 +1,368 @@
+"""The columnar trace model every importer produces and every view reads.
+
+One :class:`Trace` holds numpy columns, never a Python object per event:
+
+* ``slices`` -- timed events, sorted by start (then longer first), int64 ns on
+  the trace's own clock (for Kineto: file ``ts`` in µs x 1000);
+* ``lanes`` -- one row per CPU thread / GPU stream / network link / counter
+  group, with kind, group (rank / process / device), display name and order;
+* ``counters`` -- (series, time, value) samples, series described in a table;
+* ``flows`` -- (src slice, dst slice) pairs, e.g. CPU launch -> GPU kernel;
+* ``names`` -- the interned string table that ``slices.name`` indexes;
+* ``args`` -- raw per-event arguments as JSON bytes, decoded only on demand;
+* ``meta`` -- source, format, ranks, device properties and the load report.
+
+Build traces with :class:`sofa_gui.core.builder.TraceBuilder`, not by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from enum import IntEnum
+
+import numpy as np
+
+
+class Kind(IntEnum):
+    """What a slice is; stable ints stored in ``slices.kind`` and the cache."""
+
+    CPU_OP = 0
+    PYTHON = 1
+    RUNTIME = 2
+    KERNEL = 3
+    MEMCPY = 4
+    MEMSET = 5
+    COMMUNICATION = 6
+    ANNOTATION = 7
+    SYNC = 8
+    NETWORK = 9
+    OTHER = 10
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class CopyKind(IntEnum):
+    """Direction of a memory copy (``slices.copy_kind``); NONE for non-copies."""
+
+    NONE = 0
+    H2D = 1
+    D2H = 2
+    D2D = 3
+    P2P = 4
+    OTHER = 5
+
+
+class LaneKind(IntEnum):
+    """What a lane shows."""
+
+    CPU = 0
+    GPU = 1
+    MEMCPY = 2
+    NETWORK = 3
+    COUNTER = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+#: Slice kinds that run on an accelerator.
+DEVICE_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMMUNICATION)
+
+
+def _same_length(obj) -> int:
+    lengths = {len(getattr(obj, f.name)) for f in fields(obj)}
+    if len(lengths) > 1:
+        raise ValueError(f"{type(obj).__name__}: columns differ in length {lengths}")
+    return lengths.pop() if lengths else 0
+
+
+@dataclass
+class Slices:
+    """Timed events as parallel numpy columns, sorted by (start, -dur).
+
+    ``args`` is an index into :attr:`Trace.args` (-1: none); ``correlation`` is
+    the runtime/kernel correlation id (-1: none); ``device`` is the GPU index
+    (-1: host); ``stream`` is the GPU stream or the CPU thread id.
+    """
+
+    start: np.ndarray  # int64 ns
+    dur: np.ndarray  # int64 ns, >= 0
+    lane: np.ndarray  # int32 -> lanes row
+    name: np.ndarray  # int32 -> Trace.names
+    kind: np.ndarray  # int8 Kind
+    depth: np.ndarray  # int16 nesting row within the lane
+    device: np.ndarray  # int16
+    stream: np.ndarray  # int64
+    bytes: np.ndarray  # int64, -1 unknown
+    copy_kind: np.ndarray  # int8 CopyKind
+    correlation: np.ndarray  # int64
+    args: np.ndarray  # int64 -> Trace.args row, -1 none
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.dur
+
+    def validate(self) -> None:
+        _same_length(self)
+
+
+@dataclass
+class Lanes:
+    """One row per lane.  ``group`` is the collapsible heading (rank/process/device)."""
+
+    name: list[str]
+    group: list[str]
+    kind: np.ndarray  # int8 LaneKind
+    rank: np.ndarray  # int32, -1 unknown
+    pid: np.ndarray  # int64, -1 none
+    tid: np.ndarray  # int64, -1 none
+    device: np.ndarray  # int16, -1 host
+    stream: np.ndarray  # int64, -1 none
+    sort_key: np.ndarray  # int64: display order, ascending
+    depth: np.ndarray  # int16: number of nesting rows (max depth + 1; 1 for counters)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def display_order(self) -> np.ndarray:
+        """Lane ids in the order they are drawn top to bottom."""
+        return np.lexsort((np.arange(len(self)), self.sort_key)).astype(np.int32)
+
+
+@dataclass
+class CounterSeries:
+    """Counter series table; samples of series ``i`` are where ``Counters.series == i``."""
+
+    name: list[str]
+    unit: list[str]
+    lane: np.ndarray  # int32: the counter lane that draws it
+
+
+@dataclass
+class Counters:
+    series: np.ndarray  # int32 -> CounterSeries row
+    time: np.ndarray  # int64 ns, sorted within each series
+    value: np.ndarray  # float64
+    table: CounterSeries
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    def samples(self, series_id: int) -> tuple[np.ndarray, np.ndarray]:
+        m = self.series == series_id
+        return self.time[m], self.value[m]
+
+
+@dataclass
+class Flows:
+    """Arrows between slices, e.g. ``cudaLaunchKernel`` -> its kernel."""
+
+    src: np.ndarray  # int64 slice index
+    dst: np.ndarray  # int64 slice index
+    kind: np.ndarray  # int8: 0 launch (CPU->GPU), 1 other (fwd/bwd, user flows)
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def partners(self, slice_index: int) -> np.ndarray:
+        """Slices linked to ``slice_index`` by a flow, either direction."""
+        out = np.concatenate(
+            [self.dst[self.src == slice_index], self.src[self.dst == slice_index]]
+        )
+        return np.unique(out)
+
+
+@dataclass
+class LoadReport:
+    """Every event in the source is either loaded or skipped with a reason."""
+
+    read: int = 0
+    loaded: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        if n:
+            self.skipped[reason] += n
+
+    @property
+    def skipped_total(self) -> int:
+        return sum(self.skipped.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "read": self.read,
+            "loaded": self.loaded,
+            "skipped": dict(self.skipped),
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LoadReport:
+        return cls(d["read"], d["loaded"], Counter(d["skipped"]), list(d["notes"]))
+
+
+@dataclass
+class TraceMeta:
+    """Where the trace came from and what it says about the run."""
+
+    source: str = ""
+    format: str = ""
+    # ns to add to a slice start to get Unix epoch ns, when known (None: unknown).
+    epoch_offset_ns: int | None = None
+    ranks: list[int] = field(default_factory=list)
+    world_size: int | None = None
+    devices: dict = field(default_factory=dict)  # device index -> properties dict
+    extra: dict = field(default_factory=dict)  # format-specific facts (JSON-able)
+    report: LoadReport = field(default_factory=LoadReport)
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "format": self.format,
+            "epoch_offset_ns": self.epoch_offset_ns,
+            "ranks": list(self.ranks),
+            "world_size": self.world_size,
+            "devices": {str(k): v for k, v in self.devices.items()},
+            "extra": self.extra,
+            "report": self.report.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TraceMeta:
+        return cls(
+            source=d["source"],
+            format=d["format"],
+            epoch_offset_ns=d["epoch_offset_ns"],
+            ranks=list(d["ranks"]),
+            world_size=d["world_size"],
+            devices={int(k): v for k, v in d["devices"].items()},
+            extra=d["extra"],
+            report=LoadReport.from_dict(d["report"]),
+        )
+
+
+class ArgsStore:
+    """Raw event arguments as JSON bytes, decoded one event at a time.
+
+    Backed by any sequence of ``bytes`` (a list while importing, a memory-mapped
+    pyarrow array after a cached reopen), so opening never decodes them all.
+    """
+
+    def __init__(self, raw=None):
+        self._raw = raw if raw is not None else []
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def raw(self, i: int) -> bytes:
+        v = self._raw[i]
+        if hasattr(v, "as_py"):
+            v = v.as_py()
+        return v or b"{}"
+
+    def get(self, i: int) -> dict:
+        if i < 0 or i >= len(self):
+            return {}
+        try:
+            out = json.loads(self.raw(i))
+        except (ValueError, UnicodeDecodeError):
+            return {}
+        return out if isinstance(out, dict) else {"value": out}
+
+    @property
+    def backing(self):
+        return self._raw
+
+
+@dataclass
+class Trace:
+    slices: Slices
+    lanes: Lanes
+    names: list[str]
+    counters: Counters
+    flows: Flows
+    args: ArgsStore
+    meta: TraceMeta
+
+    # -- extent ---------------------------------------------------------------
+    @property
+    def start_ns(self) -> int:
+        """Earliest slice start or counter sample (0 for an empty trace)."""
+        cands = []
+        if len(self.slices):
+            cands.append(int(self.slices.start[0]))
+        if len(self.counters):
+            cands.append(int(self.counters.time.min()))
+        return min(cands) if cands else 0
+
+    @property
+    def end_ns(self) -> int:
+        """Latest slice end or counter sample."""
+        cands = []
+        if len(self.slices):
+            cands.append(int(self.slices.end.max()))
+        if len(self.counters):
+            cands.append(int(self.counters.time.max()))
+        return max(cands) if cands else 0
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    # -- lookups --------------------------------------------------------------
+    def name_of(self, slice_index: int) -> str:
+        return self.names[int(self.slices.name[slice_index])]
+
+    def name_ids(self, predicate) -> np.ndarray:
+        """Ids of names for which ``predicate(name)`` is true (over the string table)."""
+        return np.fromiter(
+            (i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int32
+        )
+
+    def slices_in(self, start_ns: int, end_ns: int) -> np.ndarray:
+        """Indexes of slices overlapping ``[start_ns, end_ns)``.
+
+        Uses the sort by start plus a bound on the longest slice, so it is cheap.
+        """
+        s = self.slices
+        if not len(s):
+            return np.zeros(0, np.int64)
+        lo = np.searchsorted(s.start, start_ns - self.max_dur_ns, side="left")
+        hi = np.searchsorted(s.start, end_ns, side="left")
+        idx = np.arange(lo, hi, dtype=np.int64)
+        return idx[s.end[idx] > start_ns]
+
+    @property
+    def max_dur_ns(self) -> int:
+        if not hasattr(self, "_max_dur"):
+            self._max_dur = int(self.slices.dur.max()) if len(self.slices) else 0
+        return self._max_dur
+
+    def lane_slices(self, lane_id: int) -> np.ndarray:
+        """Indexes of one lane's slices, in start order."""
+        return np.flatnonzero(self.slices.lane == lane_id)
+
+    def kind_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.slices.kind.astype(np.int64), minlength=len(Kind))
+        return {Kind(k).label: int(n) for k, n in enumerate(counts) if n}
+
+    def lane_event_counts(self) -> np.ndarray:
+        """Slices per lane, plus counter samples for counter lanes."""
+        counts = np.bincount(self.slices.lane, minlength=len(self.lanes)).astype(np.int64)
+        if len(self.counters):
+            per_series = np.bincount(self.counters.series, minlength=len(self.counters.table.name))
+            np.add.at(counts, self.counters.table.lane, per_series)
+        return counts
+
+    @property
+    def events(self) -> int:
+        return len(self.slices) + len(self.counters)

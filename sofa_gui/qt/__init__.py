@@ -1,0 +1,1 @@
+"""Qt layer: main window, timeline, panels, workers.  Only ``cli`` imports it."""

@@ -1,0 +1,57 @@
+import numpy as np
+
+from sofa_gui.core.builder import TraceBuilder, assign_depths
+from sofa_gui.core.trace import CopyKind, Kind, LaneKind
+
+
+def _toy():
+    b = TraceBuilder("toy", "test")
+    cpu = b.lane(("cpu", 1, 1), "thread 1", LaneKind.CPU, "process 1", pid=1, tid=1)
+    gpu = b.lane(("gpu", 0, 7), "stream 7", LaneKind.GPU, "GPU 0", device=0, stream=7)
+    rows_cpu = b.add_slices([0, 10, 12], [100, 20, 5], cpu, ["step", "cudaLaunchKernel", "x"],
+                            kind=[Kind.ANNOTATION, Kind.RUNTIME, Kind.CPU_OP],
+                            correlation=[-1, 5, -1])
+    rows_gpu = b.add_slices([40, 30], [10, 5], gpu, ["gemm", "memcpy"],
+                            kind=[Kind.KERNEL, Kind.MEMCPY], correlation=[5, -1],
+                            copy_kind=[0, CopyKind.H2D], bytes=[-1, 4096],
+                            args=[b'{"grid": [1,1,1]}', None])
+    return b, rows_cpu, rows_gpu
+
+
+def test_builder_sorts_nests_and_correlates():
+    b, _, _ = _toy()
+    t = b.finish()
+    assert list(t.slices.start) == [0, 10, 12, 30, 40]
+    assert list(t.slices.depth) == [0, 1, 2, 0, 0]
+    assert t.lanes.depth.tolist() == [3, 1]
+    launch = [t.name_of(i) for i in t.flows.src]
+    kernel = [t.name_of(i) for i in t.flows.dst]
+    assert launch == ["cudaLaunchKernel"] and kernel == ["gemm"]
+    gemm = int(np.flatnonzero(t.slices.name == t.names.index("gemm"))[0])
+    assert t.args.get(int(t.slices.args[gemm])) == {"grid": [1, 1, 1]}
+    assert t.kind_counts() == {"cpu_op": 1, "runtime": 1, "kernel": 1, "memcpy": 1,
+                               "annotation": 1}
+    assert t.meta.report.loaded == 5
+
+
+def test_explicit_flows_follow_sorting():
+    b, rows_cpu, rows_gpu = _toy()
+    b.add_flows([rows_cpu[1]], [rows_gpu[0]], kind=0)
+    t = b.finish()
+    assert t.name_of(int(t.flows.src[0])) == "cudaLaunchKernel"
+    assert t.name_of(int(t.flows.dst[0])) == "gemm"
+
+
+def test_partial_overlaps_never_share_a_row():
+    start = np.array([0, 5, 12])
+    dur = np.array([10, 10, 8])
+    depth, lane_depth = assign_depths(start, dur, np.zeros(3, np.int32), 1)
+    assert depth.tolist() == [0, 1, 0]
+    assert lane_depth.tolist() == [2]
+
+
+def test_slices_in_window():
+    b, _, _ = _toy()
+    t = b.finish()
+    idx = t.slices_in(35, 45)
+    assert sorted(t.name_of(i) for i in idx) == ["gemm", "step"]
