@@ -1,0 +1,59 @@
+"""Per-event JSON args built column-wise, for importers that read columns, not objects.
+
+``json_rows({"bytes": arr, "grid": (gx, gy, gz)})`` gives one ``b'{"bytes":4096,
+"grid":[1,2,1]}'`` per row, assembled by pyarrow string kernels instead of a
+Python loop over dicts (a million rows in a fraction of a second).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _number_text(values) -> pa.Array:
+    arr = np.asarray(values)
+    text = pc.cast(pa.array(arr), pa.string())
+    if arr.dtype.kind == "f":
+        text = pc.if_else(pa.array(np.isfinite(arr)), text, "null")
+    return text
+
+
+def _string_text(values) -> pa.Array:
+    return pa.array([json.dumps(v) for v in values], pa.string())
+
+
+def _value_text(value) -> list:
+    """Pieces that render one key's value: a number column, a string list, or an array."""
+    if isinstance(value, tuple):
+        parts: list = ["["]
+        for k, col in enumerate(value):
+            if k:
+                parts.append(",")
+            parts.append(_number_text(col))
+        parts.append("]")
+        return parts
+    if isinstance(value, list):
+        return [_string_text(value)]
+    return [_number_text(value)]
+
+
+def json_rows(columns: dict) -> list[bytes]:
+    """One JSON object (bytes) per row from equal-length columns.
+
+    A value is a numeric array, a list of ``str`` (JSON-escaped), or a tuple of
+    numeric arrays rendered as a JSON array.
+    """
+    pieces: list = []
+    for i, (key, value) in enumerate(columns.items()):
+        pieces.append(("{" if i == 0 else ",") + json.dumps(key) + ":")
+        pieces.extend(_value_text(value))
+    pieces.append("}")
+    arrays = [p for p in pieces if not isinstance(p, str)]
+    if not arrays:
+        return []
+    joined = pc.binary_join_element_wise(*pieces, "")
+    return joined.cast(pa.binary()).to_pylist()

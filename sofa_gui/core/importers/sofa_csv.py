@@ -1,0 +1,204 @@
+"""Fast, forgiving reader for SOFA's CSV files.
+
+Two schemas: the 13-column trace schema every preprocessed SOFA file shares and
+the 2017 six-column GPU trace. pyarrow parses the text (every column as a
+string), numbers are converted column-wise, and rows that cannot be used are
+dropped and counted by reason -- never silently.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from ..progress import NullProgress, Progress
+
+SOFA_COLUMNS = ("timestamp", "event", "duration", "deviceId", "copyKind", "payload",
+                "bandwidth", "pkt_src", "pkt_dst", "pid", "tid", "name", "category")
+LEGACY_COLUMNS = ("time_ms", "event", "duration(ms)", "copyKind", "data_B", "streamId")
+SCHEMAS = {"sofa": SOFA_COLUMNS, "legacy": LEGACY_COLUMNS}
+
+_TEXT_COLUMNS = {"name", "deviceId"}  # may hold text (diskstat's deviceId is a device name)
+_NUMBER = r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$"
+_BLOCK = 4 << 20
+# Below this magnitude float64 holds 9 decimals exactly; above it parse decimals.
+_FLOAT_EXACT = 2.0**22
+
+
+def _header_fields(line: str) -> tuple[str, ...]:
+    return tuple(f.strip().strip('"') for f in line.lstrip("\ufeff").strip().split(","))
+
+
+def sniff_schema(path: Path) -> str | None:
+    """``"sofa"`` or ``"legacy"`` from the header line, else None."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+    fields = _header_fields(line)
+    for name, cols in SCHEMAS.items():
+        if fields == cols:
+            return name
+    return None
+
+
+@dataclass
+class CsvRows:
+    """The rows of one CSV as string columns (``name`` as bytes), plus what was dropped."""
+
+    file: str
+    columns: dict[str, pa.Array]
+    read: int = 0  # data rows seen, header repeats excluded
+    header_repeats: int = 0
+    skipped: Counter = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        first = next(iter(self.columns.values()), None)
+        return 0 if first is None else len(first)
+
+    def keep(self, mask: np.ndarray) -> None:
+        if mask.all():
+            return
+        m = pa.array(mask)
+        self.columns = {k: pc.filter(v, m) for k, v in self.columns.items()}
+
+    def skip(self, reason: str, n: int) -> None:
+        if n:
+            self.skipped[f"{self.file}: {reason}"] += int(n)
+
+
+def read_rows(path: Path, schema: str, progress: Progress | None = None) -> CsvRows:
+    """Parse ``path`` (header already sniffed as ``schema``) into string columns."""
+    progress = progress or NullProgress()
+    cols = SCHEMAS[schema]
+    rows = CsvRows(Path(path).name, {})
+    bad = [0]
+
+    def on_invalid(_row) -> str:
+        bad[0] += 1
+        return "skip"
+
+    types = {c: (pa.binary() if c == "name" else pa.string()) for c in cols}
+    reader = pacsv.open_csv(
+        path,
+        read_options=pacsv.ReadOptions(column_names=list(cols), skip_rows=1, block_size=_BLOCK),
+        parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
+        convert_options=pacsv.ConvertOptions(column_types=types, check_utf8=False,
+                                             strings_can_be_null=False),
+    )
+    size = max(Path(path).stat().st_size, 1)
+    batches = []
+    for i, batch in enumerate(reader):
+        batches.append(batch)
+        progress.report(min((i + 1) * _BLOCK / size, 1.0), f"reading {rows.file}")
+    table = pa.Table.from_batches(batches, schema=reader.schema)
+    rows.columns = {c: table.column(c).combine_chunks() for c in cols}
+    rows.skip("wrong number of columns", bad[0])
+    repeats = pc.equal(rows.columns[cols[0]], cols[0]).to_numpy(zero_copy_only=False)
+    rows.header_repeats = int(repeats.sum())
+    rows.keep(~repeats)
+    rows.read = len(rows) + bad[0]
+    return rows
+
+
+# -- numbers -------------------------------------------------------------------------------
+def _trimmed(col: pa.Array) -> pa.Array:
+    return pc.ascii_trim_whitespace(col)
+
+
+def parse_float(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(values, ok): float64 values (0 where not ok) and which cells were finite numbers."""
+    try:
+        v = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        text = _trimmed(col)
+        ok = pc.match_substring_regex(text, _NUMBER).to_numpy(zero_copy_only=False)
+        v = pc.cast(pc.if_else(pa.array(ok), text, "0"), pa.float64()).to_numpy(
+            zero_copy_only=False)
+    else:
+        ok = np.ones(len(v), bool)
+    ok &= np.isfinite(v)
+    return np.where(ok, v, 0.0), ok
+
+
+def parse_scaled_int(col: pa.Array, exp: int) -> tuple[np.ndarray, np.ndarray]:
+    """(value x 10**exp as int64, ok), exact for decimal text with <= ``exp`` decimals.
+
+    Seconds -> ns is ``exp=9``; milliseconds -> ns is ``exp=6``. Small numbers go
+    through float64 (exact at this size); large ones (epoch seconds) are parsed as
+    decimals so that e.g. ``1548903852.071722`` becomes exactly ``...071722000`` ns.
+    """
+    v, ok = parse_float(col)
+    scale = 10.0**exp
+    ok &= np.abs(v) * scale < 9.0e18
+    v = np.where(ok, v, 0.0)
+    if not ok.any() or np.abs(v).max() < _FLOAT_EXACT:
+        return np.rint(v * scale).astype(np.int64), ok
+    text = pc.if_else(pa.array(ok), _trimmed(col), "0")
+    try:
+        dec = pc.cast(text, pa.decimal128(38, exp))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # more decimals than exp
+        return np.rint(v * scale).astype(np.int64), ok
+    unscaled = pa.Array.from_buffers(pa.decimal128(38, 0), len(dec), dec.buffers(),
+                                     offset=dec.offset)
+    return unscaled.cast(pa.int64()).to_numpy(zero_copy_only=False), ok
+
+
+class NumericRows:
+    """Converts the columns a file needs; rows with a bad required cell are dropped.
+
+    Each dropped row is counted once, under the first required column that failed
+    (``"mpstat.csv: non-numeric duration"`` / ``"...: missing duration"``).
+    """
+
+    def __init__(self, rows: CsvRows):
+        self.rows = rows
+        self.values: dict[str, np.ndarray] = {}
+        self._ok = np.ones(len(rows), bool)
+        self.kept = self._ok  # after finish(): which of the original rows were kept
+
+    def ns(self, col: str, exp: int = 9) -> None:
+        self._take(col, *parse_scaled_int(self.rows.columns[col], exp))
+
+    def float(self, col: str) -> None:
+        self._take(col, *parse_float(self.rows.columns[col]))
+
+    def optional(self, col: str, default: float = -1.0) -> None:
+        """A column whose bad cells just take ``default`` (row kept)."""
+        v, ok = parse_float(self.rows.columns[col])
+        self.values[col] = np.where(ok, v, default)
+
+    def _take(self, col: str, v: np.ndarray, ok: np.ndarray) -> None:
+        newly_bad = self._ok & ~ok
+        if newly_bad.any():
+            empty = pc.equal(_trimmed(self.rows.columns[col]), "").to_numpy(
+                zero_copy_only=False)
+            self.rows.skip(f"missing {col}", int((newly_bad & empty).sum()))
+            self.rows.skip(f"non-numeric {col}", int((newly_bad & ~empty).sum()))
+        self._ok &= ok
+        self.values[col] = v
+
+    def finish(self) -> dict[str, np.ndarray]:
+        """Drop the bad rows everywhere; return the numeric columns of the kept rows."""
+        ok = self.kept = self._ok
+        self.rows.keep(ok)
+        return {k: v[ok] for k, v in self.values.items()}
+
+
+def text_ids(col: pa.Array) -> tuple[list[str], np.ndarray]:
+    """(distinct strings, index per row): transform names once per distinct value."""
+    enc = col.dictionary_encode()
+    uniq = [b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
+            for b in enc.dictionary.to_pylist()]
+    return uniq, enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def text_values(col: pa.Array) -> list[str]:
+    """Every cell as ``str`` (for small files)."""
+    return [b.decode("utf-8", "replace") if isinstance(b, bytes) else str(b)
+            for b in col.to_pylist()]
