@@ -1,0 +1,399 @@
+"""The advisor: name the bottlenecks of a run from its breakdown, with proof and remedies.
+
+One rule function per finding id.  A rule returns a :class:`Finding` whose
+``share`` is the fraction of the analysed iteration time its fixes could remove,
+and whose ``estimated_speedup`` follows Amdahl's law on that share,
+``1 / (1 - share)``.  Shares are measured on the device side where there is a
+device (the host side otherwise), on the device where the share is largest.
+
+Thresholds (fraction of iteration time; a finding below ``moderate`` is not
+emitted, at or above ``high`` it is "high" severity):
+
+================================  ========  =====  ============================================
+id                                moderate  high   grounded on
+================================  ========  =====  ============================================
+input_pipeline_bound              5 %       20 %   TensorFlow profiler input-pipeline analysis
+                                                   ("MODERATELY"/"HIGHLY input-bound", infeed
+                                                   thresholds 5/20 %)
+host_device_copy_bound            5 %       20 %   same: TF counts host-to-device time as input
+launch_overhead_bound             3 %       15 %   TF profiler kernel-launch bound thresholds
+synchronization_stalls            3 %       15 %   TF profiler "all other time" / host-idle
+                                                   thresholds (3 %, 15 %)
+communication_bound               10 %      20 %   PyTorch TensorBoard plugin (communication >
+                                                   10 % of step -> compression/accumulation)
+compute_bound                     50 %      80 %   TB plugin (GPU utilisation < 50 % -> not
+                                                   device-bound); applied to compute share
+iteration_jitter                  5 %       20 %   same grading as input-bound, on the time lost
+                                                   to iterations slower than the median
+================================  ========  =====  ============================================
+
+``compute_bound`` cannot be "removed": its share is the time saved if compute
+kernels ran 2x faster (the usual FP32 -> mixed-precision / tensor-core gain),
+i.e. half the compute share.  ``iteration_jitter``'s share is the time lost to
+iterations slower than the median.  No finding is emitted without evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..summary import fmt_ns
+from ..trace import CopyKind, Kind, Trace
+from .breakdown import TraceBreakdown
+from .device_side import DeviceBreakdown
+from .fixes import fixes_for
+from .host_side import HostBreakdown, window_of
+from .results import Evidence, Finding, Iterations
+
+THRESHOLDS = {
+    "input_pipeline_bound": (0.05, 0.20),
+    "host_device_copy_bound": (0.05, 0.20),
+    "launch_overhead_bound": (0.03, 0.15),
+    "synchronization_stalls": (0.03, 0.15),
+    "communication_bound": (0.10, 0.20),
+    "compute_bound": (0.50, 0.80),
+    "iteration_jitter": (0.05, 0.20),
+}
+#: Assumed compute speed-up behind the compute_bound estimate.
+COMPUTE_GAIN = 2.0
+MAX_EVIDENCE = 5
+
+
+@dataclass
+class _Ctx:
+    trace: Trace
+    iters: Iterations
+    bd: TraceBreakdown
+
+    def host_of(self, rank: int) -> HostBreakdown | None:
+        return next((h for h in self.bd.hosts if h.rank == rank), None)
+
+
+def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown) -> list[Finding]:
+    """All findings above their thresholds, with evidence, largest share first."""
+    ctx = _Ctx(trace, iters, breakdown)
+    out = []
+    for rule in RULES:
+        f = rule(ctx)
+        if f is not None and f.evidence:
+            out.append(f)
+    out.sort(key=lambda f: -f.share)
+    return out
+
+
+# -- helpers ---------------------------------------------------------------------------
+def _wall(obj) -> int:
+    return int((obj.ends - obj.starts).sum())
+
+
+def _share(obj, categories) -> float:
+    wall = _wall(obj)
+    return float(sum(int(obj.column(c).sum()) for c in categories)) / wall if wall else 0.0
+
+
+def _severity(fid: str, share: float) -> str | None:
+    moderate, high = THRESHOLDS[fid]
+    if share < moderate:
+        return None
+    return "high" if share >= high else "medium"
+
+
+def _amdahl(share: float) -> float:
+    return 1.0 / max(1.0 - share, 1e-6)
+
+
+def _best_device(ctx: _Ctx, categories) -> tuple[DeviceBreakdown | None, float]:
+    best, best_share = None, 0.0
+    for d in ctx.bd.devices:
+        s = _share(d, categories)
+        if best is None or s > best_share:
+            best, best_share = d, s
+    return best, best_share
+
+
+def _finding(fid: str, title: str, share: float, summary: str, evidence: list[Evidence],
+             speedup: float | None = None, severity: str | None = None) -> Finding | None:
+    severity = severity or _severity(fid, share)
+    if severity is None:
+        return None
+    return Finding(fid, title, severity, share, speedup or _amdahl(share), summary,
+                   evidence[:MAX_EVIDENCE], fixes_for(fid))
+
+
+def _top_iterations(values: np.ndarray, k: int = MAX_EVIDENCE) -> list[int]:
+    order = np.argsort(-values, kind="stable")
+    return [int(i) for i in order[:k] if values[i] > 0]
+
+
+def _it(bd: TraceBreakdown, i: int) -> int | None:
+    return None if bd.whole_trace else i
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+# -- rules -----------------------------------------------------------------------------
+def input_pipeline_bound(ctx: _Ctx) -> Finding | None:
+    fid = "input_pipeline_bound"
+    d, share = _best_device(ctx, ["idle_input"])
+    host = ctx.host_of(d.rank) if d is not None else ctx.bd.host
+    if host is None:
+        return None
+    host_share = _share(host, ["data_loading"])
+    if d is None:
+        share = host_share
+        per_iter = host.column("data_loading")
+        where = "the main thread spends it loading data (no accelerator in the trace)"
+    else:
+        per_iter = d.column("idle_input")
+        where = (f"{d.label} sits idle while the main thread loads the next batch "
+                 f"(data loading is {_pct(host_share)} of host time)")
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64))
+    evidence = []
+    s = ctx.trace.slices
+    lanes = [host.lane] + (d.lanes if d is not None else [])
+    for i in _top_iterations(per_iter):
+        lo, hi = host.starts[i], host.ends[i]
+        mine = dl[(s.start[dl] < hi) & (s.end[dl] > lo)]
+        if not len(mine):
+            continue
+        a, b = max(int(s.start[mine].min()), int(lo)), min(int(s.end[mine].max()), int(hi))
+        name = ctx.trace.name_of(int(mine[0]))
+        evidence.append(Evidence(
+            f"iteration {i}: {fmt_ns(per_iter[i])} waiting for input in {name}",
+            a, b, _it(ctx.bd, i), lanes))
+    grade = "HIGHLY" if share >= THRESHOLDS[fid][1] else "MODERATELY"
+    summary = (f"{grade} input-bound: {_pct(share)} of iteration time is spent waiting for "
+               f"input; {where}. Thresholds: >= 5% moderately, >= 20% highly input-bound "
+               f"(TensorFlow profiler).")
+    return _finding(fid, "Input pipeline bound", share, summary, evidence)
+
+
+def host_device_copy_bound(ctx: _Ctx) -> Finding | None:
+    fid = "host_device_copy_bound"
+    d, share = _best_device(ctx, ["memcpy_h2d", "memcpy_d2h"])
+    if d is None:
+        return None
+    s = ctx.trace.slices
+    idx = _device_slices(ctx, d, Kind.MEMCPY)
+    idx = idx[np.isin(s.copy_kind[idx], [int(CopyKind.H2D), int(CopyKind.D2H)])]
+    evidence = []
+    for j in idx[np.argsort(-s.dur[idx], kind="stable")][:MAX_EVIDENCE].tolist():
+        nbytes, dur = int(s.bytes[j]), int(s.dur[j])
+        bw = f", {nbytes / dur:.2f} GB/s" if nbytes > 0 and dur > 0 else ""
+        size = f" {nbytes / 1e6:.2f} MB" if nbytes > 0 else ""
+        it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
+        evidence.append(Evidence(f"{ctx.trace.name_of(j)}{size} in {fmt_ns(dur)}{bw}",
+                                 int(s.start[j]), int(s.end[j]),
+                                 None if it < 0 else _it(ctx.bd, it), [int(s.lane[j])]))
+    c = d.copies
+    pageable = int(c.pageable_bytes[:, :2].sum())
+    total = int(c.bytes[:, :2].sum())
+    extra = (f"; {_pct(pageable / total)} of the bytes come from pageable (unpinned) memory"
+             if total and pageable else "")
+    summary = (f"Host<->device copies that no compute kernel hides take {_pct(share)} of "
+               f"iteration time on {d.label} (H2D {c.bandwidth_gbps('h2d'):.1f} GB/s, "
+               f"D2H {c.bandwidth_gbps('d2h'):.1f} GB/s achieved){extra}.")
+    return _finding(fid, "Host-device copies on the critical path", share, summary, evidence)
+
+
+def launch_overhead_bound(ctx: _Ctx) -> Finding | None:
+    fid = "launch_overhead_bound"
+    d, share = _best_device(ctx, ["idle_launch"])
+    if d is None:
+        return None
+    g = d.gaps
+    sel = g.of("idle_launch")
+    gw = window_of(g.start[sel], d.starts, d.ends)
+    evidence = []
+    for i in _top_iterations(d.column("idle_launch")):
+        mine = sel[gw == i]
+        if not len(mine):
+            continue
+        evidence.append(Evidence(
+            f"iteration {i}: {len(mine)} gaps <= 50 µs between device ops, "
+            f"{fmt_ns(d.column('idle_launch')[i])} idle; {int(d.kernel_count[i])} kernels",
+            int(g.start[mine].min()), int(g.end[mine].max()), _it(ctx.bd, i), list(d.lanes)))
+    host = ctx.host_of(d.rank)
+    launches = f"; the host made {int(host.launches.sum())} runtime calls" if host else ""
+    summary = (f"The device waits for the next launch {_pct(share)} of iteration time "
+               f"(short gaps between kernels; median kernel {fmt_ns(d.kernel_median_ns)})"
+               f"{launches}. Thresholds: >= 3% moderately, >= 15% highly kernel-launch bound "
+               f"(TensorFlow profiler).")
+    return _finding(fid, "Kernel launch overhead", share, summary, evidence)
+
+
+def synchronization_stalls(ctx: _Ctx) -> Finding | None:
+    fid = "synchronization_stalls"
+    d, share = _best_device(ctx, ["idle_sync"])
+    if d is None:
+        return None
+    g = d.gaps
+    sel = g.of("idle_sync")
+    sel = sel[np.argsort(-(g.end[sel] - g.start[sel]), kind="stable")][:MAX_EVIDENCE]
+    s = ctx.trace.slices
+    evidence = []
+    for j in sel.tolist():
+        sync = int(g.sync_slice[j])
+        if sync < 0:
+            continue
+        it = int(window_of(g.start[j:j + 1], d.starts, d.ends)[0])
+        evidence.append(Evidence(
+            f"{ctx.trace.name_of(sync)} returns, then {d.label} idles "
+            f"{fmt_ns(g.end[j] - g.start[j])}",
+            int(min(s.start[sync], g.start[j])), int(g.end[j]),
+            None if it < 0 else _it(ctx.bd, it), [int(s.lane[sync])] + list(d.lanes)))
+    summary = (f"The device idles after host synchronisations {_pct(share)} of iteration "
+               f"time: the host blocks until the queue drains (explicit syncs, .item(), "
+               f"blocking copies), then has to refill it.")
+    return _finding(fid, "Synchronisation stalls", share, summary, evidence)
+
+
+def communication_bound(ctx: _Ctx) -> Finding | None:
+    fid = "communication_bound"
+    d, share = _best_device(ctx, ["communication"])
+    if d is None:
+        return None
+    s = ctx.trace.slices
+    comm = _device_slices(ctx, d, Kind.COMMUNICATION)
+    cw = window_of(s.start[comm], d.starts, d.ends)
+    exposed = d.column("communication")
+    evidence = []
+    for i in _top_iterations(exposed):
+        mine = comm[cw == i]
+        if not len(mine):
+            continue
+        j = int(mine[np.argmax(s.dur[mine])])
+        hidden = d.comm_overlap[i] / d.comm_total[i] if d.comm_total[i] else 0.0
+        evidence.append(Evidence(
+            f"iteration {i}: {fmt_ns(exposed[i])} exposed communication "
+            f"({_pct(hidden)} hidden behind compute); longest {ctx.trace.name_of(j)}",
+            int(s.start[j]), int(s.end[j]), _it(ctx.bd, i), [int(s.lane[j])]))
+    total = int(d.comm_total.sum())
+    overlap = int(d.comm_overlap.sum()) / total if total else 0.0
+    straggle = ""
+    if ctx.bd.ranks is not None:
+        straggle = (f" Slowest rank per iteration: {ctx.bd.ranks.straggler.tolist()}; "
+                    "exposed collectives on the other ranks are partly waiting for it.")
+    summary = (f"Collectives not overlapped with compute take {_pct(share)} of iteration time "
+               f"on {d.label}; {_pct(overlap)} of all communication time is hidden behind "
+               f"compute.{straggle}")
+    return _finding(fid, "Communication bound", share, summary, evidence)
+
+
+def compute_bound(ctx: _Ctx) -> Finding | None:
+    fid = "compute_bound"
+    d, busy = _best_device(ctx, ["compute"])
+    if d is not None:
+        evidence = _top_kernels(ctx, d)
+        what = f"compute kernels keep {d.label} busy"
+    else:
+        host = ctx.bd.host
+        if host is None:
+            return None
+        busy = _share(host, ["forward", "backward", "optimizer"])
+        evidence = _top_host_ops(ctx, host)
+        what = "framework ops keep the main thread busy (no accelerator in the trace)"
+    severity = _severity(fid, busy)
+    if severity is None:
+        return None
+    share = busy * (1.0 - 1.0 / COMPUTE_GAIN)
+    summary = (f"{what} {_pct(busy)} of iteration time. The share and speed-up assume the "
+               f"compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed precision "
+               f"on tensor cores, or of kernel fusion), not that it disappears.")
+    return _finding(fid, "Compute bound", share, summary, evidence,
+                    severity="medium" if severity == "high" else "low")
+
+
+def _top_kernels(ctx: _Ctx, d: DeviceBreakdown) -> list[Evidence]:
+    s = ctx.trace.slices
+    k = _device_slices(ctx, d, Kind.KERNEL)
+    if not len(k):
+        return []
+    names = s.name[k]
+    tot = np.bincount(names, weights=s.dur[k].astype(np.float64))
+    cnt = np.bincount(names)
+    busy = float(d.column("compute").sum()) or 1.0
+    out = []
+    for nid in np.argsort(-tot)[:3].tolist():
+        if tot[nid] <= 0:
+            break
+        inst = k[names == nid]
+        j = int(inst[np.argmax(s.dur[inst])])
+        it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
+        out.append(Evidence(
+            f"{ctx.trace.names[nid]}: {fmt_ns(tot[nid])} in {int(cnt[nid])} launches "
+            f"({_pct(tot[nid] / busy)} of compute time); longest instance",
+            int(s.start[j]), int(s.end[j]), None if it < 0 else _it(ctx.bd, it),
+            [int(s.lane[j])]))
+    return out
+
+
+def _top_host_ops(ctx: _Ctx, host: HostBreakdown) -> list[Evidence]:
+    """Leaf framework ops (no op nested inside) of the main thread with the most time."""
+    s = ctx.trace.slices
+    idx = ctx.trace.lane_slices(host.lane)
+    idx = idx[s.kind[idx] == int(Kind.CPU_OP)]
+    if not len(idx):
+        return []
+    has_child = np.zeros(len(idx), bool)
+    has_child[:-1] = (s.start[idx[1:]] < s.end[idx[:-1]]) & (s.depth[idx[1:]] > s.depth[idx[:-1]])
+    leaf = idx[~has_child]
+    names = s.name[leaf]
+    tot = np.bincount(names, weights=s.dur[leaf].astype(np.float64))
+    out = []
+    for nid in np.argsort(-tot)[:3].tolist():
+        if tot[nid] <= 0:
+            break
+        inst = leaf[names == nid]
+        j = int(inst[np.argmax(s.dur[inst])])
+        it = int(window_of(s.start[j:j + 1], host.starts, host.ends)[0])
+        out.append(Evidence(f"{ctx.trace.names[nid]}: {fmt_ns(tot[nid])} in {len(inst)} calls",
+                            int(s.start[j]), int(s.end[j]),
+                            None if it < 0 else _it(ctx.bd, it), [host.lane]))
+    return out
+
+
+def iteration_jitter(ctx: _Ctx) -> Finding | None:
+    fid = "iteration_jitter"
+    bd = ctx.bd
+    if bd.whole_trace or len(bd) < 3:
+        return None
+    dur = bd.durations.astype(np.float64)
+    med = float(np.median(dur))
+    excess = np.maximum(dur - med, 0.0)
+    share = float(excess.sum() / dur.sum()) if dur.sum() else 0.0
+    speedup = float(dur.sum() / np.minimum(dur, med).sum()) if med > 0 else 1.0
+    evidence = []
+    side_times, cats = bd.times(), bd.categories()
+    m = bd.median_iteration
+    lanes = bd.device.lanes if bd.device is not None else ([bd.host.lane] if bd.host else [])
+    for i in _top_iterations(np.where(dur > 1.1 * med, excess, 0.0)):
+        label = f"iteration {i}: {fmt_ns(dur[i])} (+{_pct(excess[i] / med)} vs median)"
+        if side_times.shape[1] and m >= 0:
+            delta = side_times[i] - side_times[m]
+            c = int(np.argmax(delta))
+            if delta[c] > 0:
+                label += f"; most of it in {cats[c]} (+{fmt_ns(delta[c])})"
+        if bd.ranks is not None:
+            label += (f"; slowest rank {int(bd.ranks.straggler[i])} "
+                      f"(+{fmt_ns(bd.ranks.lag[i])} busy vs median rank)")
+        evidence.append(Evidence(label, int(bd.starts[i]), int(bd.ends[i]), i, list(lanes)))
+    cv = float(np.std(dur) / np.mean(dur)) if np.mean(dur) else 0.0
+    summary = (f"Iteration times vary (coefficient of variation {_pct(cv)}, median "
+               f"{fmt_ns(med)}); iterations slower than the median lose {_pct(share)} of the "
+               f"time. The speed-up is what running every iteration at the median would give.")
+    return _finding(fid, "Unstable iteration times", share, summary, evidence, speedup=speedup)
+
+
+def _device_slices(ctx: _Ctx, d: DeviceBreakdown, kind: Kind) -> np.ndarray:
+    """Slices of ``kind`` on ``d``'s lanes, in time order."""
+    s = ctx.trace.slices
+    return np.flatnonzero((s.kind == int(kind)) & np.isin(s.lane, d.lanes))
+
+
+RULES = [input_pipeline_bound, host_device_copy_bound, launch_overhead_bound,
+         synchronization_stalls, communication_bound, compute_bound, iteration_jitter]

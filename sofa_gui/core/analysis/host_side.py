@@ -1,0 +1,132 @@
+"""Host-side breakdown: what the main thread of each rank spends an iteration on.
+
+Categories, with their overlap priority (first wins where slices nest):
+
+1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
+   ``IteratorGetNext`` and similar spans, with everything inside them;
+2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
+   stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``;
+3. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches);
+4. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
+5. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
+   thread is idle while an autograd thread of the same process runs backward
+   ops, that time is backward too (PyTorch runs backward on its own thread);
+6. ``forward`` -- remaining framework ops (``aten::*``) and ``forward`` markers;
+7. ``python`` -- Python functions with no op below them (interpreter overhead);
+8. ``other`` -- unclassified events and main-thread time with no traced event.
+
+Every instant of an iteration window gets exactly one category, so a row sums
+to the iteration's wall time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..trace import Kind, LaneKind, Trace
+from . import roles as R
+from .intervals import paint
+
+HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "runtime", "sync",
+                   "python", "other")
+
+# Painting layers (priority order) -> category column.
+_LAYER_ROLES = (R.DATA_LOADING, R.SYNC, R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD,
+                R.PYTHON, R.OTHER_EVENT)
+_ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync", R.RUNTIME: "runtime",
+                  R.OPTIMIZER: "optimizer", R.BACKWARD: "backward", R.FORWARD: "forward",
+                  R.PYTHON: "python", R.OTHER_EVENT: "other"}
+
+
+@dataclass
+class HostBreakdown:
+    """Main-thread time per iteration and category of one rank.
+
+    ``times[i, c]`` is ns of iteration ``i`` in category ``categories[c]``; each
+    row sums to ``ends[i] - starts[i]``.  ``role_slices`` holds, per category,
+    the main-thread slice indexes that define it (for evidence and highlighting).
+    """
+
+    rank: int
+    label: str
+    lane: int
+    helper_lanes: list[int]
+    starts: np.ndarray
+    ends: np.ndarray
+    times: np.ndarray
+    launches: np.ndarray  # runtime calls started per iteration
+    role_slices: dict[str, np.ndarray] = field(default_factory=dict)
+    categories: tuple[str, ...] = HOST_CATEGORIES
+
+    def column(self, category: str) -> np.ndarray:
+        return self.times[:, self.categories.index(category)]
+
+
+def main_thread(trace: Trace, cpu_lanes: np.ndarray) -> int:
+    """The lane that drives the training loop: most step markers, then most framework slices."""
+    s = trace.slices
+    n_lanes = len(trace.lanes)
+    steps = np.bincount(s.lane[np.isin(s.name, R.step_marker_ids(trace))], minlength=n_lanes)
+    fw = np.isin(s.kind, [int(Kind.CPU_OP), int(Kind.RUNTIME), int(Kind.PYTHON)])
+    framework = np.bincount(s.lane[fw], minlength=n_lanes)
+    anything = np.bincount(s.lane, minlength=n_lanes)
+    best = max(cpu_lanes.tolist(),
+               key=lambda ln: (steps[ln], framework[ln], anything[ln], -ln))
+    return int(best)
+
+
+def cpu_lanes_of_rank(trace: Trace, rank: int) -> np.ndarray:
+    lanes = trace.lanes
+    return np.flatnonzero((lanes.kind == int(LaneKind.CPU)) & (lanes.rank == rank))
+
+
+def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> HostBreakdown | None:
+    """Host breakdown of ``rank``'s main thread over windows ``ws``/``we`` (None: no CPU lane)."""
+    cpu = cpu_lanes_of_rank(trace, rank)
+    if len(cpu) == 0:
+        return None
+    main = main_thread(trace, cpu)
+    s = trace.slices
+    idx = trace.lane_slices(main)
+    role = R.host_roles(trace, idx)
+    start, end = s.start[idx], s.end[idx]
+    layers = [(start[role == r], end[role == r]) for r in _LAYER_ROLES]
+    helpers = _helper_lanes(trace, cpu, main)
+    hidx = np.flatnonzero(np.isin(s.lane, helpers)) if helpers else np.zeros(0, np.int64)
+    hrole = R.host_roles(trace, hidx)
+    hb = hidx[hrole == R.BACKWARD]
+    layers.append((s.start[hb], s.end[hb]))
+    p = paint(layers, ws, we)
+    times = np.zeros((len(ws), len(HOST_CATEGORIES)), np.int64)
+    for li, r in enumerate(_LAYER_ROLES):
+        times[:, HOST_CATEGORIES.index(_ROLE_CATEGORY[r])] += p.per_window[:, li]
+    times[:, HOST_CATEGORIES.index("backward")] += p.per_window[:, len(_LAYER_ROLES)]
+    times[:, HOST_CATEGORIES.index("other")] += p.per_window[:, -1]
+    launch = idx[role == R.RUNTIME]
+    lw = window_of(s.start[launch], ws, we)
+    launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
+    role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC)}
+    name = trace.lanes.name[main]
+    group = trace.lanes.group[main]
+    return HostBreakdown(
+        rank=rank, label=f"{group} / {name}" if group else name, lane=main,
+        helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
+        launches=launches, role_slices=role_slices)
+
+
+def _helper_lanes(trace: Trace, cpu: np.ndarray, main: int) -> list[int]:
+    """Other threads of the main thread's process (autograd engine threads)."""
+    pid = trace.lanes.pid[main]
+    return [int(ln) for ln in cpu if ln != main and trace.lanes.pid[ln] == pid]
+
+
+def window_of(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+    """Window index containing each time, or -1."""
+    if len(ws) == 0:
+        return np.full(len(t), -1, np.int64)
+    w = np.searchsorted(ws, t, side="right") - 1
+    ok = (w >= 0) & (t < we[np.maximum(w, 0)])
+    return np.where(ok, w, -1)
+

@@ -1,0 +1,98 @@
+"""What a slice *means* for the breakdown, from its kind and name.
+
+Host roles are decided once per distinct name (the string table), then looked
+up per slice with numpy, so classification costs O(names), not O(events).
+The patterns cover PyTorch (eager, autograd, DataLoader, optimizers),
+TensorFlow (tf.data, gradients, ResourceApply*) and JAX/XLA names.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..kinds import is_sync_call
+from ..trace import Kind, Trace
+
+# Host roles, in priority order: where roles overlap in time, the first wins.
+DATA_LOADING, SYNC, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON, OTHER_EVENT, NONE = range(9)
+
+_DATA_LOADING = re.compile(
+    r"DataLoader|_DataLoaderIter|IteratorGetNext|Iterator::|tf\.data|tf_data|"
+    r"data_?load|load_?batch|next_?batch|get_?batch|prefetch_?batch", re.I)
+_OPTIMIZER = re.compile(
+    r"^Optimizer\.|optimizer|zero_grad|ResourceApply|ApplyGradient|ApplyAdam|"
+    r"ResourceSparseApply|## ?optim", re.I)
+_BACKWARD = re.compile(
+    r"backward|AccumulateGrad|autograd::engine|gradients?/|backprop|transpose\(jvp", re.I)
+_FORWARD = re.compile(r"forward|^nn\.Module:|^jit_|^pjit", re.I)
+# Host calls that wait for the device (`.item()`, blocking copies, explicit syncs).
+_SYNC_OP = re.compile(
+    r"^aten::item$|^aten::_local_scalar_dense$|^cudaMemcpy$|^cudaMemcpy2D$|"
+    r"^hipMemcpy$|block_until_ready|^cuCtxSynchronize|^cuStreamSynchronize", re.I)
+_STEP_MARKER = re.compile(r"^ProfilerStep#\d+$")
+
+_PAGEABLE = re.compile(r"pageable", re.I)
+_PINNED = re.compile(r"pinned", re.I)
+
+
+def _name_roles(names: list[str]) -> np.ndarray:
+    """Role implied by a name alone (NONE where the name says nothing)."""
+    out = np.full(len(names), NONE, np.int8)
+    for i, n in enumerate(names):
+        if _STEP_MARKER.match(n):
+            continue
+        if _DATA_LOADING.search(n):
+            out[i] = DATA_LOADING
+        elif _SYNC_OP.search(n) or (is_sync_call(n) and "WaitEvent" not in n):
+            out[i] = SYNC
+        elif _OPTIMIZER.search(n):
+            out[i] = OPTIMIZER
+        elif _BACKWARD.search(n):
+            out[i] = BACKWARD
+        elif _FORWARD.search(n):
+            out[i] = FORWARD
+    return out
+
+
+def host_roles(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Role of each host slice in ``idx`` (see the module constants)."""
+    by_name = _cached(trace, "_roles_by_name", lambda: _name_roles(trace.names))
+    s = trace.slices
+    kind = s.kind[idx]
+    role = by_name[s.name[idx]].copy()
+    runtime = kind == int(Kind.RUNTIME)
+    role[runtime & (role != SYNC) & (role != DATA_LOADING)] = RUNTIME
+    role[kind == int(Kind.SYNC)] = SYNC
+    plain = role == NONE
+    role[plain & (kind == int(Kind.CPU_OP))] = FORWARD
+    role[plain & (kind == int(Kind.PYTHON))] = PYTHON
+    role[plain & ~np.isin(kind, [int(Kind.CPU_OP), int(Kind.PYTHON), int(Kind.ANNOTATION)])] = (
+        OTHER_EVENT)
+    return role
+
+
+def step_marker_ids(trace: Trace) -> np.ndarray:
+    """Name ids of ``ProfilerStep#N`` annotations."""
+    return _cached(trace, "_step_ids", lambda: trace.name_ids(_STEP_MARKER.match))
+
+
+def copy_memory_kind(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """0 unknown, 1 pageable, 2 pinned host memory, from copy names like ``(Pinned -> Device)``."""
+    def build():
+        out = np.zeros(len(trace.names), np.int8)
+        used = np.unique(trace.slices.name[trace.slices.kind == int(Kind.MEMCPY)])
+        for i in used.tolist():
+            n = trace.names[i]
+            out[i] = 1 if _PAGEABLE.search(n) else 2 if _PINNED.search(n) else 0
+        return out
+    return _cached(trace, "_copy_mem", build)[trace.slices.name[idx]]
+
+
+def _cached(trace: Trace, attr: str, build):
+    key = "_sofa_analysis_cache"
+    cache = trace.__dict__.setdefault(key, {})
+    if attr not in cache:
+        cache[attr] = build()
+    return cache[attr]
