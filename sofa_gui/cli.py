@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
         argv = ["view", *argv]  # plain `sofa-gui PATH`
+    if argv and argv[0] == "record":  # argparse's REMAINDER drops leading options: route as-is
+        from .recorder.cli import main as record_main
+
+        return record_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,431 @@
+"""A folder written by ``sofa-gui record``: counters, process tree, Kineto and py-spy.
+
+Everything lands on one clock, Unix epoch ns (``meta.epoch_offset_ns == 0``):
+the recorder's samples are already there; Kineto slices are shifted by the
+file's ``baseTimeNanoseconds`` (its ``ts`` are µs since that base), py-spy's
+by the recorded launch time. Counter lanes: machine CPU, per-core CPU, memory,
+disk, network per interface, context switches, each GPU (utilisation, memory,
+PCIe, power, SM clock) and the child's processes (CPU, RSS, threads, context
+switches). A folder from a recorder that was killed (manifest ``running``,
+parts not compacted) loads up to the last flush, with a note.
+
+The folder layout constants below are shared with :mod:`sofa_gui.recorder`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..builder import TraceBuilder, default_sort_key
+from ..errors import TraceFormatError
+from ..progress import NullProgress, Progress, subrange
+from ..trace import Kind, LaneKind, Trace
+
+FORMAT_NAME = "sofa_gui.recording"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+COUNTERS_FILE = "counters.parquet"
+COUNTERS_PARTS = "counters"
+PROCESSES_FILE = "processes.parquet"
+PROCESSES_PARTS = "processes"
+OUTPUT_LOG = "output.log"
+TORCH_DIR = "torch"
+PYSPY_PATH = "pyspy/pyspy.json"
+
+#: Display order of counter lanes (top to bottom), by lane-name prefix.
+_LANE_ORDER = ["CPU", "CPU cores", "Memory", "Disk I/O", "Network", "Context switches",
+               "GPU", "Process"]
+_BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
+_PYSPY_PROCESS = re.compile(r'^process (\d+):"?(.*?)"?$')
+
+
+class RecordingImporter:
+    name = "recording"
+
+    def can_open(self, path: Path) -> float:
+        manifest = _manifest_path(Path(path))
+        if manifest is None or not manifest.is_file() or manifest.stat().st_size > 16 << 20:
+            return 0.0
+        try:
+            doc = json.loads(manifest.read_bytes())
+        except ValueError:
+            return 0.0
+        return 1.0 if isinstance(doc, dict) and doc.get("format") == FORMAT_NAME else 0.0
+
+    def load(self, path: Path, progress: Progress | None = None) -> Trace:
+        progress = progress or NullProgress()
+        folder = _manifest_path(Path(path)).parent
+        manifest = _read_manifest(folder)
+        b = TraceBuilder(folder, self.name)
+        b.meta.epoch_offset_ns = 0
+        progress.report(0.0, "reading counters")
+        _load_counters(b, folder)
+        progress.report(0.1, "reading process samples")
+        _load_processes(b, folder, manifest)
+        progress.check_cancelled()
+        _load_kineto(b, folder, manifest, subrange(progress, 0.2, 0.9))
+        _load_pyspy(b, folder, manifest)
+        _describe(b, manifest)
+        progress.report(0.95, "building the trace")
+        trace = b.finish()
+        progress.report(1.0, "recording loaded")
+        return trace
+
+
+IMPORTER = RecordingImporter()
+
+
+# -- manifest -------------------------------------------------------------------------------
+def _manifest_path(path: Path) -> Path | None:
+    if path.is_dir():
+        return path / MANIFEST
+    return path if path.name == MANIFEST else None
+
+
+def _read_manifest(folder: Path) -> dict:
+    try:
+        doc = json.loads((folder / MANIFEST).read_bytes())
+    except ValueError as exc:
+        raise TraceFormatError(folder, f"{MANIFEST} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        raise TraceFormatError(folder, f"{MANIFEST} does not describe a sofa_gui recording")
+    version = doc.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise TraceFormatError(folder, f"recording format version {version!r} is newer than "
+                                       f"this program reads ({FORMAT_VERSION})")
+    return doc
+
+
+def _describe(b: TraceBuilder, m: dict) -> None:
+    host = m.get("host") or {}
+    for g in host.get("gpus") or []:
+        if isinstance(g, dict) and isinstance(g.get("index"), int):
+            b.meta.devices.setdefault(g["index"], {k: v for k, v in g.items() if k != "index"})
+    sources = m.get("sources") or {}
+    b.meta.extra["recording"] = {
+        "status": m.get("status"),
+        "command": m.get("command"),
+        "cwd": m.get("cwd"),
+        "start": m.get("start"),
+        "end": m.get("end"),
+        "duration_s": m.get("duration_s"),
+        "exit": m.get("exit"),
+        "host": {k: host.get(k) for k in ("hostname", "cpu_model", "physical_cores",
+                                          "logical_cores", "memory_bytes")},
+        "sources": {k: {"recorded": bool(v.get("recorded")), "reason": v.get("reason")}
+                    for k, v in sources.items() if isinstance(v, dict)},
+    }
+    if m.get("status") != "complete":
+        b.report.notes.append("recording incomplete: the recorder ended before finalising it; "
+                              "data up to its last flush is shown")
+    for k, v in sources.items():
+        if isinstance(v, dict) and not v.get("recorded") and v.get("reason") and \
+                not str(v["reason"]).startswith("not requested"):
+            b.report.notes.append(f"{k} not recorded: {v['reason']}")
+
+
+# -- counters -------------------------------------------------------------------------------
+def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> pa.Table | None:
+    """The compacted table, or the flushed parts of an unfinished recording."""
+    whole = folder / single
+    if whole.is_file():
+        return pq.read_table(whole)
+    parts = sorted(p for p in (folder / parts_dir).glob("part-*.parquet")) \
+        if (folder / parts_dir).is_dir() else []
+    tables = []
+    for p in parts:
+        try:
+            tables.append(pq.read_table(p))
+        except (OSError, pa.ArrowException) as exc:
+            b.report.notes.append(f"{p.relative_to(folder)} unreadable, left out: {exc}")
+            b.report.skip("unreadable part file")
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _strings(col) -> tuple[list[str], np.ndarray]:
+    """(unique strings, index per row) for a string or dictionary column."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    idx = arr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    words = arr.dictionary.to_pylist()
+    uniq, inv = np.unique(np.asarray(words, dtype=object), return_inverse=True)
+    return [str(u) for u in uniq], inv[idx] if len(idx) else idx
+
+
+def _lane_sort(name: str, device: int) -> int:
+    rank = max((i for i, p in enumerate(_LANE_ORDER) if name.startswith(p)), default=5)
+    base = default_sort_key(LaneKind.COUNTER, -1, -1, -1, -1, -1)
+    return base + (rank << 32) + (max(device, 0) << 16)
+
+
+def _counter_lane(b: TraceBuilder, name: str, device: int = -1) -> int:
+    group = f"GPU {device}" if device >= 0 else ("Processes" if name.startswith("Process")
+                                                 else "Host")
+    key = ("recording", name)
+    if b.has_lane(key):
+        return b.lane(key, name, LaneKind.COUNTER)
+    sort = _lane_sort(name, device) + len(b._lanes)  # noqa: SLF001 - keep insertion order
+    return b.lane(key, name, LaneKind.COUNTER, group, device=device, sort_key=sort)
+
+
+def _load_counters(b: TraceBuilder, folder: Path) -> None:
+    table = _read_table(folder, COUNTERS_FILE, COUNTERS_PARTS, b)
+    if table is None or table.num_rows == 0:
+        b.report.notes.append("no counter samples in this recording")
+        return
+    b.report.read += table.num_rows
+    t = table["time_ns"].to_numpy().astype(np.int64)
+    v = table["value"].to_numpy(zero_copy_only=False).astype(np.float64)
+    dev = table["device"].to_numpy(zero_copy_only=False).astype(np.int64)
+    series, sid = _strings(table["series"])
+    lanes, lid = _strings(table["lane"])
+    units, uid = _strings(table["unit"])
+    finite = np.isfinite(v)
+    b.report.skip("counter sample is not a number", int((~finite).sum()))
+    order = np.lexsort((t, sid))
+    bounds = np.searchsorted(sid[order], np.arange(len(series) + 1))
+    for s in range(len(series)):
+        rows = order[bounds[s]:bounds[s + 1]]
+        rows = rows[finite[rows]]
+        if not len(rows):
+            continue
+        lane_name = lanes[int(lid[rows[0]])]
+        if lane_name.startswith("Network") and not np.any(v[rows]):
+            b.report.skip("network interface idle for the whole run", len(rows))
+            continue
+        lane = _counter_lane(b, lane_name, int(dev[rows[0]]))
+        b.add_counter(series[s], units[int(uid[rows[0]])], lane, t[rows], v[rows])
+
+
+def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
+    table = _read_table(folder, PROCESSES_FILE, PROCESSES_PARTS, b)
+    if table is None or table.num_rows == 0:
+        return
+    cols = {c: table[c].to_numpy(zero_copy_only=False) for c in
+            ("time_ns", "since_ns", "pid", "cpu_percent", "rss_bytes", "threads",
+             "ctx_switches_per_s")}
+    names, nid = _strings(table["name"])
+    b.report.read += 4 * table.num_rows  # four samples per row
+    pids = cols["pid"].astype(np.int64)
+    lanes = {k: _counter_lane(b, f"Process {k}") for k in
+             ("CPU", "RSS", "threads", "context switches")}
+    specs = [("CPU", "cpu_percent", "since_ns", "CPU %", "%"),
+             ("RSS", "rss_bytes", "time_ns", "RSS", "B"),
+             ("threads", "threads", "time_ns", "threads", "threads"),
+             ("context switches", "ctx_switches_per_s", "since_ns", "context switches", "1/s")]
+    for pid in np.unique(pids).tolist():
+        rows = np.flatnonzero(pids == pid)
+        label = f"{names[int(nid[rows[0]])]} [{pid}]"
+        for lane_key, col, tcol, what, unit in specs:
+            val = cols[col][rows].astype(np.float64)
+            ok = np.isfinite(val)
+            b.report.skip("process sample without a previous one (no rate yet)",
+                          int((~ok).sum()))
+            if ok.any():
+                b.add_counter(f"{label} {what}", unit, lanes[lane_key],
+                              cols[tcol][rows][ok].astype(np.int64), val[ok])
+    if len(np.unique(pids)) > 1:
+        _process_totals(b, cols, lanes)
+
+
+def _process_totals(b: TraceBuilder, cols: dict, lanes: dict) -> None:
+    """Whole-tree CPU % and RSS per sample time (derived, noted)."""
+    for lane_key, col, tcol, name, unit in (("CPU", "cpu_percent", "since_ns",
+                                             "process tree CPU %", "%"),
+                                            ("RSS", "rss_bytes", "time_ns",
+                                             "process tree RSS", "B")):
+        val = cols[col].astype(np.float64)
+        ok = np.isfinite(val)
+        times, inv = np.unique(cols[tcol][ok].astype(np.int64), return_inverse=True)
+        b.add_counter(name, unit, lanes[lane_key], times, np.bincount(inv, weights=val[ok]))
+    b.report.notes.append("process tree CPU % and RSS are sums over the tree's processes")
+
+
+# -- Kineto ---------------------------------------------------------------------------------
+def _kineto_files(folder: Path, manifest: dict) -> list[Path]:
+    d = folder / TORCH_DIR
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.glob("kineto-*.json*") if not p.name.endswith(".status.json"))
+
+
+def _load_kineto(b: TraceBuilder, folder: Path, manifest: dict, progress: Progress) -> None:
+    files = _kineto_files(folder, manifest)
+    if not files:
+        return
+    try:
+        from .chrome_trace import IMPORTER as chrome
+    except ModuleNotFoundError:
+        b.report.notes.append(f"{len(files)} Kineto trace(s) present but this build has no "
+                              "Chrome/Kineto importer; not loaded")
+        b.report.skip("Kineto trace file not loaded (no importer)", len(files))
+        return
+    for k, path in enumerate(files):
+        sub = subrange(progress, k / len(files), (k + 1) / len(files))
+        try:
+            kt = chrome.load(path, sub)
+        except TraceFormatError as exc:
+            b.report.notes.append(f"{path.name}: not loaded: {exc.reason}")
+            b.report.skip("unreadable Kineto trace file")
+            continue
+        shift, how = _kineto_shift(path, kt)
+        b.report.notes.append(f"{path.name}: {len(kt.slices):,} events; clock: {how}")
+        merge_trace(b, kt, shift, ("kineto", k))
+
+
+def _kineto_shift(path: Path, kt: Trace) -> tuple[int, str]:
+    """ns to add to the Kineto trace's clock to get Unix epoch ns, and how it was found."""
+    if kt.meta.epoch_offset_ns is not None:
+        return int(kt.meta.epoch_offset_ns), "importer's epoch offset"
+    base = _header_base_time(path)
+    if base is not None:
+        return base, "baseTimeNanoseconds from the file"
+    if kt.start_ns > 10 ** 18:
+        return 0, "timestamps are already Unix epoch"
+    status = path.with_name(path.name.split(".json")[0] + ".status.json")
+    try:
+        start = int(json.loads(status.read_text())["trace_start_ns"])
+        return start - kt.start_ns, "aligned on the profiler's recorded start"
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0, "unknown (left unshifted)"
+
+
+def _header_base_time(path: Path) -> int | None:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return None
+    m = _BASE_TIME.search(head)
+    return int(m.group(1)) if m else None
+
+
+def merge_trace(b: TraceBuilder, t: Trace, shift_ns: int, key) -> None:
+    """Copy every slice, lane, flow and counter of ``t`` into ``b``, shifted by ``shift_ns``."""
+    L = t.lanes
+    lane_map = np.array([
+        b.lane((key, i), L.name[i], LaneKind(int(L.kind[i])), L.group[i], rank=int(L.rank[i]),
+               pid=int(L.pid[i]), tid=int(L.tid[i]), device=int(L.device[i]),
+               stream=int(L.stream[i]), sort_key=int(L.sort_key[i]))
+        for i in range(len(L))], dtype=np.int32)
+    b.report.read += t.meta.report.read
+    for reason, n in t.meta.report.skipped.items():
+        b.report.skip(reason, n)
+    s = t.slices
+    if len(s):
+        names = b.intern_many(t.names)
+        backing = t.args.backing
+        raw = backing.to_pylist() if hasattr(backing, "to_pylist") else list(backing)
+        args = [raw[a] if a >= 0 else None for a in s.args.tolist()]
+        rows = b.add_slices(s.start + shift_ns, s.dur, lane_map[s.lane], names[s.name],
+                            args=args, kind=s.kind, device=s.device, stream=s.stream,
+                            bytes=s.bytes, copy_kind=s.copy_kind, correlation=s.correlation)
+        if len(t.flows):
+            b.add_flows(rows[t.flows.src], rows[t.flows.dst], t.flows.kind)
+    c = t.counters
+    for sid, name in enumerate(c.table.name):
+        ts, vs = c.samples(sid)
+        b.add_counter(name, c.table.unit[sid], int(lane_map[c.table.lane[sid]]), ts + shift_ns,
+                      vs)
+    for r in t.meta.ranks:
+        if r not in b.meta.ranks:
+            b.meta.ranks.append(r)
+    b.meta.world_size = b.meta.world_size or t.meta.world_size
+    for dev, props in t.meta.devices.items():
+        b.meta.devices.setdefault(dev, {}).update(props)
+
+
+# -- py-spy ---------------------------------------------------------------------------------
+def _load_pyspy(b: TraceBuilder, folder: Path, manifest: dict) -> None:
+    path = folder / PYSPY_PATH
+    if not path.is_file():
+        return
+    info = (manifest.get("sources") or {}).get("py_spy") or {}
+    base = info.get("launch_epoch_ns") or (manifest.get("start") or {}).get("epoch_ns")
+    if base is None:
+        b.report.notes.append(f"{PYSPY_PATH}: no launch time in the manifest; not loaded")
+        return
+    try:
+        events = json.loads(path.read_bytes())
+    except ValueError as exc:
+        b.report.notes.append(f"{PYSPY_PATH}: not valid JSON ({exc}); not loaded")
+        b.report.skip("unreadable py-spy file")
+        return
+    if isinstance(events, dict):
+        events = events.get("traceEvents", [])
+    if not isinstance(events, list):
+        raise TraceFormatError(path, "py-spy output is not a list of trace events")
+    pyspy_slices(b, events, int(base))
+
+
+def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
+    """Match py-spy's B/E events per thread into PYTHON slices on per-thread CPU lanes.
+
+    One B/E pair is one read event; a stray E or a non-B/E event is read and skipped.
+    """
+    stacks: dict[tuple, list] = {}
+    procs: dict[int, str] = {}
+    out = {"start": [], "dur": [], "lane": [], "name": []}
+    last = 0
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") not in ("B", "E"):
+            b.report.read += 1
+            b.report.skip("py-spy event that is not a B/E sample edge")
+            continue
+        try:
+            ts, pid, tid = int(e["ts"]) * 1000, int(e["pid"]), int(e["tid"])
+        except (KeyError, TypeError, ValueError):
+            b.report.read += 1
+            b.report.skip("py-spy event without ts/pid/tid")
+            continue
+        last = max(last, ts)
+        stack = stacks.setdefault((pid, tid), [])
+        if e["ph"] == "B":
+            b.report.read += 1
+            stack.append((str(e.get("name", "")), ts))
+            continue
+        if not stack:
+            b.report.read += 1
+            b.report.skip("py-spy end without a begin")
+            continue
+        opened, t0 = stack.pop()
+        m = _PYSPY_PROCESS.match(opened)
+        if m and not stack:
+            procs[pid] = m.group(2)
+            b.report.skip("py-spy process frame (named the lane group instead)")
+            continue
+        for k, x in zip(out, (base_ns + t0, ts - t0, _pyspy_lane(b, pid, tid), opened)):
+            out[k].append(x)
+    for (pid, tid), stack in stacks.items():  # py-spy closes all frames; be safe anyway
+        for opened, t0 in stack:
+            for k, x in zip(out, (base_ns + t0, last - t0, _pyspy_lane(b, pid, tid), opened)):
+                out[k].append(x)
+    for lane_id in set(out["lane"]):
+        pid = b._lanes[lane_id]["pid"]  # noqa: SLF001 - group named once the process is known
+        if pid in procs:
+            b.rename_lane(lane_id, group=f"py-spy: {_short_cmd(procs[pid])} [{pid}]")
+    if out["start"]:
+        b.add_slices(out["start"], out["dur"], out["lane"], out["name"], kind=Kind.PYTHON)
+
+
+def _short_cmd(cmdline: str) -> str:
+    """``/usr/bin/python3 train.py --lr 1`` -> ``python3 train.py --lr 1`` (at most 60 chars)."""
+    head, _, rest = cmdline.partition(" ")
+    text = f"{head.rsplit('/', 1)[-1]} {rest}".strip()
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def _pyspy_lane(b: TraceBuilder, pid: int, tid: int) -> int:
+    return b.lane(("pyspy", pid, tid), f"py-spy thread {tid}", LaneKind.CPU,
+                  f"py-spy [{pid}]", pid=pid, tid=tid)

@@ -1,0 +1,107 @@
+"""``sofa-gui record [-o DIR] [--interval S] [--torch] [--torch-window A:B] [--py-spy] -- CMD``.
+
+Exit code: the child's (128 + N when signal N ended it); 2 when the command
+cannot start or the options are wrong (no folder is left behind); 1 when the
+recorder itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from .config import CommandError, RecordConfig, parse_window
+from .runner import Recorder
+from .summary import summary_text
+
+USAGE = ("sofa-gui record [-o DIR] [--interval SECONDS] [--torch] "
+         "[--torch-window START:DURATION] [--py-spy] -- COMMAND [ARGS...]")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sofa-gui record", usage=USAGE,
+        description="Run COMMAND and record CPU, memory, disk, network and GPU counters "
+                    "around it (plus torch.profiler / py-spy on request) into one folder.")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="recording folder to create (default ./sofa_runs/<time>-<name>/)")
+    p.add_argument("--interval", type=float, default=0.1, metavar="SECONDS",
+                   help="sampling interval (default 0.1)")
+    p.add_argument("--torch", action="store_true",
+                   help="run torch.profiler inside a Python child (no code changes)")
+    p.add_argument("--torch-window", metavar="START:DURATION",
+                   help="profile only DURATION s starting START s after launch")
+    p.add_argument("--py-spy", action="store_true", help="sample Python stacks with py-spy")
+    p.add_argument("-C", "--cwd", metavar="DIR", help="working directory of the command")
+    return p
+
+
+_VALUED = {"-o", "--output", "--interval", "--torch-window", "-C", "--cwd"}
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(recorder options, command): split at ``--``, else at the first non-option word."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        i += 2 if argv[i] in _VALUED else 1
+    return argv[:i], argv[i:]
+
+
+def parse(argv: list[str]) -> RecordConfig:
+    """Options, then the command (after ``--``, or from the first word that is not an option)."""
+    opts, command = split_argv(list(argv))
+    args = _parser().parse_args(opts)
+    if not command:
+        _parser().error("no command given (put it after --)")
+    window = None
+    try:
+        if args.torch_window:
+            window = parse_window(args.torch_window)
+        return RecordConfig(
+            command=tuple(command), cwd=Path(args.cwd) if args.cwd else None,
+            output=Path(args.output) if args.output else None, interval_s=args.interval,
+            torch=args.torch or window is not None, torch_window=window, py_spy=args.py_spy)
+    except ValueError as exc:
+        _parser().error(str(exc))
+        raise  # unreachable: error() exits
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        config = parse(argv)
+    except SystemExit as exc:  # argparse: usage error (2) or --help (0)
+        return int(exc.code or 0)
+    recorder = Recorder(config, echo=True, interactive=True)
+    try:
+        folder = recorder.start()
+    except CommandError as exc:
+        print(f"sofa-gui record: {exc}", file=sys.stderr)
+        return 2
+    print(f"sofa-gui record: recording into {folder}", file=sys.stderr)
+    previous = _forward_signals(recorder)
+    try:
+        result = recorder.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(f"\nsofa-gui record: recording saved in {result.folder}", file=sys.stderr)
+    print(summary_text(result), file=sys.stderr)
+    print(f"Open it with: sofa-gui {result.folder}", file=sys.stderr)
+    return result.exit_code
+
+
+def _forward_signals(recorder: Recorder) -> dict:
+    """SIGINT/SIGTERM/SIGHUP to the recorder go to the child; the recorder keeps going."""
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, lambda s, _f: recorder.forward_signal(s))
+        except (ValueError, OSError):  # not the main thread, or unsupported
+            continue
+    return previous

@@ -1,0 +1,309 @@
+"""Run one command under the recorder: launch, supervise, forward signals, finalise.
+
+Order of events: check the command (exit 2 before any folder exists), create
+the folder and a ``running`` manifest, start the samplers (so the baseline
+before the child is recorded), start the child in its own process group,
+attach py-spy, wait. Signals the user sends to the recorder are forwarded to
+the child's group; a Stop request sends SIGINT, then SIGTERM and SIGKILL after
+``stop_grace_s`` each. Whatever way the child ends, the folder is finalised:
+last samples flushed, parts compacted, py-spy and torch traces collected, the
+manifest rewritten with the exit status and what was recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.importers.recording import (
+    COUNTERS_FILE,
+    COUNTERS_PARTS,
+    OUTPUT_LOG,
+    PROCESSES_FILE,
+    PROCESSES_PARTS,
+    TORCH_DIR,
+)
+from . import schema
+from .childio import OutputPump
+from .clock import EpochClock
+from .config import CommandError, RecordConfig, default_output, resolve_executable
+from .manifest import environment_summary, new_manifest, time_doc, write_manifest
+from .nvml import GpuSampler, Nvml
+from .parts import PartWriter, compact
+from .pyspy import PySpy
+from .sampler import HostSampler, host_info
+from .torch_shim import SHIM_DIR
+from .torchinfo import collect_torch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecordResult:
+    """What the CLI summary and the dialog need once a recording is complete."""
+
+    folder: Path
+    exit_code: int  # the recorder's: the child's code, or 128 + signal number
+    returncode: int  # Popen's: negative when a signal ended the child
+    signal: str | None
+    duration_s: float
+    mean_cpu: float | None
+    busiest_core: tuple[int, float] | None
+    mean_tree_cpu: float | None
+    peak_rss: int
+    gpu_mean: dict[int, float] | None
+    gpu_reason: str
+    sources: dict = field(default_factory=dict)
+    stopped_by: str | None = None
+
+
+class Recorder:
+    """One recording: ``start()`` then ``wait()`` (or ``run()``); stop from any thread."""
+
+    def __init__(self, config: RecordConfig, *, echo: bool = False, interactive: bool = False,
+                 on_output=None, on_sample=None):
+        self.config = config
+        self.echo = echo
+        self.interactive = interactive
+        self.on_output = on_output
+        self.on_sample = on_sample
+        self.folder: Path | None = None
+        self.proc: subprocess.Popen | None = None
+        self.stopped_by: str | None = None
+        self._signals_forwarded = 0
+        self._stop_at: float | None = None
+        self._stop_stage = 0
+        self._lock = threading.Lock()
+        self._start_ns = 0
+
+    # -- public ---------------------------------------------------------------------
+    def run(self) -> RecordResult:
+        self.start()
+        return self.wait()
+
+    def start(self) -> Path:
+        """Validate, create the folder, start sampling and the child; CommandError on bad input."""
+        cfg = self.config
+        cwd = Path(cfg.cwd).expanduser().resolve() if cfg.cwd else Path.cwd()
+        if not cwd.is_dir():
+            raise CommandError(f"working directory not found: {cwd}")
+        executable = resolve_executable(cfg.command, cwd)
+        folder = Path(cfg.output).expanduser() if cfg.output else default_output(cfg.command)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise CommandError(f"output folder already exists and is not empty: {folder}")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder.resolve()
+        try:
+            self._start_in(self.folder, executable, cwd)
+        except BaseException:
+            self._abandon()
+            raise
+        return self.folder
+
+    def request_stop(self) -> None:
+        """Ask the child to stop: SIGINT now, SIGTERM and SIGKILL if it lingers."""
+        with self._lock:
+            if self._stop_at is None:
+                self._stop_at = time.monotonic()
+                self.stopped_by = self.stopped_by or "stop requested (SIGINT)"
+                self._send(signal.SIGINT)
+
+    def forward_signal(self, signum: int) -> None:
+        """Pass a signal the recorder received to the child's group (3rd time: SIGKILL)."""
+        with self._lock:
+            self._signals_forwarded += 1
+            name = signal.Signals(signum).name
+            self.stopped_by = self.stopped_by or f"{name} forwarded to the child"
+            self._send(signal.SIGKILL if self._signals_forwarded >= 3 else signum)
+
+    def wait(self) -> RecordResult:
+        """Wait for the child (escalating a Stop), then finalise the folder."""
+        grace = self.config.stop_grace_s
+        while True:
+            try:
+                self.proc.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            with self._lock:
+                if self._stop_at is None:
+                    continue
+                waited = time.monotonic() - self._stop_at
+                if waited > grace * (self._stop_stage + 1) and self._stop_stage < 2:
+                    self._stop_stage += 1
+                    self._send(signal.SIGTERM if self._stop_stage == 1 else signal.SIGKILL)
+        end_ns = self.clock.now()
+        return self._finalise(end_ns)
+
+    # -- start ----------------------------------------------------------------------
+    def _start_in(self, folder: Path, executable: str, cwd: Path) -> None:
+        cfg = self.config
+        self.clock = EpochClock()
+        self.counters = PartWriter(folder / COUNTERS_PARTS, schema.COUNTERS)
+        self.processes = PartWriter(folder / PROCESSES_PARTS, schema.PROCESSES)
+        self.nvml = Nvml()
+        host = host_info()
+        host["gpus"] = self.nvml.gpus
+        env, added = self._child_env(folder)
+        self.manifest = new_manifest(
+            cfg.command, executable, str(cwd), environment_summary(env, added), host,
+            self.clock.describe(),
+            {"interval_s": cfg.interval_s, "flush_interval_s": cfg.flush_interval_s,
+             "torch": cfg.torch, "torch_window_s": list(cfg.torch_window or []) or None,
+             "py_spy": cfg.py_spy})
+        write_manifest(folder, self.manifest)
+        self.host = HostSampler(self.clock, self.counters, self.processes, cfg.interval_s,
+                                cfg.flush_interval_s, on_sample=self._on_host_sample)
+        self.gpu = GpuSampler(self.nvml, self.clock, self.counters, cfg.interval_s) \
+            if self.nvml.ok else None
+        self.host.start()
+        if self.gpu is not None:
+            self.gpu.start()
+        self._start_ns = self.clock.now()
+        if cfg.torch:
+            env["SOFA_GUI_T0_NS"] = str(self._start_ns)  # --torch-window counts from here
+        stdin = None if self.interactive and not _stdin_is_tty() else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                [executable, *cfg.command[1:]], cwd=str(cwd), env=env, stdin=stdin,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
+        except OSError as exc:
+            raise CommandError(f"cannot run {cfg.command[0]}: {exc.strerror or exc}") from None
+        self.host.watch(self.proc.pid)
+        echo = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer} if self.echo else None
+        self.pump = OutputPump(folder / OUTPUT_LOG, echo, self.on_output)
+        self.pump.start(self.proc.stdout, self.proc.stderr)
+        self.pyspy = PySpy(folder, cfg.py_spy_rate) if cfg.py_spy else None
+        if self.pyspy is not None:
+            self.pyspy.start(self.proc.pid)
+        self.manifest["start"] = time_doc(self._start_ns)
+        self.manifest["child_pid"] = self.proc.pid
+        self.manifest["stdin"] = "inherited" if stdin is None else "/dev/null"
+        write_manifest(folder, self.manifest)
+
+    def _child_env(self, folder: Path) -> tuple[dict[str, str], dict[str, str]]:
+        cfg = self.config
+        env = dict(os.environ)
+        added = {"SOFA_GUI_RECORDING": str(folder)}
+        if "PYTHONUNBUFFERED" not in env:
+            added["PYTHONUNBUFFERED"] = "1"  # output shows up live in the log
+        added.update(cfg.env)
+        if cfg.torch:
+            old = env.get("PYTHONPATH", "")
+            added["PYTHONPATH"] = str(SHIM_DIR) + (os.pathsep + old if old else "")
+            added["SOFA_GUI_TORCH_DIR"] = str(folder / TORCH_DIR)
+            if cfg.torch_window:
+                added["SOFA_GUI_TORCH_WINDOW"] = "{:g}:{:g}".format(*cfg.torch_window)
+        env.update(added)
+        return env, added
+
+    def _abandon(self) -> None:
+        """The child never ran: stop what started and leave no folder behind."""
+        for sampler in (getattr(self, "host", None), getattr(self, "gpu", None)):
+            if sampler is not None and sampler.is_alive():
+                sampler.stop()
+        nvml = getattr(self, "nvml", None)
+        if nvml is not None:
+            nvml.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _on_host_sample(self, live: dict) -> None:
+        if self.gpu is not None:
+            live.update(self.gpu.latest)
+        if self._start_ns:
+            live["elapsed_s"] = (live["t"] - self._start_ns) / 1e9
+        if self.on_sample is not None:
+            self.on_sample(live)
+
+    def _send(self, signum: int) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            try:
+                self.proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    # -- finish ---------------------------------------------------------------------
+    def _finalise(self, end_ns: int) -> RecordResult:
+        m, folder = self.manifest, self.folder
+        notes = m["notes"]
+        self.host.stop()
+        if self.gpu is not None:
+            self.gpu.stop()
+        self.nvml.close()
+        self.pump.close()
+        if self.pyspy is not None:
+            self.pyspy.stop()
+        self.host.flush()
+        rows = {}
+        for parts, target, sch in ((COUNTERS_PARTS, COUNTERS_FILE, schema.COUNTERS),
+                                   (PROCESSES_PARTS, PROCESSES_FILE, schema.PROCESSES)):
+            try:
+                rows[target] = compact(folder / parts, folder / target, sch)
+            except Exception as exc:  # noqa: BLE001 - keep the parts, say so
+                notes.append(f"could not compact {parts}/ into {target}: {exc}")
+        rc = self.proc.returncode
+        sig = signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else None
+        exit_code = 128 - rc if rc < 0 else rc
+        m["status"] = "complete"
+        m["end"] = time_doc(end_ns)
+        m["duration_s"] = round((end_ns - self._start_ns) / 1e9, 6)
+        m["exit"] = {"code": rc if rc >= 0 else None, "signal": sig, "recorder_exit_code":
+                     exit_code, "stopped_by": self.stopped_by}
+        m["processes"] = self.host.process_list()
+        m["sources"] = self._sources(rows)
+        m["files"] = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                            if p.is_file() and not p.name.startswith("."))
+        write_manifest(folder, m)
+        st = self.host.stats
+        return RecordResult(
+            folder=folder, exit_code=exit_code, returncode=rc, signal=sig,
+            duration_s=m["duration_s"], mean_cpu=st.mean_cpu(), busiest_core=st.busiest_core(),
+            mean_tree_cpu=st.mean_tree_cpu(), peak_rss=st.peak_rss,
+            gpu_mean=self.gpu.mean_utilization() if self.gpu is not None else None,
+            gpu_reason=self.nvml.reason, sources=m["sources"], stopped_by=self.stopped_by)
+
+    def _sources(self, rows: dict) -> dict:
+        cfg, st = self.config, self.host.stats
+        out = {
+            "host": {"recorded": True, "samples": self.host.ticks,
+                     "late_samples": self.host.late_ticks, "errors": dict(self.host.errors),
+                     "what": ["per-core CPU %", "CPU user/system/iowait %", "memory",
+                              "disk read/write B/s", "network tx/rx B/s per interface",
+                              "context switches/s"],
+                     "counter_rows": rows.get(COUNTERS_FILE)},
+            "processes": {"recorded": True, "processes_seen": len(self.host.process_list()),
+                          "peak_processes": st.peak_processes, "rows": rows.get(PROCESSES_FILE),
+                          "what": ["CPU %", "RSS", "threads", "context switches/s"]},
+            "gpu": self.gpu.describe() if self.gpu is not None
+            else {"recorded": False, "reason": self.nvml.reason},
+            "output": {"recorded": True, "file": OUTPUT_LOG, "bytes": self.pump.bytes},
+        }
+        if cfg.torch:
+            out["torch"] = collect_torch(self.folder / TORCH_DIR, self.proc.returncode)
+        else:
+            out["torch"] = {"recorded": False, "reason": "not requested (--torch)"}
+        if self.pyspy is not None:
+            out["py_spy"] = self.pyspy.describe()
+        else:
+            out["py_spy"] = {"recorded": False, "reason": "not requested (--py-spy)"}
+        return out
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):
+        return False
