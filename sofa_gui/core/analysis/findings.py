@@ -59,6 +59,7 @@ THRESHOLDS = {
 #: Assumed compute speed-up behind the compute_bound estimate.
 COMPUTE_GAIN = 2.0
 MAX_EVIDENCE = 5
+BELOW = "none"  # severity of a rule result under its threshold (never shown as a finding)
 
 
 @dataclass
@@ -73,14 +74,17 @@ class _Ctx:
 
 def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown) -> list[Finding]:
     """All findings above their thresholds, with evidence, largest share first."""
-    ctx = _Ctx(trace, iters, breakdown)
-    out = []
-    for rule in RULES:
-        f = rule(ctx)
-        if f is not None and f.evidence:
-            out.append(f)
+    out = [f for f in evaluate_rules(trace, iters, breakdown)
+           if f.severity != BELOW and f.evidence]
     out.sort(key=lambda f: -f.share)
     return out
+
+
+def evaluate_rules(trace: Trace, iters: Iterations, breakdown: TraceBreakdown) -> list[Finding]:
+    """Every rule that applies, including those below threshold (severity ``"none"``);
+    used by the diff to follow a share across runs."""
+    ctx = _Ctx(trace, iters, breakdown)
+    return [f for f in (rule(ctx) for rule in RULES) if f is not None]
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -93,10 +97,10 @@ def _share(obj, categories) -> float:
     return float(sum(int(obj.column(c).sum()) for c in categories)) / wall if wall else 0.0
 
 
-def _severity(fid: str, share: float) -> str | None:
+def _severity(fid: str, share: float) -> str:
     moderate, high = THRESHOLDS[fid]
     if share < moderate:
-        return None
+        return BELOW
     return "high" if share >= high else "medium"
 
 
@@ -114,10 +118,8 @@ def _best_device(ctx: _Ctx, categories) -> tuple[DeviceBreakdown | None, float]:
 
 
 def _finding(fid: str, title: str, share: float, summary: str, evidence: list[Evidence],
-             speedup: float | None = None, severity: str | None = None) -> Finding | None:
+             speedup: float | None = None, severity: str | None = None) -> Finding:
     severity = severity or _severity(fid, share)
-    if severity is None:
-        return None
     return Finding(fid, title, severity, share, speedup or _amdahl(share), summary,
                    evidence[:MAX_EVIDENCE], fixes_for(fid))
 
@@ -165,7 +167,7 @@ def input_pipeline_bound(ctx: _Ctx) -> Finding | None:
         evidence.append(Evidence(
             f"iteration {i}: {fmt_ns(per_iter[i])} waiting for input in {name}",
             a, b, _it(ctx.bd, i), lanes))
-    grade = "HIGHLY" if share >= THRESHOLDS[fid][1] else "MODERATELY"
+    grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(_severity(fid, share), "NOT")
     summary = (f"{grade} input-bound: {_pct(share)} of iteration time is spent waiting for "
                f"input; {where}. Thresholds: >= 5% moderately, >= 20% highly input-bound "
                f"(TensorFlow profiler).")
@@ -297,15 +299,12 @@ def compute_bound(ctx: _Ctx) -> Finding | None:
         busy = _share(host, ["forward", "backward", "optimizer"])
         evidence = _top_host_ops(ctx, host)
         what = "framework ops keep the main thread busy (no accelerator in the trace)"
-    severity = _severity(fid, busy)
-    if severity is None:
-        return None
+    severity = {"high": "medium", "medium": "low"}.get(_severity(fid, busy), BELOW)
     share = busy * (1.0 - 1.0 / COMPUTE_GAIN)
     summary = (f"{what} {_pct(busy)} of iteration time. The share and speed-up assume the "
                f"compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed precision "
                f"on tensor cores, or of kernel fusion), not that it disappears.")
-    return _finding(fid, "Compute bound", share, summary, evidence,
-                    severity="medium" if severity == "high" else "low")
+    return _finding(fid, "Compute bound", share, summary, evidence, severity=severity)
 
 
 def _top_kernels(ctx: _Ctx, d: DeviceBreakdown) -> list[Evidence]:

@@ -1,0 +1,205 @@
+"""``sofa-gui diff BEFORE AFTER``: did the fix work, and what changed?
+
+Compares two analysed runs: median iteration time (ratio and speed-up), the
+mean per-iteration time of every breakdown category, findings resolved / new /
+persisting (with the speed-up each finding predicted against the one
+measured), and the kernels and ops whose time per iteration changed most.
+Names are matched as strings, so the two traces need not share anything else.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..summary import fmt_ns
+from ..trace import Kind, Trace
+from .findings import BELOW, evaluate_rules
+from .host_side import window_of
+from .results import us
+
+TOP_CHANGES = 15
+#: Findings whose shares are disjoint breakdown categories, so their savings add up.
+DISJOINT = ("input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bound",
+            "synchronization_stalls", "communication_bound")
+_DEVICE_KINDS = {int(Kind.KERNEL): "kernel", int(Kind.COMMUNICATION): "communication",
+                 int(Kind.MEMCPY): "memcpy", int(Kind.MEMSET): "memset", int(Kind.CPU_OP): "op"}
+
+
+def diff_analyses(before: tuple, after: tuple) -> dict:
+    """``before``/``after`` are (trace, analysis) pairs; returns a JSON-able dict."""
+    (ta, aa), (tb, ab) = before, after
+    med_a, med_b = _median(aa), _median(ab)
+    return {
+        "before": _run(ta, aa, med_a),
+        "after": _run(tb, ab, med_b),
+        "median_iteration_ratio": round(med_b / med_a, 4) if med_a else None,
+        "speedup": round(med_a / med_b, 4) if med_b else None,
+        "categories": {side: _categories(aa.breakdown, ab.breakdown, side)
+                       for side in ("device", "host")},
+        "findings": _findings(ta, aa, tb, ab, med_a / med_b if med_b else None),
+        "top_changes": _top_changes(ta, aa, tb, ab),
+    }
+
+
+def _median(analysis) -> float:
+    bd = analysis.breakdown
+    d = bd.durations if bd is not None else analysis.iterations.durations
+    return float(np.median(d)) if len(d) else 0.0
+
+
+def _run(trace: Trace, analysis, med: float) -> dict:
+    bd = analysis.breakdown
+    return {
+        "path": trace.meta.source,
+        "iterations": len(analysis.iterations),
+        "scope": "whole_trace" if bd is None or bd.whole_trace else "iterations",
+        "median_iteration_us": us(med),
+        "device": bd.device.label if bd is not None and bd.device is not None else None,
+    }
+
+
+def _mean_row(bd, side: str) -> dict[str, float]:
+    if bd is None:
+        return {}
+    obj = bd.device if side == "device" else bd.host
+    if obj is None or not len(obj.times):
+        return {}
+    return dict(zip(obj.categories, (obj.times.sum(axis=0) / len(obj.times)).tolist()))
+
+
+def _categories(bda, bdb, side: str) -> list[dict]:
+    a, b = _mean_row(bda, side), _mean_row(bdb, side)
+    cats = list(a) or list(b)
+    out = []
+    for c in cats:
+        va, vb = a.get(c, 0.0), b.get(c, 0.0)
+        if va or vb:
+            out.append({"category": c, "before_us": us(va), "after_us": us(vb),
+                        "delta_us": us(vb - va)})
+    return out
+
+
+def _findings(ta, aa, tb, ab, measured: float | None) -> dict:
+    sa = {f.id: f for f in evaluate_rules(ta, aa.iterations, aa.breakdown)}
+    sb = {f.id: f for f in evaluate_rules(tb, ab.iterations, ab.breakdown)}
+    shown_a = {f.id for f in aa.findings}
+    shown_b = {f.id for f in ab.findings}
+
+    mean_a, mean_b = _mean_iteration(aa), _mean_iteration(ab)
+
+    def saved(fid: str) -> float:
+        """ns per iteration that this bottleneck shrank by (shares times mean iteration)."""
+        ta_ = sa[fid].share * mean_a if fid in sa else 0.0
+        tb_ = sb[fid].share * mean_b if fid in sb else 0.0
+        return ta_ - tb_
+
+    def row(fid: str) -> dict:
+        fa, fb = sa.get(fid), sb.get(fid)
+        return {
+            "id": fid,
+            "share_before": round(fa.share if fa else 0.0, 4),
+            "share_after": round(fb.share if fb else 0.0, 4),
+            "severity_before": fa.severity if fa else BELOW,
+            "severity_after": fb.severity if fb else BELOW,
+            "predicted_speedup": round(fa.estimated_speedup, 3) if fa else None,
+            "saved_per_iteration_us": us(saved(fid)),
+        }
+
+    total_saved = sum(max(saved(f), 0.0) for f in DISJOINT)
+    explained = mean_a / (mean_a - total_saved) if mean_a > total_saved else None
+    return {
+        "resolved": [row(f) for f in sorted(shown_a - shown_b)],
+        "new": [row(f) for f in sorted(shown_b - shown_a)],
+        "persisting": [row(f) for f in sorted(shown_a & shown_b)],
+        "measured_speedup": round(measured, 3) if measured else None,
+        "explained_speedup": round(explained, 3) if explained else None,
+    }
+
+
+def _mean_iteration(analysis) -> float:
+    bd = analysis.breakdown
+    d = bd.durations if bd is not None else analysis.iterations.durations
+    return float(np.mean(d)) if len(d) else 0.0
+
+
+def _per_iteration_times(trace: Trace, analysis) -> dict[tuple[str, str], float]:
+    """Mean ns per analysed window of each (kind, name), for device slices and CPU ops."""
+    bd = analysis.breakdown
+    s = trace.slices
+    if bd is not None and len(bd):
+        ws, we = bd.starts, bd.ends
+    else:
+        ws, we = np.array([trace.start_ns]), np.array([trace.end_ns])
+    idx = np.flatnonzero(np.isin(s.kind, list(_DEVICE_KINDS)))
+    w = window_of(s.start[idx], ws, we)
+    idx = idx[w >= 0]
+    n = max(len(ws), 1)
+    out: dict[tuple[str, str], float] = {}
+    for k, label in _DEVICE_KINDS.items():
+        sel = idx[s.kind[idx] == k]
+        if not len(sel):
+            continue
+        tot = np.bincount(s.name[sel], weights=s.dur[sel].astype(np.float64))
+        for nid in np.flatnonzero(tot).tolist():
+            out[(label, trace.names[nid])] = float(tot[nid]) / n
+    return out
+
+
+def _top_changes(ta, aa, tb, ab) -> list[dict]:
+    a = _per_iteration_times(ta, aa)
+    b = _per_iteration_times(tb, ab)
+    keys = set(a) | set(b)
+    keys = [k for k in keys if abs(b.get(k, 0.0) - a.get(k, 0.0)) >= 1.0]
+    rows = sorted(keys, key=lambda k: (-abs(b.get(k, 0.0) - a.get(k, 0.0)), k))
+    return [{"kind": k[0], "name": k[1], "before_us": us(a.get(k, 0.0)),
+             "after_us": us(b.get(k, 0.0)), "delta_us": us(b.get(k, 0.0) - a.get(k, 0.0))}
+            for k in rows[:TOP_CHANGES]]
+
+
+# -- text ------------------------------------------------------------------------------
+def diff_text(result: dict) -> list[str]:
+    """Readable lines for the terminal."""
+    a, b = result["before"], result["after"]
+    lines = [f"Before: {a['path']} ({a['iterations']} iterations)",
+             f"After:  {b['path']} ({b['iterations']} iterations)"]
+    sp = result["speedup"]
+    verdict = ("" if sp is None else f"{sp:.2f}x faster" if sp >= 1
+               else f"{1 / sp:.2f}x slower")
+    lines.append(f"Median iteration: {_f(a['median_iteration_us'])} -> "
+                 f"{_f(b['median_iteration_us'])}  ({verdict})")
+    if "whole_trace" in (a["scope"], b["scope"]):
+        lines.append("  note: a run without iterations is compared as one whole-trace span")
+    for side in ("device", "host"):
+        rows = result["categories"][side]
+        if not rows:
+            continue
+        lines.append(f"{side.capitalize()} breakdown (mean per iteration):")
+        for r in sorted(rows, key=lambda r: -abs(r["delta_us"])):
+            lines.append(f"  {r['category']:<14s} {_f(r['before_us']):>10s} -> "
+                         f"{_f(r['after_us']):>10s}  ({_signed(r['delta_us'])})")
+    f = result["findings"]
+    for key, title in (("resolved", "Resolved"), ("new", "New"), ("persisting", "Persisting")):
+        for r in f[key]:
+            pred = (f"; before, it predicted {r['predicted_speedup']:.2f}x if removed"
+                    if r["predicted_speedup"] and key != "new" else "")
+            lines.append(f"{title}: {r['id']} (share {100 * r['share_before']:.1f}% -> "
+                         f"{100 * r['share_after']:.1f}%, "
+                         f"{_signed(-r['saved_per_iteration_us'])} per iteration{pred})")
+    if f["measured_speedup"]:
+        expl = (f"; the bottlenecks that shrank explain {f['explained_speedup']:.2f}x"
+                if f["explained_speedup"] else "")
+        lines.append(f"Measured speed-up {f['measured_speedup']:.2f}x (median iteration)"
+                     f"{expl}")
+    if result["top_changes"]:
+        lines.append("Largest changes per iteration:")
+        for r in result["top_changes"]:
+            lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}")
+    return lines
+
+
+def _f(v_us: float) -> str:
+    return fmt_ns(v_us * 1000.0)
+
+
+def _signed(v_us: float) -> str:
+    return ("+" if v_us > 0 else "-" if v_us < 0 else "±") + fmt_ns(abs(v_us) * 1000.0)

@@ -1,0 +1,39 @@
+"""One colour per breakdown category, shared by the HTML report and the GUI.
+
+Busy categories get saturated colours; idle causes get light tints of the
+colour of what they wait for (input: amber like data loading, sync: red like
+host sync, launch: light blue like runtime), so idle reads as "not working".
+"""
+
+from __future__ import annotations
+
+CATEGORY_COLORS: dict[str, str] = {
+    # device
+    "compute": "#4C72B0",
+    "communication": "#8172B2",
+    "memcpy_h2d": "#DD8452",
+    "memcpy_d2h": "#C44E52",
+    "memcpy_d2d": "#937860",
+    "memcpy_p2p": "#DA8BC3",
+    "memcpy_other": "#8C8C8C",
+    "memset": "#CCB974",
+    "idle_input": "#F5D08A",
+    "idle_sync": "#F2AAAA",
+    "idle_launch": "#A9D2EA",
+    "idle_other": "#DDDDDD",
+    # host
+    "data_loading": "#E8A33D",
+    "forward": "#4C72B0",
+    "backward": "#55A868",
+    "optimizer": "#8172B2",
+    "runtime": "#64B5CD",
+    "sync": "#C44E52",
+    "python": "#CCB974",
+    "other": "#DDDDDD",
+}
+
+
+def color_of(category: str) -> str:
+    """Hex colour of a category (host ones may carry a ``host_`` prefix)."""
+    key = category[5:] if category.startswith("host_") else category
+    return CATEGORY_COLORS.get(key, "#999999")

@@ -1,0 +1,253 @@
+"""``sofa-gui report``: a self-contained HTML (inline SVG charts) or Markdown report.
+
+The output is written to a temporary file beside the target and renamed over
+it, so a failure never leaves a half-written report.  Every string that comes
+from the trace (path, names, lanes) is escaped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from html import escape
+from pathlib import Path
+
+import numpy as np
+
+from ..summary import fmt_ns
+from ..trace import Trace
+from . import svg_charts as charts
+from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
+from .findings import THRESHOLDS
+from .palette import color_of
+from .results import Finding, us
+from .text import breakdown_text, lane_names
+
+FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
+
+
+def report_format(path) -> str:
+    """"html" or "markdown" from the suffix; ValueError for anything else."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"unknown report type {Path(path).suffix or '(no suffix)'!r}: "
+                         "use .html or .md")
+    return fmt
+
+
+def write_report(trace: Trace, analysis, path) -> Path:
+    """Write the report for ``analysis`` (a pipeline ``Analysis``) to ``path`` atomically."""
+    path = Path(path)
+    fmt = report_format(path)
+    text = html_report(trace, analysis) if fmt == "html" else markdown_report(trace, analysis)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# -- shared facts ----------------------------------------------------------------------
+def _facts(trace: Trace, analysis) -> list[tuple[str, str]]:
+    it = analysis.iterations
+    bd: TraceBreakdown | None = analysis.breakdown
+    rows = [("Trace", trace.meta.source or "(unnamed)"), ("Format", trace.meta.format),
+            ("Duration", fmt_ns(trace.duration_ns)), ("Events", f"{trace.events:,}")]
+    if trace.meta.ranks:
+        rows.append(("Ranks", ", ".join(map(str, trace.meta.ranks))))
+    if len(it):
+        d = it.durations
+        rows.append(("Iterations", f"{len(it)} ({it.method}, confidence {it.confidence:.2f})"))
+        rows.append(("Median iteration", fmt_ns(float(np.median(d)))))
+    else:
+        rows.append(("Iterations", f"none found: {it.reason or 'no repeating structure'}"))
+    if bd is not None and bd.device is not None:
+        d = bd.device
+        wall = int((d.ends - d.starts).sum()) or 1
+        rows.append(("Device utilisation", f"{100 * int(d.busy.sum()) / wall:.1f}% busy on "
+                                           f"{d.label}"))
+    if bd is not None and bd.whole_trace:
+        rows.append(("Scope", bd.note))
+    return rows
+
+
+def _threshold_note() -> str:
+    parts = [f"{fid} {100 * lo:g}% / {100 * hi:g}%" for fid, (lo, hi) in THRESHOLDS.items()]
+    return ("Thresholds (moderate / high share of iteration time): " + "; ".join(parts)
+            + ". Input grading follows the TensorFlow profiler (moderately input-bound at 5%, "
+              "highly at 20%).")
+
+
+# -- HTML ------------------------------------------------------------------------------
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:960px;
+color:#1d1d1f;line-height:1.45}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 10px;text-align:left;
+border-bottom:1px solid #eee;font-size:13px}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.card{border:1px solid #ddd;border-left:6px solid #999;border-radius:6px;padding:10px 14px;
+margin:12px 0}.card.high{border-left-color:#c44e52}.card.medium{border-left-color:#e8a33d}
+.card.low{border-left-color:#4c72b0}.sev{font-size:11px;font-weight:bold;text-transform:uppercase;
+padding:1px 6px;border-radius:3px;background:#eee}.meta{color:#555;font-size:13px}
+.legend{font-size:12px;margin:4px 0 12px}.legend>span{margin-right:12px;white-space:nowrap}
+.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle;
+border:1px solid #0002}code{font-size:12px;background:#f4f4f4;padding:0 3px}
+li{margin:2px 0;font-size:13px}.fw{color:#555;font-weight:bold}
+"""
+
+
+def html_report(trace: Trace, analysis) -> str:
+    bd: TraceBreakdown | None = analysis.breakdown
+    title = f"sofa-gui report: {Path(trace.meta.source).name or 'trace'}"
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>{escape(title)}</h1>", "<table>"]
+    out += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
+            for k, v in _facts(trace, analysis)]
+    out.append("</table>")
+    out += _html_findings(analysis.findings, trace)
+    if bd is not None:
+        out += _html_charts(bd)
+        out += _html_tables(bd)
+    out.append(f'<p class="meta">{escape(_threshold_note())} Overlap priority: '
+               f"{escape(OVERLAP_PRIORITY)}.</p>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def _html_findings(findings: list[Finding], trace: Trace) -> list[str]:
+    out = ["<h2>Findings</h2>"]
+    if not findings:
+        return out + ["<p>No finding above its threshold: no clear bottleneck.</p>"]
+    for f in findings:
+        out.append(f'<div class="card {escape(f.severity)}">')
+        out.append(f'<div><span class="sev">{escape(f.severity)}</span> '
+                   f"<b>{escape(f.title)}</b> <code>{escape(f.id)}</code> &mdash; share "
+                   f"<b>{100 * f.share:.1f}%</b>, estimated speed-up "
+                   f"<b>{f.estimated_speedup:.2f}x</b></div>")
+        out.append(f"<p>{escape(f.summary)}</p><div class='meta'>Evidence</div><ul>")
+        for e in f.evidence:
+            where = f"iteration {e.iteration}, " if e.iteration is not None else ""
+            out.append(f"<li>{escape(e.label)} <span class='meta'>[{where}"
+                       f"{us(e.start_ns):.3f} .. {us(e.end_ns):.3f} µs; lanes "
+                       f"{escape(lane_names(e.lanes, trace))}]</span></li>")
+        out.append("</ul><div class='meta'>Fixes</div><ul>")
+        for x in f.fixes:
+            out.append(f"<li><span class='fw'>{escape(x.framework)}:</span> "
+                       f"{escape(x.text)}</li>")
+        out.append("</ul></div>")
+    return out
+
+
+def _ms(v: float) -> str:
+    return fmt_ns(v)
+
+
+def _html_charts(bd: TraceBreakdown) -> list[str]:
+    out = []
+    if not bd.whole_trace and len(bd):
+        cats = bd.categories()
+        dom = [bd.dominant_category(i) for i in range(len(bd))]
+        tips = [f"iteration {i}: {fmt_ns(d)}, mostly {dom[i] or 'unknown'}"
+                for i, d in enumerate(bd.durations.tolist())]
+        out += ["<h2>Iteration times</h2>",
+                "<p class='meta'>Bars are coloured by each iteration's dominant category; the "
+                "dashed line is the median.</p>",
+                charts.iteration_bars(bd.durations.tolist(), [color_of(c) for c in dom], tips,
+                                      _ms, float(np.median(bd.durations))),
+                charts.legend(sorted(set(dom) - {""}, key=cats.index) if cats else [])]
+    for side, obj in (("device", bd.device), ("host", bd.host)):
+        if obj is None:
+            continue
+        name = f"{side} {obj.label}"
+        out += [f"<h2>Breakdown per iteration: {escape(name)}</h2>",
+                charts.stacked_bars(obj.times, obj.categories, _ms, f"{side} breakdown"),
+                charts.legend([c for c, v in zip(obj.categories, obj.times.sum(axis=0))
+                               if v > 0])]
+    return out
+
+
+def _html_tables(bd: TraceBreakdown) -> list[str]:
+    out = []
+    for obj in [*bd.devices[:8], *bd.hosts[:4]]:
+        tot = obj.times.sum(axis=0)
+        wall = int(tot.sum()) or 1
+        n = max(len(obj.times), 1)
+        out += [f"<h2>Totals: {escape(obj.label)}</h2>",
+                "<table><tr><th>category</th><th>per iteration</th><th>share</th></tr>"]
+        for c, v in zip(obj.categories, tot.tolist()):
+            if v:
+                out.append(f'<tr><td><span class="sw" style="background:{color_of(c)}">'
+                           f"</span>{escape(c)}</td><td class='num'>{fmt_ns(v / n)}</td>"
+                           f"<td class='num'>{100 * v / wall:.1f}%</td></tr>")
+        out.append("</table>")
+    details = [ln for ln in breakdown_text(bd) if ln.strip().startswith(
+        ("copies", "communication", "rank", "slowest", "Counter"))]
+    if details:
+        out += ["<h2>Copies, communication, ranks, counters</h2><ul>"]
+        out += [f"<li>{escape(ln.strip())}</li>" for ln in details]
+        out.append("</ul>")
+    return out
+
+
+# -- Markdown --------------------------------------------------------------------------
+def markdown_report(trace: Trace, analysis) -> str:
+    bd: TraceBreakdown | None = analysis.breakdown
+    out = [f"# sofa-gui report: {_md(Path(trace.meta.source).name or 'trace')}", "",
+           "| | |", "|---|---|"]
+    out += [f"| {_md(k)} | {_md(v)} |" for k, v in _facts(trace, analysis)]
+    out += ["", "## Findings", ""]
+    if not analysis.findings:
+        out.append("No finding above its threshold: no clear bottleneck.")
+    for n, f in enumerate(analysis.findings, 1):
+        out += [f"### {n}. {_md(f.title)} (`{f.id}`, {f.severity})", "",
+                f"Share **{100 * f.share:.1f}%**, estimated speed-up "
+                f"**{f.estimated_speedup:.2f}x**. {_md(f.summary)}", "", "Evidence:", ""]
+        for e in f.evidence:
+            where = f"iteration {e.iteration}, " if e.iteration is not None else ""
+            out.append(f"- {_md(e.label)} ({where}{us(e.start_ns):.3f} .. "
+                       f"{us(e.end_ns):.3f} µs; lanes {_md(lane_names(e.lanes, trace))})")
+        out += ["", "Fixes:", ""]
+        out += [f"- **{x.framework}**: {_md(x.text)}" for x in f.fixes]
+        out.append("")
+    if bd is not None:
+        body = breakdown_text(bd)
+        fence = _fence(body)
+        out += ["## Breakdown", "", fence] + body + [fence, ""]
+        if not bd.whole_trace and len(bd):
+            out += _md_iterations(bd)
+    out += ["", _md(_threshold_note()), ""]
+    return "\n".join(out)
+
+
+def _md_iterations(bd: TraceBreakdown) -> list[str]:
+    cats = [c for c in bd.categories() if bd.times()[:, bd.categories().index(c)].sum()]
+    head = "| iteration | duration | dominant | " + " | ".join(cats) + " |"
+    out = ["## Iterations", "", head, "|" + "---|" * (3 + len(cats))]
+    t = bd.times()
+    idx = {c: bd.categories().index(c) for c in cats}
+    for i, d in enumerate(bd.durations.tolist()):
+        cells = " | ".join(fmt_ns(t[i, idx[c]]) for c in cats)
+        out.append(f"| {i} | {fmt_ns(d)} | {bd.dominant_category(i)} | {cells} |")
+    return out + [""]
+
+
+def _fence(lines: list[str]) -> str:
+    """A code fence longer than any backtick run inside (names cannot close it)."""
+    runs = [len(m) for ln in lines for m in re.findall(r"`+", ln)]
+    return "`" * max(3, max(runs, default=0) + 1)
+
+
+def _md(s: str) -> str:
+    """Escape text for a Markdown table cell / paragraph (pipes, HTML, emphasis)."""
+    s = str(s).replace("&", "&amp;").replace("<", "&lt;")
+    for ch in "|*_`[]":
+        s = s.replace(ch, "\\" + ch)
+    return s.replace("\n", " ")

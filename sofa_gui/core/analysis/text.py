@@ -1,0 +1,129 @@
+"""The readable report ``sofa-gui analyze`` prints: iterations, breakdown, findings."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..summary import fmt_ns
+from ..trace import Trace
+from .breakdown import TraceBreakdown
+from .device_side import COPY_DIRECTIONS
+from .iterations import iterations_text
+from .results import Finding, us
+
+BAR = 24
+
+
+def analysis_text(trace: Trace, analysis) -> list[str]:
+    """Lines for the terminal; ``analysis`` is a :class:`~.pipeline.Analysis`."""
+    lines = iterations_text(trace, analysis.iterations)
+    bd: TraceBreakdown | None = analysis.breakdown
+    if bd is not None:
+        lines += [""] + breakdown_text(bd)
+    lines += [""] + findings_text(analysis.findings, trace)
+    return lines
+
+
+def breakdown_text(bd: TraceBreakdown) -> list[str]:
+    scope = ("whole trace (" + bd.note + ")" if bd.whole_trace
+             else f"{len(bd)} iterations, median iteration {bd.median_iteration} "
+                  f"({fmt_ns(bd.durations[bd.median_iteration])})")
+    lines = [f"Breakdown: {scope}"]
+    if bd.device is None:
+        lines.append("  no accelerator activity in the trace: host side only")
+    for d in bd.devices[:4]:
+        lines.append(f"  Device {d.label} (mean per iteration, share):")
+        lines += _table(d.categories, d.times)
+        lines += _copies(d) + _comm(d)
+    if len(bd.devices) > 4:
+        lines.append(f"  ... and {len(bd.devices) - 4} more devices (see --json)")
+    for h in bd.hosts[:2]:
+        lines.append(f"  Host main thread {h.label} (mean per iteration, share):")
+        lines += _table(h.categories, h.times)
+    if bd.ranks is not None:
+        lines += _ranks(bd)
+    for c in bd.counters[:8]:
+        m = c.mean[~np.isnan(c.mean)]
+        if len(m):
+            lines.append(f"  Counter {c.name}: mean {np.mean(m):.3g} {c.unit} "
+                         f"(per iteration {np.min(m):.3g}..{np.max(m):.3g})")
+    return lines
+
+
+def _table(categories, times: np.ndarray) -> list[str]:
+    total = times.sum(axis=0)
+    wall = int(total.sum()) or 1
+    n = max(len(times), 1)
+    out = []
+    for c, v in zip(categories, total.tolist()):
+        if v == 0:
+            continue
+        frac = v / wall
+        bar = "#" * int(round(frac * BAR))
+        out.append(f"    {c:<14s} {fmt_ns(v / n):>10s} {100 * frac:5.1f}%  {bar}")
+    return out
+
+
+def _copies(d) -> list[str]:
+    out = []
+    c = d.copies
+    for k, name in enumerate(COPY_DIRECTIONS):
+        cnt = int(c.count[:, k].sum())
+        if not cnt:
+            continue
+        nbytes = int(c.bytes[:, k].sum())
+        page = int(c.pageable_bytes[:, k].sum())
+        pin = int(c.pinned_bytes[:, k].sum())
+        mem = f", pageable {page / nbytes:.0%} / pinned {pin / nbytes:.0%}" if nbytes else ""
+        out.append(f"    copies {name}: {cnt} copies, {nbytes / 1e6:.2f} MB, "
+                   f"{c.bandwidth_gbps(name):.2f} GB/s achieved{mem}")
+    return out
+
+
+def _comm(d) -> list[str]:
+    total = int(d.comm_total.sum())
+    if not total:
+        return []
+    ov = int(d.comm_overlap.sum())
+    return [f"    communication: {fmt_ns(total)} in total, {fmt_ns(total - ov)} exposed, "
+            f"{ov / total:.0%} overlapped with compute"]
+
+
+def _ranks(bd: TraceBreakdown) -> list[str]:
+    r = bd.ranks
+    lines = ["  Ranks (median iteration time, median busy time):"]
+    for k, rank in enumerate(r.ranks):
+        lines.append(f"    rank {rank}: {fmt_ns(np.median(r.durations[k]))}, busy "
+                     f"{fmt_ns(np.median(r.busy[k]))}")
+    lines.append("    slowest rank per iteration: "
+                 + ", ".join(f"{i}:{int(s)} (+{fmt_ns(lag)})"
+                             for i, (s, lag) in enumerate(zip(r.straggler, r.lag))))
+    return lines
+
+
+def findings_text(findings: list[Finding], trace: Trace | None = None) -> list[str]:
+    if not findings:
+        return ["Findings: none above their thresholds (no clear bottleneck)."]
+    lines = [f"Findings ({len(findings)}, largest share first):"]
+    for n, f in enumerate(findings, 1):
+        lines.append(f"  {n}. [{f.severity.upper()}] {f.title} ({f.id}): share "
+                     f"{100 * f.share:.1f}%, estimated speed-up {f.estimated_speedup:.2f}x")
+        lines.append(f"     {f.summary}")
+        lines.append("     Evidence:")
+        for e in f.evidence:
+            where = f"iteration {e.iteration}, " if e.iteration is not None else ""
+            lines.append(f"       - {e.label}  [{where}{us(e.start_ns):.3f}..{us(e.end_ns):.3f} "
+                         f"µs, lanes {lane_names(e.lanes, trace)}]")
+        lines.append("     Fixes:")
+        for x in f.fixes:
+            lines.append(f"       - ({x.framework}) {x.text}")
+    return lines
+
+
+def lane_names(lanes: list[int], trace: Trace | None) -> str:
+    """"main, stream 7 +3": the first lane names of an evidence item."""
+    if trace is None:
+        return ", ".join(map(str, lanes))
+    names = [trace.lanes.name[i] for i in lanes[:3]]
+    more = f" +{len(lanes) - 3}" if len(lanes) > 3 else ""
+    return ", ".join(names) + more

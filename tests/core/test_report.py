@@ -1,0 +1,96 @@
+"""HTML/Markdown reports: content, escaping, valid SVG, atomic writes."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from sofa_gui.core.analysis import report as report_mod
+from sofa_gui.core.analysis.breakdown import compute_breakdown
+from sofa_gui.core.analysis.findings import find_bottlenecks
+from sofa_gui.core.analysis.palette import CATEGORY_COLORS
+from sofa_gui.core.analysis.pipeline import Analysis
+from sofa_gui.core.analysis.report import write_report
+from sofa_gui.core.analysis.results import Iterations
+from sofa_gui.core.builder import TraceBuilder
+from sofa_gui.core.trace import Kind, LaneKind
+
+US = 1000
+EVIL = '<script>alert("x")</script>|*_```&amp;'
+
+
+def _analysis(n=5, with_iterations=True):
+    b = TraceBuilder("/tmp/" + EVIL + ".json", "test")
+    b.meta.source = "/tmp/" + EVIL + ".json"
+    cpu = b.lane(("cpu",), "main " + EVIL, LaneKind.CPU, "proc", pid=1, tid=1)
+    gpu = b.lane(("gpu",), "stream 7", LaneKind.GPU, "GPU 0", device=0, stream=7)
+    for i in range(n):
+        t = i * 1000 * US
+        b.add_slices([t], [400 * US], cpu, ["DataLoader.__next__ " + EVIL], kind=Kind.CPU_OP)
+        b.add_slices([t + 420 * US], [500 * US], gpu, ["kernel " + EVIL], kind=Kind.KERNEL,
+                     device=0)
+    trace = b.finish()
+    starts = np.arange(n, dtype=np.int64) * 1000 * US
+    iters = (Iterations("annotations", "test", starts, starts + 1000 * US, 1.0)
+             if with_iterations else Iterations.none("test", "too short"))
+    bd = compute_breakdown(trace, iters)
+    return trace, Analysis(iters, bd, find_bottlenecks(trace, iters, bd))
+
+
+def test_html_is_self_contained_escaped_and_has_charts(tmp_path):
+    trace, analysis = _analysis()
+    out = write_report(trace, analysis, tmp_path / "r.html")
+    html = out.read_text(encoding="utf-8")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    svgs = re.findall(r"<svg.*?</svg>", html, re.S)
+    assert len(svgs) == 3  # iteration times, device and host breakdown
+    for svg in svgs:
+        ET.fromstring(svg)  # well-formed XML: every trace string was escaped
+    assert "input_pipeline_bound" in html and "Fixes" in html and "pytorch" in html
+    assert CATEGORY_COLORS["idle_input"] in svgs[1]  # the stacked chart shows the idle cause
+    assert html.count("<rect") > 5 * 3
+
+
+def test_markdown_report(tmp_path):
+    trace, analysis = _analysis()
+    md = write_report(trace, analysis, tmp_path / "r.md").read_text(encoding="utf-8")
+    assert md.startswith("# sofa-gui report")
+    assert "## Findings" in md and "`input_pipeline_bound`" in md
+    assert "| iteration | duration | dominant |" in md
+    fence = re.search(r"^(`{3,})$", md, re.M).group(1)
+    assert len(fence) == 4  # longer than the backtick run in the names
+    outside = re.sub(rf"^{fence}$.*?^{fence}$", "", md, flags=re.S | re.M)
+    assert "<script>" not in outside and r"\|" in outside  # no HTML, pipes cannot break a table
+
+
+def test_report_without_iterations(tmp_path):
+    trace, analysis = _analysis(with_iterations=False)
+    html = write_report(trace, analysis, tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "whole trace" in html and "too short" in html
+    assert len(re.findall(r"<svg", html)) == 2  # no iteration-time chart
+
+
+def test_unknown_suffix_is_refused_without_writing(tmp_path):
+    trace, analysis = _analysis()
+    with pytest.raises(ValueError, match="use .html or .md"):
+        write_report(trace, analysis, tmp_path / "r.pdf")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_write_leaves_previous_report_and_no_temp(tmp_path, monkeypatch):
+    trace, analysis = _analysis()
+    target = tmp_path / "r.html"
+    target.write_text("old report")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report_mod.os, "replace", boom)
+    with pytest.raises(OSError):
+        write_report(trace, analysis, target)
+    assert target.read_text() == "old report"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
