@@ -50,11 +50,13 @@ def cache_root() -> Path:
 
 def _fingerprint(path: Path) -> str:
     path = path.resolve()
-    h = hashlib.sha256(f"v{FORMAT_VERSION}|{path}".encode())
+    # surrogateescape: file names need not be UTF-8 (os.fsencode's rule on POSIX).
+    h = hashlib.sha256(f"v{FORMAT_VERSION}|{path}".encode("utf-8", "surrogateescape"))
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for f in files:
         st = f.stat()
-        h.update(f"|{f.relative_to(path.parent)}|{st.st_size}|{st.st_mtime_ns}".encode())
+        h.update(f"|{f.relative_to(path.parent)}|{st.st_size}|{st.st_mtime_ns}".encode(
+            "utf-8", "surrogateescape"))
     return h.hexdigest()[:32]
 
 

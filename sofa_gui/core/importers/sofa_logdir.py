@@ -97,6 +97,9 @@ def _plan(path: Path, b: TraceBuilder) -> list[tuple[Path, str]]:
         if not p.exists():
             absent.append(name)
             continue
+        if not p.is_file():  # a folder, FIFO or device: opening a FIFO would block forever
+            b.report.notes.append(f"{name}: not a regular file, not loaded")
+            continue
         try:
             schema = sniff_schema(p)
         except OSError as exc:

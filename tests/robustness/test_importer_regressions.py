@@ -1,0 +1,49 @@
+"""Minimal reproductions of crashes and hangs the importer fuzzing found (each one fixed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from fuzz_harness import deadline
+
+from sofa_gui.core import store
+from sofa_gui.core.importers import load_trace
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _logdir_copy(tmp_path: Path) -> Path:
+    src = DATA / "sofa-demo-sofalog"
+    if not src.is_dir():
+        pytest.skip("tests/data/sofa-demo-sofalog not present")
+    dst = tmp_path / "sofalog"
+    shutil.copytree(src, dst)
+    for f in dst.iterdir():
+        f.chmod(0o644)
+    return dst
+
+
+def test_sofa_logdir_with_a_fifo_in_place_of_a_csv_does_not_block(tmp_path):
+    # Found by fuzzing (folder mutation "fifo"): sniffing the header opened the FIFO,
+    # which blocks forever with no writer.
+    folder = _logdir_copy(tmp_path)
+    (folder / "mpstat.csv").unlink()
+    os.mkfifo(folder / "mpstat.csv")
+    with deadline(20):
+        trace = load_trace(folder, use_cache=False)
+    assert any("mpstat.csv" in n and "not a regular file" in n for n in trace.meta.report.notes)
+    assert trace.events > 0
+
+
+def test_cache_accepts_a_folder_with_a_non_utf8_file_name(tmp_path):
+    # Found by fuzzing (folder mutation "extra-partial-file"): the cache key encoded
+    # file names as strict UTF-8, so a name with a byte like 0xff raised UnicodeEncodeError.
+    folder = _logdir_copy(tmp_path)
+    (folder / os.fsdecode(b"\xff\xfe-notes.txt")).write_bytes(b"x")
+    trace = load_trace(folder, use_cache=True)
+    assert store.entry_dir(folder).is_dir()
+    again = load_trace(folder, use_cache=True)
+    assert again.events == trace.events
