@@ -98,12 +98,7 @@ def _dispatch(args) -> int:
     if args.command == "analyze":
         return _cmd_analyze(args)
     if args.command == "report":
-        from .core.analysis.report import write_report
-
-        trace, analysis = _load_and_analyze(args.path, args)
-        write_report(trace, analysis, args.output)
-        print(f"wrote {args.output}")
-        return 0
+        return _cmd_report(args)
     if args.command == "diff":
         return _cmd_diff(args)
     if args.command == "record":
@@ -139,6 +134,24 @@ def _cmd_analyze(args) -> int:
         sys.stdout.write("\n")
     else:
         print("\n".join(trace_text(trace) + [""] + analysis_text(trace, analysis)))
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from .core.analysis.report import report_format, write_report
+
+    try:
+        report_format(args.output)  # refuse a bad suffix before loading the trace
+    except ValueError as exc:
+        print(f"error: {args.output}: {exc}", file=sys.stderr)
+        return 2
+    trace, analysis = _load_and_analyze(args.path, args)
+    try:
+        write_report(trace, analysis, args.output)
+    except OSError as exc:
+        print(f"error: {args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}")
     return 0
 
 

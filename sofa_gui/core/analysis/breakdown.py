@@ -262,9 +262,11 @@ def compute_breakdown(trace: Trace, iters: Iterations,
             hosts[r] = h
         done += 1
         progress.report(done / n_steps, "host breakdown")
+    only_host = next(iter(hosts.values())) if len(hosts) == 1 else None
     for (r, dev), idx in groups.items():
         rws, rwe = windows.get(r, (ws, we))
-        devices.append(compute_device(trace, idx, r, dev, hosts.get(r), rws, rwe))
+        host = hosts.get(r, only_host)  # one host process drives all devices
+        devices.append(compute_device(trace, idx, r, dev, host, rws, rwe))
         done += 1
         progress.report(done / n_steps, "device breakdown")
     devices.sort(key=lambda d: (-int(d.busy.sum()), d.rank, d.device))
@@ -330,6 +332,9 @@ def _counter_summaries(trace: Trace, ws: np.ndarray, we: np.ndarray) -> list[Cou
     c = trace.counters
     out = []
     n = len(ws)
+    we = we.copy()
+    if n:
+        we[-1] += 1  # a sample at the very end of the last window belongs to it
     for sid, name in enumerate(c.table.name):
         t, v = c.samples(sid)
         w = window_of(t, ws, we)

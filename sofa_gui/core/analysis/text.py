@@ -12,6 +12,7 @@ from .iterations import iterations_text
 from .results import Finding, us
 
 BAR = 24
+MAX_COUNTERS = 8
 
 
 def analysis_text(trace: Trace, analysis) -> list[str]:
@@ -31,23 +32,33 @@ def breakdown_text(bd: TraceBreakdown) -> list[str]:
     lines = [f"Breakdown: {scope}"]
     if bd.device is None:
         lines.append("  no accelerator activity in the trace: host side only")
+    per = "whole trace" if bd.whole_trace else "mean per iteration"
     for d in bd.devices[:4]:
-        lines.append(f"  Device {d.label} (mean per iteration, share):")
+        lines.append(f"  Device {d.label} ({per}, share):")
         lines += _table(d.categories, d.times)
         lines += _copies(d) + _comm(d)
     if len(bd.devices) > 4:
         lines.append(f"  ... and {len(bd.devices) - 4} more devices (see --json)")
     for h in bd.hosts[:2]:
-        lines.append(f"  Host main thread {h.label} (mean per iteration, share):")
+        lines.append(f"  Host main thread {h.label} ({per}, share):")
         lines += _table(h.categories, h.times)
     if bd.ranks is not None:
         lines += _ranks(bd)
-    for c in bd.counters[:8]:
+    for c in sorted(bd.counters, key=_counter_rank)[:MAX_COUNTERS]:
         m = c.mean[~np.isnan(c.mean)]
         if len(m):
-            lines.append(f"  Counter {c.name}: mean {np.mean(m):.3g} {c.unit} "
-                         f"(per iteration {np.min(m):.3g}..{np.max(m):.3g})")
+            spread = ("" if len(m) < 2 else
+                      f" (per iteration {np.min(m):.3g}..{np.max(m):.3g})")
+            lines.append(f"  Counter {c.name}: mean {np.mean(m):.3g} {c.unit}{spread}")
+    if len(bd.counters) > MAX_COUNTERS:
+        lines.append(f"  ... and {len(bd.counters) - MAX_COUNTERS} more counters (see --json)")
     return lines
+
+
+def _counter_rank(c) -> tuple[int, str]:
+    """Utilisation summaries first: GPU, then all-core CPU, then the rest."""
+    name = c.name.lower()
+    return (0 if "gpu" in name else 1 if "all" in name or "total" in name else 2, c.name)
 
 
 def _table(categories, times: np.ndarray) -> list[str]:
