@@ -1,0 +1,309 @@
+"""LanesItem: every lane's slices and counters, painted from the LOD index.
+
+One ``GraphicsObject`` for the whole trace.  A frame is computed only when the
+view or the data changes (the key is the view range, the device transform and
+the model version) and kept as numpy rectangle arrays in device pixels; paint
+then hands each colour's rectangles to ``QPainter.drawRects`` through a pointer
+into the array (no Python object per rectangle) and draws the cached labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+import shiboken6
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from sofa_gui.core.trace import LaneKind
+from sofa_gui.core.viewport import NAME_COLOUR_PX, Blocks
+
+from .colors import PALETTE, name_colour, text_colour
+from .model import TimelineModel
+
+#: Blocks at least this wide (px) get their slice's name drawn inside.
+LABEL_MIN_PX = 28.0
+#: Vertical gap above and below a slice inside its row (px).
+ROW_PAD = 1.5
+
+
+def rects_ptr(arr: np.ndarray, start: int = 0):
+    """A ``QRectF*`` pointing into a C-contiguous (M, 4) float64 array."""
+    return shiboken6.wrapInstance(arr.ctypes.data + start * 32, QtCore.QRectF)
+
+
+def draw_rect_groups(p: QtGui.QPainter, groups, brushes) -> None:
+    """Fill each (colour id, rects, start, count) group with one ``drawRects`` call."""
+    p.setPen(QtCore.Qt.PenStyle.NoPen)
+    for cid, arr, start, n in groups:
+        p.setBrush(brushes[cid])
+        p.drawRects(rects_ptr(arr, start), n)
+
+
+def group_by_colour(rects: np.ndarray, colour: np.ndarray, n_colours: int) -> list:
+    """Sort rectangles by colour; return (colour, array, start, count) batches."""
+    if len(rects) == 0:
+        return []
+    order = np.argsort(colour, kind="stable")
+    arr = np.ascontiguousarray(rects[order])
+    counts = np.bincount(colour, minlength=n_colours)
+    out, pos = [], 0
+    for cid in np.flatnonzero(counts).tolist():
+        n = int(counts[cid])
+        out.append((cid, arr, pos, n))
+        pos += n
+    return out
+
+
+class _Geometry:
+    """Mapping from view coordinates (rel ns, row units) to device pixels for one frame."""
+
+    def __init__(self, x0, x1, y0, y1, tr: QtGui.QTransform):
+        self.x0, self.x1, self.y0, self.y1 = x0, x1, y0, y1
+        self.sx, self.dx, self.sy, self.dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
+        self.pxw = 1.0 / self.sx if self.sx > 0 else 1.0
+        self.left = self.sx * x0 + self.dx
+        self.width = max(int(np.ceil((x1 - x0) * self.sx - 1e-6)), 1)
+
+    def y(self, v):
+        return self.sy * v + self.dy
+
+
+class _Frame:
+    """Everything one view needs painted, computed once."""
+
+    def __init__(self):
+        self.backgrounds: list = []  # (QColor, rects)
+        self.groups: list = []
+        self.labels: list = []  # (pen index, QRectF, text)
+        self.counter_groups: list = []  # (QBrush, rects)
+        self.dim: np.ndarray | None = None
+        self.hl_groups: list = []
+        self.hl_outline: np.ndarray | None = None
+        self.block_count = 0
+
+
+class LanesItem(pg.GraphicsObject):
+    """Slices and counters of every visible lane; reads :class:`TimelineModel`."""
+
+    def __init__(self, model: TimelineModel, palette: QtGui.QPalette):
+        super().__init__()
+        self.model = model
+        self._key = None
+        self._frame = _Frame()
+        self._brushes = [QtGui.QBrush(QtGui.QColor(c)) for c in PALETTE]
+        self._text_pens = [QtGui.QPen(QtGui.QColor(text_colour(c))) for c in PALETTE]
+        self.font = QtGui.QFont()
+        self.font.setPointSizeF(8.0)
+        self._fm = QtGui.QFontMetricsF(self.font)
+        self._text_width: dict[str, float] = {}
+        self._elided: dict[tuple[str, int], str | None] = {}
+        self.set_palette(palette)
+        self.last_block_count = 0
+        self.setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    def set_palette(self, palette: QtGui.QPalette) -> None:
+        base = palette.color(QtGui.QPalette.ColorRole.Base)
+        text = palette.color(QtGui.QPalette.ColorRole.Text)
+        self._stripe = QtGui.QColor(text)
+        self._stripe.setAlpha(10)
+        self._header = QtGui.QColor(text)
+        self._header.setAlpha(22)
+        self._dim = QtGui.QColor(base)
+        self._dim.setAlpha(170)
+        self._outline = QtGui.QPen(QtGui.QColor("#ff8f00"), 1.0)
+        self.invalidate()
+
+    # -- pyqtgraph item contract -------------------------------------------------
+    def boundingRect(self):  # noqa: N802
+        return QtCore.QRectF(0.0, 0.0, self.model.span, max(self.model.total_height, 1.0))
+
+    def dataBounds(self, ax, frac=1.0, orthoRange=None):  # noqa: N802
+        r = self.boundingRect()
+        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
+
+    def invalidate(self) -> None:
+        """Data or layout changed: recompute at the next paint."""
+        self.prepareGeometryChange()
+        self._key = None
+        self.update()
+
+    def paint(self, p, *args):
+        m = self.model
+        vb = self.getViewBox()
+        if m.index is None or vb is None:
+            return
+        (x0, x1), (y0, y1) = vb.viewRange()
+        tr = p.transform()
+        key = (x0, x1, y0, y1, tr.m11(), tr.m22(), tr.dx(), tr.dy(), m.version)
+        if key != self._key:
+            self._frame = self._compute(_Geometry(x0, x1, y0, y1, tr))
+            self._key = key
+        self.last_block_count = self._frame.block_count
+        p.save()
+        p.resetTransform()
+        self._draw(p, self._frame)
+        p.restore()
+
+    # -- frame computation -------------------------------------------------------------
+    def _compute(self, g: _Geometry) -> _Frame:
+        m = self.model
+        f = _Frame()
+        self._backgrounds(g, f)
+        rows = m.layout.visible_rows(g.y0, g.y1)
+        top = g.y(m.layout.row_top[rows])
+        height = m.layout.row_height[rows] * g.sy
+        blocks = m.index.slices.blocks(rows, g.x0, g.x1, g.pxw)
+        rects = self._block_rects(blocks, g, top, height)
+        f.groups = group_by_colour(rects, blocks.colour, len(PALETTE))
+        f.block_count = len(blocks)
+        f.labels = self._labels(blocks, rects)
+        f.counter_groups = self._counters(g)
+        if m.highlight is not None:
+            hb = m.highlight.blocks(rows, g.x0, g.x1, g.pxw)
+            hr = self._block_rects(hb, g, top, height)
+            f.dim = np.array([[g.left, g.y(g.y0), g.width, (g.y1 - g.y0) * g.sy]])
+            f.hl_groups = group_by_colour(hr, hb.colour, len(PALETTE))
+            if len(hr):
+                out = hr.copy()
+                out[:, 0] -= 0.5
+                out[:, 1] -= 0.5
+                out[:, 2] = np.maximum(out[:, 2], 1.0)
+                f.hl_outline = np.ascontiguousarray(out)
+        return f
+
+    def _block_rects(self, b: Blocks, g: _Geometry, top, height) -> np.ndarray:
+        n = len(b)
+        r = np.empty((n, 4))
+        if n == 0:
+            return r
+        w = (b.c1 - b.c0 + 1).astype(np.float64)
+        r[:, 0] = g.left + b.c0
+        r[:, 1] = top[b.slot] + ROW_PAD
+        # a 1 px gap shows where two slices drawn in their own colours meet
+        r[:, 2] = np.where((w >= 4) & (b.ref_px >= NAME_COLOUR_PX), w - 1, w)
+        r[:, 3] = np.maximum(height[b.slot] - 2 * ROW_PAD, 1.0)
+        return r
+
+    def _labels(self, b: Blocks, rects: np.ndarray) -> list:
+        wide = np.flatnonzero((rects[:, 2] >= LABEL_MIN_PX) & (b.ref_px >= LABEL_MIN_PX)
+                              & (rects[:, 3] >= 9))
+        out = []
+        for i in wide.tolist():
+            x, y, w, h = rects[i].tolist()
+            avail = w - 6
+            text = self._fit(self.model.label_of(int(b.ref[i])), avail)
+            if text is None:
+                continue
+            out.append((int(b.colour[i]), QtCore.QRectF(x + 3, y, avail, h), text))
+        out.sort(key=lambda t: t[0])
+        return out
+
+    def _fit(self, text: str, avail: float) -> str | None:
+        """``text`` elided to ``avail`` px (cached: panning keeps the widths), or None."""
+        tw = self._text_width.get(text)
+        if tw is None:
+            tw = self._text_width[text] = self._fm.horizontalAdvance(text)
+        if tw <= avail:
+            return text
+        key = (text, int(avail))
+        out = self._elided.get(key, "")
+        if out == "":
+            if len(self._elided) > 50_000:
+                self._elided.clear()
+            out = self._fm.elidedText(text, QtCore.Qt.TextElideMode.ElideRight, int(avail))
+            out = self._elided[key] = out if len(out) > 2 else None
+        return out
+
+    def _backgrounds(self, g: _Geometry, f: _Frame) -> None:
+        m = self.model
+        stripes, headers = [], []
+        lane_no = 0
+        for line in m.layout.lines:
+            if line.kind == "group":
+                lane_no = 0
+                target = headers
+            else:
+                lane_no += 1
+                if lane_no % 2:
+                    continue
+                target = stripes
+            if line.top + line.height < g.y0 or line.top > g.y1:
+                continue
+            target.append((g.left, g.y(line.top), g.width, line.height * g.sy))
+        f.backgrounds = [(self._stripe, np.array(stripes, float).reshape(-1, 4)),
+                         (self._header, np.array(headers, float).reshape(-1, 4))]
+
+    def _counters(self, g: _Geometry) -> list:
+        m = self.model
+        trace = m.trace
+        if not len(trace.counters.table.name):
+            return []
+        out = []
+        for line in m.layout.lines:
+            if line.lane_kind != LaneKind.COUNTER or line.kind != "lane":
+                continue
+            if line.top + line.height < g.y0 or line.top > g.y1:
+                continue
+            bottom = g.y(line.top + line.height) - 3
+            usable = line.height * g.sy - 6
+            for sid in np.flatnonzero(trace.counters.table.lane == line.lane).tolist():
+                out.extend(self._series_rects(sid, g, bottom, usable))
+        return out
+
+    def _series_rects(self, sid: int, g: _Geometry, bottom: float, usable: float) -> list:
+        pyr = self.model.index.counters[sid]
+        env = pyr.envelope(g.x0, g.x1, g.pxw)
+        if len(env.col) == 0:
+            return []
+        base = min(pyr.vmin, 0.0)
+        scale = usable / (pyr.vmax - base) if pyr.vmax > base else 0.0
+        col, lo, hi = env.col, env.vmin, env.vmax
+        brk = np.r_[True, (np.diff(col) != 1) | (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])]
+        heads = np.flatnonzero(brk)
+        tails = np.r_[heads[1:], len(col)] - 1
+        x = g.left + col[heads]
+        w = (col[tails] - col[heads] + 1).astype(float)
+        y_hi = bottom - (hi[heads] - base) * scale
+        y_lo = bottom - (lo[heads] - base) * scale
+        fill = np.column_stack([x, y_hi, w, bottom - y_hi])
+        line = np.column_stack([x, y_hi - 0.75, w, np.maximum(y_lo - y_hi, 0) + 1.5])
+        colour = QtGui.QColor(name_colour(self.model.trace.counters.table.name[sid]))
+        light = QtGui.QColor(colour)
+        light.setAlpha(80)
+        return [(QtGui.QBrush(light), np.ascontiguousarray(fill)),
+                (QtGui.QBrush(colour.darker(130)), np.ascontiguousarray(line))]
+
+    # -- painting -----------------------------------------------------------------
+    def _draw(self, p: QtGui.QPainter, f: _Frame) -> None:
+        p.setPen(QtCore.Qt.PenStyle.NoPen)
+        for colour, rects in f.backgrounds:
+            if len(rects):
+                p.setBrush(QtGui.QBrush(colour))
+                r = np.ascontiguousarray(rects)
+                p.drawRects(rects_ptr(r), len(r))
+        draw_rect_groups(p, f.groups, self._brushes)
+        for brush, rects in f.counter_groups:
+            p.setBrush(brush)
+            p.drawRects(rects_ptr(rects), len(rects))
+        self._draw_labels(p, f.labels)
+        if f.dim is not None:
+            p.setPen(QtCore.Qt.PenStyle.NoPen)
+            p.setBrush(QtGui.QBrush(self._dim))
+            p.drawRects(rects_ptr(f.dim), 1)
+            draw_rect_groups(p, f.hl_groups, self._brushes)
+            if f.hl_outline is not None:
+                p.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+                p.setPen(self._outline)
+                p.drawRects(rects_ptr(f.hl_outline), len(f.hl_outline))
+
+    def _draw_labels(self, p: QtGui.QPainter, labels: list) -> None:
+        if not labels:
+            return
+        p.setFont(self.font)
+        flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
+        current = -1
+        for cid, rect, text in labels:
+            if cid != current:
+                p.setPen(self._text_pens[cid])
+                current = cid
+            p.drawText(rect, flags, text)

@@ -1,0 +1,38 @@
+"""Short labels for slices: what fits inside a bar (the tooltip keeps the full name)."""
+
+from __future__ import annotations
+
+import re
+
+_PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.+)$")
+
+
+def _strip_brackets(text: str, open_: str, close: str) -> str:
+    """Remove balanced ``open_ ... close`` groups (template args, parameter lists)."""
+    out, depth = [], 0
+    for ch in text:
+        if ch == open_:
+            depth += 1
+        elif ch == close and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def short_label(name: str, kernel: bool = False) -> str:
+    """``void at::native::foo_kernel<float, 4>(...)`` -> ``foo_kernel``;
+    ``torch/nn/module.py(1501): _call_impl`` -> ``_call_impl``; others unchanged."""
+    m = _PY_FRAME.match(name)
+    if m:
+        return m.group("func")
+    if not kernel and "::" not in name:
+        return name
+    text = name[5:] if name.startswith("void ") else name
+    if "<" in text or "(" in text:
+        stripped = _strip_brackets(_strip_brackets(text, "<", ">"), "(", ")").strip()
+        text = stripped or text
+    parts = [p for p in text.split("::") if p]
+    if kernel and len(parts) > 2:
+        text = parts[-1]
+    return text.strip() or name

@@ -1,0 +1,242 @@
+"""Overlays on the timeline: iteration bands, the iteration strip, selection and flows,
+and the rubber band shown while dragging a zoom range.
+
+All draw in device pixels from the model (few shapes, so no caching needed).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui
+
+from .model import TimelineModel
+from .time_axis import format_time
+
+ACCENT = QtGui.QColor("#1e88e5")
+SELECTION = QtGui.QColor("#111111")
+#: At most this many flow arrows are drawn for one selected slice.
+MAX_ARROWS = 200
+
+
+def _view_geometry(item: pg.GraphicsObject, p: QtGui.QPainter):
+    vb = item.getViewBox()
+    if vb is None:
+        return None
+    (x0, x1), (y0, y1) = vb.viewRange()
+    tr = p.transform()
+    return x0, x1, y0, y1, tr.m11(), tr.dx(), tr.m22(), tr.dy()
+
+
+class _ViewItem(pg.GraphicsObject):
+    """Base: bounded by the model's extent, painted in device pixels."""
+
+    def __init__(self, model: TimelineModel):
+        super().__init__()
+        self.model = model
+
+    def boundingRect(self):  # noqa: N802
+        return QtCore.QRectF(0.0, 0.0, self.model.span, max(self.model.total_height, 1.0))
+
+    def dataBounds(self, ax, frac=1.0, orthoRange=None):  # noqa: N802
+        return None
+
+    def changed(self) -> None:
+        self.prepareGeometryChange()
+        self.update()
+
+
+def _visible_iterations(m: TimelineModel, x0: float, x1: float) -> range:
+    if not len(m.iter_starts):
+        return range(0)
+    a = max(int(np.searchsorted(m.iter_ends, x0, side="left")), 0)
+    b = int(np.searchsorted(m.iter_starts, x1, side="right"))
+    return range(a, b)
+
+
+class IterationBandsItem(_ViewItem):
+    """Alternating shaded bands behind the lanes; the selected iteration tinted."""
+
+    def __init__(self, model: TimelineModel):
+        super().__init__(model)
+        self._shade = QtGui.QColor(0, 0, 0, 16)
+        self._selected = QtGui.QColor(ACCENT)
+        self._selected.setAlpha(34)
+
+    def paint(self, p, *args):
+        geo = _view_geometry(self, p)
+        m = self.model
+        if geo is None or not len(m.iter_starts):
+            return
+        x0, x1, y0, y1, sx, dx, sy, dy = geo
+        p.save()
+        p.resetTransform()
+        p.setPen(QtCore.Qt.PenStyle.NoPen)
+        top, bottom = sy * y0 + dy, sy * y1 + dy
+        for i in _visible_iterations(m, x0, x1):
+            if i != m.selected_iteration and i % 2 == 0:
+                continue
+            a = sx * max(m.iter_starts[i], x0) + dx
+            b = sx * min(m.iter_ends[i], x1) + dx
+            colour = self._selected if i == m.selected_iteration else self._shade
+            p.fillRect(QtCore.QRectF(a, top, max(b - a, 1.0), bottom - top), colour)
+        p.restore()
+
+
+class IterationStripItem(_ViewItem):
+    """The strip above the lanes: one numbered cell per iteration; click selects."""
+
+    def __init__(self, model: TimelineModel, palette: QtGui.QPalette):
+        super().__init__(model)
+        self.font = QtGui.QFont()
+        self.font.setPointSizeF(8.0)
+        self._fm = QtGui.QFontMetricsF(self.font)
+        self._text = palette.color(QtGui.QPalette.ColorRole.Text)
+        self._cells = (QtGui.QColor(0, 0, 0, 18), QtGui.QColor(0, 0, 0, 40))
+
+    def boundingRect(self):  # noqa: N802
+        return QtCore.QRectF(0.0, 0.0, self.model.span, 1.0)
+
+    def paint(self, p, *args):
+        geo = _view_geometry(self, p)
+        m = self.model
+        if geo is None or not len(m.iter_starts):
+            return
+        x0, x1, y0, y1, sx, dx, sy, dy = geo
+        p.save()
+        p.resetTransform()
+        p.setFont(self.font)
+        top, bottom = min(sy * y0 + dy, sy * y1 + dy), max(sy * y0 + dy, sy * y1 + dy)
+        for i in _visible_iterations(m, x0, x1):
+            a = sx * m.iter_starts[i] + dx
+            b = sx * m.iter_ends[i] + dx
+            rect = QtCore.QRectF(a, top + 1, max(b - a - 1, 1.0), bottom - top - 2)
+            selected = i == m.selected_iteration
+            p.fillRect(rect, ACCENT if selected else self._cells[i % 2])
+            view = QtCore.QRectF(sx * x0 + dx, rect.top(), sx * (x1 - x0), rect.height())
+            self._cell_text(p, rect.intersected(view), i, selected)
+        p.restore()
+
+    def _cell_text(self, p, visible: QtCore.QRectF, i: int, selected: bool) -> None:
+        m = self.model
+        dur = format_time(m.iter_ends[i] - m.iter_starts[i])
+        for text in (f"#{i}  {dur}", f"#{i}", str(i)):
+            if self._fm.horizontalAdvance(text) + 6 <= visible.width():
+                p.setPen(QtGui.QColor("white") if selected else self._text)
+                p.drawText(visible.adjusted(3, 0, -3, 0),
+                           QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter,
+                           text)
+                return
+
+
+class SelectionItem(_ViewItem):
+    """Outline of the selected slice and its flow partners, flow arrows, and the
+    selected iteration's boundaries."""
+
+    def paint(self, p, *args):
+        geo = _view_geometry(self, p)
+        m = self.model
+        if geo is None or m.trace is None:
+            return
+        x0, x1, y0, y1, sx, dx, sy, dy = geo
+        p.save()
+        p.resetTransform()
+        if 0 <= m.selected_iteration < len(m.iter_starts):
+            pen = QtGui.QPen(ACCENT, 2.0)
+            p.setPen(pen)
+            for x in (m.iter_starts[m.selected_iteration], m.iter_ends[m.selected_iteration]):
+                if x0 <= x <= x1:
+                    xd = sx * x + dx
+                    p.drawLine(QtCore.QPointF(xd, sy * y0 + dy), QtCore.QPointF(xd, sy * y1 + dy))
+        if m.selected >= 0:
+            sel = self._device_rect(m.selected, sx, dx, sy, dy)
+            partners = m.partners[:MAX_ARROWS].tolist()
+            boxes = [(q, self._device_rect(q, sx, dx, sy, dy)) for q in partners]
+            p.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+            p.setPen(QtGui.QPen(ACCENT, 1.5, QtCore.Qt.PenStyle.DashLine))
+            for _, r in boxes:
+                if r is not None:
+                    p.drawRect(r)
+            if sel is not None:
+                self._arrows(p, m.selected, sel, boxes)
+                p.setBrush(QtCore.Qt.BrushStyle.NoBrush)
+                p.setPen(QtGui.QPen(SELECTION, 2.0))
+                p.drawRect(sel)
+        p.restore()
+
+    def _device_rect(self, index: int, sx, dx, sy, dy) -> QtCore.QRectF | None:
+        m = self.model
+        span = m.row_span(m.slice_row(index))
+        if span is None:
+            return None
+        s, e = m.slice_extent(index)
+        left, right = sx * s + dx, sx * e + dx
+        return QtCore.QRectF(left - 1, sy * span[0] + dy + 0.5,
+                             max(right - left, 1.0) + 2, span[1] * sy - 1)
+
+    def _arrows(self, p, sel_index: int, sel: QtCore.QRectF, boxes) -> None:
+        flows = self.model.trace.flows
+        outgoing = set(flows.dst[flows.src == sel_index].tolist())
+        p.setPen(QtGui.QPen(ACCENT, 1.5))
+        for q, r in boxes:
+            if r is None:
+                continue
+            a, b = (sel, r) if q in outgoing else (r, sel)
+            start = QtCore.QPointF(a.left() + 1, a.center().y())
+            end = QtCore.QPointF(b.left() + 1, b.center().y())
+            draw_arrow(p, start, end, ACCENT)
+
+
+def draw_arrow(p: QtGui.QPainter, start: QtCore.QPointF, end: QtCore.QPointF, colour) -> None:
+    """Line with a filled head at ``end`` (device pixels)."""
+    p.drawLine(start, end)
+    ang = math.atan2(end.y() - start.y(), end.x() - start.x())
+    size = 7.0
+    pts = [end]
+    for da in (2.6, -2.6):
+        pts.append(QtCore.QPointF(end.x() + size * math.cos(ang + da),
+                                  end.y() + size * math.sin(ang + da)))
+    p.save()
+    p.setBrush(QtGui.QBrush(colour))
+    p.drawPolygon(QtGui.QPolygonF(pts))
+    p.restore()
+
+
+class RubberBandItem(_ViewItem):
+    """Translucent time range shown while left-dragging, with its duration."""
+
+    def __init__(self, model: TimelineModel):
+        super().__init__(model)
+        self.range: tuple[float, float] | None = None
+        self.font = QtGui.QFont()
+        self.font.setPointSizeF(8.5)
+        self.font.setBold(True)
+
+    def set_range(self, rng: tuple[float, float] | None) -> None:
+        self.range = rng
+        self.update()
+
+    def paint(self, p, *args):
+        geo = _view_geometry(self, p)
+        if geo is None or self.range is None:
+            return
+        x0, x1, y0, y1, sx, dx, sy, dy = geo
+        a, b = sorted(self.range)
+        left, right = sx * a + dx, sx * b + dx
+        top, bottom = sy * y0 + dy, sy * y1 + dy
+        p.save()
+        p.resetTransform()
+        fill = QtGui.QColor(ACCENT)
+        fill.setAlpha(40)
+        p.setPen(QtGui.QPen(ACCENT, 1.0))
+        p.setBrush(fill)
+        rect = QtCore.QRectF(left, top, max(right - left, 1.0), bottom - top)
+        p.drawRect(rect)
+        p.setFont(self.font)
+        p.setPen(ACCENT.darker(150))
+        p.drawText(rect.adjusted(0, 4, 0, 0),
+                   QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop,
+                   format_time(b - a))
+        p.restore()

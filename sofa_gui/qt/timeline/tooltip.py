@@ -1,0 +1,60 @@
+"""Hover text for a slice: plain text (the widget escapes it before Qt sees it)."""
+
+from __future__ import annotations
+
+from sofa_gui.core.trace import CopyKind, Kind
+
+from .time_axis import format_time
+
+#: Arguments shown first when present (the rest follow up to MAX_ARGS).
+KEY_ARGS = ("stream", "grid", "block", "registers per thread", "shared memory",
+            "Input Dims", "Input type", "bytes", "memory bandwidth (GB/s)",
+            "Collective name", "In msg nelems", "Group size", "correlation")
+MAX_ARGS = 8
+MAX_VALUE = 80
+MAX_NAME = 400
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _bytes(n: int) -> str:
+    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def slice_tooltip(model, index: int) -> str:
+    """Name, lane, start (offset from trace start), duration, kind and key args."""
+    trace = model.trace
+    sl = trace.slices
+    lane = int(sl.lane[index])
+    group = trace.lanes.group[lane]
+    lane_text = trace.lanes.name[lane] + (f"  ({group})" if group else "")
+    kind = Kind(int(sl.kind[index]))
+    lines = [
+        _clip(trace.name_of(index), MAX_NAME),
+        f"lane: {lane_text}",
+        f"start: +{format_time(float(sl.start[index] - model.t0), 1.0)}",
+        f"duration: {format_time(float(sl.dur[index]))}",
+        f"kind: {kind.label}",
+    ]
+    if kind == Kind.MEMCPY:
+        ck = CopyKind(int(sl.copy_kind[index]))
+        size = int(sl.bytes[index])
+        lines.append(f"copy: {ck.name}" + (f", {_bytes(size)}" if size >= 0 else ""))
+    lines += _arg_lines(trace.args.get(int(sl.args[index])))
+    return "\n".join(lines)
+
+
+def _arg_lines(args: dict) -> list[str]:
+    if not args:
+        return []
+    keys = [k for k in KEY_ARGS if k in args]
+    keys += [k for k in args if k not in keys]
+    out = [f"{_clip(str(k), 40)}: {_clip(str(args[k]), MAX_VALUE)}" for k in keys[:MAX_ARGS]]
+    if len(keys) > MAX_ARGS:
+        out.append(f"(+{len(keys) - MAX_ARGS} more args)")
+    return out

@@ -1,0 +1,357 @@
+"""TimelineWidget: lanes of a trace on one time axis; owns the visible range and selection.
+
+Layout (one pyqtgraph ``GraphicsLayoutWidget``)::
+
+    [corner        ] [time axis (ns / µs / ms / s from trace start)]
+    [iterations    ] [iteration strip: click selects an iteration    ]
+    [lane labels   ] [lanes: slices, counters, bands, selection       ]  [scroll bar]
+
+The widget is the single owner of the view state: every change of range,
+selected slice or iteration goes through it and is announced by a signal
+(``range_changed``, ``slice_selected``, ``iteration_selected``); programmatic
+changes emit too, but only when the value actually changes.  Signals carry
+absolute ns on the trace clock (``qint64``; Qt's ``int`` is 32-bit).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from sofa_gui.core.trace import Trace
+from sofa_gui.core.viewport import clamp_window, pan_window, zoom_window
+
+from .lane_labels import LaneLabelsItem
+from .lanes_item import LanesItem
+from .model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
+from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
+from .time_axis import TimeAxisItem
+from .tooltip import slice_tooltip
+from .view_box import StripViewBox, TimelineViewBox
+
+#: Pixel height of one row unit.
+ROW_PX = 18
+#: Keyboard zoom factor (W zooms in by it, S out) and pan step (fraction of the view).
+KEY_ZOOM = 0.75
+KEY_PAN = 0.15
+#: Drags shorter than this (px) are clicks, not zooms.
+MIN_BAND_PX = 4
+#: Hover/click tolerance around the cursor (px).
+HIT_PX = 3
+
+_KEYS = QtCore.Qt.Key
+
+
+def tooltip_html(plain: str) -> str:
+    """Qt guesses rich text from a leading tag (``<lambda>``...): escape the trace's
+    text and wrap it ourselves so it always shows literally."""
+    return f"<div style='white-space:pre'>{html.escape(plain)}</div>"
+
+
+class TimelineWidget(QtWidgets.QWidget):
+    """The central timeline view (see the module docstring)."""
+
+    slice_selected = QtCore.Signal("qint64")
+    iteration_selected = QtCore.Signal("qint64")
+    range_changed = QtCore.Signal("qint64", "qint64")
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None):
+        super().__init__(parent)
+        self.model = TimelineModel()
+        self._top = 0.0
+        self._hover_x: float | None = None
+        self._build_scene()
+        self._build_layout()
+
+    # -- construction ------------------------------------------------------------------
+    def _build_scene(self) -> None:
+        pal = self.palette()
+        self._view = pg.GraphicsLayoutWidget()
+        self._view.setBackground(pal.color(QtGui.QPalette.ColorRole.Base))
+        self._view.setFocusPolicy(QtCore.Qt.FocusPolicy.StrongFocus)
+        self._view.installEventFilter(self)
+        ci = self._view.ci
+        ci.setContentsMargins(0, 0, 0, 0)
+        ci.setSpacing(0)
+        self._vb = TimelineViewBox(self)
+        self._strip = StripViewBox(self)
+        self._strip.setFixedHeight(20)
+        self._axis = TimeAxisItem(self._vb, pal)
+        self._labels = LaneLabelsItem(self.model, self._vb, pal, self._toggle_group,
+                                      self.scroll_rows)
+        corner = pg.LabelItem("time from start", size="8pt", justify="left")
+        corner.setFixedHeight(22)
+        iter_caption = pg.LabelItem("iterations", size="8pt", justify="left")
+        iter_caption.setFixedHeight(20)
+        ci.addItem(corner, 0, 0)
+        ci.addItem(self._axis, 0, 1)
+        ci.addItem(iter_caption, 1, 0)
+        ci.addItem(self._strip, 1, 1)
+        ci.addItem(self._labels, 2, 0)
+        ci.addItem(self._vb, 2, 1)
+        ci.layout.setRowStretchFactor(2, 1)
+        self._bands = IterationBandsItem(self.model)
+        self._lanes = LanesItem(self.model, pal)
+        self._selection = SelectionItem(self.model)
+        self._rubber = RubberBandItem(self.model)
+        for z, item in enumerate((self._bands, self._lanes, self._selection, self._rubber)):
+            item.setZValue(z - 1)
+            self._vb.addItem(item, ignoreBounds=True)
+        self._strip_item = IterationStripItem(self.model, pal)
+        self._strip.addItem(self._strip_item, ignoreBounds=True)
+        self._vb.sigResized.connect(self._on_resized)
+
+    def _build_layout(self) -> None:
+        self._scroll = QtWidgets.QScrollBar(QtCore.Qt.Orientation.Vertical)
+        self._scroll.valueChanged.connect(self._on_scrollbar)
+        box = QtWidgets.QHBoxLayout(self)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(0)
+        box.addWidget(self._view, 1)
+        box.addWidget(self._scroll)
+        self.setFocusProxy(self._view)
+        self._sync_scrollbar()
+
+    # -- public API -------------------------------------------------------------------
+    def set_trace(self, trace: Trace | Prepared | None) -> None:
+        """Show ``trace`` (or a :func:`prepare` result built in a worker), zoomed out."""
+        if isinstance(trace, Trace):
+            trace = prepare(trace)
+        self.model.set_prepared(trace)
+        self._top = 0.0
+        self._data_changed()
+        self._set_window(0.0, self.model.span, force=True)
+        self._apply_y()
+
+    def set_iterations(self, iterations) -> None:
+        """Iteration bands and strip from a ``results.Iterations`` (None clears them)."""
+        self.model.set_iterations(iterations)
+        self._data_changed()
+
+    def select_slice(self, index: int | None) -> None:
+        """Select (and reveal) a slice by trace index; None or -1 clears."""
+        index = int(index) if self.model.valid_slice(index) else -1
+        if index == self.model.selected:
+            return
+        self.model.select(index)
+        if index >= 0:
+            self._reveal(index)
+        self._overlays_changed()
+        self.slice_selected.emit(index)
+
+    def select_iteration(self, i: int | None) -> None:
+        """Select an iteration by number; None or -1 clears."""
+        m = self.model
+        i = int(i) if i is not None and 0 <= int(i) < len(m.iter_starts) else -1
+        if i == m.selected_iteration:
+            return
+        m.selected_iteration = i
+        self._overlays_changed()
+        self.iteration_selected.emit(i)
+
+    def zoom_to(self, start_ns: int, end_ns: int) -> None:
+        """Show ``[start_ns, end_ns]`` (absolute ns on the trace clock)."""
+        t0 = self.model.t0
+        self._set_window(float(int(start_ns) - t0), float(int(end_ns) - t0))
+
+    def reset_zoom(self) -> None:
+        self._set_window(0.0, self.model.span)
+
+    def set_highlight(self, indexes: np.ndarray | None) -> None:
+        """Highlight these slices (e.g. search matches); None clears."""
+        self.model.set_highlight(indexes)
+        self._lanes.invalidate()
+
+    def visible_range(self) -> tuple[int, int]:
+        """Visible ``(start_ns, end_ns)``, absolute on the trace clock."""
+        m = self.model
+        return m.t0 + int(round(m.x0)), m.t0 + int(round(m.x1))
+
+    def drawn_block_count(self) -> int:
+        """Slice blocks drawn in the last frame (bounded by rows x pixel columns)."""
+        return self._lanes.last_block_count
+
+    def fit_selection(self) -> None:
+        """Zoom to the selected slice, else the selected iteration (key F)."""
+        m = self.model
+        if m.selected >= 0:
+            a, b = m.slice_extent(m.selected)
+        elif m.selected_iteration >= 0:
+            a, b = m.iter_starts[m.selected_iteration], m.iter_ends[m.selected_iteration]
+        else:
+            return
+        pad = max((b - a) * 0.1, 5.0)
+        self._set_window(a - pad, b + pad)
+
+    def tooltip_text(self, index: int) -> str:
+        """Plain-text hover text of a slice (name, lane, start, duration, key args)."""
+        return slice_tooltip(self.model, index)
+
+    def view_box(self) -> TimelineViewBox:
+        """The lanes' view box (tests and screenshots map coordinates through it)."""
+        return self._vb
+
+    def strip_view_box(self) -> StripViewBox:
+        return self._strip
+
+    # -- intents from the view boxes ----------------------------------------------------
+    def zoom_around(self, x: float, factor: float) -> None:
+        m = self.model
+        self._set_window(*zoom_window(m.x0, m.x1, x, factor, 0.0, m.span, MIN_SPAN_NS))
+
+    def pan_by(self, dx: float, dy_units: float = 0.0) -> None:
+        m = self.model
+        if dx:
+            self._set_window(*pan_window(m.x0, m.x1, dx, 0.0, m.span))
+        if dy_units:
+            self.scroll_rows(dy_units)
+
+    def scroll_rows(self, units: float) -> None:
+        self._top += units
+        self._apply_y()
+
+    def rubber_band(self, x_from: float, x_to: float, finished: bool) -> None:
+        if not finished:
+            self._rubber.set_range((x_from, x_to))
+            return
+        self._rubber.set_range(None)
+        if abs(x_to - x_from) / self._ns_per_px() >= MIN_BAND_PX:
+            self._set_window(min(x_from, x_to), max(x_from, x_to))
+
+    def click_at(self, x: float, y: float, double: bool) -> None:
+        hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
+        self.select_slice(hit)
+        if double and hit >= 0:
+            self.fit_selection()
+
+    def click_iteration_at(self, x: float, double: bool) -> None:
+        i = self.model.iteration_at(x)
+        self.select_iteration(i)
+        if double and i >= 0:
+            self._set_window(self.model.iter_starts[i], self.model.iter_ends[i])
+
+    def hover_at(self, x, y, screen_pos) -> None:
+        self._hover_x = x
+        if x is None or self.model.trace is None:
+            QtWidgets.QToolTip.hideText()
+            return
+        hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
+        if hit < 0:
+            QtWidgets.QToolTip.hideText()
+            return
+        QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(self.tooltip_text(hit)),
+                                    self._view)
+
+    # -- keyboard -----------------------------------------------------------------------
+    def eventFilter(self, obj, ev):  # noqa: N802
+        if obj is self._view and ev.type() == QtCore.QEvent.Type.KeyPress:
+            return self._key(ev)
+        return super().eventFilter(obj, ev)
+
+    def keyPressEvent(self, ev):  # noqa: N802
+        if not self._key(ev):
+            super().keyPressEvent(ev)
+
+    def _key(self, ev: QtGui.QKeyEvent) -> bool:
+        m = self.model
+        key = ev.key()
+        span = m.x1 - m.x0
+        centre = self._hover_x if self._hover_x is not None else (m.x0 + m.x1) / 2
+        actions = {
+            _KEYS.Key_W: lambda: self.zoom_around(centre, KEY_ZOOM),
+            _KEYS.Key_S: lambda: self.zoom_around(centre, 1 / KEY_ZOOM),
+            _KEYS.Key_A: lambda: self.pan_by(-KEY_PAN * span),
+            _KEYS.Key_D: lambda: self.pan_by(KEY_PAN * span),
+            _KEYS.Key_Home: self.reset_zoom,
+            _KEYS.Key_0: self.reset_zoom,
+            _KEYS.Key_F: self.fit_selection,
+            _KEYS.Key_Escape: lambda: self.select_slice(None),
+            _KEYS.Key_Up: lambda: self.scroll_rows(-1),
+            _KEYS.Key_Down: lambda: self.scroll_rows(1),
+            _KEYS.Key_PageUp: lambda: self.scroll_rows(-self._visible_units() * 0.9),
+            _KEYS.Key_PageDown: lambda: self.scroll_rows(self._visible_units() * 0.9),
+        }
+        action = actions.get(key)
+        if action is None or ev.modifiers() & QtCore.Qt.KeyboardModifier.ControlModifier:
+            return False
+        action()
+        ev.accept()
+        return True
+
+    # -- internals ----------------------------------------------------------------------
+    def _ns_per_px(self) -> float:
+        width = max(self._vb.width(), 1.0)
+        return (self.model.x1 - self.model.x0) / width
+
+    def _set_window(self, x0: float, x1: float, force: bool = False) -> None:
+        m = self.model
+        x0, x1 = clamp_window(x0, x1, 0.0, m.span, MIN_SPAN_NS)
+        changed = (x0, x1) != (m.x0, m.x1)
+        m.x0, m.x1 = x0, x1
+        self._vb.setXRange(x0, x1, padding=0)
+        self._strip.setXRange(x0, x1, padding=0)
+        if changed or force:
+            self.range_changed.emit(*self.visible_range())
+
+    def _visible_units(self) -> float:
+        return max(self._vb.height(), 1.0) / ROW_PX
+
+    def _apply_y(self) -> None:
+        vis = self._visible_units()
+        self._top = min(max(self._top, 0.0), max(self.model.total_height - vis, 0.0))
+        self._vb.setYRange(self._top, self._top + vis, padding=0)
+        self._sync_scrollbar()
+
+    def _sync_scrollbar(self) -> None:
+        vis = self._visible_units()
+        total = self.model.total_height
+        self._scroll.blockSignals(True)
+        self._scroll.setRange(0, int(max(total - vis, 0.0) * ROW_PX))
+        self._scroll.setPageStep(int(vis * ROW_PX))
+        self._scroll.setSingleStep(ROW_PX)
+        self._scroll.setValue(int(self._top * ROW_PX))
+        self._scroll.blockSignals(False)
+        self._scroll.setVisible(total > vis)
+
+    def _on_scrollbar(self, value: int) -> None:
+        self._top = value / ROW_PX
+        self._apply_y()
+
+    def _on_resized(self) -> None:
+        self._apply_y()
+
+    def _toggle_group(self, group: str) -> None:
+        self.model.toggle_group(group)
+        self._data_changed()
+        self._apply_y()
+
+    def _data_changed(self) -> None:
+        self._lanes.invalidate()
+        self._overlays_changed()
+        self._labels.update()
+
+    def _overlays_changed(self) -> None:
+        for item in (self._bands, self._selection, self._strip_item):
+            item.changed()
+
+    def _reveal(self, index: int) -> None:
+        """Bring a selected slice into view: pan to it (fit it if it is wider than the
+        view) and scroll its row on screen."""
+        m = self.model
+        a, b = m.slice_extent(index)
+        span = m.x1 - m.x0
+        if b - a > span:
+            pad = (b - a) * 0.1
+            self._set_window(a - pad, b + pad)
+        elif a < m.x0 or b > m.x1:
+            mid = (a + b) / 2
+            self._set_window(mid - span / 2, mid + span / 2)
+        row = m.row_span(m.slice_row(index))
+        if row is not None:
+            vis = self._visible_units()
+            if row[0] < self._top or row[0] + row[1] > self._top + vis:
+                self._top = row[0] - vis / 3
+                self._apply_y()
