@@ -1,0 +1,87 @@
+"""Iterations from step annotations (ProfilerStep#N, NVTX/user "step N" ranges).
+
+Annotations are the program's own word on where steps are, so ``auto`` mode uses
+them when present; the pattern detector still runs to report how well it agrees.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from ..results import Iterations, us
+from .stream import is_step_name
+
+
+def step_slices(trace: Trace) -> np.ndarray:
+    """Slice indexes of the step annotations of one host thread, in start order."""
+    s = trace.slices
+    ann = np.flatnonzero((s.kind == int(Kind.ANNOTATION))
+                         & (trace.lanes.kind[s.lane] == int(LaneKind.CPU)))
+    if len(ann) == 0:
+        return ann
+    ids = trace.name_ids(is_step_name)
+    ann = ann[np.isin(s.name[ann], ids)]
+    if len(ann) == 0:
+        return ann
+    profiler = trace.name_ids(lambda n: n.startswith("ProfilerStep#"))
+    prof = ann[np.isin(s.name[ann], profiler)]
+    if len(prof):
+        ann = prof
+    lanes, counts = np.unique(s.lane[ann], return_counts=True)
+    lane = lanes[np.argmax(counts)]
+    ann = ann[s.lane[ann] == lane]
+    _, first = np.unique(s.name[ann], return_index=True)
+    return np.sort(ann[first])
+
+
+def annotation_iterations(trace: Trace) -> Iterations:
+    """One iteration per step annotation; the last also holds its device tail."""
+    idx = step_slices(trace)
+    if len(idx) == 0:
+        return Iterations.none("step annotations", "the trace has no step annotations "
+                               "(ProfilerStep#N or NVTX step ranges)")
+    s = trace.slices
+    starts = s.start[idx].astype(np.int64)
+    ends = s.end[idx].astype(np.int64)
+    ends[-1] = max(int(ends[-1]), _device_tail(trace, int(idx[-1])))
+    lane = int(s.lane[idx[0]])
+    kind = "ProfilerStep" if trace.name_of(int(idx[0])).startswith("ProfilerStep#") else "step"
+    stream = f"{len(idx)} {kind} annotations on {trace.lanes.name[lane]}"
+    labels = [trace.name_of(int(i)) for i in idx]
+    return Iterations("annotations", stream, starts, ends, 1.0, None, None, "", labels)
+
+
+def _device_tail(trace: Trace, ann: int) -> int:
+    """End of the last device event launched from inside annotation ``ann``'s process."""
+    s, f = trace.slices, trace.flows
+    lo, hi = int(s.start[ann]), int(s.end[ann])
+    launch = f.kind == 0
+    src, dst = f.src[launch], f.dst[launch]
+    pid = trace.lanes.pid[s.lane[ann]]
+    inside = (s.start[src] >= lo) & (s.start[src] < hi) & (trace.lanes.pid[s.lane[src]] == pid)
+    dst = dst[inside]
+    dst = dst[np.isin(s.kind[dst], [int(k) for k in DEVICE_KINDS])]
+    return int(s.end[dst].max()) if len(dst) else hi
+
+
+def agreement(annotated: Iterations, detected: Iterations) -> dict:
+    """How well pattern iterations match annotated ones (start within 5% of the period)."""
+    n_ann = len(annotated)
+    period = float(np.median(annotated.durations)) if n_ann else 0.0
+    tol = 0.05 * period
+    out = {"annotated": n_ann, "detected": len(detected), "matched": 0, "fraction": 0.0,
+           "median_offset_us": None, "tolerance_us": us(tol),
+           "pattern_confidence": round(float(detected.confidence), 4)}
+    if detected.method == "none" or n_ann == 0:
+        out["pattern_reason"] = detected.reason
+        return out
+    pos = np.clip(np.searchsorted(detected.starts, annotated.starts), 1, len(detected) - 1) \
+        if len(detected) > 1 else np.zeros(n_ann, np.int64)
+    cand = np.stack([detected.starts[np.maximum(pos - 1, 0)], detected.starts[pos]])
+    off = np.abs(cand - annotated.starts[None, :]).min(axis=0)
+    matched = off <= tol
+    out["matched"] = int(matched.sum())
+    out["fraction"] = round(float(matched.mean()), 4)
+    out["median_offset_us"] = us(np.median(off))
+    return out

@@ -1,0 +1,289 @@
+"""Turn pattern occurrences into iteration time spans.
+
+Where in the period to cut is chosen from timing, not symbols: an iteration
+starts where the host stops launching work to fetch the next batch (a
+data-loader call between two launches), else at the largest typical pause in
+launching (or, without launch links, on the device). Each boundary is then moved
+to the host op that starts the step, so an iteration contains its input loading.
+Iteration i ends where i+1 starts; the last one ends when its last event ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...trace import Kind, Trace
+from .pattern import Anchors
+from .stream import OPTIMIZER_KERNEL, EventStream, HostOps, is_step_name
+from .symbols import Symbols
+
+MAX_STRETCH = 1.5  # a window longer than this many periods is an occurrence plus a gap
+MIN_LAST = 0.8  # a trailing occurrence shorter than this share of a period is partial
+
+
+@dataclass
+class Timing:
+    """Per stream event: pauses before it and what host work precedes it."""
+
+    host_gap: np.ndarray  # ns the host spent not launching before this event's launch
+    device_gap: np.ndarray  # ns the device was idle before this event
+    loader: np.ndarray  # bool: a data-loader call started since the previous launch
+    optimizer: np.ndarray  # bool: launched by an optimizer step
+    launch_start: np.ndarray
+    prev_launch_end: np.ndarray  # latest launch end among earlier events (int64 min: none)
+
+    @classmethod
+    def of(cls, trace: Trace, stream: EventStream, ops: HostOps) -> Timing:
+        s = trace.slices
+        lau = stream.launcher
+        has = lau >= 0
+        ls = np.where(has, s.start[np.maximum(lau, 0)], stream.start)
+        le = np.where(has, s.end[np.maximum(lau, 0)], stream.start)
+        prev_le = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(le)[:-1]]
+        prev_end = np.r_[stream.start[:1], np.maximum.accumulate(stream.end)[:-1]]
+        host_gap = np.maximum(ls - np.maximum(prev_le, ls.min()), 0)
+        device_gap = np.maximum(stream.start - prev_end, 0)
+        loads = ops.loader_starts()
+        after = np.searchsorted(loads, prev_le, side="right")
+        upto = np.searchsorted(loads, ls, side="right")
+        return cls(host_gap, device_gap, upto > after, _optimizer(trace, stream, ops, ls),
+                   ls, prev_le)
+
+
+def _optimizer(trace: Trace, stream: EventStream, ops: HostOps, ls: np.ndarray) -> np.ndarray:
+    """Events launched inside an optimizer step (or, without such ranges, named like one)."""
+    a, b = ops.optimizer_ranges()
+    if len(a):
+        k = np.searchsorted(a, ls, side="right") - 1
+        return (k >= 0) & (b[np.maximum(k, 0)] > ls) & (stream.launcher >= 0)
+    ids = trace.name_ids(lambda n: bool(OPTIMIZER_KERNEL.search(n)))
+    return np.isin(trace.slices.name[stream.index], ids)
+
+
+@dataclass
+class Cut:
+    starts: np.ndarray  # int64 ns
+    ends: np.ndarray  # int64 ns
+    first_event: np.ndarray  # stream position of each iteration's first event
+    symbols: np.ndarray  # symbols in each iteration's occurrence
+    events: int  # stream events inside iterations
+    phase_reason: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CutScore:
+    """Per symbol: how well an iteration would start there, by one criterion."""
+
+    reason: str
+    value: np.ndarray  # float; higher is better
+    exact: bool  # True: a yes/no marker (take the nearest hit), False: a pause length
+
+
+def cut_scores(symbols: Symbols, timing: Timing, use_host: bool) -> list[CutScore]:
+    """The criteria in order of preference: data loader, optimizer end, longest pause."""
+    ev = symbols.first
+    prev = np.r_[0, ev[1:] - 1]
+    pause = (timing.host_gap if use_host else timing.device_gap)[ev].astype(float)
+    opt_end = timing.optimizer[prev] & ~timing.optimizer[ev]
+    opt_end[0] = False
+    where = "host launch" if use_host else "device"
+    return [
+        CutScore("after the data-loader call", timing.loader[ev].astype(float), True),
+        CutScore("after the optimizer step", opt_end.astype(float), True),
+        CutScore(f"at the longest typical {where} pause", pause, False),
+    ]
+
+
+def choose_phase(n: int, anchors: Anchors, scores: list[CutScore]) -> tuple[int, CutScore]:
+    """Offset (symbols after the anchor origin) where iterations start, and by what.
+
+    A marker wins when it is at the same place in at least half the occurrences;
+    among such places the one with the longest pause is taken. A pause must be
+    long in (nearly) every occurrence, so one slow warm-up step does not decide.
+    """
+    period = max(1, int(round(anchors.period)))
+    origins = anchors.starts(0.0)
+    full = origins[(origins >= 1) & (origins + period <= n)]
+    if len(full) == 0:
+        full = np.clip(origins, 1, max(n - period, 1))[:1]
+    q = np.clip(full[:, None] + np.arange(period)[None, :], 0, n - 1)
+    pause = scores[-1]
+    gap = np.quantile(pause.value[q], 0.25, axis=0, method="lower")
+    for score in scores[:-1]:
+        share = score.value[q].mean(axis=0)
+        if share.max() >= 0.5:
+            ok = share >= share.max() - 0.1
+            return int(np.argmax(np.where(ok, gap, -1))), score
+    return int(np.argmax(gap)), pause
+
+
+def refine(cuts: np.ndarray, score: CutScore, reach: int) -> np.ndarray:
+    """Move each cut within ``reach`` to where its criterion holds best."""
+    n = len(score.value)
+    if len(cuts) == 0 or n == 0:
+        return cuts
+    offs = np.arange(-reach, reach + 1)
+    pos = cuts[:, None] + offs[None, :]
+    inside = (pos >= 0) & (pos < n)
+    val = np.where(inside, score.value[np.clip(pos, 0, n - 1)], -np.inf)
+    if score.exact:
+        hit = val > 0
+        near = np.where(hit, np.abs(offs)[None, :], reach + 1)
+        k = np.argmin(near, axis=1)
+        moved = hit[np.arange(len(cuts)), k]
+    else:
+        k = np.argmax(val, axis=1)
+        moved = np.isfinite(val[np.arange(len(cuts)), k])
+    return np.where(moved, cuts + offs[k], cuts)
+
+
+def windows(cuts: np.ndarray, n: int, period: float) -> list[tuple[int, int, bool]]:
+    """(first, end, contiguous-with-next) symbol ranges of whole occurrences.
+
+    An occurrence cut off by the start or end of the stream still counts when at
+    least ``MIN_LAST`` of it is there.
+    """
+    cuts = np.unique(cuts)
+    out: list[tuple[int, int, bool]] = []
+    for j, c in enumerate(cuts.tolist()):
+        nxt = int(cuts[j + 1]) if j + 1 < len(cuts) else None
+        lo = max(c, 0)
+        if nxt is not None and nxt - c <= MAX_STRETCH * period:
+            hi, contiguous = min(nxt, n), nxt < n
+        elif nxt is not None:
+            hi, contiguous = min(c + int(round(period)), n), False
+        else:
+            hi = n if n - c <= 1.1 * period else c + int(round(period))
+            contiguous = False
+        if hi - lo >= MIN_LAST * period and lo < n:
+            out.append((lo, hi, contiguous))
+    for j in range(len(out) - 1):
+        if out[j][2] and out[j][1] != out[j + 1][0]:
+            out[j] = (out[j][0], out[j][1], False)
+    return out
+
+
+def cut_iterations(trace: Trace, stream: EventStream, symbols: Symbols,
+                   anchors: Anchors) -> Cut | None:
+    """Iteration spans from the anchors of the chosen pattern."""
+    seq = symbols.seq
+    ops = HostOps(trace)
+    timing = Timing.of(trace, stream, ops)
+    use_host = stream.has_launchers and stream.kind == "device"
+    scores = cut_scores(symbols, timing, use_host)
+    phase, score = choose_phase(len(seq), anchors, scores)
+    period = anchors.period
+    cuts = anchors.starts(phase / period)
+    cuts = refine(cuts, score, max(2, int(round(0.05 * period))))
+    wins = windows(cuts, len(seq), period)
+    if len(wins) < 2:
+        return None
+    m = len(stream)
+    first = np.array([symbols.first[a] for a, _, _ in wins], np.int64)
+    last = np.array([symbols.first[b] if b < len(seq) else m for _, b, _ in wins], np.int64)
+    if use_host:
+        starts = host_starts(trace, stream, timing, first, [w[2] for w in wins])
+    else:
+        starts = stream.start[first].astype(np.int64)
+    ends = np.array([int(stream.end[a:b].max()) for a, b in zip(first, last)], np.int64)
+    for j, (_, _, contiguous) in enumerate(wins[:-1]):
+        if contiguous:
+            ends[j] = starts[j + 1]
+    notes = []
+    gaps = sum(1 for w in wins[:-1] if not w[2])
+    if gaps:
+        notes.append(f"{gaps} stretch{'es' if gaps > 1 else ''} between iterations left out "
+                     f"(longer than {MAX_STRETCH:g} periods)")
+    events = int(sum(b - a for a, b in zip(first, last)))
+    lengths = np.array([b - a for a, b, _ in wins], np.int64)
+    return Cut(starts, ends, first, lengths, events, score.reason, notes)
+
+
+def host_starts(trace: Trace, stream: EventStream, timing: Timing, first: np.ndarray,
+                follows: list[bool]) -> np.ndarray:
+    """Host-side start of each iteration: the first host op since the previous launch.
+
+    "Since the previous launch" means after the host ops that enclosed the
+    previous event's launch (e.g. the optimizer step) have ended. An iteration
+    with no previous one in the stream takes at most as many leading host ops as
+    the others do, so a long prelude is not counted in.
+    """
+    s = trace.slices
+    lanes: dict[int, HostLane] = {}
+    n = len(first)
+    starts = np.empty(n, np.int64)
+    gap_ops: list[np.ndarray] = []
+    for j, e in enumerate(first.tolist()):
+        lau = int(stream.launcher[e])
+        if lau < 0:
+            starts[j] = int(stream.start[e])
+            gap_ops.append(np.zeros(0, np.int64))
+            continue
+        lane = int(s.lane[lau])
+        host = lanes.get(lane) or lanes.setdefault(lane, HostLane(trace, lane))
+        y = int(timing.launch_start[e])
+        floor = host.floor(e, stream, timing, y) if e > 0 else host.last_launch_end(y)
+        ops = host.gap_ops(floor, y)
+        gap_ops.append(ops)
+        starts[j] = int(ops[0]) if len(ops) else y
+    following = [j for j in range(n) if j > 0 and follows[j - 1]]
+    if following:
+        most = max(len(gap_ops[j]) for j in following)
+        for j in range(n):
+            if j not in following and len(gap_ops[j]) > most:
+                starts[j] = int(gap_ops[j][len(gap_ops[j]) - max(most, 1)])
+    bad = np.flatnonzero(np.diff(starts) <= 0) + 1
+    starts[bad] = np.minimum(timing.launch_start[first[bad]], stream.start[first[bad]])
+    return starts
+
+
+class HostLane:
+    """One host thread's slices, for "what encloses this launch" and "what ran since"."""
+
+    def __init__(self, trace: Trace, lane: int):
+        s = trace.slices
+        idx = trace.lane_slices(lane)
+        self.start, self.end = s.start[idx], s.end[idx]
+        kind = s.kind[idx]
+        real = np.isin(kind, [int(Kind.CPU_OP), int(Kind.PYTHON), int(Kind.ANNOTATION)])
+        steps = trace.name_ids(is_step_name)
+        if len(steps):
+            real &= ~((kind == int(Kind.ANNOTATION)) & np.isin(s.name[idx], steps))
+        self.real = real
+        self.runtime_end = np.sort(self.end[kind == int(Kind.RUNTIME)])
+        depth = s.depth[idx]
+        self.levels = [np.flatnonzero(depth == d) for d in range(int(depth.max(initial=-1)) + 1)]
+
+    def last_launch_end(self, y: int) -> float:
+        """End of the latest host launch call that finished before ``y`` (-inf: none)."""
+        k = int(np.searchsorted(self.runtime_end, y, side="right"))
+        return float(self.runtime_end[k - 1]) if k else float("-inf")
+
+    def floor(self, e: int, stream: EventStream, timing: Timing, y: int) -> float:
+        """When the host finished the work around the previous event's launch."""
+        floor = float(timing.prev_launch_end[e])
+        prev = int(stream.launcher[e - 1])
+        if prev < 0:
+            return floor
+        x = int(timing.launch_start[e - 1])
+        for lvl in self.levels:
+            k = int(np.searchsorted(self.start[lvl], x, side="right")) - 1
+            if k >= 0:
+                end = int(self.end[lvl[k]])
+                if x < end <= y:
+                    floor = max(floor, float(end))
+        return floor
+
+    def gap_ops(self, floor: float, y: int) -> np.ndarray:
+        """Starts of the outermost host ops that began in ``[floor, y]``."""
+        lo = int(np.searchsorted(self.start, floor, side="left")) if np.isfinite(floor) else 0
+        hi = int(np.searchsorted(self.start, y, side="right"))
+        real = np.flatnonzero(self.real[lo:hi]) + lo
+        if len(real) == 0:
+            return np.zeros(0, np.int64)
+        st, en = self.start[real], self.end[real]
+        reach = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(en)[:-1]]
+        return st[st >= reach]

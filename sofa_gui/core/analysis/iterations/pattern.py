@@ -1,0 +1,354 @@
+"""Find the period of a symbol stream and where each occurrence of it starts.
+
+1. Period: suffixes that are neighbours in the suffix array share the longest
+   context; in a stream that repeats a word every P symbols their distance is P
+   or a small multiple of it. Each candidate distance is scored by the share of
+   the stream it explains (positions in a neighbour pair at that distance or a
+   multiple of it); the best is kept, then replaced by a divisor that explains
+   nearly as much (the primitive period, not two iterations glued together).
+   No iteration count is needed.
+2. Occurrences: symbols that occur about once per period at the same phase
+   (anchors, rarest work first) each vote for the start of the occurrence they
+   are in. Votes cluster once per occurrence, so an occurrence with edits,
+   missing events or extra events still gets a start from its other anchors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .suffix import context_classes
+
+MAX_DIVISOR = 4  # a period P may be replaced by P/j, j <= this, when it explains as much
+MAX_CANDIDATES = 16
+MAX_ANCHORS = 64
+PRIMITIVE_SLACK = 0.03  # a divisor may explain this much less and still win
+MIN_EVENTS = 6
+SAMPLE = 20000  # positions sampled to measure how much of the stream a shift explains
+MIN_CONTEXT_COVERAGE = 0.5  # runs of events must recur for at least this share of the stream
+MIN_RARE_RECURRENCE = 0.6  # else this share of the rare events must recur a period away
+MIN_RARE_SYMBOLS = 8  # ... and at least this many distinct rare events must
+
+
+def period_tolerance(period: float) -> int:
+    """How far an occurrence's length may stray from the period (symbols)."""
+    return max(1, int(round(0.05 * period)))
+
+
+def significance_length(seq: np.ndarray) -> int:
+    """Shared-context length that random text of this entropy would rarely reach."""
+    n = len(seq)
+    counts = np.bincount(seq)
+    p = counts[counts > 0] / n
+    entropy = float(-(p * np.log(p)).sum())
+    if entropy <= 1e-9:
+        return max(n, 1)
+    return int(np.clip(np.ceil(2.0 * np.log(max(n, 2)) / entropy), 3, 32))
+
+
+@dataclass
+class Period:
+    length: int  # symbols per occurrence
+    coverage: float  # share of the stream (or of its rare events) that recurs a period away
+    evidence: str = "context"  # "context": runs of events recur; "rare": only rare events do
+    candidates: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return self.coverage >= (MIN_CONTEXT_COVERAGE if self.evidence == "context"
+                                 else MIN_RARE_RECURRENCE)
+
+
+class Contexts:
+    """Positions grouped by equal context, sorted, for "does it recur at i+d?" queries."""
+
+    def __init__(self, seq: np.ndarray, min_len: int):
+        self.n = n = len(seq)
+        self.cls = context_classes(seq, min_len)
+        pos = np.flatnonzero(self.cls >= 0)
+        key = self.cls[pos] * (n + 1) + pos
+        order = np.argsort(key, kind="stable")
+        self.key = key[order]
+        self.pos = pos[order]
+
+    def previous_distance(self) -> np.ndarray:
+        """Distance from each repeated context to its previous occurrence."""
+        same = (self.key[1:] // (self.n + 1)) == (self.key[:-1] // (self.n + 1))
+        return np.diff(self.pos)[same]
+
+    def recurs(self, i: np.ndarray, shift: int, tol: int) -> np.ndarray:
+        """True where the context at ``i`` occurs again within ``i + shift +- tol``."""
+        c = self.cls[i]
+        base = c * (self.n + 1)
+        lo = np.searchsorted(self.key, base + np.clip(i + shift - tol, 0, self.n), "left")
+        hi = np.searchsorted(self.key, base + np.clip(i + shift + tol, 0, self.n), "right")
+        return (c >= 0) & (hi > lo)
+
+    def coverage(self, d: int) -> float:
+        """Share of (sampled) positions whose context recurs ~d before or after."""
+        if self.n == 0:
+            return 0.0
+        step = max(1, self.n // SAMPLE)
+        i = np.arange(0, self.n, step)
+        tol = period_tolerance(d)
+        return float((self.recurs(i, d, tol) | self.recurs(i, -d, tol)).mean())
+
+
+def _band_mass(cs: np.ndarray, d: np.ndarray) -> np.ndarray:
+    tol = np.maximum(1, np.rint(0.05 * d)).astype(np.int64)
+    hi = np.minimum(d + tol, len(cs) - 1)
+    lo = d - tol - 1
+    return cs[hi] - np.where(lo >= 0, cs[np.maximum(lo, 0)], 0)
+
+
+def candidate_periods(ctx: Contexts) -> list[int]:
+    """Distances at which many contexts recur, best first, plus their divisors."""
+    dist = ctx.previous_distance()
+    dist = dist[(dist >= 2) & (dist <= ctx.n // 2 + period_tolerance(ctx.n // 2))]
+    if len(dist) == 0:
+        return []
+    hist = np.bincount(dist)
+    top = np.argsort(hist, kind="stable")[::-1][: 4 * MAX_CANDIDATES]
+    top = top[hist[top] > 0]
+    mass = _band_mass(np.cumsum(hist), top)
+    chosen: list[int] = []
+    for d in top[np.argsort(-mass, kind="stable")].tolist():
+        if all(abs(d - c) > period_tolerance(c) for c in chosen):
+            chosen.append(int(d))
+        if len(chosen) >= MAX_CANDIDATES:
+            break
+    for c in list(chosen):
+        for j in range(2, MAX_DIVISOR + 1):
+            d = int(round(c / j))
+            if d >= 2 and all(abs(d - x) > period_tolerance(x) for x in chosen):
+                chosen.append(d)
+    return chosen
+
+
+def choose_period(seq: np.ndarray, progress=None) -> Period | None:
+    """The primitive period that best explains ``seq`` as repeats (check ``accepted``).
+
+    Runs of events that recur (suffix-array contexts) are the main evidence.
+    When the order of events differs between iterations (several host threads
+    launching, sampled traces), only rare events recur; that weaker evidence is
+    used when the first finds nothing.
+    """
+    n = len(seq)
+    if n < MIN_EVENTS:
+        return None
+    ctx = Contexts(seq, significance_length(seq))
+    if progress is not None:
+        progress.check_cancelled()
+    scored = [Period(d, ctx.coverage(d)) for d in candidate_periods(ctx)]
+    best = _primitive(scored) if scored else None
+    if best is not None:
+        best.length = _centre(ctx.previous_distance(), best.length)
+    if best is None or not best.accepted:
+        rare = _rare_period(seq)
+        if rare is not None and (best is None or rare.accepted):
+            return rare
+    return best
+
+
+def _primitive(scored: list[Period]) -> Period:
+    """The best-covering period, or a divisor of it that covers nearly as much."""
+    best = max(scored, key=lambda p: (p.coverage, -p.length))
+    for p in sorted(scored, key=lambda p: p.length):
+        if p.length >= best.length:
+            break
+        j = round(best.length / p.length)
+        divides = 2 <= j <= MAX_DIVISOR and (
+            abs(best.length - j * p.length) <= j * period_tolerance(p.length))
+        if divides and p.coverage >= best.coverage - PRIMITIVE_SLACK:
+            best = p
+            break
+    best.candidates = [(p.length, round(p.coverage, 4))
+                       for p in sorted(scored, key=lambda p: -p.coverage)]
+    return best
+
+
+class RareEvents:
+    """Consecutive recurrences of each symbol, for symbols rare enough to mark a period."""
+
+    def __init__(self, seq: np.ndarray):
+        self.n = len(seq)
+        order = np.argsort(seq, kind="stable")
+        sid = seq[order]
+        same = sid[1:] == sid[:-1]
+        self.count = np.bincount(seq)
+        self.gap = np.where(same, np.diff(order), -1)  # to the next occurrence
+        self.sym = sid[:-1]
+        self.valid = same & (sid[:-1] != 0)
+
+    def distances(self, max_count: int) -> np.ndarray:
+        rare = self.valid & (self.count[self.sym] <= max_count)
+        return self.gap[rare]
+
+    def recurrence(self, d: int) -> tuple[float, int]:
+        """Share of rare-symbol gaps that are ~d, and how many symbols have one."""
+        max_count = max(2, int(1.5 * self.n / d))
+        rare = self.valid & (self.count[self.sym] <= max_count)
+        if not rare.any():
+            return 0.0, 0
+        hit = rare & (np.abs(self.gap - d) <= period_tolerance(d))
+        return float(hit.sum() / rare.sum()), len(np.unique(self.sym[hit]))
+
+
+def _rare_period(seq: np.ndarray) -> Period | None:
+    """Period from rare events alone (their order around them may vary)."""
+    rare = RareEvents(seq)
+    dist = rare.distances(max(2, len(seq) // 8))
+    dist = dist[(dist >= 2) & (dist <= len(seq) // 2 + period_tolerance(len(seq) // 2))]
+    if len(dist) == 0:
+        return None
+    hist = np.bincount(dist)
+    top = np.argsort(hist, kind="stable")[::-1][:MAX_CANDIDATES]
+    top = top[hist[top] > 0]
+    mass = _band_mass(np.cumsum(hist), top)
+    scored = []
+    for d in top[np.argsort(-mass, kind="stable")].tolist():
+        frac, symbols = rare.recurrence(int(d))
+        if symbols >= MIN_RARE_SYMBOLS:
+            scored.append(Period(int(d), frac, "rare"))
+    if not scored:
+        return None
+    best = _primitive(scored)
+    best.length = _centre(dist, best.length)
+    return best
+
+
+def _centre(dist: np.ndarray, d: int) -> int:
+    """Median recurrence distance within the tolerance band around ``d``."""
+    near = dist[np.abs(dist - d) <= period_tolerance(d)]
+    return int(np.median(near)) if len(near) else d
+
+
+# -- occurrences ---------------------------------------------------------------------------
+
+@dataclass
+class Anchors:
+    """Symbols that occur once per period at a stable phase, and their positions."""
+
+    period: float  # typical occurrence length in symbols (median anchor gap)
+    positions: list[np.ndarray]  # per anchor: sorted symbol indexes
+    phase: np.ndarray  # per anchor: fraction 0..1 of the period after the occurrence start
+    n: int
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def starts(self, shift: float = 0.0) -> np.ndarray:
+        """Occurrence starts (symbol index) when the cut sits ``shift`` of a period in."""
+        if not self.positions:
+            return np.zeros(0, np.int64)
+        phases = (self.phase - shift) % 1.0
+        votes = np.concatenate([
+            pos - ph * self.period for pos, ph in zip(self.positions, phases)
+        ])
+        votes.sort()
+        split = np.flatnonzero(np.diff(votes) > 0.3 * self.period) + 1
+        bounds = np.r_[0, split, len(votes)]
+        size = np.diff(bounds)
+        need = max(1, int(np.ceil(0.3 * len(self.positions))))
+        out = [
+            int(np.rint(np.median(votes[a:b])))
+            for a, b, s in zip(bounds[:-1], bounds[1:], size) if s >= need
+        ]
+        return _spaced(np.array(out, np.int64), self.period)
+
+
+def _spaced(starts: np.ndarray, period: float) -> np.ndarray:
+    """Drop starts closer than half a period to the previous one."""
+    if len(starts) < 2:
+        return starts
+    keep = [int(starts[0])]
+    for s in starts[1:].tolist():
+        if s - keep[-1] >= 0.5 * period:
+            keep.append(s)
+    return np.array(keep, np.int64)
+
+
+def _qgram_ids(seq: np.ndarray, q: int) -> np.ndarray:
+    """Id of the q symbols starting at each position (last q-1 positions: -1)."""
+    if q == 1:
+        return seq.astype(np.int64)
+    n = len(seq)
+    if n < q:
+        return np.full(n, -1, np.int64)
+    base = int(seq.max()) + 1
+    key = np.zeros(n - q + 1, np.int64)
+    for k in range(q):
+        key = key * base + seq[k: n - q + 1 + k]
+        if k < q - 1 and base ** (k + 2) >= 2**62:
+            key = np.unique(key, return_inverse=True)[1].astype(np.int64)
+    ids = np.unique(key, return_inverse=True)[1].astype(np.int64)
+    return np.r_[ids, np.full(q - 1, -1, np.int64)]
+
+
+def find_anchors(seq: np.ndarray, period: int) -> Anchors | None:
+    """Anchors of ``period`` over single symbols, else over 2- or 4-grams."""
+    for q in (1, 2, 4):
+        anchors = _anchors_of(_qgram_ids(seq, q), period, seq)
+        if anchors is not None:
+            return anchors
+    return None
+
+
+def _anchors_of(ids: np.ndarray, period: int, seq: np.ndarray) -> Anchors | None:
+    n = len(ids)
+    tol = max(2, int(round(0.1 * period)))
+    valid = ids >= 0
+    if seq is not None:
+        valid &= np.r_[seq != 0] if len(seq) == n else valid
+    pos_all = np.flatnonzero(valid)
+    order = pos_all[np.argsort(ids[pos_all], kind="stable")]
+    sid = ids[order]
+    same = sid[1:] == sid[:-1]
+    gaps = np.diff(order)
+    good = same & (np.abs(gaps - period) <= tol)
+    short = same & (gaps < period - tol)
+    m = int(ids.max()) + 1 if n else 0
+    goodc = np.bincount(sid[1:][good], minlength=m)
+    shortc = np.bincount(sid[1:][short], minlength=m)
+    quality = goodc - 2 * shortc
+    if quality.max(initial=0) < 1:
+        return None
+    cand = np.flatnonzero((quality >= 0.5 * quality.max()) & (goodc >= 1))
+    cand = cand[np.lexsort((shortc[cand], -goodc[cand]))][: 4 * MAX_ANCHORS]
+    starts_of = np.searchsorted(sid, cand, side="left")
+    ends_of = np.searchsorted(sid, cand, side="right")
+    positions = [order[a:b] for a, b in zip(starts_of, ends_of)]
+    y0 = positions[0]
+    g0 = np.diff(y0)
+    ok0 = np.abs(g0 - period) <= tol
+    win_start, win_len = y0[:-1][ok0], g0[ok0]
+    typical = float(np.median(win_len))
+    kept, phases = [], []
+    for pos in positions:
+        ph = _phase(pos, win_start, win_len)
+        if ph is not None:
+            kept.append(pos)
+            phases.append(ph)
+        if len(kept) >= MAX_ANCHORS:
+            break
+    if not kept:
+        return None
+    return Anchors(typical, kept, np.array(phases), n)
+
+
+def _phase(pos: np.ndarray, win_start: np.ndarray, win_len: np.ndarray) -> float | None:
+    """Circular mean phase of ``pos`` in the reference windows, if it is stable."""
+    idx = np.searchsorted(pos, win_start)
+    inside = idx < len(pos)
+    idx = np.minimum(idx, len(pos) - 1)
+    off = pos[idx] - win_start
+    inside &= off < win_len
+    if inside.sum() < max(1, 0.5 * len(win_start)):
+        return None
+    angle = 2 * np.pi * off[inside] / win_len[inside]
+    c, s = np.cos(angle).mean(), np.sin(angle).mean()
+    if np.hypot(c, s) < 0.9:
+        return None
+    return float((np.arctan2(s, c) / (2 * np.pi)) % 1.0)

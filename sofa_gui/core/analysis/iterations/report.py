@@ -1,0 +1,72 @@
+"""Human-readable lines about detected iterations (for the CLI's text output)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...trace import Trace
+from ..results import Iterations
+
+MAX_ROWS = 40  # longer lists show the first and last rows
+
+
+def fmt_ns(ns: float) -> str:
+    """A duration with a unit that keeps 3-4 significant digits."""
+    ns = float(ns)
+    if abs(ns) >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if abs(ns) >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if abs(ns) >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
+    """Lines listing the iterations with durations, then mean/median/CV."""
+    if iters.method == "none":
+        return [f"Iterations: none found ({iters.reason})", f"  stream: {iters.stream}"]
+    head = (f"Iterations: {len(iters)} by {iters.method}, confidence {iters.confidence:.2f}")
+    lines = [head, f"  stream: {iters.stream}"]
+    if iters.pattern:
+        p = iters.pattern
+        lines.append(f"  pattern: {p.get('symbols')} symbols x {p.get('occurrences')} "
+                     f"occurrences, {p.get('coverage', 0):.0%} of the stream, cut "
+                     f"{p.get('cut', '')}")
+    if iters.agreement:
+        lines.append("  " + agreement_text(iters.agreement))
+    if iters.reason:
+        lines.append(f"  note: {iters.reason}")
+    lines += _rows(trace, iters)
+    d = iters.durations.astype(float)
+    cv = d.std() / d.mean() if d.mean() > 0 else 0.0
+    lines.append(f"  mean {fmt_ns(d.mean())}, median {fmt_ns(np.median(d))}, "
+                 f"CV {cv:.1%}, min {fmt_ns(d.min())}, max {fmt_ns(d.max())}")
+    return lines
+
+
+def agreement_text(a: dict) -> str:
+    if not a.get("detected"):
+        why = a.get("pattern_reason") or "no pattern found"
+        return f"pattern detector: no iterations ({why})"
+    off = a.get("median_offset_us")
+    return (f"pattern detector agrees on {a['matched']}/{a['annotated']} steps "
+            f"({a['detected']} found; median start offset {off:g} µs, "
+            f"tolerance {a['tolerance_us']:g} µs)")
+
+
+def _rows(trace: Trace, iters: Iterations) -> list[str]:
+    t0 = trace.start_ns
+    n = len(iters)
+    idx = list(range(n)) if n <= MAX_ROWS else [*range(MAX_ROWS // 2), -1,
+                                                 *range(n - MAX_ROWS // 2, n)]
+    out = []
+    for i in idx:
+        if i < 0:
+            out.append(f"  ... {n - MAX_ROWS} more ...")
+            continue
+        label = iters.labels[i] if i < len(iters.labels) else ""
+        s, e = int(iters.starts[i]), int(iters.ends[i])
+        out.append(f"  #{i:<4d} {label:<18s} start +{fmt_ns(s - t0):>12s}  "
+                   f"duration {fmt_ns(e - s):>12s}")
+    return out

@@ -1,0 +1,191 @@
+"""Pick the event stream that repeats once per iteration, and the host ops around it.
+
+Preference: device work (kernels, copies, memsets) of the busiest device, all its
+streams merged in time order; else the top-level CPU ops of the busiest host
+thread; else every top-level slice. Each device event also carries the host call
+that launched it (from launch flows), so iteration boundaries can be moved to the
+host-side work that starts the step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...builder import assign_depths
+from ...trace import DEVICE_KINDS, Kind, LaneKind, Trace
+
+#: Annotation names that mark training steps (ProfilerStep#N, NVTX "step 12", ...).
+STEP_NAME = re.compile(
+    r"^(ProfilerStep#\d+|(train(ing)?[ _-]?)?(step|iteration|iter)[ _#:-]*\d+)$", re.I)
+#: Host ranges of the optimizer step (the last work of an iteration).
+OPTIMIZER_NAME = re.compile(r"^Optimizer\.step#|#+\s*optimizer\s*#+|\boptimizer[._ ]step\b", re.I)
+#: Device kernels of optimizers, used when no optimizer range is recorded.
+OPTIMIZER_KERNEL = re.compile(
+    r"multi_tensor_apply|adamw?(?![a-z])|(?<![a-z])sgd(?![a-z])|lamb(?!da)|adagrad|rmsprop", re.I)
+#: Host calls that fetch the next batch.
+LOADER_NAME = re.compile(r"dataloader|data_loader|__next__|next_batch|get_batch|"
+                         r"fetch_batch|load_batch|copy_batch|batch_to_(gpu|device)", re.I)
+
+
+def is_step_name(name: str) -> bool:
+    return bool(STEP_NAME.match(name.strip().strip("#").strip()))
+
+
+@dataclass
+class EventStream:
+    """The chosen events, in time order, with their launching host calls (-1: none)."""
+
+    kind: str  # "device" | "host" | "all"
+    description: str
+    index: np.ndarray  # int64 slice indexes
+    start: np.ndarray  # int64 ns
+    end: np.ndarray  # int64 ns
+    launcher: np.ndarray  # int64 slice index of the host call that launched it, -1 none
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def has_launchers(self) -> bool:
+        return len(self) > 0 and float((self.launcher >= 0).mean()) >= 0.5
+
+
+def pick_stream(trace: Trace) -> EventStream | None:
+    """The densest repetitive stream of ``trace``; None when it has no slices."""
+    s = trace.slices
+    if len(s) == 0:
+        return None
+    return _device_stream(trace) or _host_stream(trace) or _all_stream(trace)
+
+
+def _device_stream(trace: Trace) -> EventStream | None:
+    """Device events of the busiest device, in launch order when launches are linked.
+
+    Launch order is program order, so it is the same in every iteration even when
+    several device streams interleave differently; events whose launch is not in
+    the trace (launched before it began) are left out in that case.
+    """
+    s = trace.slices
+    dev = np.flatnonzero(np.isin(s.kind, [int(k) for k in DEVICE_KINDS]))
+    if len(dev) == 0:
+        return None
+    rank = trace.lanes.rank[s.lane[dev]].astype(np.int64)
+    key = (rank + 1) * 65536 + s.device[dev].astype(np.int64)
+    keys, counts = np.unique(key, return_counts=True)
+    best = keys[np.argmax(counts)]
+    idx = dev[key == best]
+    r, d = int(best // 65536) - 1, int(best % 65536)
+    if d >= 32768:
+        d -= 65536
+    launcher = np.full(len(s), -1, np.int64)
+    f = trace.flows
+    launch = f.kind == 0
+    launcher[f.dst[launch]] = f.src[launch]
+    lau = launcher[idx]
+    streams = len(np.unique(s.stream[idx]))
+    where = f"GPU {d}" + (f" of rank {r}" if r >= 0 and len(trace.meta.ranks) > 1 else "")
+    what = (f"{where}: kernels, copies and memsets on {streams} stream"
+            f"{'s' if streams != 1 else ''}")
+    linked = lau >= 0
+    if linked.mean() >= 0.5:
+        dropped = int((~linked).sum())
+        idx, lau = idx[linked], lau[linked]
+        order = np.lexsort((s.start[idx], lau, s.start[lau]))
+        idx, lau = idx[order], lau[order]
+        desc = f"{what}, in launch order ({len(idx):,} events"
+        desc += f"; {dropped:,} launched before the trace began left out)" if dropped else ")"
+    else:
+        desc = f"{what}, in time order ({len(idx):,} events)"
+    return EventStream("device", desc, idx, s.start[idx], s.end[idx], lau)
+
+
+def _host_stream(trace: Trace) -> EventStream | None:
+    ops = HostOps(trace)
+    lanes = [lane for lane in ops.lanes() if len(ops.top_level(lane)) >= 2]
+    if not lanes:
+        return None
+    lane = max(lanes, key=lambda ln: len(ops.top_level(ln)))
+    idx = ops.top_level(lane)
+    s = trace.slices
+    desc = (f"top-level CPU ops of {trace.lanes.name[lane]}"
+            f"{' (' + trace.lanes.group[lane] + ')' if trace.lanes.group[lane] else ''}"
+            f" ({len(idx):,} events)")
+    return EventStream("host", desc, idx, s.start[idx], s.end[idx], idx.copy())
+
+
+def _all_stream(trace: Trace) -> EventStream | None:
+    s = trace.slices
+    idx = np.flatnonzero(s.depth == 0)
+    if len(idx) < 2:
+        return None
+    desc = f"all top-level slices ({len(idx):,} events)"
+    return EventStream("all", desc, idx, s.start[idx], s.end[idx], np.full(len(idx), -1))
+
+
+@dataclass
+class HostOps:
+    """Host ops per thread at the shallowest level of real work.
+
+    Python frames and step annotations are left out (they wrap everything), so
+    "top level" means the outermost framework ops, e.g. ``aten::conv2d`` or
+    ``enumerate(DataLoader)...``, not ``ProfilerStep#5``.
+    """
+
+    trace: Trace
+    _top: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        s = self.trace.slices
+        ann = s.kind == int(Kind.ANNOTATION)
+        op = (s.kind == int(Kind.CPU_OP)) | ann
+        if ann.any():
+            step_ids = self.trace.name_ids(is_step_name)
+            op &= ~(ann & np.isin(s.name, step_ids))
+        op &= self.trace.lanes.kind[s.lane] == int(LaneKind.CPU)
+        self._idx = np.flatnonzero(op)
+
+    def lanes(self) -> list[int]:
+        return np.unique(self.trace.slices.lane[self._idx]).tolist()
+
+    def top_level(self, lane: int) -> np.ndarray:
+        """Slice indexes of the lane's top-level ops, in start order."""
+        if lane not in self._top:
+            self._top[lane] = self._compute(lane)
+        return self._top[lane]
+
+    def _compute(self, lane: int) -> np.ndarray:
+        s = self.trace.slices
+        idx = self._idx[s.lane[self._idx] == lane]
+        if len(idx) == 0:
+            return idx
+        depth, _ = assign_depths(s.start[idx], s.dur[idx], np.zeros(len(idx), np.int32), 1)
+        counts = np.bincount(depth)
+        level = int(np.flatnonzero(counts >= 0.25 * counts.max())[0])
+        return idx[depth == level]
+
+    def optimizer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Merged (start, end) ranges of optimizer steps on any host thread."""
+        s = self.trace.slices
+        ids = self.trace.name_ids(lambda n: bool(OPTIMIZER_NAME.search(n)))
+        hit = np.flatnonzero(np.isin(s.name, ids)) if len(ids) else np.zeros(0, np.int64)
+        if len(hit) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        a, b = s.start[hit], s.end[hit]
+        order = np.argsort(a, kind="stable")
+        a, b = a[order], np.maximum.accumulate(b[order])
+        new = np.r_[True, a[1:] > b[:-1]]
+        starts = a[new]
+        ends = np.r_[b[np.flatnonzero(new)[1:] - 1], b[-1]]
+        return starts, ends
+
+    def loader_starts(self) -> np.ndarray:
+        """Start times of data-loader calls on any host thread (sorted)."""
+        s = self.trace.slices
+        ids = self.trace.name_ids(lambda n: bool(LOADER_NAME.search(n)))
+        if len(ids) == 0:
+            return np.zeros(0, np.int64)
+        hit = self._idx[np.isin(s.name[self._idx], ids)]
+        return np.sort(s.start[hit])
