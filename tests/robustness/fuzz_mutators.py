@@ -395,8 +395,13 @@ def mutate_sqlite(path: Path, rng: random.Random) -> str:
                 con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{col}" TO "{col}_x"')
             label = "drop-column"
         elif pick == 4:
-            con.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}"')
-            label = "duplicate-rows"
+            try:
+                con.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}"')
+            except sqlite3.IntegrityError:  # a primary key: duplicate under new keys
+                con.execute(f'INSERT OR IGNORE INTO "{table}" SELECT * FROM "{table}"')
+                label = "duplicate-rows-key"
+            else:
+                label = "duplicate-rows"
         elif pick == 5:
             con.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_renamed"')
             label = "rename-table"

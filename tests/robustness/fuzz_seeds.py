@@ -12,6 +12,8 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,6 +99,10 @@ def _candidates(out: Path) -> list[Path]:
                 if f.is_file() and f.suffix == ".csv":
                     _keep_lines(f, 400)
             found.append(dst)
+    found += _nsys_exports(out)
+    rec = _recording(out / "recording")
+    if rec is not None:
+        found.append(rec)
     if DATA.is_dir():
         for p in sorted(DATA.iterdir()):
             if p.name in ("SOURCES.md", "sofa-demo-sofalog", "sofa-deepprof-gputrace"):
@@ -106,6 +112,48 @@ def _candidates(out: Path) -> list[Path]:
             if 0 < size <= MAX_SEED_BYTES:
                 found.append(p)
     return found
+
+
+def _nsys_exports(out: Path) -> list[Path]:
+    """Nsight Systems exports from the documented schema (tests/core/nsys_fixture.py).
+
+    No public ``.sqlite`` export exists to copy; the fixture writes one as nsys does.
+    """
+    sys.path.insert(0, str(ROOT / "tests" / "core"))
+    try:
+        from nsys_fixture import make_nsys_db
+    except ImportError:
+        return []
+    finally:
+        sys.path.pop(0)
+    made = []
+    for name, kw in (("nsys_report.sqlite", {}),
+                     ("nsys_old_schema.sqlite", {"old": True, "enums": False}),
+                     ("nsys_two_processes.sqlite", {"second_pid": 4242})):
+        (out / name).unlink(missing_ok=True)
+        made.append(make_nsys_db(out / name, **kw))
+    return made
+
+
+#: The child ``sofa-gui record --torch`` runs: a few real torch ops on the CPU.
+_RECORDED_PROGRAM = ("import torch\nx = torch.randn(64, 64)\n"
+                     "for _ in range(10):\n    y = (x @ x).relu().sum()\n")
+
+
+def _recording(dst: Path) -> Path | None:
+    """A real recording folder made by ``sofa-gui record --torch`` (once per seed folder)."""
+    if (dst / "manifest.json").is_file():
+        return dst
+    cmd = [sys.executable, "-m", "sofa_gui", "record", "-o", str(dst), "--interval", "0.05"]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        cmd.append("--torch")
+    res = subprocess.run([*cmd, "--", sys.executable, "-c", _RECORDED_PROGRAM],
+                         capture_output=True, timeout=300, cwd=str(dst.parent))
+    return dst if res.returncode == 0 and (dst / "manifest.json").is_file() else None
 
 
 def _keep_lines(path: Path, n: int) -> None:

@@ -47,3 +47,32 @@ def test_cache_accepts_a_folder_with_a_non_utf8_file_name(tmp_path):
     assert store.entry_dir(folder).is_dir()
     again = load_trace(folder, use_cache=True)
     assert again.events == trace.events
+
+
+def test_format_error_reason_is_one_bounded_line():
+    # Found by fuzzing (recording with a corrupt Parquet part): pyarrow's OSError text spans
+    # lines, and the registry passed it through, breaking the CLI's one-line promise.
+    from sofa_gui.core.errors import TraceFormatError
+
+    exc = TraceFormatError("x.parquet", "cannot read: Couldn't deserialize thrift\n"
+                                        "Deserializing page header failed.\n")
+    assert exc.reason == "cannot read: Couldn't deserialize thrift; Deserializing page header " \
+                         "failed."
+    assert len(TraceFormatError("x", "y" * 10_000).reason) == 300
+    assert TraceFormatError("x", "\n").reason == "unreadable"
+
+
+def test_cache_write_of_text_arrow_rejects_is_skipped_not_raised(tmp_path, monkeypatch):
+    # Found by fuzzing (Chrome trace whose name is a lone surrogate "\ud800"): Arrow cannot
+    # encode it, and save_cached, which promises never to raise, raised UnicodeEncodeError.
+    from sofa_gui.core.builder import TraceBuilder
+    from sofa_gui.core.trace import LaneKind
+
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    b = TraceBuilder(str(src), "test")
+    lane = b.lane("l", "lane", LaneKind.CPU)
+    b.add_slices([0], [1], lane, ["bad \ud800 name"])
+    assert store.save_cached(src, b.finish()) is None
+    assert list((tmp_path / "cache").iterdir()) == []  # no half-written entry left
