@@ -291,11 +291,11 @@ def test_overlapping_samples_trimmed_not_hidden(tmp_path):
 def test_unreadable_and_foreign_files_noted(tmp_path):
     folder = tmp_path / "mixed"
     _write(folder, "strace.csv", ["1.0,-1,0.5,-1,-1,-1,-1,-1,-1,5,5,read(3)=1,0"])
-    (folder / "cputrace.csv").mkdir()  # exists but cannot be read as a file
+    (folder / "cputrace.csv").mkdir()  # exists but is not a file
     (folder / "mpstat.csv").write_text("a,b,c\n1,2,3\n")
     t = load_trace(folder, use_cache=False)
     notes = " ".join(t.meta.report.notes)
-    assert "cputrace.csv: unreadable" in notes
+    assert "cputrace.csv: not a regular file, not loaded" in notes
     assert "mpstat.csv: header is not SOFA's" in notes
     assert len(t.slices) == 1 and t.name_of(0) == "read"
     assert t.args.get(int(t.slices.args[0])) == {"call": "read(3)=1"}

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from ..builder import TraceBuilder
 from ..kinds import is_collective
 from ..trace import CopyKind, Kind, LaneKind
+from .grouping import lane_ids
 from .json_args import json_rows
 from .sofa_csv import CsvRows, NumericRows, text_ids, text_values
 
@@ -31,13 +32,7 @@ def group_lanes(b: TraceBuilder, keys: list[np.ndarray], make) -> np.ndarray:
 
     Distinct keys are created in sorted order, so e.g. threads appear sorted.
     """
-    n = len(keys[0])
-    if n == 0:
-        return np.zeros(0, np.int32)
-    stacked = np.stack([np.asarray(k, np.int64) for k in keys], axis=1)
-    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    ids = np.array([b.lane(**make(*(int(x) for x in row))) for row in uniq], np.int32)
-    return ids[inverse.reshape(-1)]
+    return lane_ids(b, keys, make)
 
 
 def _names(b: TraceBuilder, rows: CsvRows, clean) -> tuple[np.ndarray, list[str], np.ndarray]:

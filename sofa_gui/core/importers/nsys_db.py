@@ -1,0 +1,129 @@
+"""Read-only access to an Nsight Systems SQLite export, column-wise.
+
+The stdlib ``sqlite3`` module hands out one Python tuple per row, so queries
+here return few, packed integer columns (e.g. ``deviceId << 32 | streamId``)
+fetched in chunks into numpy; columns an older export lacks become defaults
+instead of errors, and ``ENUM_*`` tables fall back to their documented values.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+
+from ..progress import Progress
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_CHUNK = 100_000
+PID = "((globalPid >> 24) & 16777215)"  # NVIDIA's idiom: pid bits of a globalPid/globalTid
+TID = "(globalTid & 16777215)"
+
+
+def is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open read-only (never creates, never writes a journal beside the file)."""
+    uri = "file:" + quote(str(Path(path).resolve())) + "?mode=ro"
+    con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    con.text_factory = lambda b: b.decode("utf-8", "replace")
+    return con
+
+
+class NsysDb:
+    """Table/column discovery plus chunked integer fetches."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self.con = con
+        self.tables = {r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        self._columns: dict[str, set[str]] = {}
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            rows = self.con.execute(f'PRAGMA table_info("{table}")').fetchall()
+            self._columns[table] = {r[1] for r in rows}
+        return self._columns[table]
+
+    def col(self, table: str, *names: str, default: str = "0") -> str:
+        """SQL for the first of ``names`` the table has (NULLs -> default), else the default."""
+        have = [n for n in names if n in self.columns(table)]
+        if not have:
+            return default
+        return f"COALESCE({', '.join(have)}, {default})"
+
+    def count(self, table: str) -> int:
+        if table not in self.tables:
+            return 0
+        return int(self.con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+
+    def ints(self, sql: str, ncols: int, progress: Progress, total: int, message: str,
+             texts: list | None = None) -> np.ndarray:
+        """All rows of an integer query as an (n, ncols) int64 array.
+
+        With ``texts`` (a list), the query has one more, last, column of text that
+        is appended to it instead.
+        """
+        cur = self.con.execute(sql)
+        chunks = []
+        done = 0
+        while True:
+            progress.check_cancelled()
+            rows = cur.fetchmany(_CHUNK)
+            if not rows:
+                break
+            if texts is not None:
+                *cols, text = zip(*rows)
+                texts.extend(text)
+                chunks.append(np.array(cols, np.int64).T.reshape(len(rows), ncols))
+            else:
+                chunks.append(np.array(rows, np.int64).reshape(len(rows), ncols))
+            done += len(rows)
+            progress.report(min(done / max(total, 1), 1.0), message)
+        if not chunks:
+            return np.zeros((0, ncols), np.int64)
+        return np.concatenate(chunks)
+
+    def rows(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
+
+    def enum(self, table: str, default: dict[int, tuple[str, str]]) -> dict[int, tuple[str, str]]:
+        """``ENUM_*`` table as {id: (name, label)}; the documented values when absent."""
+        if table not in self.tables:
+            return dict(default)
+        out = dict(default)
+        label = "label" if "label" in self.columns(table) else "name"
+        for i, name, lab in self.rows(f'SELECT id, name, {label} FROM "{table}"'):
+            out[int(i)] = (str(name or ""), str(lab or name or ""))
+        return out
+
+
+class StringIds:
+    """``StringIds`` (id -> text) interned into the builder only for ids actually used."""
+
+    def __init__(self, db: NsysDb):
+        self._text: dict[int, str] = {}
+        if "StringIds" in db.tables:
+            self._text = {int(i): (v if isinstance(v, str) else str(v))
+                          for i, v in db.rows("SELECT id, value FROM StringIds")}
+
+    def get(self, i: int, default: str = "") -> str:
+        return self._text.get(int(i), default)
+
+    def name_ids(self, builder, ids: np.ndarray, fallback: str, clean=None):
+        """(builder name id per row, distinct texts, row -> distinct index) for string ids."""
+        uniq, inv = np.unique(ids, return_inverse=True)
+        texts = [self._text.get(int(u), fallback) for u in uniq.tolist()]
+        if clean is not None:
+            texts = [clean(t) for t in texts]
+        interned = builder.intern_many(texts) if texts else np.zeros(0, np.int32)
+        inv = inv.reshape(-1)
+        return interned[inv], texts, inv
