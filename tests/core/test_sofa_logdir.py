@@ -365,3 +365,22 @@ def test_cache_round_trip(tmp_path):
     assert len(again.slices) == len(first.slices)
     assert again.meta.report.notes == first.meta.report.notes
     assert again.counters.table.name == first.counters.table.name
+
+
+def test_strace_names_and_threads(tmp_path):
+    folder = tmp_path / "st"
+    _write(folder, "strace.csv", [
+        '1.000000,-1,0.000200,-1,-1,-1,-1,-1,-1,-1,4330,'
+        '"1550311783.488821mmap(NULL,262144,PROT_READ|PROT_WRITE)=0x7f50",0',
+        '1.100000,-1,0.002113,-1,-1,-1,-1,-1,-1,4321,4331,"futex(0x7f..,FUTEX_WAIT,0,NULL)=0",0',
+        "1.200000,-1,0.000100,-1,-1,-1,-1,-1,-1,4321,4331,???,0",
+        "1.300000,-1,0.000100,-1,-1,-1,-1,-1,-1,4321,4331,close(3)=0"])
+    t = load_trace(folder, use_cache=False)
+    assert t.meta.report.skipped == {"strace.csv: wrong number of columns": 1}
+    lanes = {t.name_of(i): (t.lanes.group[t.slices.lane[i]], t.lanes.name[t.slices.lane[i]])
+             for i in range(len(t.slices))}
+    assert lanes == {"mmap": ("strace", "syscalls, thread 4330"),
+                     "futex": ("process 4321", "syscalls, thread 4331"),
+                     "???": ("process 4321", "syscalls, thread 4331")}
+    calls = [t.args.get(int(a))["call"] for a in t.slices.args]
+    assert calls[1] == "futex(0x7f..,FUTEX_WAIT,0,NULL)=0"

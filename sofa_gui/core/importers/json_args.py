@@ -23,6 +23,12 @@ def _number_text(values) -> pa.Array:
 
 
 def _string_text(values) -> pa.Array:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):  # escaped column-wise
+        text = values.cast(pa.string(), safe=False) if values.type != pa.string() else values
+        text = pc.replace_substring(text, "\\", "\\\\")
+        text = pc.replace_substring(text, '"', '\\"')
+        text = pc.replace_substring_regex(text, r"[\x00-\x1f]", " ")
+        return pc.binary_join_element_wise('"', text, '"', "")
     return pa.array([json.dumps(v) for v in values], pa.string())
 
 
@@ -36,7 +42,7 @@ def _value_text(value) -> list:
             parts.append(_number_text(col))
         parts.append("]")
         return parts
-    if isinstance(value, list):
+    if isinstance(value, (list, pa.Array, pa.ChunkedArray)):
         return [_string_text(value)]
     return [_number_text(value)]
 
@@ -44,8 +50,9 @@ def _value_text(value) -> list:
 def json_rows(columns: dict) -> list[bytes]:
     """One JSON object (bytes) per row from equal-length columns.
 
-    A value is a numeric array, a list of ``str`` (JSON-escaped), or a tuple of
-    numeric arrays rendered as a JSON array.
+    A value is a numeric array, a list of ``str`` or an Arrow string/binary array
+    (JSON-escaped; control characters become spaces), or a tuple of numeric
+    arrays rendered as a JSON array.
     """
     pieces: list = []
     for i, (key, value) in enumerate(columns.items()):

@@ -37,7 +37,13 @@ def group_lanes(b: TraceBuilder, keys: list[np.ndarray], make) -> np.ndarray:
 
 def _names(b: TraceBuilder, rows: CsvRows, clean) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(name id per row, cleaned distinct names, index into them per row)."""
-    uniq, idx = text_ids(rows.columns["name"])
+    return _names_of(b, rows.columns["name"], clean)
+
+
+def _names_of(b: TraceBuilder, col, clean=None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    uniq, idx = text_ids(col)
+    if clean is None:
+        clean = str
     cleaned = [clean(u) for u in uniq]
     ids = b.intern_many(cleaned) if cleaned else np.zeros(0, np.int32)
     return ids[idx], cleaned, idx
@@ -251,7 +257,9 @@ def trim_to_next(start: np.ndarray, dur: np.ndarray, lanes: np.ndarray) -> tuple
 
 
 # -- strace -------------------------------------------------------------------------------------
-_SYSCALL = re.compile(r"^[\d.\s]*([A-Za-z_][A-Za-z0-9_]*)\(")
+# SOFA joins the strace fields without spaces; with ``strace -f -o`` the text starts
+# with the timestamp ("1550311783.488821mmap(NULL,...)=0x7f..").
+_SYSCALL = r"^[\d.\s]*(?P<call>[A-Za-z_][A-Za-z0-9_]*)\("
 
 
 def load_strace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
@@ -262,16 +270,16 @@ def load_strace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     nr.optional("pid")
     nr.optional("tid")
     v = nr.finish()
-    calls = text_values(rows.columns["name"])
-    names = []
-    for c in calls:
-        m = _SYSCALL.match(c)
-        names.append(m.group(1) if m else (c[:40] or "syscall"))
+    text = rows.columns["name"].cast(pa.string(), safe=False)
+    call = pc.struct_field(pc.extract_regex(text, _SYSCALL), "call")
+    name = pc.coalesce(call, pc.utf8_slice_codeunits(text, 0, 40))
+    name = pc.if_else(pc.equal(name, ""), "syscall", name)
+    name_id, _, _ = _names_of(b, name)
     pid, tid = v["pid"].astype(np.int64), v["tid"].astype(np.int64)
     lanes = _thread_lanes(b, pid, tid, "strace", "syscalls", "strace")
     _note_negative(b, rows.file, v["duration"])
-    b.add_slices(v["timestamp"] + shift_ns, v["duration"], lanes, names, kind=int(Kind.OTHER),
-                 stream=tid, args=json_rows({"call": calls}) if calls else None)
+    b.add_slices(v["timestamp"] + shift_ns, v["duration"], lanes, name_id, kind=int(Kind.OTHER),
+                 stream=tid, args=json_rows({"call": text}) if len(text) else None)
 
 
 # -- Python stacks ------------------------------------------------------------------------------
