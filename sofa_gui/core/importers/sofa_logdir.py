@@ -154,7 +154,7 @@ def _handler(name: str, schema: str, rows: CsvRows):
 
 
 def _has_copy_kinds(rows: CsvRows) -> bool:
-    ck = rows.columns["copyKind"].to_pylist()[:1000]
+    ck = rows.columns["copyKind"].slice(0, 1000).to_pylist()
     return any(c.strip() not in ("", "-1") for c in ck)
 
 
