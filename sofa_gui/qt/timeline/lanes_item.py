@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 import shiboken6
-from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6 import QtCore, QtGui
 
 from sofa_gui.core.trace import LaneKind
 from sofa_gui.core.viewport import NAME_COLOUR_PX, Blocks
@@ -55,17 +55,22 @@ def group_by_colour(rects: np.ndarray, colour: np.ndarray, n_colours: int) -> li
 
 
 class _Geometry:
-    """Mapping from view coordinates (rel ns, row units) to device pixels for one frame."""
+    """View coordinates (rel ns, row units) -> pixels relative to the view's top-left.
 
-    def __init__(self, x0, x1, y0, y1, tr: QtGui.QTransform):
+    Frames are computed in these relative pixels, so a frame (and its pixmap)
+    stays valid wherever the view sits on the device (window paint or grab).
+    """
+
+    def __init__(self, x0, x1, y0, y1, sx: float, sy: float):
         self.x0, self.x1, self.y0, self.y1 = x0, x1, y0, y1
-        self.sx, self.dx, self.sy, self.dy = tr.m11(), tr.dx(), tr.m22(), tr.dy()
-        self.pxw = 1.0 / self.sx if self.sx > 0 else 1.0
-        self.left = self.sx * x0 + self.dx
-        self.width = max(int(np.ceil((x1 - x0) * self.sx - 1e-6)), 1)
+        self.sx, self.sy = sx, sy
+        self.pxw = 1.0 / sx if sx > 0 else 1.0
+        self.left = 0.0
+        self.width = max(int(np.ceil((x1 - x0) * sx - 1e-6)), 1)
+        self.height = max(int(np.ceil((y1 - y0) * sy - 1e-6)), 1)
 
     def y(self, v):
-        return self.sy * v + self.dy
+        return self.sy * (v - self.y0)
 
 
 class _Frame:
@@ -80,6 +85,7 @@ class _Frame:
         self.hl_groups: list = []
         self.hl_outline: np.ndarray | None = None
         self.block_count = 0
+        self.size = (1, 1)
 
 
 class LanesItem(pg.GraphicsObject):
@@ -99,7 +105,8 @@ class LanesItem(pg.GraphicsObject):
         self._elided: dict[tuple[str, int], str | None] = {}
         self.set_palette(palette)
         self.last_block_count = 0
-        self.setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self._pixmap: QtGui.QPixmap | None = None
+        self._painted = False
 
     def set_palette(self, palette: QtGui.QPalette) -> None:
         base = palette.color(QtGui.QPalette.ColorRole.Base)
@@ -134,20 +141,42 @@ class LanesItem(pg.GraphicsObject):
             return
         (x0, x1), (y0, y1) = vb.viewRange()
         tr = p.transform()
-        key = (x0, x1, y0, y1, tr.m11(), tr.m22(), tr.dx(), tr.dy(), m.version)
+        key = (x0, x1, y0, y1, tr.m11(), tr.m22(), m.version)
         if key != self._key:
-            self._frame = self._compute(_Geometry(x0, x1, y0, y1, tr))
+            self._frame = self._compute(_Geometry(x0, x1, y0, y1, tr.m11(), tr.m22()))
             self._key = key
+            self._pixmap = None
+            self._painted = False
         self.last_block_count = self._frame.block_count
+        origin = QtCore.QPointF(tr.m11() * x0 + tr.dx(), tr.m22() * y0 + tr.dy())
         p.save()
         p.resetTransform()
-        self._draw(p, self._frame)
+        if self._painted and self._pixmap is None:
+            self._pixmap = self._render_pixmap(p)  # repainted unchanged: keep a bitmap
+        if self._pixmap is not None:
+            p.drawPixmap(origin, self._pixmap)
+        else:
+            p.translate(origin)
+            self._draw(p, self._frame)
+            self._painted = True
         p.restore()
+
+    def _render_pixmap(self, p: QtGui.QPainter) -> QtGui.QPixmap:
+        dpr = p.device().devicePixelRatioF() if p.device() is not None else 1.0
+        f = self._frame
+        pix = QtGui.QPixmap(int(np.ceil(f.size[0] * dpr)), int(np.ceil(f.size[1] * dpr)))
+        pix.setDevicePixelRatio(dpr)
+        pix.fill(QtCore.Qt.GlobalColor.transparent)
+        painter = QtGui.QPainter(pix)
+        self._draw(painter, f)
+        painter.end()
+        return pix
 
     # -- frame computation -------------------------------------------------------------
     def _compute(self, g: _Geometry) -> _Frame:
         m = self.model
         f = _Frame()
+        f.size = (g.width, g.height)
         self._backgrounds(g, f)
         rows = m.layout.visible_rows(g.y0, g.y1)
         top = g.y(m.layout.row_top[rows])

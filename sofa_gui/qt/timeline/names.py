@@ -22,10 +22,13 @@ def _strip_brackets(text: str, open_: str, close: str) -> str:
 
 def short_label(name: str, kernel: bool = False) -> str:
     """``void at::native::foo_kernel<float, 4>(...)`` -> ``foo_kernel``;
-    ``torch/nn/module.py(1501): _call_impl`` -> ``_call_impl``; others unchanged."""
+    ``torch/nn/module.py(1501): _call_impl`` -> ``_call_impl``; ``aten::conv2d`` ->
+    ``conv2d``; others unchanged."""
     m = _PY_FRAME.match(name)
     if m:
         return m.group("func")
+    if name.startswith("aten::") and len(name) > 6:
+        return name[6:]  # every PyTorch op has it; the tooltip keeps the full name
     if not kernel and "::" not in name:
         return name
     text = name[5:] if name.startswith("void ") else name

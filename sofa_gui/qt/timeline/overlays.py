@@ -63,7 +63,7 @@ class IterationBandsItem(_ViewItem):
         super().__init__(model)
         self._shade = QtGui.QColor(0, 0, 0, 16)
         self._selected = QtGui.QColor(ACCENT)
-        self._selected.setAlpha(34)
+        self._selected.setAlpha(24)
 
     def paint(self, p, *args):
         geo = _view_geometry(self, p)
@@ -74,7 +74,10 @@ class IterationBandsItem(_ViewItem):
         p.save()
         p.resetTransform()
         p.setPen(QtCore.Qt.PenStyle.NoPen)
-        top, bottom = sy * y0 + dy, sy * y1 + dy
+        top, bottom = sy * y0 + dy, sy * min(y1, m.total_height) + dy
+        if bottom <= top:
+            p.restore()
+            return
         for i in _visible_iterations(m, x0, x1):
             if i != m.selected_iteration and i % 2 == 0:
                 continue

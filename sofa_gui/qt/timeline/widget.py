@@ -16,6 +16,7 @@ absolute ns on the trace clock (``qint64``; Qt's ``int`` is 32-bit).
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import pyqtgraph as pg
@@ -168,7 +169,7 @@ class TimelineWidget(QtWidgets.QWidget):
     def visible_range(self) -> tuple[int, int]:
         """Visible ``(start_ns, end_ns)``, absolute on the trace clock."""
         m = self.model
-        return m.t0 + int(round(m.x0)), m.t0 + int(round(m.x1))
+        return m.t0 + math.floor(m.x0), m.t0 + math.ceil(m.x1)
 
     def drawn_block_count(self) -> int:
         """Slice blocks drawn in the last frame (bounded by rows x pixel columns)."""
@@ -196,6 +197,15 @@ class TimelineWidget(QtWidgets.QWidget):
 
     def strip_view_box(self) -> StripViewBox:
         return self._strip
+
+    def graphics_view(self) -> pg.GraphicsLayoutWidget:
+        """The graphics view (its viewport receives the mouse)."""
+        return self._view
+
+    def view_point(self, x_ns: int, y_units: float) -> QtCore.QPoint:
+        """Viewport pixel of absolute time ``x_ns`` at lane height ``y_units``."""
+        scene = self._vb.mapViewToScene(QtCore.QPointF(float(x_ns - self.model.t0), y_units))
+        return self._view.mapFromScene(scene)
 
     # -- intents from the view boxes ----------------------------------------------------
     def zoom_around(self, x: float, factor: float) -> None:

@@ -1,0 +1,235 @@
+"""Timeline rendering and API: colours, LOD bounds, cached repaint, overlays, groups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6 import QtCore, QtGui, QtWidgets
+from PySide6.QtTest import QTest
+from timeline_fixtures import BASE, US, small_trace, synthetic
+
+from sofa_gui.core.analysis.results import Iterations
+from sofa_gui.core.trace import Kind
+from sofa_gui.qt.timeline import colors, prepare
+from sofa_gui.qt.timeline.overlays import ACCENT
+from sofa_gui.qt.timeline.widget import tooltip_html
+
+
+def _pixel(img: QtGui.QImage, p: QtCore.QPoint) -> str:
+    return QtGui.QColor(img.pixel(p.x(), p.y())).name()
+
+
+def _grab(w) -> QtGui.QImage:
+    QtWidgets.QApplication.processEvents()
+    return w.grab().toImage()
+
+
+def _inside(w, index: int, frac_x: float = 0.5) -> QtCore.QPoint:
+    """A pixel inside slice ``index``, above where its label text sits."""
+    m = w.model
+    top, _ = m.row_span(m.slice_row(index))
+    s, e = m.slice_extent(index)
+    return w.view_point(m.t0 + int(s + (e - s) * frac_x), top + 3.0 / 18)
+
+
+def _index(trace, name: str) -> int:
+    nid = trace.name_ids(lambda n: n == name)[0]
+    return int(np.flatnonzero(trace.slices.name == nid)[0])
+
+
+def test_slices_are_painted_in_their_colours(make_timeline):
+    trace = small_trace()
+    w = make_timeline(trace)
+    img = _grab(w)
+    kernel = _index(trace, "void gemm_kernel<float>(float*)")
+    copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
+    own, _ = colors.slice_colour_ids(trace)
+    assert _pixel(img, _inside(w, kernel)) == colors.PALETTE[own[kernel]]
+    assert _pixel(img, _inside(w, copy)) == colors.RESERVED["memcpy_h2d"]
+    assert own[kernel] == colors.name_colour_id("void gemm_kernel<float>(float*)")  # stable
+
+
+@pytest.mark.parametrize("n", [2_000, 200_000])
+def test_drawn_blocks_bounded_by_rows_times_width(make_timeline, n):
+    trace = synthetic(n, lanes=10)
+    w = make_timeline(trace, size=(900, 500))
+    width = int(w.view_box().width()) + 1
+    t0, span = trace.start_ns, trace.end_ns - trace.start_ns
+    for frac, at in ((1.0, 0.0), (0.2, 0.3), (0.01, 0.5), (0.0005, 0.5)):
+        w.zoom_to(t0 + int(span * at), t0 + int(span * (at + frac)))
+        _grab(w)
+        rows = len(w.model.layout.visible_rows(*w.view_box().viewRange()[1]))
+        assert 0 < w.drawn_block_count() <= rows * width
+
+
+def test_repaint_after_pans_matches_a_fresh_render(make_timeline):
+    trace = synthetic(50_000, lanes=10)
+    t0, span = trace.start_ns, trace.end_ns - trace.start_ns
+    a = make_timeline(trace, size=(800, 400))
+    a.zoom_to(t0 + span // 3, t0 + span // 3 + span // 50)
+    _grab(a)
+    for _ in range(3):
+        lo, hi = a.visible_range()
+        a.zoom_to(lo + (hi - lo) // 10, hi + (hi - lo) // 10)
+        _grab(a)
+    b = make_timeline(trace, size=(800, 400))
+    b.zoom_to(*a.visible_range())
+    assert b.visible_range() == a.visible_range()
+    rect = a.view_box().sceneBoundingRect().toRect().adjusted(2, 2, -2, -2)
+    assert _grab(a).copy(rect) == _grab(b).copy(rect)
+
+
+def _count(img: QtGui.QImage, colour: str, rect: QtCore.QRect | None = None) -> int:
+    rect = rect or img.rect()
+    target = QtGui.QColor(colour).rgb()
+    return sum(img.pixel(x, y) == target for x in range(rect.left(), rect.right(), 1)
+               for y in range(rect.top(), rect.bottom(), 1))
+
+
+def test_selection_outline_and_flow_arrow(make_timeline, qtbot):
+    trace = small_trace()
+    w = make_timeline(trace)
+    kernel = _index(trace, "void gemm_kernel<float>(float*)")
+    launch = _index(trace, "cudaLaunchKernel")
+    p_launch, p_kernel = _inside(w, launch, 0.0), _inside(w, kernel, 0.0)
+    between = QtCore.QRect(p_launch.x() - 4, p_launch.y() + 12, p_kernel.x() - p_launch.x() + 8,
+                           p_kernel.y() - p_launch.y() - 20)
+    before = _grab(w)
+    assert _count(before, ACCENT.name(), between) == 0
+    with qtbot.waitSignal(w.slice_selected):
+        w.select_slice(kernel)
+    after = _grab(w)
+    assert _count(after, ACCENT.name(), between) > 5  # the launch -> kernel arrow
+    box = _inside(w, kernel)
+    outline = QtCore.QRect(box.x() - 400, box.y() - 6, 800, 20)
+    assert _count(after, "#111111", outline) > _count(before, "#111111", outline) + 50
+
+
+def test_collapsing_a_group_shows_a_summary_line(make_timeline, qtbot):
+    trace = small_trace()
+    w = make_timeline(trace)
+    height = w.model.total_height
+    header = next(line for line in w.model.layout.lines if line.text == "host 1")
+    pos = w.graphics_view().mapFromScene(w.view_box().mapViewToScene(
+        QtCore.QPointF(0, header.top + 0.5)))
+    pos.setX(40)  # in the label column
+    QTest.mouseClick(w.graphics_view().viewport(), QtCore.Qt.MouseButton.LeftButton,
+                     QtCore.Qt.KeyboardModifier.NoModifier, pos)
+    assert w.model.collapsed == {"host 1"}
+    assert w.model.total_height < height - 2
+    assert not any(line.text == "python main" for line in w.model.layout.lines)
+    step = _index(trace, "train_step")
+    own, _ = colors.slice_colour_ids(trace)
+    img = _grab(w)
+    at = w.view_point(BASE + 50 * US, header.top + 0.1 + 3.0 / 18)  # above the label text
+    assert _pixel(img, at) == colors.PALETTE[own[step]]  # drawn on the header line
+    w._toggle_group("host 1")
+    assert w.model.total_height == height
+
+
+def test_highlight_dims_the_rest_and_outlines_matches(make_timeline):
+    trace = small_trace()
+    w = make_timeline(trace)
+    kernel = _index(trace, "void gemm_kernel<float>(float*)")
+    launch = _index(trace, "cudaLaunchKernel")
+    plain = _grab(w)
+    w.set_highlight(np.array([kernel]))
+    img = _grab(w)
+    assert _pixel(img, _inside(w, kernel)) == _pixel(plain, _inside(w, kernel))
+    assert _pixel(img, _inside(w, launch)) != _pixel(plain, _inside(w, launch))
+    assert _count(img, "#ff8f00") > 100
+    w.set_highlight(None)
+    assert _grab(w) == plain
+
+
+def test_counter_lane_draws_the_step(make_timeline):
+    trace = small_trace()
+    w = make_timeline(trace)
+    line = next(ln for ln in w.model.layout.lines if ln.text == "memory")
+    img = _grab(w)
+    near_top = line.top + 0.35
+    high = _pixel(img, w.view_point(BASE + 700 * US, near_top))
+    low = _pixel(img, w.view_point(BASE + 200 * US, near_top))
+    assert high != low
+    assert QtGui.QColor(high).lightness() < QtGui.QColor(low).lightness()
+
+
+def test_tooltip_is_plain_text_with_the_key_facts(make_timeline):
+    trace = small_trace()
+    w = make_timeline(trace)
+    bold = _index(trace, "<b>not bold</b>")
+    text = w.tooltip_text(bold)
+    assert text.splitlines()[0] == "<b>not bold</b>"
+    assert "lane: python main  (host 1)" in text
+    assert "start: +500.000 µs" in text and "duration: 400 µs" in text
+    html = tooltip_html(text)
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in html and "<b>" not in html
+    kernel = _index(trace, "void gemm_kernel<float>(float*)")
+    assert "grid: [64, 1, 1]" in w.tooltip_text(kernel)
+    copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
+    assert "copy: H2D, 4 MiB" in w.tooltip_text(copy)
+    top, _ = w.model.row_span(w.model.slice_row(bold))
+    w.hover_at(700.0 * US, top + 0.5, QtCore.QPointF(100, 100))
+    assert "&lt;b&gt;" in QtWidgets.QToolTip.text() or QtWidgets.QToolTip.text() == ""
+
+
+def test_iterations_strip_and_selection(make_timeline, qtbot):
+    trace = small_trace()
+    w = make_timeline(trace)
+    starts = BASE + np.array([0, 300, 600]) * US
+    w.set_iterations(Iterations("annotations", "test", starts, starts + 300 * US))
+    with qtbot.waitSignal(w.iteration_selected) as sig:
+        w.select_iteration(1)
+    assert sig.args == [1]
+    img = _grab(w)
+    strip = w.strip_view_box()
+    pos = w.graphics_view().mapFromScene(strip.mapViewToScene(QtCore.QPointF(350.0 * US, 0.9)))
+    assert _pixel(img, pos) == ACCENT.name()
+    with qtbot.assertNotEmitted(w.iteration_selected):
+        w.select_iteration(1)
+    with qtbot.waitSignal(w.iteration_selected) as sig:
+        w.select_iteration(None)
+    assert sig.args == [-1]
+    w.set_iterations(None)
+    assert len(w.model.iter_starts) == 0
+
+
+def test_range_signal_carries_absolute_ns(make_timeline, qtbot):
+    trace = small_trace()
+    w = make_timeline(trace)
+    with qtbot.waitSignal(w.range_changed) as sig:
+        w.zoom_to(BASE + 123 * US, BASE + 456 * US)
+    assert sig.args == [BASE + 123 * US, BASE + 456 * US]
+    with qtbot.waitSignal(w.range_changed) as sig:
+        w.reset_zoom()
+    assert sig.args == [trace.start_ns, trace.end_ns]
+
+
+def test_prepared_trace_and_empty_states(make_timeline):
+    trace = small_trace()
+    w = make_timeline()
+    _grab(w)  # no trace: paints nothing, no errors
+    w.set_trace(prepare(trace))  # built off the GUI thread in the app
+    assert w.visible_range() == (trace.start_ns, trace.end_ns)
+    _grab(w)
+    assert w.drawn_block_count() > 0
+    w.select_slice(10**9)  # out of range: ignored
+    assert w.model.selected == -1
+    w.set_trace(None)
+    _grab(w)
+    assert w.drawn_block_count() == 0 or w.model.trace is None
+
+
+def test_kinds_get_distinct_fixed_colours():
+    trace = small_trace()
+    own, cat = colors.slice_colour_ids(trace)
+    kinds = trace.slices.kind
+    copy = int(np.flatnonzero(kinds == Kind.MEMCPY)[0])
+    assert colors.PALETTE[own[copy]] == colors.RESERVED["memcpy_h2d"] == colors.PALETTE[cat[copy]]
+    reserved = set(colors.RESERVED.values())
+    assert not reserved & set(colors.NAME_COLOURS)
+    for c in colors.PALETTE:
+        lum = colors.luminance(c)
+        text = colors.luminance(colors.text_colour(c))
+        hi, lo = max(lum, text), min(lum, text)
+        assert (hi + 0.05) / (lo + 0.05) >= 4.5  # WCAG AA for the label text
