@@ -59,14 +59,16 @@ def test_known_answer_device_and_host():
         "compute": 300 * US, "communication": 20 * US, "memcpy_h2d": 10 * US, "memcpy_d2h": 0,
         "memcpy_d2d": 0, "memcpy_p2p": 0, "memcpy_other": 0, "memset": 0,
         "idle_input": 400 * US,  # DataLoader on the host, nothing queued
-        "idle_sync": 140 * US,  # 720..860: the sync returns at 850 inside the gap
+        "idle_copy": 0,
+        "idle_sync": 60 * US,  # 800..850 blocked in the sync, 850..860 refilling after it
         "idle_launch": 10 * US,  # 400..405 and 415..420
-        "idle_other": 120 * US,  # 880..1000 (then the next DataLoader)
+        "idle_host": 0,
+        "idle_other": 200 * US,  # 720..800 and 880..1000: the host does nothing traced
     }
     host = dict(zip(HOST_CATEGORIES, bd.host.times[1].tolist()))
     assert host == {"data_loading": 400 * US, "forward": 90 * US, "backward": 0,
-                    "optimizer": 0, "runtime": 10 * US, "sync": 50 * US, "python": 0,
-                    "other": 450 * US}
+                    "optimizer": 0, "memcpy": 0, "runtime": 10 * US, "sync": 50 * US,
+                    "python": 0, "other": 450 * US}
     c = bd.device.copies
     assert c.bytes[:, 0].tolist() == [1_000_000] * 3
     assert c.pageable_bytes[:, 0].sum() == 3_000_000 and c.pinned_bytes.sum() == 0
@@ -186,62 +188,71 @@ _dev_slice = st.tuples(_span, st.integers(0, len(_DEV_KINDS) - 1), st.integers(0
 @st.composite
 def _scenario(draw):
     dev = draw(st.lists(_dev_slice, max_size=25))
-    dl = draw(st.lists(_span, max_size=3))
-    sync = draw(st.lists(_span, max_size=3))
+    host = {role: draw(st.lists(_span, max_size=3)) for role in _HOST_ROLES}
     cuts = sorted(set(draw(st.lists(st.integers(0, _T), min_size=2, max_size=6))))
     if len(cuts) < 2:
         cuts = [0, _T]
     holes = draw(st.booleans())
-    return dev, dl, sync, cuts, holes
+    return dev, host, cuts, holes
 
 
-def _build(dev, dl, sync):
+# host role -> (slice name, kind) on the main thread
+_HOST_ROLES = {"dl": (DL_NAME, Kind.CPU_OP), "copy": ("cudaMemcpyAsync", Kind.RUNTIME),
+               "sync": ("cudaStreamSynchronize", Kind.RUNTIME), "work": ("aten::add", Kind.CPU_OP)}
+
+
+def _build(dev, host):
     b = TraceBuilder("prop", "test")
     cpu = b.lane(("cpu",), "main", LaneKind.CPU, pid=1, tid=1)
     streams = [b.lane(("gpu", k), f"s{k}", LaneKind.GPU, device=0, stream=k) for k in range(3)]
-    b.add_slices([0], [1], cpu, ["aten::empty"], kind=Kind.CPU_OP)
     for (s, d), k, stream in dev:
         kind, ck = _DEV_KINDS[k]
         b.add_slices([s * US], [d * US], streams[stream], ["x"], kind=kind, device=0,
                      copy_kind=int(ck))
-    for s, d in dl:
-        b.add_slices([s * US], [d * US], cpu, [DL_NAME], kind=Kind.CPU_OP)
-    for s, d in sync:
-        b.add_slices([s * US], [d * US], cpu, ["cudaStreamSynchronize"], kind=Kind.RUNTIME)
+    for role, spans in host.items():
+        name, kind = _HOST_ROLES[role]
+        for s, d in spans:
+            b.add_slices([s * US], [d * US], cpu, [name], kind=kind)
     return b.finish()
 
 
-def _oracle(dev, dl, sync, lo, hi):
-    """Per-µs owner over [lo, hi): layer index 0..7 busy, 8 input, 9..11 sync/launch/other."""
+def _oracle(dev, host, lo, hi):
+    """Per-µs category index (DEVICE_CATEGORIES) over [lo, hi), painted cell by cell."""
     n = _T + 200
-    owner = np.full(n, 99)
+    free = 99
+    owner = np.full(n, free)
+
+    def fill(spans, value):
+        for s, d in spans:
+            seg = owner[s:s + d]
+            seg[seg == free] = value
+
     for k in range(8):
-        for (s, d), kk, _ in dev:
-            if kk == k:
-                seg = owner[s:s + d]
-                seg[seg == 99] = k
-    for s, d in dl:
-        seg = owner[s:s + d]
-        seg[seg == 99] = 8
+        fill([sd for sd, kk, _ in dev if kk == k], k)
+    fill(host["dl"], 8)
+    fill(host["copy"], 9)
+    fill(host["sync"], 10)
+    work = np.zeros(n, bool)
+    for s, d in host["work"]:
+        work[s:s + d] = True
     owner[:lo] = -1  # outside the analysed span
     owner[hi:] = -1
-    sync_ends = [(s + d) * US for s, d in sync]
+    sync_ends = [(s + d) * US for s, d in host["sync"]]
     c = lo
     while c < hi:
-        if owner[c] != 99:
+        if owner[c] != free:
             c += 1
             continue
         e = c
-        while e < hi and owner[e] == 99:
+        while e < hi and owner[e] == free:
             e += 1
         g0, g1 = c * US, e * US
         if any(g0 - SYNC_SLACK_NS <= t <= g1 for t in sync_ends):
-            cause = 9
+            owner[c:e] = 10
         elif g1 - g0 <= LAUNCH_GAP_NS:
-            cause = 10
+            owner[c:e] = 11
         else:
-            cause = 11
-        owner[c:e] = cause
+            owner[c:e] = np.where(work[c:e], 12, 13)
         c = e
     return owner
 
@@ -249,8 +260,8 @@ def _oracle(dev, dl, sync, lo, hi):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenario())
 def test_device_breakdown_matches_dense_oracle(sc):
-    dev, dl, sync, cuts, holes = sc
-    trace = _build(dev, dl, sync)
+    dev, host, cuts, holes = sc
+    trace = _build(dev, host)
     starts, ends = np.array(cuts[:-1]) * US, np.array(cuts[1:]) * US
     if holes:  # iterations need not tile the timeline
         ends = np.maximum(starts, ends - 7 * US)
@@ -258,11 +269,12 @@ def test_device_breakdown_matches_dense_oracle(sc):
     if not dev:
         assert bd.device is None
         return
-    owner = _oracle(dev, dl, sync, int(starts[0]) // US, int(ends[-1]) // US)
+    owner = _oracle(dev, host, int(starts[0]) // US, int(ends[-1]) // US)
     times = bd.device.times
+    k = len(DEVICE_CATEGORIES)
     assert (times >= 0).all()
     for i, (s, e) in enumerate(zip(starts // US, ends // US)):
-        want = np.bincount(owner[s:e], minlength=12)[:12] * US
+        want = np.bincount(owner[s:e], minlength=k)[:k] * US
         assert times[i].tolist() == want.tolist()
         assert abs(int(times[i].sum()) - int((e - s) * US)) <= US  # sums to wall within 1 µs
         assert 0 <= bd.device.comm_overlap[i] <= bd.device.comm_total[i]

@@ -99,6 +99,38 @@ def test_launch_bound_many_tiny_kernels():
     assert "100 kernels" in f.evidence[0].label
 
 
+def test_host_bound_long_gaps_while_host_runs_ops():
+    s = Synth()
+    s.step(0, 2000)
+    for k in range(10):  # each op's CPU work (150 µs) outlasts its kernel (50 µs)
+        s.host(k * 200, 150, "aten::linear")
+        s.host(k * 200 + 150, 10, "cudaLaunchKernel", Kind.RUNTIME)
+        s.dev(k * 200 + 165, 50, "gemm")
+    trace, bd, findings = s.analyse()
+    assert bd.device.column("idle_host")[0] > 1000 * US
+    f = _by_id(findings)["launch_overhead_bound"]
+    assert f.share == pytest.approx(1500 / 2000, abs=0.02) and f.severity == "high"
+    assert "while the host runs framework code" in f.evidence[0].label
+
+
+def test_copy_staging_from_pageable_memory():
+    s = Synth()
+    for i in range(3):
+        t = i * 1000
+        s.step(t, 1000)
+        s.host(t, 300, "cudaMemcpyAsync", Kind.RUNTIME)  # stages 270 µs, then the copy
+        s.dev(t + 270, 30, "Memcpy HtoD (Pageable -> Device)", Kind.MEMCPY,
+              copy_kind=CopyKind.H2D, bytes=30_000_000)
+        s.dev(t + 300, 700, "gemm")
+    trace, bd, findings = s.analyse()
+    assert bd.device.column("idle_copy").tolist() == [270 * US] * 3
+    assert bd.host.column("memcpy").tolist() == [300 * US] * 3
+    f = _by_id(findings)["host_device_copy_bound"]
+    assert f.share == pytest.approx(0.3) and f.severity == "high"
+    assert f.evidence[0].label.startswith("cudaMemcpyAsync holds the host 300 µs")
+    assert "27.0% idle while the host is inside copy calls" in f.summary
+
+
 def test_sync_stalls_point_at_the_sync_call():
     s = Synth()
     for i in range(3):

@@ -27,6 +27,7 @@ from ..trace import DEVICE_KINDS, Kind, LaneKind, Trace
 from .device_side import (
     COPY_DIRECTIONS,
     DEVICE_CATEGORIES,
+    IDLE_CATEGORIES,
     LAUNCH_GAP_NS,
     SYNC_SLACK_NS,
     DeviceBreakdown,
@@ -38,8 +39,9 @@ from .ranks import RankStats, rank_stats, rank_windows
 from .results import Iterations, us
 
 OVERLAP_PRIORITY = ("device: compute > communication > memcpy (h2d > d2h > d2d > p2p > other) "
-                    "> memset > idle; host: data_loading > sync > runtime > optimizer > "
-                    "backward > forward > python > other")
+                    "> memset > idle (input > copy call > sync / launch / host / other); "
+                    "host: data_loading > sync > memcpy > runtime > optimizer > backward > "
+                    "forward > python > other")
 
 
 @dataclass
@@ -209,8 +211,8 @@ def _device_dict(d: DeviceBreakdown) -> dict:
             }
     comm_total = int(d.comm_total.sum())
     overlap = int(d.comm_overlap.sum())
-    gaps = {cat: int((d.gaps.cause == k).sum()) for k, cat in
-            enumerate(DEVICE_CATEGORIES[8:]) if cat != "idle_input"}
+    gaps = {cat: int((d.gaps.cause == k).sum()) for k, cat in enumerate(IDLE_CATEGORIES)
+            if cat not in ("idle_input", "idle_copy")}
     return {
         "label": d.label, "rank": d.rank, "device": d.device, "lanes": d.lanes,
         "total_us": total, "share": share, "median_iteration_us": _median_row(d),

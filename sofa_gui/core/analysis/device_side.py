@@ -8,19 +8,28 @@ categories of an iteration sum exactly to its wall time):
 
 Compute wins over communication so that ``communication`` is the *exposed*
 collective time (not hidden behind compute); the hidden part is reported as
-``comm_overlap``.  Idle time is split by cause, per idle gap (a maximal
-stretch with nothing running on any stream of the device):
+``comm_overlap``.  Idle time (nothing running on any stream of the device)
+is split by cause, looking at what the rank's main thread does meanwhile:
 
-* ``idle_input``  -- idle while the rank's main thread is in data loading:
-  nothing is queued because the host is still fetching input (the rest of
-  the gap is classified on its own, by the rules below);
-* ``idle_sync``   -- a gap in which a host synchronisation (device/stream/event
-  sync, blocking copy, ``.item()``) returns: the host drained the queue and
-  waited, so the device starves until the next launch;
-* ``idle_launch`` -- any other gap up to :data:`LAUNCH_GAP_NS`: the device
-  outruns the host's launch rate (tiny kernels, per-op launch overhead);
-* ``idle_other``  -- longer gaps while the host does something else (Python,
-  CPU-side work, untraced activity).
+* ``idle_input``  -- the host is in data loading: nothing is queued because it
+  is still fetching the next batch;
+* ``idle_copy``   -- the host is inside a host-to-device copy call
+  (``cudaMemcpyAsync``...): from pageable memory it stages the data before the
+  device copy can start;
+* ``idle_sync``   -- the host is blocked in a synchronisation (device/stream/event
+  sync, ``.item()``, a device-to-host read-back); also the rest of any gap in
+  which such a call returns: the host drained the queue and waited, so the
+  device starves until the next launch;
+
+the rest of each idle gap (a maximal stretch idle for other reasons) is then
+classified as a whole:
+
+* ``idle_launch`` -- a gap up to :data:`LAUNCH_GAP_NS`: the device outruns the
+  launch rate (tiny kernels, per-launch latency);
+* ``idle_host``   -- the part of a longer gap in which the host runs framework
+  work (ops, launches, Python, autograd): per-op CPU overhead is slower than
+  the kernels it issues, so the device waits for the host;
+* ``idle_other``  -- the rest: the host is idle or doing untraced work.
 """
 
 from __future__ import annotations
@@ -35,8 +44,8 @@ from .intervals import measure_in, paint, union
 from .roles import copy_memory_kind
 
 DEVICE_CATEGORIES = ("compute", "communication", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d",
-                     "memcpy_p2p", "memcpy_other", "memset", "idle_input", "idle_sync",
-                     "idle_launch", "idle_other")
+                     "memcpy_p2p", "memcpy_other", "memset", "idle_input", "idle_copy",
+                     "idle_sync", "idle_launch", "idle_host", "idle_other")
 BUSY_CATEGORIES = DEVICE_CATEGORIES[:8]
 IDLE_CATEGORIES = DEVICE_CATEGORIES[8:]
 COPY_DIRECTIONS = ("h2d", "d2h", "d2d", "p2p", "other")
@@ -49,7 +58,10 @@ LAUNCH_GAP_NS = 50_000
 SYNC_SLACK_NS = 5_000
 
 _COPY_LAYER = {CopyKind.H2D: 2, CopyKind.D2H: 3, CopyKind.D2D: 4, CopyKind.P2P: 5}
-_INPUT_LAYER = 8  # data-loading spans of the host, painted below every busy layer
+# Host layers painted below every device layer: data loading, copy calls, sync calls,
+# framework work.
+_INPUT_LAYER, _COPY_CALL_LAYER, _SYNC_CALL_LAYER, _WORK_LAYER = 8, 9, 10, 11
+_GAP_SYNC, _GAP_LAUNCH, _GAP_HOST, _GAP_OTHER = 2, 3, 4, 5  # IDLE_CATEGORIES indexes
 
 
 @dataclass
@@ -75,8 +87,10 @@ class CopyStats:
 
 @dataclass
 class IdleGaps:
-    """Every idle gap of the device: span, cause (an idle category) and, for sync
-    gaps, the host sync slice that returned in it (-1 otherwise)."""
+    """Every idle gap of the device (idle for reasons other than input or copy calls):
+    span, cause (an index into :data:`IDLE_CATEGORIES`; a long gap is ``idle_host``
+    when host work covers at least half of it) and, for sync gaps, the host sync
+    slice that returned in it (-1 otherwise)."""
 
     start: np.ndarray
     end: np.ndarray
@@ -142,11 +156,7 @@ def compute_device(trace: Trace, idx: np.ndarray, rank: int, device: int,
         layer[(kind == int(Kind.MEMCPY)) & (ck == int(copy_kind))] = li
     layer[kind == int(Kind.MEMSET)] = 7
     layers = [(start[layer == li], end[layer == li]) for li in range(8)]
-    dl = host.role_slices.get("data_loading") if host is not None else None
-    if dl is not None and len(dl):
-        layers.append((s.start[dl], s.end[dl]))
-    else:
-        layers.append((np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    layers += _host_layers(trace, host)
     p = paint(layers, ws, we)
     sync_ends, sync_ids = _sync_points(trace, host, dev_syncs)
     owner, gaps = _classify_idle(p, sync_ends, sync_ids)
@@ -166,6 +176,20 @@ def compute_device(trace: Trace, idx: np.ndarray, rank: int, device: int,
         kernel_median_ns=float(np.median(kdur)) if len(kdur) else 0.0, gaps=gaps)
 
 
+def _host_layers(trace: Trace, host: HostBreakdown | None) -> list:
+    """Data-loading, copy-call, sync-call and framework-work intervals of the main thread."""
+    empty = np.zeros(0, np.int64)
+    if host is None:
+        return [(empty, empty)] * 4
+    s = trace.slices
+    out = []
+    for ids in (host.role_slices.get("data_loading", empty),
+                host.role_slices.get("memcpy", empty), host.role_slices.get("sync", empty),
+                host.work):
+        out.append((s.start[ids], s.end[ids]))
+    return out
+
+
 def _sync_points(trace: Trace, host: HostBreakdown | None,
                  dev_syncs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """End times of host sync calls and device-lane sync events, sorted, with slice ids."""
@@ -183,23 +207,35 @@ def _classify_idle(p, sync_ends: np.ndarray, sync_ids: np.ndarray):
     """Owner per segment in DEVICE_CATEGORIES indexes, and the idle gaps."""
     n_busy = len(BUSY_CATEGORIES)
     owner = p.owner.astype(np.int16)
-    from_input = owner == _INPUT_LAYER
-    idle = owner > _INPUT_LAYER  # gaps are classified apart from their input part
+    idle = owner >= _WORK_LAYER  # input, copy-call and sync-call time is set apart
     prev_idle = np.concatenate([[False], idle[:-1]])
     next_idle = np.concatenate([idle[1:], [False]])
     first = np.flatnonzero(idle & ~prev_idle)
     last = np.flatnonzero(idle & ~next_idle)
     g_start, g_end = p.seg_start[first], p.seg_end[last]
+    gap_of_seg = np.cumsum(idle & ~prev_idle) - 1
+    work = idle & (owner == _WORK_LAYER)
+    host_ns = np.bincount(gap_of_seg[work], weights=p.seg_len[work].astype(np.float64),
+                          minlength=len(first))
     lo = np.searchsorted(sync_ends, g_start - SYNC_SLACK_NS, side="left")
     hi = np.searchsorted(sync_ends, g_end, side="right")
     has_sync = hi > lo
-    cause = np.where(has_sync, 1, np.where(g_end - g_start <= LAUNCH_GAP_NS, 2, 3)).astype(np.int8)
+    short = g_end - g_start <= LAUNCH_GAP_NS
+    long_cause = np.where(2 * host_ns >= g_end - g_start, _GAP_HOST, _GAP_OTHER)
+    cause = np.where(has_sync, _GAP_SYNC, np.where(short, _GAP_LAUNCH, long_cause))
     sync_slice = np.full(len(first), -1, np.int64)
     sync_slice[has_sync] = sync_ids[lo[has_sync]]
-    gap_of_seg = np.cumsum(idle & ~prev_idle) - 1
-    seg_cause = cause[np.maximum(gap_of_seg, 0)] if len(cause) else np.zeros(len(owner), np.int8)
-    owner = np.where(from_input, n_busy, np.where(idle, n_busy + seg_cause, owner))
-    return owner, IdleGaps(g_start, g_end, cause, sync_slice)
+    g = np.maximum(gap_of_seg, 0)
+    if len(first):
+        seg_cause = np.where(has_sync[g], _GAP_SYNC, np.where(
+            short[g], _GAP_LAUNCH, np.where(owner == _WORK_LAYER, _GAP_HOST, _GAP_OTHER)))
+    else:
+        seg_cause = np.full(len(owner), _GAP_OTHER)
+    owner = np.where(owner == _INPUT_LAYER, n_busy,
+                     np.where(owner == _COPY_CALL_LAYER, n_busy + 1,
+                              np.where(owner == _SYNC_CALL_LAYER, n_busy + _GAP_SYNC,
+                                       np.where(idle, n_busy + seg_cause, owner))))
+    return owner, IdleGaps(g_start, g_end, cause.astype(np.int8), sync_slice)
 
 
 def _per_window(owner: np.ndarray, p, n_windows: int) -> np.ndarray:

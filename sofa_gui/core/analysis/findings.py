@@ -27,6 +27,9 @@ iteration_jitter                  5 %       20 %   same grading as input-bound, 
                                                    to iterations slower than the median
 ================================  ========  =====  ============================================
 
+Device-side shares come from disjoint breakdown categories: input = ``idle_input``;
+copies = ``memcpy_h2d`` + ``memcpy_d2h`` + ``idle_copy``; launch = ``idle_launch`` +
+``idle_host``; sync = ``idle_sync``; communication = exposed ``communication``.
 ``compute_bound`` cannot be "removed": its share is the time saved if compute
 kernels ran 2x faster (the usual FP32 -> mixed-precision / tensor-core gain),
 i.e. half the compute share.  ``iteration_jitter``'s share is the time lost to
@@ -42,7 +45,7 @@ import numpy as np
 from ..summary import fmt_ns
 from ..trace import CopyKind, Kind, Trace
 from .breakdown import TraceBreakdown
-from .device_side import DeviceBreakdown
+from .device_side import COPY_DIRECTIONS, DeviceBreakdown
 from .fixes import fixes_for
 from .host_side import HostBreakdown, window_of
 from .results import Evidence, Finding, Iterations
@@ -58,6 +61,12 @@ THRESHOLDS = {
 }
 #: Assumed compute speed-up behind the compute_bound estimate.
 COMPUTE_GAIN = 2.0
+#: Device categories behind each device-side finding (disjoint, so shares add up).
+INPUT_CATEGORIES = ("idle_input",)
+COPY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "idle_copy")
+LAUNCH_CATEGORIES = ("idle_launch", "idle_host")
+SYNC_CATEGORIES = ("idle_sync",)
+COMM_CATEGORIES = ("communication",)
 MAX_EVIDENCE = 5
 BELOW = "none"  # severity of a rule result under its threshold (never shown as a finding)
 
@@ -140,7 +149,7 @@ def _pct(x: float) -> str:
 # -- rules -----------------------------------------------------------------------------
 def input_pipeline_bound(ctx: _Ctx) -> Finding | None:
     fid = "input_pipeline_bound"
-    d, share = _best_device(ctx, ["idle_input"])
+    d, share = _best_device(ctx, INPUT_CATEGORIES)
     host = ctx.host_of(d.rank) if d is not None else ctx.bd.host
     if host is None:
         return None
@@ -176,61 +185,82 @@ def input_pipeline_bound(ctx: _Ctx) -> Finding | None:
 
 def host_device_copy_bound(ctx: _Ctx) -> Finding | None:
     fid = "host_device_copy_bound"
-    d, share = _best_device(ctx, ["memcpy_h2d", "memcpy_d2h"])
+    d, share = _best_device(ctx, COPY_CATEGORIES)
     if d is None:
         return None
     s = ctx.trace.slices
     idx = _device_slices(ctx, d, Kind.MEMCPY)
     idx = idx[np.isin(s.copy_kind[idx], [int(CopyKind.H2D), int(CopyKind.D2H)])]
+    host = ctx.host_of(d.rank)
+    calls = host.role_slices.get("memcpy", np.zeros(0, np.int64)) if host else np.zeros(0, int)
+    cand = np.concatenate([idx, calls]).astype(np.int64)
     evidence = []
-    for j in idx[np.argsort(-s.dur[idx], kind="stable")][:MAX_EVIDENCE].tolist():
-        nbytes, dur = int(s.bytes[j]), int(s.dur[j])
-        bw = f", {nbytes / dur:.2f} GB/s" if nbytes > 0 and dur > 0 else ""
-        size = f" {nbytes / 1e6:.2f} MB" if nbytes > 0 else ""
+    for j in cand[np.argsort(-s.dur[cand], kind="stable")][:MAX_EVIDENCE].tolist():
         it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
-        evidence.append(Evidence(f"{ctx.trace.name_of(j)}{size} in {fmt_ns(dur)}{bw}",
-                                 int(s.start[j]), int(s.end[j]),
+        evidence.append(Evidence(_copy_label(ctx.trace, j), int(s.start[j]), int(s.end[j]),
                                  None if it < 0 else _it(ctx.bd, it), [int(s.lane[j])]))
     c = d.copies
     pageable = int(c.pageable_bytes[:, :2].sum())
     total = int(c.bytes[:, :2].sum())
     extra = (f"; {_pct(pageable / total)} of the bytes come from pageable (unpinned) memory"
              if total and pageable else "")
-    summary = (f"Host<->device copies that no compute kernel hides take {_pct(share)} of "
-               f"iteration time on {d.label} (H2D {c.bandwidth_gbps('h2d'):.1f} GB/s, "
-               f"D2H {c.bandwidth_gbps('d2h'):.1f} GB/s achieved){extra}.")
+    staged = _share(d, ["idle_copy"])
+    bw = ", ".join(f"{k.upper()} {c.bandwidth_gbps(k):.1f} GB/s" for k in ("h2d", "d2h")
+                   if c.count[:, COPY_DIRECTIONS.index(k)].sum())
+    summary = (f"Host<->device copies stall the device {_pct(share)} of iteration time on "
+               f"{d.label}: copies no kernel hides, plus {_pct(staged)} idle while the host "
+               f"is inside copy calls (staging pageable memory)."
+               + (f" Achieved {bw}{extra}." if bw else ""))
     return _finding(fid, "Host-device copies on the critical path", share, summary, evidence)
+
+
+def _copy_label(trace: Trace, j: int) -> str:
+    s = trace.slices
+    dur = int(s.dur[j])
+    if s.kind[j] != int(Kind.MEMCPY):
+        return f"{trace.name_of(j)} holds the host {fmt_ns(dur)}"
+    nbytes = int(s.bytes[j])
+    bw = f", {nbytes / dur:.2f} GB/s" if nbytes > 0 and dur > 0 else ""
+    size = f" {nbytes / 1e6:.2f} MB" if nbytes > 0 else ""
+    return f"{trace.name_of(j)}{size} in {fmt_ns(dur)}{bw}"
 
 
 def launch_overhead_bound(ctx: _Ctx) -> Finding | None:
     fid = "launch_overhead_bound"
-    d, share = _best_device(ctx, ["idle_launch"])
+    d, share = _best_device(ctx, LAUNCH_CATEGORIES)
     if d is None:
         return None
     g = d.gaps
-    sel = g.of("idle_launch")
+    sel = np.concatenate([g.of("idle_launch"), g.of("idle_host")])
     gw = window_of(g.start[sel], d.starts, d.ends)
+    short, hostb = d.column("idle_launch"), d.column("idle_host")
     evidence = []
-    for i in _top_iterations(d.column("idle_launch")):
+    for i in _top_iterations(short + hostb):
         mine = sel[gw == i]
         if not len(mine):
             continue
         evidence.append(Evidence(
-            f"iteration {i}: {len(mine)} gaps <= 50 µs between device ops, "
-            f"{fmt_ns(d.column('idle_launch')[i])} idle; {int(d.kernel_count[i])} kernels",
+            f"iteration {i}: device waits {fmt_ns(short[i] + hostb[i])} for the host "
+            f"({fmt_ns(short[i])} in gaps <= 50 µs, {fmt_ns(hostb[i])} in longer gaps while "
+            f"the host runs framework code); {int(d.kernel_count[i])} kernels",
             int(g.start[mine].min()), int(g.end[mine].max()), _it(ctx.bd, i), list(d.lanes)))
     host = ctx.host_of(d.rank)
-    launches = f"; the host made {int(host.launches.sum())} runtime calls" if host else ""
-    summary = (f"The device waits for the next launch {_pct(share)} of iteration time "
-               f"(short gaps between kernels; median kernel {fmt_ns(d.kernel_median_ns)})"
-               f"{launches}. Thresholds: >= 3% moderately, >= 15% highly kernel-launch bound "
-               f"(TensorFlow profiler).")
-    return _finding(fid, "Kernel launch overhead", share, summary, evidence)
+    launches = ""
+    if host is not None:
+        launches = (f" The host made {int(host.launches.sum())} runtime calls and spent "
+                    f"{_pct(_share(host, ['runtime']))} of its time in them.")
+    summary = (f"The device waits for the host to issue work {_pct(share)} of iteration time: "
+               f"{_pct(_share(d, ['idle_launch']))} in short gaps between kernels (launch "
+               f"latency; median kernel {fmt_ns(d.kernel_median_ns)}) and "
+               f"{_pct(_share(d, ['idle_host']))} while per-op framework/Python overhead on the "
+               f"host is slower than the kernels it launches.{launches} Thresholds: >= 3% "
+               f"moderately, >= 15% highly kernel-launch bound (TensorFlow profiler).")
+    return _finding(fid, "Launch and framework overhead (host-bound)", share, summary, evidence)
 
 
 def synchronization_stalls(ctx: _Ctx) -> Finding | None:
     fid = "synchronization_stalls"
-    d, share = _best_device(ctx, ["idle_sync"])
+    d, share = _best_device(ctx, SYNC_CATEGORIES)
     if d is None:
         return None
     g = d.gaps
@@ -256,7 +286,7 @@ def synchronization_stalls(ctx: _Ctx) -> Finding | None:
 
 def communication_bound(ctx: _Ctx) -> Finding | None:
     fid = "communication_bound"
-    d, share = _best_device(ctx, ["communication"])
+    d, share = _best_device(ctx, COMM_CATEGORIES)
     if d is None:
         return None
     s = ctx.trace.slices

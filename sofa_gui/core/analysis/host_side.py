@@ -5,15 +5,18 @@ Categories, with their overlap priority (first wins where slices nest):
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
    ``IteratorGetNext`` and similar spans, with everything inside them;
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
-   stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``;
-3. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches);
-4. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
-5. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
+   stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
+   that read back a device-to-host copy (``.cpu()``);
+3. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
+   memory the host stages the data itself before the device copy can start;
+4. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches);
+5. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
+6. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
    thread is idle while an autograd thread of the same process runs backward
    ops, that time is backward too (PyTorch runs backward on its own thread);
-6. ``forward`` -- remaining framework ops (``aten::*``) and ``forward`` markers;
-7. ``python`` -- Python functions with no op below them (interpreter overhead);
-8. ``other`` -- unclassified events and main-thread time with no traced event.
+7. ``forward`` -- remaining framework ops (``aten::*``) and ``forward`` markers;
+8. ``python`` -- Python functions with no op below them (interpreter overhead);
+9. ``other`` -- unclassified events and main-thread time with no traced event.
 
 Every instant of an iteration window gets exactly one category, so a row sums
 to the iteration's wall time.
@@ -29,13 +32,16 @@ from ..trace import Kind, LaneKind, Trace
 from . import roles as R
 from .intervals import paint
 
-HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "runtime", "sync",
-                   "python", "other")
+HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "memcpy", "runtime",
+                   "sync", "python", "other")
 
 # Painting layers (priority order) -> category column.
-_LAYER_ROLES = (R.DATA_LOADING, R.SYNC, R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD,
-                R.PYTHON, R.OTHER_EVENT)
-_ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync", R.RUNTIME: "runtime",
+_LAYER_ROLES = (R.DATA_LOADING, R.SYNC, R.MEMCPY, R.RUNTIME, R.OPTIMIZER, R.BACKWARD,
+                R.FORWARD, R.PYTHON, R.OTHER_EVENT)
+#: Roles that mean "the host is busy issuing work" (framework, launches, Python).
+WORK_ROLES = (R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD, R.PYTHON)
+_ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync", R.MEMCPY: "memcpy",
+                  R.RUNTIME: "runtime",
                   R.OPTIMIZER: "optimizer", R.BACKWARD: "backward", R.FORWARD: "forward",
                   R.PYTHON: "python", R.OTHER_EVENT: "other"}
 
@@ -45,8 +51,10 @@ class HostBreakdown:
     """Main-thread time per iteration and category of one rank.
 
     ``times[i, c]`` is ns of iteration ``i`` in category ``categories[c]``; each
-    row sums to ``ends[i] - starts[i]``.  ``role_slices`` holds, per category,
-    the main-thread slice indexes that define it (for evidence and highlighting).
+    row sums to ``ends[i] - starts[i]``.  ``role_slices`` holds the main-thread
+    slice indexes of the ``data_loading``, ``sync`` and ``memcpy`` categories, and
+    ``work`` those of framework work (ops, launches, Python, autograd-thread
+    backward), for the device's idle attribution and for evidence.
     """
 
     rank: int
@@ -58,6 +66,7 @@ class HostBreakdown:
     times: np.ndarray
     launches: np.ndarray  # runtime calls started per iteration
     role_slices: dict[str, np.ndarray] = field(default_factory=dict)
+    work: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     categories: tuple[str, ...] = HOST_CATEGORIES
 
     def column(self, category: str) -> np.ndarray:
@@ -107,13 +116,15 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     launch = idx[role == R.RUNTIME]
     lw = window_of(s.start[launch], ws, we)
     launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
-    role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC)}
+    role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
+                                                                R.MEMCPY)}
+    work = np.concatenate([idx[np.isin(role, WORK_ROLES)], hb])
     name = trace.lanes.name[main]
     group = trace.lanes.group[main]
     return HostBreakdown(
         rank=rank, label=f"{group} / {name}" if group else name, lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
-        launches=launches, role_slices=role_slices)
+        launches=launches, role_slices=role_slices, work=np.sort(work))
 
 
 def _helper_lanes(trace: Trace, cpu: np.ndarray, main: int) -> list[int]:

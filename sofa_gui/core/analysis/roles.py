@@ -13,10 +13,11 @@ import re
 import numpy as np
 
 from ..kinds import is_sync_call
-from ..trace import Kind, Trace
+from ..trace import CopyKind, Kind, Trace
 
 # Host roles, in priority order: where roles overlap in time, the first wins.
-DATA_LOADING, SYNC, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON, OTHER_EVENT, NONE = range(9)
+(DATA_LOADING, SYNC, MEMCPY, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON, OTHER_EVENT,
+ NONE) = range(10)
 
 _DATA_LOADING = re.compile(
     r"DataLoader|_DataLoaderIter|IteratorGetNext|Iterator::|tf\.data|tf_data|"
@@ -31,6 +32,9 @@ _FORWARD = re.compile(r"forward|^nn\.Module:|^jit_|^pjit", re.I)
 _SYNC_OP = re.compile(
     r"^aten::item$|^aten::_local_scalar_dense$|^cudaMemcpy$|^cudaMemcpy2D$|"
     r"^hipMemcpy$|block_until_ready|^cuCtxSynchronize|^cuStreamSynchronize", re.I)
+# Copy API calls: from pageable memory they stage the data on the host first,
+# and the device waits if nothing else is queued.
+_MEMCPY_API = re.compile(r"^(cuda|hip|cu)Memcpy", re.I)
 _STEP_MARKER = re.compile(r"^ProfilerStep#\d+$")
 
 _PAGEABLE = re.compile(r"pageable", re.I)
@@ -47,6 +51,8 @@ def _name_roles(names: list[str]) -> np.ndarray:
             out[i] = DATA_LOADING
         elif _SYNC_OP.search(n) or (is_sync_call(n) and "WaitEvent" not in n):
             out[i] = SYNC
+        elif _MEMCPY_API.search(n):
+            out[i] = MEMCPY
         elif _OPTIMIZER.search(n):
             out[i] = OPTIMIZER
         elif _BACKWARD.search(n):
@@ -63,14 +69,31 @@ def host_roles(trace: Trace, idx: np.ndarray) -> np.ndarray:
     kind = s.kind[idx]
     role = by_name[s.name[idx]].copy()
     runtime = kind == int(Kind.RUNTIME)
-    role[runtime & (role != SYNC) & (role != DATA_LOADING)] = RUNTIME
+    role[runtime & ~np.isin(role, [SYNC, DATA_LOADING, MEMCPY])] = RUNTIME
+    role[~runtime & (role == MEMCPY)] = NONE  # a copy *op* is classified by its phase
     role[kind == int(Kind.SYNC)] = SYNC
+    role[(role == MEMCPY) & np.isin(idx, _readback_calls(trace))] = SYNC
     plain = role == NONE
     role[plain & (kind == int(Kind.CPU_OP))] = FORWARD
     role[plain & (kind == int(Kind.PYTHON))] = PYTHON
     role[plain & ~np.isin(kind, [int(Kind.CPU_OP), int(Kind.PYTHON), int(Kind.ANNOTATION)])] = (
         OTHER_EVENT)
     return role
+
+
+def _readback_calls(trace: Trace) -> np.ndarray:
+    """Copy calls whose launched copy is device-to-host (sorted slice ids).
+
+    A D2H copy call returns only when the data is on the host, i.e. after
+    everything queued before it ran: a synchronisation (``.cpu()``,
+    ``.item()``), not host-side staging.
+    """
+    def build():
+        f, s = trace.flows, trace.slices
+        launch = f.kind == 0
+        src, dst = f.src[launch], f.dst[launch]
+        return np.unique(src[s.copy_kind[dst] == int(CopyKind.D2H)])
+    return _cached(trace, "_readback", build)
 
 
 def step_marker_ids(trace: Trace) -> np.ndarray:
