@@ -332,3 +332,86 @@ def test_paint_a_million_slices():
     assert p.per_window.sum(axis=1).tolist() == (we - ws).tolist()
     u0 = union(s[layer == 0], e[layer == 0])
     assert p.per_window[:, 0].tolist() == measure_in(*u0, ws, we).tolist()
+
+
+# -- real traces ----------------------------------------------------------------------------
+def _real(rel):
+    from conftest import shared_trace
+
+    from sofa_gui.core.analysis.iterations import detect_iterations
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(shared_trace(rel))
+    iters = detect_iterations(trace)
+    return trace, iters, compute_breakdown(trace, iters)
+
+
+RESNET0 = "kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+NCCL = "holistic-trace-analysis/nccl_parser_config/nccl_data.json.gz"
+NEGQ = "holistic-trace-analysis/negative_queue_length_values_check/rank0.json.gz"
+
+
+@pytest.mark.parametrize("rel", [RESNET0, NCCL])
+def test_real_rows_sum_to_wall_without_negatives(rel):
+    trace, iters, bd = _real(rel)
+    assert len(bd) == len(iters) > 0 and not bd.whole_trace
+    for side in [*bd.devices, *bd.hosts]:
+        assert (side.times >= 0).all()
+        wall = side.ends - side.starts
+        assert np.abs(side.times.sum(axis=1) - wall).max() <= US
+
+
+def _json_events(path):
+    import gzip
+    import json
+
+    with gzip.open(path) as fh:
+        return json.load(fh)["traceEvents"]
+
+
+def _merge(spans):
+    """Plain-Python union of (start, end) pairs: an independent check of intervals.py."""
+    out = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def _clip_len(spans, lo, hi):
+    return sum(max(0, min(e, hi) - max(s, lo)) for s, e in spans)
+
+
+def _overlap_len(a, b, lo, hi):
+    i = j = 0
+    total = 0
+    while i < len(a) and j < len(b):
+        s, e = max(a[i][0], b[j][0], lo), min(a[i][1], b[j][1], hi)
+        total += max(0, e - s)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+@pytest.mark.parametrize("rel", [NCCL, NEGQ])
+def test_real_nccl_communication_and_overlap_match_independent_count(rel):
+    from conftest import shared_trace
+
+    trace, iters, bd = _real(rel)
+    events = _json_events(shared_trace(rel))
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    ns = [(round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000), "nccl" in e["name"].lower())
+          for e in kernels]
+    comm = _merge([(s, e) for s, e, c in ns if c])
+    comp = _merge([(s, e) for s, e, c in ns if not c])
+    d = bd.device
+    assert d is not None and d.comm_total.sum() > 0 and d.comm_overlap.sum() > 0
+    for i, (lo, hi) in enumerate(zip(d.starts.tolist(), d.ends.tolist())):
+        assert abs(int(d.comm_total[i]) - _clip_len(comm, lo, hi)) <= US
+        assert abs(int(d.comm_overlap[i]) - _overlap_len(comm, comp, lo, hi)) <= US
+        exposed = _clip_len(comm, lo, hi) - _overlap_len(comm, comp, lo, hi)
+        assert abs(int(d.column("communication")[i]) - exposed) <= US

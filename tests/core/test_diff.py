@@ -79,3 +79,29 @@ def test_whole_trace_runs_are_compared_with_a_note():
     r = diff_analyses((ta, Analysis(none, bd, find_bottlenecks(ta, none, bd))), b)
     assert r["before"]["scope"] == "whole_trace"
     assert "whole-trace span" in "\n".join(diff_text(r))
+
+
+def test_resnet_workers_diff_shows_the_gain():
+    from conftest import shared_trace
+
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    runs = []
+    for w, stamp in ((0, "1623143089861"), (4, "1623212756351")):
+        t = load_trace(shared_trace(
+            f"kineto-tb-plugin/resnet50_num_workers_{w}/worker0.{stamp}.pt.trace.json.gz"))
+        runs.append((t, analyze(t)))
+    r = diff_analyses(*runs)
+    # medians 176.7 ms -> 126.5 ms
+    assert r["speedup"] == pytest.approx(1.396, abs=0.01)
+    resolved = {f["id"]: f for f in r["findings"]["resolved"]}
+    f = resolved["input_pipeline_bound"]
+    assert f["share_before"] > 0.3 and f["share_after"] < 0.02
+    assert f["predicted_speedup"] == pytest.approx(1.50, abs=0.02)  # predicted vs 1.40 measured
+    dev = {c["category"]: c for c in r["categories"]["device"]}
+    assert dev["idle_input"]["delta_us"] < -50_000
+    host = {c["category"]: c for c in r["categories"]["host"]}
+    assert host["data_loading"]["delta_us"] < -60_000
+    top = r["top_changes"][0]
+    assert "DataLoader" in top["name"] and top["delta_us"] < -60_000

@@ -234,3 +234,39 @@ def test_quiet_run_has_no_findings():
     findings = s.analyse()[2]
     assert all(f.evidence for f in findings)
     assert "input_pipeline_bound" not in _by_id(findings)
+
+
+# -- real traces ----------------------------------------------------------------------------
+RESNET = "kineto-tb-plugin/resnet50_num_workers_{}/worker0.{}.pt.trace.json.gz"
+STAMP = {0: "1623143089861", 4: "1623212756351"}
+
+
+def _real(workers):
+    from conftest import shared_trace
+
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(shared_trace(RESNET.format(workers, STAMP[workers])))
+    return trace, analyze(trace)
+
+
+def test_resnet_num_workers_0_is_input_bound_and_4_is_not():
+    t0, a0 = _real(0)
+    t4, a4 = _real(4)
+    top = a0.findings[0]
+    assert top.id == "input_pipeline_bound" and top.severity == "high"
+    assert top.share > 0.25  # measured: 33.4% of iteration time the GPU waits for the loader
+    assert 1.3 < top.estimated_speedup < 1.7
+    assert {e.iteration for e in top.evidence} <= set(range(len(a0.iterations)))
+    assert "DataLoader" in top.evidence[0].label
+    assert a0.breakdown.host.lane in top.evidence[0].lanes
+    input4 = {f.id: f for f in a4.findings}.get("input_pipeline_bound")
+    share4 = input4.share if input4 else float(a4.breakdown.device.column("idle_input").sum()
+                                               / a4.breakdown.durations.sum())
+    assert share4 < top.share / 10  # measured: 0.8%
+    assert a4.findings and a4.findings[0].id != "input_pipeline_bound"
+    for f in a0.findings + a4.findings:
+        assert f.evidence and f.fixes
+        for e in f.evidence:
+            assert e.start_ns <= e.end_ns and all(0 <= ln < len(t0.lanes) for ln in e.lanes)

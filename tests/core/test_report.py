@@ -94,3 +94,24 @@ def test_failed_write_leaves_previous_report_and_no_temp(tmp_path, monkeypatch):
         write_report(trace, analysis, target)
     assert target.read_text() == "old report"
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+def test_every_category_has_its_own_colour():
+    from sofa_gui.core.analysis.device_side import DEVICE_CATEGORIES
+    from sofa_gui.core.analysis.host_side import HOST_CATEGORIES
+
+    assert set(DEVICE_CATEGORIES) | set(HOST_CATEGORIES) <= set(CATEGORY_COLORS)
+    dev = [CATEGORY_COLORS[c] for c in DEVICE_CATEGORIES]
+    assert len(set(dev)) == len(dev)
+
+
+def test_report_file_mode_follows_umask(tmp_path):
+    import os
+
+    trace, analysis = _analysis()
+    old = os.umask(0o022)
+    try:
+        out = write_report(trace, analysis, tmp_path / "r.md")
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o644

@@ -38,8 +38,9 @@ FIXES: dict[str, list[Fix]] = {
                  "tf.data.experimental.prefetch_to_device or jax.device_put of whole batches."),
     ],
     "launch_overhead_bound": [
-        Fix(_PT, "Capture the step with CUDA Graphs (torch.cuda.graphs / "
-                 "torch.compile(mode=\"reduce-overhead\")) so one launch replays all kernels."),
+        Fix(_PT, "Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\"), "
+                 "or torch.cuda.CUDAGraph with torch.cuda.graph(...) / "
+                 "torch.cuda.make_graphed_callables) so one launch replays all kernels."),
         Fix(_PT, "Fuse small ops: torch.compile(model); use foreach/fused optimizers "
                  "(torch.optim.AdamW(..., fused=True) or foreach=True)."),
         Fix(_ANY, "Give each kernel more work: larger batch size, or fewer/larger layers, so "

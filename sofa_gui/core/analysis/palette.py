@@ -1,8 +1,9 @@
 """One colour per breakdown category, shared by the HTML report and the GUI.
 
 Busy categories get saturated colours; idle causes get light tints of the
-colour of what they wait for (input: amber like data loading, sync: red like
-host sync, launch: light blue like runtime), so idle reads as "not working".
+colour of what they wait for (input: amber like data loading, copy call: orange
+like H2D copies, sync: red like host sync, launch: light blue like runtime,
+host-bound: light violet), so idle reads as "not working".
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ CATEGORY_COLORS: dict[str, str] = {
     "memcpy_other": "#8C8C8C",
     "memset": "#CCB974",
     "idle_input": "#F5D08A",
+    "idle_copy": "#F3C6A5",
     "idle_sync": "#F2AAAA",
     "idle_launch": "#A9D2EA",
+    "idle_host": "#CDBFE3",
     "idle_other": "#DDDDDD",
     # host
     "data_loading": "#E8A33D",
     "forward": "#4C72B0",
     "backward": "#55A868",
     "optimizer": "#8172B2",
+    "memcpy": "#DD8452",
     "runtime": "#64B5CD",
     "sync": "#C44E52",
     "python": "#CCB974",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
+import uuid
 from html import escape
 from pathlib import Path
 
@@ -21,8 +21,8 @@ from . import svg_charts as charts
 from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
 from .findings import THRESHOLDS
 from .palette import color_of
-from .results import Finding, us
-from .text import breakdown_text, lane_names
+from .results import Finding
+from .text import breakdown_text, evidence_where
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
 
@@ -42,13 +42,14 @@ def write_report(trace: Trace, analysis, path) -> Path:
     fmt = report_format(path)
     text = html_report(trace, analysis) if fmt == "html" else markdown_report(trace, analysis)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # A fresh name opened with "x" (not mkstemp) so the file gets the umask's mode.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with open(tmp, "x", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
@@ -134,10 +135,8 @@ def _html_findings(findings: list[Finding], trace: Trace) -> list[str]:
                    f"<b>{f.estimated_speedup:.2f}x</b></div>")
         out.append(f"<p>{escape(f.summary)}</p><div class='meta'>Evidence</div><ul>")
         for e in f.evidence:
-            where = f"iteration {e.iteration}, " if e.iteration is not None else ""
-            out.append(f"<li>{escape(e.label)} <span class='meta'>[{where}"
-                       f"{us(e.start_ns):.3f} .. {us(e.end_ns):.3f} µs; lanes "
-                       f"{escape(lane_names(e.lanes, trace))}]</span></li>")
+            out.append(f"<li>{escape(e.label)} <span class='meta'>"
+                       f"[{escape(evidence_where(e, trace))}]</span></li>")
         out.append("</ul><div class='meta'>Fixes</div><ul>")
         for x in f.fixes:
             out.append(f"<li><span class='fw'>{escape(x.framework)}:</span> "
@@ -211,9 +210,7 @@ def markdown_report(trace: Trace, analysis) -> str:
                 f"Share **{100 * f.share:.1f}%**, estimated speed-up "
                 f"**{f.estimated_speedup:.2f}x**. {_md(f.summary)}", "", "Evidence:", ""]
         for e in f.evidence:
-            where = f"iteration {e.iteration}, " if e.iteration is not None else ""
-            out.append(f"- {_md(e.label)} ({where}{us(e.start_ns):.3f} .. "
-                       f"{us(e.end_ns):.3f} µs; lanes {_md(lane_names(e.lanes, trace))})")
+            out.append(f"- {_md(e.label)} ({_md(evidence_where(e, trace))})")
         out += ["", "Fixes:", ""]
         out += [f"- **{x.framework}**: {_md(x.text)}" for x in f.fixes]
         out.append("")

@@ -81,8 +81,12 @@ def iteration_bars(durations: Sequence[float], colors: Sequence[str], tips: Sequ
         y = TOP + plot_h - plot_h * median / ymax
         body.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" y2="{y:.1f}" '
                     f'stroke="#222" stroke-dasharray="5,4"/>')
-        body.append(f'<text x="{W - RIGHT - 4}" y="{y - 4:.1f}" text-anchor="end" '
-                    f'fill="#222">median {escape(fmt(median))}</text>')
+        label = f"median {fmt(median)}"
+        lw = 6.5 * len(label) + 6  # approximate text width at 11 px, for a backdrop
+        body.append(f'<rect x="{W - RIGHT - lw:.1f}" y="{y - 16:.1f}" width="{lw:.1f}" '
+                    f'height="14" fill="#ffffff" fill-opacity="0.85"/>')
+        body.append(f'<text x="{W - RIGHT - 4}" y="{y - 5:.1f}" text-anchor="end" '
+                    f'fill="#222">{escape(label)}</text>')
     return _frame(body, ymax, fmt, n, "iteration times")
 
 
