@@ -34,11 +34,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--torch-window", metavar="START:DURATION",
                    help="profile only DURATION s starting START s after launch")
     p.add_argument("--py-spy", action="store_true", help="sample Python stacks with py-spy")
+    p.add_argument("--py-spy-rate", type=int, default=100, metavar="HZ",
+                   help="py-spy samples per second (default 100)")
     p.add_argument("-C", "--cwd", metavar="DIR", help="working directory of the command")
     return p
 
 
-_VALUED = {"-o", "--output", "--interval", "--torch-window", "-C", "--cwd"}
+_VALUED = {"-o", "--output", "--interval", "--torch-window", "-C", "--cwd", "--py-spy-rate"}
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -65,7 +67,8 @@ def parse(argv: list[str]) -> RecordConfig:
         return RecordConfig(
             command=tuple(command), cwd=Path(args.cwd) if args.cwd else None,
             output=Path(args.output) if args.output else None, interval_s=args.interval,
-            torch=args.torch or window is not None, torch_window=window, py_spy=args.py_spy)
+            torch=args.torch or window is not None, torch_window=window, py_spy=args.py_spy,
+            py_spy_rate=args.py_spy_rate)
     except ValueError as exc:
         _parser().error(str(exc))
         raise  # unreachable: error() exits

@@ -45,6 +45,8 @@ class RecordConfig:
             raise ValueError(f"--interval must be at least {MIN_INTERVAL_S} s")
         if self.torch_window is not None and not self.torch:
             raise ValueError("--torch-window needs --torch")
+        if not 1 <= self.py_spy_rate <= 10000:
+            raise ValueError("--py-spy-rate must be between 1 and 10000 samples per second")
 
 
 def parse_window(text: str) -> tuple[float, float]:
@@ -83,13 +85,15 @@ def command_label(command: tuple[str, ...] | list[str]) -> str:
     prog = Path(command[0]).name
     label = prog
     if re.match(r"python[0-9.]*$", prog):
-        for arg in command[1:]:
-            if arg == "-m":
-                continue
-            if not arg.startswith("-"):
-                label = Path(arg).stem or prog
+        args = list(command[1:])
+        for i, arg in enumerate(args):
+            if arg == "-m" and i + 1 < len(args):
+                label = args[i + 1]
                 break
             if arg == "-c":
+                break
+            if not arg.startswith("-"):
+                label = Path(arg).stem or prog
                 break
     label = re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("._") or "run"
     return label[:40]

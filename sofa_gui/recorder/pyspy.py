@@ -71,7 +71,7 @@ class PySpy:
             return False
         self.dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.dir / PYSPY_LOG, "wb")
-        cmd = [self.binary, "record", "--pid", str(pid), "--subprocesses", "--rate",
+        cmd = [self.binary, "record", "--pid", str(pid), "--subprocesses", "--threads", "--rate",
                str(self.rate), "--format", "chrometrace", "--output", str(self._tmp_path)]
         self.launch_epoch_ns = time.time_ns()
         try:

@@ -45,5 +45,6 @@ def summary_text(r: RecordResult) -> str:
         elif src.get("reason") and "not requested" not in src["reason"]:
             extra.append(f"{label} not recorded ({src['reason']})")
     if extra:
-        parts.append("; ".join(extra).capitalize() + ".")
+        text = "; ".join(extra)
+        parts.append(text[0].upper() + text[1:] + ".")
     return " ".join(parts)

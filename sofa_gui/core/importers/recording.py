@@ -43,7 +43,8 @@ PYSPY_PATH = "pyspy/pyspy.json"
 _LANE_ORDER = ["CPU", "CPU cores", "Memory", "Disk I/O", "Network", "Context switches",
                "GPU", "Process"]
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds"\s*:\s*(\d+)')
-_PYSPY_PROCESS = re.compile(r'^process (\d+):"?(.*?)"?$')
+_PYSPY_PROCESS = re.compile(r'^process (\d+):"?(.*?)"?$', re.DOTALL)
+_PYSPY_THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]+|\d+)\)(?::\s*(.*))?$")
 
 
 class RecordingImporter:
@@ -373,9 +374,12 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
     """Match py-spy's B/E events per thread into PYTHON slices on per-thread CPU lanes.
 
     One B/E pair is one read event; a stray E or a non-B/E event is read and skipped.
+    The outermost ``process N:"cmd"`` and ``thread (tid): name`` frames (py-spy's
+    ``--subprocesses --threads``) name the lane and its group instead of being slices.
     """
     stacks: dict[tuple, list] = {}
     procs: dict[int, str] = {}
+    threads: dict[tuple, str] = {}
     out = {"start": [], "dur": [], "lane": [], "name": []}
     last = 0
     for e in events:
@@ -400,10 +404,15 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
             b.report.skip("py-spy end without a begin")
             continue
         opened, t0 = stack.pop()
-        m = _PYSPY_PROCESS.match(opened)
-        if m and not stack:
+        m = _PYSPY_PROCESS.match(opened) if not stack else None
+        if m:
             procs[pid] = m.group(2)
             b.report.skip("py-spy process frame (named the lane group instead)")
+            continue
+        m = _PYSPY_THREAD.match(opened) if len(stack) <= 1 else None
+        if m:
+            threads[(pid, tid)] = f"{m.group(2) or 'thread'} {m.group(1)}"
+            b.report.skip("py-spy thread frame (named the lane instead)")
             continue
         for k, x in zip(out, (base_ns + t0, ts - t0, _pyspy_lane(b, pid, tid), opened)):
             out[k].append(x)
@@ -412,16 +421,18 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
             for k, x in zip(out, (base_ns + t0, last - t0, _pyspy_lane(b, pid, tid), opened)):
                 out[k].append(x)
     for lane_id in set(out["lane"]):
-        pid = b._lanes[lane_id]["pid"]  # noqa: SLF001 - group named once the process is known
-        if pid in procs:
-            b.rename_lane(lane_id, group=f"py-spy: {_short_cmd(procs[pid])} [{pid}]")
+        row = b._lanes[lane_id]  # noqa: SLF001 - named once the process and thread are known
+        pid, tid = row["pid"], row["tid"]
+        b.rename_lane(lane_id, name=f"py-spy {threads.get((pid, tid), f'thread {tid}')}",
+                      group=f"py-spy: {_short_cmd(procs[pid])} [{pid}]" if pid in procs
+                      else None)
     if out["start"]:
         b.add_slices(out["start"], out["dur"], out["lane"], out["name"], kind=Kind.PYTHON)
 
 
 def _short_cmd(cmdline: str) -> str:
     """``/usr/bin/python3 train.py --lr 1`` -> ``python3 train.py --lr 1`` (at most 60 chars)."""
-    head, _, rest = cmdline.partition(" ")
+    head, _, rest = " ".join(cmdline.split()).partition(" ")
     text = f"{head.rsplit('/', 1)[-1]} {rest}".strip()
     return text if len(text) <= 60 else text[:59] + "…"
 

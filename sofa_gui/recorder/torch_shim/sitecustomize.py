@@ -7,8 +7,9 @@ program itself imports torch.
 
 * An import hook waits for ``import torch``; once torch has loaded, the profiler
   starts (CPU activities, plus CUDA when torch sees a GPU).
-* ``SOFA_GUI_TORCH_WINDOW="START:DURATION"`` (seconds after the child started,
-  ``SOFA_GUI_T0_NS``) limits profiling to that window. torch.profiler must be
+* ``SOFA_GUI_TORCH_WINDOW="START:DURATION"``: start START seconds after the child
+  started (``SOFA_GUI_T0_NS``), or when torch is imported if that is later, and
+  stop DURATION seconds after the profiler actually started. torch.profiler must be
   started and stopped on the thread that owns it, so a timer thread asks the
   main thread with a real-time signal, whose Python handler runs there.
 * At the window's end, at exit, or on SIGTERM (when the program has no SIGTERM
@@ -95,6 +96,10 @@ class _Session:
 
     def finish(self, reason):
         with self.lock:
+            if self.state == "armed":
+                self.state = "not started"
+                self.status["note"] = f"the window had not started at {reason}"
+                self._save_status()
             if self.state != "running":
                 return
             self.state = "exporting"
@@ -144,6 +149,7 @@ class _Session:
             self.start()
         else:
             self.state = "armed"
+            self._save_status()
             threading.Thread(target=self._control, name="sofa-torch-window", daemon=True).start()
 
     def _install_control_signal(self):
@@ -164,20 +170,21 @@ class _Session:
             self.finish("window end")
 
     def _control(self):
-        """Start at ``t0 + START``; stop DURATION seconds after the profiler actually started."""
+        """Start at ``t0 + START`` (or at once if torch came later); stop DURATION s after."""
         start, dur = self.window
         main = threading.main_thread().ident
-        if time.time_ns() >= self.t0_ns + int((start + dur) * 1e9):
-            self.state = "skipped"
-            self.status["note"] = "the window had ended before torch was imported"
-            self._save_status()
-            return
-        _warm_up_profiler()
+        if self.t0_ns + int(start * 1e9) - time.time_ns() > 1e9:  # time to spare: warm up
+            threading.Thread(target=_warm_up_profiler, daemon=True).start()
         self._sleep_until(self.t0_ns + int(start * 1e9))
         signal.pthread_kill(main, self.ctl_signal)
         self.started.wait()
         if self.state != "running":
             return
+        late = (self.status["started_epoch_ns"] - self.t0_ns) / 1e9 - start
+        if late > 0.05:
+            self.status["note"] = (f"started {late:.2f} s after the window's start (torch was "
+                                   "imported then); profiled DURATION seconds from there")
+            self._save_status()
         self._sleep_until(self.status["started_epoch_ns"] + int(dur * 1e9))
         if self.state == "running":
             signal.pthread_kill(main, self.ctl_signal)

@@ -1,0 +1,194 @@
+"""``sofa-gui record`` end to end on real short workloads (children are ``sys.executable``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rec_workloads import NUMPY_LOOP, SLEEPER, manifest, py
+
+from sofa_gui.cli import main as sofa_main
+from sofa_gui.core.importers import load_trace
+from sofa_gui.recorder.cli import main as record_main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _series(trace, predicate):
+    """{name: values} of counter series whose name passes ``predicate``."""
+    out = {}
+    for sid, name in enumerate(trace.counters.table.name):
+        if predicate(name):
+            out[name] = trace.counters.samples(sid)[1]
+    return out
+
+
+def _assert_complete(folder: Path) -> dict:
+    m = manifest(folder)
+    assert m["status"] == "complete"
+    for f in ("manifest.json", "counters.parquet", "processes.parquet", "output.log"):
+        assert (folder / f).is_file(), f
+    assert not (folder / "counters").exists() and not (folder / "processes").exists()
+    assert not [p for p in folder.rglob(".*")], "temporary files left behind"
+    assert m["end"]["epoch_ns"] > m["start"]["epoch_ns"]
+    return m
+
+
+@pytest.mark.slow
+def test_cpu_bound_numpy_loop(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = sofa_main(["record", "-o", str(out), "--interval", "0.05", "--", *py(NUMPY_LOOP)])
+    assert rc == 0
+    m = _assert_complete(out)
+    assert m["exit"] == {"code": 0, "signal": None, "recorder_exit_code": 0, "stopped_by": None}
+    assert m["sources"]["gpu"]["recorded"] in (True, False)
+    if not m["sources"]["gpu"]["recorded"]:
+        assert m["sources"]["gpu"]["reason"]  # says why (no NVML here)
+    assert m["host"]["logical_cores"] >= 1 and m["host"]["memory_bytes"] > 0
+    assert m["processes"][0]["cmdline"][0] == sys.executable
+    trace = load_trace(out)
+    cores = _series(trace, lambda n: n.startswith("CPU") and n.endswith("util %"))
+    assert len(cores) == m["host"]["logical_cores"]
+    assert max(float(v.max()) for v in cores.values()) > 50.0
+    rss = _series(trace, lambda n: n.endswith(" RSS") and not n.startswith("process tree"))
+    assert rss and all(float(v.max()) > 10 * 2**20 for v in rss.values())
+    proc_cpu = _series(trace, lambda n: n.endswith("] CPU %"))
+    assert max(float(v.max()) for v in proc_cpu.values()) > 50.0
+    assert trace.meta.epoch_offset_ns == 0
+    assert m["start"]["epoch_ns"] - 10**9 < trace.start_ns < m["start"]["epoch_ns"]
+    assert "numpy done" in (out / "output.log").read_text()
+    err = capsys.readouterr().err
+    assert str(out) in err and "Mean CPU utilisation" in err and "exit code 0" in err
+
+
+def test_child_exit_code_is_the_recorders(tmp_path):
+    out = tmp_path / "exit3"
+    rc = record_main(["-o", str(out), "--", *py("import sys; print('bye'); sys.exit(3)")])
+    assert rc == 3
+    m = _assert_complete(out)
+    assert m["exit"]["code"] == 3 and m["exit"]["recorder_exit_code"] == 3
+    assert load_trace(out).meta.extra["recording"]["exit"]["code"] == 3
+
+
+def test_missing_command_exits_2_without_a_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "never"
+    assert record_main(["-o", str(out), "--", "no-such-program-xyz", "--flag"]) == 2
+    assert record_main(["--", "no-such-program-xyz"]) == 2
+    assert not out.exists() and not (tmp_path / "sofa_runs").exists()
+    assert "command not found: no-such-program-xyz" in capsys.readouterr().err
+
+
+def test_not_executable_exits_2(tmp_path, capsys):
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    out = tmp_path / "never"
+    assert record_main(["-o", str(out), "--", str(script)]) == 2
+    assert not out.exists()
+    assert "not executable" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert record_main([]) == 2
+    assert record_main(["--interval", "0", "--", "true"]) == 2
+    assert record_main(["--torch-window", "nonsense", "--", "true"]) == 2
+    assert record_main(["-o", str(tmp_path), "--", "true"]) == 0  # empty folder: used
+    assert record_main(["-o", str(tmp_path), "--", "true"]) == 2  # now not empty: refused
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_default_folder_under_sofa_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert record_main(py("print('x')", )) == 0  # no `--`: the command starts at python
+    runs = list((tmp_path / "sofa_runs").iterdir())
+    assert len(runs) == 1 and runs[0].name.endswith(Path(sys.executable).name)
+    _assert_complete(runs[0])
+
+
+def _spawn_recorder(out: Path, *child) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-m", "sofa_gui", "record", "-o", str(out),
+                             "--interval", "0.05", "--", *child], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for(predicate, timeout=20.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _child_running(out: Path) -> bool:
+    try:
+        m = manifest(out)
+    except (OSError, ValueError):
+        return False
+    return bool(m.get("child_pid")) and (out / "output.log").is_file() and \
+        b"ready" in (out / "output.log").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,exit_code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_to_recorder_is_forwarded_and_folder_completes(tmp_path, sig, exit_code):
+    out = tmp_path / "sig"
+    rec = _spawn_recorder(out, *py(SLEEPER))
+    try:
+        assert _wait_for(lambda: _child_running(out)), rec.stderr.read1().decode()
+        time.sleep(0.3)
+        rec.send_signal(sig)
+        _, err = rec.communicate(timeout=30)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+    assert rec.returncode == exit_code, err.decode()
+    m = _assert_complete(out)
+    assert m["exit"]["signal"] == sig.name and m["exit"]["recorder_exit_code"] == exit_code
+    assert sig.name in m["exit"]["stopped_by"]
+    trace = load_trace(out)
+    assert trace.duration_ns > 0.25e9 and len(trace.counters) > 0
+    assert b"recording saved in" in err
+
+
+@pytest.mark.slow
+def test_killed_recorder_leaves_data_up_to_the_last_flush(tmp_path):
+    """SIGKILL the recorder itself: flushed parts stay readable, the manifest says running."""
+    out = tmp_path / "killed"
+    script = (
+        "import sys\n"
+        "from sofa_gui.recorder.config import RecordConfig\n"
+        "from sofa_gui.recorder.runner import Recorder\n"
+        f"cfg = RecordConfig(command=tuple({py(SLEEPER)!r}), output={str(out)!r},\n"
+        "                   interval_s=0.05, flush_interval_s=0.2)\n"
+        "Recorder(cfg).run()\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    rec = subprocess.Popen([sys.executable, "-c", script], env=env)
+    try:
+        assert _wait_for(lambda: len(list((out / "counters").glob("part-*.parquet"))) >= 3)
+        child = manifest(out)["child_pid"]
+        rec.send_signal(signal.SIGKILL)
+        rec.wait(10)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+        m = manifest(out)
+        if m.get("child_pid"):
+            try:
+                os.killpg(m["child_pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert m["status"] == "running" and child
+    trace = load_trace(out)
+    assert len(trace.counters) > 0
+    assert any("incomplete" in n for n in trace.meta.report.notes)
+    times = trace.counters.time
+    assert np.all(times >= m["start"]["epoch_ns"] - 10**9)
