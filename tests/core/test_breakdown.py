@@ -90,6 +90,7 @@ def test_json_items_and_dict():
     assert items[0]["breakdown"]["host_data_loading"] == 400.0
     assert sum(v for k, v in items[0]["breakdown"].items() if not k.startswith("host_")) == 1000.0
     assert items[0]["dominant"] == "idle_input"
+    assert items[0]["bytes"] == {"memcpy_h2d": 1_000_000}
     d = bd.to_dict()
     assert d["scope"] == "iterations"
     assert d["devices"][0]["copies"]["h2d"]["bandwidth_gbps"] == 100.0
@@ -415,3 +416,21 @@ def test_real_nccl_communication_and_overlap_match_independent_count(rel):
         assert abs(int(d.comm_overlap[i]) - _overlap_len(comm, comp, lo, hi)) <= US
         exposed = _clip_len(comm, lo, hi) - _overlap_len(comm, comp, lo, hi)
         assert abs(int(d.column("communication")[i]) - exposed) <= US
+
+
+def test_host_bytes_follow_launch_flows():
+    b = TraceBuilder("synth", "test")
+    cpu = b.lane(("cpu",), "main", LaneKind.CPU, pid=1, tid=1)
+    gpu = b.lane(("gpu",), "s7", LaneKind.GPU, device=0, stream=7)
+    b.add_slices([0, 100], [50, 50], cpu, ["cudaMemcpyAsync", "cudaMemcpyAsync"],
+                 kind=Kind.RUNTIME, correlation=[1, 2])
+    b.add_slices([40, 140], [10, 10], gpu, ["Memcpy HtoD", "Memcpy DtoH"], kind=Kind.MEMCPY,
+                 device=0, copy_kind=[CopyKind.H2D, CopyKind.D2H], bytes=[4096, 8],
+                 correlation=[1, 2])
+    bd = compute_breakdown(b.finish(), _iters([0], [200]))
+    row = dict(zip(HOST_CATEGORIES, bd.bytes("host")[0].tolist()))
+    assert row["memcpy"] == 4096  # staged host-to-device copy
+    assert row["sync"] == 8  # the device-to-host read-back is a sync
+    assert bd.host.column("sync")[0] == 50 and bd.host.column("memcpy")[0] == 50
+    dev = dict(zip(DEVICE_CATEGORIES, bd.bytes("device")[0].tolist()))
+    assert dev["memcpy_h2d"] == 4096 and dev["memcpy_d2h"] == 8

@@ -119,6 +119,12 @@ class TraceBreakdown:
         obj = self._side(side)
         return obj.times if obj is not None else np.zeros((len(self), 0), np.int64)
 
+    def bytes(self, side: str | None = None) -> np.ndarray:
+        """(n_iter, n_categories) int64 bytes: copies / memsets on the device side,
+        copies launched by copy and read-back calls on the host side."""
+        obj = self._side(side)
+        return obj.bytes if obj is not None else np.zeros((len(self), 0), np.int64)
+
     @property
     def median_iteration(self) -> int:
         """Index of the iteration with the median duration (lower median), -1 if none."""
@@ -145,8 +151,9 @@ class TraceBreakdown:
 
     # -- JSON -----------------------------------------------------------------------
     def annotate_items(self, items: list[dict]) -> None:
-        """Add ``breakdown`` (µs per category; host ones prefixed ``host_``) and
-        ``dominant`` to each iteration item of ``Iterations.to_dict()``."""
+        """Add ``breakdown`` (µs per category; host ones prefixed ``host_``),
+        ``dominant`` and ``bytes`` (non-zero bytes per category) to each iteration
+        item of ``Iterations.to_dict()``."""
         if self.whole_trace:
             return
         for item in items:
@@ -161,6 +168,12 @@ class TraceBreakdown:
                            for c, v in self.iteration_breakdown(i, "host").items()})
             item["breakdown"] = bd
             item["dominant"] = self.dominant_category(i)
+            moved = {}
+            for side, prefix in (("device", ""), ("host", "host_")):
+                if self._side(side) is not None:
+                    moved.update({prefix + c: int(v) for c, v in
+                                  zip(self.categories(side), self.bytes(side)[i].tolist()) if v})
+            item["bytes"] = moved
 
     def to_dict(self) -> dict:
         return {

@@ -51,7 +51,9 @@ class HostBreakdown:
     """Main-thread time per iteration and category of one rank.
 
     ``times[i, c]`` is ns of iteration ``i`` in category ``categories[c]``; each
-    row sums to ``ends[i] - starts[i]``.  ``role_slices`` holds the main-thread
+    row sums to ``ends[i] - starts[i]``; ``bytes[i, c]`` is the bytes moved by the
+    copies that the ``memcpy`` / ``sync`` calls of iteration ``i`` launched (0 for
+    other columns).  ``role_slices`` holds the main-thread
     slice indexes of the ``data_loading``, ``sync`` and ``memcpy`` categories, and
     ``work`` those of framework work (ops, launches, Python, autograd-thread
     backward), for the device's idle attribution and for evidence.
@@ -65,6 +67,7 @@ class HostBreakdown:
     ends: np.ndarray
     times: np.ndarray
     launches: np.ndarray  # runtime calls started per iteration
+    bytes: np.ndarray  # (n_iter, n_cat): bytes of the copies launched by memcpy / sync calls
     role_slices: dict[str, np.ndarray] = field(default_factory=dict)
     work: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     categories: tuple[str, ...] = HOST_CATEGORIES
@@ -119,12 +122,30 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
                                                                 R.MEMCPY)}
     work = np.concatenate([idx[np.isin(role, WORK_ROLES)], hb])
+    nbytes = np.zeros_like(times)
+    for cat in ("memcpy", "sync"):
+        nbytes[:, HOST_CATEGORIES.index(cat)] = _launched_bytes(trace, role_slices[cat], ws, we)
     name = trace.lanes.name[main]
     group = trace.lanes.group[main]
     return HostBreakdown(
         rank=rank, label=f"{group} / {name}" if group else name, lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
-        launches=launches, role_slices=role_slices, work=np.sort(work))
+        launches=launches, bytes=nbytes, role_slices=role_slices, work=np.sort(work))
+
+
+def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:
+    """Bytes of the device copies that ``calls`` launched (launch flows), per window."""
+    f, s = trace.flows, trace.slices
+    out = np.zeros(len(ws), np.int64)
+    if not len(calls) or not len(f):
+        return out
+    launch = f.kind == 0
+    hit = np.isin(f.src, calls) & launch & (s.kind[f.dst] == int(Kind.MEMCPY))
+    src, dst = f.src[hit], f.dst[hit]
+    w = window_of(s.start[src], ws, we)
+    ok = w >= 0
+    np.add.at(out, w[ok], np.maximum(s.bytes[dst[ok]], 0))
+    return out
 
 
 def _helper_lanes(trace: Trace, cpu: np.ndarray, main: int) -> list[int]:
