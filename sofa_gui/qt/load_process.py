@@ -1,0 +1,142 @@
+"""Decode a trace in a child process so the GUI's Python thread never waits on the GIL.
+
+Decoding a big JSON trace is one long C call (msgspec / orjson) that holds the GIL,
+so a worker *thread* would freeze the GUI for as long. Instead a spawned child runs
+:func:`~sofa_gui.core.importers.load_trace`, which writes the Parquet cache, and the
+parent then memory-maps that cache (:func:`~sofa_gui.core.store.load_cached`), which
+costs milliseconds. Progress and the outcome travel over a pipe; cancelling sets an
+event the child's ``check_cancelled`` sees and, if it is stuck in a C call, kills it.
+
+This module imports no Qt: the child imports it too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+from pathlib import Path
+
+from ..core.errors import TraceFormatError
+from ..core.progress import Cancelled
+
+#: Seconds the child gets to stop by itself after a cancel before it is killed.
+_GRACE_S = 0.3
+_POLL_S = 0.05
+_SEND_INTERVAL_S = 0.05
+
+
+class _PipeProgress:
+    """Core ``Progress`` in the child: throttled reports up the pipe, cancel via an event."""
+
+    def __init__(self, conn, cancel_event):
+        self._conn, self._cancel = conn, cancel_event
+        self._last = 0.0
+
+    def report(self, fraction: float, message: str = "") -> None:
+        now = time.monotonic()
+        if now - self._last >= _SEND_INTERVAL_S or fraction >= 1.0:
+            self._last = now
+            self._conn.send(("progress", float(fraction), message))
+        self.check_cancelled()
+
+    def check_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise Cancelled()
+
+
+def _child_main(path: str, conn, cancel_event) -> None:
+    """Child entry point: load (and cache) ``path``, send one outcome message."""
+    from ..core import store
+    from ..core.importers import load_trace
+
+    try:
+        load_trace(path, _PipeProgress(conn, cancel_event), use_cache=True)
+        cached = (store.entry_dir(Path(path).expanduser()) / "manifest.json").is_file()
+        conn.send(("done", cached))
+    except Cancelled:
+        conn.send(("cancelled",))
+    except TraceFormatError as exc:
+        conn.send(("error", exc.path, exc.reason))
+    except BaseException as exc:  # report, never hang the parent
+        conn.send(("crash", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def source_bytes(path: Path) -> int:
+    """Bytes on disk of a trace file, or of every file in a trace folder."""
+    try:
+        if path.is_dir():
+            return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def load_via_child(path: Path, state, progress=None) -> bool:
+    """Load ``path`` into the cache in a child process.
+
+    ``state`` is the job's :class:`~sofa_gui.qt.worker.JobState` (cancel hooks);
+    the child's progress goes to ``progress`` (default: ``state``). Returns True
+    when the cache entry was written (the caller then reads it), False when the
+    child loaded the trace but could not cache it. Raises TraceFormatError for bad
+    input, Cancelled when cancelled, RuntimeError when the child died.
+    """
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    cancel_event = ctx.Event()
+    proc = ctx.Process(target=_child_main, args=(str(path), send, cancel_event),
+                       name="sofa-gui-loader", daemon=True)
+    proc.start()
+    send.close()
+    state.on_cancel(cancel_event.set)
+    try:
+        return _pump(proc, recv, state, progress or state)
+    finally:
+        _stop(proc, cancel_event)
+        recv.close()
+
+
+def _pump(proc, recv, state, progress) -> bool:
+    while True:
+        if state.cancelled:
+            raise Cancelled()
+        if not recv.poll(_POLL_S):
+            if not proc.is_alive() and not recv.poll(0):
+                raise RuntimeError(f"trace loader process died (exit code {proc.exitcode})")
+            continue
+        try:
+            msg = recv.recv()
+        except EOFError:
+            raise RuntimeError(
+                f"trace loader process died (exit code {proc.exitcode})") from None
+        tag = msg[0]
+        if tag == "progress":
+            progress.report(msg[1], msg[2])
+        elif tag == "done":
+            return bool(msg[1])
+        elif tag == "cancelled":
+            raise Cancelled()
+        elif tag == "error":
+            raise TraceFormatError(msg[1], msg[2])
+        else:
+            raise RuntimeError(f"trace loader failed: {msg[1]}\n{msg[2]}")
+
+
+def _stop(proc, cancel_event) -> None:
+    """Let the child exit; kill it if a cancel left it stuck in a long C call."""
+    if proc.is_alive():
+        cancel_event.set()
+        proc.join(_GRACE_S)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(1.0)
+    if hasattr(proc, "close") and not proc.is_alive():
+        proc.close()
+
+
+def child_available() -> bool:
+    """False where spawning would not work (set SOFA_GUI_LOAD_IN_THREAD=1 to force)."""
+    return os.environ.get("SOFA_GUI_LOAD_IN_THREAD", "") not in ("1", "true", "yes")

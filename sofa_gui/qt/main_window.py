@@ -1,0 +1,375 @@
+"""Main window: menus, docks, status bar; wires the Session to the widgets.
+
+No analysis and no painting here: the Session owns the state and background work,
+the panels and the timeline show it.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib.util import find_spec
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QMainWindow,
+    QMessageBox,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .panels.breakdown import BreakdownPanel
+from .panels.details import DetailsPanel
+from .panels.findings import FindingsPanel
+from .panels.iterations import IterationsPanel
+from .panels.load_report import LoadReportDialog
+from .panels.search_bar import SearchBar
+from .panels.summary import SummaryHeader
+from .panels.welcome import WelcomePage
+from .recent import RecentFiles
+from .session import Session
+from .status import ProgressWidget, ReportLink
+from .timeline import TimelineWidget
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SIZE = QSize(1600, 1000)
+TRACE_FILTER = ("Traces (*.json *.json.gz *.gz *.sqlite *.nsys-rep *.csv *.pb);;"
+                "All files (*)")
+STATE_VERSION = 1
+
+
+class MainWindow(QMainWindow):
+    """The application window; ``session`` holds everything it shows."""
+
+    def __init__(self, settings: QSettings, session: Session | None = None,
+                 restore_state: bool = True):
+        super().__init__()
+        self.settings = settings
+        self.session = session or Session(self)
+        self.recent = RecentFiles(settings)
+        self.setWindowTitle("sofa-gui")
+        self.setAcceptDrops(True)
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
+                            | QMainWindow.DockOption.AllowTabbedDocks)
+        self._build_central()
+        self._build_docks()
+        self._build_status()
+        self._build_menus()
+        self._connect()
+        self.resize(DEFAULT_SIZE)
+        self._default_state = self.saveState(STATE_VERSION)
+        if restore_state:
+            self.restore_window_state()
+        self._refresh_recent()
+
+    # -- construction ---------------------------------------------------------------
+    def _build_central(self) -> None:
+        s = self.session
+        self.summary = SummaryHeader(s, self)
+        self.search_bar = SearchBar(s, self)
+        self.search_bar.hide()
+        self.timeline = TimelineWidget(self)
+        self.welcome = WelcomePage(self)
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.welcome)
+        self.stack.addWidget(self.timeline)
+        central = QWidget(self)
+        lay = QVBoxLayout(central)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.summary)
+        lay.addWidget(self.search_bar)
+        lay.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+
+    def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _build_docks(self) -> None:
+        s = self.session
+        self.iterations_panel = IterationsPanel(s)
+        self.breakdown_panel = BreakdownPanel(s)
+        self.findings_panel = FindingsPanel(s)
+        self.details_panel = DetailsPanel(s)
+        bottom = Qt.DockWidgetArea.BottomDockWidgetArea
+        right = Qt.DockWidgetArea.RightDockWidgetArea
+        self.setCorner(Qt.Corner.BottomRightCorner, right)
+        self.findings_dock = self._dock("Bottlenecks", "findingsDock", self.findings_panel, right)
+        self.details_dock = self._dock("Details", "detailsDock", self.details_panel, right)
+        self.iterations_dock = self._dock("Iterations", "iterationsDock",
+                                          self.iterations_panel, bottom)
+        self.breakdown_dock = self._dock("Iteration breakdown", "breakdownDock",
+                                         self.breakdown_panel, bottom)
+        self.splitDockWidget(self.findings_dock, self.details_dock, Qt.Orientation.Vertical)
+        self.splitDockWidget(self.iterations_dock, self.breakdown_dock, Qt.Orientation.Horizontal)
+        self.resizeDocks([self.findings_dock], [440], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.findings_dock, self.details_dock], [560, 380],
+                         Qt.Orientation.Vertical)
+        self.resizeDocks([self.iterations_dock, self.breakdown_dock], [560, 600],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.iterations_dock], [330], Qt.Orientation.Vertical)
+
+    def _build_status(self) -> None:
+        self.progress_widget = ProgressWidget(self.session, self)
+        self.report_link = ReportLink(self.session, self)
+        self.report_link.clicked.connect(self.show_load_report)
+        self.statusBar().addPermanentWidget(self.report_link)
+        self.statusBar().addPermanentWidget(self.progress_widget)
+
+    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        """A menu action; ``shortcut`` is a key string or a list of them / StandardKeys."""
+        act = QAction(text, self)
+        if shortcut is not None:
+            act.setShortcuts(_key_list(shortcut))
+        if tip:
+            act.setStatusTip(tip)
+        act.triggered.connect(slot)
+        menu.addAction(act)
+        return act
+
+    def _build_menus(self) -> None:
+        K = QKeySequence.StandardKey
+        m = self.menuBar().addMenu("&File")
+        self._action(m, "&Open File…", self.open_file_dialog, [K.Open, "Ctrl+O"],
+                     "Open a trace file")
+        self._action(m, "Open &Folder…", self.open_folder_dialog, "Ctrl+Shift+O",
+                     "Open a trace folder (SOFA logdir, recording, per-rank traces)")
+        self.recent_menu = m.addMenu("Open &Recent")
+        self._action(m, "Open &Demo Trace", self.open_demo)
+        self.record_action = self._action(m, "R&ecord…", self.open_record_dialog, None,
+                                          "Run a command and record a profile")
+        self.record_action.setEnabled(find_spec("sofa_gui.qt.record_dialog") is not None)
+        m.addSeparator()
+        self.reload_action = self._action(m, "Re&load", self.reload, [K.Refresh, "F5"])
+        self.report_action = self._action(m, "Load &Report…", self.show_load_report)
+        m.addSeparator()
+        self._action(m, "&Quit", self.close, [K.Quit, "Ctrl+Q"])
+
+        v = self.menuBar().addMenu("&View")
+        self._action(v, "&Find…", self.search_bar.open_bar, [K.Find, "Ctrl+F"])
+        self._action(v, "Find &Next", lambda: self.search_bar.step(+1), [K.FindNext, "F3"])
+        self._action(v, "Find &Previous", lambda: self.search_bar.step(-1),
+                     [K.FindPrevious, "Shift+F3"])
+        v.addSeparator()
+        self._action(v, "&Zoom to Fit", self.timeline.reset_zoom, "Ctrl+0")
+        self._action(v, "Zoom to Selected &Iteration",
+                     lambda: self.session.select_iteration(self.session.selected_iteration),
+                     "Ctrl+I")
+        v.addSeparator()
+        for dock in (self.iterations_dock, self.breakdown_dock, self.findings_dock,
+                     self.details_dock):
+            v.addAction(dock.toggleViewAction())
+        self._action(v, "Reset &Layout", self.reset_layout)
+        v.addSeparator()
+        self.fullscreen_action = self._action(v, "F&ull Screen", self.toggle_full_screen,
+                                              ["F11", K.FullScreen])
+
+        a = self.menuBar().addMenu("&Analysis")
+        group = QActionGroup(self)
+        self.mode_actions = {}
+        for mode, text in (("auto", "Iterations: &Automatic"),
+                           ("annotations", "Iterations from &Step Annotations"),
+                           ("pattern", "Iterations from Repeating &Pattern")):
+            act = self._action(a, text, lambda _c=False, m=mode: self.session.reanalyze(m))
+            act.setCheckable(True)
+            act.setChecked(mode == self.session.iteration_mode)
+            group.addAction(act)
+            self.mode_actions[mode] = act
+        a.addSeparator()
+        self._action(a, "&Re-run Analysis", lambda: self.session.reanalyze())
+        self.cancel_action = self._action(a, "&Cancel", self.session.cancel, "Ctrl+.")
+
+        h = self.menuBar().addMenu("&Help")
+        self._action(h, "&About sofa-gui", self.show_about)
+
+    def _connect(self) -> None:
+        s, tl = self.session, self.timeline
+        s.loading_started.connect(self._on_loading_started)
+        s.trace_changed.connect(self._on_trace_changed)
+        s.iterations_changed.connect(lambda: tl.set_iterations(s.iterations))
+        s.iteration_selected.connect(lambda i: tl.select_iteration(i if i >= 0 else None))
+        s.slice_selected.connect(lambda i: tl.select_slice(i if i >= 0 else None))
+        s.zoom_requested.connect(tl.zoom_to)
+        s.search_changed.connect(
+            lambda: tl.set_highlight(s.matches if len(s.matches) else None))
+        s.load_failed.connect(self._on_load_failed)
+        s.job_crashed.connect(self._on_job_crashed)
+        s.job_cancelled.connect(lambda: self.statusBar().showMessage("Cancelled", 5000))
+        s.analysis_finished.connect(self._on_analysis_finished)
+        s.busy_changed.connect(lambda busy: self.cancel_action.setEnabled(busy))
+        tl.slice_selected.connect(lambda i: s.select_slice(i))
+        tl.iteration_selected.connect(lambda i: s.select_iteration(i, zoom=False))
+        self.welcome.open_file.connect(self.open_file_dialog)
+        self.welcome.open_folder.connect(self.open_folder_dialog)
+        self.welcome.open_demo.connect(self.open_demo)
+        self.welcome.open_path.connect(self.open_path)
+        self.cancel_action.setEnabled(False)
+
+    # -- opening ----------------------------------------------------------------------
+    def open_path(self, path: str | Path) -> None:
+        """Open a trace file or folder (in the background; a newer open cancels this one)."""
+        self.session.open(path)
+
+    def open_file_dialog(self) -> None:
+        start = self.settings.value("dialog/dir", str(Path.home()))
+        path, _ = QFileDialog.getOpenFileName(self, "Open trace file", start, TRACE_FILTER)
+        if path:
+            self.settings.setValue("dialog/dir", str(Path(path).parent))
+            self.open_path(path)
+
+    def open_folder_dialog(self) -> None:
+        start = self.settings.value("dialog/dir", str(Path.home()))
+        path = QFileDialog.getExistingDirectory(self, "Open trace folder", start)
+        if path:
+            self.settings.setValue("dialog/dir", str(Path(path).parent))
+            self.open_path(path)
+
+    def open_demo(self) -> None:
+        from ..core.samples import demo_trace_path
+
+        self.open_path(demo_trace_path())
+
+    def reload(self) -> None:
+        if self.session.path:
+            self.open_path(self.session.path)
+
+    def open_record_dialog(self) -> None:
+        try:
+            from .record_dialog import RecordDialog
+        except ImportError as exc:
+            self.show_error("Recorder unavailable", f"The recorder could not be loaded: {exc}")
+            return
+        dlg = RecordDialog(self)
+        dlg.recording_finished.connect(self.open_path)
+        dlg.show()
+
+    # -- drag and drop ----------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
+        if _dropped_path(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        path = _dropped_path(event.mimeData())
+        if path:
+            event.acceptProposedAction()
+            self.open_path(path)
+
+    # -- session reactions ------------------------------------------------------------
+    def _on_loading_started(self, path: str) -> None:
+        self.statusBar().showMessage(f"Opening {path}")
+
+    def _on_trace_changed(self) -> None:
+        s = self.session
+        self.stack.setCurrentWidget(self.timeline)
+        self.timeline.set_trace(s.prepared if s.prepared is not None else s.trace)
+        self.timeline.set_iterations(None)
+        self.setWindowTitle(f"{Path(s.path or '').name} — sofa-gui")
+        if s.path:
+            self.recent.add(s.path)
+            self._refresh_recent()
+        self.statusBar().showMessage(f"Loaded {s.trace.events:,} events; analysing…")
+
+    def _on_analysis_finished(self) -> None:
+        n = len(self.session.findings or [])
+        self.statusBar().showMessage(f"Analysis done: {n} findings", 8000)
+
+    def _on_load_failed(self, path: str, reason: str) -> None:
+        self.statusBar().showMessage(f"Could not open {path}", 8000)
+        self.show_error("Cannot open trace", f"{path}\n\n{reason}")
+
+    def _on_job_crashed(self, message: str) -> None:
+        what = "analysing" if self.session.trace is not None else "opening"
+        self.statusBar().showMessage(f"Error while {what}: {message}", 15000)
+        self.show_error(f"Error while {what} the trace",
+                        f"{message}\n\nThis is a bug in sofa-gui; details are in the log.")
+
+    def show_error(self, title: str, text: str) -> QMessageBox:
+        """A non-blocking, window-modal error box; the text is never read as HTML."""
+        box = QMessageBox(QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.Ok,
+                          self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        return box
+
+    def show_load_report(self) -> None:
+        if self.session.trace is not None:
+            LoadReportDialog(self.session.trace, self).open()
+
+    def show_about(self) -> None:
+        from .. import __version__
+
+        QMessageBox.about(self, "About sofa-gui",
+                          f"sofa-gui {__version__}\n\nTrace viewer and performance advisor "
+                          "for deep-learning programs.")
+
+    # -- window state -----------------------------------------------------------------
+    def toggle_full_screen(self) -> None:
+        self.showNormal() if self.isFullScreen() else self.showFullScreen()
+
+    def reset_layout(self) -> None:
+        self.restoreState(self._default_state, STATE_VERSION)
+        for dock in (self.iterations_dock, self.breakdown_dock, self.findings_dock,
+                     self.details_dock):
+            dock.show()
+
+    def restore_window_state(self) -> None:
+        geo = self.settings.value("window/geometry")
+        state = self.settings.value("window/state")
+        if isinstance(geo, QByteArray):
+            self.restoreGeometry(geo)
+        if isinstance(state, QByteArray):
+            self.restoreState(state, STATE_VERSION)
+
+    def save_window_state(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState(STATE_VERSION))
+        self.settings.sync()
+
+    def _refresh_recent(self) -> None:
+        self.recent_menu.clear()
+        paths = self.recent.paths()
+        for p in paths:
+            act = self.recent_menu.addAction(p)
+            act.triggered.connect(lambda _c=False, p=p: self.open_path(p))
+        self.recent_menu.addSeparator()
+        clear = self.recent_menu.addAction("Clear Recent")
+        clear.triggered.connect(lambda: (self.recent.clear(), self._refresh_recent()))
+        self.recent_menu.setEnabled(True)
+        self.welcome.set_recent(paths)
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.save_window_state()
+        self.session.shutdown()
+        super().closeEvent(event)
+
+
+def _key_list(spec) -> list[QKeySequence]:
+    """Shortcuts from a key string, a StandardKey, or a list of both (platform keys kept,
+    our defaults added where the platform has none), without duplicates."""
+    out: dict[str, QKeySequence] = {}
+    for item in spec if isinstance(spec, list) else [spec]:
+        seqs = (QKeySequence.keyBindings(item) if isinstance(item, QKeySequence.StandardKey)
+                else [QKeySequence(item)])
+        for seq in seqs:
+            if not seq.isEmpty():
+                out.setdefault(seq.toString(), seq)
+    return list(out.values())
+
+
+def _dropped_path(mime) -> str | None:
+    if not mime.hasUrls():
+        return None
+    for url in mime.urls():
+        if url.isLocalFile() and Path(url.toLocalFile()).exists():
+            return url.toLocalFile()
+    return None

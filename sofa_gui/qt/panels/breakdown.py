@@ -1,0 +1,238 @@
+"""Iteration breakdown dock: the selected iteration next to the median one.
+
+Top: two stacked bars on one time scale (selected iteration, median iteration),
+one segment per category. Below: a table with time, share and bytes per category
+for the selected iteration and the median. A combo picks the side (each device,
+each rank's main thread). Observes ``Session.breakdown_changed`` and
+``iteration_selected``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..session import Session
+from .breakdown_view import Side, color, label_of, median_index, sides
+from .common import fmt_bytes, fmt_dur, fmt_pct, plain_label, set_muted
+
+TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes")
+_BAR_H = 26
+_LABEL_W = 150
+
+
+class StackedBars(QWidget):
+    """Horizontal stacked bars, one per (caption, {category: ns}) row, same time scale."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list[tuple[str, list[tuple[str, int]]]] = []
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self._segments: list[tuple[QRectF, str, int, int]] = []
+
+    def set_rows(self, rows: list[tuple[str, list[tuple[str, int]]]]) -> None:
+        self.rows = rows
+        self.updateGeometry()
+        self.update()
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(400, 12 + max(len(self.rows), 1) * (_BAR_H + 10))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return self.sizeHint()
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        pal = self.palette()
+        fm = QFontMetrics(self.font())
+        self._segments = []
+        totals = [sum(v for _c, v in row) for _cap, row in self.rows]
+        scale_max = max(totals, default=0)
+        label_w = min(max(fm.horizontalAdvance(cap) for cap, _r in self.rows) + 16
+                      if self.rows else _LABEL_W, _LABEL_W, self.width() // 3)
+        total_w = fm.horizontalAdvance("000.0 ms") + 12
+        bar_w = max(self.width() - label_w - total_w - 4, 10)
+        y = 6
+        for (caption, row), total in zip(self.rows, totals):
+            p.setPen(pal.color(QPalette.ColorRole.WindowText))
+            text = fm.elidedText(caption, Qt.TextElideMode.ElideRight, label_w - 8)
+            p.drawText(QRectF(4, y, label_w - 8, _BAR_H),
+                       Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, text)
+            x = float(label_w)
+            for cat, ns in row:
+                if ns <= 0 or scale_max <= 0:
+                    continue
+                w = bar_w * ns / scale_max
+                rect = QRectF(x, y, w, _BAR_H)
+                fill = QColor(color(cat))
+                p.fillRect(rect, fill)
+                self._segments.append((rect, cat, ns, total))
+                share = ns / total if total else 0.0
+                label = f"{share:.0%}"
+                if w > fm.horizontalAdvance(label) + 6:
+                    p.setPen(QColor("#000000") if fill.lightness() > 140 else QColor("#ffffff"))
+                    p.drawText(rect, Qt.AlignmentFlag.AlignCenter, label)
+                x += w
+            p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(label_w, y, x - label_w, _BAR_H))
+            p.setPen(pal.color(QPalette.ColorRole.WindowText))
+            p.drawText(QRectF(x + 6, y, total_w, _BAR_H),
+                       Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, fmt_dur(total))
+            y += _BAR_H + 10
+        p.end()
+
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802
+        pos = event.position()
+        for rect, cat, ns, total in self._segments:
+            if rect.contains(pos):
+                share = ns / total if total else 0.0
+                QToolTip.showText(event.globalPosition().toPoint(),
+                                  f"{label_of(cat)}: {fmt_dur(ns)} ({share:.1%})", self)
+                return
+        QToolTip.hideText()
+
+
+class BreakdownPanel(QWidget):
+    """The Iteration breakdown dock's widget."""
+
+    def __init__(self, session: Session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self._sides: list[Side] = []
+        self.side_combo = QComboBox(self)
+        self.side_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.side_combo.currentIndexChanged.connect(lambda _i: self.refresh())
+        self.status = plain_label("No trace open", self, wrap=True)
+        set_muted(self.status)
+        self.bars = StackedBars(self)
+        self.table = QTableWidget(0, len(TABLE_COLUMNS), self)
+        self.table.setHorizontalHeaderLabels(TABLE_COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        hdr = self.table.horizontalHeader()
+        hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        top = QHBoxLayout()
+        self.side_label = plain_label("Breakdown of", self)
+        top.addWidget(self.side_label)
+        top.addWidget(self.side_combo)
+        top.addStretch(1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.status)
+        lay.addLayout(top)
+        lay.addWidget(self.bars)
+        lay.addWidget(self.table, 1)
+        session.trace_changed.connect(self._reload)
+        session.breakdown_changed.connect(self._reload)
+        session.iteration_selected.connect(lambda _i: self.refresh())
+
+    def current_side(self) -> Side | None:
+        k = self.side_combo.currentIndex()
+        return self._sides[k] if 0 <= k < len(self._sides) else None
+
+    def _reload(self) -> None:
+        bd = self.session.breakdown
+        self._sides = sides(bd) if bd is not None else []
+        self.side_combo.blockSignals(True)
+        self.side_combo.clear()
+        for side in self._sides:
+            self.side_combo.addItem(side.title)
+        self.side_combo.setEnabled(len(self._sides) > 1)
+        self.side_label.setVisible(bool(self._sides))
+        self.side_combo.setVisible(bool(self._sides))
+        self.side_combo.blockSignals(False)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw bars and table for the selected iteration and the current side."""
+        s, bd, side = self.session, self.session.breakdown, self.current_side()
+        if bd is None or side is None or len(side.times) == 0:
+            self.status.setText("No trace open" if s.trace is None else
+                                "Analysing…" if s.busy else "No breakdown available")
+            self.bars.set_rows([])
+            self.table.setRowCount(0)
+            return
+        med = median_index(bd)
+        sel = s.selected_iteration if 0 <= s.selected_iteration < len(side.times) else -1
+        if bd.whole_trace:
+            sel, med = 0, -1
+        rows = []
+        if sel >= 0:
+            rows.append((self._caption(bd, sel), side.row(sel)))
+        if med >= 0:
+            rows.append((f"Median (#{med})", side.row(med)))
+        self.bars.set_rows([(cap, list(zip(side.categories, r.tolist()))) for cap, r in rows])
+        self._fill_table(side, sel, med)
+        self.status.setText(self._status(bd, sel, med))
+
+    @staticmethod
+    def _caption(bd, i: int) -> str:
+        return "Whole trace" if bd.whole_trace else f"Iteration {i}"
+
+    def _status(self, bd, sel: int, med: int) -> str:
+        if bd.whole_trace:
+            return f"Whole trace as one span ({bd.note})"
+        dur = bd.durations
+        if sel < 0:
+            return (f"Median iteration #{med}: {fmt_dur(dur[med])}. "
+                    "Select an iteration to compare.")
+        delta = float(dur[sel] - dur[med])
+        sign = "+" if delta >= 0 else "−"
+        return (f"Iteration {sel}: {fmt_dur(dur[sel])} · median #{med}: {fmt_dur(dur[med])} "
+                f"({sign}{fmt_dur(abs(delta))})")
+
+    def _fill_table(self, side: Side, sel: int, med: int) -> None:
+        main = sel if sel >= 0 else med
+        cur = side.times[main]
+        ref = side.times[med] if med >= 0 else None
+        shown = [k for k, _c in enumerate(side.categories)
+                 if cur[k] > 0 or (ref is not None and ref[k] > 0)]
+        self.table.setRowCount(len(shown))
+        total = float(cur.sum())
+        for r, k in enumerate(shown):
+            cat = side.categories[k]
+            b = int(side.bytes[main, k]) if side.bytes is not None else 0
+            cells = [
+                label_of(cat),
+                fmt_dur(cur[k]),
+                fmt_pct(cur[k] / total) if total else "",
+                fmt_dur(ref[k]) if ref is not None else "",
+                _delta(cur[k], ref[k]) if ref is not None and sel >= 0 else "",
+                fmt_bytes(b) if b > 0 else "",
+            ]
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if c == 0:
+                    item.setData(Qt.ItemDataRole.DecorationRole, QColor(color(cat)))
+                    item.setToolTip(cat)
+                else:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(r, c, item)
+
+
+def _delta(a, b) -> str:
+    d = float(np.int64(a) - np.int64(b))
+    if d == 0:
+        return "0"
+    return f"{'+' if d > 0 else '−'}{fmt_dur(abs(d))}"

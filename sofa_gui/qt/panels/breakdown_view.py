@@ -1,0 +1,93 @@
+"""What the panels read from a core ``TraceBreakdown``, in display terms.
+
+Keeps every access to the breakdown object in one place: the sides (each device,
+each rank's main thread), category labels and colours, the dominant category,
+device utilisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.analysis.palette import color_of
+
+LABELS = {
+    "compute": "Compute kernels",
+    "communication": "Communication (exposed)",
+    "memcpy_h2d": "Memcpy H2D",
+    "memcpy_d2h": "Memcpy D2H",
+    "memcpy_d2d": "Memcpy D2D",
+    "memcpy_p2p": "Memcpy P2P",
+    "memcpy_other": "Memcpy (other)",
+    "memset": "Memset",
+    "idle_input": "Idle: waiting for input",
+    "idle_copy": "Idle: host staging a copy",
+    "idle_sync": "Idle: synchronisation",
+    "idle_launch": "Idle: launch gaps",
+    "idle_host": "Idle: host-side overhead",
+    "idle_other": "Idle: other",
+    "data_loading": "Data loading",
+    "forward": "Forward",
+    "backward": "Backward",
+    "optimizer": "Optimizer",
+    "memcpy": "Copy API calls",
+    "runtime": "Runtime / launch API",
+    "sync": "Synchronisation",
+    "python": "Python",
+    "other": "Other",
+}
+
+
+def label_of(category: str) -> str:
+    return LABELS.get(category, category.replace("_", " ").capitalize())
+
+
+@dataclass
+class Side:
+    """One breakdown matrix: a device or a rank's main thread."""
+
+    title: str
+    kind: str  # "device" | "host"
+    categories: tuple[str, ...]
+    times: np.ndarray  # (n_windows, n_categories) int64 ns
+    bytes: np.ndarray | None  # same shape, device copies/memsets only
+
+    def row(self, i: int) -> np.ndarray:
+        return self.times[i]
+
+
+def sides(bd) -> list[Side]:
+    """Every device first (busiest first), then every rank's main thread."""
+    out = []
+    for d in getattr(bd, "devices", []):
+        out.append(Side(f"Device: {d.label}", "device", tuple(d.categories), d.times, d.bytes))
+    for h in getattr(bd, "hosts", []):
+        out.append(Side(f"Host: {h.label}", "host", tuple(h.categories), h.times, None))
+    return out
+
+
+def median_index(bd) -> int:
+    return int(bd.median_iteration) if bd is not None and len(bd) else -1
+
+
+def dominant_label(bd, i: int) -> str:
+    """Readable dominant category of iteration ``i`` on the primary side."""
+    if bd is None or getattr(bd, "whole_trace", False) or i >= len(bd):
+        return ""
+    cat = bd.dominant_category(i)
+    return label_of(cat) if cat else ""
+
+
+def device_utilisation(bd) -> float | None:
+    """Busy share of the primary device over the analysed windows (None: no device)."""
+    dev = getattr(bd, "device", None)
+    if dev is None:
+        return None
+    wall = float(np.sum(bd.durations))
+    return float(np.sum(dev.busy)) / wall if wall > 0 else 0.0
+
+
+def color(category: str) -> str:
+    return color_of(category)

@@ -1,0 +1,176 @@
+"""Bottlenecks dock: one card per finding, biggest share first.
+
+Each card shows title, severity, share of iteration time, the estimated speed-up if
+it were removed, the summary, the suggested fixes and the evidence; an evidence
+item is a link that zooms the timeline to its time range (and selects its
+iteration). Observes ``Session.findings_changed`` and ``trace_changed``.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...core.analysis.results import Finding
+from ..session import Session
+from .common import (
+    SEVERITY_COLORS,
+    esc,
+    fmt_dur,
+    fmt_pct,
+    plain_label,
+    rich_label,
+    set_muted,
+)
+
+_FRAMEWORK = {"pytorch": "PyTorch", "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
+#: Evidence links shown per card before "… and N more".
+MAX_EVIDENCE = 8
+
+
+class SeverityBadge(QLabel):
+    """A small coloured pill with the severity in capitals."""
+
+    def __init__(self, severity: str, parent=None):
+        super().__init__(severity.upper(), parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        color = SEVERITY_COLORS.get(severity, SEVERITY_COLORS["low"])
+        self.setStyleSheet(f"QLabel {{ background: {color}; color: white; border-radius: 3px;"
+                           " padding: 1px 6px; font-weight: bold; font-size: 8pt; }")
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+
+
+class FindingCard(QFrame):
+    """One finding; ``evidence_clicked(index)`` when an evidence link is activated."""
+
+    evidence_clicked = Signal(int)
+
+    def __init__(self, finding: Finding, rank: int, origin_ns: int, parent=None):
+        super().__init__(parent)
+        self.finding = finding
+        self.setObjectName("findingCard")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        lay.setSpacing(4)
+        head = QHBoxLayout()
+        head.addWidget(SeverityBadge(finding.severity, self))
+        self.title = plain_label(f"{rank}. {finding.title}", self, bold=True, wrap=True)
+        head.addWidget(self.title, 1)
+        lay.addLayout(head)
+        numbers = (f"{fmt_pct(finding.share)} of iteration time · "
+                   f"up to {finding.estimated_speedup:.2f}× faster if removed")
+        self.numbers = plain_label(numbers, self)
+        set_muted(self.numbers)
+        lay.addWidget(self.numbers)
+        if finding.summary:
+            lay.addWidget(plain_label(finding.summary, self, wrap=True, selectable=True))
+        if finding.fixes:
+            self.fixes = rich_label(self)
+            self.fixes.setText(_fixes_html(finding))
+            self.fixes.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            lay.addWidget(self.fixes)
+        if finding.evidence:
+            self.evidence = rich_label(self)
+            self.evidence.setText(_evidence_html(finding, origin_ns))
+            self.evidence.linkActivated.connect(self._on_link)
+            lay.addWidget(self.evidence)
+
+    def _on_link(self, href: str) -> None:
+        if href.startswith("ev:"):
+            self.evidence_clicked.emit(int(href[3:]))
+
+
+def _fixes_html(f: Finding) -> str:
+    items = "".join(
+        f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(x.text)}</li>"
+        for x in f.fixes)
+    return f"<b>Suggested fixes</b><ul style='margin-left:-20px'>{items}</ul>"
+
+
+def _evidence_html(f: Finding, origin_ns: int) -> str:
+    links = []
+    for k, ev in enumerate(f.evidence[:MAX_EVIDENCE]):
+        where = f"{(ev.start_ns - origin_ns) / 1e6:,.3f} ms, {fmt_dur(ev.end_ns - ev.start_ns)}"
+        links.append(f"<a href='ev:{k}'>{esc(ev.label)}</a> <small>({esc(where)})</small>")
+    more = len(f.evidence) - MAX_EVIDENCE
+    tail = f"<br>… and {more} more" if more > 0 else ""
+    return "<b>Evidence</b> <small>(click to zoom)</small><br>" + "<br>".join(links) + tail
+
+
+class FindingsPanel(QWidget):
+    """The Bottlenecks dock's widget: a scrolling list of :class:`FindingCard`."""
+
+    def __init__(self, session: Session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.cards: list[FindingCard] = []
+        self.status = plain_label("No trace open", self, wrap=True)
+        set_muted(self.status)
+        self._inner = QWidget()
+        self._list = QVBoxLayout(self._inner)
+        self._list.setContentsMargins(0, 0, 0, 0)
+        self._list.setSpacing(8)
+        self._list.addStretch(1)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self._inner)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.status)
+        lay.addWidget(scroll, 1)
+        session.trace_changed.connect(self._reload)
+        session.iterations_changed.connect(self._reload)
+        session.findings_changed.connect(self._reload)
+        session.analysis_finished.connect(self._reload)
+        session.job_crashed.connect(self._reload)
+
+    def _clear(self) -> None:
+        for card in self.cards:
+            self._list.removeWidget(card)
+            card.deleteLater()
+        self.cards = []
+
+    def _reload(self, *_args) -> None:
+        self._clear()
+        s = self.session
+        findings = sorted(s.findings or [], key=lambda f: -f.share)
+        origin = s.trace.start_ns if s.trace is not None else 0
+        for rank, f in enumerate(findings, 1):
+            card = FindingCard(f, rank, origin, self._inner)
+            card.evidence_clicked.connect(lambda k, f=f: self.open_evidence(f, k))
+            self._list.insertWidget(self._list.count() - 1, card)
+            self.cards.append(card)
+        self.status.setText(self._status_text(findings))
+
+    def _status_text(self, findings) -> str:
+        s = self.session
+        if s.trace is None:
+            return "No trace open"
+        if s.findings is None:
+            return "Analysing…" if s.busy else "Analysis did not finish"
+        if not findings:
+            if s.iterations is not None and len(s.iterations) == 0:
+                return "No iterations, so no per-iteration advice."
+            return "No bottleneck stands out: the run looks balanced."
+        speed = max(f.estimated_speedup for f in findings)
+        return f"{len(findings)} findings, biggest first · best single fix: up to {speed:.2f}×"
+
+    def open_evidence(self, finding: Finding, k: int) -> None:
+        """Zoom the timeline to evidence ``k`` of ``finding`` and select its iteration."""
+        ev = finding.evidence[k]
+        if ev.iteration is not None:
+            self.session.select_iteration(int(ev.iteration), zoom=False)
+        span = max(ev.end_ns - ev.start_ns, 1)
+        pad = max(span // 20, 1)
+        self.session.zoom_to(ev.start_ns - pad, ev.end_ns + pad)

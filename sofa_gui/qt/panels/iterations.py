@@ -1,0 +1,213 @@
+"""Iterations dock: one row per iteration; click or Enter selects it and zooms there.
+
+Observes ``Session.iterations_changed`` / ``breakdown_changed`` (dominant category)
+and ``iteration_selected`` (a band clicked on the timeline selects the row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
+
+from ..session import Session
+from .breakdown_view import dominant_label
+from .common import fmt_dur, fmt_offset, plain_label, set_muted
+
+COLUMNS = ("#", "Step", "Start", "Duration", "Δ median", "Dominant")
+_SORT = Qt.ItemDataRole.UserRole
+
+
+class IterationsModel(QAbstractTableModel):
+    """Read-only table over ``Iterations`` (+ the breakdown's dominant category)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._starts = self._durs = np.zeros(0, np.int64)
+        self._labels: list[str] = []
+        self._origin = 0
+        self._median = 0.0
+        self._dominant: list[str] = []
+
+    def set_data(self, iterations, origin_ns: int, breakdown=None) -> None:
+        self.beginResetModel()
+        if iterations is None or len(iterations) == 0:
+            self._starts = self._durs = np.zeros(0, np.int64)
+            self._labels, self._dominant = [], []
+        else:
+            self._starts = np.asarray(iterations.starts, np.int64)
+            self._durs = np.asarray(iterations.durations, np.int64)
+            self._labels = list(iterations.labels or [])
+            self._median = float(np.median(self._durs))
+            self._dominant = [dominant_label(breakdown, i) if breakdown is not None else ""
+                              for i in range(len(self._starts))]
+        self._origin = origin_ns
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 (Qt API)
+        return 0 if parent.isValid() else len(self._starts)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            return _TIPS[section]
+        return None
+
+    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(r, c)
+        if role == _SORT:
+            return self._sort_key(r, c)
+        if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 2, 3, 4):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def _text(self, r: int, c: int) -> str:
+        if c == 0:
+            return str(r)
+        if c == 1:
+            return self._labels[r] if r < len(self._labels) else ""
+        if c == 2:
+            return fmt_offset(self._starts[r] - self._origin)
+        if c == 3:
+            return fmt_dur(self._durs[r])
+        if c == 4:
+            d = float(self._durs[r]) - self._median
+            pct = round(100.0 * d / self._median) if self._median else 0
+            sign = "+" if d >= 0 else "−"
+            return f"{sign}{fmt_dur(abs(d))} ({sign if pct else '±'}{abs(pct)}%)"
+        return self._dominant[r] if r < len(self._dominant) else ""
+
+    def _sort_key(self, r: int, c: int):
+        if c in (0, 1):
+            return r
+        if c == 2:
+            return int(self._starts[r])
+        if c in (3, 4):
+            return int(self._durs[r])
+        return self._text(r, c)
+
+
+_TIPS = (
+    "Iteration index (0-based)",
+    "The step annotation, when the trace has one",
+    "Start, as an offset from the start of the trace",
+    "Wall time of the iteration",
+    "Difference to the median iteration time",
+    "The category that takes most of the iteration's time",
+)
+
+
+class _Table(QTableView):
+    """Enter / Return re-selects the current row (and zooms), like a click."""
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and self.currentIndex().isValid():
+            self.activated.emit(self.currentIndex())
+            return
+        super().keyPressEvent(event)
+
+
+class IterationsPanel(QWidget):
+    """The Iterations dock's widget."""
+
+    def __init__(self, session: Session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.model = IterationsModel(self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(_SORT)
+        self.table = _Table(self)
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(
+            self.table.fontMetrics().height() + 6)
+        hdr = self.table.horizontalHeader()
+        hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hdr.setStretchLastSection(True)
+        self.status = plain_label("No trace open", self, wrap=True)
+        set_muted(self.status)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.status)
+        lay.addWidget(self.table)
+        self.table.clicked.connect(self._on_row_activated)
+        self.table.activated.connect(self._on_row_activated)
+        self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
+        session.trace_changed.connect(self._reload)
+        session.loading_started.connect(self._on_loading)
+        session.iterations_changed.connect(self._reload)
+        session.breakdown_changed.connect(self._reload)
+        session.iteration_selected.connect(self._on_selected)
+        self._syncing = False
+
+    def row_of(self, iteration: int) -> int:
+        """View row that shows ``iteration`` (the table may be sorted)."""
+        return self.proxy.mapFromSource(self.model.index(iteration, 0)).row()
+
+    def _on_loading(self, path: str) -> None:
+        if self.session.trace is None:
+            self.status.setText("Loading…")
+
+    def _reload(self) -> None:
+        s = self.session
+        origin = s.trace.start_ns if s.trace is not None else 0
+        self.model.set_data(s.iterations, origin, s.breakdown)
+        self._update_status()
+        self._on_selected(s.selected_iteration)
+
+    def _update_status(self) -> None:
+        s = self.session
+        it = s.iterations
+        if s.trace is None:
+            text = "No trace open"
+        elif it is None:
+            text = "Finding iterations…"
+        elif len(it) == 0:
+            text = f"No iterations found. {it.reason}".strip()
+        else:
+            med = float(np.median(it.durations))
+            how = {"annotations": "from step annotations",
+                   "pattern": "from the repeating kernel pattern"}.get(it.method, it.method)
+            text = (f"{len(it)} iterations {how} · median {fmt_dur(med)}"
+                    f" · confidence {it.confidence:.0%}")
+        self.status.setText(text)
+
+    def _on_row_activated(self, index) -> None:
+        if index.isValid():
+            src = self.proxy.mapToSource(index).row()
+            self.session.select_iteration(src, zoom=True)
+
+    def _on_current_changed(self, current, _previous) -> None:
+        if self._syncing or not current.isValid():
+            return
+        src = self.proxy.mapToSource(current).row()
+        if src != self.session.selected_iteration:
+            self.session.select_iteration(src, zoom=True)
+
+    def _on_selected(self, i: int) -> None:
+        self._syncing = True
+        try:
+            if i < 0:
+                self.table.clearSelection()
+            else:
+                row = self.row_of(i)
+                self.table.selectRow(row)
+                self.table.scrollTo(self.proxy.index(row, 0))
+        finally:
+            self._syncing = False

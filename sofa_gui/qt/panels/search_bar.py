@@ -1,0 +1,120 @@
+"""Search bar (Ctrl+F): substring or regex over every slice name of the whole trace.
+
+Shows the match count and the current match, steps with Enter / Shift+Enter or the
+arrow buttons, and hands the matches to the timeline for highlighting (through the
+Session's ``search_changed``).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QToolButton, QWidget
+
+from ..search import SearchQuery
+from ..session import Session
+from .common import plain_label, set_muted
+
+#: Typing pauses this long before a search runs.
+DEBOUNCE_MS = 200
+
+
+class SearchBar(QWidget):
+    """A one-line search field with options, count and next/previous."""
+
+    def __init__(self, session: Session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.edit = QLineEdit(self)
+        self.edit.setPlaceholderText("Search all slice names (substring; .* for regex)")
+        self.edit.setClearButtonEnabled(True)
+        self.edit.setMinimumWidth(260)
+        self.regex = self._toggle(".*", "Regular expression")
+        self.case = self._toggle("Aa", "Match case")
+        self.prev_btn = self._button("▲", "Previous match (Shift+Enter)", -1)
+        self.next_btn = self._button("▼", "Next match (Enter)", +1)
+        self.count = plain_label("", self)
+        set_muted(self.count)
+        self.count.setMinimumWidth(150)
+        close = QToolButton(self)
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Close search (Esc)")
+        close.clicked.connect(self.close_bar)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 2, 6, 2)
+        lay.addWidget(plain_label("Find:", self))
+        lay.addWidget(self.edit, 1)
+        for w in (self.regex, self.case, self.prev_btn, self.next_btn, self.count, close):
+            lay.addWidget(w)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(DEBOUNCE_MS)
+        self._timer.timeout.connect(self.run_search)
+        self.edit.textEdited.connect(lambda _t: self._timer.start())
+        self.edit.returnPressed.connect(self._on_return)
+        self.regex.toggled.connect(lambda _on: self.run_search())
+        self.case.toggled.connect(lambda _on: self.run_search())
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self.edit, self.close_bar,
+                  context=Qt.ShortcutContext.WidgetShortcut)
+        QShortcut(QKeySequence("Shift+Return"), self.edit, lambda: self.step(-1),
+                  context=Qt.ShortcutContext.WidgetShortcut)
+        session.search_changed.connect(self._update_count)
+        session.trace_changed.connect(self._update_count)
+
+    def _toggle(self, text: str, tip: str) -> QToolButton:
+        b = QToolButton(self)
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setCheckable(True)
+        return b
+
+    def _button(self, text: str, tip: str, delta: int) -> QToolButton:
+        b = QToolButton(self)
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setAutoRaise(True)
+        b.clicked.connect(lambda: self.step(delta))
+        return b
+
+    def query(self) -> SearchQuery:
+        return SearchQuery(self.edit.text(), self.regex.isChecked(), self.case.isChecked())
+
+    def open_bar(self) -> None:
+        self.show()
+        self.edit.setFocus()
+        self.edit.selectAll()
+
+    def close_bar(self) -> None:
+        self._timer.stop()
+        self.hide()
+        self.session.search(None)
+
+    def run_search(self) -> None:
+        self._timer.stop()
+        self.session.search(self.query())
+
+    def step(self, delta: int) -> None:
+        if self._timer.isActive() or self.session.search_query != self.query():
+            self.run_search()
+        self.session.step_match(delta)
+
+    def _on_return(self) -> None:
+        self.step(+1)
+
+    def _update_count(self) -> None:
+        s = self.session
+        n = len(s.matches)
+        if s.search_error:
+            text = s.search_error
+        elif s.search_query is None or not s.search_query.text:
+            text = ""
+        elif n == 0:
+            text = "no matches"
+        elif s.match_pos < 0:
+            text = f"{n:,} matches"
+        else:
+            text = f"{s.match_pos + 1:,} of {n:,}"
+        self.count.setText(text)
+        self.prev_btn.setEnabled(n > 0)
+        self.next_btn.setEnabled(n > 0)

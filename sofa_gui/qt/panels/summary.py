@@ -1,0 +1,103 @@
+"""Run summary header: file, format, duration, iterations, median iteration, device use.
+
+A strip of label/value pairs above the timeline. Observes ``Session.trace_changed``,
+``iterations_changed``, ``breakdown_changed`` and ``findings_changed``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
+
+from ..session import Session
+from .breakdown_view import device_utilisation
+from .common import fmt_dur, fmt_pct, plain_label, set_muted
+
+FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
+          "Top bottleneck")
+
+
+class SummaryHeader(QFrame):
+    """Headline numbers of the open run."""
+
+    def __init__(self, session: Session, parent=None):
+        super().__init__(parent)
+        self.session = session
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        self.title = plain_label("No trace open — File ▸ Open, or drop a trace here", self,
+                                 bold=True)
+        f = self.title.font()
+        f.setPointSizeF(f.pointSizeF() * 1.15)
+        self.title.setFont(f)
+        self.values: dict[str, object] = {}
+        grid = QGridLayout()
+        grid.setHorizontalSpacing(24)
+        grid.setVerticalSpacing(0)
+        for col, key in enumerate(FIELDS):
+            cap = plain_label(key.upper(), self)
+            set_muted(cap)
+            cf = cap.font()
+            cf.setPointSizeF(cf.pointSizeF() * 0.8)
+            cap.setFont(cf)
+            val = plain_label("—", self, bold=True)
+            grid.addWidget(cap, 0, col)
+            grid.addWidget(val, 1, col)
+            self.values[key] = val
+        grid.setColumnStretch(len(FIELDS), 1)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        inner = QWidget(self)
+        v = QGridLayout(inner)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.addWidget(self.title, 0, 0)
+        v.addLayout(grid, 1, 0)
+        lay.addWidget(inner)
+        for sig in (session.trace_changed, session.iterations_changed,
+                    session.breakdown_changed, session.findings_changed):
+            sig.connect(self.refresh)
+        self.refresh()
+
+    def text_of(self, key: str) -> str:
+        return self.values[key].text()
+
+    def refresh(self) -> None:
+        s = self.session
+        t = s.trace
+        if t is None:
+            for lab in self.values.values():
+                lab.setText("—")
+            return
+        self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
+        self.title.setToolTip(s.path or t.meta.source)
+        it = s.iterations
+        vals = {
+            "Format": t.meta.format or "?",
+            "Duration": fmt_dur(t.duration_ns),
+            "Events": f"{t.events:,}",
+            "Iterations": "…" if it is None else f"{len(it)} ({it.method})",
+            "Median iteration": "…" if it is None else (
+                fmt_dur(float(np.median(it.durations))) if len(it) else "—"),
+            "Device busy": _util_text(s),
+            "Top bottleneck": _top_text(s),
+        }
+        for key, text in vals.items():
+            self.values[key].setText(text)
+
+
+def _util_text(s: Session) -> str:
+    if s.breakdown is None:
+        return "…" if s.busy else "—"
+    u = device_utilisation(s.breakdown)
+    return "no device" if u is None else fmt_pct(u)
+
+
+def _top_text(s: Session) -> str:
+    if s.findings is None:
+        return "…" if s.busy else "—"
+    if not s.findings:
+        return "none"
+    f = max(s.findings, key=lambda f: f.share)
+    return f"{f.title} ({fmt_pct(f.share)})"

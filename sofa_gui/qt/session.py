@@ -1,0 +1,197 @@
+"""The only mutable state of the app: the open trace, its analysis, selection, search.
+
+Widgets never talk to each other; they call a :class:`Session` method (an intent,
+e.g. ``select_iteration(3)``) and observe its signals. The session starts and
+cancels background work through a :class:`~sofa_gui.qt.worker.Worker` and keeps
+only results of the request it is currently waiting for.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from ..core.trace import Trace
+from . import jobs
+from .search import SearchQuery, find_matches
+from .worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+class Session(QObject):
+    """Trace + analysis + selection + search; see the module docstring."""
+
+    loading_started = Signal(str)  # path
+    trace_changed = Signal()  # a new trace is shown (analysis not yet ready)
+    iterations_changed = Signal()
+    breakdown_changed = Signal()
+    findings_changed = Signal()
+    analysis_finished = Signal()  # every analysis step of the current request is done
+    load_failed = Signal(str, str)  # path, reason
+    job_crashed = Signal(str)  # a bug in a background step, with its message
+    job_cancelled = Signal()
+    busy_changed = Signal(bool)
+    progress = Signal(float, str)
+    iteration_selected = Signal(int)  # -1: none
+    slice_selected = Signal(int)  # -1: none
+    zoom_requested = Signal(object, object)  # start_ns, end_ns
+    search_changed = Signal()  # matches or the current match changed
+
+    def __init__(self, parent: QObject | None = None, load_mode: str = "auto"):
+        super().__init__(parent)
+        self.load_mode = load_mode
+        self.iteration_mode = "auto"
+        self.path: str | None = None
+        self.pending_path: str | None = None
+        self.trace: Trace | None = None
+        self.prepared = None  # the timeline's draw index of ``trace``, built off the GUI thread
+        self.iterations = None
+        self.breakdown = None
+        self.findings: list | None = None
+        self.analysis_done = False
+        self.last_error: tuple[str, str] | None = None
+        self.selected_iteration = -1
+        self.selected_slice = -1
+        self.search_query: SearchQuery | None = None
+        self.search_error = ""
+        self.matches = np.zeros(0, np.int64)
+        self.match_pos = -1
+        self.worker = Worker(self)
+        self.worker.result.connect(self._on_result)
+        self.worker.finished.connect(self._on_finished)
+        self.worker.failed.connect(self._on_failed)
+        self.worker.crashed.connect(self._on_crashed)
+        self.worker.cancelled.connect(self.job_cancelled)
+        self.worker.progress.connect(self.progress)
+        self.worker.busy_changed.connect(self.busy_changed)
+
+    # -- requests -------------------------------------------------------------------
+    def open(self, path: str | Path) -> None:
+        """Open a trace file or folder in the background (cancels any running request)."""
+        path = str(Path(path).expanduser())
+        self.pending_path = path
+        self.last_error = None
+        self.analysis_done = False
+        self.loading_started.emit(path)
+        self.worker.start(jobs.open_job, path, self.iteration_mode, self.load_mode)
+
+    def reanalyze(self, mode: str | None = None) -> None:
+        """Run the analysis again on the open trace (``mode``: auto|annotations|pattern)."""
+        if mode:
+            self.iteration_mode = mode
+        if self.trace is None:
+            return
+        self.analysis_done = False
+        self.worker.start(jobs.analysis_job, self.trace, self.iteration_mode)
+
+    def cancel(self) -> None:
+        self.worker.cancel()
+
+    @property
+    def busy(self) -> bool:
+        return self.worker.busy
+
+    def shutdown(self) -> None:
+        self.worker.shutdown()
+
+    # -- selection and navigation --------------------------------------------------------
+    def select_iteration(self, i: int, zoom: bool = True) -> None:
+        """Select iteration ``i`` (-1 clears); with ``zoom`` the timeline shows it whole."""
+        n = len(self.iterations) if self.iterations is not None else 0
+        i = int(i) if 0 <= int(i) < n else -1
+        if i != self.selected_iteration:
+            self.selected_iteration = i
+            self.iteration_selected.emit(i)
+        if zoom and i >= 0:
+            s, e = int(self.iterations.starts[i]), int(self.iterations.ends[i])
+            pad = max((e - s) // 50, 1)
+            self.zoom_to(s - pad, e + pad)
+
+    def select_slice(self, i: int, reveal: bool = False) -> None:
+        """Select slice ``i`` (-1 clears); with ``reveal`` the timeline zooms around it."""
+        n = len(self.trace.slices) if self.trace is not None else 0
+        i = int(i) if 0 <= int(i) < n else -1
+        if i != self.selected_slice:
+            self.selected_slice = i
+            self.slice_selected.emit(i)
+        if reveal and i >= 0:
+            self.reveal_slice(i)
+
+    def reveal_slice(self, i: int) -> None:
+        """Zoom so slice ``i`` fills about a third of the view, centred."""
+        s = int(self.trace.slices.start[i])
+        d = max(int(self.trace.slices.dur[i]), 1000)
+        self.zoom_to(s - d, s + 2 * d)
+
+    def zoom_to(self, start_ns: int, end_ns: int) -> None:
+        if end_ns <= start_ns:
+            end_ns = start_ns + 1
+        self.zoom_requested.emit(int(start_ns), int(end_ns))
+
+    # -- search ---------------------------------------------------------------------
+    def search(self, query: SearchQuery | None) -> None:
+        """Find every slice whose name matches ``query`` (None or empty clears)."""
+        self.search_query = query
+        self.search_error = ""
+        self.matches = np.zeros(0, np.int64)
+        if query is not None and query.text and self.trace is not None:
+            try:
+                self.matches = find_matches(self.trace, query)
+            except ValueError as exc:
+                self.search_error = str(exc)
+        self.match_pos = -1
+        self.search_changed.emit()
+
+    def step_match(self, delta: int) -> None:
+        """Go to the next (+1) or previous (-1) match, wrapping; selects and reveals it."""
+        n = len(self.matches)
+        if n == 0:
+            return
+        if self.match_pos < 0:
+            self.match_pos = 0 if delta > 0 else n - 1
+        else:
+            self.match_pos = (self.match_pos + delta) % n
+        self.search_changed.emit()
+        self.select_slice(int(self.matches[self.match_pos]), reveal=True)
+
+    # -- worker results -----------------------------------------------------------
+    def _on_result(self, kind: str, payload) -> None:
+        if kind == "trace":
+            self._set_trace(*payload)
+        elif kind == "iterations":
+            self.iterations = payload
+            self.selected_iteration = -1
+            self.iterations_changed.emit()
+        elif kind == "breakdown":
+            self.breakdown = payload
+            self.breakdown_changed.emit()
+        elif kind == "findings":
+            self.findings = list(payload)
+            self.findings_changed.emit()
+
+    def _set_trace(self, trace: Trace, prepared=None) -> None:
+        self.trace = trace
+        self.prepared = prepared
+        self.path = self.pending_path
+        self.iterations = self.breakdown = self.findings = None
+        self.selected_iteration = self.selected_slice = -1
+        self.matches, self.match_pos = np.zeros(0, np.int64), -1
+        self.trace_changed.emit()
+        if self.search_query is not None and self.search_query.text:
+            self.search(self.search_query)
+
+    def _on_finished(self) -> None:
+        self.analysis_done = True
+        self.analysis_finished.emit()
+
+    def _on_failed(self, path: str, reason: str) -> None:
+        self.last_error = (path, reason)
+        self.load_failed.emit(path, reason)
+
+    def _on_crashed(self, message: str) -> None:
+        self.last_error = (self.pending_path or "", message)
+        self.job_crashed.emit(message)

@@ -1,0 +1,293 @@
+"""The main window on the real ResNet-50 sample (DataLoader num_workers=0, input-bound)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QMessageBox
+
+from sofa_gui.core.samples import demo_trace_path
+from sofa_gui.qt.search import SearchQuery
+
+EXPECTED_ITERATIONS = 6  # ProfilerStep#5..#10
+#: Generous: the first open of the sample decodes 35 MB of JSON on a shared 2-core box.
+LOAD_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def settings(tmp_path):
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot, settings):
+    from sofa_gui.qt.main_window import MainWindow
+
+    win = MainWindow(settings, restore_state=False)
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    win.session.shutdown()
+
+
+def open_and_wait(qtbot, win, path, timeout=LOAD_TIMEOUT_MS):
+    """Open ``path`` and wait until every analysis step is done (fail fast on errors)."""
+    s = win.session
+    win.open_path(path)
+    assert s.busy
+    qtbot.waitUntil(lambda: not s.busy, timeout=timeout)
+    assert s.analysis_done, f"open failed: {s.last_error}"
+    return s
+
+
+@pytest.fixture
+def demo_path():
+    return demo_trace_path()
+
+
+@pytest.fixture
+def fresh_copy(tmp_path, demo_path):
+    """A copy of the sample that is not in the cache yet (forces a real decode)."""
+    p = tmp_path / "copy.pt.trace.json.gz"
+    shutil.copyfile(demo_path, p)
+    return p
+
+
+def test_open_fills_iterations_findings_and_header(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    assert window.iterations_panel.model.rowCount() == EXPECTED_ITERATIONS
+    cards = window.findings_panel.cards
+    assert cards and cards[0].finding.id == "input_pipeline_bound"
+    shares = [c.finding.share for c in cards]
+    assert shares == sorted(shares, reverse=True)
+    assert "Input pipeline" in cards[0].title.text()
+    header = window.summary
+    assert header.text_of("Iterations").startswith(f"{EXPECTED_ITERATIONS} (annotations)")
+    assert header.text_of("Format") == s.trace.meta.format
+    assert header.text_of("Device busy").endswith("%")
+    assert window.stack.currentWidget() is window.timeline
+    assert window.windowTitle().startswith(demo_path.name)
+
+
+def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    table = window.iterations_panel.table
+    row = window.iterations_panel.row_of(3)
+    rect = table.visualRect(table.model().index(row, 2))
+    qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert s.selected_iteration == 3
+    bars = window.breakdown_panel.bars.rows
+    assert bars[0][0] == "Iteration 3" and bars[1][0].startswith("Median")
+    total = sum(ns for _c, ns in bars[0][1])
+    it = s.iterations
+    assert total == int(it.ends[3] - it.starts[3])
+    assert window.breakdown_panel.table.rowCount() > 3
+    lo, hi = window.timeline.visible_range()
+    span = int(it.ends[3] - it.starts[3])
+    assert abs(lo - int(it.starts[3])) < 0.1 * span and abs(hi - int(it.ends[3])) < 0.1 * span
+    assert window.timeline.model.selected_iteration == 3
+    # Enter on another row selects it too
+    table.setCurrentIndex(table.model().index(window.iterations_panel.row_of(1), 0))
+    qtbot.keyClick(table, Qt.Key.Key_Return)
+    assert s.selected_iteration == 1
+    assert window.breakdown_panel.bars.rows[0][0] == "Iteration 1"
+
+
+def test_finding_evidence_link_zooms_there(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    card = window.findings_panel.cards[0]
+    ev = card.finding.evidence[1]
+    card.evidence.linkActivated.emit("ev:1")
+    lo, hi = window.timeline.visible_range()
+    span = ev.end_ns - ev.start_ns
+    assert lo <= ev.start_ns and hi >= ev.end_ns
+    assert hi - lo < 1.3 * span
+    if ev.iteration is not None:
+        assert s.selected_iteration == ev.iteration
+
+
+def test_search_finds_steps_and_highlights(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    trace = s.trace
+    expected = [i for i in range(len(trace.slices)) if "dataloader" in trace.name_of(i).lower()]
+    assert expected
+    qtbot.keyClick(window, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
+    bar = window.search_bar
+    assert bar.isVisible()
+    qtbot.keyClicks(bar.edit, "DataLoader")
+    qtbot.waitUntil(lambda: len(s.matches) == len(expected), timeout=3000)
+    assert s.matches.tolist() == expected
+    assert bar.count.text() == f"{len(expected):,} matches"
+    assert window.timeline.model.highlight is not None
+    qtbot.keyClick(bar.edit, Qt.Key.Key_Return)
+    assert s.selected_slice == expected[0]
+    bar.next_btn.click()
+    assert s.selected_slice == expected[1]
+    assert bar.count.text() == f"2 of {len(expected):,}"
+    bar.prev_btn.click()
+    bar.prev_btn.click()
+    assert s.selected_slice == expected[-1]  # wraps around
+    lo, hi = window.timeline.visible_range()
+    assert lo <= int(trace.slices.start[expected[-1]]) <= hi
+    # regex over the whole trace, not only the visible window
+    s.search(SearchQuery(r"^aten::(conv2d|add_)$", regex=True))
+    names = [trace.name_of(i) for i in s.matches]
+    assert names and set(names) <= {"aten::conv2d", "aten::add_"}
+    assert int(trace.slices.start[s.matches[-1]]) > hi or int(trace.slices.start[s.matches[0]]) < lo
+    s.search(SearchQuery("(", regex=True))
+    assert "regular expression" in bar.count.text() and len(s.matches) == 0
+    bar.close_bar()
+    assert window.timeline.model.highlight is None
+
+
+def test_corrupt_file_shows_error_and_window_stays_usable(qtbot, window, tmp_path, demo_path):
+    bad = tmp_path / "broken <b>trace<i>.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, ')
+    with qtbot.waitSignal(window.session.load_failed, timeout=30000):
+        window.open_path(bad)
+    boxes = [b for b in window.findChildren(QMessageBox) if b.isVisible()]
+    assert len(boxes) == 1
+    box = boxes[0]
+    assert str(bad) in box.text() and box.textFormat() == Qt.TextFormat.PlainText
+    assert window.session.trace is None
+    box.close()
+    open_and_wait(qtbot, window, demo_path)
+    assert window.iterations_panel.model.rowCount() == EXPECTED_ITERATIONS
+
+
+def test_cancel_stops_a_load(qtbot, window, fresh_copy):
+    s = window.session
+    s.load_mode = "process"
+    changed = []
+    s.trace_changed.connect(lambda: changed.append(1))
+    window.open_path(fresh_copy)
+    assert window.progress_widget.isVisibleTo(window)
+    qtbot.waitUntil(lambda: bool(_loader_children()), timeout=10000)  # decoding in the child
+    with qtbot.waitSignal(s.job_cancelled, timeout=5000):
+        window.progress_widget.cancel_button.click()
+    assert not s.busy and not window.progress_widget.isVisibleTo(window)
+    assert s.worker.wait_idle(10)
+    qtbot.wait(100)
+    assert changed == [] and s.trace is None
+    assert not _loader_children()
+
+
+def _loader_children():
+    import multiprocessing
+
+    return [p for p in multiprocessing.active_children() if p.name == "sofa-gui-loader"]
+
+
+def test_newer_open_replaces_older_one(qtbot, window, fresh_copy, demo_path, tmp_path):
+    s = window.session
+    s.load_mode = "process"
+    paths = []
+    s.trace_changed.connect(lambda: paths.append(s.path))
+    window.open_path(fresh_copy)  # slow: decoded in a child
+    open_and_wait(qtbot, window, demo_path)
+    assert s.worker.wait_idle(30)
+    qtbot.wait(100)
+    assert paths == [str(demo_path)]
+    assert s.path == str(demo_path)
+
+
+def test_child_process_load_matches_thread_load(qtbot, window, fresh_copy):
+    s = window.session
+    s.load_mode = "process"
+    open_and_wait(qtbot, window, fresh_copy)
+    assert len(s.iterations) == EXPECTED_ITERATIONS
+    assert s.findings[0].id == "input_pipeline_bound"
+
+
+def test_details_show_slice_and_flow_partner_links(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    t = s.trace
+    launch = int(t.flows.src[0])
+    s.select_slice(launch)
+    d = window.details_panel
+    assert d.name.text() == t.name_of(launch)
+    assert d.name.textFormat() == Qt.TextFormat.PlainText
+    assert "Flow partners" in d.partners.text()
+    partner = int(t.flows.dst[0])
+    d.partners.linkActivated.emit(f"slice:{partner}")
+    assert s.selected_slice == partner and d.name.text() == t.name_of(partner)
+    assert window.timeline.model.selected == partner
+    lo, hi = window.timeline.visible_range()
+    assert lo <= int(t.slices.start[partner]) <= hi
+    with_args = int(np.flatnonzero(t.slices.args >= 0)[0])
+    s.select_slice(with_args)
+    assert d.args.topLevelItemCount() == len(t.args.get(int(t.slices.args[with_args])))
+
+
+def test_drop_opens_the_file(qtbot, window, demo_path):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(demo_path))])
+    ev = QDropEvent(QPointF(100, 100), Qt.DropAction.CopyAction, mime,
+                    Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.session.analysis_finished, timeout=120000):
+        window.dropEvent(ev)
+    assert window.session.path == str(demo_path)
+
+
+def test_recent_files_and_window_state_are_remembered(qtbot, window, settings, demo_path):
+    from sofa_gui.qt.main_window import MainWindow
+
+    open_and_wait(qtbot, window, demo_path)
+    window.findings_dock.hide()
+    window.resize(780, 560)  # within the offscreen screen (800x600)
+    window.close()
+    assert str(demo_path.resolve()) in settings.value("recent/paths")
+    again = MainWindow(settings)
+    qtbot.addWidget(again)
+    assert again.recent_menu.actions()[0].text() == str(demo_path.resolve())
+    assert (again.width(), again.height()) == (780, 560)
+    assert again.findings_dock.isHidden()
+    again.session.shutdown()
+
+
+def test_standard_shortcuts_exist(window):
+    keys = {a.text().replace("&", ""): [k.toString() for k in a.shortcuts()]
+            for a in window.findChildren(type(window.cancel_action))}
+    assert "Ctrl+O" in keys["Open File…"]
+    assert "Ctrl+F" in keys["Find…"]
+    assert "Ctrl+Q" in keys["Quit"]
+    assert "F11" in keys["Full Screen"]
+
+
+def test_trace_names_are_never_rich_text(qtbot, window):
+    from sofa_gui.core.builder import TraceBuilder
+    from sofa_gui.core.trace import Kind, LaneKind
+
+    b = TraceBuilder("x", "test")
+    lane = b.lane("l", "<i>lane</i>", LaneKind.CPU, "<b>group</b>")
+    b.add_slices([0], [10], lane, ["<b>bold</b><img src=x>"], kind=[Kind.CPU_OP])
+    trace = b.finish()
+    s = window.session
+    s._set_trace(trace)
+    s.select_slice(0)
+    d = window.details_panel
+    assert d.name.text() == "<b>bold</b><img src=x>"
+    assert d.fields["Lane"].text() == "<b>group</b> / <i>lane</i>"
+    assert d.fields["Lane"].textFormat() == Qt.TextFormat.PlainText
+
+
+def test_finding_cards_escape_trace_text(qtbot, window):
+    from sofa_gui.core.analysis.results import Evidence, Finding, Fix
+    from sofa_gui.qt.panels.findings import FindingCard
+
+    f = Finding("x", "<script>t</script>", "high", 0.5, 2.0, "<b>s</b>",
+                [Evidence("<img src=y> kernel", 0, 10)], [Fix("pytorch", "<a href=z>fix</a>")])
+    card = FindingCard(f, 1, 0)
+    qtbot.addWidget(card)
+    assert card.title.text() == "1. <script>t</script>"
+    assert card.title.textFormat() == Qt.TextFormat.PlainText
+    assert "&lt;img src=y&gt;" in card.evidence.text()
+    assert "&lt;a href=z&gt;" in card.fixes.text()
