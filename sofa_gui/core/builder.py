@@ -60,6 +60,8 @@ class TraceBuilder:
         self._lanes: list[dict] = []
         self._chunks: list[dict[str, np.ndarray]] = []
         self._args: list = []
+        self._arg_segments: list[pa.Array] = []  # earlier args, as Arrow arrays
+        self._n_segment_args = 0
         self._n = 0
         self._series: list[tuple[str, str, int]] = []
         self._counter_chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -170,8 +172,10 @@ class TraceBuilder:
             return np.full(n, -1, np.int64)
         if len(args) != n:
             raise ValueError("args length differs from slices")
+        if isinstance(args, pa.Array):
+            return self._add_arrow_args(args)
         idx = np.full(n, -1, np.int64)
-        base = len(self._args)
+        base = self._n_segment_args + len(self._args)
         k = 0
         for j, a in enumerate(args):
             if a:
@@ -179,6 +183,34 @@ class TraceBuilder:
                 self._args.append(a)
                 k += 1
         return idx
+
+    def _add_arrow_args(self, args: pa.Array) -> np.ndarray:
+        """A binary Arrow chunk is kept as is (zero-copy, e.g. memory-mapped); empty = none."""
+        self._flush_args()
+        if not pa.types.is_large_binary(args.type):
+            args = args.cast(pa.large_binary())
+        base = self._n_segment_args
+        self._arg_segments.append(args)
+        self._n_segment_args += len(args)
+        lo, n = args.offset, len(args)
+        present = np.diff(np.frombuffer(args.buffers()[1], np.int64)[lo:lo + n + 1]) > 0
+        if args.null_count:
+            bits = np.frombuffer(args.buffers()[0], np.uint8)
+            present &= np.unpackbits(bits, bitorder="little")[lo:lo + n] == 1
+        return np.where(present, base + np.arange(n, dtype=np.int64), -1)
+
+    def _flush_args(self) -> None:
+        if self._args:
+            self._arg_segments.append(pa.array(self._args, pa.large_binary()))
+            self._n_segment_args += len(self._args)
+            self._args = []
+
+    def _args_array(self):
+        self._flush_args()
+        segs = [s for s in self._arg_segments if len(s)]
+        if not segs:
+            return []
+        return segs[0] if len(segs) == 1 else pa.chunked_array(segs, pa.large_binary())
 
     def add_counter(self, name: str, unit: str, lane: int, time, value) -> int:
         """Add one counter series (samples sorted here); returns its id."""
@@ -222,7 +254,7 @@ class TraceBuilder:
             names=list(self._name_list),
             counters=self._counters(),
             flows=flows,
-            args=ArgsStore(pa.array(self._args, pa.large_binary()) if self._args else []),
+            args=ArgsStore(self._args_array()),
             meta=self.meta,
         )
 
@@ -233,7 +265,8 @@ class TraceBuilder:
                      "args": np.int64}
             empty.update({k: v[0] for k, v in _SLICE_DEFAULTS.items()})
             return {k: np.zeros(0, empty[k]) for k in keys}
-        out = {k: np.concatenate([c[k] for c in self._chunks]) for k in keys}
+        # one column at a time, dropping its chunks as we go: peak memory ~ one extra column
+        out = {k: np.concatenate([c.pop(k) for c in self._chunks]) for k in keys}
         self._chunks = []
         return out
 

@@ -1,10 +1,15 @@
-"""Columnar cache: the first open writes Parquet, later opens memory-map it.
+"""Columnar cache: the first open writes the trace's tables, later opens memory-map them.
 
 Entries live under the user cache dir (``$SOFA_GUI_CACHE_DIR`` or
 ``$XDG_CACHE_HOME/sofa_gui``), never beside the source, keyed by the source's
 absolute path, size and mtime (for a folder: every file in it). Each entry is
 a folder written under a temporary name and renamed into place, so a crash
 never leaves a half-written entry. Bump :data:`FORMAT_VERSION` to invalidate.
+
+Tables are uncompressed Arrow IPC files (the Feather v2 layout): opening one is
+a memory map with no decoding, so a cached reopen costs milliseconds however
+big the trace, and columns (args above all) are paged in only when read.
+Parquet would have to decode every page into memory first.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .trace import (
     ArgsStore,
@@ -34,7 +38,7 @@ from .trace import (
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _SLICE_COLS = ["start", "dur", "lane", "name", "kind", "depth", "device", "stream",
                "bytes", "copy_kind", "correlation", "args"]
 _LANE_NUM = ["kind", "rank", "pid", "tid", "device", "stream", "sort_key", "depth"]
@@ -99,26 +103,36 @@ def save_cached(path: Path, trace: Trace) -> Path | None:
         return None
 
 
+def _write(path: Path, columns: dict) -> None:
+    table = pa.table(columns)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _read(path: Path) -> pa.Table:
+    """A zero-copy table over a memory map of ``path``."""
+    return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+
+
 def write_trace(d: Path, trace: Trace) -> None:
     s = trace.slices
-    pq.write_table(pa.table({c: getattr(s, c) for c in _SLICE_COLS}), d / "slices.parquet",
-                   compression="none")
+    _write(d / "slices.arrow", {c: getattr(s, c) for c in _SLICE_COLS})
     lanes = {c: getattr(trace.lanes, c) for c in _LANE_NUM}
-    lanes.update(name=trace.lanes.name, group=trace.lanes.group)
-    pq.write_table(pa.table(lanes), d / "lanes.parquet")
-    pq.write_table(pa.table({"name": pa.array(trace.names, pa.large_string())}),
-                   d / "names.parquet")
+    lanes.update(name=pa.array(trace.lanes.name, pa.string()),
+                 group=pa.array(trace.lanes.group, pa.string()))
+    _write(d / "lanes.arrow", lanes)
+    _write(d / "names.arrow", {"name": pa.array(trace.names, pa.large_string())})
     c = trace.counters
-    pq.write_table(pa.table({"series": c.series, "time": c.time, "value": c.value}),
-                   d / "counters.parquet")
-    pq.write_table(pa.table({"name": c.table.name, "unit": c.table.unit,
-                             "lane": c.table.lane}), d / "series.parquet")
+    _write(d / "counters.arrow", {"series": c.series, "time": c.time, "value": c.value})
+    _write(d / "series.arrow", {"name": pa.array(c.table.name, pa.string()),
+                                "unit": pa.array(c.table.unit, pa.string()),
+                                "lane": c.table.lane})
     f = trace.flows
-    pq.write_table(pa.table({"src": f.src, "dst": f.dst, "kind": f.kind}), d / "flows.parquet")
+    _write(d / "flows.arrow", {"src": f.src, "dst": f.dst, "kind": f.kind})
     args = trace.args.backing
     if not isinstance(args, (pa.Array, pa.ChunkedArray)):
         args = pa.array(list(args), pa.large_binary())
-    pq.write_table(pa.table({"args": args}), d / "args.parquet")
+    _write(d / "args.arrow", {"args": args})
     manifest = {"format_version": FORMAT_VERSION, "meta": trace.meta.to_dict()}
     (d / "manifest.json").write_text(json.dumps(manifest))
 
@@ -131,21 +145,23 @@ def read_trace(d: Path) -> Trace:
     manifest = json.loads((d / "manifest.json").read_text())
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError("old cache format")
-    t = pq.read_table(d / "slices.parquet", memory_map=True)
+    t = _read(d / "slices.arrow")
     slices = Slices(**{c: t.column(c).to_numpy() for c in _SLICE_COLS})
-    lt = pq.read_table(d / "lanes.parquet")
+    lt = _read(d / "lanes.arrow")
     lanes = Lanes(name=lt.column("name").to_pylist(), group=lt.column("group").to_pylist(),
                   **{c: lt.column(c).to_numpy() for c in _LANE_NUM})
-    names = pq.read_table(d / "names.parquet").column("name").to_pylist()
-    ct = pq.read_table(d / "counters.parquet", memory_map=True)
-    st = pq.read_table(d / "series.parquet")
+    names = _read(d / "names.arrow").column("name").to_pylist()
+    ct = _read(d / "counters.arrow")
+    st = _read(d / "series.arrow")
     counters = Counters(
         _np(ct, "series", np.int32), _np(ct, "time", np.int64), _np(ct, "value", np.float64),
         CounterSeries(st.column("name").to_pylist(), st.column("unit").to_pylist(),
                       _np(st, "lane", np.int32)),
     )
-    ft = pq.read_table(d / "flows.parquet")
+    ft = _read(d / "flows.arrow")
     flows = Flows(_np(ft, "src", np.int64), _np(ft, "dst", np.int64), _np(ft, "kind", np.int8))
-    args = pq.read_table(d / "args.parquet", memory_map=True).column("args")
+    args = _read(d / "args.arrow").column("args")
+    if args.num_chunks == 1:
+        args = args.chunk(0)
     return Trace(slices, lanes, names, counters, flows, ArgsStore(args),
                  TraceMeta.from_dict(manifest["meta"]))

@@ -1,0 +1,85 @@
+"""Raw per-event args written to an anonymous temp file and memory-mapped back.
+
+A Kineto trace's args (shapes, call stacks, kernel launch parameters) are often
+larger than everything else in it together. Keeping them on the heap would cost
+hundreds of bytes per event; instead each decoded chunk's args are appended to
+a temp file as they come, and :meth:`ArgsSpill.array` returns one zero-copy
+Arrow ``large_binary`` array over a read-only mapping of it. Pages are then read
+only when an event's args are shown (or the cache is written), and the kernel can
+drop them again under memory pressure.
+"""
+
+from __future__ import annotations
+
+import mmap
+import tempfile
+
+import numpy as np
+import pyarrow as pa
+
+from .. import store
+
+
+def _spill_dir() -> str | None:
+    """The cache dir (on disk, unlike a tmpfs /tmp), or the default temp dir."""
+    try:
+        d = store.cache_root()
+        d.mkdir(parents=True, exist_ok=True)
+        return str(d)
+    except OSError:
+        return None
+
+
+class ArgsSpill:
+    """Append-only store of JSON ``bytes`` values, one per event."""
+
+    def __init__(self):
+        self._file = None
+        self._lengths: list[np.ndarray] = []
+        self._n = 0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, raws: list) -> int:
+        """Append values (bytes-like; empty = no args); returns the index of the first."""
+        first = self._n
+        if not raws:
+            return first
+        blob = b"".join(raws)
+        lengths = np.fromiter(map(len, raws), np.int64, len(raws))
+        if blob:
+            if self._file is None:
+                try:
+                    self._file = tempfile.TemporaryFile(prefix="sofa-args-", dir=_spill_dir())
+                except OSError:
+                    self._file = tempfile.TemporaryFile(prefix="sofa-args-")
+            self._file.write(blob)
+        self._lengths.append(lengths)
+        self._n += len(raws)
+        self._size += len(blob)
+        return first
+
+    def array(self) -> pa.LargeBinaryArray:
+        """All values as one Arrow array over the mapped file (call once, at the end)."""
+        offsets = np.zeros(self._n + 1, np.int64)
+        if self._lengths:
+            np.cumsum(np.concatenate(self._lengths), out=offsets[1:])
+        self._lengths = []
+        if self._file is None or self._size == 0:
+            data = pa.py_buffer(b"")
+        else:
+            self._file.flush()
+            data = pa.py_buffer(mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ))
+            self._file.close()  # the mapping keeps the (already unlinked) data alive
+            self._file = None
+        return pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), self._n, [None, pa.py_buffer(offsets), data])
+
+    def close(self) -> None:
+        """Drop the temp file without building the array (e.g. after an error)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._lengths = []

@@ -1,0 +1,590 @@
+"""Streaming decode of Chrome Trace Event JSON into chunks of typed events.
+
+The file (plain or gzip) is read in blocks; the ``traceEvents`` array is cut at
+event boundaries into ~2 MB pieces, each decoded by one msgspec call into a
+list of :class:`Event` structs that hold only the fields the importer uses
+(``args`` stays raw JSON). Small pieces keep memory flat and the caches warm,
+and let the caller report progress and cancel between them.
+
+A cut is only a guess (``}`` ``,`` ``{`` may occur inside a string); a wrong
+guess cannot decode as complete JSON, so the piece is simply extended to the
+next candidate. Pieces with values msgspec refuses (wrong types, ``NaN``, bad
+UTF-8) go through a lenient per-event path so one bad event costs one skip,
+not the whole file. Real syntax errors and truncation raise
+:class:`TraceFormatError` with the byte offset.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from ..errors import TraceFormatError
+
+BLOCK = 4 << 20  # decompressed bytes read at a time
+CHUNK = 2 << 20  # target size of one decoded piece
+_SEP = re.compile(rb"\}\s*,\s*\{")
+_WS = b" \t\r\n"
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+class Event(msgspec.Struct, gc=False):
+    """The fields of one trace event the importer reads; the rest are skipped."""
+
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float | None = None
+    dur: float | None = None
+    id: int | str | None = None
+    bp: str = ""
+    s: str = ""
+    args: msgspec.Raw = msgspec.Raw(b"")
+    bind_id: int | str | None = None
+    flow_in: bool = False
+    flow_out: bool = False
+
+
+# Known phases and Kineto categories decode to the one interned str object each,
+# which makes the per-event hashing and joining downstream cheaper; a piece with
+# any other value is decoded again with plain ``str`` fields (:class:`Event`).
+_PHASES = Literal["X", "B", "E", "i", "I", "C", "M", "s", "t", "f", "b", "n", "e", "P", "N",
+                  "O", "D", "V", "v", "R", "c", "(", ")", "S", "T", "p", "F"]
+_CATEGORIES = Literal[
+    "", "cpu_op", "user_annotation", "gpu_user_annotation", "gpu_memcpy", "gpu_memset",
+    "kernel", "cuda_runtime", "cuda_driver", "cuda_sync", "python_function", "overhead",
+    "ac2g", "fwdbwd", "async_cpu_to_gpu", "Trace", "cpu_instant_event", "external_correlation",
+    "cuda_profiler_range", "mtia_runtime", "mtia_ccp_events", "xpu_runtime", "xpu_driver",
+    "hpu_op", "collective_comm", "privateuse1_runtime", "privateuse1_driver", "glow_runtime",
+    "Operator", "Runtime", "Kernel", "Memcpy", "Memset", "async", "Python", "python"]
+
+
+class KnownEvent(msgspec.Struct, gc=False):
+    """:class:`Event` with known phases and categories as literals."""
+
+    ph: _PHASES = "X"
+    name: str = ""
+    cat: _CATEGORIES = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float | None = None
+    dur: float | None = None
+    id: int | str | None = None
+    bp: str = ""
+    s: str = ""
+    args: msgspec.Raw = msgspec.Raw(b"")
+    bind_id: int | str | None = None
+    flow_in: bool = False
+    flow_out: bool = False
+
+
+_DECODE_KNOWN = msgspec.json.Decoder(list[KnownEvent])
+_DECODE_EVENTS = msgspec.json.Decoder(list[Event])
+_DECODE_EVENT = msgspec.json.Decoder(Event)
+_DECODE_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_DECODE_TS = None  # built lazily: see exact_ts_strings
+
+
+class _TsOnly(msgspec.Struct, gc=False):
+    ts: Any = None
+
+
+def exact_ts_strings(piece: bytes) -> list:
+    """The ``ts`` of each event in a decoded piece as written (str for floats).
+
+    Used when float64 cannot hold ``ts * 1000`` exactly (sub-µs epoch stamps).
+    """
+    global _DECODE_TS
+    if _DECODE_TS is None:
+        _DECODE_TS = msgspec.json.Decoder(list[_TsOnly], float_hook=str)
+    return [e.ts for e in _DECODE_TS.decode(piece)]
+
+
+class Piece:
+    """One decoded slice of the events array."""
+
+    __slots__ = ("events", "skipped", "text", "exact_ts")
+
+    def __init__(self, events: list[Event], skipped: Counter, text: bytes | None):
+        self.events = events
+        self.skipped = skipped  # array items that are not usable events
+        self.text = text  # the JSON array text (fast path only), for exact_ts_strings
+        self.exact_ts = None
+
+
+def _error_byte(exc: Exception) -> int | None:
+    m = _BYTE.search(str(exc))
+    return int(m.group(1)) if m else None
+
+
+def _is_trailing(exc: Exception) -> bool:
+    return "trailing characters" in str(exc)
+
+
+def _gzip_reason(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "truncated gzip file (compressed data ends before its end marker)"
+    if isinstance(exc, gzip.BadGzipFile):
+        return f"corrupt gzip data ({exc})"
+    if isinstance(exc, zlib.error):
+        return f"corrupt gzip data (zlib: {exc})"
+    return f"cannot read: {exc}"
+
+
+def open_text(path: Path):
+    """(decompressed stream, raw file) for a plain or gzip-compressed file."""
+    raw = open(path, "rb")
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    raw.seek(0)
+    return raw, raw
+
+
+def sniff_head(path: Path, limit: int = 1 << 16) -> bytes:
+    """Up to ``limit`` decompressed bytes from the start of ``path`` (b'' if unreadable)."""
+    try:
+        stream, raw = open_text(path)
+    except OSError:
+        return b""
+    try:
+        return stream.read(limit)
+    except (OSError, EOFError, zlib.error):
+        return b""
+    finally:
+        raw.close()
+
+
+class EventStream:
+    """Iterates :class:`Piece` objects of one file; ``header`` holds the other top-level keys.
+
+    ``header`` is complete only after iteration finished (Kineto writes some
+    keys, e.g. ``displayTimeUnit``, after the events).
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.header: dict = {}
+        self.form = ""  # "object" | "array"
+        self.notes: list[str] = []
+        self.size = self.path.stat().st_size
+        self._stream, self._raw = open_text(self.path)
+        self._buf = b""
+        self._pos = 0
+        self._base = 0  # decompressed offset of _buf[0]
+        self._eof = False
+        self._known = True
+
+    # -- reading ----------------------------------------------------------------
+    def close(self) -> None:
+        self._raw.close()
+
+    @property
+    def fraction(self) -> float:
+        """How much of the file (compressed bytes) has been consumed."""
+        try:
+            return min(self._raw.tell() / max(self.size, 1), 1.0)
+        except (OSError, ValueError):
+            return 0.0
+
+    def _fail(self, reason: str) -> TraceFormatError:
+        return TraceFormatError(self.path, reason)
+
+    def _more(self) -> bool:
+        """Read one more block into the buffer; False at end of file."""
+        if self._eof:
+            return False
+        try:
+            data = self._stream.read(BLOCK)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise self._fail(_gzip_reason(exc)) from None
+        if not data:
+            self._eof = True
+            return False
+        if self._pos:
+            self._base += self._pos
+            self._buf = self._buf[self._pos:] + data
+            self._pos = 0
+        else:
+            self._buf += data
+        return True
+
+    def _skip_ws(self) -> int:
+        """Position of the next non-blank byte (reading as needed), -1 at end of file."""
+        while True:
+            buf, p = self._buf, self._pos
+            n = len(buf)
+            while p < n and buf[p] in _WS:
+                p += 1
+            self._pos = p
+            if p < n:
+                return p
+            if not self._more():
+                return -1
+
+    def _offset(self, p: int) -> int:
+        return self._base + p
+
+    # -- top level --------------------------------------------------------------
+    def __iter__(self) -> Iterator[Piece]:
+        try:
+            yield from self._document()
+        finally:
+            self.close()
+
+    def _document(self) -> Iterator[Piece]:
+        p = self._skip_ws()
+        if p >= 0 and self._buf.startswith(b"\xef\xbb\xbf", p):
+            self._pos += 3
+            p = self._skip_ws()
+        if p < 0:
+            raise self._fail("file holds no JSON (only blank space)")
+        c = self._buf[p:p + 1]
+        if c == b"[":
+            self.form = "array"
+            self._pos = p + 1
+        elif c == b"{":
+            self.form = "object"
+            self._pos = p + 1
+            self._object_header()
+        elif c in b'"-0123456789tfn' and c:
+            raise self._fail("JSON of the wrong shape: expected an object with \"traceEvents\" "
+                             "or an array of events")
+        else:
+            raise self._fail(f"not JSON: the text starts with {self._buf[p:p + 12]!r}")
+        yield from self._events()
+
+    def _value_at(self) -> tuple[Any, int]:
+        """Decode the JSON value starting at ``_pos``; returns (value, end position)."""
+        while True:
+            p = self._pos
+            try:
+                value = msgspec.json.decode(memoryview(self._buf)[p:])
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                b = _error_byte(exc)
+                if _is_trailing(exc) and b is not None:
+                    text = bytes(self._buf[p:p + b - 1]).rstrip()
+                    return _loads_lenient(text), p + len(text)
+                if "truncated" in str(exc) and self._more():
+                    continue
+                if isinstance(exc, msgspec.DecodeError) and "truncated" not in str(exc):
+                    value = self._value_json(p)
+                    if value is not None:
+                        return value
+                raise self._fail(self._syntax_reason(exc, p)) from None
+            if self._more():  # the value may go on in the next block (e.g. a number)
+                continue
+            return value, len(self._buf)
+
+    def _value_json(self, p: int) -> tuple[Any, int] | None:
+        """Python's json for a header value msgspec refused (NaN, Infinity)."""
+        s = bytes(self._buf[p:]).decode("utf-8", "surrogateescape")
+        try:
+            value, end = json.JSONDecoder().raw_decode(s)
+        except ValueError:
+            return None
+        return value, p + len(s[:end].encode("utf-8", "surrogateescape"))
+
+    def _syntax_reason(self, exc: Exception, p: int) -> str:
+        if "truncated" in str(exc):
+            return "truncated JSON (the file ends inside a value)"
+        b = _error_byte(exc)
+        where = f" at byte {self._offset(p + b)}" if b is not None else ""
+        return f"invalid JSON{where}: {str(exc).split(' (byte')[0]}"
+
+    def _object_header(self) -> None:
+        while True:
+            p = self._skip_ws()
+            if p < 0:
+                raise self._fail("truncated JSON (the file ends inside the top-level object)")
+            if self._buf[p:p + 1] == b"}":
+                raise self._fail('JSON of the wrong shape: the object has no "traceEvents" array')
+            key, p = self._value_at()
+            if not isinstance(key, str):
+                raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected a key")
+            self._pos = p
+            p = self._skip_ws()
+            if p < 0 or self._buf[p:p + 1] != b":":
+                raise self._fail(f"invalid JSON at byte {self._offset(max(p, 0))}: expected ':'")
+            self._pos = p + 1
+            p = self._skip_ws()
+            if p < 0:
+                raise self._fail("truncated JSON (the file ends inside the top-level object)")
+            if key == "traceEvents":
+                if self._buf[p:p + 1] != b"[":
+                    raise self._fail('JSON of the wrong shape: "traceEvents" is not an array')
+                self._pos = p + 1
+                return
+            self.header[key], self._pos = self._value_at()
+            p = self._skip_ws()
+            c = self._buf[p:p + 1] if p >= 0 else b""
+            if c == b",":
+                self._pos = p + 1
+            elif c == b"}":
+                raise self._fail('JSON of the wrong shape: the object has no "traceEvents" array')
+            elif not c:
+                raise self._fail("truncated JSON (the file ends inside the top-level object)")
+            else:
+                raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected ',' or '}}'")
+
+    # -- the events array -------------------------------------------------------
+    def _events(self) -> Iterator[Piece]:
+        p = self._skip_ws()
+        if p >= 0 and self._buf[p:p + 1] == b"]":
+            self._pos = p + 1
+            self._after_array()
+            return
+        while True:
+            if self._skip_ws() < 0:
+                self._array_unterminated()
+                return
+            piece, done = self._next_piece()
+            if piece.events or piece.skipped:
+                yield piece
+            if done:
+                return
+
+    def _next_piece(self) -> tuple[Piece, bool]:
+        """Decode the next piece from ``_pos``; (piece, whether the array is finished)."""
+        start = self._pos
+        search = start + CHUNK
+        while True:
+            m = _SEP.search(self._buf, min(search, len(self._buf)))
+            if m is None and self._more():
+                search -= start - self._pos  # the buffer may have been compacted
+                start = self._pos
+                continue
+            end = m.start() + 1 if m else len(self._buf)
+            text = b"[" + self._buf[start:end] + b"]"
+            outcome, value = _try_decode(text, self._known)
+            if outcome == "events" and value and type(value[0]) is not KnownEvent:
+                self._known = False  # other phases/categories: stop trying the literal types
+            if outcome == "artifact" and len(text) > 2 * CHUNK:
+                outcome, value = self._json_fallback(text, start)
+            if outcome == "artifact":
+                if m is not None:
+                    search = m.end()
+                    continue
+                return self._tail(start), True
+            if outcome == "bad":
+                outcome, value = self._json_fallback(text, start)
+                if outcome == "artifact":
+                    if m is not None:
+                        search = m.end()
+                        continue
+                    return self._tail(start), True
+            if outcome == "end":
+                return self._array_end_in(text[:value], start), True
+            piece = self._piece(outcome, value, text)
+            if m is None:
+                self._pos = len(self._buf)
+                self._array_unterminated()
+                return piece, True
+            self._pos = m.end() - 1
+            return piece, False
+
+    def _piece(self, outcome: str, value, text: bytes) -> Piece:
+        if outcome == "events":
+            return Piece(value, Counter(), text)
+        skipped: Counter = Counter()
+        events = []
+        if outcome == "raws":
+            for raw in value:
+                try:
+                    events.append(_DECODE_EVENT.decode(raw))
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    ev = _coerce(_loads_lenient(bytes(raw)), skipped)
+                    if ev is not None:
+                        events.append(ev)
+        else:  # "items": Python objects from the json fallback
+            for item in value:
+                ev = _coerce(item, skipped)
+                if ev is not None:
+                    events.append(ev)
+        return Piece(events, skipped, None)
+
+    def _json_fallback(self, text: bytes, start: int) -> tuple[str, Any]:
+        """Python's json on a piece msgspec refused: NaN, bad UTF-8, odd escapes."""
+        s = text.decode("utf-8", "surrogateescape")
+        try:
+            items, end = json.JSONDecoder().raw_decode(s)
+        except ValueError as exc:
+            pos = getattr(exc, "pos", None)
+            if pos is None or pos >= len(s) - 1:
+                return "artifact", None
+            where = self._offset(start + len(s[:pos].encode("utf-8", "surrogateescape")) - 1)
+            raise self._fail(f"invalid JSON at byte {where}: "
+                             f"{getattr(exc, 'msg', exc)}") from None
+        if not isinstance(items, list):
+            raise self._fail("invalid JSON: the events array holds a bad value")
+        byte_end = len(s[:end].encode("utf-8", "surrogateescape"))
+        if byte_end < len(text):
+            return "end", byte_end
+        return "items", items
+
+    def _array_end_in(self, doc: bytes, start: int) -> Piece:
+        """The events array closed inside this piece (``doc`` ends with its ']')."""
+        outcome, value = _try_decode(doc)
+        if outcome not in ("events", "raws"):
+            outcome, value = self._json_fallback(doc, start)
+        if outcome not in ("events", "raws", "items"):
+            raise self._fail("invalid JSON near the end of the traceEvents array")
+        piece = self._piece(outcome, value, doc)
+        self._pos = start + len(doc) - 1  # just after the closing ']'
+        self._after_array()
+        return piece
+
+    def _tail(self, start: int) -> Piece:
+        """End of file inside the array: fine without ']' (array form), else truncation."""
+        text = b"[" + self._buf[start:] + b"]"
+        outcome, value = self._json_fallback(text, start)
+        if outcome == "artifact" and self.form == "array":
+            text = b"[" + self._buf[start:].rstrip().rstrip(b",").rstrip() + b"]"
+            outcome, value = self._json_fallback(text, start)
+        if outcome == "end":
+            return self._array_end_in(text[:value], start)
+        if outcome == "artifact":
+            raise self._fail("truncated JSON (the file ends inside an event)")
+        self._pos = len(self._buf)
+        self._array_unterminated()
+        return self._piece(outcome, value, text)
+
+    def _array_unterminated(self) -> None:
+        if self.form == "object":
+            raise self._fail("truncated JSON (the file ends inside the traceEvents array)")
+        self.notes.append("the events array has no closing ']' (allowed by the format)")
+
+    def _after_array(self) -> None:
+        """Top-level keys after the events (object form), or only blanks (array form)."""
+        while self._more():
+            pass
+        rest = bytes(self._buf[self._pos:]).strip()
+        if self.form == "array":
+            if rest:
+                raise self._fail(f"invalid JSON at byte {self._offset(self._pos)}: "
+                                 "text after the events array")
+            return
+        if rest.startswith(b"}"):
+            if rest[1:].strip():
+                raise self._fail("invalid JSON: text after the end of the top-level object")
+            return
+        if not rest.startswith(b","):
+            if not rest:
+                raise self._fail("truncated JSON (the file ends after the traceEvents array)")
+            raise self._fail(f"invalid JSON at byte {self._offset(self._pos)}: expected ','")
+        try:
+            tail = msgspec.json.decode(b"{" + rest[1:], type=dict[str, msgspec.Raw])
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            if "truncated" in str(exc):
+                raise self._fail("truncated JSON (the file ends inside the top-level object)") \
+                    from None
+            raise self._fail(f"invalid JSON after the events array: {exc}") from None
+        for key, raw in tail.items():
+            if key != "traceEvents":
+                self.header[key] = _loads_lenient(bytes(raw))
+
+
+def _try_decode(text: bytes, known: bool = False) -> tuple[str, Any]:
+    """("events", list) | ("raws", list) | ("end", doc length) | ("artifact"|"bad", exc).
+
+    "end": the array closed before the end of ``text``; "artifact": the text
+    stops inside an event (a wrong cut, or the end of the file). ``known``
+    tries the literal-typed decoder first.
+    """
+    decoders = (_DECODE_KNOWN, _DECODE_EVENTS) if known else (_DECODE_EVENTS,)
+    for dec in decoders:
+        try:
+            return "events", dec.decode(text)
+        except msgspec.ValidationError:
+            continue
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            return _classify(exc, text)
+    try:
+        return "raws", _DECODE_RAWS.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        return _classify(exc, text)
+
+
+def _classify(exc: Exception, text: bytes) -> tuple[str, Any]:
+    b = _error_byte(exc)
+    if isinstance(exc, msgspec.DecodeError):
+        if _is_trailing(exc) and b is not None:
+            return "end", len(text[:b - 1].rstrip())
+        if "truncated" in str(exc) or (b is not None and b >= len(text) - 1):
+            return "artifact", exc
+    return "bad", exc
+
+
+def _loads_lenient(text: bytes) -> Any:
+    """msgspec first; Python's json (accepts NaN/Infinity, bad UTF-8 replaced) if refused."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text.decode("utf-8", "replace"))
+
+
+def _number(v) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _ident(v):
+    if isinstance(v, bool) or v is None:
+        return 0 if v is None else int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and math.isfinite(v) and v == int(v):
+        return int(v)
+    return str(v)
+
+
+def _coerce(obj, skipped: Counter) -> Event | None:
+    """An Event from a decoded JSON value, or None (counted in ``skipped``)."""
+    if not isinstance(obj, dict):
+        skipped["array item is not an event object"] += 1
+        return None
+    ts = obj.get("ts")
+    tsf = _number(ts)
+    if ts is not None and tsf is None:
+        skipped["ts is not a number"] += 1
+        return None
+    dur = obj.get("dur")
+    args = obj.get("args", None)
+    ident = obj.get("id")
+    bind = obj.get("bind_id")
+    try:
+        raw_args = msgspec.Raw(json.dumps(args).encode()) if "args" in obj else msgspec.Raw(b"")
+    except (TypeError, ValueError):
+        raw_args = msgspec.Raw(b"")
+    return Event(
+        ph=str(obj.get("ph", "")), name=_text(obj.get("name")), cat=_text(obj.get("cat")),
+        pid=_ident(obj.get("pid")), tid=_ident(obj.get("tid")), ts=tsf, dur=_number(dur),
+        id=None if ident is None else _ident(ident), bp=_text(obj.get("bp")),
+        s=_text(obj.get("s")), args=raw_args, bind_id=None if bind is None else _ident(bind),
+        flow_in=obj.get("flow_in") is True, flow_out=obj.get("flow_out") is True,
+    )
+
+
+def _text(v) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else json.dumps(v)

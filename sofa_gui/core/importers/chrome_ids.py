@@ -1,0 +1,170 @@
+"""Small interning tables the Chrome reader shares across chunks (and rank files).
+
+* :class:`IdCodes` turns ``pid``/``tid``/flow ``id`` values (int or str) into
+  int64 codes: numbers (also numeric strings) stay themselves, other strings
+  get reserved negative codes and keep their text as a label.
+* :class:`NameTable` maps event names to the builder's name ids and caches the
+  per-name facts classification needs (ProfilerStep, collective, copy kind).
+* :class:`CategoryTable` maps ``cat`` strings to small codes with their Kind.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..builder import TraceBuilder
+from ..kinds import copy_kind_from_name, is_collective, kind_for
+from ..trace import Kind
+
+LO = -(1 << 31)  # codes live in [LO, 2**31) so two of them pack into one int64
+HI = 1 << 31
+ANN_TID = LO + 1  # lane of a device's GPU-side annotations
+GLOBAL_PID = LO + 2  # lane of global-scope instant events
+_FIRST_SYNTHETIC = LO + 16
+SYNTHETIC_BELOW = -(1 << 30)  # codes below this stand for text, not numbers
+
+
+def pack(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 lane key from two codes."""
+    return (pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF)
+
+
+def unpack(key: int) -> tuple[int, int]:
+    pid = key >> 32
+    tid = ((key & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+    return pid, tid
+
+
+class IdCodes:
+    """pid/tid values -> int codes in [LO, HI); strings keep a label."""
+
+    def __init__(self):
+        self._str: dict = {}
+        self.labels: dict[int, str] = {}  # synthetic code -> original text
+
+    def code(self, v) -> int:
+        if v.__class__ is int and _FIRST_SYNTHETIC < v < HI:
+            return v
+        c = self._str.get(v)
+        if c is None:
+            c = self._new(v)
+        return c
+
+    def _new(self, v) -> int:
+        if isinstance(v, str):
+            s = v.strip()
+            if s.lstrip("-").isdigit() and _FIRST_SYNTHETIC < int(s) < HI:
+                self._str[v] = int(s)
+                return int(s)
+        c = _FIRST_SYNTHETIC + len(self.labels)
+        self._str[v] = c
+        self.labels[c] = str(v)
+        return c
+
+    def codes(self, values: list) -> np.ndarray:
+        n = len(values)
+        try:
+            out = np.fromiter(values, np.int64, n)
+            if n == 0 or (out.min() > _FIRST_SYNTHETIC and out.max() < HI):
+                return out
+        except (ValueError, TypeError, OverflowError):
+            pass
+        code = self.code
+        return np.fromiter(map(code, values), np.int64, n)
+
+    def label(self, c: int) -> str:
+        return self.labels.get(c, str(c))
+
+    def number(self, c: int) -> int:
+        """The numeric value behind a code, -1 for text (``"stream 7"`` gives 7)."""
+        text = self.labels.get(c)
+        if text is None:
+            return c
+        digits = text.split()[-1] if text.split() else ""
+        return int(digits) if digits.isdigit() else -1
+
+
+class NameTable:
+    """Event names -> builder name ids, with cached per-name classification."""
+
+    def __init__(self, builder: TraceBuilder):
+        self._b = builder
+        self._ids: dict[str, int] = {}
+        self._names: list[str] = []
+        self._step = np.zeros(0, bool)
+        self._coll = np.zeros(0, np.int8)  # -1 unknown, 0 no, 1 yes
+        self._copy = np.zeros(0, np.int8)  # -1 unknown, else CopyKind
+
+    def ids(self, names: list[str]) -> np.ndarray:
+        get = self._ids.__getitem__
+        try:
+            return np.fromiter(map(get, names), np.int32, len(names))
+        except KeyError:
+            for name in set(names).difference(self._ids):
+                self._add(name)
+            return np.fromiter(map(get, names), np.int32, len(names))
+
+    def id(self, name: str) -> int:
+        i = self._ids.get(name)
+        return self._add(name) if i is None else i
+
+    def _add(self, name: str) -> int:
+        i = self._b.intern(name)
+        self._ids[name] = i
+        if i >= len(self._step):
+            grow = max(i + 1, 2 * len(self._step), 1024)
+            self._step = np.resize(self._step, grow)
+            self._coll = np.resize(self._coll, grow)
+            self._copy = np.resize(self._copy, grow)
+        self._names.extend([""] * (i + 1 - len(self._names)))
+        self._names[i] = name
+        self._step[i] = kind_for("", name) == Kind.ANNOTATION
+        self._coll[i] = -1
+        self._copy[i] = -1
+        return i
+
+    def step_mask(self, ids: np.ndarray) -> np.ndarray:
+        return self._step[ids]
+
+    def collective_mask(self, ids: np.ndarray) -> np.ndarray:
+        """Collective kernels (NCCL/RCCL...); classified on first use per name."""
+        flags = self._coll[ids]
+        for i in np.unique(ids[flags < 0]).tolist():
+            self._coll[i] = is_collective(self._names[i])
+        return self._coll[ids] == 1
+
+    def copy_kinds(self, ids: np.ndarray) -> np.ndarray:
+        flags = self._copy[ids]
+        for i in np.unique(ids[flags < 0]).tolist():
+            self._copy[i] = int(copy_kind_from_name(self._names[i]))
+        return self._copy[ids]
+
+
+class CategoryTable:
+    """``cat`` strings -> small codes; each code's base Kind."""
+
+    def __init__(self):
+        self._codes: dict[str, int] = {}
+        self.names: list[str] = []
+        self.kind = np.zeros(0, np.int8)
+
+    def codes(self, cats: list[str]) -> np.ndarray:
+        get = self._codes.__getitem__
+        try:
+            return np.fromiter(map(get, cats), np.int32, len(cats))
+        except KeyError:
+            for c in set(cats).difference(self._codes):
+                self.code(c)
+            return np.fromiter(map(get, cats), np.int32, len(cats))
+
+    def code(self, cat: str) -> int:
+        c = self._codes.get(cat)
+        if c is None:
+            c = self._codes[cat] = len(self.names)
+            self.names.append(cat)
+            self.kind = np.append(self.kind, np.int8(int(kind_for(cat, ""))))
+        return c
+
+    def codes_of(self, lowered: set[str]) -> list[int]:
+        """Codes of the categories whose lower-cased name is in ``lowered``."""
+        return [c for c, name in enumerate(self.names) if name.lower() in lowered]

@@ -1,0 +1,606 @@
+"""One Chrome/Kineto JSON file -> slice columns, lanes, counters and flow endpoints.
+
+Each decoded piece (see :mod:`chrome_decode`) is turned into numpy columns in a
+few vectorised passes; only the rare phases (B/E, C, M) and malformed values
+are handled per event in Python. Slices keep *local* lane ids here; lanes are
+named and created in the builder by :mod:`chrome_lanes` once the whole file
+(including metadata events, which Kineto writes last) has been read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..progress import Progress
+from ..trace import DEVICE_KINDS, Kind, LoadReport
+from .args_spill import ArgsSpill
+from .chrome_decode import EventStream, Piece, exact_ts_strings
+from .chrome_ids import (
+    ANN_TID,
+    GLOBAL_PID,
+    SYNTHETIC_BELOW,
+    CategoryTable,
+    IdCodes,
+    NameTable,
+    pack,
+)
+
+_PH, _TS, _DUR = attrgetter("ph"), attrgetter("ts"), attrgetter("dur")
+_NAME, _CAT = attrgetter("name"), attrgetter("cat")
+_PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
+
+X, B, E, I1, I2, C, M = (ord(c) for c in "XBEiICM")
+FLOW_S, FLOW_T, FLOW_F = (ord(c) for c in "stf")
+_KNOWN = np.zeros(256, bool)
+_KNOWN[[X, B, E, I1, I2, C, M, FLOW_S, FLOW_T, FLOW_F]] = True
+
+TS_LIMIT = 9.2e15  # µs; beyond this ns do not fit in int64
+EXACT_ABOVE = 4.0e12  # µs; above this float64 may miss the ns digit of a fractional ts
+LAUNCH_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
+_DEV_OR_RUNTIME = np.array([int(k) for k in (*DEVICE_KINDS, Kind.SYNC, Kind.RUNTIME)], np.int8)
+_ANN_CATS = {"gpu_user_annotation"}
+_MEMORY_NAME = "[memory]"
+_FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
+
+
+class _RuntimeArgs(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    correlation_id: int | None = msgspec.field(default=None, name="correlation id")
+
+
+class _DeviceArgs(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    correlation_id: int | None = msgspec.field(default=None, name="correlation id")
+    device: int | None = None
+    stream: int | None = None
+    nbytes: int | None = msgspec.field(default=None, name="bytes")
+    nbytes2: int | None = msgspec.field(default=None, name="Bytes")
+
+
+class _LooseRuntimeArgs(msgspec.Struct, gc=False):
+    correlation: Any = None
+    correlation_id: Any = msgspec.field(default=None, name="correlation id")
+
+
+class _LooseDeviceArgs(msgspec.Struct, gc=False):
+    correlation: Any = None
+    correlation_id: Any = msgspec.field(default=None, name="correlation id")
+    device: Any = None
+    stream: Any = None
+    nbytes: Any = msgspec.field(default=None, name="bytes")
+    nbytes2: Any = msgspec.field(default=None, name="Bytes")
+
+
+class _MemArgs(msgspec.Struct, gc=False):
+    dev_type: Any = msgspec.field(default=None, name="Device Type")
+    dev_id: Any = msgspec.field(default=None, name="Device Id")
+    delta: Any = msgspec.field(default=None, name="Bytes")
+    total: Any = msgspec.field(default=None, name="Total Allocated")
+
+
+def _decoders(strict, loose) -> tuple:
+    return (msgspec.json.Decoder(list[strict]), msgspec.json.Decoder(strict),
+            msgspec.json.Decoder(list[loose]), msgspec.json.Decoder(loose))
+
+
+_RUNTIME_ARGS = _decoders(_RuntimeArgs, _LooseRuntimeArgs)
+_DEVICE_ARGS = _decoders(_DeviceArgs, _LooseDeviceArgs)
+_MEM_ARGS = _decoders(_MemArgs, _MemArgs)
+_A_CORR, _A_CORR2 = attrgetter("correlation"), attrgetter("correlation_id")
+_A_DEVICE, _A_STREAM = attrgetter("device"), attrgetter("stream")
+_A_BYTES, _A_BYTES2 = attrgetter("nbytes"), attrgetter("nbytes2")
+_ID, _BP = attrgetter("id"), attrgetter("bp")
+
+
+@dataclass
+class LaneInfo:
+    """A lane as the file describes it: (pid, tid) codes and what ran on it."""
+
+    pid: int
+    tid: int
+    klass: str  # "thread" | "annotation" | "global"
+    device: int = -1
+    stream: int = -1
+    device_slices: int = 0
+
+
+@dataclass
+class FileData:
+    """Everything read from one file, before it is put into the builder."""
+
+    path: Path
+    header: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    chunks: list[dict] = field(default_factory=list)
+    lanes: list[LaneInfo] = field(default_factory=list)
+    lane_index: dict[int, int] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+    process_labels: dict[int, str] = field(default_factory=dict)
+    process_sort: dict[int, float] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    thread_sort: dict[tuple[int, int], float] = field(default_factory=dict)
+    counters: dict[tuple[int, str], list] = field(default_factory=dict)
+    memory: list[tuple] = field(default_factory=list)
+    flows: list[dict] = field(default_factory=list)
+    bound_flows: list[tuple] = field(default_factory=list)  # (chunk, row, id, in, out)
+    begin_end: list[tuple] = field(default_factory=list)
+    category_names: list[str] = field(default_factory=list)
+    ids: IdCodes = field(default_factory=IdCodes)
+    flow_ids: IdCodes = field(default_factory=IdCodes)
+
+
+def _phases(evs: list) -> np.ndarray:
+    phs = list(map(_PH, evs))
+    joined = "".join(phs)
+    if len(joined) == len(phs) and joined.isascii():
+        return np.frombuffer(joined.encode("ascii"), np.uint8)
+    return np.fromiter((ord(p) if len(p) == 1 and ord(p) < 128 else 0 for p in phs),
+                       np.uint8, len(phs))
+
+
+def _int_or(values: list, default: int) -> np.ndarray:
+    """Integer values as int64; None, text, fractions and huge values -> ``default``."""
+    n = len(values)
+    try:
+        f = np.fromiter(values, np.float64, n)  # None -> nan
+    except (ValueError, TypeError, OverflowError):
+        return np.fromiter((v if v.__class__ is int and -(1 << 62) < v < (1 << 62) else default
+                            for v in values), np.int64, n)
+    ok = np.isfinite(f) & (np.abs(f) < 2.0 ** 62)
+    ok[ok] &= f[ok] == np.rint(f[ok])
+    out = np.full(n, default, np.int64)
+    out[ok] = f[ok].astype(np.int64)
+    if ok.any() and np.abs(f[ok]).max() >= 2.0 ** 53:  # beyond float precision: redo exactly
+        big = np.flatnonzero(ok & (np.abs(f) >= 2.0 ** 53))
+        out[big] = [values[i] if values[i].__class__ is int else default for i in big.tolist()]
+    return out
+
+
+def ns_exact(v) -> int | None:
+    """A ``ts`` as written in the file (int or decimal text, in µs) -> int ns."""
+    if isinstance(v, int):
+        return v * 1000
+    if not isinstance(v, str):
+        return None
+    try:
+        return int((Decimal(v) * 1000).to_integral_value())
+    except (InvalidOperation, ValueError, OverflowError):
+        return None
+
+
+def _to_ns(us: np.ndarray) -> np.ndarray:
+    """µs floats -> int64 ns with integer arithmetic for the whole part (no 2**53 loss)."""
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
+
+
+class FileReader:
+    """Reads one file into a :class:`FileData`; shares tables with other files."""
+
+    def __init__(self, path: Path, names: NameTable, report: LoadReport, spill: ArgsSpill):
+        self.names = names
+        self.report = report
+        self.spill = spill
+        self.cats = CategoryTable()
+        self.data = FileData(Path(path))
+        self._memory_id = names.id(_MEMORY_NAME)
+        self._ann_codes: np.ndarray = np.zeros(0, np.int32)
+
+    # -- driver -----------------------------------------------------------------
+    def read(self, progress: Progress, lo: float = 0.0, hi: float = 1.0) -> FileData:
+        stream = EventStream(self.data.path)
+        for piece in stream:
+            self._piece(piece)
+            progress.report(lo + (hi - lo) * stream.fraction,
+                            f"reading {self.data.path.name}")
+            progress.check_cancelled()
+        self.data.header = stream.header
+        self.data.notes = stream.notes
+        self.data.category_names = list(self.cats.names)
+        self._finish_begin_end()
+        return self.data
+
+    def _skip(self, mask: np.ndarray, reason: str) -> None:
+        n = int(np.count_nonzero(mask))
+        if n:
+            self.report.skip(reason, n)
+
+    # -- one piece --------------------------------------------------------------
+    def _piece(self, piece: Piece) -> None:
+        evs = piece.events
+        n = len(evs)
+        self.report.read += n + sum(piece.skipped.values())
+        for reason, k in piece.skipped.items():
+            self.report.skip(reason, k)
+        if not n:
+            return
+        ph = _phases(evs)
+        ts = np.fromiter(map(_TS, evs), np.float64, n)
+        ns, ts_ok = self._times(ts, piece)
+        name = self.names.ids(list(map(_NAME, evs)))
+        cat = self.cats.codes(list(map(_CAT, evs)))
+        if len(self.cats.names) != len(self._ann_codes) or not len(self._ann_codes):
+            self._ann_codes = np.array(self.cats.codes_of(_ANN_CATS), np.int32)
+        ids = self.data.ids
+        pid = ids.codes(list(map(_PID, evs)))
+        tid = ids.codes(list(map(_TID, evs)))
+        raws = list(map(_ARGS, evs))
+        cols = _Cols(evs, ph, ns, ts_ok, name, cat, pid, tid, raws, piece)
+
+        inst = (ph == I1) | (ph == I2)
+        mem = inst & (name == self._memory_id)
+        x = ph == X
+        slice_ok = self._check_x(x, ts_ok, evs, cols) | (inst & ~mem & ts_ok)
+        self._skip((inst | mem) & ~ts_ok, "instant event without valid ts")
+        self._slices(cols, np.flatnonzero(slice_ok), inst)
+        other = ~(x | inst)
+        if other.any():
+            self._other_phases(cols, other)
+        if mem.any():
+            self._memory(cols, np.flatnonzero(mem & ts_ok))
+
+    def _times(self, ts: np.ndarray, piece: Piece) -> tuple[np.ndarray, np.ndarray]:
+        ok = np.isfinite(ts) & (np.abs(ts) < TS_LIMIT)
+        ns = np.zeros(len(ts), np.int64)
+        if ok.all():
+            ns = _to_ns(ts)
+        elif ok.any():
+            ns[ok] = _to_ns(ts[ok])
+        big = ok & (np.abs(ts) >= EXACT_ABOVE)
+        if piece.text is not None and big.any() and _FRACTIONAL_TS.search(piece.text):
+            written = exact_ts_strings(piece.text)
+            for i in np.flatnonzero(big).tolist():
+                v = ns_exact(written[i])
+                if v is not None:
+                    ns[i] = v
+        return ns, ok
+
+    def _check_x(self, x, ts_ok, evs, cols: _Cols) -> np.ndarray:
+        """Valid X events; the others are counted as skipped with their reason."""
+        if not x.any():
+            return x
+        dur = np.fromiter(map(_DUR, evs), np.float64, len(evs))
+        bad_ts = x & ~ts_ok
+        if bad_ts.any():
+            ts = np.fromiter(map(_TS, evs), np.float64, len(evs))[bad_ts]
+            self._skip(np.isnan(ts), "missing ts")
+            self._skip(~np.isnan(ts), "ts out of range")
+        xs = x & ts_ok
+        missing = xs & np.isnan(dur)
+        negative = xs & (dur < 0)
+        huge = xs & ~np.isnan(dur) & ~(np.abs(dur) < TS_LIMIT)
+        self._skip(missing, "X event without dur")
+        self._skip(negative, "negative dur")
+        self._skip(huge & ~negative, "dur out of range")
+        ok = xs & ~missing & ~negative & ~huge
+        cols.dur = np.zeros(len(evs), np.int64)
+        if ok.any():
+            cols.dur[ok] = _to_ns(dur[ok])
+        return ok
+
+    # -- slices -----------------------------------------------------------------
+    def _kinds(self, cat: np.ndarray, name: np.ndarray) -> np.ndarray:
+        kind = self.cats.kind[cat]
+        step = self.names.step_mask(name)
+        if step.any():
+            kind[step] = int(Kind.ANNOTATION)
+        kern = np.flatnonzero(kind == int(Kind.KERNEL))
+        if len(kern):
+            kind[kern[self.names.collective_mask(name[kern])]] = int(Kind.COMMUNICATION)
+        return kind
+
+    def _slices(self, c: _Cols, idx: np.ndarray, inst: np.ndarray) -> None:
+        k = len(idx)
+        if not k:
+            return
+        every = k == len(c.ph)
+        name = c.name if every else c.name[idx]
+        cat = c.cat if every else c.cat[idx]
+        kind = self._kinds(cat, name)
+        pid = c.pid[idx].copy()
+        tid = c.tid[idx].copy()
+        if len(self._ann_codes):
+            ann = np.isin(cat, self._ann_codes)
+            tid[ann] = ANN_TID
+        inst_rows = np.flatnonzero(inst[idx])
+        if len(inst_rows):
+            scope = np.array([c.evs[i].s == "g" for i in idx[inst_rows].tolist()], bool)
+            pid[inst_rows[scope]] = GLOBAL_PID
+            tid[inst_rows[scope]] = 0
+        lane = self._lanes_for(pid, tid)
+        raws = c.raws if every else list(map(c.raws.__getitem__, idx.tolist()))
+        chunk = {
+            "start": c.ns if every else c.ns[idx],
+            "dur": c.dur[idx] if c.dur is not None else np.zeros(k, np.int64),
+            "lane": lane, "name": name, "kind": kind,
+            "device": np.full(k, -1, np.int16),
+            "stream": self._thread_numbers(tid),
+            "bytes": np.full(k, -1, np.int64),
+            "copy_kind": np.zeros(k, np.int8),
+            "correlation": np.full(k, -1, np.int64),
+        }
+        self._device_columns(chunk, raws, pid, tid)
+        chunk["args_first"] = self.spill.append(raws)
+        chunk["n"] = k
+        if c.piece.text is None or b'"bind_id"' in c.piece.text:
+            self._bound_flows(c, idx, len(self.data.chunks))
+        self.data.chunks.append(chunk)
+
+    def _thread_numbers(self, tid: np.ndarray) -> np.ndarray:
+        out = tid.copy()
+        syn = tid < SYNTHETIC_BELOW
+        if syn.any():
+            u, inv = np.unique(tid[syn], return_inverse=True)
+            out[syn] = np.array([self.data.ids.number(int(v)) for v in u], np.int64)[inv]
+        return out
+
+    def _lanes_for(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        keys = pack(pid, tid)
+        u, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        index = self.data.lane_index
+        local = np.empty(len(u), np.int32)
+        for j, key in enumerate(u.tolist()):
+            i = index.get(key)
+            if i is None:
+                i = index[key] = len(self.data.lanes)
+                p, t = int(pid[first[j]]), int(tid[first[j]])
+                klass = "annotation" if t == ANN_TID else "global" if p == GLOBAL_PID else "thread"
+                self.data.lanes.append(LaneInfo(p, t, klass))
+            local[j] = i
+        return local[inv]
+
+    def _device_columns(self, chunk: dict, raws: list, pid: np.ndarray, tid: np.ndarray) -> None:
+        """device/stream/correlation/bytes/copy kind from the args of runtime and GPU events."""
+        kind = chunk["kind"]
+        rows = np.flatnonzero(np.isin(kind, _DEV_OR_RUNTIME))
+        if not len(rows):
+            return
+        runtime = kind[rows] == int(Kind.RUNTIME)
+        rrows, drows = rows[runtime], rows[~runtime]
+        if len(rrows):
+            args = _decode_batch(list(map(raws.__getitem__, rrows.tolist())), _RUNTIME_ARGS)
+            chunk["correlation"][rrows] = _correlation(args)
+        if not len(drows):
+            return
+        args = _decode_batch(list(map(raws.__getitem__, drows.tolist())), _DEVICE_ARGS)
+        chunk["correlation"][drows] = _correlation(args)
+        device = _int_or(list(map(_A_DEVICE, args)), -1)
+        fallback = np.where(pid[drows] >= 0, pid[drows], 0)
+        device = np.where((device >= 0) & (device < 32768), device, fallback)
+        chunk["device"][drows] = np.clip(device, -1, 32767)
+        stream = _int_or(list(map(_A_STREAM, args)), -1)
+        chunk["stream"][drows] = np.where(stream >= 0, stream, chunk["stream"][drows])
+        copies = np.isin(kind[drows], [int(Kind.MEMCPY), int(Kind.MEMSET)])
+        if copies.any():
+            nbytes = _int_or(list(map(_A_BYTES, args)), -1)
+            nbytes2 = _int_or(list(map(_A_BYTES2, args)), -1)
+            chunk["bytes"][drows] = np.where(copies, np.where(nbytes >= 0, nbytes, nbytes2), -1)
+        memcpy = drows[kind[drows] == int(Kind.MEMCPY)]
+        if len(memcpy):
+            chunk["copy_kind"][memcpy] = self.names.copy_kinds(chunk["name"][memcpy])
+        self._note_devices(chunk["lane"][drows], chunk["device"][drows], chunk["stream"][drows])
+
+    def _note_devices(self, lane, device, stream) -> None:
+        u, first, counts = np.unique(lane, return_index=True, return_counts=True)
+        for li, f, cnt in zip(u.tolist(), first.tolist(), counts.tolist()):
+            info = self.data.lanes[li]
+            if info.device_slices == 0:
+                info.device, info.stream = int(device[f]), int(stream[f])
+            info.device_slices += cnt
+
+    def _bound_flows(self, c: _Cols, idx: np.ndarray, chunk_no: int) -> None:
+        """Flow v2: X events with ``bind_id`` and ``flow_in``/``flow_out``."""
+        for row, i in enumerate(idx.tolist()):
+            ev = c.evs[i]
+            if ev.bind_id is not None and (ev.flow_in or ev.flow_out):
+                self.data.bound_flows.append(
+                    (chunk_no, row, self.data.flow_ids.code(ev.bind_id), ev.flow_in,
+                     ev.flow_out))
+
+    # -- other phases -----------------------------------------------------------
+    def _other_phases(self, c: _Cols, other: np.ndarray) -> None:
+        ph = c.ph
+        unknown = other & ~_KNOWN[ph]
+        if unknown.any():
+            for code in np.unique(ph[unknown]).tolist():
+                sample = c.evs[int(np.flatnonzero(unknown & (ph == code))[0])].ph
+                reason = f"unsupported phase {sample!r}" if code else "bad phase value"
+                self._skip(unknown & (ph == code), reason)
+        timed = other & ~unknown & (ph != M)
+        self._skip(timed & ~c.ts_ok & np.isnan(c.ts_raw()), "missing ts")
+        self._skip(timed & ~c.ts_ok & ~np.isnan(c.ts_raw()), "ts out of range")
+        ok = timed & c.ts_ok
+        flows = ok & ((ph == FLOW_S) | (ph == FLOW_T) | (ph == FLOW_F))
+        if flows.any():
+            self._flows(c, np.flatnonzero(flows))
+        for i in np.flatnonzero(ph == M).tolist():
+            self._metadata(c, i)
+        for i in np.flatnonzero(ok & (ph == C)).tolist():
+            key = (int(c.pid[i]), c.evs[i].name)
+            self.data.counters.setdefault(key, []).append((int(c.ns[i]), c.raws[i]))
+        be = np.flatnonzero(ok & ((ph == B) | (ph == E)))
+        if len(be):
+            kind = self._kinds(c.cat[be], c.name[be])
+            for j, i in enumerate(be.tolist()):
+                ev = c.evs[i]
+                self.data.begin_end.append(
+                    (int(c.pid[i]), int(c.tid[i]), int(c.ns[i]), len(self.data.begin_end),
+                     ev.ph, int(c.name[i]), int(kind[j]), bytes(ev.args)))
+
+    def _flows(self, c: _Cols, idx: np.ndarray) -> None:
+        sub = list(map(c.evs.__getitem__, idx.tolist()))
+        raw_ids = list(map(_ID, sub))
+        if None in raw_ids:
+            has_id = np.fromiter((v is not None for v in raw_ids), bool, len(raw_ids))
+            self._skip(~has_id, "flow event without id")
+            idx = idx[has_id]
+            sub = [e for e, h in zip(sub, has_id.tolist()) if h]
+            raw_ids = [v for v in raw_ids if v is not None]
+            if not len(idx):
+                return
+        codes = self.data.flow_ids.codes(raw_ids)
+        self.data.flows.append({
+            "key": pack(c.pid[idx], c.tid[idx]),
+            "ts": c.ns[idx],
+            "phase": c.ph[idx],
+            "enclosing": np.fromiter(map("e".__eq__, map(_BP, sub)), bool, len(sub)),
+            "cat": c.cat[idx],
+            "id": codes,
+        })
+
+    def _metadata(self, c: _Cols, i: int) -> None:
+        ev = c.evs[i]
+        args = _args_dict(ev.args)
+        pid, tid = int(c.pid[i]), int(c.tid[i])
+        d = self.data
+        value_name = args.get("name")
+        sort_index = args.get("sort_index")
+        if ev.name == "process_name" and isinstance(value_name, str):
+            d.process_names[pid] = value_name
+        elif ev.name == "thread_name" and isinstance(value_name, str):
+            d.thread_names[(pid, tid)] = value_name
+        elif ev.name == "process_labels" and isinstance(args.get("labels"), str):
+            d.process_labels[pid] = args["labels"]
+        elif ev.name == "process_sort_index" and _is_number(sort_index):
+            d.process_sort[pid] = float(sort_index)
+        elif ev.name == "thread_sort_index" and _is_number(sort_index):
+            d.thread_sort[(pid, tid)] = float(sort_index)
+        else:
+            self.report.skip(f"unused metadata event {ev.name[:40]!r}")
+
+    def _memory(self, c: _Cols, idx: np.ndarray) -> None:
+        """Kineto ``[memory]`` instants -> allocator samples (a counter, not slices)."""
+        if not len(idx):
+            return
+        args = _decode_batch([c.raws[i] for i in idx.tolist()], _MEM_ARGS)
+        dev_type = _int_or([a.dev_type for a in args], -1)
+        dev_id = _int_or([a.dev_id for a in args], -1)
+        total = np.array([float(a.total) if _is_number(a.total) else np.nan for a in args])
+        delta = np.array([float(a.delta) if _is_number(a.delta) else np.nan for a in args])
+        bad = np.isnan(total) & np.isnan(delta)
+        self._skip(bad, "memory event without byte counts")
+        keep = ~bad
+        self.data.memory.append((c.pid[idx][keep], dev_type[keep], dev_id[keep],
+                                 c.ns[idx][keep], total[keep], delta[keep]))
+
+    # -- B/E --------------------------------------------------------------------
+    def _finish_begin_end(self) -> None:
+        """Match B/E per (pid, tid) stack into slices; unmatched ones are skipped."""
+        be = self.data.begin_end
+        if not be:
+            return
+        be.sort(key=lambda r: (r[0], r[1], r[2], r[3]))
+        stacks: dict[tuple[int, int], list] = {}
+        out = []
+        for pid, tid, ts, _seq, ph, name, kind, args in be:
+            stack = stacks.setdefault((pid, tid), [])
+            if ph == "B":
+                stack.append((ts, name, kind, args))
+            elif stack:
+                b_ts, b_name, b_kind, b_args = stack.pop()
+                out.append((pid, tid, b_ts, ts - b_ts, b_name, b_kind, _merge_args(b_args, args)))
+            else:
+                self.report.skip("E event without matching B")
+        left = sum(len(s) for s in stacks.values())
+        if left:
+            self.report.skip("B event without matching E", left)
+        self.data.begin_end = []
+        if not out:
+            return
+        out.sort(key=lambda r: (r[2], -r[3]))
+        pid = np.array([r[0] for r in out], np.int64)
+        tid = np.array([r[1] for r in out], np.int64)
+        k = len(out)
+        raws = [r[6] for r in out]
+        chunk = {
+            "start": np.array([r[2] for r in out], np.int64),
+            "dur": np.array([r[3] for r in out], np.int64),
+            "lane": self._lanes_for(pid, tid),
+            "name": np.array([r[4] for r in out], np.int32),
+            "kind": np.array([r[5] for r in out], np.int8),
+            "device": np.full(k, -1, np.int16), "stream": self._thread_numbers(tid),
+            "bytes": np.full(k, -1, np.int64), "copy_kind": np.zeros(k, np.int8),
+            "correlation": np.full(k, -1, np.int64),
+        }
+        self._device_columns(chunk, raws, pid, tid)
+        chunk["args_first"] = self.spill.append(raws)
+        chunk["n"] = k
+        self.data.chunks.append(chunk)
+
+
+class _Cols:
+    """The columns of one piece, shared by the phase handlers."""
+
+    __slots__ = ("evs", "ph", "ns", "ts_ok", "name", "cat", "pid", "tid", "raws", "piece",
+                 "dur", "_ts")
+
+    def __init__(self, evs, ph, ns, ts_ok, name, cat, pid, tid, raws, piece):
+        self.evs, self.ph, self.ns, self.ts_ok = evs, ph, ns, ts_ok
+        self.name, self.cat, self.pid, self.tid = name, cat, pid, tid
+        self.raws, self.piece = raws, piece
+        self.dur = None
+        self._ts = None
+
+    def ts_raw(self) -> np.ndarray:
+        if self._ts is None:
+            self._ts = np.fromiter(map(_TS, self.evs), np.float64, len(self.evs))
+        return self._ts
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _args_dict(raw) -> dict:
+    if not len(raw):
+        return {}
+    try:
+        v = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def _merge_args(b_args: bytes, e_args: bytes) -> bytes:
+    """B's args plus E's (the format merges them), as JSON bytes."""
+    if not e_args or e_args.strip() in (b"{}", b""):
+        return b_args
+    merged = {**_args_dict(b_args), **_args_dict(e_args)}
+    return msgspec.json.encode(merged)
+
+
+def _decode_batch(raws: list, decoders: tuple) -> list:
+    """Decode many args objects in one call; per object (then leniently) if that fails."""
+    many, one, loose_many, loose_one = decoders
+    try:
+        return many.decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    text = b"[" + b",".join(r if len(r) else b"{}" for r in raws) + b"]"
+    try:
+        return loose_many.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        out = []
+        for r in raws:
+            try:
+                out.append(loose_one.decode(r) if len(r) else loose_one.decode(b"{}"))
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                out.append(loose_one.decode(b"{}"))
+        return out
+
+
+def _correlation(args: list) -> np.ndarray:
+    corr = _int_or(list(map(_A_CORR, args)), -1)
+    if (corr < 0).any():
+        corr2 = _int_or(list(map(_A_CORR2, args)), -1)
+        corr = np.where(corr >= 0, corr, corr2)
+    return corr
