@@ -27,14 +27,6 @@ _COPY_LABEL = {CopyKind.H2D: "H2D", CopyKind.D2H: "D2H", CopyKind.D2D: "D2D",
                CopyKind.P2P: "P2P", CopyKind.OTHER: "OTHER"}
 
 
-def group_lanes(b: TraceBuilder, keys: list[np.ndarray], make) -> np.ndarray:
-    """Lane id per row for rows keyed by ``keys`` (int columns); ``make(*key)`` -> lane kwargs.
-
-    Distinct keys are created in sorted order, so e.g. threads appear sorted.
-    """
-    return lane_ids(b, keys, make)
-
-
 def _names(b: TraceBuilder, rows: CsvRows, clean) -> tuple[np.ndarray, list[str], np.ndarray]:
     """(name id per row, cleaned distinct names, index into them per row)."""
     return _names_of(b, rows.columns["name"], clean)
@@ -111,7 +103,7 @@ def load_gputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     ctx = v["deviceId"][g].astype(np.int64)
     device = np.maximum(ctx - 1, 0)
     stream = v["tid"][g].astype(np.int64)
-    lanes = group_lanes(b, [device, stream], lambda d, s: dict(
+    lanes = lane_ids(b, [device, stream], lambda d, s: dict(
         key=("gpu", d, s), name=f"stream {s}", kind=LaneKind.GPU, group=f"GPU {d}",
         device=d, stream=s))
     cols = dict(kind=kind, device=device, stream=stream, copy_kind=copy_kind,
@@ -137,7 +129,7 @@ def _add_split(b, start, dur, lanes, names, cols, with_args, make_args) -> None:
 def _add_api(b, start, dur, name_id, pid, tid) -> None:
     pid = pid.astype(np.int64)
     tid = tid.astype(np.int64)
-    lanes = group_lanes(b, [pid, tid], lambda p, t: dict(
+    lanes = lane_ids(b, [pid, tid], lambda p, t: dict(
         key=("cuda_api", p, t), kind=LaneKind.CPU, group="CUDA API",
         name=f"nvprof process #{p}" + (f" thread {t}" if t >= 0 else ""), pid=p, tid=t))
     b.add_slices(start, dur, lanes, name_id, kind=int(Kind.RUNTIME), stream=tid)
@@ -177,7 +169,7 @@ def load_legacy_gputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
                               for k in range(len(CopyKind))])
     name_id = np.where(is_copy, copy_ids[copy_kind], kernel_ids[inv.reshape(-1)]) if n else inv
     stream = v["streamId"].astype(np.int64)
-    lanes = group_lanes(b, [stream], lambda s: dict(
+    lanes = lane_ids(b, [stream], lambda s: dict(
         key=("gpu", 0, s), name=f"stream {s}", kind=LaneKind.GPU, group="GPU 0", device=0,
         stream=s))
     cols = dict(kind=np.where(is_copy, int(Kind.MEMCPY), int(Kind.KERNEL)),
@@ -238,7 +230,7 @@ def _thread_lanes(b, pid, tid, tag: str, what: str = "", fallback: str = "thread
         group = f"process {p}" if p >= 0 else fallback
         return dict(key=(tag, p, t), name=name, kind=LaneKind.CPU, group=group, pid=p, tid=t)
 
-    return group_lanes(b, [pid, tid], make)
+    return lane_ids(b, [pid, tid], make)
 
 
 def trim_to_next(start: np.ndarray, dur: np.ndarray, lanes: np.ndarray) -> tuple[np.ndarray, int]:
@@ -356,7 +348,7 @@ def load_nettrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
 
     name_id, _, _ = _names(b, rows, proto)
     src, dst = v["pkt_src"].astype(np.int64), v["pkt_dst"].astype(np.int64)
-    lanes = group_lanes(b, [src, dst], lambda s, d: dict(
+    lanes = lane_ids(b, [src, dst], lambda s, d: dict(
         key=("net", s, d), name=f"{ip_text(s)} → {ip_text(d)}", kind=LaneKind.NETWORK,
         group="Network", pid=s, tid=d))
     _note_negative(b, rows.file, v["duration"])
