@@ -106,6 +106,7 @@ def _findings(ta, aa, tb, ab, measured: float | None) -> dict:
         }
 
     total_saved = sum(max(saved(f), 0.0) for f in DISJOINT)
+    total_grown = sum(max(-saved(f), 0.0) for f in DISJOINT)
     explained = mean_a / (mean_a - total_saved) if mean_a > total_saved else None
     return {
         "resolved": [row(f) for f in sorted(shown_a - shown_b)],
@@ -113,6 +114,7 @@ def _findings(ta, aa, tb, ab, measured: float | None) -> dict:
         "persisting": [row(f) for f in sorted(shown_a & shown_b)],
         "measured_speedup": round(measured, 3) if measured else None,
         "explained_speedup": round(explained, 3) if explained else None,
+        "grown_per_iteration_us": us(total_grown),
     }
 
 
@@ -188,6 +190,8 @@ def diff_text(result: dict) -> list[str]:
     if f["measured_speedup"]:
         expl = (f"; the bottlenecks that shrank explain {f['explained_speedup']:.2f}x"
                 if f["explained_speedup"] else "")
+        if f["grown_per_iteration_us"] > 0:
+            expl += f", those that grew cost {_signed(f['grown_per_iteration_us'])} per iteration"
         lines.append(f"Measured speed-up {f['measured_speedup']:.2f}x (median iteration)"
                      f"{expl}")
     if result["top_changes"]:
