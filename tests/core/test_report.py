@@ -115,3 +115,33 @@ def test_report_file_mode_follows_umask(tmp_path):
     finally:
         os.umask(old)
     assert out.stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("case", ["empty", "counters only", "device only", "zero durations"])
+def test_degenerate_traces_give_valid_outputs(case, tmp_path):
+    import json
+
+    from sofa_gui.core.analysis.diff import diff_analyses, diff_text
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.analysis.text import analysis_text
+
+    b = TraceBuilder(case, "test")
+    if case == "counters only":
+        b.add_counter("GPU util", "%", b.lane(("c",), "util", LaneKind.COUNTER), [0, 9], [1, 2])
+    elif case == "device only":
+        gpu = b.lane(("g",), "s", LaneKind.GPU, device=0)
+        b.add_slices([0, 100], [50, 50], gpu, ["k", "k"], kind=Kind.KERNEL, device=0)
+    elif case == "zero durations":
+        b.add_slices([5, 5], [0, 0], b.lane(("c",), "main", LaneKind.CPU), ["a", "b"],
+                     kind=Kind.CPU_OP)
+    trace = b.finish()
+    analysis = analyze(trace)
+    json.dumps(analysis.to_dict(), allow_nan=False)
+    assert analysis_text(trace, analysis)
+    write_report(trace, analysis, tmp_path / "r.html")
+    write_report(trace, analysis, tmp_path / "r.md")
+    d = diff_analyses((trace, analysis), (trace, analysis))
+    json.dumps(d, allow_nan=False)
+    assert diff_text(d)
+    for f in analysis.findings:
+        assert f.evidence
