@@ -1,8 +1,9 @@
 """Per-event JSON args built column-wise, for importers that read columns, not objects.
 
 ``json_rows({"bytes": arr, "grid": (gx, gy, gz)})`` gives one ``b'{"bytes":4096,
-"grid":[1,2,1]}'`` per row, assembled by pyarrow string kernels instead of a
-Python loop over dicts (a million rows in a fraction of a second).
+"grid":[1,2,1]}'`` per row as an Arrow binary array, assembled by pyarrow string
+kernels instead of a Python loop over dicts (a million rows in a fraction of a
+second), and handed to the builder as is.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def _value_text(value) -> list:
     return [_number_text(value)]
 
 
-def json_rows(columns: dict) -> list[bytes]:
-    """One JSON object (bytes) per row from equal-length columns.
+def json_rows(columns: dict) -> pa.Array:
+    """One JSON object per row from equal-length columns, as a ``large_binary`` array
+    (what :meth:`TraceBuilder.add_slices` takes as ``args`` without a Python loop).
 
     A value is a numeric array, a list of ``str`` or an Arrow string/binary array
     (JSON-escaped; control characters become spaces), or a tuple of numeric
@@ -59,8 +61,12 @@ def json_rows(columns: dict) -> list[bytes]:
         pieces.append(("{" if i == 0 else ",") + json.dumps(key) + ":")
         pieces.extend(_value_text(value))
     pieces.append("}")
-    arrays = [p for p in pieces if not isinstance(p, str)]
-    if not arrays:
-        return []
+    if all(isinstance(p, str) for p in pieces):
+        return pa.array([], pa.large_binary())
     joined = pc.binary_join_element_wise(*pieces, "")
-    return joined.cast(pa.binary()).to_pylist()
+    return joined.cast(pa.large_binary())
+
+
+def take_rows(distinct: pa.Array, index: np.ndarray) -> pa.Array:
+    """Per-row args from args rendered once per distinct value (``index`` into ``distinct``)."""
+    return pc.take(distinct, pa.array(np.asarray(index, np.int64)))

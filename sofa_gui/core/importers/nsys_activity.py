@@ -19,7 +19,7 @@ from ..kinds import copy_kind_from_name, is_collective
 from ..progress import Progress, subrange
 from ..trace import CopyKind, Kind, LaneKind
 from .grouping import group_rows, lane_ids
-from .json_args import json_rows
+from .json_args import json_rows, take_rows
 from .nsys_db import PID, NsysDb, StringIds
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -183,7 +183,7 @@ def load_kernels(ctx: Ctx, share) -> None:
                      device=ds >> 32, stream=ds & _LOW32, correlation=ctx.corr(pid, corr))
 
 
-def _launch_args(grid: np.ndarray, launch: np.ndarray) -> list[bytes]:
+def _launch_args(grid: np.ndarray, launch: np.ndarray):
     """Kineto-style kernel args, rendered once per distinct launch configuration."""
     reps, key = group_rows(grid, launch)
     g, la = reps[:, 0], reps[:, 1]
@@ -191,7 +191,7 @@ def _launch_args(grid: np.ndarray, launch: np.ndarray) -> list[bytes]:
         "grid": (g & 2147483647, (g >> 31) & 65535, (g >> 47) & 65535),
         "block": (la & 2047, (la >> 11) & 2047, (la >> 22) & 127),
         "registers per thread": (la >> 29) & 1023, "shared memory": (la >> 39) & 1048575})
-    return [distinct[k] for k in key.tolist()]
+    return take_rows(distinct, key)
 
 
 # -- memcpy / memset --------------------------------------------------------------------------
@@ -228,8 +228,7 @@ def load_memcpy(ctx: Ctx, share) -> None:
     inv = inv.reshape(-1)
     names = ctx.b.intern_many(texts)[inv]
     reps, key = group_rows(src_dev, dst_dev)
-    distinct = json_rows({"src device": reps[:, 0], "dst device": reps[:, 1]})
-    args = [distinct[k] for k in key.tolist()]
+    args = take_rows(json_rows({"src device": reps[:, 0], "dst device": reps[:, 1]}), key)
     _note_negative(ctx, t, start, end)
     ctx.b.add_slices(start, end - start, gpu_lanes(ctx, pid, ds), names, args=args,
                      kind=int(Kind.MEMCPY), device=ds >> 32, stream=ds & _LOW32,
