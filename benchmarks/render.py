@@ -14,6 +14,10 @@ rendering.  Columns (ms unless noted):
 * ``wheel``: mean of 10 frames each zooming in 20% around a point;
 * ``blocks``: drawn blocks at full zoom-out / in the 1% window.
 
+Pan and wheel columns are medians over their frames.  A second table gives the
+main thread's CPU time for the same frames: on a shared machine other processes
+inflate wall time but hardly our CPU time.
+
 Usage: ``python benchmarks/render.py [1e5 1e6 1e7] [--real PATH] [--repeat N]``
 """
 
@@ -68,10 +72,17 @@ def synthetic(n: int, lanes: int = LANES, seed: int = 0):
     return b.finish(correlate=False)
 
 
+_CPU: list[float] = []
+
+
 def _frame(app, w) -> float:
+    """Wall ms of one grab; its main-thread CPU ms goes to ``_CPU`` (less noisy on a
+    shared machine: other processes inflate wall time, not our CPU time)."""
+    c = time.thread_time()
     t = time.perf_counter()
     w.grab()
     dt = (time.perf_counter() - t) * 1e3
+    _CPU.append((time.thread_time() - c) * 1e3)
     app.processEvents()
     return dt
 
@@ -98,9 +109,17 @@ def measure(trace, label: str, repeat: int) -> dict:
     span = trace.end_ns - t0
     row = {"case": label, "events": len(trace.slices) + len(trace.counters),
            "build s": round(build, 2)}
-    full_cold = _frame(app, w)
+    cpu = {}
+
+    def timed(key, values):
+        """Record wall values for ``key`` and the matching CPU times."""
+        n = len(values)
+        cpu.setdefault(key, []).extend(_CPU[-n:])
+        return values
+
+    full_cold = timed("full cold", [_frame(app, w)])[0]
     blocks_full = w.drawn_block_count()
-    full_warm = statistics.mean(_frame(app, w) for _ in range(5))
+    full_warm = statistics.mean(timed("full warm", [_frame(app, w) for _ in range(5)]))
 
     def window(frac, at):
         a = t0 + int(span * at)
@@ -109,30 +128,31 @@ def measure(trace, label: str, repeat: int) -> dict:
     cold1, warm1, pan1, pan50, wheel = [], [], [], [], []
     for r in range(repeat):
         window(0.01, 0.37 + 0.05 * r)
-        cold1.append(_frame(app, w))
+        cold1 += timed("1% cold", [_frame(app, w)])
         blocks_1 = w.drawn_block_count()
-        warm1.append(statistics.mean(_frame(app, w) for _ in range(5)))
+        warm1.append(statistics.mean(timed("1% warm", [_frame(app, w) for _ in range(5)])))
         for _ in range(10):
             a, b = w.visible_range()
             w.zoom_to(a + (b - a) // 10, b + (b - a) // 10)
-            pan1.append(_frame(app, w))
+            pan1 += timed("1% pan", [_frame(app, w)])
         window(0.5, 0.1)
         _frame(app, w)
         for _ in range(10):
             a, b = w.visible_range()
             w.zoom_to(a + (b - a) // 10, b + (b - a) // 10)
-            pan50.append(_frame(app, w))
+            pan50 += timed("50% pan", [_frame(app, w)])
         w.reset_zoom()
         _frame(app, w)
         for _ in range(10):
             m = w.model
             w.zoom_around(m.x0 + (m.x1 - m.x0) * 0.4, 0.8)
-            wheel.append(_frame(app, w))
+            wheel += timed("wheel", [_frame(app, w)])
     row.update({
         "full cold": full_cold, "full warm": full_warm,
         "1% cold": statistics.median(cold1), "1% warm": statistics.median(warm1),
-        "1% pan": statistics.mean(pan1), "50% pan": statistics.mean(pan50),
-        "wheel": statistics.mean(wheel),
+        "1% pan": statistics.median(pan1), "50% pan": statistics.median(pan50),
+        "wheel": statistics.median(wheel),
+        "cpu": {k: statistics.median(v) for k, v in cpu.items()},
         "blocks": f"{blocks_full} / {blocks_1}",
         "index MB": round((proc.memory_info().rss - rss0) / 2**20),
         "RSS MB": round(proc.memory_info().rss / 2**20),
@@ -153,16 +173,18 @@ def _one(args) -> dict:
     return measure(trace, label, args.repeat)
 
 
-COLUMNS = ["case", "events", "build s", "full cold", "full warm", "1% cold", "1% warm",
-           "1% pan", "50% pan", "wheel", "blocks", "index MB", "RSS MB"]
+FRAMES = ["full cold", "full warm", "1% cold", "1% warm", "1% pan", "50% pan", "wheel"]
+COLUMNS = ["case", "events", "build s", *FRAMES, "blocks", "index MB", "RSS MB"]
 
 
-def _table(rows: list[dict]) -> str:
-    def cell(v):
+def _table(rows: list[dict], cpu: bool = False) -> str:
+    def cell(r, c):
+        v = r.get("cpu", {}).get(c, "") if cpu and c in FRAMES else r.get(c, "")
         return f"{v:.1f}" if isinstance(v, float) else str(v)
 
-    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    out += ["| " + " | ".join(cell(r.get(c, "")) for c in COLUMNS) + " |" for r in rows]
+    cols = ["case", *FRAMES] if cpu else COLUMNS
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(cell(r, c) for c in cols) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -191,8 +213,10 @@ def main() -> None:
             continue
         rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
         print(_table(rows[-1:]).splitlines()[-1], flush=True)
-    print()
+    print("\nwall-clock ms per frame (median; cold and full warm: first/mean):\n")
     print(_table(rows))
+    print("\nmain-thread CPU ms per frame (median), same frames:\n")
+    print(_table(rows, cpu=True))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ LEVEL0_FILL = 4
 #: Stop adding levels when a level has this few entries per row.
 TOP_LEVEL_PER_ROW = 64
 #: A block shows its slice's own colour from this width (px); narrower ones show
-#: the category colour, so merged sub-pixel runs read as one calm band.
+#: a category colour, so merged sub-pixel runs read as one calm band.  Where several
+#: categories share a merged block the *highest* category id wins, so callers order
+#: category ids by importance (a sub-pixel copy or collective never vanishes under
+#: kernels when zoomed out).
 NAME_COLOUR_PX = 2.0
 
 
@@ -42,7 +45,7 @@ class Level:
     w: np.ndarray | None  # float32 width of the representative (None: raw, e - s)
     ref: np.ndarray  # caller's id of the representative
     colour: np.ndarray  # uint8 own colour of the representative
-    cat: np.ndarray  # uint8 category colour of the representative
+    cat: np.ndarray  # uint8 highest category id among the merged intervals
     off: np.ndarray  # int64, n_rows + 1 row offsets
     bucket: float  # ns per bucket; 0 for the raw level
 
@@ -136,7 +139,8 @@ class IntervalPyramid:
         ``s`` (rows are sorted here, stably) and disjoint within a row.
     colour, cat:
         Palette index of the interval's own colour and of its category colour
-        (used when it is drawn narrower than :data:`NAME_COLOUR_PX`).
+        (used when it is drawn narrower than :data:`NAME_COLOUR_PX`; higher
+        category ids win in merged blocks).
     n_rows:
         Number of rows; ids must be in ``[0, n_rows)``.
     """
@@ -187,7 +191,8 @@ class IntervalPyramid:
             ends = np.r_[starts[1:], len(src.s)] - 1
             best = _argmax_per_group(src_w, starts)
             lv = Level(src.s[starts], src.e[ends], src_w[best], src.ref[best], src.colour[best],
-                       src.cat[best], np.searchsorted(starts, src.off), bucket)
+                       np.maximum.reduceat(src.cat, starts), np.searchsorted(starts, src.off),
+                       bucket)
             self.levels.append(lv)
             if len(starts) <= busy_rows * TOP_LEVEL_PER_ROW or bucket >= self.span:
                 break
@@ -212,16 +217,19 @@ class IntervalPyramid:
         rows = np.asarray(rows, np.int64)
         lo = np.empty(len(rows), np.int64)
         hi = np.empty(len(rows), np.int64)
-        s, off = lv.s, lv.off
-        for i, r in enumerate(rows.tolist()):
+        s, e, off = lv.s, lv.e, lv.off
+        for i_row, r in enumerate(rows.tolist()):
             a, b = int(off[r]), int(off[r + 1])
             if a == b:
-                lo[i] = hi[i] = a
+                lo[i_row] = hi[i_row] = a
                 continue
             seg = s[a:b]
             # rows are disjoint: only the entry before x0 can still reach into the window
-            lo[i] = a + max(int(seg.searchsorted(x0, "right")) - 1, 0)
-            hi[i] = a + int(seg.searchsorted(x1, "right"))
+            i = max(int(seg.searchsorted(x0, "right")) - 1, 0)
+            if i + 1 < b - a and e[a + i] <= x0 and seg[i] < x0:
+                i += 1  # it ends before the window: skip it
+            lo[i_row] = a + i
+            hi[i_row] = a + int(seg.searchsorted(x1, "left"))
         return lo, hi
 
     def blocks(self, rows, x0: float, x1: float, pxw: float, level: int | None = None) -> Blocks:
@@ -232,14 +240,25 @@ class IntervalPyramid:
         k = self.choose_level(rows, x0, x1, pxw) if level is None else level
         lv = self.levels[k]
         lo, hi = self._window(lv, rows, x0, x1)
-        idx = _ranges(lo, hi)
-        if len(idx) == 0:
+        n = np.maximum(hi - lo, 0)
+        if not n.any():
             return _empty_blocks(k - 1)
-        slot = np.repeat(np.arange(len(rows), dtype=np.int64), np.maximum(hi - lo, 0))
-        s, e = lv.s[idx], lv.e[idx]
-        w = e - s if lv.w is None else lv.w[idx]
-        ent = _Entries(slot, s, e, w / pxw, lv.ref[idx], lv.colour[idx], lv.cat[idx])
-        return _fold_columns(ent, x0, x1, pxw, k - 1)
+        spans = [(a, b) for a, b in zip(lo.tolist(), hi.tolist()) if b > a]
+        s = np.concatenate([lv.s[a:b] for a, b in spans])  # slices copy at memcpy speed
+        e = np.concatenate([lv.e[a:b] for a, b in spans])
+        cat = np.concatenate([lv.cat[a:b] for a, b in spans])
+        slot = np.repeat(np.arange(len(rows), dtype=np.int64), n)
+        kept, c0, c1, cat = _fold_columns(slot, s, e, cat, x0, x1, pxw)
+        # entry positions -> level positions, gathered only for the blocks drawn
+        first = np.cumsum(n) - n
+        slot = slot[kept]
+        gidx = lo[slot] + (kept - first[slot])
+        w = (e[kept] - s[kept]) if lv.w is None else lv.w[gidx].astype(np.float64)
+        ref_px = w / pxw
+        own = ref_px >= NAME_COLOUR_PX
+        colour = np.where(own, lv.colour[gidx], cat)
+        return _merge_runs(slot, c0, c1, colour, lv.ref[gidx].astype(np.int64), ref_px, own,
+                           k - 1)
 
     def hit(self, row: int, x: float, tol: float) -> int:
         """Caller's id of the interval at ``x`` in ``row`` (else the longest within
@@ -266,20 +285,6 @@ class IntervalPyramid:
         return int(raw.ref[a + lo + best])
 
 
-@dataclass
-class _Entries:
-    slot: np.ndarray
-    s: np.ndarray
-    e: np.ndarray
-    w_px: np.ndarray
-    ref: np.ndarray
-    colour: np.ndarray
-    cat: np.ndarray
-
-    def take(self, m) -> _Entries:
-        return _Entries(*(getattr(self, f)[m] for f in self.__dataclass_fields__))
-
-
 def _compact_ints(row: np.ndarray, n_rows: int) -> np.ndarray:
     """Smallest int dtype for the row ids, so the stable sort can be a radix sort."""
     if n_rows < 2**15:
@@ -287,45 +292,50 @@ def _compact_ints(row: np.ndarray, n_rows: int) -> np.ndarray:
     return row.astype(np.int32, copy=False)
 
 
-def _fold_columns(ent: _Entries, x0, x1, pxw, level) -> Blocks:
-    """Snap entries to pixel columns; fold sub-pixel ones; merge equal-colour runs."""
+def _fold_columns(slot, s, e, cat, x0, x1, pxw):
+    """Snap entries to pixel columns and fold each sub-pixel one into the block of its
+    predecessor's last column.  Returns (kept positions, c0, c1, highest category).
+
+    A folded entry lies inside one column, so it is narrower than a pixel: the kept
+    entry is always the longest of its block.  Every entry must reach into the
+    window (``_window`` guarantees it).
+    """
     width = int(np.ceil((x1 - x0) / pxw - 1e-9))
-    c0 = np.floor(np.clip((ent.s - x0) / pxw, -2.0, width + 1.0)).astype(np.int64)
-    c1 = np.ceil(np.clip((ent.e - x0) / pxw, -2.0, width + 1.0)).astype(np.int64) - 1
+    inv = 1.0 / pxw
+    f = s - x0
+    f *= inv
+    np.floor(f, out=f)
+    np.clip(f, 0.0, width - 1.0, out=f)
+    c0 = f.astype(np.int64)
+    g = e - x0
+    g *= inv
+    np.ceil(g, out=g)
+    g -= 1.0
+    np.minimum(g, width - 1.0, out=g)
+    c1 = g.astype(np.int64)
     np.maximum(c1, c0, out=c1)
-    vis = (c1 >= 0) & (c0 < width)
-    if not vis.all():
-        ent, c0, c1 = ent.take(vis), c0[vis], c1[vis]
-    if len(c0) == 0:
-        return _empty_blocks(level)
-    np.clip(c0, 0, width - 1, out=c0)
-    np.clip(c1, 0, width - 1, out=c1)
-    slot = ent.slot
     prev_c1 = np.empty_like(c1)
     prev_c1[0] = -1
     prev_c1[1:] = c1[:-1]
     prev_c1[np.flatnonzero(slot[1:] != slot[:-1]) + 1] = -1
-    nc0 = np.maximum(c0, prev_c1 + 1)
-    kept = nc0 <= c1
-    # a dropped entry lies in its predecessor's last column: fold it into that block,
-    # which then stands for the longest interval among them
-    starts = np.flatnonzero(kept)
-    best = _argmax_packed(ent.w_px, starts) if len(starts) < len(c0) else starts
-    slot, nc0, c1 = slot[starts], nc0[starts], c1[starts]
-    ref_px = ent.w_px[best]
-    own = ref_px >= NAME_COLOUR_PX
-    colour = np.where(own, ent.colour[best], ent.cat[best])
-    ref = ent.ref[best]
-    # merge runs of adjacent category-coloured blocks into one rectangle
-    join = np.zeros(len(nc0), bool)
-    join[1:] = ((slot[1:] == slot[:-1]) & (nc0[1:] == c1[:-1] + 1)
+    np.maximum(c0, prev_c1 + 1, out=c0)
+    kept = np.flatnonzero(c0 <= c1)
+    if len(kept) == len(c0):
+        return kept, c0, c1, cat
+    return kept, c0[kept], c1[kept], np.maximum.reduceat(cat, kept)
+
+
+def _merge_runs(slot, c0, c1, colour, ref, ref_px, own, level) -> Blocks:
+    """Merge runs of adjacent category-coloured blocks into one rectangle each."""
+    join = np.zeros(len(c0), bool)
+    join[1:] = ((slot[1:] == slot[:-1]) & (c0[1:] == c1[:-1] + 1)
                 & (colour[1:] == colour[:-1]) & ~own[1:] & ~own[:-1])
     if join.any():
         heads = np.flatnonzero(~join)
-        tails = np.r_[heads[1:], len(nc0)] - 1
-        slot, nc0, c1 = slot[heads], nc0[heads], c1[tails]
+        tails = np.r_[heads[1:], len(c0)] - 1
+        slot, c0, c1 = slot[heads], c0[heads], c1[tails]
         colour, ref, ref_px = colour[heads], ref[heads], ref_px[heads]
-    return Blocks(slot, nc0, c1, colour, ref.astype(np.int64), ref_px.astype(np.float64), level)
+    return Blocks(slot, c0, c1, colour, ref, ref_px, level)
 
 
 # -- counters -------------------------------------------------------------------------------

@@ -109,6 +109,24 @@ def test_wide_slices_keep_their_colour_merged_ones_use_the_category():
     assert b.ref_px[0] == pytest.approx(90.0)
 
 
+def test_merged_blocks_show_the_highest_category():
+    """A sub-pixel copy among kernels must not vanish when zoomed out."""
+    s = np.arange(0.0, 100.0, 0.1)
+    e = s + 0.05
+    cat = np.full(len(s), 20)
+    cat[503] = 30  # one important interval in column 50
+    pyr = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
+                          cat=cat)
+    b = pyr.blocks([0], 0.0, 100.0, 1.0, level=0)
+    col = [c for c0, c1, c in zip(b.c0, b.c1, b.colour) if c0 <= 50 <= c1][0]
+    assert col == 30
+    assert set(b.colour.tolist()) == {20, 30}
+    big = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
+                          cat=cat)
+    for lv in big.levels[1:]:
+        assert lv.cat.max() == 30  # levels keep it too
+
+
 def test_raw_budget_switches_to_a_level(monkeypatch):
     row, s, e = _rows(1, 20_000, seed=4)
     pyr = IntervalPyramid(row, s, e, np.arange(len(s)), np.zeros(len(s)), 1)

@@ -27,31 +27,35 @@ NAME_COLOURS = (
     "#f1ce63", "#499894", "#86bcb6", "#79706e", "#bab0ac", "#d37295", "#fabfd2",
     "#b07aa1", "#d4a6c8", "#9d7660", "#d7b5a6", "#6b8fb8", "#c9b458",
 )
-#: Fixed colours for kinds whose meaning matters more than their name.
-RESERVED = {
-    "communication": "#c62828",
-    "memcpy_h2d": "#2e7d32",
-    "memcpy_d2h": "#ad1457",
+#: Category colours, least important first.  Slices narrower than a couple of pixels
+#: show their category colour, and a merged block shows the most important category
+#: inside it, so a sub-pixel copy, sync or collective stays visible among kernels when
+#: zoomed out.  Kinds are keyed by :class:`Kind`; the named entries are fixed colours
+#: that also serve as the slice's own colour (their meaning matters more than a name).
+CATEGORIES: dict = {
+    Kind.OTHER: "#9e9e9e",
+    Kind.RUNTIME: "#b0a18f",
+    Kind.PYTHON: "#a3b18a",
+    Kind.ANNOTATION: "#9c8fb3",
+    Kind.CPU_OP: "#8e9aaf",
+    Kind.NETWORK: "#7c9c9a",
+    "memset": "#546e7a",
+    Kind.KERNEL: "#5b7fa6",
+    "memcpy_other": "#5d4037",
     "memcpy_d2d": "#ef6c00",
     "memcpy_p2p": "#6a1b9a",
-    "memcpy_other": "#5d4037",
-    "memset": "#546e7a",
+    "memcpy_d2h": "#ad1457",
+    "memcpy_h2d": "#2e7d32",
     "sync": "#37474f",
+    "communication": "#c62828",
 }
-#: Category colours for sub-pixel runs, by Kind.
-CATEGORY = {
-    Kind.CPU_OP: "#8e9aaf",
-    Kind.PYTHON: "#a3b18a",
-    Kind.RUNTIME: "#b0a18f",
-    Kind.KERNEL: "#5b7fa6",
-    Kind.ANNOTATION: "#9c8fb3",
-    Kind.NETWORK: "#7c9c9a",
-    Kind.OTHER: "#9e9e9e",
-}
+#: The fixed colours by name (a view of CATEGORIES).
+RESERVED = {k: v for k, v in CATEGORIES.items() if isinstance(k, str)}
 
-PALETTE: tuple[str, ...] = NAME_COLOURS + tuple(RESERVED.values()) + tuple(CATEGORY.values())
-_RESERVED_ID = {k: len(NAME_COLOURS) + i for i, k in enumerate(RESERVED)}
-_CATEGORY_ID = {k: len(NAME_COLOURS) + len(RESERVED) + i for i, k in enumerate(CATEGORY)}
+PALETTE: tuple[str, ...] = NAME_COLOURS + tuple(CATEGORIES.values())
+_IDS = {k: len(NAME_COLOURS) + i for i, k in enumerate(CATEGORIES)}
+_CATEGORY_ID = {k: i for k, i in _IDS.items() if not isinstance(k, str)}
+_RESERVED_ID = {k: i for k, i in _IDS.items() if isinstance(k, str)}
 _COPY_KEY = {
     CopyKind.H2D: "memcpy_h2d", CopyKind.D2H: "memcpy_d2h", CopyKind.D2D: "memcpy_d2d",
     CopyKind.P2P: "memcpy_p2p", CopyKind.OTHER: "memcpy_other", CopyKind.NONE: "memcpy_other",
@@ -122,4 +126,4 @@ def legend() -> list[tuple[str, str]]:
         "memcpy_p2p": "copy peer→peer", "memcpy_other": "copy (other)",
         "memset": "memset", "sync": "synchronize",
     }
-    return [(labels[k], RESERVED[k]) for k in RESERVED]
+    return [(labels[k], RESERVED[k]) for k in reversed(RESERVED)]

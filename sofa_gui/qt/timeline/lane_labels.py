@@ -54,6 +54,9 @@ class LaneLabelsItem(pg.GraphicsWidget):
         self.bold.setBold(True)
         self.small = QtGui.QFont(self.font)
         self.small.setPointSizeF(7.5)
+        self._fm = QtGui.QFontMetricsF(self.font)
+        self._fm_bold = QtGui.QFontMetricsF(self.bold)
+        self._fm_small = QtGui.QFontMetricsF(self.small)
         self.set_palette(palette)
         vb.sigYRangeChanged.connect(self._repaint)
         vb.sigResized.connect(self._repaint)
@@ -72,10 +75,11 @@ class LaneLabelsItem(pg.GraphicsWidget):
     def _repaint(self, *_):
         self.update()
 
-    def _y(self, units: float) -> float:
-        """Local y of a row-unit coordinate of the view box."""
-        scene = self.vb.mapViewToScene(QtCore.QPointF(0.0, units))
-        return self.mapFromScene(scene).y()
+    def _y_map(self) -> tuple[float, float]:
+        """(scale, offset) taking row units of the view box to local y (linear)."""
+        a = self.mapFromScene(self.vb.mapViewToScene(QtCore.QPointF(0.0, 0.0))).y()
+        b = self.mapFromScene(self.vb.mapViewToScene(QtCore.QPointF(0.0, 1.0))).y()
+        return b - a, a
 
     def paint(self, p, *args):
         rect = self.boundingRect()
@@ -85,6 +89,7 @@ class LaneLabelsItem(pg.GraphicsWidget):
             return
         p.setClipRect(rect)
         (_, _), (y0, y1) = self.vb.viewRange()
+        scale, offset = self._y_map()
         lane_no = 0
         for line in m.layout.lines:
             if line.kind == "group":
@@ -93,7 +98,8 @@ class LaneLabelsItem(pg.GraphicsWidget):
                 lane_no += 1
             if line.top + line.height < y0 or line.top > y1:
                 continue
-            top, bottom = self._y(line.top), self._y(line.top + line.height)
+            top = scale * line.top + offset
+            bottom = top + scale * line.height
             box = QtCore.QRectF(0, top, rect.width(), bottom - top)
             if line.kind == "group":
                 self._group(p, box, line)
@@ -110,7 +116,7 @@ class LaneLabelsItem(pg.GraphicsWidget):
         p.setFont(self.bold)
         p.setPen(self._text)
         arrow = "▸" if line.collapsed else "▾"
-        text = QtGui.QFontMetricsF(self.bold).elidedText(
+        text = self._fm_bold.elidedText(
             f"{arrow} {line.text}", QtCore.Qt.TextElideMode.ElideRight, box.width() - 8)
         p.drawText(box.adjusted(4, 0, -4, 0), _LEFT_VCENTER, text)
 
@@ -121,15 +127,14 @@ class LaneLabelsItem(pg.GraphicsWidget):
         first = QtCore.QRectF(indent + 2, box.top(), box.width() - indent - 8, min(row_h, 18))
         p.setFont(self.font)
         p.setPen(self._text)
-        fm = QtGui.QFontMetricsF(self.font)
-        p.drawText(first, _LEFT_VCENTER,
-                   fm.elidedText(line.text, QtCore.Qt.TextElideMode.ElideMiddle, first.width()))
+        p.drawText(first, _LEFT_VCENTER, self._fm.elidedText(
+            line.text, QtCore.Qt.TextElideMode.ElideMiddle, first.width()))
         extra = self._detail(line)
         if extra and box.height() >= 30:
             second = first.translated(0, first.height() - 3)
             p.setFont(self.small)
             p.setPen(self._muted)
-            p.drawText(second, _LEFT_VCENTER, QtGui.QFontMetricsF(self.small).elidedText(
+            p.drawText(second, _LEFT_VCENTER, self._fm_small.elidedText(
                 extra, QtCore.Qt.TextElideMode.ElideRight, second.width()))
 
     def _detail(self, line) -> str:
