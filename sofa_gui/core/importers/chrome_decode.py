@@ -35,6 +35,7 @@ CHUNK = 2 << 20  # target size of one decoded piece
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _WS = b" \t\r\n"
 _BYTE = re.compile(r"\(byte (\d+)\)")
+_JSON_SCALAR = re.compile(rb'"|-?\d|true\b|false\b|null\b')
 
 
 class Event(msgspec.Struct, gc=False):
@@ -258,7 +259,7 @@ class EventStream:
             self.form = "object"
             self._pos = p + 1
             self._object_header()
-        elif c in b'"-0123456789tfn' and c:
+        elif _JSON_SCALAR.match(self._buf, p):
             raise self._fail("JSON of the wrong shape: expected an object with \"traceEvents\" "
                              "or an array of events")
         else:
@@ -421,7 +422,8 @@ class EventStream:
             items, end = json.JSONDecoder().raw_decode(s)
         except ValueError as exc:
             pos = getattr(exc, "pos", None)
-            if pos is None or pos >= len(s) - 1:
+            msg = getattr(exc, "msg", "")
+            if pos is None or pos >= len(s) - 1 or msg.startswith("Unterminated string"):
                 return "artifact", None
             where = self._offset(start + len(s[:pos].encode("utf-8", "surrogateescape")) - 1)
             raise self._fail(f"invalid JSON at byte {where}: "

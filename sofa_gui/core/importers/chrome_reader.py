@@ -582,7 +582,9 @@ def _decode_batch(raws: list, decoders: tuple) -> list:
     """Decode many args objects in one call; per object (then leniently) if that fails."""
     many, one, loose_many, loose_one = decoders
     try:
-        return many.decode(b"[" + b",".join(raws) + b"]")
+        out = many.decode(b"[" + b",".join(raws) + b"]")
+        if len(out) == len(raws):  # an empty args value would vanish from the list
+            return out
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass
     text = b"[" + b",".join(r if len(r) else b"{}" for r in raws) + b"]"
