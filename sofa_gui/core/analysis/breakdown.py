@@ -3,10 +3,11 @@
 :func:`compute_breakdown` returns a :class:`TraceBreakdown`:
 
 * one :class:`~.device_side.DeviceBreakdown` per (rank, device): compute,
-  communication, memcpy per direction, memset and idle split by cause
-  (see :mod:`.device_side` for the overlap priority and idle rules);
+  communication, memcpy per direction, memset and idle split by cause (input,
+  copy call, sync, launch gap, host-bound, other; see :mod:`.device_side` for
+  the overlap priority and the idle rules);
 * one :class:`~.host_side.HostBreakdown` per rank: the main thread's data
-  loading, forward, backward, optimizer, runtime, sync, Python, other
+  loading, forward, backward, optimizer, memcpy, runtime, sync, Python, other
   (see :mod:`.host_side`);
 * per-rank iteration times and stragglers when there are several ranks;
 * counter series (CPU/GPU utilisation...) summarised per iteration.
