@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui, QtWidgets
 from PySide6.QtTest import QTest
-from timeline_fixtures import BASE, US, small_trace, synthetic
+from timeline_fixtures import BASE, US, deep_trace, small_trace, synthetic
 
 from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.trace import Kind
@@ -233,3 +233,34 @@ def test_kinds_get_distinct_fixed_colours():
         text = colors.luminance(colors.text_colour(c))
         hi, lo = max(lum, text), min(lum, text)
         assert (hi + 0.05) / (lo + 0.05) >= 4.5  # WCAG AA for the label text
+
+
+def test_deep_lanes_are_capped_until_expanded(make_timeline, qtbot):
+    from sofa_gui.qt.timeline.layout import MAX_ROWS
+
+    trace = deep_trace(30)
+    w = make_timeline(trace)
+    lay = w.model.layout
+    line = next(ln for ln in lay.lines if ln.text == "python main")
+    assert (line.depth, line.shown) == (30, MAX_ROWS)
+    base = w.model.index.row_base[line.lane]
+    tops = lay.row_top[base:base + 30]
+    assert np.all(tops[MAX_ROWS - 1:] == tops[MAX_ROWS - 1])  # deeper rows merged
+    assert lay.row_shared[base + MAX_ROWS - 1] and not lay.row_shared[base]
+    gpu = next(ln for ln in lay.lines if ln.text == "stream 0")
+    assert gpu.top < 20  # the GPU lane stays near the top
+    # clicking the lane label shows all rows
+    pos = w.graphics_view().mapFromScene(w.view_box().mapViewToScene(
+        QtCore.QPointF(0, line.top + 0.5)))
+    pos.setX(40)
+    QTest.mouseClick(w.graphics_view().viewport(), QtCore.Qt.MouseButton.LeftButton,
+                     QtCore.Qt.KeyboardModifier.NoModifier, pos)
+    line = next(ln for ln in w.model.layout.lines if ln.text == "python main")
+    assert line.shown == 30
+    w._toggle_lane(line.lane)
+    assert next(ln for ln in w.model.layout.lines if ln.text == "python main").shown == MAX_ROWS
+    # selecting a slice in a merged row expands its lane
+    deepest = int(np.flatnonzero(trace.slices.depth == 25)[0])
+    with qtbot.waitSignal(w.slice_selected):
+        w.select_slice(deepest)
+    assert next(ln for ln in w.model.layout.lines if ln.text == "python main").shown == 30

@@ -67,3 +67,16 @@ def shared_trace(rel: str) -> Path:
     if not p.exists():
         pytest.skip(f"shared trace {rel} not available")
     return p
+
+
+def deep_trace(levels: int = 30):
+    """One CPU lane with ``levels`` properly nested slices (a deep Python stack) and a GPU
+    lane below it."""
+    b = TraceBuilder("deep", "test")
+    cpu = b.lane(("cpu", 1), "python main", LaneKind.CPU, "host", pid=1, tid=1)
+    gpu = b.lane(("gpu", 0), "stream 0", LaneKind.GPU, "GPU 0", device=0, stream=0)
+    i = np.arange(levels)
+    b.add_slices(BASE + i * US, (2 * levels + 100 - 2 * i) * US, cpu,
+                 [f"frame_{k}" for k in range(levels)], kind=int(Kind.PYTHON))
+    b.add_slices([BASE + 10 * US], [50 * US], gpu, ["kernel"], kind=int(Kind.KERNEL))
+    return b.finish()

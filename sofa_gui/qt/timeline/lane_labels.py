@@ -39,12 +39,14 @@ class LaneLabelsItem(pg.GraphicsWidget):
     """Draws the labels for the rows the view box ``vb`` shows."""
 
     def __init__(self, model: TimelineModel, vb: pg.ViewBox, palette: QtGui.QPalette,
-                 on_toggle: Callable[[str], None], on_scroll: Callable[[float], None]):
+                 on_toggle: Callable[[str], None], on_scroll: Callable[[float], None],
+                 on_toggle_lane: Callable[[int], None]):
         super().__init__()
         self.model = model
         self.vb = vb
         self.on_toggle = on_toggle
         self.on_scroll = on_scroll
+        self.on_toggle_lane = on_toggle_lane
         self.setFixedWidth(WIDTH)
         # repainted only when the lanes scroll or change; otherwise a cached pixmap
         self.setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -123,7 +125,7 @@ class LaneLabelsItem(pg.GraphicsWidget):
     def _lane(self, p, box: QtCore.QRectF, line, indent: int) -> None:
         bar = QtGui.QColor(KIND_COLOURS.get(LaneKind(line.lane_kind), "#9e9e9e"))
         p.fillRect(QtCore.QRectF(indent - 4, box.top() + 2, 3, max(box.height() - 4, 1)), bar)
-        row_h = box.height() / max(line.depth, 1) if line.lane_kind != LaneKind.COUNTER else 18
+        row_h = box.height() / max(line.shown, 1) if line.lane_kind != LaneKind.COUNTER else 18
         first = QtCore.QRectF(indent + 2, box.top(), box.width() - indent - 8, min(row_h, 18))
         p.setFont(self.font)
         p.setPen(self._text)
@@ -149,6 +151,10 @@ class LaneLabelsItem(pg.GraphicsWidget):
             names = ", ".join(table.name[s] for s in sids) if len(sids) > 1 else ""
             rng = f"max {_value_text(pyr.vmax, unit)}"
             return f"{rng}  {names}".strip()
+        if line.depth > line.shown:
+            return f"{line.depth} levels · click to show all"
+        if line.depth > m.layout.max_rows:
+            return f"{line.depth} levels · click to fold"
         if line.depth > 1:
             return f"{line.depth} levels"
         return ""
@@ -159,9 +165,14 @@ class LaneLabelsItem(pg.GraphicsWidget):
             return
         units = self.vb.mapSceneToView(ev.scenePos()).y()
         line = self.model.layout.line_at(units)
-        if line is not None and line.kind == "group":
+        if line is None:
+            return
+        if line.kind == "group":
             ev.accept()
             self.on_toggle(line.group)
+        elif line.depth > self.model.layout.max_rows:
+            ev.accept()
+            self.on_toggle_lane(line.lane)
 
     def wheelEvent(self, ev):  # noqa: N802
         self.on_scroll(-ev.delta() / 120.0 * 3.0)

@@ -185,7 +185,7 @@ class LanesItem(pg.GraphicsObject):
         rects = self._block_rects(blocks, g, top, height)
         f.groups = group_by_colour(rects, blocks.colour, len(PALETTE))
         f.block_count = len(blocks)
-        f.labels = self._labels(blocks, rects)
+        f.labels = self._labels(blocks, rects, m.layout.row_shared[rows])
         f.counter_groups = self._counters(g)
         if m.highlight is not None:
             hb = m.highlight.blocks(rows, g.x0, g.x1, g.pxw)
@@ -213,9 +213,10 @@ class LanesItem(pg.GraphicsObject):
         r[:, 3] = np.maximum(height[b.slot] - 2 * ROW_PAD, 1.0)
         return r
 
-    def _labels(self, b: Blocks, rects: np.ndarray) -> list:
+    def _labels(self, b: Blocks, rects: np.ndarray, shared: np.ndarray) -> list:
+        """Names inside wide blocks, except on lines several rows share (they'd overlap)."""
         wide = np.flatnonzero((rects[:, 2] >= LABEL_MIN_PX) & (b.ref_px >= LABEL_MIN_PX)
-                              & (rects[:, 3] >= 9))
+                              & (rects[:, 3] >= 9) & ~shared[b.slot])
         out = []
         for i in wide.tolist():
             x, y, w, h = rects[i].tolist()

@@ -4,7 +4,9 @@ Qt-free so it can be tested alone.  A *row* is one (lane, depth) pair of the
 slice index (:class:`sofa_gui.core.viewport.TimelineIndex` numbering); a *slot*
 is a line on screen (group header, slice row or counter lane).  Collapsing a
 group hides its lanes and draws their top-level rows on the header line, so a
-collapsed rank still shows when it was busy.
+collapsed rank still shows when it was busy.  A lane deeper than
+:data:`MAX_ROWS` (Python stacks reach 40 levels) shows its first rows and draws
+all deeper ones merged on its last row, until it is expanded.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from sofa_gui.core.trace import LaneKind, Lanes
 ROW_UNITS = 1.0
 HEADER_UNITS = 1.2
 COUNTER_UNITS = 2.5
+#: Nesting rows shown for a lane until it is expanded; deeper rows merge into the last.
+MAX_ROWS = 12
 
 
 @dataclass
@@ -33,17 +37,22 @@ class LaneLine:
     group: str = ""
     collapsed: bool = False
     lane_kind: int = -1  # LaneKind for "lane"
-    depth: int = 1
+    depth: int = 1  # nesting rows the lane has
+    shown: int = 1  # nesting rows on screen (< depth: deeper rows merged into the last)
 
 
 class TimelineLayout:
     """Where every lane and row sits, given the collapsed groups."""
 
-    def __init__(self, lanes: Lanes, row_base: np.ndarray, collapsed: frozenset = frozenset()):
+    def __init__(self, lanes: Lanes, row_base: np.ndarray, collapsed: frozenset = frozenset(),
+                 expanded: frozenset = frozenset(), max_rows: int = MAX_ROWS):
         self.collapsed = frozenset(collapsed)
+        self.expanded = frozenset(expanded)
+        self.max_rows = max(int(max_rows), 1)
         n_rows = int(row_base[-1]) if len(row_base) else 0
         self.row_top = np.full(n_rows, np.nan)  # NaN: hidden
         self.row_height = np.full(n_rows, ROW_UNITS)
+        self.row_shared = np.zeros(n_rows, bool)  # drawn on a line other rows share too
         self.lane_top = np.full(len(lanes), np.nan)
         self.lane_height = np.zeros(len(lanes))
         self.lines: list[LaneLine] = []
@@ -58,6 +67,7 @@ class TimelineLayout:
                 if closed:
                     for lane in members:  # summary: every lane's top row on the header line
                         self.row_top[row_base[lane]] = y + (HEADER_UNITS - ROW_UNITS) / 2
+                        self.row_shared[row_base[lane]] = len(members) > 1
                         self.lane_top[lane] = y
                     y += HEADER_UNITS
                     continue
@@ -74,13 +84,17 @@ class TimelineLayout:
             height = COUNTER_UNITS
             self.row_top[first:first + depth] = y
             self.row_height[first:first + depth] = COUNTER_UNITS
+            shown = 1
         else:
-            height = depth * ROW_UNITS
-            self.row_top[first:first + depth] = y + np.arange(depth) * ROW_UNITS
+            shown = depth if lane in self.expanded else min(depth, self.max_rows)
+            height = shown * ROW_UNITS
+            self.row_top[first:first + depth] = y + np.minimum(np.arange(depth), shown - 1)
+            if shown < depth:
+                self.row_shared[first + shown - 1:first + depth] = True
         self.lane_top[lane] = y
         self.lane_height[lane] = height
         self.lines.append(LaneLine("lane", lanes.name[lane], y, height, lane=lane, group=group,
-                                   lane_kind=kind, depth=depth))
+                                   lane_kind=kind, depth=depth, shown=shown))
         return y + height
 
     def visible_rows(self, y0: float, y1: float) -> np.ndarray:

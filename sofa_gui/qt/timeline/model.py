@@ -45,6 +45,7 @@ class TimelineModel:
         self.index: TimelineIndex | None = None
         self.layout: TimelineLayout | None = None
         self.collapsed: set[str] = set()
+        self.expanded: set[int] = set()
         self.iter_starts = np.zeros(0)
         self.iter_ends = np.zeros(0)
         self.iter_labels: list[str] = []
@@ -60,7 +61,7 @@ class TimelineModel:
     def set_prepared(self, prep: Prepared | None) -> None:
         self.trace = prep.trace if prep else None
         self.index = prep.index if prep else None
-        self.collapsed = set()
+        self.collapsed, self.expanded = set(), set()
         self.selected, self.selected_iteration = -1, -1
         self.partners = np.zeros(0, np.int64)
         self.highlight = None
@@ -74,7 +75,7 @@ class TimelineModel:
             self.layout = None
         else:
             self.layout = TimelineLayout(self.trace.lanes, self.index.row_base,
-                                         frozenset(self.collapsed))
+                                         frozenset(self.collapsed), frozenset(self.expanded))
         self.version += 1
 
     @property
@@ -110,6 +111,19 @@ class TimelineModel:
     def toggle_group(self, group: str) -> None:
         self.collapsed.symmetric_difference_update({group})
         self.relayout()
+
+    def toggle_lane(self, lane: int) -> None:
+        """Show all nesting rows of a deep lane, or cap them again."""
+        self.expanded.symmetric_difference_update({int(lane)})
+        self.relayout()
+
+    def row_hidden_by_cap(self, row: int) -> int:
+        """Lane whose depth cap merges ``row`` into its last shown row, else -1."""
+        lane = int(np.searchsorted(self.index.row_base, row, side="right") - 1)
+        depth = row - int(self.index.row_base[lane])
+        line_depth = int(self.trace.lanes.depth[lane])
+        capped = lane not in self.expanded and line_depth > self.layout.max_rows
+        return lane if capped and depth >= self.layout.max_rows else -1
 
     # -- slices -----------------------------------------------------------------
     def valid_slice(self, index) -> bool:

@@ -82,7 +82,7 @@ class TimelineWidget(QtWidgets.QWidget):
         self._strip.setFixedHeight(20)
         self._axis = TimeAxisItem(self._vb, pal)
         self._labels = LaneLabelsItem(self.model, self._vb, pal, self._toggle_group,
-                                      self.scroll_rows)
+                                      self.scroll_rows, self._toggle_lane)
         corner = pg.LabelItem("time from start", size="8pt", justify="left")
         corner.setFixedHeight(22)
         iter_caption = pg.LabelItem("iterations", size="8pt", justify="left")
@@ -338,6 +338,11 @@ class TimelineWidget(QtWidgets.QWidget):
         self._data_changed()
         self._apply_y()
 
+    def _toggle_lane(self, lane: int) -> None:
+        self.model.toggle_lane(lane)
+        self._data_changed()
+        self._apply_y()
+
     def _data_changed(self) -> None:
         self._lanes.invalidate()
         self._overlays_changed()
@@ -359,6 +364,8 @@ class TimelineWidget(QtWidgets.QWidget):
         elif a < m.x0 or b > m.x1:
             mid = (a + b) / 2
             self._set_window(mid - span / 2, mid + span / 2)
+        if m.row_hidden_by_cap(m.slice_row(index)) >= 0:
+            self._toggle_lane(m.row_hidden_by_cap(m.slice_row(index)))
         row = m.row_span(m.slice_row(index))
         if row is not None:
             vis = self._visible_units()
