@@ -384,3 +384,13 @@ def test_strace_names_and_threads(tmp_path):
                      "???": ("process 4321", "syscalls, thread 4331")}
     calls = [t.args.get(int(a))["call"] for a in t.slices.args]
     assert calls[1] == "futex(0x7f..,FUTEX_WAIT,0,NULL)=0"
+
+
+def test_unknown_file_name_guessed_from_content(tmp_path):
+    gpu = _write(tmp_path / "a", "run7.csv", GPU_ROWS[:3])
+    t = load_trace(gpu, use_cache=False)
+    assert t.kind_counts() == {"kernel": 1, "memcpy": 2}
+    cpu = _write(tmp_path / "b", "samples.csv",
+                 ["1.0,14,0.001,-1,-1,0,0,-1,-1,3,4,[cycles:]f+0x1(/bin/a),0"])
+    t = load_trace(cpu, use_cache=False)
+    assert t.kind_counts() == {"other": 1} and t.lanes.name == ["thread 4"]

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..builder import TraceBuilder, default_sort_key
 from ..trace import LaneKind
-from .sofa_csv import CsvRows, NumericRows, parse_float, text_ids
+from .sofa_csv import CsvRows, NumericRows, parse_float, reads, text_ids
 
 # Display order of the counter sections, top to bottom.
 _SECTION = {"cpu": 0, "gpu": 1, "vmstat": 2, "net": 3, "disk": 4}
@@ -49,6 +49,7 @@ _MPSTAT = (r"mpstat_core(?P<core>-?\d+)\s*\(usr\|sys\|idl\|iow\|irq\):\s*\|\s*(?
            r"\|\s*(?P<sys>-?\d+)\|\s*(?P<idl>-?\d+)\|\s*(?P<iow>-?\d+)\|\s*(?P<irq>-?\d+)\|")
 
 
+@reads("timestamp", "name")
 def load_mpstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """Per-core utilisation (usr+sys+irq %) plus all-core usr / sys / iowait averages."""
     nr = NumericRows(rows)
@@ -91,6 +92,7 @@ _VMSTAT_BLOCKS = [
 _VM_FIELD = re.compile(r"(\w+)=(-?\d+(?:\.\d*)?)")
 
 
+@reads("timestamp", "duration", "name")
 def load_vmstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """8 metric blocks -> 8 series; the row's ``duration`` is the value (+1e-5)."""
     nr = NumericRows(rows)
@@ -147,6 +149,7 @@ _NVSMI_NAME = (r"^GPUID_(?P<what>sm_mem|sm|mem|enc|dec)=(?P<gpu>\d+)_(?P<a>[-\d.
 _NAME_METRIC = {"sm": 0, "mem": 1, "enc": 2, "dec": 3}
 
 
+@reads("timestamp", "event", "duration", "deviceId", "name")
 def load_nvsmi(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """GPU utilisation %: event 0 SM, 1 memory, 2 encoder, 3 decoder; deviceId = GPU.
 
@@ -189,6 +192,7 @@ def load_nvsmi(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
 
 
 # -- network bandwidth ----------------------------------------------------------------------
+@reads("timestamp", "bandwidth", "event", "name")
 def load_netstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """Interface bytes/s: event 0 = tx, 1 = rx; the value is in ``bandwidth``."""
     nr = NumericRows(rows)
@@ -213,6 +217,7 @@ def load_netstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
 _DISK_DEV = r"diskstat_dev:(?P<dev>[^\s(|]+)"
 
 
+@reads("timestamp", "bandwidth", "payload", "duration", "deviceId", "name")
 def load_diskstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """Per-device disk throughput.
 

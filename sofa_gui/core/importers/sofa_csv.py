@@ -72,10 +72,25 @@ class CsvRows:
             self.skipped[f"{self.file}: {reason}"] += int(n)
 
 
-def read_rows(path: Path, schema: str, progress: Progress | None = None) -> CsvRows:
-    """Parse ``path`` (header already sniffed as ``schema``) into string columns."""
+def reads(*columns: str):
+    """Declare the columns a file handler uses; :func:`read_rows` materialises only those."""
+    def mark(fn):
+        fn.columns = columns
+        return fn
+
+    return mark
+
+
+def read_rows(path: Path, schema: str, progress: Progress | None = None,
+              columns: tuple[str, ...] | None = None) -> CsvRows:
+    """Parse ``path`` (header already sniffed as ``schema``) into string columns.
+
+    ``columns`` limits which columns are converted (all when None); the first
+    column is always kept, to recognise header lines repeated inside the file.
+    """
     progress = progress or NullProgress()
     cols = SCHEMAS[schema]
+    wanted = [c for c in cols if columns is None or c in columns or c == cols[0]]
     rows = CsvRows(Path(path).name, {})
     bad = [0]
 
@@ -89,7 +104,8 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None) -> CsvR
         read_options=pacsv.ReadOptions(column_names=list(cols), skip_rows=1, block_size=_BLOCK),
         parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
         convert_options=pacsv.ConvertOptions(column_types=types, check_utf8=False,
-                                             strings_can_be_null=False),
+                                             strings_can_be_null=False,
+                                             include_columns=wanted),
     )
     size = max(Path(path).stat().st_size, 1)
     batches = []
@@ -97,7 +113,7 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None) -> CsvR
         batches.append(batch)
         progress.report(min((i + 1) * _BLOCK / size, 1.0), f"reading {rows.file}")
     table = pa.Table.from_batches(batches, schema=reader.schema)
-    rows.columns = {c: table.column(c).combine_chunks() for c in cols}
+    rows.columns = {c: table.column(c).combine_chunks() for c in wanted}
     rows.skip("wrong number of columns", bad[0])
     repeats = pc.equal(rows.columns[cols[0]], cols[0]).to_numpy(zero_copy_only=False)
     rows.header_repeats = int(repeats.sum())

@@ -122,8 +122,10 @@ def _plan(path: Path, b: TraceBuilder) -> list[tuple[Path, str]]:
 def _load_file(b: TraceBuilder, p: Path, schema: str, shift: int, progress: Progress,
                single: bool) -> None:
     progress.check_cancelled()
+    handler = _known_handler(p.name, schema)
     try:
-        rows = read_rows(p, schema, subrange(progress, 0.0, 0.6))
+        rows = read_rows(p, schema, subrange(progress, 0.0, 0.6),
+                         getattr(handler, "columns", None))
     except (OSError, pa.ArrowInvalid) as exc:
         why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         if single:
@@ -131,7 +133,7 @@ def _load_file(b: TraceBuilder, p: Path, schema: str, shift: int, progress: Prog
         b.report.notes.append(f"{p.name}: unreadable ({why}), not loaded")
         return
     progress.report(0.6, f"converting {p.name}")
-    handler = _handler(p.name, schema, rows)
+    handler = handler or _guess_handler(rows)
     handler(b, rows, shift)
     b.report.read += rows.read
     for reason, n in rows.skipped.items():
@@ -142,7 +144,8 @@ def _load_file(b: TraceBuilder, p: Path, schema: str, shift: int, progress: Prog
     progress.report(1.0, f"loaded {p.name}")
 
 
-def _handler(name: str, schema: str, rows: CsvRows):
+def _known_handler(name: str, schema: str):
+    """The handler for a file name (None: decide from the content)."""
     if schema == "legacy":
         return slices.load_legacy_gputrace
     if name in HANDLERS:
@@ -150,6 +153,10 @@ def _handler(name: str, schema: str, rows: CsvRows):
     for known, handler in HANDLERS.items():  # e.g. "gputrace-1.csv", "old_cputrace.csv"
         if Path(known).stem in name:
             return handler
+    return None
+
+
+def _guess_handler(rows: CsvRows):
     return slices.load_gputrace if _has_copy_kinds(rows) else slices.load_cputrace
 
 

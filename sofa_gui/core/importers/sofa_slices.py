@@ -19,7 +19,7 @@ from ..kinds import is_collective
 from ..trace import CopyKind, Kind, LaneKind
 from .grouping import lane_ids
 from .json_args import json_rows
-from .sofa_csv import CsvRows, NumericRows, text_ids, text_values
+from .sofa_csv import CsvRows, NumericRows, reads, text_ids, text_values
 
 #: SOFA / CUPTI memcpy kind -> CopyKind; 0 is a kernel, 3..7 and 9 are array/host copies.
 _SOFA_COPY = {1: CopyKind.H2D, 2: CopyKind.D2H, 8: CopyKind.D2D, 10: CopyKind.P2P}
@@ -74,6 +74,8 @@ def copy_kinds(ck: np.ndarray) -> np.ndarray:
     return out
 
 
+@reads("timestamp", "duration", "deviceId", "copyKind", "payload", "bandwidth", "pkt_src",
+       "pkt_dst", "pid", "tid", "name")
 def load_gputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """nvprof GPU activity: kernels and copies on (context, stream) lanes."""
     is_api_raw = pc.starts_with(rows.columns["name"].cast(pa.string(), safe=False),
@@ -135,6 +137,7 @@ def _add_api(b, start, dur, name_id, pid, tid) -> None:
     b.add_slices(start, dur, lanes, name_id, kind=int(Kind.RUNTIME), stream=tid)
 
 
+@reads("timestamp", "duration", "pid", "tid", "name")
 def load_cuda_api(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """``cuda_api_trace.csv``: CUDA runtime calls (pid is nvprof's file ordinal)."""
     nr = NumericRows(rows)
@@ -200,6 +203,7 @@ def _sample_name(raw: str) -> str:
     return f"{m.group(1)} {m.group(2)}" if m else name
 
 
+@reads("timestamp", "duration", "pid", "tid", "name")
 def load_cputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """perf samples as slices per (pid, tid); duration = SOFA's CPU-time estimate."""
     nr = NumericRows(rows)
@@ -254,6 +258,7 @@ def trim_to_next(start: np.ndarray, dur: np.ndarray, lanes: np.ndarray) -> tuple
 _SYSCALL = r"^[\d.\s]*(?P<call>[A-Za-z_][A-Za-z0-9_]*)\("
 
 
+@reads("timestamp", "duration", "pid", "tid", "name")
 def load_strace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """System calls per thread, named by the call; the full line is kept in args."""
     nr = NumericRows(rows)
@@ -275,6 +280,7 @@ def load_strace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
 
 
 # -- Python stacks ------------------------------------------------------------------------------
+@reads("timestamp", "duration", "name")
 def load_pystacks(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """pyflame samples (frames root -> leaf, ``<br>``-joined) merged into a flame chart."""
     nr = NumericRows(rows)
@@ -332,6 +338,7 @@ def ip_text(code: int) -> str:
     return ".".join(str((code // 1000**k) % 1000) for k in (3, 2, 1, 0))
 
 
+@reads("timestamp", "duration", "payload", "pkt_src", "pkt_dst", "name")
 def load_nettrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     """tcpdump packets as NETWORK slices on one lane per source -> destination."""
     nr = NumericRows(rows)
