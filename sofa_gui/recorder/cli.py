@@ -81,14 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: usage error (2) or --help (0)
         return int(exc.code or 0)
     recorder = Recorder(config, echo=True, interactive=True)
-    try:
-        folder = recorder.start()
-    except CommandError as exc:
-        print(f"sofa-gui record: {exc}", file=sys.stderr)
-        return 2
-    print(f"sofa-gui record: recording into {folder}", file=sys.stderr)
     previous = _forward_signals(recorder)
     try:
+        try:
+            folder = recorder.start()
+        except CommandError as exc:
+            print(f"sofa-gui record: {exc}", file=sys.stderr)
+            return 2
+        print(f"sofa-gui record: recording into {folder}", file=sys.stderr)
         result = recorder.wait()
     finally:
         for sig, handler in previous.items():

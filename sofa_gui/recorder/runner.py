@@ -81,7 +81,8 @@ class Recorder:
         self._signals_forwarded = 0
         self._stop_at: float | None = None
         self._stop_stage = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # signal handlers run on the thread that may hold it
+        self._pending: list[int] = []  # signals that arrived before the child existed
         self._start_ns = 0
 
     # -- public ---------------------------------------------------------------------
@@ -117,8 +118,14 @@ class Recorder:
                 self._send(signal.SIGINT)
 
     def forward_signal(self, signum: int) -> None:
-        """Pass a signal the recorder received to the child's group (3rd time: SIGKILL)."""
+        """Pass a signal the recorder received to the child's group (3rd time: SIGKILL).
+
+        Before the child exists the signal is kept and delivered as soon as it does.
+        """
         with self._lock:
+            if self.proc is None:
+                self._pending.append(signum)
+                return
             self._signals_forwarded += 1
             name = signal.Signals(signum).name
             self.stopped_by = self.stopped_by or f"{name} forwarded to the child"
@@ -177,6 +184,8 @@ class Recorder:
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
         except OSError as exc:
             raise CommandError(f"cannot run {cfg.command[0]}: {exc.strerror or exc}") from None
+        for signum in self._pending:
+            self.forward_signal(signum)
         self.host.watch(self.proc.pid)
         echo = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer} if self.echo else None
         self.pump = OutputPump(folder / OUTPUT_LOG, echo, self.on_output)
@@ -206,7 +215,10 @@ class Recorder:
         return env, added
 
     def _abandon(self) -> None:
-        """The child never ran: stop what started and leave no folder behind."""
+        """Starting failed: stop what started, child included, and leave no folder behind."""
+        if self.proc is not None and self.proc.poll() is None:
+            self._send(signal.SIGKILL)
+            self.proc.wait()
         for sampler in (getattr(self, "host", None), getattr(self, "gpu", None)):
             if sampler is not None and sampler.is_alive():
                 sampler.stop()
@@ -239,14 +251,19 @@ class Recorder:
     def _finalise(self, end_ns: int) -> RecordResult:
         m, folder = self.manifest, self.folder
         notes = m["notes"]
-        self.host.stop()
-        if self.gpu is not None:
-            self.gpu.stop()
-        self.nvml.close()
-        self.pump.close()
-        if self.pyspy is not None:
-            self.pyspy.stop()
-        self.host.flush()
+        steps = [("stop the samplers", self.host.stop),
+                 ("stop the GPU sampler", self.gpu.stop if self.gpu is not None else None),
+                 ("close NVML", self.nvml.close), ("collect the output", self.pump.close),
+                 ("collect py-spy", self.pyspy.stop if self.pyspy is not None else None),
+                 ("flush the last samples", self.host.flush)]
+        for what, step in steps:
+            if step is None:
+                continue
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - the folder must still be finalised
+                log.warning("could not %s", what, exc_info=True)
+                notes.append(f"could not {what}: {type(exc).__name__}: {exc}")
         rows = {}
         for parts, target, sch in ((COUNTERS_PARTS, COUNTERS_FILE, schema.COUNTERS),
                                    (PROCESSES_PARTS, PROCESSES_FILE, schema.PROCESSES)):

@@ -3,7 +3,8 @@
 Every ``interval`` the :class:`HostSampler` reads per-core CPU times, memory,
 disk and network byte counters and context switches (one ``/proc`` pass each),
 plus CPU time, RSS, threads and context switches of every process in the
-child's tree (children found as they appear). Rows go to :class:`PartWriter`
+child's tree (new children are looked for every 0.5 s and kept once seen, so a
+grandchild re-parented to init is still followed). Rows go to :class:`PartWriter`
 buffers that this thread flushes every ``flush_interval``.
 """
 
@@ -21,7 +22,11 @@ from .clock import EpochClock
 from .parts import PartWriter
 from .periodic import Periodic
 
-_GUEST = ("guest", "guest_nice")  # already counted inside user / nice on Linux
+_GUEST = ("guest", "guest_nice")
+#: How often the tree is searched for new processes. Walking it means reading every
+#: /proc/<pid>/stat on the machine (~2-7 ms), so it runs at most every 0.5 s, while the
+#: known processes are sampled every tick.
+DISCOVER_EVERY_NS = 500_000_000  # already counted inside user / nice on Linux
 
 
 def _busy_total(t) -> tuple[float, float]:
@@ -86,6 +91,7 @@ class HostSampler(Periodic):
         self.latest: dict = {}  # last snapshot, also read by the GPU sampler's callback
         self._root: psutil.Process | None = None
         self._procs: dict[int, _Proc] = {}
+        self._discovered_ns = 0
         self._gone: dict[int, _Proc] = {}
         self._prev: dict | None = None
         self._last_flush = time.monotonic_ns()
@@ -195,7 +201,9 @@ class HostSampler(Periodic):
             root = self._root
             if root is None:
                 return
-            self._discover(root, t)
+            if t - self._discovered_ns >= DISCOVER_EVERY_NS or not self._procs:
+                self._discover(root, t)
+                self._discovered_ns = t
             rows = {k: [] for k in ("time_ns", "since_ns", "pid", "ppid", "name", "cpu_percent",
                                     "rss_bytes", "threads", "ctx_switches_per_s")}
             for pid in list(self._procs):

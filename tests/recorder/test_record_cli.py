@@ -55,11 +55,12 @@ def test_cpu_bound_numpy_loop(tmp_path, capsys):
     trace = load_trace(out)
     cores = _series(trace, lambda n: n.startswith("CPU") and n.endswith("util %"))
     assert len(cores) == m["host"]["logical_cores"]
-    assert max(float(v.max()) for v in cores.values()) > 50.0
+    # clearly busy; not near 100 %: CI machines are shared and the child can be starved
+    assert max(float(v.max()) for v in cores.values()) > 30.0
     rss = _series(trace, lambda n: n.endswith(" RSS") and not n.startswith("process tree"))
     assert rss and all(float(v.max()) > 10 * 2**20 for v in rss.values())
     proc_cpu = _series(trace, lambda n: n.endswith("] CPU %"))
-    assert max(float(v.max()) for v in proc_cpu.values()) > 50.0
+    assert max(float(v.max()) for v in proc_cpu.values()) > 20.0
     assert trace.meta.epoch_offset_ns == 0
     assert m["start"]["epoch_ns"] - 10**9 < trace.start_ns < m["start"]["epoch_ns"]
     assert "numpy done" in (out / "output.log").read_text()

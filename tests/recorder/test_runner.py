@@ -34,7 +34,7 @@ def test_stop_sends_sigint_and_the_recording_completes(tmp_path):
     res = rec.wait()
     assert res.signal == "SIGINT" and res.exit_code == 130
     assert res.stopped_by.startswith("stop requested")
-    assert chunks[0] == ("stdout", b"ready\n")
+    assert b"".join(c for s, c in chunks if s == "stdout").startswith(b"ready")
     assert samples and "cpu_busy" in samples[-1] and "elapsed_s" in samples[-1]
     assert any(s.get("processes") == 1 for s in samples)
     m = manifest(res.folder)
@@ -97,3 +97,14 @@ def test_working_directory_and_environment_reach_the_child(tmp_path):
     m = manifest(res.folder)
     assert m["cwd"] == str(work)
     assert m["environment"]["set_by_recorder"]["SOFA_GUI_RECORDING"] == str(res.folder)
+
+
+def test_signal_before_the_child_exists_is_delivered_once_it_does(tmp_path):
+    import signal
+
+    rec = Recorder(RecordConfig(command=tuple(py(SLEEPER)), output=tmp_path / "early"))
+    rec.forward_signal(signal.SIGTERM)  # e.g. Ctrl-C while the folder is being created
+    rec.start()
+    res = rec.wait()
+    assert res.signal == "SIGTERM" and res.exit_code == 143
+    assert manifest(res.folder)["exit"]["stopped_by"] == "SIGTERM forwarded to the child"

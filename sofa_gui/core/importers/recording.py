@@ -153,14 +153,21 @@ def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> p
 
 
 def _strings(col) -> tuple[list[str], np.ndarray]:
-    """(unique strings, index per row) for a string or dictionary column."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    idx = arr.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    words = arr.dictionary.to_pylist()
-    uniq, inv = np.unique(np.asarray(words, dtype=object), return_inverse=True)
-    return [str(u) for u in uniq], inv[idx] if len(idx) else idx
+    """(unique strings, int32 id per row) for a string or dictionary column.
+
+    Each part file has its own dictionary; ids are mapped chunk by chunk onto one
+    sorted vocabulary instead of unifying the dictionaries row by row.
+    """
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    chunks = [c if pa.types.is_dictionary(c.type) else c.dictionary_encode() for c in chunks]
+    vocab = sorted({w for c in chunks for w in c.dictionary.to_pylist()})
+    pos = {w: i for i, w in enumerate(vocab)}
+    out = []
+    for c in chunks:
+        remap = np.array([pos[w] for w in c.dictionary.to_pylist()] or [0], np.int32)
+        out.append(remap[c.indices.to_numpy(zero_copy_only=False)])
+    ids = np.concatenate(out) if out else np.zeros(0, np.int32)
+    return [str(w) for w in vocab], ids
 
 
 def _lane_sort(name: str, device: int) -> int:
@@ -193,7 +200,7 @@ def _load_counters(b: TraceBuilder, folder: Path) -> None:
     units, uid = _strings(table["unit"])
     finite = np.isfinite(v)
     b.report.skip("counter sample is not a number", int((~finite).sum()))
-    order = np.lexsort((t, sid))
+    order = np.argsort(sid, kind="stable")  # rows were written in time order
     bounds = np.searchsorted(sid[order], np.arange(len(series) + 1))
     for s in range(len(series)):
         rows = order[bounds[s]:bounds[s + 1]]
