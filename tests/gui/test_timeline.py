@@ -102,7 +102,8 @@ def test_selection_outline_and_flow_arrow(make_timeline, qtbot):
     assert _count(after, ACCENT.name(), between) > 5  # the launch -> kernel arrow
     box = _inside(w, kernel)
     outline = QtCore.QRect(box.x() - 400, box.y() - 6, 800, 20)
-    assert _count(after, "#111111", outline) > _count(before, "#111111", outline) + 50
+    ink = w.palette().color(QtGui.QPalette.ColorRole.Text).name()
+    assert _count(after, ink, outline) > _count(before, ink, outline) + 50
 
 
 def test_collapsing_a_group_shows_a_summary_line(make_timeline, qtbot):
@@ -168,9 +169,22 @@ def test_tooltip_is_plain_text_with_the_key_facts(make_timeline):
     assert "grid: [64, 1, 1]" in w.tooltip_text(kernel)
     copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
     assert "copy: H2D, 4 MiB" in w.tooltip_text(copy)
+
+
+
+def test_hover_shows_the_tooltip_of_the_slice_under_the_mouse(make_timeline, qtbot):
+    trace = small_trace()
+    w = make_timeline(trace)
+    bold = _index(trace, "<b>not bold</b>")
     top, _ = w.model.row_span(w.model.slice_row(bold))
-    w.hover_at(700.0 * US, top + 0.5, QtCore.QPointF(100, 100))
-    assert "&lt;b&gt;" in QtWidgets.QToolTip.text() or QtWidgets.QToolTip.text() == ""
+    at = w.view_point(BASE + 700 * US, top + 0.5)
+    viewport = w.graphics_view().viewport()
+    QTest.mouseMove(viewport, at - QtCore.QPoint(6, 0))
+    qtbot.wait(30)  # pyqtgraph rate-limits hover events
+    QTest.mouseMove(viewport, at)
+    qtbot.waitUntil(lambda: "not bold" in QtWidgets.QToolTip.text(), timeout=2000)
+    text = QtWidgets.QToolTip.text()
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in text and "lane: python main" in text
 
 
 def test_iterations_strip_and_selection(make_timeline, qtbot):
@@ -264,3 +278,37 @@ def test_deep_lanes_are_capped_until_expanded(make_timeline, qtbot):
     with qtbot.waitSignal(w.slice_selected):
         w.select_slice(deepest)
     assert next(ln for ln in w.model.layout.lines if ln.text == "python main").shown == 30
+
+
+def test_time_axis_labels_adapt_to_the_zoom():
+    from sofa_gui.qt.timeline.time_axis import format_time, tick_labels, tick_steps
+
+    assert tick_labels([0.0, 5e8, 1e9], 5e8) == ["0", "0.5 s", "1.0 s"]
+    assert tick_labels([2e6, 4e6], 2e6) == ["2 ms", "4 ms"]
+    assert tick_labels([1500.0, 1750.0], 250.0) == ["1.50 µs", "1.75 µs"]
+    assert tick_labels([10.0, 20.0], 10.0) == ["10 ns", "20 ns"]
+    deep = tick_labels([1_234_560_000.0, 1_234_560_010.0], 10.0)  # 10 ns steps at 1.23 s
+    assert deep == ["1.23456000 s", "+10 ns"]
+    assert format_time(1_250_000) == "1.25 ms"
+    major, minor = tick_steps(1e9, 1000)
+    assert major in (1e8, 2e8) and minor < major
+    assert tick_steps(3.0, 1000)[0] == 1.0  # never below 1 ns
+
+
+def test_empty_and_counter_only_traces(make_timeline):
+    from sofa_gui.core.builder import TraceBuilder
+    from sofa_gui.core.trace import LaneKind
+
+    w = make_timeline(TraceBuilder("empty", "test").finish())
+    _grab(w)
+    assert w.drawn_block_count() == 0
+    b = TraceBuilder("counters", "test")
+    lane = b.lane("mem", "memory", LaneKind.COUNTER, "GPU 0")
+    b.add_counter("used", "bytes", lane, BASE + np.arange(1000) * US, np.arange(1000.0))
+    trace = b.finish()
+    w.set_trace(trace)
+    img = _grab(w)
+    assert w.visible_range() == (trace.start_ns, trace.end_ns)
+    line = w.model.layout.lines[-1]
+    assert _pixel(img, w.view_point(BASE + 990 * US, line.top + 0.4)) != _pixel(
+        img, w.view_point(BASE + 10 * US, line.top + 0.4))

@@ -16,7 +16,14 @@ from .model import TimelineModel
 from .time_axis import format_time
 
 ACCENT = QtGui.QColor("#1e88e5")
-SELECTION = QtGui.QColor("#111111")
+
+
+def _ink(palette: QtGui.QPalette | None, alpha: int = 255) -> QtGui.QColor:
+    """The palette's text colour (black in light themes, white in dark) at ``alpha``."""
+    c = QtGui.QColor(palette.color(QtGui.QPalette.ColorRole.Text)) if palette else QtGui.QColor(
+        "#111111")
+    c.setAlpha(alpha)
+    return c
 #: At most this many flow arrows are drawn for one selected slice.
 MAX_ARROWS = 200
 
@@ -59,9 +66,9 @@ def _visible_iterations(m: TimelineModel, x0: float, x1: float) -> range:
 class IterationBandsItem(_ViewItem):
     """Alternating shaded bands behind the lanes; the selected iteration tinted."""
 
-    def __init__(self, model: TimelineModel):
+    def __init__(self, model: TimelineModel, palette: QtGui.QPalette | None = None):
         super().__init__(model)
-        self._shade = QtGui.QColor(0, 0, 0, 16)
+        self._shade = _ink(palette, 16)
         self._selected = QtGui.QColor(ACCENT)
         self._selected.setAlpha(24)
 
@@ -97,7 +104,7 @@ class IterationStripItem(_ViewItem):
         self.font.setPointSizeF(8.0)
         self._fm = QtGui.QFontMetricsF(self.font)
         self._text = palette.color(QtGui.QPalette.ColorRole.Text)
-        self._cells = (QtGui.QColor(0, 0, 0, 18), QtGui.QColor(0, 0, 0, 40))
+        self._cells = (_ink(palette, 18), _ink(palette, 40))
 
     def boundingRect(self):  # noqa: N802
         return QtCore.QRectF(0.0, 0.0, self.model.span, 1.0)
@@ -138,6 +145,10 @@ class SelectionItem(_ViewItem):
     """Outline of the selected slice and its flow partners, flow arrows, and the
     selected iteration's boundaries."""
 
+    def __init__(self, model: TimelineModel, palette: QtGui.QPalette | None = None):
+        super().__init__(model)
+        self.outline = _ink(palette)
+
     def paint(self, p, *args):
         geo = _view_geometry(self, p)
         m = self.model
@@ -165,7 +176,7 @@ class SelectionItem(_ViewItem):
             if sel is not None:
                 self._arrows(p, m.selected, sel, boxes)
                 p.setBrush(QtCore.Qt.BrushStyle.NoBrush)
-                p.setPen(QtGui.QPen(SELECTION, 2.0))
+                p.setPen(QtGui.QPen(self.outline, 2.0))
                 p.drawRect(sel)
         p.restore()
 

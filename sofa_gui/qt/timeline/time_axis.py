@@ -25,14 +25,22 @@ def unit_for(ns: float) -> tuple[float, str]:
     return 1.0, "ns"
 
 
+def _decimals(step: float) -> int:
+    """Fewest decimals (<= 9) that show multiples of ``step`` exactly."""
+    for d in range(10):
+        scaled = step * 10**d
+        if round(scaled) >= 1 and abs(scaled - round(scaled)) < 1e-6 * scaled:
+            return d
+    return 9
+
+
 def format_time(ns: float, resolution: float | None = None) -> str:
-    """``ns`` as ``1.25 ms``; ``resolution`` (ns) sets the decimals (else 3 significant)."""
+    """``ns`` as ``1.25 ms``; ``resolution`` (ns) sets the decimals (else 4 significant)."""
     scale, name = unit_for(ns)
     if resolution is None:
         text = f"{ns / scale:.4g}"
     else:
-        decimals = max(0, math.ceil(-math.log10(max(resolution, 1e-3) / scale) - 1e-9))
-        text = f"{ns / scale:.{min(decimals, 9)}f}"
+        text = f"{ns / scale:.{_decimals(max(resolution, 1.0) / scale)}f}"
     return f"{text} {name}"
 
 
@@ -43,8 +51,8 @@ def tick_labels(values: list[float], spacing: float) -> list[str]:
     vmax = max(abs(v) for v in values)
     if vmax < 1e4 * spacing:
         scale, name = unit_for(vmax)
-        decimals = max(0, math.ceil(-math.log10(spacing / scale) - 1e-9))
-        return [f"{v / scale:.{min(decimals, 9)}f} {name}" if v else "0" for v in values]
+        decimals = _decimals(spacing / scale)
+        return [f"{v / scale:.{decimals}f} {name}" if v else "0" for v in values]
     base = values[0]
     out = [format_time(base, spacing)]
     out += ["+" + format_time(v - base, spacing) for v in values[1:]]

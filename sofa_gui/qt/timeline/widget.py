@@ -94,9 +94,9 @@ class TimelineWidget(QtWidgets.QWidget):
         ci.addItem(self._labels, 2, 0)
         ci.addItem(self._vb, 2, 1)
         ci.layout.setRowStretchFactor(2, 1)
-        self._bands = IterationBandsItem(self.model)
+        self._bands = IterationBandsItem(self.model, pal)
         self._lanes = LanesItem(self.model, pal)
-        self._selection = SelectionItem(self.model)
+        self._selection = SelectionItem(self.model, pal)
         self._rubber = RubberBandItem(self.model)
         for z, item in enumerate((self._bands, self._lanes, self._selection, self._rubber)):
             item.setZValue(z - 1)
@@ -254,6 +254,15 @@ class TimelineWidget(QtWidgets.QWidget):
             return
         QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(self.tooltip_text(hit)),
                                     self._view)
+
+    def changeEvent(self, ev):  # noqa: N802
+        """Follow theme switches (light/dark): every colour derives from the palette."""
+        if ev.type() == QtCore.QEvent.Type.PaletteChange:
+            pal = self.palette()
+            self._view.setBackground(pal.color(QtGui.QPalette.ColorRole.Base))
+            self._lanes.set_palette(pal)
+            self._labels.set_palette(pal)
+        super().changeEvent(ev)
 
     # -- keyboard -----------------------------------------------------------------------
     def eventFilter(self, obj, ev):  # noqa: N802
