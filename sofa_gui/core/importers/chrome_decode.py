@@ -457,7 +457,8 @@ class EventStream:
         if outcome == "end":
             return self._array_end_in(text[:value], start)
         if outcome == "artifact":
-            raise self._fail("truncated JSON (the file ends inside an event)")
+            where = "an event" if self.form == "array" else "the traceEvents array"
+            raise self._fail(f"truncated JSON (the file ends inside {where})")
         self._pos = len(self._buf)
         self._array_unterminated()
         return self._piece(outcome, value, text)
