@@ -126,6 +126,9 @@ def test_collapsing_a_group_shows_a_summary_line(make_timeline, qtbot):
     assert _pixel(img, at) == colors.PALETTE[own[step]]  # drawn on the header line
     w._toggle_group("host 1")
     assert w.model.total_height == height
+    w._toggle_group("host 1")
+    w.select_slice(step)  # revealing a slice opens its group
+    assert w.model.collapsed == set()
 
 
 def test_highlight_dims_the_rest_and_outlines_matches(make_timeline):
@@ -199,6 +202,8 @@ def test_iterations_strip_and_selection(make_timeline, qtbot):
     strip = w.strip_view_box()
     pos = w.graphics_view().mapFromScene(strip.mapViewToScene(QtCore.QPointF(350.0 * US, 0.9)))
     assert _pixel(img, pos) == ACCENT.name()
+    assert w.iteration_text(1).splitlines()[:3] == [
+        "iteration 1", "start: +300.000 µs", "duration: 300 µs"]
     with qtbot.assertNotEmitted(w.iteration_selected):
         w.select_iteration(1)
     with qtbot.waitSignal(w.iteration_selected) as sig:

@@ -96,6 +96,7 @@ class StripViewBox(pg.ViewBox):
     def __init__(self, owner):
         super().__init__(enableMenu=False, enableMouse=False)
         self.owner = owner
+        self.setAcceptHoverEvents(True)
         self.setMouseEnabled(False, False)
         self.disableAutoRange()
         self.setYRange(0, 1, padding=0)
@@ -112,3 +113,9 @@ class StripViewBox(pg.ViewBox):
         ev.accept()
         x = self.mapSceneToView(ev.scenePos()).x()
         self.owner.zoom_around(x, WHEEL_ZOOM ** (ev.delta() / 120.0))
+
+    def hoverEvent(self, ev):  # noqa: N802
+        if ev.isExit():
+            self.owner.hover_iteration_at(None, None)
+            return
+        self.owner.hover_iteration_at(self.mapSceneToView(ev.scenePos()).x(), ev.screenPos())

@@ -29,7 +29,7 @@ from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
 from .model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
-from .time_axis import TimeAxisItem
+from .time_axis import TimeAxisItem, format_time
 from .tooltip import slice_tooltip
 from .view_box import StripViewBox, TimelineViewBox
 
@@ -264,6 +264,23 @@ class TimelineWidget(QtWidgets.QWidget):
             self._labels.set_palette(pal)
         super().changeEvent(ev)
 
+    def hover_iteration_at(self, x, screen_pos) -> None:
+        i = self.model.iteration_at(x) if x is not None else -1
+        if i < 0:
+            QtWidgets.QToolTip.hideText()
+            return
+        QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(self.iteration_text(i)),
+                                    self._view)
+
+    def iteration_text(self, i: int) -> str:
+        """Plain-text description of iteration ``i`` (strip tooltip)."""
+        m = self.model
+        label = m.iter_labels[i] if i < len(m.iter_labels) else ""
+        a, b = m.iter_starts[i], m.iter_ends[i]
+        head = f"iteration {i}" + (f" ({label})" if label else "")
+        return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {format_time(b - a)}\n"
+                "click selects, double-click zooms")
+
     # -- keyboard -----------------------------------------------------------------------
     def eventFilter(self, obj, ev):  # noqa: N802
         if obj is self._view and ev.type() == QtCore.QEvent.Type.KeyPress:
@@ -373,6 +390,9 @@ class TimelineWidget(QtWidgets.QWidget):
         elif a < m.x0 or b > m.x1:
             mid = (a + b) / 2
             self._set_window(mid - span / 2, mid + span / 2)
+        group = m.trace.lanes.group[int(m.trace.slices.lane[index])]
+        if group in m.collapsed:
+            self._toggle_group(group)
         if m.row_hidden_by_cap(m.slice_row(index)) >= 0:
             self._toggle_lane(m.row_hidden_by_cap(m.slice_row(index)))
         row = m.row_span(m.slice_row(index))
