@@ -5,7 +5,9 @@ For each size, writes a SOFA logdir (``gputrace.csv`` kernels + copies and a
 kernels, ``n`` correlated runtime calls, ``n/10`` memcpys, ``n/100`` NVTX ranges),
 then loads each in a fresh process. Columns:
 
-* ``rows``: source rows; ``import s``: importer only (no cache); ``rows/s``;
+* ``rows``: source rows; ``import s``: importer only (no cache), wall clock; ``cpu s``:
+  its CPU time (what wall time would be on an idle machine, as most of it is one
+  thread); ``rows/s`` (wall);
 * ``1st open s``: ``load_trace`` with an empty cache (import + cache write);
 * ``reopen s``: ``load_trace`` again (memory-mapped cache);
 * ``peak MB``: peak RSS of the importing process; ``B/row``: peak RSS added by the
@@ -139,15 +141,15 @@ def child(path: str, cache: str) -> None:
 
     importers()
     base = _peak_rss()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     trace = load_trace(path, use_cache=False)
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     peak = _peak_rss()
     load_trace(path)
     t2 = time.perf_counter()
     again = load_trace(path)
     t3 = time.perf_counter()
-    print(json.dumps({"import": t1 - t0, "first": t2 - t1, "reopen": t3 - t2,
+    print(json.dumps({"import": t1 - t0, "cpu": c1 - c0, "first": t2 - t1, "reopen": t3 - t2,
                       "peak": peak, "added": peak - base,
                       "events": trace.events, "same": again.events == trace.events}))
 
@@ -157,6 +159,7 @@ def run(kind: str, path: Path, rows: int, tmp: Path) -> None:
                          capture_output=True, text=True, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"| {kind:5s} | {rows:>10,} | {r['events']:>10,} | {r['import']:8.2f} | "
+          f"{r['cpu']:6.2f} | "
           f"{rows / r['import']:>10,.0f} | {r['first']:10.2f} | {r['reopen']:8.3f} | "
           f"{r['peak'] / 1e6:7.0f} | {r['added'] / rows:5.0f} |")
 
@@ -172,9 +175,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as td:
         tmp = Path(a.keep or td)
-        print("| input | rows | events | import s | rows/s | 1st open s | reopen s | peak MB "
-              "| B/row |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| input | rows | events | import s | cpu s | rows/s | 1st open s | reopen s "
+              "| peak MB | B/row |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for size in a.sizes:
             n = int(float(size))
             sofa = tmp / f"sofa_{n}"
