@@ -65,7 +65,7 @@ def synthetic_recording(folder: Path, hours: float, cores: int, gpus: int = 8) -
     t0 = time.time_ns()
     series = [("CPU cores", f"CPU{c} util %", "%", -1) for c in range(cores)]
     series += [("CPU", s, "%", -1) for s in ("CPU busy %", "CPU user %", "CPU system %")]
-    series += [("Memory", "memory used", "B", -1), ("Network eth0", "eth0 tx", "B/s", -1)]
+    series += [("Memory", "memory used", "B", -1), ("Network", "eth0 tx", "B/s", -1)]
     for g in range(gpus):
         series += [(f"GPU{g} utilization", f"GPU{g} SM util %", "%", g),
                    (f"GPU{g} utilization", f"GPU{g} memory util %", "%", g),

@@ -180,7 +180,7 @@ class HostSampler(Periodic):
         for nic, nb in b["net"].items():
             na = a["net"].get(nic)
             if na is not None:
-                self._emit(t0, f"Network {nic}", "B/s", {
+                self._emit(t0, "Network", "B/s", {
                     f"{nic} tx": max(nb.bytes_sent - na.bytes_sent, 0) / dt,
                     f"{nic} rx": max(nb.bytes_recv - na.bytes_recv, 0) / dt})
         self._emit(t0, "Context switches", "1/s",

@@ -146,6 +146,7 @@ def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> p
             tables.append(pq.read_table(p))
         except (OSError, pa.ArrowException) as exc:
             b.report.notes.append(f"{p.relative_to(folder)} unreadable, left out: {exc}")
+            b.report.read += 1  # its rows are unknown: the file counts as one event
             b.report.skip("unreadable part file")
     if not tables:
         return None
@@ -207,11 +208,7 @@ def _load_counters(b: TraceBuilder, folder: Path) -> None:
         rows = rows[finite[rows]]
         if not len(rows):
             continue
-        lane_name = lanes[int(lid[rows[0]])]
-        if lane_name.startswith("Network") and not np.any(v[rows]):
-            b.report.skip("network interface idle for the whole run", len(rows))
-            continue
-        lane = _counter_lane(b, lane_name, int(dev[rows[0]]))
+        lane = _counter_lane(b, lanes[int(lid[rows[0]])], int(dev[rows[0]]))
         b.add_counter(series[s], units[int(uid[rows[0]])], lane, t[rows], v[rows])
 
 
@@ -223,7 +220,6 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
             ("time_ns", "since_ns", "pid", "cpu_percent", "rss_bytes", "threads",
              "ctx_switches_per_s")}
     names, nid = _strings(table["name"])
-    b.report.read += 4 * table.num_rows  # four samples per row
     pids = cols["pid"].astype(np.int64)
     lanes = {k: _counter_lane(b, f"Process {k}") for k in
              ("CPU", "RSS", "threads", "context switches")}
@@ -236,9 +232,8 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
         label = f"{names[int(nid[rows[0]])]} [{pid}]"
         for lane_key, col, tcol, what, unit in specs:
             val = cols[col][rows].astype(np.float64)
-            ok = np.isfinite(val)
-            b.report.skip("process sample without a previous one (no rate yet)",
-                          int((~ok).sum()))
+            ok = np.isfinite(val)  # NaN: a rate on a process's first sample, not an event
+            b.report.read += int(ok.sum())
             if ok.any():
                 b.add_counter(f"{label} {what}", unit, lanes[lane_key],
                               cols[tcol][rows][ok].astype(np.int64), val[ok])
@@ -327,7 +322,8 @@ def merge_trace(b: TraceBuilder, t: Trace, shift_ns: int, key) -> None:
                pid=int(L.pid[i]), tid=int(L.tid[i]), device=int(L.device[i]),
                stream=int(L.stream[i]), sort_key=int(L.sort_key[i]))
         for i in range(len(L))], dtype=np.int32)
-    b.report.read += t.meta.report.read
+    # metadata events (names, flows) fold into what they describe: count what became data
+    b.report.read += len(t.slices) + len(t.counters) + t.meta.report.skipped_total
     for reason, n in t.meta.report.skipped.items():
         b.report.skip(reason, n)
     s = t.slices
@@ -382,7 +378,8 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
 
     One B/E pair is one read event; a stray E or a non-B/E event is read and skipped.
     The outermost ``process N:"cmd"`` and ``thread (tid): name`` frames (py-spy's
-    ``--subprocesses --threads``) name the lane and its group instead of being slices.
+    ``--subprocesses --threads``) are labels, not samples: they name the lane and its
+    group.
     """
     stacks: dict[tuple, list] = {}
     procs: dict[int, str] = {}
@@ -412,14 +409,14 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
             continue
         opened, t0 = stack.pop()
         m = _PYSPY_PROCESS.match(opened) if not stack else None
-        if m:
+        if m:  # py-spy's process frame: names the lane group, is not a sample
             procs[pid] = m.group(2)
-            b.report.skip("py-spy process frame (named the lane group instead)")
+            b.report.read -= 1
             continue
         m = _PYSPY_THREAD.match(opened) if len(stack) <= 1 else None
-        if m:
+        if m:  # and its thread frame: names the lane
             threads[(pid, tid)] = f"{m.group(2) or 'thread'} {m.group(1)}"
-            b.report.skip("py-spy thread frame (named the lane instead)")
+            b.report.read -= 1
             continue
         for k, x in zip(out, (base_ns + t0, ts - t0, _pyspy_lane(b, pid, tid), opened)):
             out[k].append(x)
