@@ -356,10 +356,20 @@ def assign_depths(start, dur, lane, n_lanes: int) -> tuple[np.ndarray, np.ndarra
 
 
 def _nested_depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Open intervals at each start, among those sorted before it."""
+    """Open intervals at each start, among those sorted before it.
+
+    ``ended`` counts all slices with end <= start; the only ones sorted at or
+    after a slice that can qualify are zero-length slices at the same start
+    (they sort last in their start group), so those are taken back out.
+    """
     pos = np.arange(len(s))
     ended = np.searchsorted(np.sort(e), s, side="right")
-    return np.maximum(pos - np.minimum(ended, pos), 0)
+    zero = np.concatenate([[0], np.cumsum(e == s)])
+    g_lo = np.searchsorted(s, s, side="left")
+    g_hi = np.searchsorted(s, s, side="right")
+    n_zero = zero[g_hi] - zero[g_lo]
+    later_zero = g_hi - np.maximum(pos, g_hi - n_zero)
+    return np.maximum(pos - (ended - later_zero), 0)
 
 
 def _rows_overlap(s, e, d) -> bool:

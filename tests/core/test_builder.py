@@ -55,3 +55,24 @@ def test_slices_in_window():
     t = b.finish()
     idx = t.slices_in(35, 45)
     assert sorted(t.name_of(i) for i in idx) == ["gemm", "step"]
+
+
+def test_zero_length_slices_nest_without_fallback(monkeypatch):
+    import sofa_gui.core.builder as builder
+
+    def no_fallback(s, e):
+        raise AssertionError("greedy fallback used")
+
+    monkeypatch.setattr(builder, "_greedy_depth", no_fallback)
+    start = np.array([10, 10, 12, 12, 25])
+    dur = np.array([10, 0, 3, 0, 5])
+    depth, lane_depth = assign_depths(start, dur, np.zeros(5, np.int32), 1)
+    assert depth.tolist() == [0, 1, 1, 2, 0]
+    assert lane_depth.tolist() == [3]
+
+
+def test_adjacent_children_share_a_row():
+    start = np.array([0, 0, 10, 20])
+    dur = np.array([30, 10, 10, 10])
+    depth, _ = assign_depths(start, dur, np.zeros(4, np.int32), 1)
+    assert depth.tolist() == [0, 1, 1, 1]
