@@ -18,6 +18,7 @@ import numpy as np
 from ...progress import NullProgress, Progress
 from ...trace import Trace
 from ..results import Iterations
+from .activity import find_rhythm
 from .annotations import agreement, annotation_iterations
 from .cut import cut_iterations
 from .pattern import MIN_CONTEXT_COVERAGE, MIN_EVENTS, choose_period, find_anchors
@@ -70,8 +71,8 @@ def pattern_iterations(trace: Trace, progress: Progress | None = None) -> Iterat
     if period is None or not period.accepted:
         best = (f"; the best period, {period.length} symbols, explains only "
                 f"{period.coverage:.0%} of it" if period is not None else "")
-        return Iterations.none(stream.description, "no repeated pattern explains at least "
-                               f"{MIN_CONTEXT_COVERAGE:.0%} of the stream{best}")
+        why = f"no repeated pattern explains at least {MIN_CONTEXT_COVERAGE:.0%} of the stream"
+        return _by_rhythm(stream, why + best)
     progress.report(0.6, "placing occurrences")
     anchors = find_anchors(symbols.seq, period.length)
     if anchors is None:
@@ -114,6 +115,41 @@ def _result(stream, period, anchors, cut) -> Iterations:
         notes.append("event order differs between iterations; matched on rare events only")
     return Iterations("pattern", stream.description, cut.starts, cut.ends,
                       round(min(max(confidence, 0.0), 1.0), 4), pattern, None, "; ".join(notes))
+
+
+def _by_rhythm(stream, why: str) -> Iterations:
+    """Fallback when event order does not repeat: the rhythm of activity, if strong."""
+    order = np.argsort(stream.start, kind="stable")
+    start, end = stream.start[order], stream.end[order]
+    rhythm = find_rhythm(start, end)
+    if rhythm is None:
+        return Iterations.none(stream.description, why + "; device activity has no "
+                               "steady rhythm either")
+    cuts, stops = rhythm.cuts, rhythm.ends
+    starts = start[cuts].astype(np.int64)
+    ends = np.array([int(end[a:b].max()) for a, b in zip(cuts, stops)], np.int64)
+    follows = stops[:-1] == cuts[1:]
+    ends[:-1][follows] = starts[1:][follows]
+    events = int((stops - cuts).sum())
+    coverage = events / max(len(stream), 1)
+    confidence = 0.7 * rhythm.correlation * coverage
+    pattern = {
+        "symbols": None,
+        "occurrences": len(cuts),
+        "evidence": "activity",
+        "coverage": round(coverage, 4),
+        "period_us": round(rhythm.period_ns / 1000.0, 3),
+        "correlation": round(rhythm.correlation, 4),
+        "duration_cv": round(_cv((ends - starts).astype(float)), 4),
+        "cut": "in the quietest part of the activity cycle",
+    }
+    reason = (f"{why}; cut by the rhythm of device activity instead (autocorrelation "
+              f"{rhythm.correlation:.2f} at {rhythm.period_ns / 1e6:.4g} ms)")
+    if rhythm.left_out:
+        reason += (f"; {rhythm.left_out} stretch{'es' if rhythm.left_out > 1 else ''} "
+                   "not one period long left out")
+    return Iterations("pattern", stream.description, starts, ends,
+                      round(min(confidence, 1.0), 4), pattern, None, reason)
 
 
 def _cv(x: np.ndarray) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...trace import Kind, Trace
-from .pattern import Anchors
+from .pattern import Anchors, spaced
 from .stream import OPTIMIZER_KERNEL, EventStream, HostOps, is_step_name
 from .symbols import Symbols
 
@@ -45,6 +45,9 @@ class Timing:
         prev_end = np.r_[stream.start[:1], np.maximum.accumulate(stream.end)[:-1]]
         host_gap = np.maximum(ls - np.maximum(prev_le, ls.min()), 0)
         device_gap = np.maximum(stream.start - prev_end, 0)
+        if len(ls):  # nothing is known before the first event: a typical pause
+            host_gap[0] = np.median(host_gap)
+            device_gap[0] = np.median(device_gap)
         loads = ops.loader_starts()
         after = np.searchsorted(loads, prev_le, side="right")
         upto = np.searchsorted(loads, ls, side="right")
@@ -97,27 +100,51 @@ def cut_scores(symbols: Symbols, timing: Timing, use_host: bool) -> list[CutScor
     ]
 
 
+MAX_PHASE_WINDOWS = 64  # occurrences sampled to choose where to cut
+
+
 def choose_phase(n: int, anchors: Anchors, scores: list[CutScore]) -> tuple[int, CutScore]:
     """Offset (symbols after the anchor origin) where iterations start, and by what.
 
-    A marker wins when it is at the same place in at least half the occurrences;
-    among such places the one with the longest pause is taken. A pause must be
-    long in (nearly) every occurrence, so one slow warm-up step does not decide.
+    A marker wins when it is near the same place in at least half the
+    occurrences; among such places the one with the longest pause is taken. A
+    pause must be long in (nearly) every occurrence, so one slow warm-up step
+    does not decide. "Near": edits shift positions by a few symbols.
     """
     period = max(1, int(round(anchors.period)))
     origins = anchors.starts(0.0)
     full = origins[(origins >= 1) & (origins + period <= n)]
     if len(full) == 0:
         full = np.clip(origins, 1, max(n - period, 1))[:1]
+    if len(full) > MAX_PHASE_WINDOWS:
+        full = full[np.linspace(0, len(full) - 1, MAX_PHASE_WINDOWS).astype(np.int64)]
     q = np.clip(full[:, None] + np.arange(period)[None, :], 0, n - 1)
+    reach = max(1, int(round(0.02 * period)))
     pause = scores[-1]
-    gap = np.quantile(pause.value[q], 0.25, axis=0, method="lower")
+    exact = np.quantile(pause.value[q], 0.25, axis=0, method="lower")
+    near = np.quantile(_spread(pause.value[q], reach), 0.25, axis=0, method="lower")
+    gap = near + exact / (2 * max(float(exact.max()), 1.0))  # ties: where it is exact
     for score in scores[:-1]:
-        share = score.value[q].mean(axis=0)
+        share = _spread(score.value[q], reach).mean(axis=0)
         if share.max() >= 0.5:
             ok = share >= share.max() - 0.1
             return int(np.argmax(np.where(ok, gap, -1))), score
     return int(np.argmax(gap)), pause
+
+
+def _spread(m: np.ndarray, reach: int) -> np.ndarray:
+    """Row-wise maximum over columns j-reach..j+reach (doubling, O(cols log reach))."""
+    rows, cols = m.shape
+    pad = np.full((rows, cols + 4 * reach + 1), -np.inf)
+    pad[:, reach: reach + cols] = m
+    width, out = 1, pad
+    while width < 2 * reach + 1:
+        step = min(width, 2 * reach + 1 - width)
+        shifted = np.full_like(out, -np.inf)
+        shifted[:, :-step] = out[:, step:]
+        out = np.maximum(out, shifted)
+        width += step
+    return out[:, :cols]
 
 
 def refine(cuts: np.ndarray, score: CutScore, reach: int) -> np.ndarray:
@@ -134,8 +161,8 @@ def refine(cuts: np.ndarray, score: CutScore, reach: int) -> np.ndarray:
         near = np.where(hit, np.abs(offs)[None, :], reach + 1)
         k = np.argmin(near, axis=1)
         moved = hit[np.arange(len(cuts)), k]
-    else:
-        k = np.argmax(val, axis=1)
+    else:  # the longest pause; among equal ones the one nearest the cut
+        k = np.lexsort((np.abs(offs)[None, :].repeat(len(cuts), 0), -val), axis=1)[:, 0]
         moved = np.isfinite(val[np.arange(len(cuts)), k])
     return np.where(moved, cuts + offs[k], cuts)
 
@@ -177,7 +204,8 @@ def cut_iterations(trace: Trace, stream: EventStream, symbols: Symbols,
     phase, score = choose_phase(len(seq), anchors, scores)
     period = anchors.period
     cuts = anchors.starts(phase / period)
-    cuts = refine(cuts, score, max(2, int(round(0.05 * period))))
+    reach = max(1, min(int(round(0.05 * period)), int(period - 1) // 2))
+    cuts = spaced(refine(cuts, score, reach), period)
     wins = windows(cuts, len(seq), period)
     if len(wins) < 2:
         return None

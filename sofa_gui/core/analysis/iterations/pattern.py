@@ -21,7 +21,7 @@ import numpy as np
 
 from .suffix import context_classes
 
-MAX_DIVISOR = 4  # a period P may be replaced by P/j, j <= this, when it explains as much
+MAX_DIVISOR = 4  # candidates include P/j, j <= this, for each distance P that recurs
 MAX_CANDIDATES = 16
 MAX_ANCHORS = 64
 PRIMITIVE_SLACK = 0.03  # a divisor may explain this much less and still win
@@ -72,6 +72,10 @@ class Contexts:
         order = np.argsort(key, kind="stable")
         self.key = key[order]
         self.pos = pos[order]
+        sample = np.arange(0, n, max(1, n // SAMPLE))
+        # queries sorted by (class, position) stay sorted for every shift: faster lookups
+        sample = sample[sample <= n - min_len]  # the last few positions have no full context
+        self.sample = sample[np.argsort(self.cls[sample] * (n + 1) + sample, kind="stable")]
 
     def previous_distance(self) -> np.ndarray:
         """Distance from each repeated context to its previous occurrence."""
@@ -86,14 +90,16 @@ class Contexts:
         hi = np.searchsorted(self.key, base + np.clip(i + shift + tol, 0, self.n), "right")
         return (c >= 0) & (hi > lo)
 
-    def coverage(self, d: int) -> float:
-        """Share of (sampled) positions whose context recurs ~d before or after."""
-        if self.n == 0:
+    def coverage(self, d: int, tol: int | None = None, multiples: int = 1) -> float:
+        """Share of (sampled) positions whose context recurs ~j*d before or after (j <= m)."""
+        i = self.sample
+        if len(i) == 0:
             return 0.0
-        step = max(1, self.n // SAMPLE)
-        i = np.arange(0, self.n, step)
-        tol = period_tolerance(d)
-        return float((self.recurs(i, d, tol) | self.recurs(i, -d, tol)).mean())
+        tol = period_tolerance(d) if tol is None else tol
+        hit = np.zeros(len(i), bool)
+        for j in range(1, multiples + 1):
+            hit |= self.recurs(i, j * d, j * tol) | self.recurs(i, -j * d, j * tol)
+        return float(hit.mean())
 
 
 def _band_mass(cs: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -119,7 +125,7 @@ def candidate_periods(ctx: Contexts) -> list[int]:
             chosen.append(int(d))
         if len(chosen) >= MAX_CANDIDATES:
             break
-    for c in list(chosen):
+    for c in chosen[:4]:
         for j in range(2, MAX_DIVISOR + 1):
             d = int(round(c / j))
             if d >= 2 and all(abs(d - x) > period_tolerance(x) for x in chosen):
@@ -142,7 +148,7 @@ def choose_period(seq: np.ndarray, progress=None) -> Period | None:
     if progress is not None:
         progress.check_cancelled()
     scored = [Period(d, ctx.coverage(d)) for d in candidate_periods(ctx)]
-    best = _primitive(scored) if scored else None
+    best = _primitive(scored, ctx.coverage) if scored else None
     if best is not None:
         best.length = _centre(ctx.previous_distance(), best.length)
     if best is None or not best.accepted:
@@ -152,18 +158,30 @@ def choose_period(seq: np.ndarray, progress=None) -> Period | None:
     return best
 
 
-def _primitive(scored: list[Period]) -> Period:
-    """The best-covering period, or a divisor of it that covers nearly as much."""
-    best = max(scored, key=lambda p: (p.coverage, -p.length))
-    for p in sorted(scored, key=lambda p: p.length):
-        if p.length >= best.length:
-            break
-        j = round(best.length / p.length)
-        divides = 2 <= j <= MAX_DIVISOR and (
-            abs(best.length - j * p.length) <= j * period_tolerance(p.length))
-        if divides and p.coverage >= best.coverage - PRIMITIVE_SLACK:
-            best = p
-            break
+def _primitive(scored: list[Period], recheck=None) -> Period:
+    """The shortest period that explains (nearly) as much as the best one.
+
+    Multiples of the true period explain as much as it does (a little more, even,
+    as their tolerance is wider), shifts that are not multiples explain little;
+    so the shortest near-best candidate is the primitive period. Shorter
+    candidates are re-measured with the best one's tolerance (at most half their
+    length) so that the comparison is fair.
+    """
+    top = max(scored, key=lambda p: (p.coverage, -p.length))
+    best = top
+    if top.accepted:
+        for p in sorted(scored, key=lambda p: p.length):
+            if p.length >= top.length:
+                break
+            cov = p.coverage
+            if recheck is not None and cov < top.coverage - PRIMITIVE_SLACK:
+                # edits can break the nearest repeats but not ones two periods away:
+                # count those too, as long as the shift itself explains most of it
+                wide = recheck(p.length, None, 2)
+                cov = wide if p.coverage >= 0.8 * wide else cov
+            if cov >= top.coverage - PRIMITIVE_SLACK:
+                best = p
+                break
     best.candidates = [(p.length, round(p.coverage, 4))
                        for p in sorted(scored, key=lambda p: -p.coverage)]
     return best
@@ -240,26 +258,38 @@ class Anchors:
         return len(self.positions)
 
     def starts(self, shift: float = 0.0) -> np.ndarray:
-        """Occurrence starts (symbol index) when the cut sits ``shift`` of a period in."""
+        """Occurrence starts (symbol index) when the cut sits ``shift`` of a period in.
+
+        Every anchor occurrence votes for the start of the occurrence it is in; an
+        occurrence counts when enough distinct anchors agree on its start (random
+        events in a warm-up that happen to be anchor symbols do not agree).
+        """
         if not self.positions:
             return np.zeros(0, np.int64)
         phases = (self.phase - shift) % 1.0
+        phases[phases > 1.0 - 1e-9] = 0.0  # float noise must not push a vote a period back
         votes = np.concatenate([
             pos - ph * self.period for pos, ph in zip(self.positions, phases)
         ])
-        votes.sort()
+        voter = np.concatenate([np.full(len(pos), k) for k, pos in enumerate(self.positions)])
+        order = np.argsort(votes, kind="stable")
+        votes, voter = votes[order], voter[order]
         split = np.flatnonzero(np.diff(votes) > 0.3 * self.period) + 1
         bounds = np.r_[0, split, len(votes)]
-        size = np.diff(bounds)
-        need = max(1, int(np.ceil(0.3 * len(self.positions))))
-        out = [
-            int(np.rint(np.median(votes[a:b])))
-            for a, b, s in zip(bounds[:-1], bounds[1:], size) if s >= need
-        ]
-        return _spaced(np.array(out, np.int64), self.period)
+        need = max(min(2, len(self.positions)), int(np.ceil(0.3 * len(self.positions))))
+        agree = max(2.0, 0.1 * self.period)
+        out = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            if hi - lo < need:
+                continue
+            mid = float(np.median(votes[lo:hi]))
+            close = np.abs(votes[lo:hi] - mid) <= agree
+            if len(np.unique(voter[lo:hi][close])) >= need:
+                out.append(int(np.rint(np.median(votes[lo:hi][close]))))
+        return spaced(np.array(out, np.int64), self.period)
 
 
-def _spaced(starts: np.ndarray, period: float) -> np.ndarray:
+def spaced(starts: np.ndarray, period: float) -> np.ndarray:
     """Drop starts closer than half a period to the previous one."""
     if len(starts) < 2:
         return starts
@@ -298,7 +328,7 @@ def find_anchors(seq: np.ndarray, period: int) -> Anchors | None:
 
 def _anchors_of(ids: np.ndarray, period: int, seq: np.ndarray) -> Anchors | None:
     n = len(ids)
-    tol = max(2, int(round(0.1 * period)))
+    tol = max(1, int(round(0.1 * period)))
     valid = ids >= 0
     if seq is not None:
         valid &= np.r_[seq != 0] if len(seq) == n else valid

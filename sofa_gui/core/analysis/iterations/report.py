@@ -29,10 +29,7 @@ def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
     head = (f"Iterations: {len(iters)} by {iters.method}, confidence {iters.confidence:.2f}")
     lines = [head, f"  stream: {iters.stream}"]
     if iters.pattern:
-        p = iters.pattern
-        lines.append(f"  pattern: {p.get('symbols')} symbols x {p.get('occurrences')} "
-                     f"occurrences, {p.get('coverage', 0):.0%} of the stream, cut "
-                     f"{p.get('cut', '')}")
+        lines.append("  " + pattern_text(iters.pattern))
     if iters.agreement:
         lines.append("  " + agreement_text(iters.agreement))
     if iters.reason:
@@ -43,6 +40,15 @@ def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
     lines.append(f"  mean {fmt_ns(d.mean())}, median {fmt_ns(np.median(d))}, "
                  f"CV {cv:.1%}, min {fmt_ns(d.min())}, max {fmt_ns(d.max())}")
     return lines
+
+
+def pattern_text(p: dict) -> str:
+    if p.get("symbols") is None:
+        head = (f"activity rhythm: {p.get('occurrences')} periods of "
+                f"{fmt_ns(p.get('period_us', 0) * 1000)}")
+    else:
+        head = f"pattern: {p.get('symbols')} symbols x {p.get('occurrences')} occurrences"
+    return f"{head}, {p.get('coverage', 0):.0%} of the stream, cut {p.get('cut', '')}"
 
 
 def agreement_text(a: dict) -> str:

@@ -72,14 +72,14 @@ def _device_stream(trace: Trace) -> EventStream | None:
     dev = np.flatnonzero(np.isin(s.kind, [int(k) for k in DEVICE_KINDS]))
     if len(dev) == 0:
         return None
-    rank = trace.lanes.rank[s.lane[dev]].astype(np.int64)
-    key = (rank + 1) * 65536 + s.device[dev].astype(np.int64)
-    keys, counts = np.unique(key, return_counts=True)
-    best = keys[np.argmax(counts)]
-    idx = dev[key == best]
-    r, d = int(best // 65536) - 1, int(best % 65536)
-    if d >= 32768:
-        d -= 65536
+    per_lane = np.bincount(s.lane[dev], minlength=len(trace.lanes))
+    lane_dev = trace.lanes.device.astype(np.int64)
+    lane_key = (trace.lanes.rank.astype(np.int64) + 1) * 65536 + lane_dev
+    keys, inv = np.unique(lane_key, return_inverse=True)
+    best = int(np.argmax(np.bincount(inv, weights=per_lane, minlength=len(keys))))
+    idx = dev[inv[s.lane[dev]] == best]
+    r = int(trace.lanes.rank[np.flatnonzero(inv == best)[0]])
+    d = int(s.device[idx[0]])
     launcher = np.full(len(s), -1, np.int64)
     f = trace.flows
     launch = f.kind == 0

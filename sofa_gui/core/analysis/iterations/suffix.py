@@ -12,34 +12,32 @@ import pydivsufsort
 
 
 def dense_ids(seq: np.ndarray) -> np.ndarray:
-    """Symbols remapped to 0..k-1 in the narrowest unsigned dtype."""
+    """Symbols (non-negative ints) remapped to 0..k-1 in the narrowest unsigned dtype."""
     seq = np.asarray(seq)
     if len(seq) == 0:
         return np.zeros(0, np.uint8)
-    lo, hi = int(seq.min()), int(seq.max())
-    if 0 <= lo and hi < 256:
+    if int(seq.max()) < 256:
         return seq.astype(np.uint8)
-    uniq, inv = np.unique(seq, return_inverse=True)
-    k = len(uniq)
+    present = np.bincount(seq) > 0
+    remap = np.cumsum(present) - 1
+    k = int(present.sum())
     dtype = np.uint8 if k <= 256 else np.uint16 if k <= 65536 else np.uint32
-    return inv.astype(dtype)
+    return remap[seq].astype(dtype)
 
 
-def suffix_array(seq: np.ndarray) -> np.ndarray:
-    """Start positions of the suffixes of ``seq`` in lexicographic order."""
-    d = dense_ids(seq)
-    if len(d) == 0:
+def suffix_array(dense: np.ndarray) -> np.ndarray:
+    """Start positions of the suffixes of ``dense`` (from :func:`dense_ids`) in order."""
+    if len(dense) == 0:
         return np.zeros(0, np.int64)
-    return np.asarray(pydivsufsort.divsufsort(d)).astype(np.int64, copy=False)
+    return np.asarray(pydivsufsort.divsufsort(dense)).astype(np.int64, copy=False)
 
 
-def lcp_array(seq: np.ndarray, sa: np.ndarray) -> np.ndarray:
+def lcp_array(dense: np.ndarray, sa: np.ndarray) -> np.ndarray:
     """``lcp[i]`` = common prefix length of suffixes ``sa[i]`` and ``sa[i+1]`` (last: 0)."""
-    d = dense_ids(seq)
-    if len(d) == 0:
+    if len(dense) == 0:
         return np.zeros(0, np.int64)
     sa32 = sa.astype(np.int32) if len(sa) < 2**31 else sa
-    return np.asarray(pydivsufsort.kasai(d, sa32)).astype(np.int64, copy=False)
+    return np.asarray(pydivsufsort.kasai(dense, sa32)).astype(np.int64, copy=False)
 
 
 def context_classes(seq: np.ndarray, min_len: int) -> np.ndarray:
@@ -51,8 +49,9 @@ def context_classes(seq: np.ndarray, min_len: int) -> np.ndarray:
     n = len(seq)
     if n == 0:
         return np.zeros(0, np.int64)
-    sa = suffix_array(seq)
-    lcp = lcp_array(seq, sa)
+    dense = dense_ids(seq)
+    sa = suffix_array(dense)
+    lcp = lcp_array(dense, sa)
     new_group = np.ones(n, bool)
     new_group[1:] = lcp[:-1] < min_len
     group = np.cumsum(new_group) - 1

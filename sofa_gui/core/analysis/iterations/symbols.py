@@ -74,7 +74,6 @@ class Symbols:
 def stream_keys(names: list[str], name_ids: np.ndarray, kinds: np.ndarray,
                 copy_kinds: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Per-event key ids (before folding) and their labels."""
-    uniq, inv = np.unique(name_ids, return_inverse=True)
     table: dict[str, int] = {}
     labels: list[str] = []
 
@@ -85,8 +84,12 @@ def stream_keys(names: list[str], name_ids: np.ndarray, kinds: np.ndarray,
             labels.append(text)
         return k
 
-    by_name = np.array([key(normalize_name(names[int(i)])) for i in uniq], np.int64)
-    keys = by_name[inv] if len(uniq) else np.zeros(0, np.int64)
+    name_ids = np.asarray(name_ids, np.int64)
+    used = np.flatnonzero(np.bincount(name_ids, minlength=len(names))) if len(name_ids) else []
+    by_name = np.full(len(names), -1, np.int64)
+    for i in used:
+        by_name[i] = key(normalize_name(names[int(i)]))
+    keys = by_name[name_ids]
     kinds = np.asarray(kinds)
     memcpy = kinds == int(Kind.MEMCPY)
     if memcpy.any():
@@ -105,15 +108,14 @@ def reduce_symbols(keys: np.ndarray, labels: list[str] | None = None) -> Symbols
     n = len(keys)
     if n == 0:
         return Symbols(np.zeros(0, np.int32), np.zeros(0, np.int64), 1, [""])
-    uniq, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    counts = np.bincount(keys)
     repeated = counts > 1
-    new_id = np.zeros(len(uniq), np.int64)
-    new_id[repeated] = np.arange(1, int(repeated.sum()) + 1)
-    dense = new_id[inv]
+    new_id = np.where(repeated, np.cumsum(repeated), OTHER)
+    dense = new_id[keys]
     keep = np.ones(n, bool)
     keep[1:] = dense[1:] != dense[:-1]
     first = np.flatnonzero(keep).astype(np.int64)
     out_labels = [""]
     if labels is not None:
-        out_labels += [labels[int(k)] for k in uniq[repeated]]
+        out_labels += [labels[int(k)] for k in np.flatnonzero(repeated)]
     return Symbols(dense[keep].astype(np.int32), first, int(repeated.sum()) + 1, out_labels)

@@ -1,0 +1,88 @@
+"""Iteration detection speed on synthetic device streams, 1e4 .. 1e7 events.
+
+Each stream repeats one step (Zipf-distributed kernel symbols over a realistic
+alphabet) with 0.5% edits, a warm-up and a logging extra every 10 steps. The
+table shows per-stage times of ``pattern_iterations`` and whether every true
+step start was found (within 2 events). Goal: 1e6 events in under 1 s.
+
+    python benchmarks/iterations.py            # 1e4 .. 1e6
+    python benchmarks/iterations.py --max 1e7  # adds 1e7 (needs ~3 GB RAM)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "core"))
+
+from iterations_synth import device_trace, training_stream  # noqa: E402
+
+from sofa_gui.core.analysis.iterations.cut import cut_iterations  # noqa: E402
+from sofa_gui.core.analysis.iterations.pattern import choose_period, find_anchors  # noqa: E402
+from sofa_gui.core.analysis.iterations.stream import pick_stream  # noqa: E402
+from sofa_gui.core.analysis.iterations.symbols import reduce_symbols, stream_keys  # noqa: E402
+
+CASES = [  # (events, alphabet, period)
+    (10_000, 200, 100),
+    (100_000, 500, 1_000),
+    (1_000_000, 1_000, 2_000),
+    (1_000_000, 2_000, 5_000),
+    (10_000_000, 2_000, 5_000),
+]
+
+
+def run_case(n: int, alphabet: int, period: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    steps = max(2, n // period)
+    st = training_stream(rng, period, steps, alphabet, warmup=period // 3, noise=0.005,
+                         extra_every=10, extra_len=period // 50)
+    trace = device_trace(st.seq, st.steps)
+    s = trace.slices
+    t0 = time.perf_counter()
+    stream = pick_stream(trace)
+    keys, labels = stream_keys(trace.names, s.name[stream.index], s.kind[stream.index],
+                               s.copy_kind[stream.index])
+    symbols = reduce_symbols(keys, labels)
+    t1 = time.perf_counter()
+    p = choose_period(symbols.seq)
+    t2 = time.perf_counter()
+    anchors = find_anchors(symbols.seq, p.length)
+    t3 = time.perf_counter()
+    cut = cut_iterations(trace, stream, symbols, anchors)
+    t4 = time.perf_counter()
+    truth = s.start[st.steps]
+    found = cut.starts if cut is not None else np.zeros(0, np.int64)
+    near = np.abs(found[np.clip(np.searchsorted(found, truth), 0, len(found) - 1)] - truth)
+    return dict(n=len(st.seq), alphabet=alphabet, period=period, steps=steps,
+                found=len(found), ok=bool(np.all(near <= 2 * 6_000)),
+                symbols=t1 - t0, suffix=t2 - t1, anchors=t3 - t2, cut=t4 - t3, total=t4 - t0)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max", type=float, default=1e6, help="largest stream size (events)")
+    args = ap.parse_args(argv)
+    head = (f"{'events':>10} {'alph':>5} {'period':>6} {'steps':>6} {'found':>6} {'ok':>3} "
+            f"{'symbols':>8} {'suffix':>8} {'anchors':>8} {'cut':>8} {'total s':>8} "
+            f"{'µs/event':>8}")
+    print(head)
+    print("-" * len(head))
+    for n, alphabet, period in CASES:
+        if n > args.max:
+            continue
+        r = run_case(n, alphabet, period)
+        print(f"{r['n']:>10,} {r['alphabet']:>5} {r['period']:>6} {r['steps']:>6} "
+              f"{r['found']:>6} {'yes' if r['ok'] else 'NO':>3} {r['symbols']:>8.3f} "
+              f"{r['suffix']:>8.3f} {r['anchors']:>8.3f} {r['cut']:>8.3f} {r['total']:>8.3f} "
+              f"{1e6 * r['total'] / r['n']:>8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
