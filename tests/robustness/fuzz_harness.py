@@ -102,8 +102,11 @@ def check_trace(trace) -> str | None:
     rep = trace.meta.report
     if min(rep.read, rep.loaded, *rep.skipped.values(), 0) < 0:
         return "negative count in load report"
-    if rep.loaded != trace.events:
-        return f"report.loaded {rep.loaded} != events {trace.events}"
+    # Either convention of the load report holds: loaded counts the trace's events
+    # (the builder's default) or the source events used (read = loaded + skipped).
+    if rep.loaded != trace.events and rep.loaded + rep.skipped_total != rep.read:
+        return (f"load report does not add up: read {rep.read}, loaded {rep.loaded}, "
+                f"skipped {rep.skipped_total}, events {trace.events}")
     return None
 
 

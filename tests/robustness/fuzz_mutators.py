@@ -366,52 +366,59 @@ def mutate_sqlite(path: Path, rng: random.Random) -> str:
     """Damage a copy of an SQLite database in place through SQL (tables, columns, values)."""
     con = sqlite3.connect(path)
     try:
-        tables = [r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
-        if not tables:
-            return "no-tables"
-        table = rng.choice(tables)
-        cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
-        pick = rng.randrange(7)
-        if pick == 0:
-            con.execute(f'DROP TABLE "{table}"')
-            label = "drop-table"
-        elif pick == 1:
-            con.execute(f'DELETE FROM "{table}" WHERE abs(random()) % 3 = 0')
-            label = "delete-rows"
-        elif pick == 2 and cols:
-            col = rng.choice(cols)
-            value = rng.choice([None, "abc", -1, -(2**62), 2**62, 1e308, float("nan"), "",
-                                b"\xff\xfe", "<script>x</script>", 0.5])
-            frac = rng.choice([1, 2, 10])
-            con.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE abs(random()) % ? = 0',
-                        (value, frac))
-            label = "odd-values"
-        elif pick == 3 and len(cols) > 1:
-            col = rng.choice(cols)
-            try:
-                con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{col}"')
-            except sqlite3.OperationalError:  # a key or indexed column
-                con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{col}" TO "{col}_x"')
-            label = "drop-column"
-        elif pick == 4:
-            try:
-                con.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}"')
-            except sqlite3.IntegrityError:  # a primary key: duplicate under new keys
-                con.execute(f'INSERT OR IGNORE INTO "{table}" SELECT * FROM "{table}"')
-                label = "duplicate-rows-key"
-            else:
-                label = "duplicate-rows"
-        elif pick == 5:
-            con.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_renamed"')
-            label = "rename-table"
-        else:
-            con.execute(f'DELETE FROM "{table}"')
-            label = "empty-table"
-        con.commit()
-        return label
+        return _sql_damage(con, rng)
+    except sqlite3.IntegrityError:  # the schema refused the change (NOT NULL, keys)
+        return "refused-by-constraint"
     finally:
         con.close()
+
+
+def _sql_damage(con: sqlite3.Connection, rng: random.Random) -> str:
+    """One random schema or value change; returns its label."""
+    tables = [r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+    if not tables:
+        return "no-tables"
+    table = rng.choice(tables)
+    cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+    pick = rng.randrange(7)
+    if pick == 0:
+        con.execute(f'DROP TABLE "{table}"')
+        label = "drop-table"
+    elif pick == 1:
+        con.execute(f'DELETE FROM "{table}" WHERE abs(random()) % 3 = 0')
+        label = "delete-rows"
+    elif pick == 2 and cols:
+        col = rng.choice(cols)
+        value = rng.choice([None, "abc", -1, -(2**62), 2**62, 1e308, float("nan"), "",
+                            b"\xff\xfe", "<script>x</script>", 0.5])
+        frac = rng.choice([1, 2, 10])
+        con.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE abs(random()) % ? = 0',
+                    (value, frac))
+        label = "odd-values"
+    elif pick == 3 and len(cols) > 1:
+        col = rng.choice(cols)
+        try:
+            con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{col}"')
+        except sqlite3.OperationalError:  # a key or indexed column
+            con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{col}" TO "{col}_x"')
+        label = "drop-column"
+    elif pick == 4:
+        try:
+            con.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}"')
+        except sqlite3.IntegrityError:  # a primary key: duplicate under new keys
+            con.execute(f'INSERT OR IGNORE INTO "{table}" SELECT * FROM "{table}"')
+            label = "duplicate-rows-key"
+        else:
+            label = "duplicate-rows"
+    elif pick == 5:
+        con.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_renamed"')
+        label = "rename-table"
+    else:
+        con.execute(f'DELETE FROM "{table}"')
+        label = "empty-table"
+    con.commit()
+    return label
 
 
 # -- whole files and folders --------------------------------------------------------------
@@ -497,7 +504,8 @@ def mutate_folder(folder: Path, rng: random.Random) -> str:
         os.mkfifo(victim)
         return "fifo"
     if pick == 9:
-        (folder / "loop").symlink_to(folder, target_is_directory=True)
+        loop = folder / f"loop{rng.randrange(10**6)}"
+        loop.symlink_to(folder, target_is_directory=True)
         return "symlink-loop"
     if pick == 10:
         for f in files:

@@ -10,6 +10,7 @@ importers by the registry's own ``pick_importer``.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -21,7 +22,8 @@ DATA = ROOT / "tests" / "data"
 SHARED = ROOT.parent / "shared" / "traces" / "public"
 SAMPLE = ROOT / "resources" / "samples" / "resnet50_num_workers_0.pt.trace.json.gz"
 
-#: (source, relative to SHARED or absolute; output name; events kept or None for all)
+#: (source, relative to SHARED or absolute; output name; events kept or None for all).
+#: The first three are the quick set the test suite uses; the benchmark uses all.
 KINETO_CUTS = [
     (SAMPLE, "resnet50_legacy.pt.trace.json.gz", 400),
     ("holistic-trace-analysis/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
@@ -74,10 +76,10 @@ def _src(rel) -> Path | None:
     return p if p.exists() else None
 
 
-def _candidates(out: Path) -> list[Path]:
+def _candidates(out: Path, full: bool) -> list[Path]:
     """Seed files and folders written under ``out`` (or taken from tests/data as is)."""
     found: list[Path] = []
-    for rel, name, n in KINETO_CUTS:
+    for rel, name, n in KINETO_CUTS if full else KINETO_CUTS[:3]:
         src = _src(rel)
         if src is not None:
             _write_json(cut_events(_read_json(src), n), out / name)
@@ -100,7 +102,7 @@ def _candidates(out: Path) -> list[Path]:
                     _keep_lines(f, 400)
             found.append(dst)
     found += _nsys_exports(out)
-    rec = _recording(out / "recording")
+    rec = _recording(out / "recording", torch=full)
     if rec is not None:
         found.append(rec)
     if DATA.is_dir():
@@ -140,18 +142,18 @@ _RECORDED_PROGRAM = ("import torch\nx = torch.randn(64, 64)\n"
                      "for _ in range(10):\n    y = (x @ x).relu().sum()\n")
 
 
-def _recording(dst: Path) -> Path | None:
-    """A real recording folder made by ``sofa-gui record --torch`` (once per seed folder)."""
+def _recording(dst: Path, torch: bool) -> Path | None:
+    """A real recording folder made by ``sofa-gui record [--torch]`` (once per seed folder).
+
+    ``--torch`` (torch.profiler's Kineto file inside) costs seconds of importing torch.
+    """
     if (dst / "manifest.json").is_file():
         return dst
     cmd = [sys.executable, "-m", "sofa_gui", "record", "-o", str(dst), "--interval", "0.05"]
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    if torch and importlib.util.find_spec("torch") is not None:
         cmd.append("--torch")
-    res = subprocess.run([*cmd, "--", sys.executable, "-c", _RECORDED_PROGRAM],
+    program = _RECORDED_PROGRAM if "--torch" in cmd else "sum(i * i for i in range(10**6))"
+    res = subprocess.run([*cmd, "--", sys.executable, "-c", program],
                          capture_output=True, timeout=300, cwd=str(dst.parent))
     return dst if res.returncode == 0 and (dst / "manifest.json").is_file() else None
 
@@ -162,14 +164,17 @@ def _keep_lines(path: Path, n: int) -> None:
         path.write_bytes(b"\n".join(lines[:n]) + b"\n")
 
 
-def build_seeds(out: Path) -> dict[str, list[Path]]:
-    """Seeds per importer module name (e.g. ``"chrome_trace"``) that load without error."""
+def build_seeds(out: Path, full: bool = True) -> dict[str, list[Path]]:
+    """Seeds per importer module name (e.g. ``"chrome_trace"``) that load without error.
+
+    ``full=False`` is the quick set for the test suite (fewer big sources to cut, no torch).
+    """
     from sofa_gui.core.errors import TraceFormatError
     from sofa_gui.core.importers import load_trace, pick_importer
 
     out.mkdir(parents=True, exist_ok=True)
     seeds: dict[str, list[Path]] = {}
-    for path in _candidates(out):
+    for path in _candidates(out, full):
         try:
             imp = pick_importer(path)
             load_trace(path, use_cache=False)

@@ -76,3 +76,16 @@ def test_cache_write_of_text_arrow_rejects_is_skipped_not_raised(tmp_path, monke
     b.add_slices([0], [1], lane, ["bad \ud800 name"])
     assert store.save_cached(src, b.finish()) is None
     assert list((tmp_path / "cache").iterdir()) == []  # no half-written entry left
+
+
+def test_a_sniffer_choking_on_content_means_not_that_format(tmp_path):
+    # Found by fuzzing (recording folder whose manifest.json is a 5000-deep JSON array):
+    # the recording sniffer's json.loads raised RecursionError out of pick_importer.
+    from sofa_gui.core.errors import TraceFormatError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(TraceFormatError) as info:
+        load_trace(run, use_cache=False)
+    assert info.value.path == str(run)

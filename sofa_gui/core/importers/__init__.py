@@ -72,6 +72,9 @@ def pick_importer(path: Path) -> Importer:
             score = imp.can_open(path)
         except OSError as exc:
             raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
+        except _MALFORMED:  # a sniffer choking on the content: not this importer's format
+            log.debug("importer %s could not sniff %s", imp.name, path, exc_info=True)
+            continue
         if score > best_score:
             best, best_score = imp, score
     if best is None:
