@@ -28,11 +28,11 @@ LEVEL0_FILL = 4
 #: Stop adding levels when a level has this few entries per row.
 TOP_LEVEL_PER_ROW = 64
 #: A block shows its slice's own colour from this width (px); narrower ones show
-#: a category colour, so merged sub-pixel runs read as one calm band.  Where several
-#: categories share a merged block the *highest* category id wins, so callers order
-#: category ids by importance (a sub-pixel copy or collective never vanishes under
-#: kernels when zoomed out).
+#: their category colour, so merged sub-pixel runs read as one calm band in the
+#: category of the block's longest interval.
 NAME_COLOUR_PX = 2.0
+#: No presence marker (see :class:`Markers`).
+NO_MARKER = 255
 
 
 @dataclass
@@ -45,13 +45,15 @@ class Level:
     w: np.ndarray | None  # float32 width of the representative (None: raw, e - s)
     ref: np.ndarray  # caller's id of the representative
     colour: np.ndarray  # uint8 own colour of the representative
-    cat: np.ndarray  # uint8 highest category id among the merged intervals
+    cat: np.ndarray  # uint8 category of the representative
+    top: np.ndarray  # uint8 highest category id among the merged intervals
     off: np.ndarray  # int64, n_rows + 1 row offsets
     bucket: float  # ns per bucket; 0 for the raw level
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.s, self.e, self.w, self.ref, self.colour, self.cat, self.off)
+        top = self.top if self.top is not self.cat else None
+        arrays = (self.s, self.e, self.w, self.ref, self.colour, self.cat, top, self.off)
         return sum(a.nbytes for a in arrays if a is not None)
 
 
@@ -66,14 +68,39 @@ class Blocks:
     ref: np.ndarray  # int64 caller's id of the representative interval
     ref_px: np.ndarray  # float64 width in pixels of the representative interval
     level: int  # -1 raw, else pyramid level used
+    markers: Markers | None = None
 
     def __len__(self) -> int:
         return len(self.c0)
 
 
+@dataclass
+class Markers:
+    """Pixel columns where an important category hides inside a block of another one.
+
+    A merged block takes the category of its longest interval (honest proportions);
+    a marker says "a copy / sync / collective is also here", so those never vanish
+    when zoomed out (the slice analogue of a counter's min/max envelope).  Only
+    categories ``>= marker_from`` (see :class:`IntervalPyramid`) get markers.
+    """
+
+    slot: np.ndarray
+    c0: np.ndarray
+    c1: np.ndarray
+    colour: np.ndarray  # uint8 category id
+
+    def __len__(self) -> int:
+        return len(self.c0)
+
+
+def _empty_markers() -> Markers:
+    z = np.zeros(0, np.int64)
+    return Markers(z, z, z, np.zeros(0, np.uint8))
+
+
 def _empty_blocks(level: int = -1) -> Blocks:
     z = np.zeros(0, np.int64)
-    return Blocks(z, z, z, np.zeros(0, np.uint8), z, np.zeros(0), level)
+    return Blocks(z, z, z, np.zeros(0, np.uint8), z, np.zeros(0), level, _empty_markers())
 
 
 def _row_offsets(row: np.ndarray, n_rows: int) -> np.ndarray:
@@ -139,14 +166,16 @@ class IntervalPyramid:
         ``s`` (rows are sorted here, stably) and disjoint within a row.
     colour, cat:
         Palette index of the interval's own colour and of its category colour
-        (used when it is drawn narrower than :data:`NAME_COLOUR_PX`; higher
-        category ids win in merged blocks).
+        (used when it is drawn narrower than :data:`NAME_COLOUR_PX`).
     n_rows:
         Number of rows; ids must be in ``[0, n_rows)``.
+    marker_from:
+        Category ids from this one up are important: where one is merged into a
+        block of a lower category, :meth:`blocks` reports a :class:`Markers` column.
     """
 
     def __init__(self, row, s, e, ref, colour, n_rows: int, span: float | None = None,
-                 cat=None):
+                 cat=None, marker_from: int = NO_MARKER):
         row = np.asarray(row)
         order = np.argsort(_compact_ints(row, n_rows), kind="stable")
         self.n_rows = int(n_rows)
@@ -155,7 +184,8 @@ class IntervalPyramid:
         colour = np.asarray(colour, np.uint8)[order]
         cat = colour if cat is None else np.asarray(cat, np.uint8)[order]
         off = _row_offsets(row[order], self.n_rows)
-        self.levels = [Level(s, e, None, np.asarray(ref)[order], colour, cat, off, 0.0)]
+        self.marker_from = int(marker_from)
+        self.levels = [Level(s, e, None, np.asarray(ref)[order], colour, cat, cat, off, 0.0)]
         if span is None:
             span = float(e.max()) if len(e) else 1.0
         self.span = max(float(span), 1.0)
@@ -191,8 +221,8 @@ class IntervalPyramid:
             ends = np.r_[starts[1:], len(src.s)] - 1
             best = _argmax_per_group(src_w, starts)
             lv = Level(src.s[starts], src.e[ends], src_w[best], src.ref[best], src.colour[best],
-                       np.maximum.reduceat(src.cat, starts), np.searchsorted(starts, src.off),
-                       bucket)
+                       src.cat[best], np.maximum.reduceat(src.top, starts),
+                       np.searchsorted(starts, src.off), bucket)
             self.levels.append(lv)
             if len(starts) <= busy_rows * TOP_LEVEL_PER_ROW or bucket >= self.span:
                 break
@@ -246,9 +276,8 @@ class IntervalPyramid:
         spans = [(a, b) for a, b in zip(lo.tolist(), hi.tolist()) if b > a]
         s = np.concatenate([lv.s[a:b] for a, b in spans])  # slices copy at memcpy speed
         e = np.concatenate([lv.e[a:b] for a, b in spans])
-        cat = np.concatenate([lv.cat[a:b] for a, b in spans])
         slot = np.repeat(np.arange(len(rows), dtype=np.int64), n)
-        kept, c0, c1, cat = _fold_columns(slot, s, e, cat, x0, x1, pxw)
+        kept, c0, c1 = _fold_columns(slot, s, e, x0, x1, pxw)
         # entry positions -> level positions, gathered only for the blocks drawn
         first = np.cumsum(n) - n
         slot = slot[kept]
@@ -256,9 +285,29 @@ class IntervalPyramid:
         w = (e[kept] - s[kept]) if lv.w is None else lv.w[gidx].astype(np.float64)
         ref_px = w / pxw
         own = ref_px >= NAME_COLOUR_PX
+        cat = lv.cat[gidx]
         colour = np.where(own, lv.colour[gidx], cat)
-        return _merge_runs(slot, c0, c1, colour, lv.ref[gidx].astype(np.int64), ref_px, own,
-                           k - 1)
+        markers = self._markers(lv, spans, kept, slot, c1, cat)
+        b = _merge_runs(slot, c0, c1, colour, lv.ref[gidx].astype(np.int64), ref_px, own, k - 1)
+        b.markers = markers
+        return b
+
+    def _markers(self, lv: Level, spans, kept, slot, c1, cat) -> Markers:
+        """Last columns of blocks that swallowed a more important category."""
+        if self.marker_from >= NO_MARKER:
+            return _empty_markers()
+        top = np.concatenate([lv.top[a:b] for a, b in spans])
+        top = np.maximum.reduceat(top, kept) if len(kept) < len(top) else top[kept]
+        hit = np.flatnonzero((top > cat) & (top >= self.marker_from))
+        if not len(hit):
+            return _empty_markers()
+        slot, col, colour = slot[hit], c1[hit], top[hit]
+        join = np.zeros(len(col), bool)
+        join[1:] = (slot[1:] == slot[:-1]) & (col[1:] == col[:-1] + 1) & (
+            colour[1:] == colour[:-1])
+        heads = np.flatnonzero(~join)
+        tails = np.r_[heads[1:], len(col)] - 1
+        return Markers(slot[heads], col[heads], col[tails], colour[heads])
 
     def hit(self, row: int, x: float, tol: float) -> int:
         """Caller's id of the interval at ``x`` in ``row`` (else the longest within
@@ -292,9 +341,9 @@ def _compact_ints(row: np.ndarray, n_rows: int) -> np.ndarray:
     return row.astype(np.int32, copy=False)
 
 
-def _fold_columns(slot, s, e, cat, x0, x1, pxw):
+def _fold_columns(slot, s, e, x0, x1, pxw):
     """Snap entries to pixel columns and fold each sub-pixel one into the block of its
-    predecessor's last column.  Returns (kept positions, c0, c1, highest category).
+    predecessor's last column.  Returns (kept positions, c0, c1).
 
     A folded entry lies inside one column, so it is narrower than a pixel: the kept
     entry is always the longest of its block.  Every entry must reach into the
@@ -321,8 +370,8 @@ def _fold_columns(slot, s, e, cat, x0, x1, pxw):
     np.maximum(c0, prev_c1 + 1, out=c0)
     kept = np.flatnonzero(c0 <= c1)
     if len(kept) == len(c0):
-        return kept, c0, c1, cat
-    return kept, c0[kept], c1[kept], np.maximum.reduceat(cat, kept)
+        return kept, c0, c1
+    return kept, c0[kept], c1[kept]
 
 
 def _merge_runs(slot, c0, c1, colour, ref, ref_px, own, level) -> Blocks:
@@ -444,7 +493,8 @@ class TimelineIndex:
     pure numpy (about a second per 10M slices), so it can run in a worker thread.
     """
 
-    def __init__(self, trace, colour: np.ndarray, cat: np.ndarray | None = None):
+    def __init__(self, trace, colour: np.ndarray, cat: np.ndarray | None = None,
+                 marker_from: int = NO_MARKER):
         sl, lanes = trace.slices, trace.lanes
         self.t0 = int(trace.start_ns)
         self.span = float(max(trace.end_ns - self.t0, 1))
@@ -454,11 +504,12 @@ class TimelineIndex:
         n = len(sl)
         self.colour = np.asarray(colour, np.uint8)
         self.cat = self.colour if cat is None else np.asarray(cat, np.uint8)
+        self.marker_from = int(marker_from)
         ref = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
         self.slices = IntervalPyramid(
             self.rows_of(trace, ref), (sl.start - self.t0).astype(np.float64),
             (sl.start - self.t0 + sl.dur).astype(np.float64), ref, self.colour, self.n_rows,
-            self.span, cat=self.cat)
+            self.span, cat=self.cat, marker_from=self.marker_from)
         self.counters = self._counter_pyramids(trace)
 
     def rows_of(self, trace, idx: np.ndarray) -> np.ndarray:
@@ -485,4 +536,5 @@ class TimelineIndex:
         sl = trace.slices
         s = (sl.start[idx] - self.t0).astype(np.float64)
         return IntervalPyramid(self.rows_of(trace, idx), s, s + sl.dur[idx], idx,
-                               self.colour[idx], self.n_rows, self.span, cat=self.cat[idx])
+                               self.colour[idx], self.n_rows, self.span, cat=self.cat[idx],
+                               marker_from=self.marker_from)

@@ -109,22 +109,30 @@ def test_wide_slices_keep_their_colour_merged_ones_use_the_category():
     assert b.ref_px[0] == pytest.approx(90.0)
 
 
-def test_merged_blocks_show_the_highest_category():
-    """A sub-pixel copy among kernels must not vanish when zoomed out."""
+def test_merged_blocks_keep_proportions_and_mark_important_categories():
+    """Blocks take their longest interval's category; a sub-pixel copy among kernels
+    gets a marker instead of vanishing (or painting the whole column)."""
     s = np.arange(0.0, 100.0, 0.1)
     e = s + 0.05
+    e[::10] += 0.03  # the first interval of every column is the longest
     cat = np.full(len(s), 20)
     cat[503] = 30  # one important interval in column 50
     pyr = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
-                          cat=cat)
+                          cat=cat, marker_from=25)
     b = pyr.blocks([0], 0.0, 100.0, 1.0, level=0)
-    col = [c for c0, c1, c in zip(b.c0, b.c1, b.colour) if c0 <= 50 <= c1][0]
-    assert col == 30
-    assert set(b.colour.tolist()) == {20, 30}
-    big = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
-                          cat=cat)
-    for lv in big.levels[1:]:
-        assert lv.cat.max() == 30  # levels keep it too
+    assert set(b.colour.tolist()) == {20}
+    assert len(b) == 1  # one calm band
+    mk = b.markers
+    assert (mk.c0.tolist(), mk.c1.tolist(), mk.colour.tolist()) == ([50], [50], [30])
+    for lv in pyr.levels[1:]:
+        assert lv.top.max() == 30 and lv.cat.max() == 20  # levels keep both
+    span = float(e.max())
+    coarse = pyr.blocks([0], 0.0, span, span / 10)
+    assert coarse.level >= 0 or len(pyr.levels) == 1
+    assert 30 in coarse.markers.colour.tolist()
+    quiet = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
+                            cat=cat)
+    assert len(quiet.blocks([0], 0.0, 100.0, 1.0).markers) == 0
 
 
 def test_raw_budget_switches_to_a_level(monkeypatch):

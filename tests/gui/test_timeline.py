@@ -317,3 +317,23 @@ def test_empty_and_counter_only_traces(make_timeline):
     line = w.model.layout.lines[-1]
     assert _pixel(img, w.view_point(BASE + 990 * US, line.top + 0.4)) != _pixel(
         img, w.view_point(BASE + 10 * US, line.top + 0.4))
+
+
+def test_a_sub_pixel_copy_among_kernels_stays_visible(make_timeline):
+    from sofa_gui.core.builder import TraceBuilder
+    from sofa_gui.core.trace import CopyKind, LaneKind
+
+    b = TraceBuilder("copy", "test")
+    lane = b.lane("s", "stream 7", LaneKind.GPU, "GPU 0", device=0, stream=7)
+    n = 20_000
+    start = BASE + np.arange(n) * 1000
+    kind = np.full(n, int(Kind.KERNEL))
+    kind[n // 2] = int(Kind.MEMCPY)
+    ck = np.zeros(n, np.int64)
+    ck[n // 2] = int(CopyKind.H2D)
+    b.add_slices(start, np.full(n, 600), lane, ["k"] * n, kind=kind, copy_kind=ck)
+    w = make_timeline(b.finish(), size=(800, 300))
+    img = _grab(w)
+    assert _count(img, colors.RESERVED["memcpy_h2d"]) >= 4  # the marker
+    assert _count(img, colors.CATEGORIES[Kind.KERNEL]) > 50 * _count(
+        img, colors.RESERVED["memcpy_h2d"])  # proportions stay honest

@@ -28,10 +28,11 @@ NAME_COLOURS = (
     "#b07aa1", "#d4a6c8", "#9d7660", "#d7b5a6", "#6b8fb8", "#c9b458",
 )
 #: Category colours, least important first.  Slices narrower than a couple of pixels
-#: show their category colour, and a merged block shows the most important category
-#: inside it, so a sub-pixel copy, sync or collective stays visible among kernels when
-#: zoomed out.  Kinds are keyed by :class:`Kind`; the named entries are fixed colours
-#: that also serve as the slice's own colour (their meaning matters more than a name).
+#: show their category colour; a merged block shows its longest slice's category, and
+#: a thin marker below it shows any more important category hidden inside (so a
+#: sub-pixel copy, sync or collective stays visible among kernels when zoomed out).
+#: Kinds are keyed by :class:`Kind`; the named entries are fixed colours that also
+#: serve as the slice's own colour (their meaning matters more than a name).
 CATEGORIES: dict = {
     Kind.OTHER: "#9e9e9e",
     Kind.RUNTIME: "#b0a18f",
@@ -56,6 +57,9 @@ PALETTE: tuple[str, ...] = NAME_COLOURS + tuple(CATEGORIES.values())
 _IDS = {k: len(NAME_COLOURS) + i for i, k in enumerate(CATEGORIES)}
 _CATEGORY_ID = {k: i for k, i in _IDS.items() if not isinstance(k, str)}
 _RESERVED_ID = {k: i for k, i in _IDS.items() if isinstance(k, str)}
+#: Categories from here up (copies, syncs, collectives) get presence markers when they
+#: are merged into a block of another category (see ``core.viewport.Markers``).
+MARKER_FROM = _RESERVED_ID["memcpy_other"]
 _COPY_KEY = {
     CopyKind.H2D: "memcpy_h2d", CopyKind.D2H: "memcpy_d2h", CopyKind.D2D: "memcpy_d2d",
     CopyKind.P2P: "memcpy_p2p", CopyKind.OTHER: "memcpy_other", CopyKind.NONE: "memcpy_other",

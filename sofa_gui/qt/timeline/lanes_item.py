@@ -15,7 +15,7 @@ import shiboken6
 from PySide6 import QtCore, QtGui
 
 from sofa_gui.core.trace import LaneKind
-from sofa_gui.core.viewport import NAME_COLOUR_PX, Blocks
+from sofa_gui.core.viewport import NAME_COLOUR_PX, Blocks, Markers
 
 from .colors import PALETTE, name_colour, text_colour
 from .model import TimelineModel
@@ -24,6 +24,8 @@ from .model import TimelineModel
 LABEL_MIN_PX = 28.0
 #: Vertical gap above and below a slice inside its row (px).
 ROW_PAD = 1.5
+#: Height of a presence marker (a copy/sync/collective merged into another block).
+MARKER_PX = 4.0
 
 
 def rects_ptr(arr: np.ndarray, start: int = 0):
@@ -79,6 +81,7 @@ class _Frame:
     def __init__(self):
         self.backgrounds: list = []  # (QColor, rects)
         self.groups: list = []
+        self.markers: list = []
         self.labels: list = []  # (pen index, QRectF, text)
         self.counter_groups: list = []  # (QBrush, rects)
         self.dim: np.ndarray | None = None
@@ -184,6 +187,8 @@ class LanesItem(pg.GraphicsObject):
         blocks = m.index.slices.blocks(rows, g.x0, g.x1, g.pxw)
         rects = self._block_rects(blocks, g, top, height)
         f.groups = group_by_colour(rects, blocks.colour, len(PALETTE))
+        f.markers = group_by_colour(self._marker_rects(blocks.markers, g, top, height),
+                                    blocks.markers.colour, len(PALETTE))
         f.block_count = len(blocks)
         f.labels = self._labels(blocks, rects, m.layout.row_shared[rows])
         f.counter_groups = self._counters(g)
@@ -211,6 +216,16 @@ class LanesItem(pg.GraphicsObject):
         # a 1 px gap shows where two slices drawn in their own colours meet
         r[:, 2] = np.where((w >= 4) & (b.ref_px >= NAME_COLOUR_PX), w - 1, w)
         r[:, 3] = np.maximum(height[b.slot] - 2 * ROW_PAD, 1.0)
+        return r
+
+    def _marker_rects(self, mk: Markers, g: _Geometry, top, height) -> np.ndarray:
+        """Thin strips along the bottom of a row: an important category is in there."""
+        r = np.empty((len(mk), 4))
+        if len(mk):
+            r[:, 0] = g.left + mk.c0
+            r[:, 1] = top[mk.slot] + height[mk.slot] - ROW_PAD - MARKER_PX
+            r[:, 2] = mk.c1 - mk.c0 + 1
+            r[:, 3] = MARKER_PX
         return r
 
     def _labels(self, b: Blocks, rects: np.ndarray, shared: np.ndarray) -> list:
@@ -312,6 +327,7 @@ class LanesItem(pg.GraphicsObject):
                 r = np.ascontiguousarray(rects)
                 p.drawRects(rects_ptr(r), len(r))
         draw_rect_groups(p, f.groups, self._brushes)
+        draw_rect_groups(p, f.markers, self._brushes)
         for brush, rects in f.counter_groups:
             p.setBrush(brush)
             p.drawRects(rects_ptr(rects), len(rects))

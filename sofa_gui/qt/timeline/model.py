@@ -15,7 +15,7 @@ import numpy as np
 from sofa_gui.core.trace import Kind, Trace
 from sofa_gui.core.viewport import IntervalPyramid, TimelineIndex
 
-from .colors import slice_colour_ids
+from .colors import MARKER_FROM, slice_colour_ids
 from .layout import TimelineLayout
 from .names import short_label
 
@@ -34,7 +34,7 @@ class Prepared:
 def prepare(trace: Trace) -> Prepared:
     """Build the draw index for ``trace`` (pure numpy; safe in a worker thread)."""
     own, cat = slice_colour_ids(trace)
-    return Prepared(trace, TimelineIndex(trace, own, cat))
+    return Prepared(trace, TimelineIndex(trace, own, cat, MARKER_FROM))
 
 
 class TimelineModel:
