@@ -8,7 +8,7 @@ pixels use their *category* colour instead, so a zoomed-out stream reads as
 calm bands (kernel / copy / collective) rather than confetti.
 
 The id arrays are computed with numpy only (no Qt), so they can be built in a
-worker thread together with :class:`sofa_gui.core.viewport.TimelineIndex`.
+worker thread together with :class:`sofa_gui.qt.timeline.lod.TimelineIndex`.
 """
 
 from __future__ import annotations

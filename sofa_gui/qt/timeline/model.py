@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sofa_gui.core.trace import Kind, Trace
-from sofa_gui.core.viewport import IntervalPyramid, TimelineIndex
+from sofa_gui.core.viewport import IntervalPyramid
 
 from .colors import MARKER_FROM, slice_colour_ids
 from .layout import TimelineLayout
+from .lod import TimelineIndex
 from .names import short_label
 
 #: Narrowest window: one ns across the view.
