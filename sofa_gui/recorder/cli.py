@@ -89,7 +89,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sofa-gui record: {exc}", file=sys.stderr)
             return 2
         print(f"sofa-gui record: recording into {folder}", file=sys.stderr)
-        result = recorder.wait()
+        try:
+            result = recorder.wait()
+        except Exception as exc:  # noqa: BLE001 - e.g. disk full while finalising
+            print(f"sofa-gui record: the recorder failed: {type(exc).__name__}: {exc} "
+                  f"(data so far is in {folder})", file=sys.stderr)
+            return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

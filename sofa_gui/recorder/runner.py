@@ -45,6 +45,10 @@ from .torchinfo import collect_torch
 
 log = logging.getLogger(__name__)
 
+#: The child leads its own process group, so signals reach its whole tree and the
+#: terminal's Ctrl-C reaches only the recorder (which forwards it once).
+_OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+
 
 @dataclass
 class RecordResult:
@@ -181,7 +185,7 @@ class Recorder:
         try:
             self.proc = subprocess.Popen(
                 [executable, *cfg.command[1:]], cwd=str(cwd), env=env, stdin=stdin,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **_OWN_GROUP)
         except OSError as exc:
             raise CommandError(f"cannot run {cfg.command[0]}: {exc.strerror or exc}") from None
         for signum in self._pending:
