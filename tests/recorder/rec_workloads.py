@@ -98,3 +98,13 @@ while time.time() < end:
     if os.path.exists(status) and '"state": "done"' in open(status).read():
         break
 """
+
+
+#: Starts two busy Python workers (like DataLoader workers) and waits for them.
+WITH_WORKERS = """
+import subprocess, sys
+busy = "import time\\nend = time.time() + 1.0\\nwhile time.time() < end: pass"
+workers = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(2)]
+for w in workers:
+    w.wait()
+"""

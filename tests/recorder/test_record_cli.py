@@ -193,3 +193,19 @@ def test_killed_recorder_leaves_data_up_to_the_last_flush(tmp_path):
     assert any("incomplete" in n for n in trace.meta.report.notes)
     times = trace.counters.time
     assert np.all(times >= m["start"]["epoch_ns"] - 10**9)
+
+
+def test_process_tree_children_are_found(tmp_path):
+    from rec_workloads import WITH_WORKERS
+
+    out = tmp_path / "tree"
+    assert record_main(["-o", str(out), "--interval", "0.05", "--", *py(WITH_WORKERS)]) == 0
+    m = _assert_complete(out)
+    procs = m["processes"]
+    assert len(procs) == 3 and m["sources"]["processes"]["peak_processes"] == 3
+    root = procs[0]["pid"]
+    assert sorted(p["ppid"] for p in procs[1:]) == [root, root]
+    trace = load_trace(out)
+    total = _series(trace, lambda n: n == "process tree CPU %")["process tree CPU %"]
+    workers = _series(trace, lambda n: n.endswith("] CPU %"))
+    assert len(workers) == 3 and float(total.max()) > 20.0
