@@ -113,15 +113,23 @@ class LogView(QPlainTextEdit):
         cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock,
                             QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()  # the previous partial line, redrawn below
-        shown = [ln.rsplit("\r", 1)[-1] if "\r" in ln.rstrip("\r") else ln.rstrip("\r")
-                 for ln in lines]
-        shown.append(self._partial.rsplit("\r", 1)[-1])
+        shown = [_visible(ln) for ln in lines]
+        shown.append(_visible(self._partial))
         cursor.insertText("\n".join(shown))
 
     def clear_log(self) -> None:
         self._partial = ""
         self._follow = True
         self.clear()
+
+
+def _visible(line: str) -> str:
+    """What a terminal shows for a line rewritten with ``\r`` (progress bars): the last
+    non-empty rewrite (a trailing ``\r`` leaves the text in place)."""
+    for part in reversed(line.split("\r")):
+        if part:
+            return part
+    return ""
 
 
 class LiveCounters(QWidget):

@@ -95,3 +95,12 @@ def test_log_view_handles_carriage_returns_and_split_lines(qtbot):
     v.feed("\repoch 1: 100%\nnext li")
     v.feed("ne\n")
     assert v.toPlainText().splitlines() == ["epoch 1: 100%", "next line"]
+
+
+def test_log_view_keeps_a_progress_line_ending_in_carriage_return(qtbot):
+    v = LogView()
+    qtbot.addWidget(v)
+    v.feed("epoch 1  40%|####\r")
+    assert v.toPlainText() == "epoch 1  40%|####"
+    v.feed("epoch 1 100%|##########\r\ndone\n")
+    assert v.toPlainText().splitlines() == ["epoch 1 100%|##########", "done"]
