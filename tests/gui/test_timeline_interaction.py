@@ -21,17 +21,17 @@ def _x_at(w, px: int) -> float:
     return w.view_box().mapSceneToView(scene).x() + w.model.t0
 
 
-def _drag(viewport, a: QtCore.QPoint, b: QtCore.QPoint, modifier=None):
+def _drag(viewport, a: QtCore.QPoint, b: QtCore.QPoint, modifier=None, button=LEFT):
     """Press, five moves (carrying the modifier, as a held key would) and release."""
     mods = modifier or QtCore.Qt.KeyboardModifier.NoModifier
-    QTest.mousePress(viewport, LEFT, mods, a)
+    QTest.mousePress(viewport, button, mods, a)
     for k in range(1, 6):
         pos = QtCore.QPointF(a + (b - a) * (k / 5.0))
         ev = QtGui.QMouseEvent(QtCore.QEvent.Type.MouseMove, pos,
                                QtCore.QPointF(viewport.mapToGlobal(pos.toPoint())),
-                               QtCore.Qt.MouseButton.NoButton, LEFT, mods)
+                               QtCore.Qt.MouseButton.NoButton, button, mods)
         QtCore.QCoreApplication.sendEvent(viewport, ev)
-    QTest.mouseRelease(viewport, LEFT, mods, b)
+    QTest.mouseRelease(viewport, button, mods, b)
 
 
 def test_drag_zooms_to_the_dragged_range(make_timeline, qtbot):
@@ -49,18 +49,24 @@ def test_drag_zooms_to_the_dragged_range(make_timeline, qtbot):
     assert abs(got[1] - want[1]) <= 2 * ns_per_px
 
 
-def test_shift_drag_pans_instead_of_zooming(make_timeline):
+@pytest.mark.parametrize("how", ["shift", "middle"])
+def test_shift_or_middle_drag_pans_instead_of_zooming(make_timeline, how):
     w = make_timeline(synthetic(5000))
     a0, b0 = w.visible_range()
     w.zoom_to(a0 + (b0 - a0) // 4, a0 + (b0 - a0) // 2)
     before = w.visible_range()
     y = w.view_point(w.model.t0, 3.0).y()
     x = w.view_point(before[0], 0).x() + 400
-    _drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
-          QtCore.Qt.KeyboardModifier.ShiftModifier)
+    if how == "shift":
+        _drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
+              QtCore.Qt.KeyboardModifier.ShiftModifier)
+    else:
+        _drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
+              button=QtCore.Qt.MouseButton.MiddleButton)
     after = w.visible_range()
     assert after[1] - after[0] == pytest.approx(before[1] - before[0], abs=2)
-    assert after[0] > before[0]  # dragging left moves the view later in time
+    ns_per_px = (before[1] - before[0]) / w.view_box().width()
+    assert after[0] - before[0] == pytest.approx(100 * ns_per_px, rel=0.02)  # grab-and-move
 
 
 def _wheel(w, pos: QtCore.QPoint, notches: float):
