@@ -557,7 +557,7 @@ def _ident(v):
         return v
     if isinstance(v, float) and math.isfinite(v) and v == int(v):
         return int(v)
-    return str(v)
+    return _clean(str(v))
 
 
 def _coerce(obj, skipped: Counter) -> Event | None:
@@ -590,4 +590,13 @@ def _coerce(obj, skipped: Counter) -> Event | None:
 def _text(v) -> str:
     if v is None:
         return ""
-    return v if isinstance(v, str) else json.dumps(v)
+    return _clean(v) if isinstance(v, str) else json.dumps(v)
+
+
+def _clean(s: str) -> str:
+    """Lone surrogates (from ``\\ud800`` escapes or undecodable bytes) -> U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogatepass").decode("utf-8", "replace")

@@ -147,6 +147,8 @@ def _pair(p: PendingFlows, slice_of: np.ndarray, report: LoadReport) -> Flows:
     same = a == b
     report.skip("flow from a slice to itself", int(same.sum()))
     a, b, launch = a[~same], b[~same], launch[~same]
-    pairs = np.unique(np.stack([a, b, launch.astype(np.int64)], axis=1), axis=0)
-    return Flows(pairs[:, 0].copy(), pairs[:, 1].copy(),
-                 np.where(pairs[:, 2] == 1, 0, 1).astype(np.int8))
+    order = np.lexsort((launch, a, b))  # drop repeated links (duplicate events)
+    a, b, launch = a[order], b[order], launch[order]
+    keep = np.ones(len(a), bool)
+    keep[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (launch[1:] != launch[:-1])
+    return Flows(a[keep], b[keep], np.where(launch[keep], 0, 1).astype(np.int8))
