@@ -321,3 +321,49 @@ def test_steady_random_events_have_no_rhythm():
                  kind=Kind.KERNEL, device=0)
     it = detect_iterations(b.finish(), "pattern")
     assert it.method == "none"
+
+
+# -- other streams and step ranges ----------------------------------------------------------
+
+def host_only_trace(seed=15, steps=8):
+    """A CPU-only program: top-level ops (with nested children) repeat once per step."""
+    rng = np.random.default_rng(seed)
+    st = training_stream(rng, 40, steps, 60)
+    b = TraceBuilder("host")
+    lane = b.lane("t", "thread 7", LaneKind.CPU, "process 7", pid=7, tid=7)
+    n = len(st.seq)
+    start = np.arange(n, dtype=np.int64) * 10_000 + np.repeat(np.arange(steps), 40) * 50_000
+    b.add_slices(start, 8_000, lane, [f"aten::op{x}" for x in st.seq], kind=Kind.CPU_OP)
+    b.add_slices(start + 1_000, 2_000, lane, ["aten::empty"] * n, kind=Kind.CPU_OP)
+    b.add_slices(start[::40] - 1_000, 40 * 10_000 + 1_000, lane,
+                 [f"train step {k}" for k in range(steps)], kind=Kind.ANNOTATION)
+    return b.finish(), start[::40]
+
+
+def test_host_only_trace_uses_top_level_cpu_ops():
+    t, firsts = host_only_trace()
+    it = detect_iterations(t, "pattern")
+    assert it.stream.startswith("top-level CPU ops of thread 7")
+    assert_matches(it.starts, firsts, 0)
+
+
+def test_user_step_ranges_are_annotations():
+    t, firsts = host_only_trace()
+    it = detect_iterations(t)
+    assert it.method == "annotations" and it.labels[0] == "train step 0"
+    assert_matches(it.starts, firsts - 1_000, 0)
+    assert it.agreement["matched"] == len(firsts)
+
+
+def test_other_slices_as_a_last_resort():
+    rng = np.random.default_rng(16)
+    st = training_stream(rng, 30, 6, 50)
+    b = TraceBuilder("other")
+    lane = b.lane("x", "syscalls", LaneKind.CPU)
+    start = np.arange(len(st.seq), dtype=np.int64) * 1_000 + np.repeat(np.arange(6), 30) * 9_000
+    b.add_slices(start, 500, lane, [f"sys_{x}" for x in st.seq], kind=Kind.OTHER)
+    b.add_slices(start[::30], 100, lane, [f"ProfilerStep#{k}" for k in range(6)],
+                 kind=Kind.ANNOTATION)
+    it = detect_iterations(b.finish(), "pattern")
+    assert it.stream.startswith("all top-level slices (180 events)")
+    assert_matches(it.starts, start[::30], 0)

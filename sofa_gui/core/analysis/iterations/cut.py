@@ -216,7 +216,8 @@ def cut_iterations(trace: Trace, stream: EventStream, symbols: Symbols,
         starts = host_starts(trace, stream, timing, first, [w[2] for w in wins])
     else:
         starts = stream.start[first].astype(np.int64)
-    ends = np.array([int(stream.end[a:b].max()) for a, b in zip(first, last)], np.int64)
+    bounds = np.column_stack([first, last]).ravel()
+    ends = np.maximum.reduceat(stream.end, bounds[bounds < m])[0::2].astype(np.int64)
     for j, (_, _, contiguous) in enumerate(wins[:-1]):
         if contiguous:
             ends[j] = starts[j + 1]
@@ -240,29 +241,24 @@ def host_starts(trace: Trace, stream: EventStream, timing: Timing, first: np.nda
     the others do, so a long prelude is not counted in.
     """
     s = trace.slices
-    lanes: dict[int, HostLane] = {}
-    n = len(first)
-    starts = np.empty(n, np.int64)
-    gap_ops: list[np.ndarray] = []
-    for j, e in enumerate(first.tolist()):
-        lau = int(stream.launcher[e])
-        if lau < 0:
-            starts[j] = int(stream.start[e])
-            gap_ops.append(np.zeros(0, np.int64))
-            continue
-        lane = int(s.lane[lau])
-        host = lanes.get(lane) or lanes.setdefault(lane, HostLane(trace, lane))
-        y = int(timing.launch_start[e])
-        floor = host.floor(e, stream, timing, y) if e > 0 else host.last_launch_end(y)
-        ops = host.gap_ops(floor, y)
-        gap_ops.append(ops)
-        starts[j] = int(ops[0]) if len(ops) else y
-    following = [j for j in range(n) if j > 0 and follows[j - 1]]
-    if following:
-        most = max(len(gap_ops[j]) for j in following)
-        for j in range(n):
-            if j not in following and len(gap_ops[j]) > most:
-                starts[j] = int(gap_ops[j][len(gap_ops[j]) - max(most, 1)])
+    starts = stream.start[first].astype(np.int64)
+    lau = stream.launcher[first]
+    y = timing.launch_start[first].astype(np.int64)
+    lane = np.where(lau >= 0, s.lane[np.maximum(lau, 0)], -1)
+    after = np.r_[False, np.asarray(follows[:-1], bool)]
+    for ln in np.unique(lane[lane >= 0]).tolist():
+        host = HostLane(trace, ln)
+        j = np.flatnonzero(lane == ln)
+        floor = host.floors(first[j], stream, timing, y[j])
+        k = host.first_real(floor, y[j])
+        starts[j] = np.where(k >= 0, host.start[np.maximum(k, 0)], y[j])
+        sample = np.flatnonzero(after[j])
+        sample = sample[:: max(1, len(sample) // 64)]  # typical leading ops, from <= 64 steps
+        most = max((len(host.gap_ops(floor[i], y[j][i])) for i in sample), default=None)
+        for i in np.flatnonzero(~after[j]).tolist() if most is not None else []:
+            ops = host.gap_ops(float(floor[i]), int(y[j][i]))
+            if len(ops) > most:
+                starts[j[i]] = int(ops[len(ops) - max(most, 1)])
     bad = np.flatnonzero(np.diff(starts) <= 0) + 1
     starts[bad] = np.minimum(timing.launch_start[first[bad]], stream.start[first[bad]])
     return starts
@@ -281,29 +277,38 @@ class HostLane:
         if len(steps):
             real &= ~((kind == int(Kind.ANNOTATION)) & np.isin(s.name[idx], steps))
         self.real = real
+        # next_real[i]: first real op at or after i (len: none)
+        pos = np.where(real, np.arange(len(real)), len(real))
+        self.next_real = np.minimum.accumulate(pos[::-1])[::-1] if len(real) else pos
         self.runtime_end = np.sort(self.end[kind == int(Kind.RUNTIME)])
         depth = s.depth[idx]
         self.levels = [np.flatnonzero(depth == d) for d in range(int(depth.max(initial=-1)) + 1)]
 
-    def last_launch_end(self, y: int) -> float:
-        """End of the latest host launch call that finished before ``y`` (-inf: none)."""
-        k = int(np.searchsorted(self.runtime_end, y, side="right"))
-        return float(self.runtime_end[k - 1]) if k else float("-inf")
-
-    def floor(self, e: int, stream: EventStream, timing: Timing, y: int) -> float:
-        """When the host finished the work around the previous event's launch."""
-        floor = float(timing.prev_launch_end[e])
-        prev = int(stream.launcher[e - 1])
-        if prev < 0:
-            return floor
-        x = int(timing.launch_start[e - 1])
-        for lvl in self.levels:
-            k = int(np.searchsorted(self.start[lvl], x, side="right")) - 1
-            if k >= 0:
-                end = int(self.end[lvl[k]])
-                if x < end <= y:
-                    floor = max(floor, float(end))
+    def floors(self, events: np.ndarray, stream: EventStream, timing: Timing,
+               y: np.ndarray) -> np.ndarray:
+        """When the host finished the work around each previous event's launch."""
+        floor = np.empty(len(events), float)
+        has_prev = events > 0
+        prev = np.maximum(events - 1, 0)
+        floor[has_prev] = timing.prev_launch_end[events[has_prev]]
+        k = np.searchsorted(self.runtime_end, y[~has_prev], side="right")
+        floor[~has_prev] = np.where(k > 0, self.runtime_end[np.maximum(k - 1, 0)], -np.inf)
+        x = timing.launch_start[prev]
+        linked = has_prev & (stream.launcher[prev] >= 0)
+        for lvl in self.levels:  # ops enclosing the previous launch that end before ours
+            k = np.searchsorted(self.start[lvl], x, side="right") - 1
+            end = np.where(k >= 0, self.end[lvl[np.maximum(k, 0)]], np.iinfo(np.int64).min)
+            up = linked & (end > x) & (end <= y)
+            floor[up] = np.maximum(floor[up], end[up])
         return floor
+
+    def first_real(self, floor: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Index of the first real op starting in ``[floor, y]`` per query (-1: none)."""
+        lo = np.where(np.isfinite(floor),
+                      np.searchsorted(self.start, np.nan_to_num(floor, neginf=-2**62)), 0)
+        hi = np.searchsorted(self.start, y, side="right")
+        k = self.next_real[np.minimum(lo, len(self.next_real) - 1)] if len(self.real) else lo
+        return np.where((lo < len(self.real)) & (k < hi), k, -1)
 
     def gap_ops(self, floor: float, y: int) -> np.ndarray:
         """Starts of the outermost host ops that began in ``[floor, y]``."""

@@ -1,16 +1,18 @@
 """Find the period of a symbol stream and where each occurrence of it starts.
 
-1. Period: suffixes that are neighbours in the suffix array share the longest
-   context; in a stream that repeats a word every P symbols their distance is P
-   or a small multiple of it. Each candidate distance is scored by the share of
-   the stream it explains (positions in a neighbour pair at that distance or a
-   multiple of it); the best is kept, then replaced by a divisor that explains
-   nearly as much (the primitive period, not two iterations glued together).
-   No iteration count is needed.
-2. Occurrences: symbols that occur about once per period at the same phase
-   (anchors, rarest work first) each vote for the start of the occurrence they
-   are in. Votes cluster once per occurrence, so an occurrence with edits,
-   missing events or extra events still gets a start from its other anchors.
+1. Period: the suffix array groups positions whose next few symbols (their
+   context) are equal. The distance from each context to its previous
+   occurrence gives candidate periods; each is scored by the share of the stream
+   whose context recurs one period before or after (within 5%, so edits and
+   small variations are tolerated). The shortest candidate that explains nearly
+   as much as the best is the period: multiples of it explain as much (two
+   iterations glued together), non-multiples explain little. No iteration
+   count is needed. When event order differs between iterations, only rare
+   events recur at the period; that weaker evidence is the fallback.
+2. Occurrences: symbols (else 2- or 4-grams) that occur about once per period at
+   a stable phase are anchors; each anchor occurrence votes for the start of the
+   occurrence it is in. Votes agree once per occurrence, so an occurrence with
+   edits, missing or extra events still gets a start from its other anchors.
 """
 
 from __future__ import annotations
@@ -276,7 +278,7 @@ class Anchors:
         votes, voter = votes[order], voter[order]
         split = np.flatnonzero(np.diff(votes) > 0.3 * self.period) + 1
         bounds = np.r_[0, split, len(votes)]
-        need = max(min(2, len(self.positions)), int(np.ceil(0.3 * len(self.positions))))
+        need = max(min(2, len(self.positions)), int(np.ceil(0.5 * len(self.positions))))
         agree = max(2.0, 0.1 * self.period)
         out = []
         for lo, hi in zip(bounds[:-1], bounds[1:]):
@@ -329,9 +331,7 @@ def find_anchors(seq: np.ndarray, period: int) -> Anchors | None:
 def _anchors_of(ids: np.ndarray, period: int, seq: np.ndarray) -> Anchors | None:
     n = len(ids)
     tol = max(1, int(round(0.1 * period)))
-    valid = ids >= 0
-    if seq is not None:
-        valid &= np.r_[seq != 0] if len(seq) == n else valid
+    valid = (ids >= 0) & (seq != 0)  # the folded "other" symbol marks nothing
     pos_all = np.flatnonzero(valid)
     order = pos_all[np.argsort(ids[pos_all], kind="stable")]
     sid = ids[order]

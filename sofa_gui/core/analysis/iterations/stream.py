@@ -118,7 +118,11 @@ def _host_stream(trace: Trace) -> EventStream | None:
 
 def _all_stream(trace: Trace) -> EventStream | None:
     s = trace.slices
-    idx = np.flatnonzero(s.depth == 0)
+    top = s.depth == 0
+    steps = trace.name_ids(is_step_name)
+    if len(steps):  # step markers are annotations, which pattern mode must not see
+        top &= ~np.isin(s.name, steps)
+    idx = np.flatnonzero(top)
     if len(idx) < 2:
         return None
     desc = f"all top-level slices ({len(idx):,} events)"
