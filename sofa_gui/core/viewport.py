@@ -276,11 +276,10 @@ class IntervalPyramid:
         spans = [(a, b) for a, b in zip(lo.tolist(), hi.tolist()) if b > a]
         s = np.concatenate([lv.s[a:b] for a, b in spans])  # slices copy at memcpy speed
         e = np.concatenate([lv.e[a:b] for a, b in spans])
-        slot = np.repeat(np.arange(len(rows), dtype=np.int64), n)
-        kept, c0, c1 = _fold_columns(slot, s, e, x0, x1, pxw)
-        # entry positions -> level positions, gathered only for the blocks drawn
-        first = np.cumsum(n) - n
-        slot = slot[kept]
+        first = np.cumsum(n) - n  # position of each row's first entry
+        kept, c0, c1 = _fold_columns(s, e, first[n > 0], x0, x1, pxw)
+        # entry positions -> rows and level positions, only for the blocks drawn
+        slot = np.searchsorted(first, kept, side="right") - 1  # empty rows share a start
         gidx = lo[slot] + (kept - first[slot])
         w = (e[kept] - s[kept]) if lv.w is None else lv.w[gidx].astype(np.float64)
         ref_px = w / pxw
@@ -341,33 +340,31 @@ def _compact_ints(row: np.ndarray, n_rows: int) -> np.ndarray:
     return row.astype(np.int32, copy=False)
 
 
-def _fold_columns(slot, s, e, x0, x1, pxw):
+def _fold_columns(s, e, row_first, x0, x1, pxw):
     """Snap entries to pixel columns and fold each sub-pixel one into the block of its
     predecessor's last column.  Returns (kept positions, c0, c1).
 
-    A folded entry lies inside one column, so it is narrower than a pixel: the kept
-    entry is always the longest of its block.  Every entry must reach into the
-    window (``_window`` guarantees it).
+    ``row_first`` are the positions where each (non-empty) row starts.  A folded
+    entry lies inside one column, so it is narrower than a pixel: the kept entry is
+    always the longest of its block.  Every entry must reach into the window
+    (``_window`` guarantees it), so columns are >= 0 and truncation is floor.
     """
     width = int(np.ceil((x1 - x0) / pxw - 1e-9))
     inv = 1.0 / pxw
     f = s - x0
     f *= inv
-    np.floor(f, out=f)
     np.clip(f, 0.0, width - 1.0, out=f)
     c0 = f.astype(np.int64)
-    g = e - x0
+    g = e - (x0 + 1e-9 * pxw)  # last column touched: ceil(x) - 1 == trunc(x - tiny)
     g *= inv
-    np.ceil(g, out=g)
-    g -= 1.0
-    np.minimum(g, width - 1.0, out=g)
+    np.clip(g, 0.0, width - 1.0, out=g)
     c1 = g.astype(np.int64)
     np.maximum(c1, c0, out=c1)
     prev_c1 = np.empty_like(c1)
-    prev_c1[0] = -1
     prev_c1[1:] = c1[:-1]
-    prev_c1[np.flatnonzero(slot[1:] != slot[:-1]) + 1] = -1
-    np.maximum(c0, prev_c1 + 1, out=c0)
+    prev_c1[row_first] = -1
+    prev_c1 += 1
+    np.maximum(c0, prev_c1, out=c0)
     kept = np.flatnonzero(c0 <= c1)
     if len(kept) == len(c0):
         return kept, c0, c1

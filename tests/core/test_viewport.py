@@ -179,3 +179,17 @@ def test_window_helpers_respect_limits():
     assert b - a == 1
     assert pan_window(900, 1000, 50, 0, 1000) == (900, 1000)
     assert pan_window(100, 200, -150, 0, 1000) == (0, 100)
+
+
+def test_empty_rows_in_a_query_keep_blocks_on_the_right_rows():
+    row, s, e = _rows(2, 500, seed=5)
+    row = row * 2  # rows 0 and 2 hold intervals, rows 1 and 3 are empty
+    pyr = IntervalPyramid(row, s, e, np.arange(len(s)), np.zeros(len(s)), 4)
+    span = float(e.max())
+    b = pyr.blocks([1, 0, 3, 2], 0.0, span, span / 200)
+    assert set(b.slot.tolist()) == {1, 3}  # slots index the rows argument
+    for slot, r in ((1, 0), (3, 2)):
+        got = set()
+        for c0, c1 in zip(b.c0[b.slot == slot].tolist(), b.c1[b.slot == slot].tolist()):
+            got.update(range(c0, c1 + 1))
+        assert got == _brute_columns(s[row == r], e[row == r], 0.0, span / 200, 200)
