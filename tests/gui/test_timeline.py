@@ -147,9 +147,13 @@ def test_highlight_dims_the_rest_and_outlines_matches(make_timeline):
 
 
 def test_counter_lane_draws_the_step(make_timeline):
+    from sofa_gui.qt.timeline.tooltip import counter_tooltip
+
     trace = small_trace()
     w = make_timeline(trace)
     line = next(ln for ln in w.model.layout.lines if ln.text == "memory")
+    assert "memory: 4.66 GiB" in counter_tooltip(w.model, line.lane, 700.0 * US)
+    assert "memory: 0 B" in counter_tooltip(w.model, line.lane, 100.0 * US)
     img = _grab(w)
     near_top = line.top + 0.35
     high = _pixel(img, w.view_point(BASE + 700 * US, near_top))

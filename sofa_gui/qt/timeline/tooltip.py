@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from sofa_gui.core.trace import CopyKind, Kind
 
 from .time_axis import format_time
@@ -58,3 +60,26 @@ def _arg_lines(args: dict) -> list[str]:
     if len(keys) > MAX_ARGS:
         out.append(f"(+{len(keys) - MAX_ARGS} more args)")
     return out
+
+
+def counter_tooltip(model, lane: int, x: float) -> str:
+    """Values of a counter lane's series at ``x`` (ns from trace start); '' if none yet."""
+    trace = model.trace
+    table = trace.counters.table
+    lines = []
+    for sid in np.flatnonzero(table.lane == lane).tolist():
+        pyr = model.index.counters[sid]
+        i = int(np.searchsorted(pyr.t, x, side="right")) - 1
+        if i < 0:
+            continue
+        lines.append(f"{table.name[sid]}: {_value(float(pyr.v[i]), table.unit[sid])}")
+    if not lines:
+        return ""
+    head = trace.lanes.name[lane]
+    return "\n".join([head, *lines, f"at: +{format_time(x, 1.0)}"])
+
+
+def _value(v: float, unit: str) -> str:
+    if unit.lower() in ("b", "bytes"):
+        return _bytes(int(v)) if v >= 0 else f"{v:.0f} B"
+    return f"{v:.6g} {unit}".strip()

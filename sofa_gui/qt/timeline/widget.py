@@ -22,7 +22,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from sofa_gui.core.trace import Trace
+from sofa_gui.core.trace import LaneKind, Trace
 from sofa_gui.core.viewport import clamp_window, pan_window, zoom_window
 
 from .lane_labels import LaneLabelsItem
@@ -30,7 +30,7 @@ from .lanes_item import LanesItem
 from .model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
 from .time_axis import TimeAxisItem, format_time
-from .tooltip import slice_tooltip
+from .tooltip import counter_tooltip, slice_tooltip
 from .view_box import StripViewBox, TimelineViewBox
 
 #: Pixel height of one row unit.
@@ -249,11 +249,17 @@ class TimelineWidget(QtWidgets.QWidget):
             QtWidgets.QToolTip.hideText()
             return
         hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
-        if hit < 0:
+        text = self.tooltip_text(hit) if hit >= 0 else self._counter_text(x, y)
+        if not text:
             QtWidgets.QToolTip.hideText()
             return
-        QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(self.tooltip_text(hit)),
-                                    self._view)
+        QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(text), self._view)
+
+    def _counter_text(self, x: float, y: float) -> str:
+        line = self.model.layout.line_at(y) if self.model.layout else None
+        if line is None or line.kind != "lane" or line.lane_kind != LaneKind.COUNTER:
+            return ""
+        return counter_tooltip(self.model, line.lane, x)
 
     def changeEvent(self, ev):  # noqa: N802
         """Follow theme switches (light/dark): every colour derives from the palette."""
