@@ -83,3 +83,12 @@ def _value(v: float, unit: str) -> str:
     if unit.lower() in ("b", "bytes"):
         return _bytes(int(v)) if v >= 0 else f"{v:.0f} B"
     return f"{v:.6g} {unit}".strip()
+
+
+def iteration_tooltip(model, i: int) -> str:
+    """Number, label, start and duration of iteration ``i``."""
+    label = model.iter_labels[i] if i < len(model.iter_labels) else ""
+    a, b = model.iter_starts[i], model.iter_ends[i]
+    head = f"iteration {i}" + (f" ({label})" if label else "")
+    return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {format_time(b - a)}\n"
+            "click selects, double-click zooms")

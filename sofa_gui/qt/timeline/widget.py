@@ -29,8 +29,8 @@ from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
 from .model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
-from .time_axis import TimeAxisItem, format_time
-from .tooltip import counter_tooltip, slice_tooltip
+from .time_axis import TimeAxisItem
+from .tooltip import counter_tooltip, iteration_tooltip, slice_tooltip
 from .view_box import StripViewBox, TimelineViewBox
 
 #: Pixel height of one row unit.
@@ -280,12 +280,7 @@ class TimelineWidget(QtWidgets.QWidget):
 
     def iteration_text(self, i: int) -> str:
         """Plain-text description of iteration ``i`` (strip tooltip)."""
-        m = self.model
-        label = m.iter_labels[i] if i < len(m.iter_labels) else ""
-        a, b = m.iter_starts[i], m.iter_ends[i]
-        head = f"iteration {i}" + (f" ({label})" if label else "")
-        return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {format_time(b - a)}\n"
-                "click selects, double-click zooms")
+        return iteration_tooltip(self.model, i)
 
     # -- keyboard -----------------------------------------------------------------------
     def eventFilter(self, obj, ev):  # noqa: N802
