@@ -17,7 +17,6 @@ import numpy as np
 
 MIN_CORRELATION = 0.5  # autocorrelation peak needed to call the rhythm a period
 MIN_PERIODS = 3  # at least this many periods in the stream
-MAX_DIVISOR = 4
 PRIMITIVE_SLACK = 0.05
 MIN_LAG_BINS = 4
 MIN_BURSTINESS = 0.3  # event-rate coefficient of variation needed to look for a rhythm
@@ -49,6 +48,7 @@ def _autocorrelation(x: np.ndarray) -> np.ndarray:
 
 
 def _period_lag(ac: np.ndarray) -> tuple[int, float] | None:
+    """Lag of the primitive period: the shortest peak nearly as high as the highest."""
     n = len(ac)
     hi = n // MIN_PERIODS
     if hi <= MIN_LAG_BINS + 1:
@@ -58,16 +58,9 @@ def _period_lag(ac: np.ndarray) -> tuple[int, float] | None:
     peak = peak[peak >= MIN_LAG_BINS]
     if len(peak) == 0:
         return None
-    best = int(peak[np.argmax(seg[peak])])
-    for j in range(MAX_DIVISOR, 1, -1):
-        lag = best / j
-        if lag < MIN_LAG_BINS:
-            continue
-        near = peak[np.abs(peak - lag) <= max(1.0, 0.05 * lag)]
-        if len(near) and seg[near].max() >= seg[best] - PRIMITIVE_SLACK:
-            best = int(near[np.argmax(seg[near])])
-            break
-    return best, float(seg[best])
+    top = float(seg[peak].max())
+    lag = int(peak[np.flatnonzero(seg[peak] >= top - PRIMITIVE_SLACK)[0]])
+    return lag, float(seg[lag])
 
 
 def find_rhythm(start: np.ndarray, end: np.ndarray) -> Rhythm | None:
@@ -75,18 +68,22 @@ def find_rhythm(start: np.ndarray, end: np.ndarray) -> Rhythm | None:
     n = len(start)
     if n < 4 * MIN_PERIODS:
         return None
-    found = None
+    found = []
     for nbins in RESOLUTIONS:
         if nbins > max(RESOLUTIONS[0], n):
             break
         counts, width, t0 = _bins(start, end, nbins)
         if counts.std() < MIN_BURSTINESS * counts.mean():
-            continue  # a steady rate: binning alone would make a "rhythm"
+            continue  # a steady rate at this resolution: binning alone makes "rhythms"
         peak = _period_lag(_autocorrelation(counts))
-        if peak is not None and (found is None or peak[1] > found[1]):
-            found = (peak[0] * width, peak[1], t0)
-    if found is None or found[1] < MIN_CORRELATION:
+        if peak is not None and peak[1] >= MIN_CORRELATION:
+            found.append((peak[0] * width, peak[1], t0))
+    if not found:
         return None
+    # jitter lowers the peak at fine resolutions; coarse ones can alias: take the
+    # shortest period among the (nearly) strongest
+    best = max(f[1] for f in found)
+    found = min((f for f in found if f[1] >= best - 0.15), key=lambda f: f[0])
     period, corr, t0 = found
     phase = _quiet_phase(start, t0, period)
     cuts = _walk(start, end, t0 + phase, period)
@@ -102,6 +99,9 @@ def find_rhythm(start: np.ndarray, end: np.ndarray) -> Rhythm | None:
     cuts, ends = cuts[keep], ends[keep]
     if len(cuts) < MIN_PERIODS - 1:
         return None
+    spacing = np.diff(start[cuts])[ends[:-1] == cuts[1:]]
+    if len(spacing):
+        period = float(np.median(spacing))  # the walk's own measure beats the bin grid
     return Rhythm(period, corr, cuts.astype(np.int64), ends.astype(np.int64), left_out)
 
 
@@ -133,8 +133,8 @@ def _walk(start: np.ndarray, end: np.ndarray, first: float, period: float) -> np
         t -= period * np.ceil((t + period - reach - start[0]) / period)
     out = []
     while t <= stop:
-        lo = int(np.searchsorted(start, t - reach))
-        hi = int(np.searchsorted(start, t + reach))
+        lo = int(np.searchsorted(start, np.int64(t - reach)))  # int needles: no array copy
+        hi = int(np.searchsorted(start, np.int64(t + reach)))
         if hi > lo:
             k = lo + int(np.argmax(idle[lo:hi]))
             out.append(k)

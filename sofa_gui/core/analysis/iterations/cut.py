@@ -304,16 +304,17 @@ class HostLane:
 
     def first_real(self, floor: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Index of the first real op starting in ``[floor, y]`` per query (-1: none)."""
-        lo = np.where(np.isfinite(floor),
-                      np.searchsorted(self.start, np.nan_to_num(floor, neginf=-2**62)), 0)
+        needle = np.ceil(np.nan_to_num(floor, neginf=-2.0**62)).astype(np.int64)
+        lo = np.searchsorted(self.start, needle)
         hi = np.searchsorted(self.start, y, side="right")
         k = self.next_real[np.minimum(lo, len(self.next_real) - 1)] if len(self.real) else lo
         return np.where((lo < len(self.real)) & (k < hi), k, -1)
 
     def gap_ops(self, floor: float, y: int) -> np.ndarray:
         """Starts of the outermost host ops that began in ``[floor, y]``."""
-        lo = int(np.searchsorted(self.start, floor, side="left")) if np.isfinite(floor) else 0
-        hi = int(np.searchsorted(self.start, y, side="right"))
+        lo = (int(np.searchsorted(self.start, np.int64(np.ceil(floor)), side="left"))
+              if np.isfinite(floor) else 0)  # an int needle: no float copy of the array
+        hi = int(np.searchsorted(self.start, np.int64(y), side="right"))
         real = np.flatnonzero(self.real[lo:hi]) + lo
         if len(real) == 0:
             return np.zeros(0, np.int64)
