@@ -6,7 +6,10 @@
 * ``pattern`` -- the repeated-work detector only (annotations ignored entirely):
   the busiest stream is turned into integer symbols, a suffix array finds the
   period that explains most of it, anchors place every occurrence, and timing
-  places the cut (see :mod:`.pattern` and :mod:`.cut`);
+  places the cut (see :mod:`.pattern` and :mod:`.cut`). When event order does
+  not repeat, rare events alone, then the rhythm of activity (:mod:`.activity`),
+  are weaker fallbacks, reported as such in ``pattern["evidence"]``; with no
+  evidence at all the result is ``method == "none"`` with the reason;
 * ``auto`` (default) -- annotations when present, with the pattern detector's
   agreement attached; otherwise the pattern.
 """
