@@ -46,13 +46,15 @@ class Timing:
         host_gap = np.maximum(ls - np.maximum(prev_le, ls.min()), 0)
         device_gap = np.maximum(stream.start - prev_end, 0)
         if len(ls):  # nothing is known before the first event: a typical pause
-            host_gap[0] = np.median(host_gap)
-            device_gap[0] = np.median(device_gap)
+            every = max(1, len(ls) // 100_000)
+            host_gap[0] = np.median(host_gap[::every])
+            device_gap[0] = np.median(device_gap[::every])
         loads = ops.loader_starts()
-        after = np.searchsorted(loads, prev_le, side="right")
-        upto = np.searchsorted(loads, ls, side="right")
-        return cls(host_gap, device_gap, upto > after, _optimizer(trace, stream, ops, ls),
-                   ls, prev_le)
+        loader = np.zeros(len(ls), bool)
+        if len(loads):
+            after = np.searchsorted(loads, prev_le, side="right")
+            loader = np.searchsorted(loads, ls, side="right") > after
+        return cls(host_gap, device_gap, loader, _optimizer(trace, stream, ops, ls), ls, prev_le)
 
 
 def _optimizer(trace: Trace, stream: EventStream, ops: HostOps, ls: np.ndarray) -> np.ndarray:
