@@ -22,6 +22,10 @@ ANN_TID = LO + 1  # lane of a device's GPU-side annotations
 GLOBAL_PID = LO + 2  # lane of global-scope instant events
 _FIRST_SYNTHETIC = LO + 16
 SYNTHETIC_BELOW = -(1 << 30)  # codes below this stand for text, not numbers
+#: Every name ``kinds.is_collective`` accepts contains one of these (lower-cased); kernel
+#: names run to kilobytes, so this substring test spares most of them the regex.
+_COLLECTIVE_HINTS = ("nccl", "rccl", "reduce", "gather", "scatter", "alltoall", "all_to_all",
+                     "broadcast", "sendrecv", "c10d", "gloo")
 
 
 def pack(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -39,38 +43,46 @@ class IdCodes:
     """pid/tid values -> int codes in [LO, HI); strings keep a label."""
 
     def __init__(self):
-        self._str: dict = {}
+        self._map: dict = {}  # every value seen (int or str) -> its code
         self.labels: dict[int, str] = {}  # synthetic code -> original text
+        self._all_int = True  # so far every value was a plain int in range
 
     def code(self, v) -> int:
-        if v.__class__ is int and _FIRST_SYNTHETIC < v < HI:
-            return v
-        c = self._str.get(v)
+        c = self._map.get(v)
         if c is None:
-            c = self._new(v)
+            c = self._map[v] = self._new(v)
         return c
 
     def _new(self, v) -> int:
+        if v.__class__ is int and _FIRST_SYNTHETIC < v < HI:
+            return v
+        self._all_int = False
         if isinstance(v, str):
             s = v.strip()
             if s.lstrip("-").isdigit() and _FIRST_SYNTHETIC < int(s) < HI:
-                self._str[v] = int(s)
                 return int(s)
         c = _FIRST_SYNTHETIC + len(self.labels)
-        self._str[v] = c
         self.labels[c] = str(v)
         return c
 
     def codes(self, values: list) -> np.ndarray:
         n = len(values)
+        if self._all_int:  # the common case: plain ints, converted in C
+            try:
+                out = np.fromiter(values, np.int64, n)
+                if n == 0 or (out.min() > _FIRST_SYNTHETIC and out.max() < HI and
+                              all(v.__class__ is int for v in values[:1])):
+                    return out
+            except (ValueError, TypeError, OverflowError):
+                pass
+            self._all_int = False
+        get = self._map.__getitem__
         try:
-            out = np.fromiter(values, np.int64, n)
-            if n == 0 or (out.min() > _FIRST_SYNTHETIC and out.max() < HI):
-                return out
-        except (ValueError, TypeError, OverflowError):
-            pass
-        code = self.code
-        return np.fromiter(map(code, values), np.int64, n)
+            return np.fromiter(map(get, values), np.int64, n)
+        except (KeyError, TypeError):
+            for v in set(values).difference(self._map):
+                self.code(v)
+            return np.fromiter(map(get, values), np.int64, n)
 
     def label(self, c: int) -> str:
         return self.labels.get(c, str(c))
@@ -82,7 +94,6 @@ class IdCodes:
             return c
         digits = text.split()[-1] if text.split() else ""
         return int(digits) if digits.isdigit() else -1
-
 
 class NameTable:
     """Event names -> builder name ids, with cached per-name classification."""
@@ -130,7 +141,9 @@ class NameTable:
         """Collective kernels (NCCL/RCCL...); classified on first use per name."""
         flags = self._coll[ids]
         for i in np.unique(ids[flags < 0]).tolist():
-            self._coll[i] = is_collective(self._names[i])
+            name = self._names[i]
+            low = name.lower()  # cheap necessary condition before the shared regex
+            self._coll[i] = any(w in low for w in _COLLECTIVE_HINTS) and is_collective(name)
         return self._coll[ids] == 1
 
     def copy_kinds(self, ids: np.ndarray) -> np.ndarray:

@@ -10,7 +10,6 @@ named and created in the builder by :mod:`chrome_lanes` once the whole file
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from operator import attrgetter
@@ -49,7 +48,6 @@ LAUNCH_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
 _DEV_OR_RUNTIME = np.array([int(k) for k in (*DEVICE_KINDS, Kind.SYNC, Kind.RUNTIME)], np.int8)
 _ANN_CATS = {"gpu_user_annotation"}
 _MEMORY_NAME = "[memory]"
-_FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*-?\d+\.')
 
 
 class _RuntimeArgs(msgspec.Struct, gc=False):
@@ -99,6 +97,7 @@ _A_CORR, _A_CORR2 = attrgetter("correlation"), attrgetter("correlation_id")
 _A_DEVICE, _A_STREAM = attrgetter("device"), attrgetter("stream")
 _A_BYTES, _A_BYTES2 = attrgetter("nbytes"), attrgetter("nbytes2")
 _ID, _BP = attrgetter("id"), attrgetter("bp")
+_A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
 
 
 @dataclass
@@ -165,6 +164,26 @@ def _int_or(values: list, default: int) -> np.ndarray:
     return out
 
 
+def _has_fraction(ts: np.ndarray) -> bool:
+    """Whether these µs stamps were written with decimals.
+
+    Below 2**52 µs (the year 2112) a written fraction almost never rounds to a
+    whole float; one per piece is enough to switch the piece to exact parsing.
+    """
+    return bool((ts != np.floor(ts)).any())
+
+
+def _float_or_nan(values: list) -> np.ndarray:
+    """Finite numbers as float64; None, text, bools and non-finite values -> NaN."""
+    try:
+        out = np.fromiter(values, np.float64, len(values))
+        if not any(v.__class__ is bool or v.__class__ is str for v in values):
+            return np.where(np.isfinite(out), out, np.nan)
+    except (ValueError, TypeError, OverflowError):
+        pass
+    return np.array([float(v) if _is_number(v) else np.nan for v in values], np.float64)
+
+
 def ns_exact(v) -> int | None:
     """A ``ts`` as written in the file (int or decimal text, in µs) -> int ns."""
     if isinstance(v, int):
@@ -194,6 +213,7 @@ class FileReader:
         self.data = FileData(Path(path))
         self._memory_id = names.id(_MEMORY_NAME)
         self._ann_codes: np.ndarray = np.zeros(0, np.int32)
+        self._n_cats = 0
 
     # -- driver -----------------------------------------------------------------
     def read(self, progress: Progress, lo: float = 0.0, hi: float = 1.0) -> FileData:
@@ -214,6 +234,13 @@ class FileReader:
         if n:
             self.report.skip(reason, n)
 
+    def _skip_ts(self, mask: np.ndarray, ts: np.ndarray) -> None:
+        """Events in ``mask`` had no usable ts: missing (NaN) or out of range."""
+        if mask.any():
+            nan = np.isnan(ts)
+            self._skip(mask & nan, "missing ts")
+            self._skip(mask & ~nan, "ts out of range")
+
     # -- one piece --------------------------------------------------------------
     def _piece(self, piece: Piece) -> None:
         evs = piece.events
@@ -228,19 +255,20 @@ class FileReader:
         ns, ts_ok = self._times(ts, piece)
         name = self.names.ids(list(map(_NAME, evs)))
         cat = self.cats.codes(list(map(_CAT, evs)))
-        if len(self.cats.names) != len(self._ann_codes) or not len(self._ann_codes):
+        if len(self.cats.names) != self._n_cats:
+            self._n_cats = len(self.cats.names)
             self._ann_codes = np.array(self.cats.codes_of(_ANN_CATS), np.int32)
         ids = self.data.ids
         pid = ids.codes(list(map(_PID, evs)))
         tid = ids.codes(list(map(_TID, evs)))
         raws = list(map(_ARGS, evs))
-        cols = _Cols(evs, ph, ns, ts_ok, name, cat, pid, tid, raws, piece)
+        cols = _Cols(evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws, piece)
 
         inst = (ph == I1) | (ph == I2)
         mem = inst & (name == self._memory_id)
         x = ph == X
         slice_ok = self._check_x(x, ts_ok, evs, cols) | (inst & ~mem & ts_ok)
-        self._skip((inst | mem) & ~ts_ok, "instant event without valid ts")
+        self._skip_ts(inst & ~ts_ok, ts)
         self._slices(cols, np.flatnonzero(slice_ok), inst)
         other = ~(x | inst)
         if other.any():
@@ -256,7 +284,7 @@ class FileReader:
         elif ok.any():
             ns[ok] = _to_ns(ts[ok])
         big = ok & (np.abs(ts) >= EXACT_ABOVE)
-        if piece.text is not None and big.any() and _FRACTIONAL_TS.search(piece.text):
+        if piece.text is not None and big.any() and _has_fraction(ts[big]):
             written = exact_ts_strings(piece.text)
             for i in np.flatnonzero(big).tolist():
                 v = ns_exact(written[i])
@@ -269,11 +297,7 @@ class FileReader:
         if not x.any():
             return x
         dur = np.fromiter(map(_DUR, evs), np.float64, len(evs))
-        bad_ts = x & ~ts_ok
-        if bad_ts.any():
-            ts = np.fromiter(map(_TS, evs), np.float64, len(evs))[bad_ts]
-            self._skip(np.isnan(ts), "missing ts")
-            self._skip(~np.isnan(ts), "ts out of range")
+        self._skip_ts(x & ~ts_ok, cols.ts)
         xs = x & ts_ok
         missing = xs & np.isnan(dur)
         negative = xs & (dur < 0)
@@ -416,8 +440,7 @@ class FileReader:
                 reason = f"unsupported phase {sample!r}" if code else "bad phase value"
                 self._skip(unknown & (ph == code), reason)
         timed = other & ~unknown & (ph != M)
-        self._skip(timed & ~c.ts_ok & np.isnan(c.ts_raw()), "missing ts")
-        self._skip(timed & ~c.ts_ok & ~np.isnan(c.ts_raw()), "ts out of range")
+        self._skip_ts(timed & ~c.ts_ok, c.ts)
         ok = timed & c.ts_ok
         flows = ok & ((ph == FLOW_S) | (ph == FLOW_T) | (ph == FLOW_F))
         if flows.any():
@@ -484,8 +507,8 @@ class FileReader:
         args = _decode_batch([c.raws[i] for i in idx.tolist()], _MEM_ARGS)
         dev_type = _int_or([a.dev_type for a in args], -1)
         dev_id = _int_or([a.dev_id for a in args], -1)
-        total = np.array([float(a.total) if _is_number(a.total) else np.nan for a in args])
-        delta = np.array([float(a.delta) if _is_number(a.delta) else np.nan for a in args])
+        total = _float_or_nan(list(map(_A_TOTAL, args)))
+        delta = _float_or_nan(list(map(_A_DELTA, args)))
         bad = np.isnan(total) & np.isnan(delta)
         self._skip(bad, "memory event without byte counts")
         keep = ~bad
@@ -540,20 +563,14 @@ class FileReader:
 class _Cols:
     """The columns of one piece, shared by the phase handlers."""
 
-    __slots__ = ("evs", "ph", "ns", "ts_ok", "name", "cat", "pid", "tid", "raws", "piece",
-                 "dur", "_ts")
+    __slots__ = ("evs", "ph", "ts", "ns", "ts_ok", "name", "cat", "pid", "tid", "raws", "piece",
+                 "dur")
 
-    def __init__(self, evs, ph, ns, ts_ok, name, cat, pid, tid, raws, piece):
-        self.evs, self.ph, self.ns, self.ts_ok = evs, ph, ns, ts_ok
+    def __init__(self, evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws, piece):
+        self.evs, self.ph, self.ts, self.ns, self.ts_ok = evs, ph, ts, ns, ts_ok
         self.name, self.cat, self.pid, self.tid = name, cat, pid, tid
         self.raws, self.piece = raws, piece
         self.dur = None
-        self._ts = None
-
-    def ts_raw(self) -> np.ndarray:
-        if self._ts is None:
-            self._ts = np.fromiter(map(_TS, self.evs), np.float64, len(self.evs))
-        return self._ts
 
 
 def _is_number(v) -> bool:
