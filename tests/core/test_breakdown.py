@@ -434,3 +434,105 @@ def test_host_bytes_follow_launch_flows():
     assert bd.host.column("sync")[0] == 50 and bd.host.column("memcpy")[0] == 50
     dev = dict(zip(DEVICE_CATEGORIES, bd.bytes("device")[0].tolist()))
     assert dev["memcpy_h2d"] == 4096 and dev["memcpy_d2h"] == 8
+
+
+# -- main thread: traced ops beat sampled stacks ----------------------------------------------
+def _two_lane_trace(traced_kind):
+    """One process: a traced thread (3 slices of ``traced_kind``) and a py-spy-style lane
+    of 50 sampled Python frames, marked in ``meta.extra`` but not by name."""
+    b = TraceBuilder("synth", "test")
+    traced = b.lane(("cpu", 1, 1), "thread 1", LaneKind.CPU, "proc", pid=1, tid=1)
+    sampled = b.lane(("spl", 1, 2), "MainThread 0x7f", LaneKind.CPU, "samples", pid=1, tid=2)
+    b.meta.extra["sampled_lanes"] = [sampled]
+    b.add_slices([0, 300, 600], [200, 200, 200], traced, ["aten::mm", "x", "y"],
+                 kind=traced_kind)
+    b.add_slices(np.arange(50) * 20, [15] * 50, sampled, ["train (t.py:3)"] * 50,
+                 kind=Kind.PYTHON)
+    return b.finish(), traced, sampled
+
+
+def test_main_thread_prefers_traced_ops_over_sampled_stacks():
+    trace, traced, sampled = _two_lane_trace(Kind.CPU_OP)
+    bd = compute_breakdown(trace, _iters([0], [1000]))
+    assert bd.host.lane == traced
+    assert sampled not in bd.host.helper_lanes  # samples never fill the main thread's gaps
+    assert bd.host.column("forward")[0] == 600
+
+
+def test_sampled_lane_is_main_thread_when_nothing_is_traced():
+    trace, traced, sampled = _two_lane_trace(Kind.OTHER)
+    bd = compute_breakdown(trace, _iters([0], [1000]))
+    assert bd.host.lane == sampled
+
+
+def test_recording_with_kineto_and_pyspy_picks_the_kineto_thread(data_dir):
+    from sofa_gui.core.analysis.iterations import detect_iterations
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(data_dir / "recording-torch-pyspy")
+    (pyspy,) = trace.meta.extra["sampled_lanes"]
+    assert trace.lanes.name[pyspy].startswith("py-spy")
+    s = trace.slices
+    assert (s.kind[s.lane == pyspy] == int(Kind.PYTHON)).all()
+    # the py-spy lane has more framework-like slices than the traced thread ...
+    assert (s.lane == pyspy).sum() > (s.lane == s.lane[s.kind == int(Kind.CPU_OP)][0]).sum()
+    bd = compute_breakdown(trace, detect_iterations(trace))
+    main = bd.host.lane
+    # ... yet the main thread is the Kineto thread with the traced ops
+    assert main != pyspy and pyspy not in bd.host.helper_lanes
+    assert (s.kind[s.lane == main] == int(Kind.CPU_OP)).sum() > 1000
+    assert bd.host.column("forward").sum() + bd.host.column("backward").sum() > 0
+
+
+# -- multi-rank on real data: an independent count from the JSON files ----------------------
+def _rank_file_counts(path):
+    """Per step of one rank file, from plain json: window, busy, communication, overlap (ns)."""
+    ev = _json_events(path)
+    def ns(e):  # epoch µs * 1000 exceeds float precision: scale the integer part exactly
+        start = int(e["ts"]) * 1000 + round((e["ts"] - int(e["ts"])) * 1000)
+        return start, start + round(e["dur"] * 1000)
+
+    wins = sorted(list(ns(e)) for e in ev
+                  if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#"))
+    for a, b in zip(wins, wins[1:]):
+        a[1] = min(a[1], b[0])
+    dev = [(*ns(e), e["cat"], e["name"]) for e in ev if e.get("ph") == "X"
+           and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    comm = _merge([(s, e) for s, e, c, n in dev if c == "kernel" and "nccl" in n.lower()])
+    comp = _merge([(s, e) for s, e, c, n in dev if c == "kernel" and "nccl" not in n.lower()])
+    work = _merge([(s, e) for s, e, c, n in dev])
+    out = []
+    for lo, hi in wins:
+        c, ov = _clip_len(comm, lo, hi), _overlap_len(comm, comp, lo, hi)
+        # own work: device busy minus exposed communication
+        out.append({"dur": hi - lo, "comm": c, "overlap": ov,
+                    "busy": _clip_len(work, lo, hi) - (c - ov)})
+    return out
+
+
+def test_real_two_ranks_per_rank_times_straggler_and_overlap(data_dir):
+    from sofa_gui.core.analysis.iterations import detect_iterations
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(data_dir / "ranks")
+    bd = compute_breakdown(trace, detect_iterations(trace))
+    r = bd.ranks
+    assert r.ranks == [0, 1] and r.durations.shape == (2, 2)
+    want = [_rank_file_counts(data_dir / "ranks" / f"sampled_rank-{k}.json.gz") for k in (0, 1)]
+    for k in (0, 1):
+        for i in (0, 1):
+            w = want[k][i]
+            assert abs(int(r.durations[k, i]) - w["dur"]) <= US
+            assert abs(int(r.comm_total[k, i]) - w["comm"]) <= US
+            assert abs(int(r.comm_overlap[k, i]) - w["overlap"]) <= US
+            assert abs(int(r.busy[k, i]) - w["busy"]) <= US
+    busy = np.array([[w["busy"] for w in want[k]] for k in (0, 1)])
+    assert r.straggler.tolist() == np.argmax(busy, axis=0).tolist()
+    assert r.straggler.tolist() == [1, 1]  # rank 1 works ~30 ms more per step
+    assert 0 < r.overlap_fraction()[0] < r.overlap_fraction()[1] < 0.5
+    d = bd.to_dict()["ranks"]
+    assert d["iteration_us"]["1"] == [want[1][i]["dur"] / 1000 for i in (0, 1)]
+    assert d["communication_overlap_us"]["0"][0] == pytest.approx(want[0][0]["overlap"] / 1000,
+                                                                  abs=1)
+    assert d["overlap_fraction"]["1"] == round(float(r.overlap_fraction()[1]), 4)
+    assert d["straggler"] == [1, 1] and len(d["slowest_iteration_rank"]) == 2

@@ -77,15 +77,20 @@ class HostBreakdown:
 
 
 def main_thread(trace: Trace, cpu_lanes: np.ndarray) -> int:
-    """The lane that drives the training loop: most step markers, then most framework slices."""
+    """The lane that drives the training loop: most step markers, then traced ops and
+    runtime calls (a profiler's record of the loop beats py-spy's sampled stacks of the
+    same thread, which have more slices), then most framework slices."""
     s = trace.slices
     n_lanes = len(trace.lanes)
     steps = np.bincount(s.lane[np.isin(s.name, R.step_marker_ids(trace))], minlength=n_lanes)
     fw = np.isin(s.kind, [int(Kind.CPU_OP), int(Kind.RUNTIME), int(Kind.PYTHON)])
     framework = np.bincount(s.lane[fw], minlength=n_lanes)
+    ops = np.bincount(s.lane[np.isin(s.kind, [int(Kind.CPU_OP), int(Kind.RUNTIME)])],
+                      minlength=n_lanes)
+    traced = np.where(R.sampled_lanes(trace), 0, ops)
     anything = np.bincount(s.lane, minlength=n_lanes)
     best = max(cpu_lanes.tolist(),
-               key=lambda ln: (steps[ln], framework[ln], anything[ln], -ln))
+               key=lambda ln: (steps[ln], traced[ln], framework[ln], anything[ln], -ln))
     return int(best)
 
 
@@ -149,9 +154,12 @@ def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:
 
 
 def _helper_lanes(trace: Trace, cpu: np.ndarray, main: int) -> list[int]:
-    """Other threads of the main thread's process (autograd engine threads)."""
+    """Other traced threads of the main thread's process (autograd engine threads);
+    sampled stacks of the same process are not (they would count its time twice)."""
     pid = trace.lanes.pid[main]
-    return [int(ln) for ln in cpu if ln != main and trace.lanes.pid[ln] == pid]
+    sampled = R.sampled_lanes(trace)
+    return [int(ln) for ln in cpu
+            if ln != main and trace.lanes.pid[ln] == pid and not sampled[ln]]
 
 
 def window_of(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:

@@ -96,6 +96,31 @@ def _readback_calls(trace: Trace) -> np.ndarray:
     return _cached(trace, "_readback", build)
 
 
+#: ``meta.extra`` key under which importers list lanes of sampled stacks (the recording
+#: importer's py-spy lanes); older cached recordings are recognised by their lane names.
+SAMPLED_LANES = "sampled_lanes"
+_SAMPLED_NAME = re.compile(r"^py-spy\b")
+
+
+def sampled_lanes(trace: Trace) -> np.ndarray:
+    """Per lane: True where the slices are stack samples (py-spy), not traced calls.
+
+    Sampled stacks say where time went statistically; they have no runtime calls,
+    no ops and no exact edges, so they never stand in for a traced main thread.
+    """
+    def build():
+        lanes = trace.lanes
+        out = np.zeros(len(lanes), bool)
+        listed = [int(i) for i in trace.meta.extra.get(SAMPLED_LANES) or []
+                  if isinstance(i, int) and 0 <= i < len(lanes)]
+        out[listed] = True
+        for i, (name, group) in enumerate(zip(lanes.name, lanes.group)):
+            if _SAMPLED_NAME.match(name) or _SAMPLED_NAME.match(group):
+                out[i] = True
+        return out
+    return _cached(trace, "_sampled_lanes", build)
+
+
 def step_marker_ids(trace: Trace) -> np.ndarray:
     """Name ids of ``ProfilerStep#N`` annotations."""
     return _cached(trace, "_step_ids", lambda: trace.name_ids(_STEP_MARKER.match))

@@ -38,6 +38,9 @@ PROCESSES_PARTS = "processes"
 OUTPUT_LOG = "output.log"
 TORCH_DIR = "torch"
 PYSPY_PATH = "pyspy/pyspy.json"
+#: ``meta.extra`` key: lane ids whose slices are sampled stacks (py-spy), not traced
+#: calls; the breakdown never takes them for the main thread when traced ops exist.
+SAMPLED_LANES = "sampled_lanes"
 
 #: Display order of counter lanes (top to bottom), by lane-name prefix.
 _LANE_ORDER = ["CPU", "CPU cores", "Memory", "Disk I/O", "Network", "Context switches",
@@ -430,6 +433,9 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
         b.rename_lane(lane_id, name=f"py-spy {threads.get((pid, tid), f'thread {tid}')}",
                       group=f"py-spy: {_short_cmd(procs[pid])} [{pid}]" if pid in procs
                       else None)
+    # Marker for the analyses: these lanes hold stack samples, not traced calls.
+    sampled = b.meta.extra.setdefault(SAMPLED_LANES, [])
+    sampled.extend(sorted(set(out["lane"]) - set(sampled)))
     if out["start"]:
         b.add_slices(out["start"], out["dur"], out["lane"], out["name"], kind=Kind.PYTHON)
 
