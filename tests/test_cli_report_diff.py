@@ -78,3 +78,28 @@ def test_analyze_json_fills_item_breakdowns(capsys):
     assert item["breakdown"]["host_data_loading"] > 50_000
     assert doc["findings"][0]["id"] == "input_pipeline_bound"
     assert doc["breakdown"]["devices"][0]["copies"]["h2d"]["pageable_bytes"] > 0
+
+
+RANK_KEYS = {"ranks", "iteration_us", "median_iteration_us", "busy_us", "communication_us",
+             "communication_total_us", "communication_overlap_us", "overlap_fraction",
+             "straggler", "straggler_lag_us", "slowest_iteration_rank"}
+
+
+def test_analyze_rank_folder_json_and_text_show_ranks(data_dir, capsys):
+    folder = str(data_dir / "ranks")
+    assert main(["analyze", folder, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["breakdown"]["ranks"]
+    assert set(r) == RANK_KEYS and r["ranks"] == [0, 1]
+    for rank in ("0", "1"):
+        assert len(r["iteration_us"][rank]) == 2
+        tot, ov = r["communication_total_us"][rank], r["communication_overlap_us"][rank]
+        exposed = r["communication_us"][rank]
+        assert all(abs(t - o - e) <= 1 for t, o, e in zip(tot, ov, exposed))
+        assert r["overlap_fraction"][rank] == pytest.approx(sum(ov) / sum(tot), abs=1e-4)
+    assert r["straggler"] == [1, 1]
+    assert main(["analyze", folder]) == 0
+    out = capsys.readouterr().out
+    assert "rank 0: iterations 607 ms, 623 ms" in out
+    assert "rank 1: iterations 608 ms, 631 ms" in out
+    assert re.search(r"rank 0: .*communication 198 ms/iteration, 15% overlapped", out)
+    assert "straggler (most busy rank) per iteration: 0: rank 1" in out

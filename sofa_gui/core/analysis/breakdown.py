@@ -325,23 +325,25 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
     real = [r for r in ranks if r >= 0]
     if len(real) < 2:
         return None
-    durs, busy, comm = [], [], []
+    durs, busy, comm, total, overlap = [], [], [], [], []
     for r in real:
         ws, we = windows[r]
         durs.append(we - ws)
+        zero = np.zeros(len(ws), np.int64)
         dev = [d for d in devices if d.rank == r]
-        if dev:
+        if dev:  # the rank's busiest device (devices are sorted busiest first)
             d = dev[0]
             busy.append(d.busy - d.column("communication"))
             comm.append(d.column("communication"))
-        elif r in hosts:
-            h = hosts[r]
-            busy.append(h.times.sum(axis=1) - h.column("other"))
-            comm.append(np.zeros(len(ws), np.int64))
-        else:
-            busy.append(np.zeros(len(ws), np.int64))
-            comm.append(np.zeros(len(ws), np.int64))
-    return rank_stats(real, durs, busy, comm)
+            total.append(d.comm_total)
+            overlap.append(d.comm_overlap)
+            continue
+        h = hosts.get(r)
+        busy.append(h.times.sum(axis=1) - h.column("other") if h is not None else zero)
+        comm.append(zero)
+        total.append(zero)
+        overlap.append(zero)
+    return rank_stats(real, durs, busy, comm, total, overlap)
 
 
 def _counter_summaries(trace: Trace, ws: np.ndarray, we: np.ndarray) -> list[CounterSummary]:

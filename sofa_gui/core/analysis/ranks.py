@@ -41,13 +41,24 @@ def rank_windows(trace: Trace, iters: Iterations, rank: int,
 
 @dataclass
 class RankStats:
-    """Per rank (rows, in ``ranks`` order) and iteration (columns).
+    """Per rank (rows, in ``ranks`` order) and iteration (columns), ns.
 
-    ``busy`` is the rank's own work: device time not idle and not exposed
-    communication (host non-``other`` time on CPU-only ranks).  In synchronous
-    data parallelism every rank waits for the slowest at each collective, so
-    the rank with the most busy time is the iteration's straggler; ``lag`` is
-    how much longer it worked than the median rank.
+    ``durations`` are each rank's own iteration windows (its own step annotations when
+    they carry the same labels).  ``busy`` is the rank's own work: device time not
+    idle and not exposed communication (host non-``other`` time on CPU-only ranks).
+    In synchronous data parallelism every rank waits for the slowest at each
+    collective, so the rank with the most busy time is the iteration's straggler;
+    ``lag`` is how much longer it worked than the median rank.  ``comm`` is exposed
+    communication (not hidden behind compute), ``comm_total`` all collective time
+    (union) and ``comm_overlap`` the part of it hidden behind compute kernels.
+
+    JSON (``breakdown.ranks`` of ``sofa-gui analyze --json``; µs, lists per iteration,
+    dicts keyed by the rank as a string): ``ranks``, ``iteration_us``,
+    ``median_iteration_us``, ``busy_us``, ``communication_us`` (exposed),
+    ``communication_total_us``, ``communication_overlap_us``, ``overlap_fraction``
+    (per rank, over all iterations), ``straggler`` (rank per iteration),
+    ``straggler_lag_us``, ``slowest_iteration_rank`` (rank with the longest own
+    iteration window, per iteration).
     """
 
     ranks: list[int]
@@ -56,23 +67,50 @@ class RankStats:
     comm: np.ndarray  # (n_ranks, n_iter) ns exposed communication
     straggler: np.ndarray  # (n_iter,) rank id
     lag: np.ndarray  # (n_iter,) ns
+    comm_total: np.ndarray | None = None  # (n_ranks, n_iter) ns, all communication
+    comm_overlap: np.ndarray | None = None  # (n_ranks, n_iter) ns hidden behind compute
+
+    def __post_init__(self):
+        if self.comm_total is None:
+            self.comm_total = self.comm.copy()
+        if self.comm_overlap is None:
+            self.comm_overlap = np.zeros_like(self.comm)
+
+    def overlap_fraction(self) -> np.ndarray:
+        """Per rank: share of all its communication hidden behind compute (0 if none)."""
+        tot = self.comm_total.sum(axis=1).astype(np.float64)
+        ov = self.comm_overlap.sum(axis=1).astype(np.float64)
+        return np.divide(ov, tot, out=np.zeros_like(tot), where=tot > 0)
+
+    @property
+    def slowest(self) -> np.ndarray:
+        """Per iteration: the rank whose own iteration window is longest."""
+        return np.array(self.ranks)[np.argmax(self.durations, axis=0)]
 
     def to_dict(self) -> dict:
+        def per_rank(a):
+            return {str(r): [us(v) for v in row] for r, row in zip(self.ranks, a.tolist())}
+
         return {
             "ranks": list(self.ranks),
-            "iteration_us": {str(r): [us(v) for v in row] for r, row in
-                             zip(self.ranks, self.durations.tolist())},
-            "busy_us": {str(r): [us(v) for v in row] for r, row in
-                        zip(self.ranks, self.busy.tolist())},
-            "communication_us": {str(r): [us(v) for v in row] for r, row in
-                                 zip(self.ranks, self.comm.tolist())},
+            "iteration_us": per_rank(self.durations),
+            "median_iteration_us": {str(r): us(float(np.median(row))) for r, row in
+                                    zip(self.ranks, self.durations.tolist())},
+            "busy_us": per_rank(self.busy),
+            "communication_us": per_rank(self.comm),
+            "communication_total_us": per_rank(self.comm_total),
+            "communication_overlap_us": per_rank(self.comm_overlap),
+            "overlap_fraction": {str(r): round(float(f), 4) for r, f in
+                                 zip(self.ranks, self.overlap_fraction())},
             "straggler": [int(r) for r in self.straggler],
             "straggler_lag_us": [us(v) for v in self.lag],
+            "slowest_iteration_rank": [int(r) for r in self.slowest],
         }
 
 
 def rank_stats(ranks: list[int], durations: list[np.ndarray], busy: list[np.ndarray],
-               comm: list[np.ndarray]) -> RankStats | None:
+               comm: list[np.ndarray], comm_total: list[np.ndarray] | None = None,
+               comm_overlap: list[np.ndarray] | None = None) -> RankStats | None:
     """Stack per-rank rows; None for fewer than two ranks."""
     if len(ranks) < 2:
         return None
@@ -82,4 +120,6 @@ def rank_stats(ranks: list[int], durations: list[np.ndarray], busy: list[np.ndar
     worst = np.argmax(b, axis=0)
     lag = b.max(axis=0) - np.median(b, axis=0)
     return RankStats(list(ranks), d, b, c, np.array(ranks)[worst],
-                     np.rint(lag).astype(np.int64))
+                     np.rint(lag).astype(np.int64),
+                     np.vstack(comm_total) if comm_total is not None else None,
+                     np.vstack(comm_overlap) if comm_overlap is not None else None)

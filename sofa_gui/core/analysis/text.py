@@ -13,6 +13,7 @@ from .results import Finding, us
 
 BAR = 24
 MAX_COUNTERS = 8
+MAX_RANK_ITERATIONS = 12
 
 
 def analysis_text(trace: Trace, analysis) -> list[str]:
@@ -103,13 +104,23 @@ def _comm(d) -> list[str]:
 
 def _ranks(bd: TraceBreakdown) -> list[str]:
     r = bd.ranks
-    lines = ["  Ranks (median iteration time, median busy time):"]
+    n = r.durations.shape[1]
+    shown = min(n, MAX_RANK_ITERATIONS)
+    lines = [f"  Ranks ({len(r.ranks)}): own iteration times, busy (median), communication "
+             f"overlapped with compute"]
+    overlap = r.overlap_fraction()
     for k, rank in enumerate(r.ranks):
-        lines.append(f"    rank {rank}: {fmt_ns(np.median(r.durations[k]))}, busy "
-                     f"{fmt_ns(np.median(r.busy[k]))}")
-    lines.append("    slowest rank per iteration: "
-                 + ", ".join(f"{i}:{int(s)} (+{fmt_ns(lag)})"
-                             for i, (s, lag) in enumerate(zip(r.straggler, r.lag))))
+        its = ", ".join(fmt_ns(v) for v in r.durations[k, :shown].tolist())
+        more = f", ... ({n} in all)" if n > shown else ""
+        total = int(r.comm_total[k].sum())
+        comm = (f"; communication {fmt_ns(total / max(n, 1))}/iteration, "
+                f"{overlap[k]:.0%} overlapped" if total else "; no communication")
+        lines.append(f"    rank {rank}: iterations {its}{more}; busy "
+                     f"{fmt_ns(np.median(r.busy[k]))}{comm}")
+    lines.append("    straggler (most busy rank) per iteration: "
+                 + ", ".join(f"{i}: rank {int(s)} (+{fmt_ns(lag)})"
+                             for i, (s, lag) in enumerate(zip(r.straggler[:shown],
+                                                              r.lag[:shown]))))
     return lines
 
 
