@@ -15,7 +15,8 @@ from sofa_gui.core.trace import CopyKind, Kind, LaneKind
 US = 1000
 DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 ALL_IDS = {"input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bound",
-           "synchronization_stalls", "communication_bound", "compute_bound", "iteration_jitter"}
+           "synchronization_stalls", "communication_bound", "compute_bound", "iteration_jitter",
+           "cpu_contention", "cpu_bound"}
 
 
 def _iters(starts, ends):
@@ -270,3 +271,191 @@ def test_resnet_num_workers_0_is_input_bound_and_4_is_not():
         assert f.evidence and f.fixes
         for e in f.evidence:
             assert e.start_ns <= e.end_ns and all(0 <= ln < len(t0.lanes) for ln in e.lanes)
+
+
+# -- counters as evidence where no device trace exists ---------------------------------------
+MS = 1_000_000
+PERIOD = 100 * MS
+
+
+def _counter_run(cores, gpu=None, proc=None, device_kernels=False, host_dl=False):
+    """Counters only (recorder names): ``cores`` is (n_cores, n_samples) %, ``gpu`` and
+    ``proc`` one value per sample; analysed as one iteration over all samples."""
+    cores = np.asarray(cores, float)
+    n = cores.shape[1]
+    t = np.arange(n) * PERIOD
+    b = TraceBuilder("synth", "test")
+    core_lane = b.lane(("cores",), "CPU cores", LaneKind.COUNTER, "Host")
+    for i, row in enumerate(cores):
+        b.add_counter(f"CPU{i} util %", "%", core_lane, t, row)
+    lanes = {"cores": core_lane}
+    if gpu is not None:
+        lanes["gpu"] = b.lane(("gpu",), "GPU0 utilization", LaneKind.COUNTER, "GPU 0", device=0)
+        b.add_counter("GPU0 SM util %", "%", lanes["gpu"], t, np.asarray(gpu, float))
+    if proc is not None:
+        lanes["proc"] = b.lane(("proc",), "Process CPU", LaneKind.COUNTER, "Processes")
+        b.add_counter("python [42] CPU %", "%", lanes["proc"], t, np.asarray(proc, float))
+    cpu = b.lane(("cpu",), "main", LaneKind.CPU, "proc", pid=42, tid=42)
+    b.add_slices([0], [1000], cpu, [DL if host_dl else "aten::empty"], kind=Kind.CPU_OP)
+    if host_dl:
+        b.add_slices([0], [n * PERIOD // 10], cpu, [DL], kind=Kind.CPU_OP)
+    if device_kernels:
+        g = b.lane(("gpu-s",), "stream 7", LaneKind.GPU, "GPU 0", device=0, stream=7)
+        b.add_slices([0], [10 * MS], g, ["gemm"], kind=Kind.KERNEL, device=0)
+    trace = b.finish()
+    iters = _iters([0], [n * PERIOD])
+    bd = compute_breakdown(trace, iters)
+    from sofa_gui.core.analysis.findings import evaluate_rules
+    return (_by_id(evaluate_rules(trace, iters, bd)), _by_id(find_bottlenecks(trace, iters, bd)),
+            lanes)
+
+
+def test_counters_gpu_starved_while_cores_saturated_is_input_bound():
+    # 20 samples: GPU 20% while all 4 cores are 95% busy; then 20 samples GPU 90%, CPU 30%
+    cores = [[95] * 20 + [30] * 20] * 4
+    gpu = [20] * 20 + [90] * 20
+    _, found, lanes = _counter_run(cores, gpu)
+    f = found["input_pipeline_bound"]
+    assert f.share == pytest.approx(20 * 0.8 / 40) and f.severity == "high"
+    assert "From utilisation counters" in f.summary
+    (ev,) = f.evidence
+    assert (ev.start_ns, ev.end_ns) == (0, 20 * PERIOD)
+    assert lanes["gpu"] in ev.lanes and lanes["cores"] in ev.lanes
+    assert "GPU0 SM at 20% while all 4 CPU cores 95% busy" in ev.label
+    assert {x.framework for x in f.fixes} >= {"pytorch", "tensorflow/jax"}
+
+
+@pytest.mark.parametrize("gpu, cpu", [(90, 95), (20, 30)])
+def test_counters_no_input_finding_when_gpu_busy_or_host_idle(gpu, cpu):
+    rules, found, _ = _counter_run([[cpu] * 30] * 4, [gpu] * 30)
+    assert "input_pipeline_bound" not in found
+    assert rules["input_pipeline_bound"].share == 0.0
+
+
+def test_counters_single_thread_process_is_cpu_bound():
+    # the process holds one core's worth on an 8-core machine for 30 of 40 samples
+    cores = [[100] * 40] + [[3] * 40] * 7
+    proc = [100] * 30 + [400] * 10
+    _, found, lanes = _counter_run(cores, proc=proc)
+    f = found["cpu_bound"]
+    assert f.share == pytest.approx(0.5 * 30 / 40) and f.severity == "high"
+    assert f.estimated_speedup == pytest.approx(1 / (1 - 0.375))
+    assert "python [42] at 100% of one core" in f.evidence[0].label
+    assert lanes["proc"] in f.evidence[0].lanes
+    assert "cpu_contention" not in found
+
+
+def test_counters_multi_threaded_process_is_not_cpu_bound():
+    rules, found, _ = _counter_run([[70] * 30] * 8, proc=[560] * 30)
+    assert "cpu_bound" not in found and rules["cpu_bound"].share == 0.0
+
+
+def test_counters_single_core_without_process_samples_like_sofa():
+    cores = [[99] * 10 + [2] * 10] + [[1] * 20] * 3
+    _, found, _ = _counter_run(cores)
+    f = found["cpu_bound"]
+    assert f.share == pytest.approx(0.25)
+    assert "one core at 99% while the other 3 cores are 1% busy" in f.evidence[0].label
+
+
+def test_counters_unused_gpu_does_not_make_an_input_finding():
+    rules, found, _ = _counter_run([[100] + [0] * 29] + [[0] * 30], gpu=[3] * 30,
+                                   proc=[100] * 30)
+    f = rules["input_pipeline_bound"]  # the host-side rule only: the GPU never reached 10%
+    assert f.share == 0.0 and "counters" not in f.summary
+    assert found["cpu_bound"].share == pytest.approx(0.5)
+
+
+def test_counters_contention_from_other_processes():
+    _, found, _ = _counter_run([[100] * 20] * 2, proc=[30] * 20)
+    f = found["cpu_contention"]
+    assert f.share == pytest.approx(0.5) and f.severity == "high"
+    assert "python [42] gets 30% of one core (15% of the busy CPU)" in f.evidence[0].label
+    _, found2, _ = _counter_run([[100] * 20] * 2, proc=[190] * 20)
+    assert "cpu_contention" not in found2  # the program itself fills the machine
+
+
+def test_counters_contention_with_a_gpu_counts_gpu_idle_time():
+    _, found, _ = _counter_run([[100] * 10] * 2, gpu=[40] * 10, proc=[30] * 10)
+    assert found["cpu_contention"].share == pytest.approx(0.6)
+    assert "input_pipeline_bound" not in found  # contention is the cause, not the input
+
+
+def test_counter_rules_stay_out_when_the_device_trace_exists():
+    rules, found, _ = _counter_run([[95] * 20] * 4, [20] * 20, proc=[100] * 20,
+                                   device_kernels=True)
+    assert not any("From utilisation counters" in f.summary for f in rules.values())
+    assert "cpu_bound" not in rules and "cpu_contention" not in rules
+
+
+def test_trace_and_counter_input_findings_merge_into_one():
+    rules, found, lanes = _counter_run([[95] * 20] * 4, [10] * 20, host_dl=True)
+    f = found["input_pipeline_bound"]
+    assert f.share == pytest.approx(0.9)  # the counters' share beats the host's 10%
+    assert any("DataLoader" in e.label for e in f.evidence)  # the trace's evidence kept
+    assert any(lanes["gpu"] in e.lanes for e in f.evidence)
+
+
+def test_sofa_demo_counters_against_an_independent_count(data_dir):
+    """SOFA demo logdir: 8 cores mostly idle, GPU0 0%: nothing fires; the single-thread
+    share equals a plain-csv count of mpstat samples with one core >= 90% and the others
+    <= 25%."""
+    import csv
+    import re
+
+    from sofa_gui.core.analysis.findings import evaluate_rules
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    folder = data_dir / "sofa-demo-sofalog"
+    per_time: dict[str, dict[int, int]] = {}
+    with open(folder / "mpstat.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            m = re.search(r"core(\d+).*?\|\s*(\d+)\|\s*(\d+)\|\s*(\d+)\|\s*(\d+)\|\s*(\d+)\|",
+                          row["name"])
+            core, usr, sys_, _, _, irq = map(int, m.groups())
+            per_time.setdefault(row["timestamp"], {})[core] = usr + sys_ + irq
+    flagged = 0
+    for cores in per_time.values():
+        v = sorted(cores.values())
+        flagged += v[-1] >= 90 and sum(v[:-1]) / (len(v) - 1) <= 25
+    with open(folder / "nvsmi_trace.csv", newline="") as fh:
+        assert max(float(r["duration"]) for r in csv.DictReader(fh)) < 10  # GPU unused
+
+    trace = load_trace(folder)
+    a = analyze(trace)
+    rules = _by_id(evaluate_rules(trace, a.iterations, a.breakdown))
+    assert flagged == 1 and len(per_time) == 31
+    assert rules["cpu_bound"].share == pytest.approx(0.5 * flagged / len(per_time), abs=1e-3)
+    assert rules["cpu_bound"].severity == "none"
+    assert "input_pipeline_bound" not in rules or rules["input_pipeline_bound"].share == 0
+    assert not {"cpu_bound", "cpu_contention", "input_pipeline_bound"} & set(_by_id(a.findings))
+
+
+def test_recording_counters_show_contention(data_dir):
+    """The fixture was recorded on a shared 2-core VM: both cores 100% busy while the
+    training process got about a third of one core. Checked with pyarrow on the raw files."""
+    import pyarrow.parquet as pq
+
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    folder = data_dir / "recording-torch-pyspy"
+    trace = load_trace(folder)
+    a = analyze(trace)
+    lo, hi = int(a.breakdown.starts[0]), int(a.breakdown.ends[-1])
+    c = pq.read_table(folder / "counters.parquet").to_pydict()
+    busy = {}
+    for t, s, v in zip(c["time_ns"], c["series"], c["value"]):
+        if s.startswith("CPU") and s.endswith(" util %") and lo - PERIOD < t < hi:
+            busy.setdefault(t, []).append(v)
+    p = pq.read_table(folder / "processes.parquet").to_pydict()
+    proc = [v for t, v in zip(p["since_ns"], p["cpu_percent"]) if lo - PERIOD < t < hi]
+    assert busy and proc
+    assert min(sum(v) / len(v) for v in busy.values()) >= 90
+    assert max(proc) < 0.5 * 100 * 2
+    f = _by_id(a.findings)["cpu_contention"]
+    assert f.share == pytest.approx(0.5) and f.severity == "high"
+    assert f.evidence and f.evidence[0].iteration is not None
+    names = [trace.lanes.name[ln] for ln in f.evidence[0].lanes]
+    assert "Process CPU" in names and "CPU cores" in names

@@ -25,6 +25,10 @@ compute_bound                     50 %      80 %   TB plugin (GPU utilisation < 
                                                    device-bound); applied to compute share
 iteration_jitter                  5 %       20 %   same grading as input-bound, on the time lost
                                                    to iterations slower than the median
+cpu_contention                    5 %       20 %   same grading; from counters only (other
+                                                   processes hold a saturated CPU)
+cpu_bound                         5 %       20 %   same grading; from counters only (one thread
+                                                   pegged, the other cores idle)
 ================================  ========  =====  ============================================
 
 Device-side shares come from disjoint breakdown categories: input = ``idle_input``;
@@ -34,6 +38,12 @@ copies = ``memcpy_h2d`` + ``memcpy_d2h`` + ``idle_copy``; launch = ``idle_launch
 kernels ran 2x faster (the usual FP32 -> mixed-precision / tensor-core gain),
 i.e. half the compute share.  ``iteration_jitter``'s share is the time lost to
 iterations slower than the median.  No finding is emitted without evidence.
+
+Runs without a device trace are also judged from their utilisation counters
+(GPU SM %, per-core CPU %, process CPU %): see :mod:`.counter_findings` for
+``input_pipeline_bound`` (GPU starved while the host is busy), ``cpu_contention``
+and ``cpu_bound``.  When a trace rule and a counter rule name the same id, the
+larger share is kept and the other's evidence is appended.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ THRESHOLDS = {
     "communication_bound": (0.10, 0.20),
     "compute_bound": (0.50, 0.80),
     "iteration_jitter": (0.05, 0.20),
+    "cpu_contention": (0.05, 0.20),
+    "cpu_bound": (0.05, 0.20),
 }
 #: Assumed compute speed-up behind the compute_bound estimate.
 COMPUTE_GAIN = 2.0
@@ -92,8 +104,30 @@ def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown)
 def evaluate_rules(trace: Trace, iters: Iterations, breakdown: TraceBreakdown) -> list[Finding]:
     """Every rule that applies, including those below threshold (severity ``"none"``);
     used by the diff to follow a share across runs."""
+    from .counter_findings import counter_rules
+
     ctx = _Ctx(trace, iters, breakdown)
-    return [f for f in (rule(ctx) for rule in RULES) if f is not None]
+    found = [f for f in (rule(ctx) for rule in RULES) if f is not None]
+    return _merge_same_id(found + counter_rules(ctx))
+
+
+def _merge_same_id(found: list[Finding]) -> list[Finding]:
+    """One finding per id: the larger share wins (above-threshold first) and carries the
+    other's evidence after its own."""
+    out: dict[str, Finding] = {}
+    for f in found:
+        g = out.get(f.id)
+        if g is None:
+            out[f.id] = f
+            continue
+        win, lose = (f, g) if _rank(f) > _rank(g) else (g, f)
+        win.evidence = (win.evidence + lose.evidence)[:MAX_EVIDENCE]
+        out[f.id] = win
+    return list(out.values())
+
+
+def _rank(f: Finding) -> tuple[bool, float]:
+    return f.severity != BELOW and bool(f.evidence), f.share
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -92,6 +92,32 @@ FIXES: dict[str, list[Fix]] = {
                  "jitted function first); keep tf.data autotuning stable with a fixed "
                  "ram_budget and prefetch."),
     ],
+    "cpu_contention": [
+        Fix(_ANY, "Run on a machine (or CPU set) of its own: other jobs hold the cores; check "
+                  "them with top/htop, pin this job with taskset / cgroup cpusets or a "
+                  "dedicated node in the scheduler (Slurm --exclusive, Kubernetes CPU requests "
+                  "equal to limits)."),
+        Fix(_PT, "Avoid oversubscribing the cores yourself: torch.set_num_threads(n) / "
+                 "OMP_NUM_THREADS so intra-op threads x DataLoader workers x processes per "
+                 "node stays at or below the core count."),
+        Fix(_TF, "Bound TensorFlow's thread pools (tf.config.threading."
+                 "set_intra_op_parallelism_threads / set_inter_op_parallelism_threads) and "
+                 "tf.data's (options.threading.private_threadpool_size) to the cores you own; "
+                 "JAX: XLA_FLAGS=--xla_cpu_multi_thread_eigen=false on shared hosts."),
+    ],
+    "cpu_bound": [
+        Fix(_PT, "Spread the host work over processes: DataLoader(num_workers=N, "
+                 "persistent_workers=True) for loading and augmentation; the Python GIL keeps "
+                 "one process to about one core."),
+        Fix(_PT, "Vectorise the Python loop (torch/numpy ops on whole batches instead of "
+                 "per-sample Python), raise torch.set_num_threads for CPU ops, or move the work "
+                 "to the GPU."),
+        Fix(_TF, "tf.data: map(..., num_parallel_calls=tf.data.AUTOTUNE) and interleave to use "
+                 "all cores; JAX: jit the per-sample Python into one compiled function, or "
+                 "feed it from a multi-process loader (grain)."),
+        Fix(_ANY, "Profile the hot thread (py-spy record --native, perf) to see which "
+                  "function holds the core."),
+    ],
 }
 
 
