@@ -110,3 +110,15 @@ def test_bundle_installs_and_uninstalls_for_a_user(bundle, tmp_path):
                           "--uninstall"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and not desktop.exists()
     assert not (prefix / "lib" / "sofa-gui").exists() and not (prefix / "bin" / "sofa-gui").exists()
+
+
+def test_bundle_records_a_command_and_opens_the_recording(bundle, tmp_path):
+    shim = bundle / "_internal" / "sofa_gui" / "recorder" / "torch_shim" / "sitecustomize.py"
+    assert shim.is_file()  # the child's Python imports it from disk, not from the bundle
+    rec = tmp_path / "rec"
+    res = _run(bundle / "sofa-gui", "record", "-o", str(rec), "--interval", "0.05", "--",
+               "/bin/sh", "-c", "sleep 0.5", tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    res = _run(bundle / "sofa-gui", "analyze", "--json", str(rec), tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)["trace"]["counter_samples"] > 0
