@@ -106,6 +106,8 @@ class LanesItem(pg.GraphicsObject):
         self._fm = QtGui.QFontMetricsF(self.font)
         self._text_width: dict[str, float] = {}
         self._elided: dict[tuple[str, int], str | None] = {}
+        self._statics: dict[str, QtGui.QStaticText] = {}
+        self._text_h = self._fm.height()
         self.set_palette(palette)
         self.last_block_count = 0
         self._pixmap: QtGui.QPixmap | None = None
@@ -239,7 +241,8 @@ class LanesItem(pg.GraphicsObject):
             text = self._fit(self.model.label_of(int(b.ref[i])), avail)
             if text is None:
                 continue
-            out.append((int(b.colour[i]), QtCore.QRectF(x + 3, y, avail, h), text))
+            top = y + (h - self._text_h) / 2
+            out.append((int(b.colour[i]), QtCore.QPointF(x + 3, top), self._static(text)))
         out.sort(key=lambda t: t[0])
         return out
 
@@ -342,14 +345,24 @@ class LanesItem(pg.GraphicsObject):
                 p.setPen(self._outline)
                 p.drawRects(rects_ptr(f.hl_outline), len(f.hl_outline))
 
+    def _static(self, text: str) -> QtGui.QStaticText:
+        """Laid-out text, cached: ``drawStaticText`` is ~3x cheaper than ``drawText``."""
+        st = self._statics.get(text)
+        if st is None:
+            if len(self._statics) > 20_000:
+                self._statics.clear()
+            st = self._statics[text] = QtGui.QStaticText(text)
+            st.setTextFormat(QtCore.Qt.TextFormat.PlainText)  # trace names are never markup
+            st.prepare(QtGui.QTransform(), self.font)
+        return st
+
     def _draw_labels(self, p: QtGui.QPainter, labels: list) -> None:
         if not labels:
             return
         p.setFont(self.font)
-        flags = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter
         current = -1
-        for cid, rect, text in labels:
+        for cid, pos, st in labels:
             if cid != current:
                 p.setPen(self._text_pens[cid])
                 current = cid
-            p.drawText(rect, flags, text)
+            p.drawStaticText(pos, st)
