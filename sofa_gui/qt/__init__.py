@@ -13,4 +13,4 @@ import PySide6.QtCore  # noqa: E402,F401,I001  (binding first, then pyqtgraph)
 import pyqtgraph as _pg  # noqa: E402
 
 # No antialiasing: the timeline draws pixel-snapped blocks, and AA costs 2-3x per frame.
-_pg.setConfigOptions(antialias=False, exitCleanup=False)
+_pg.setConfigOptions(antialias=False)
