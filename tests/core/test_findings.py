@@ -111,7 +111,10 @@ def test_host_bound_long_gaps_while_host_runs_ops():
     assert bd.device.column("idle_host")[0] > 1000 * US
     f = _by_id(findings)["launch_overhead_bound"]
     assert f.share == pytest.approx(1500 / 2000, abs=0.02) and f.severity == "high"
-    assert "while the host runs framework code" in f.evidence[0].label
+    assert "while the host runs framework code" in f.evidence[1].label
+    assert "the host runs 96.7% of the time: aten::linear 1.36 ms, cudaLaunchKernel 100 µs" \
+        in f.summary
+    assert f.evidence[0].label == "aten::linear holds the host 150 µs while GPU 0 idles"
 
 
 def test_copy_staging_from_pageable_memory():
@@ -459,3 +462,60 @@ def test_recording_counters_show_contention(data_dir):
     assert f.evidence and f.evidence[0].iteration is not None
     names = [trace.lanes.name[ln] for ln in f.evidence[0].lanes]
     assert "Process CPU" in names and "CPU cores" in names
+
+
+# -- what the host does while the device idles ---------------------------------------------
+@pytest.mark.parametrize("sync_name, expect", [("Stream Wait Event", "idle_host"),
+                                               ("Context Sync", "idle_sync")])
+def test_stream_wait_event_on_the_device_is_not_a_host_sync(sync_name, expect):
+    s = Synth()
+    s.step(0, 1000)
+    s.dev(0, 100, "gemm")
+    s.dev(90, 10, sync_name, Kind.SYNC)  # Kineto cuda_sync event on the device lane
+    s.host(100, 800, "aten::nonzero")
+    s.dev(900, 100, "gemm")
+    _, bd, _ = s.analyse()
+    row = dict(zip(bd.device.categories, bd.device.times[0].tolist()))
+    assert row[expect] == 800 * US
+
+
+def test_launch_finding_names_runtime_calls_in_the_gaps():
+    s = Synth()
+    for i in range(3):
+        t = i * 1000
+        s.step(t, 1000)
+        s.host(t, 600, "cudaMalloc", Kind.RUNTIME)
+        for k in range(4):
+            s.host(t + 600 + k * 10, 5, "cudaLaunchKernel", Kind.RUNTIME)
+        s.dev(t + 620, 300, "gemm")
+    s.host(3000, 5, "cudaMalloc", Kind.RUNTIME)
+    f = _by_id(s.analyse()[2])["launch_overhead_bound"]
+    assert "inside runtime calls" in f.summary and "cudaMalloc 1.8 ms" in f.summary
+    assert "allocates or initialises" in f.summary
+    assert f.evidence[0].label.startswith("cudaMalloc holds the host 600 µs")
+
+
+def test_launch_finding_flags_a_one_off_call():
+    s = Synth()
+    s.step(0, 100_000)
+    s.host(0, 60_000, "cudaLaunchKernel", Kind.RUNTIME)  # first launch loads the module
+    for k in range(20):
+        s.host(60_000 + k * 2000, 10, "cudaLaunchKernel", Kind.RUNTIME)
+        s.dev(60_000 + k * 2000 + 20, 500, "gemm")
+    f = _by_id(s.analyse()[2])["launch_overhead_bound"]
+    assert "is 6,000x its median (10 µs): a one-off" in f.summary
+
+
+def test_real_alexnet_waits_on_host_calls_not_on_stream_waits(data_dir):
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(data_dir / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz")
+    a = analyze(trace)
+    for f in a.findings:
+        assert not any("Stream Wait Event" in e.label for e in f.evidence)
+        for e in f.evidence:
+            assert len(e.lanes) == len(set(e.lanes))
+    f = _by_id(a.findings)["launch_overhead_bound"]
+    assert "a one-off such as lazy module loading" in f.summary
+    assert f.evidence[0].label.startswith("cudaLaunchKernel holds the host")

@@ -41,7 +41,7 @@ import numpy as np
 from ..trace import CopyKind, Kind, Trace
 from .host_side import HostBreakdown, window_of
 from .intervals import measure_in, paint, union
-from .roles import copy_memory_kind
+from .roles import copy_memory_kind, stream_wait_ids
 
 DEVICE_CATEGORIES = ("compute", "communication", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d",
                      "memcpy_p2p", "memcpy_other", "memset", "idle_input", "idle_copy",
@@ -192,9 +192,13 @@ def _host_layers(trace: Trace, host: HostBreakdown | None) -> list:
 
 def _sync_points(trace: Trace, host: HostBreakdown | None,
                  dev_syncs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """End times of host sync calls and device-lane sync events, sorted, with slice ids."""
+    """End times of host sync calls and device-lane sync events, sorted, with slice ids.
+
+    Kineto's device-side "Stream Wait Event" is one stream waiting for another
+    (``cudaStreamWaitEvent``), not the host blocking, so it is no sync point.
+    """
     s = trace.slices
-    parts = [dev_syncs]
+    parts = [dev_syncs[~np.isin(s.name[dev_syncs], stream_wait_ids(trace))]]
     if host is not None:
         parts.append(host.role_slices.get("sync", np.zeros(0, np.int64)))
     ids = np.concatenate(parts).astype(np.int64)

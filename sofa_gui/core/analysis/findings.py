@@ -48,6 +48,7 @@ larger share is kept and the other's evidence is appended.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,7 @@ from .breakdown import TraceBreakdown
 from .device_side import COPY_DIRECTIONS, DeviceBreakdown
 from .fixes import fixes_for
 from .host_side import HostBreakdown, window_of
+from .intervals import measure_in, union
 from .results import Evidence, Finding, Iterations
 
 THRESHOLDS = {
@@ -176,6 +178,11 @@ def _it(bd: TraceBreakdown, i: int) -> int | None:
     return None if bd.whole_trace else i
 
 
+def _lanes(*groups) -> list[int]:
+    """Lane ids in order of first appearance, without repeats."""
+    return list(dict.fromkeys(int(x) for g in groups for x in g))
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -279,17 +286,94 @@ def launch_overhead_bound(ctx: _Ctx) -> Finding | None:
             f"the host runs framework code); {int(d.kernel_count[i])} kernels",
             int(g.start[mine].min()), int(g.end[mine].max()), _it(ctx.bd, i), list(d.lanes)))
     host = ctx.host_of(d.rank)
-    launches = ""
+    launches = calls = ""
     if host is not None:
         launches = (f" The host made {int(host.launches.sum())} runtime calls and spent "
                     f"{_pct(_share(host, ['runtime']))} of its time in them.")
+        calls, top = _runtime_in_gaps(ctx, d, host)
+        evidence = top + evidence
     summary = (f"The device waits for the host to issue work {_pct(share)} of iteration time: "
                f"{_pct(_share(d, ['idle_launch']))} in short gaps between kernels (launch "
                f"latency; median kernel {fmt_ns(d.kernel_median_ns)}) and "
                f"{_pct(_share(d, ['idle_host']))} while per-op framework/Python overhead on the "
-               f"host is slower than the kernels it launches.{launches} Thresholds: >= 3% "
-               f"moderately, >= 15% highly kernel-launch bound (TensorFlow profiler).")
+               f"host is slower than the kernels it launches.{launches}{calls} Thresholds: "
+               f">= 3% moderately, >= 15% highly kernel-launch bound (TensorFlow profiler).")
     return _finding(fid, "Launch and framework overhead (host-bound)", share, summary, evidence)
+
+
+#: A runtime call this long and this many times its name's median is a one-off.
+ONE_OFF_NS = 10_000_000
+ONE_OFF_RATIO = 100
+#: Runtime calls that allocate or set up rather than launch work (CUDA/HIP).
+_SETUP_CALL = re.compile(r"Malloc|Free|HostAlloc|HostRegister|StreamCreate|EventCreate|"
+                         r"GetStreamPriorityRange|GetDeviceProperties|DeviceGetAttribute|"
+                         r"ModuleLoad|FuncGetAttributes|CtxCreate|DevicePrimaryCtx", re.I)
+
+
+def _runtime_in_gaps(ctx: _Ctx, d: DeviceBreakdown,
+                     host: HostBreakdown) -> tuple[str, list[Evidence]]:
+    """What the main thread does while the device idles in long gaps: its outermost ops
+    by time in the gaps, and the runtime calls when they cover a quarter of it; plus the
+    slice that holds the host longest in a gap."""
+    g = d.gaps
+    sel = g.of("idle_host")
+    gs, ge = union(g.start[sel], g.end[sel])
+    gap_ns = int((ge - gs).sum())
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    # ops and calls name the work; Python frames only when nothing else is traced
+    # (the outermost frames are wrappers such as the script's main loop)
+    ops = mine[np.isin(s.kind[mine], [int(Kind.CPU_OP), int(Kind.RUNTIME)])]
+    mine = ops if len(ops) else mine[s.kind[mine] == int(Kind.PYTHON)]
+    if not gap_ns or not len(mine):
+        return "", []
+    end = s.end[mine]
+    reach = np.maximum.accumulate(end)
+    outer = mine[np.concatenate([[True], end[1:] > reach[:-1]])]  # not inside another
+    text, j = _top_in_gaps(ctx, outer, gs, ge, gap_ns, "the host runs")
+    calls = mine[s.kind[mine] == int(Kind.RUNTIME)]
+    if len(calls):
+        inside = measure_in(gs, ge, s.start[calls], s.end[calls])
+        if 4 * int(inside.sum()) >= gap_ns:
+            more, j = _top_in_gaps(ctx, calls, gs, ge, gap_ns, "it is inside runtime calls")
+            text += more + _runtime_notes(ctx, calls, j)
+    it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
+    ev = Evidence(f"{ctx.trace.name_of(j)} holds the host {fmt_ns(int(s.dur[j]))} while "
+                  f"{d.label} idles", int(s.start[j]), int(s.end[j]),
+                  None if it < 0 else _it(ctx.bd, it), _lanes([host.lane], d.lanes))
+    return text, [ev]
+
+
+def _top_in_gaps(ctx: _Ctx, idx: np.ndarray, gs, ge, gap_ns: int, what: str) -> tuple[str, int]:
+    """" In the long gaps <what> x% of the time: a 1 ms, b 2 ms." and the slice of ``idx``
+    with the most time in the gaps."""
+    s = ctx.trace.slices
+    inside = measure_in(gs, ge, s.start[idx], s.end[idx])
+    by_name = np.bincount(s.name[idx], weights=inside.astype(np.float64))
+    top = [int(n) for n in np.argsort(-by_name)[:3] if by_name[n] > 0]
+    listed = ", ".join(f"{ctx.trace.names[n]} {fmt_ns(by_name[n])}" for n in top)
+    text = (f" In the long gaps {what} {_pct(inside.sum() / gap_ns)} of the time"
+            + (f": {listed}." if listed else "."))
+    return text, int(idx[np.argmax(inside)])
+
+
+def _runtime_notes(ctx: _Ctx, calls: np.ndarray, j: int) -> str:
+    """Allocation/initialisation calls and one-off long calls, said plainly."""
+    s = ctx.trace.slices
+    name = ctx.trace.name_of(j)
+    text = ""
+    if _SETUP_CALL.search(name):
+        text += (f" {name} allocates or initialises rather than launching work: keep "
+                 "allocations out of the loop (no torch.cuda.empty_cache(), stable shapes so the "
+                 "caching allocator reuses blocks) and warm up before profiling.")
+    same = calls[s.name[calls] == s.name[j]]
+    typical = float(np.median(s.dur[same]))
+    if len(same) > 2 and s.dur[j] >= ONE_OFF_NS and s.dur[j] > ONE_OFF_RATIO * typical:
+        text += (f" The longest {name} ({fmt_ns(int(s.dur[j]))}) is "
+                 f"{s.dur[j] / max(typical, 1):,.0f}x its median ({fmt_ns(typical)}): a one-off "
+                 "such as lazy module loading or initialisation on first use; leave warm-up "
+                 "steps out of the profile (torch.profiler.schedule(wait=1, warmup=1, ...)).")
+    return text
 
 
 def synchronization_stalls(ctx: _Ctx) -> Finding | None:
@@ -311,7 +395,7 @@ def synchronization_stalls(ctx: _Ctx) -> Finding | None:
             f"{ctx.trace.name_of(sync)} returns, then {d.label} idles "
             f"{fmt_ns(g.end[j] - g.start[j])}",
             int(min(s.start[sync], g.start[j])), int(g.end[j]),
-            None if it < 0 else _it(ctx.bd, it), [int(s.lane[sync])] + list(d.lanes)))
+            None if it < 0 else _it(ctx.bd, it), _lanes([int(s.lane[sync])], d.lanes)))
     summary = (f"The device idles after host synchronisations {_pct(share)} of iteration "
                f"time: the host blocks until the queue drains (explicit syncs, .item(), "
                f"blocking copies), then has to refill it.")

@@ -36,6 +36,7 @@ _SYNC_OP = re.compile(
 # and the device waits if nothing else is queued.
 _MEMCPY_API = re.compile(r"^(cuda|hip|cu)Memcpy", re.I)
 _STEP_MARKER = re.compile(r"^ProfilerStep#\d+$")
+_STREAM_WAIT = re.compile(r"Stream ?Wait ?Event", re.I)
 
 _PAGEABLE = re.compile(r"pageable", re.I)
 _PINNED = re.compile(r"pinned", re.I)
@@ -119,6 +120,12 @@ def sampled_lanes(trace: Trace) -> np.ndarray:
                 out[i] = True
         return out
     return _cached(trace, "_sampled_lanes", build)
+
+
+def stream_wait_ids(trace: Trace) -> np.ndarray:
+    """Name ids of stream-to-stream waits ("Stream Wait Event", ``cudaStreamWaitEvent``):
+    ordering between streams, the host does not block."""
+    return _cached(trace, "_wait_ids", lambda: trace.name_ids(_STREAM_WAIT.search))
 
 
 def step_marker_ids(trace: Trace) -> np.ndarray:
