@@ -115,13 +115,12 @@ def exact_ts_strings(piece: bytes) -> list:
 class Piece:
     """One decoded slice of the events array."""
 
-    __slots__ = ("events", "skipped", "text", "exact_ts")
+    __slots__ = ("events", "skipped", "text")
 
-    def __init__(self, events: list[Event], skipped: Counter, text: bytes | None):
-        self.events = events
+    def __init__(self, events: list, skipped: Counter, text: bytes | None):
+        self.events = events  # Event or KnownEvent structs
         self.skipped = skipped  # array items that are not usable events
         self.text = text  # the JSON array text (fast path only), for exact_ts_strings
-        self.exact_ts = None
 
 
 def _error_byte(exc: Exception) -> int | None:
@@ -207,7 +206,8 @@ class EventStream:
         if self._eof:
             return False
         try:
-            data = self._stream.read(BLOCK)
+            # grow with the unconsumed text, so one huge value costs O(n), not O(n**2)
+            data = self._stream.read(max(BLOCK, len(self._buf) - self._pos))
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
             raise self._fail(_gzip_reason(exc)) from None
         if not data:
