@@ -58,7 +58,8 @@ def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
         f"Trace:    {d['path']}",
         f"Format:   {d['format']}",
         f"Duration: {fmt_ns(trace.duration_ns)}  ({d['start_us']:.3f} .. {d['end_us']:.3f} µs)",
-        f"Events:   {d['events']:,} loaded of {rep.read:,} read"
+        f"Events:   {rep.loaded:,} loaded of {rep.read:,} read "
+        f"({d['slices']:,} slices, {d['counter_samples']:,} counter samples)"
         + (f"; ranks {d['ranks']}" if d["ranks"] else ""),
         "Kinds:    " + ", ".join(f"{k} {n:,}" for k, n in d["kinds"].items()),
     ]
