@@ -145,3 +145,34 @@ def test_degenerate_traces_give_valid_outputs(case, tmp_path):
     assert diff_text(d)
     for f in analysis.findings:
         assert f.evidence
+
+
+def _real_report(folder, tmp_path, name):
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(folder)
+    return write_report(trace, analyze(trace), tmp_path / name).read_text(encoding="utf-8")
+
+
+def test_html_report_of_two_ranks_has_a_rank_table(data_dir, tmp_path):
+    html = _real_report(data_dir / "ranks", tmp_path, "ranks.html")
+    i = html.index("<h2>Ranks</h2>")
+    table = html[i:html.index("</table>", i)]
+    rows = re.findall(r"<tr><td>(\d+)</td>(.*?)</tr>", table)
+    assert [r for r, _ in rows] == ["0", "1"]
+    assert "607 ms" in rows[0][1] and "631 ms" in rows[1][1]
+    assert "15%" in rows[0][1] and "20%" in rows[1][1]  # communication hidden behind compute
+    assert "<th>straggler</th><td class='num'>1 (+15.6 ms)</td>" in table
+    # per-device details say which device they belong to
+    assert "<li>rank 0 / GPU 0: communication per iteration: 198 ms" in html
+    assert not re.search(r"<li>communication\s+\d", html)  # no stray table rows
+    for svg in re.findall(r"<svg.*?</svg>", html, re.S):
+        ET.fromstring(svg)
+
+
+def test_html_report_of_a_recording_shows_counter_findings(data_dir, tmp_path):
+    html = _real_report(data_dir / "recording-torch-pyspy", tmp_path, "rec.html")
+    assert "<code>cpu_contention</code>" in html and "taskset" in html
+    assert "<li>Counter CPU0 util %: mean 100 %" in html
+    assert "py-spy MainThread" not in html  # the Kineto thread is the main thread

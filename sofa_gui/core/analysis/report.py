@@ -22,7 +22,7 @@ from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
 from .findings import THRESHOLDS
 from .palette import color_of
 from .results import Finding
-from .text import breakdown_text, evidence_where
+from .text import breakdown_text, counter_lines, device_details, evidence_where
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
 
@@ -187,12 +187,42 @@ def _html_tables(bd: TraceBreakdown) -> list[str]:
                            f"</span>{escape(c)}</td><td class='num'>{fmt_ns(v / n)}</td>"
                            f"<td class='num'>{100 * v / wall:.1f}%</td></tr>")
         out.append("</table>")
-    details = [ln for ln in breakdown_text(bd) if ln.strip().startswith(
-        ("copies", "communication", "rank", "slowest", "Counter"))]
+    out += _html_ranks(bd)
+    details = [f"{d.label}: {ln}" for d in bd.devices[:8] for ln in device_details(d)]
+    details += counter_lines(bd)
     if details:
-        out += ["<h2>Copies, communication, ranks, counters</h2><ul>"]
+        out += ["<h2>Copies, communication, counters</h2><ul>"]
         out += [f"<li>{escape(ln.strip())}</li>" for ln in details]
         out.append("</ul>")
+    return out
+
+
+def _html_ranks(bd: TraceBreakdown) -> list[str]:
+    """Per rank: its own iteration times, busy time, communication and overlap; and the
+    straggler of each iteration."""
+    r = bd.ranks
+    if r is None:
+        return []
+    n = r.durations.shape[1]
+    heads = "".join(f"<th>it. {i}</th>" for i in range(n))
+    out = ["<h2>Ranks</h2>",
+           f"<table><tr><th>rank</th>{heads}<th>median busy</th><th>communication / it.</th>"
+           "<th>overlapped</th></tr>"]
+    overlap = r.overlap_fraction()
+    for k, rank in enumerate(r.ranks):
+        cells = "".join(f"<td class='num'>{fmt_ns(v)}</td>" for v in r.durations[k].tolist())
+        comm = int(r.comm_total[k].sum())
+        out.append(f"<tr><td>{rank}</td>{cells}"
+                   f"<td class='num'>{fmt_ns(float(np.median(r.busy[k])))}</td>"
+                   f"<td class='num'>{fmt_ns(comm / max(n, 1))}</td>"
+                   f"<td class='num'>{100 * overlap[k]:.0f}%</td></tr>")
+    strag = "".join(f"<td class='num'>{int(x)} (+{fmt_ns(lag)})</td>"
+                    for x, lag in zip(r.straggler.tolist(), r.lag.tolist()))
+    out.append(f"<tr><th>straggler</th>{strag}<td></td><td></td><td></td></tr></table>")
+    out.append("<p class='meta'>Each rank's own iteration windows (its step annotations). "
+               "The straggler is the rank with the most busy time (device work outside exposed "
+               "communication), shown with its lead over the median rank: the others wait "
+               "for it in the collectives.</p>")
     return out
 
 

@@ -45,14 +45,26 @@ def breakdown_text(bd: TraceBreakdown) -> list[str]:
         lines += _table(h.categories, h.times)
     if bd.ranks is not None:
         lines += _ranks(bd)
+    lines += ["  " + ln for ln in counter_lines(bd)]
+    return lines
+
+
+def device_details(d) -> list[str]:
+    """Copies per direction and communication overlap of one device, one line each."""
+    return [ln.strip() for ln in _copies(d) + _comm(d)]
+
+
+def counter_lines(bd: TraceBreakdown) -> list[str]:
+    """Utilisation counters first, each with its mean and per-iteration range."""
+    lines = []
     for c in sorted(bd.counters, key=_counter_rank)[:MAX_COUNTERS]:
         m = c.mean[~np.isnan(c.mean)]
         if len(m):
             spread = ("" if len(m) < 2 else
                       f" (per iteration {np.min(m):.3g}..{np.max(m):.3g})")
-            lines.append(f"  Counter {c.name}: mean {np.mean(m):.3g} {c.unit}{spread}")
+            lines.append(f"Counter {c.name}: mean {np.mean(m):.3g} {c.unit}{spread}")
     if len(bd.counters) > MAX_COUNTERS:
-        lines.append(f"  ... and {len(bd.counters) - MAX_COUNTERS} more counters (see --json)")
+        lines.append(f"... and {len(bd.counters) - MAX_COUNTERS} more counters (see --json)")
     return lines
 
 
