@@ -221,3 +221,71 @@ def test_damaged_cache_entry_is_dropped_and_rebuilt(hostile_trace, tmp_path, mon
     assert not entry.exists()
     again = load_trace(hostile_trace, use_cache=True)
     assert again.events == first.events and entry.is_dir()
+
+
+# -- the desktop app shows trace text as text --------------------------------------------------
+
+_RAW = ("<script", "<img", "<svg", "<iframe", "<b>bold</b>", "<i>1")
+
+
+def _rich_risks(win) -> list[str]:
+    """Labels and tooltips showing a raw payload in a way Qt would render as HTML."""
+    from PySide6.QtCore import Qt as QtCoreQt
+    from PySide6.QtGui import Qt
+    from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
+
+    def risky(text) -> bool:
+        return isinstance(text, str) and any(r in text for r in _RAW) and Qt.mightBeRichText(text)
+
+    out = []
+    for w in win.findChildren(QWidget):
+        if risky(w.toolTip()):
+            out.append(f"{type(w).__name__} tooltip {w.toolTip()[:60]!r}")
+        if isinstance(w, QLabel) and w.textFormat() != QtCoreQt.TextFormat.PlainText \
+                and risky(w.text()):
+            out.append(f"QLabel text {w.text()[:60]!r}")
+        if isinstance(w, QAbstractItemView) and w.model() is not None:
+            out += _model_risks(w.model(), risky)
+    return out
+
+
+def _model_risks(model, risky, parent=None, depth=0) -> list[str]:
+    from PySide6.QtCore import QModelIndex, Qt
+
+    parent = parent or QModelIndex()
+    out = []
+    for r in range(min(model.rowCount(parent), 300)):
+        for c in range(min(model.columnCount(parent), 12)):
+            idx = model.index(r, c, parent)
+            tip = model.data(idx, Qt.ItemDataRole.ToolTipRole)
+            if risky(tip):
+                out.append(f"{type(model).__name__} item tooltip {tip[:60]!r}")
+            if depth < 3 and c == 0 and model.rowCount(idx) > 0:
+                out += _model_risks(model, risky, idx, depth + 1)
+    return out
+
+
+def test_app_never_renders_trace_text_as_html(hostile_trace, qtbot, tmp_path, monkeypatch):
+    from PySide6.QtCore import QSettings
+
+    from sofa_gui.qt.main_window import MainWindow
+
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    win = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
+                     restore_state=False)
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    with qtbot.waitSignal(win.session.analysis_finished, timeout=180_000):
+        win.open_path(str(hostile_trace))
+    trace = win.session.trace
+    hostile = [i for i in range(len(trace.slices))
+               if any(p in trace.name_of(i) for p in PAYLOADS) and trace.slices.args[i] >= 0]
+    assert hostile
+    risks = _rich_risks(win)
+    for i in hostile[:: max(1, len(hostile) // 8)]:
+        win.session.select_slice(i)
+        qtbot.wait(20)
+        risks += _rich_risks(win)
+    win.session.shutdown()
+    assert not sorted(set(risks)), sorted(set(risks))

@@ -46,6 +46,12 @@ def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
+def plain_tooltip(text) -> str:
+    """A tooltip showing ``text`` literally: Qt renders any tooltip that looks like HTML
+    as HTML, so untrusted text goes in escaped, inside markup that keeps its line breaks."""
+    return f"<qt><span style='white-space:pre-wrap'>{esc(text)}</span></qt>"
+
+
 def fmt_dur(ns) -> str:
     """Duration with 3 significant digits: ``12.3 ms``."""
     return fmt_ns(float(ns))

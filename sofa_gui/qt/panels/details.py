@@ -21,7 +21,16 @@ from PySide6.QtWidgets import (
 
 from ...core.trace import CopyKind, Kind, Trace
 from ..session import Session
-from .common import esc, fmt_bytes, fmt_dur, fmt_offset, plain_label, rich_label, set_muted
+from .common import (
+    esc,
+    fmt_bytes,
+    fmt_dur,
+    fmt_offset,
+    plain_label,
+    plain_tooltip,
+    rich_label,
+    set_muted,
+)
 
 #: Flow partners listed before "… and N more".
 MAX_PARTNERS = 20
@@ -147,7 +156,7 @@ def _arg_item(key: str, value) -> QTreeWidgetItem:
         return item
     text = value if isinstance(value, str) else json.dumps(value)
     item = QTreeWidgetItem([key, text])
-    item.setToolTip(1, text[:2000])
+    item.setToolTip(1, plain_tooltip(text[:2000]))
     item.setFlags(item.flags() | Qt.ItemFlag.ItemIsSelectable)
     return item
 

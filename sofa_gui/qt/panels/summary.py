@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWi
 
 from ..session import Session
 from .breakdown_view import device_utilisation
-from .common import fmt_dur, fmt_pct, plain_label, set_muted
+from .common import fmt_dur, fmt_pct, plain_label, plain_tooltip, set_muted
 
 FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
           "Top bottleneck")
@@ -71,7 +71,7 @@ class SummaryHeader(QFrame):
                 lab.setText("—")
             return
         self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
-        self.title.setToolTip(s.path or t.meta.source)
+        self.title.setToolTip(plain_tooltip(s.path or t.meta.source))
         it = s.iterations
         vals = {
             "Format": t.meta.format or "?",
