@@ -89,3 +89,19 @@ def test_a_sniffer_choking_on_content_means_not_that_format(tmp_path):
     with pytest.raises(TraceFormatError) as info:
         load_trace(run, use_cache=False)
     assert info.value.path == str(run)
+
+
+@pytest.mark.parametrize("victim", ["torch/kineto-12306.json", "torch/kineto-12306.status.json"])
+def test_recording_with_a_fifo_in_place_of_a_torch_file_does_not_block(tmp_path, victim):
+    # Found by fuzzing (folder mutation "fifo"): the Kineto file list and the status file
+    # were opened without checking they are regular files; a FIFO blocks forever.
+    src = DATA / "recording-torch-pyspy"
+    if not src.is_dir():
+        pytest.skip("tests/data/recording-torch-pyspy not present")
+    rec = tmp_path / "rec"
+    shutil.copytree(src, rec)
+    (rec / victim).unlink()
+    os.mkfifo(rec / victim)
+    with deadline(60):
+        trace = load_trace(rec, use_cache=False)
+    assert trace.events > 0

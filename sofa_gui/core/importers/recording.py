@@ -141,7 +141,7 @@ def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> p
     whole = folder / single
     if whole.is_file():
         return pq.read_table(whole)
-    parts = sorted(p for p in (folder / parts_dir).glob("part-*.parquet")) \
+    parts = sorted(p for p in (folder / parts_dir).glob("part-*.parquet") if p.is_file()) \
         if (folder / parts_dir).is_dir() else []
     tables = []
     for p in parts:
@@ -262,7 +262,9 @@ def _kineto_files(folder: Path, manifest: dict) -> list[Path]:
     d = folder / TORCH_DIR
     if not d.is_dir():
         return []
-    return sorted(p for p in d.glob("kineto-*.json*") if not p.name.endswith(".status.json"))
+    # Regular files only: opening a FIFO left in the folder would block forever.
+    return sorted(p for p in d.glob("kineto-*.json*")
+                  if not p.name.endswith(".status.json") and p.is_file())
 
 
 def _load_kineto(b: TraceBuilder, folder: Path, manifest: dict, progress: Progress) -> None:
@@ -300,6 +302,8 @@ def _kineto_shift(path: Path, kt: Trace) -> tuple[int, str]:
         return 0, "timestamps are already Unix epoch"
     status = path.with_name(path.name.split(".json")[0] + ".status.json")
     try:
+        if not status.is_file():
+            raise FileNotFoundError(status)
         start = int(json.loads(status.read_text())["trace_start_ns"])
         return start - kt.start_ns, "aligned on the profiler's recorded start"
     except (OSError, ValueError, KeyError, TypeError):
