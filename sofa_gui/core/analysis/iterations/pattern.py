@@ -70,10 +70,8 @@ class Contexts:
         self.n = n = len(seq)
         self.cls = context_classes(seq, min_len)
         pos = np.flatnonzero(self.cls >= 0)
-        key = self.cls[pos] * (n + 1) + pos
-        order = np.argsort(key, kind="stable")
-        self.key = key[order]
-        self.pos = pos[order]
+        self.key = np.sort(self.cls[pos] * (n + 1) + pos)
+        self.pos = self.key % (n + 1)
         sample = np.arange(0, n, max(1, n // SAMPLE))
         # queries sorted by (class, position) stay sorted for every shift: faster lookups
         sample = sample[sample <= n - min_len]  # the last few positions have no full context
@@ -194,7 +192,7 @@ class RareEvents:
 
     def __init__(self, seq: np.ndarray):
         self.n = len(seq)
-        order = np.argsort(seq, kind="stable")
+        order = _stable_order(seq)
         sid = seq[order]
         same = sid[1:] == sid[:-1]
         self.count = np.bincount(seq)
@@ -237,6 +235,13 @@ def _rare_period(seq: np.ndarray) -> Period | None:
     best = _primitive(scored)
     best.length = _centre(dist, best.length)
     return best
+
+
+def _stable_order(ids: np.ndarray) -> np.ndarray:
+    """Stable argsort; small ids go through 16 bits, where numpy uses a radix sort."""
+    if len(ids) and 0 <= int(ids.min()) and int(ids.max()) < 65536:
+        ids = ids.astype(np.uint16)
+    return np.argsort(ids, kind="stable")
 
 
 def _centre(dist: np.ndarray, d: int) -> int:
@@ -333,7 +338,7 @@ def _anchors_of(ids: np.ndarray, period: int, seq: np.ndarray) -> Anchors | None
     tol = max(1, int(round(0.1 * period)))
     valid = (ids >= 0) & (seq != 0)  # the folded "other" symbol marks nothing
     pos_all = np.flatnonzero(valid)
-    order = pos_all[np.argsort(ids[pos_all], kind="stable")]
+    order = pos_all[_stable_order(ids[pos_all])]
     sid = ids[order]
     same = sid[1:] == sid[:-1]
     gaps = np.diff(order)
