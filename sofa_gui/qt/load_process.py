@@ -25,6 +25,9 @@ from ..core.progress import Cancelled
 _GRACE_S = 0.3
 _POLL_S = 0.05
 _SEND_INTERVAL_S = 0.05
+#: Niceness added to background work (child process, job threads) so the GUI
+#: thread wins the CPU when cores are scarce.
+BACKGROUND_NICE = 10
 
 
 class _PipeProgress:
@@ -51,6 +54,8 @@ def _child_main(path: str, conn, cancel_event) -> None:
     from ..core import store
     from ..core.importers import load_trace
 
+    if hasattr(os, "nice"):
+        os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
     try:
         load_trace(path, _PipeProgress(conn, cancel_event), use_cache=True)
         cached = (store.entry_dir(Path(path).expanduser()) / "manifest.json").is_file()

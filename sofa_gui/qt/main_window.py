@@ -7,7 +7,6 @@ the panels and the timeline show it.
 from __future__ import annotations
 
 import logging
-from importlib.util import find_spec
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
@@ -31,6 +30,7 @@ from .panels.search_bar import SearchBar
 from .panels.summary import SummaryHeader
 from .panels.welcome import WelcomePage
 from .recent import RecentFiles
+from .record_dialog import RecordDialog
 from .session import Session
 from .status import ProgressWidget, ReportLink
 from .timeline import TimelineWidget
@@ -147,7 +147,6 @@ class MainWindow(QMainWindow):
         self._action(m, "Open &Demo Trace", self.open_demo)
         self.record_action = self._action(m, "R&ecord…", self.open_record_dialog, None,
                                           "Run a command and record a profile")
-        self.record_action.setEnabled(find_spec("sofa_gui.qt.record_dialog") is not None)
         m.addSeparator()
         self.reload_action = self._action(m, "Re&load", self.reload, [K.Refresh, "F5"])
         self.report_action = self._action(m, "Load &Report…", self.show_load_report)
@@ -243,14 +242,12 @@ class MainWindow(QMainWindow):
             self.open_path(self.session.path)
 
     def open_record_dialog(self) -> None:
-        try:
-            from .record_dialog import RecordDialog
-        except ImportError as exc:
-            self.show_error("Recorder unavailable", f"The recorder could not be loaded: {exc}")
-            return
+        """File ▸ Record…: run a command under the recorder; open the recording after."""
         dlg = RecordDialog(self)
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.recording_finished.connect(self.open_path)
         dlg.show()
+        self.record_dialog = dlg
 
     # -- drag and drop ----------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802

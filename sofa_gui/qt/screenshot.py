@@ -25,6 +25,9 @@ def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: in
     from .app import make_app
     from .main_window import MainWindow
 
+    if not Path(out).expanduser().parent.is_dir():
+        print(f"error: {Path(out).expanduser().parent}: no such folder", file=sys.stderr)
+        return 2
     make_app()
     if settings is None:
         tmp = tempfile.mkdtemp(prefix="sofa-gui-shot-")

@@ -1,11 +1,52 @@
-"""Status bar pieces: background progress with a Cancel button, and the load-report link."""
+"""Status bar pieces: background progress with a Cancel button, and the load-report link.
+
+Progress changes many times a second while the app must stay responsive, so the
+pieces never trigger a relayout or a synchronous repaint (QProgressBar.setValue
+and QStatusBar.showMessage repaint the whole dirty window at once): fixed sizes,
+elided text, and a bar that only schedules an update.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QPainter, QPalette
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
 from .session import Session
+
+
+class ProgressBar(QWidget):
+    """A thin determinate bar; ``set_fraction`` schedules a repaint, never forces one."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.fraction = 0.0
+        self.setFixedSize(200, 12)
+
+    def set_fraction(self, fraction: float) -> None:
+        fraction = max(0.0, min(1.0, float(fraction)))
+        if abs(fraction - self.fraction) >= 0.002 or fraction in (0.0, 1.0):
+            self.fraction = fraction
+            self.update()
+
+    def value(self) -> int:
+        """Per mille, like a QProgressBar with range 0..1000."""
+        return round(self.fraction * 1000)
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        r = QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5)
+        p.setPen(pal.color(QPalette.ColorRole.Mid))
+        p.setBrush(pal.color(QPalette.ColorRole.Base))
+        p.drawRoundedRect(r, 3, 3)
+        if self.fraction > 0:
+            fill = QRectF(r.x(), r.y(), r.width() * self.fraction, r.height())
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(pal.color(QPalette.ColorRole.Highlight))
+            p.drawRoundedRect(fill, 3, 3)
+        p.end()
 
 
 class ProgressWidget(QWidget):
@@ -14,16 +55,15 @@ class ProgressWidget(QWidget):
     def __init__(self, session: Session, parent=None):
         super().__init__(parent)
         self.session = session
-        self.bar = QProgressBar(self)
-        self.bar.setRange(0, 1000)
-        self.bar.setFixedWidth(220)
-        self.bar.setTextVisible(False)
+        self.bar = ProgressBar(self)
         self.label = QLabel(self)
         self.label.setTextFormat(Qt.TextFormat.PlainText)
-        self.label.setMinimumWidth(200)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.label.setFixedSize(280, self.fontMetrics().height() + 4)
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.setToolTip("Stop loading / analysing")
         self.cancel_button.clicked.connect(session.cancel)
+        self.cancel_button.setFixedSize(self.cancel_button.sizeHint())
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.label)
@@ -35,14 +75,20 @@ class ProgressWidget(QWidget):
 
     def _on_busy(self, busy: bool) -> None:
         if busy:
-            self.bar.setValue(0)
-            self.label.setText("Starting…")
+            self.bar.set_fraction(0.0)
+            self._set_text("Starting…")
         self.setVisible(busy)
 
     def _on_progress(self, fraction: float, message: str) -> None:
-        self.bar.setValue(int(max(0.0, min(1.0, fraction)) * 1000))
+        self.bar.set_fraction(fraction)
         if message:
-            self.label.setText(message)
+            self._set_text(message)
+
+    def _set_text(self, text: str) -> None:
+        text = self.label.fontMetrics().elidedText(text, Qt.TextElideMode.ElideMiddle,
+                                                   self.label.width())
+        if text != self.label.text():
+            self.label.setText(text)
 
 
 class ReportLink(QLabel):

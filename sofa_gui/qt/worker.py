@@ -12,6 +12,8 @@ job's cancel hooks (e.g. killing a loader child process).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 import traceback
@@ -20,6 +22,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from ..core.errors import TraceFormatError
 from ..core.progress import Cancelled, CancelToken
+from .load_process import BACKGROUND_NICE
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,15 @@ class JobState:
     @property
     def cancelled(self) -> bool:
         return self.token.cancelled
+
+
+def _lower_thread_priority() -> None:
+    """Make this (job) thread yield the CPU to the GUI thread (Linux: per-thread nice)."""
+    if sys.platform.startswith("linux") and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+        except OSError:
+            pass
 
 
 class Worker(QObject):
@@ -161,6 +173,7 @@ class Worker(QObject):
     @staticmethod
     def _run(state: JobState, fn, args) -> None:
         emit = state._emit
+        _lower_thread_priority()
         try:
             fn(state, *args)
         except Cancelled:

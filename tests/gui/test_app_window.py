@@ -291,3 +291,17 @@ def test_finding_cards_escape_trace_text(qtbot, window):
     assert card.title.textFormat() == Qt.TextFormat.PlainText
     assert "&lt;img src=y&gt;" in card.evidence.text()
     assert "&lt;a href=z&gt;" in card.fixes.text()
+
+
+def test_record_dialog_opens_and_its_recording_is_loaded(qtbot, window, demo_path):
+    from sofa_gui.qt.record_dialog import RecordDialog
+
+    window.record_action.trigger()
+    dlg = window.record_dialog
+    assert isinstance(dlg, RecordDialog) and dlg.isVisible()
+    s = window.session
+    dlg.recording_finished.emit(str(demo_path))
+    assert s.busy and s.pending_path == str(demo_path)
+    qtbot.waitUntil(lambda: not s.busy, timeout=120000)
+    assert s.path == str(demo_path)
+    dlg.close()

@@ -80,6 +80,21 @@ def dominant_label(bd, i: int) -> str:
     return label_of(cat) if cat else ""
 
 
+def dominant_labels(bd, n: int) -> list[str]:
+    """:func:`dominant_label` for iterations ``0..n-1`` in one numpy pass."""
+    if bd is None or getattr(bd, "whole_trace", False):
+        return [""] * n
+    t = bd.times()
+    if t.ndim != 2 or t.shape[1] == 0:
+        return [""] * n
+    cats = bd.categories()
+    names = [label_of(c) for c in cats]
+    arg = np.argmax(t, axis=1)
+    busy = t.sum(axis=1) > 0
+    out = [names[int(a)] if ok else "" for a, ok in zip(arg.tolist(), busy.tolist())]
+    return (out + [""] * n)[:n]
+
+
 def device_utilisation(bd) -> float | None:
     """Busy share of the primary device over the analysed windows (None: no device)."""
     dev = getattr(bd, "device", None)

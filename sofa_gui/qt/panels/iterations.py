@@ -12,7 +12,7 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
 
 from ..session import Session
-from .breakdown_view import dominant_label
+from .breakdown_view import dominant_labels
 from .common import fmt_dur, fmt_offset, plain_label, set_muted
 
 COLUMNS = ("#", "Step", "Start", "Duration", "Δ median", "Dominant")
@@ -40,8 +40,7 @@ class IterationsModel(QAbstractTableModel):
             self._durs = np.asarray(iterations.durations, np.int64)
             self._labels = list(iterations.labels or [])
             self._median = float(np.median(self._durs))
-            self._dominant = [dominant_label(breakdown, i) if breakdown is not None else ""
-                              for i in range(len(self._starts))]
+            self._dominant = dominant_labels(breakdown, len(self._starts))
         self._origin = origin_ns
         self.endResetModel()
 
@@ -138,8 +137,9 @@ class IterationsPanel(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(
             self.table.fontMetrics().height() + 6)
         hdr = self.table.horizontalHeader()
-        hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        hdr.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         hdr.setStretchLastSection(True)
+        self._size_columns()
         self.status = plain_label("No trace open", self, wrap=True)
         set_muted(self.status)
         lay = QVBoxLayout(self)
@@ -155,6 +155,14 @@ class IterationsPanel(QWidget):
         session.breakdown_changed.connect(self._reload)
         session.iteration_selected.connect(self._on_selected)
         self._syncing = False
+
+    def _size_columns(self) -> None:
+        """Widths from sample text, not from every row (thousands of iterations stay cheap)."""
+        fm = self.table.fontMetrics()
+        samples = ("0000", "ProfilerStep#0000", "00,000.000 ms", "000 ms", "+00.0 ms (+000%)")
+        for col, text in enumerate(samples):
+            self.table.setColumnWidth(col, max(fm.horizontalAdvance(text),
+                                               fm.horizontalAdvance(COLUMNS[col]) + 24) + 12)
 
     def row_of(self, iteration: int) -> int:
         """View row that shows ``iteration`` (the table may be sorted)."""
