@@ -178,9 +178,7 @@ def _pending(data: FileData, lane_map: np.ndarray, file_no: int, shift_ns: int) 
                             z.astype(bool), z)
     cols = {k: np.concatenate([f[k] for f in data.flows]) for k in data.flows[0]}
     data.flows = []
-    index = data.lane_index
-    keys, inv = np.unique(cols["key"], return_inverse=True)
-    local = np.array([index.get(k, -1) for k in keys.tolist()], np.int64)[inv.reshape(-1)]
+    local = data.lane_index.lookup(cols["key"])
     lane = np.where(local >= 0, lane_map[np.maximum(local, 0)], -1).astype(np.int32)
     launch_cat = np.array([c.lower() in LAUNCH_CATS for c in data.category_names], bool)
     fid = cols["id"]

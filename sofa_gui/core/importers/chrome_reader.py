@@ -100,6 +100,28 @@ _ID, _BP = attrgetter("id"), attrgetter("bp")
 _A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
 
 
+class KeyIndex:
+    """Packed (pid, tid) lane keys -> local lane ids; a file has few, so a sorted
+    array and ``searchsorted`` beat hashing every event."""
+
+    def __init__(self):
+        self._ids: dict[int, int] = {}
+        self._keys = np.zeros(0, np.int64)
+        self._vals = np.zeros(0, np.int32)
+
+    def add(self, key: int, value: int) -> None:
+        self._ids[key] = value
+        self._keys = np.array(sorted(self._ids), np.int64)
+        self._vals = np.array([self._ids[k] for k in self._keys.tolist()], np.int32)
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Lane id per key, -1 where the key has no lane."""
+        if not len(self._keys):
+            return np.full(len(keys), -1, np.int32)
+        pos = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        return np.where(self._keys[pos] == keys, self._vals[pos], -1).astype(np.int32)
+
+
 @dataclass
 class LaneInfo:
     """A lane as the file describes it: (pid, tid) codes and what ran on it."""
@@ -121,7 +143,7 @@ class FileData:
     notes: list[str] = field(default_factory=list)
     chunks: list[dict] = field(default_factory=list)
     lanes: list[LaneInfo] = field(default_factory=list)
-    lane_index: dict[int, int] = field(default_factory=dict)
+    lane_index: KeyIndex = field(default_factory=lambda: KeyIndex())
     process_names: dict[int, str] = field(default_factory=dict)
     process_labels: dict[int, str] = field(default_factory=dict)
     process_sort: dict[int, float] = field(default_factory=dict)
@@ -369,18 +391,18 @@ class FileReader:
 
     def _lanes_for(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         keys = pack(pid, tid)
-        u, first, inv = np.unique(keys, return_index=True, return_inverse=True)
         index = self.data.lane_index
-        local = np.empty(len(u), np.int32)
-        for j, key in enumerate(u.tolist()):
-            i = index.get(key)
-            if i is None:
-                i = index[key] = len(self.data.lanes)
-                p, t = int(pid[first[j]]), int(tid[first[j]])
+        local = index.lookup(keys)
+        missing = np.flatnonzero(local < 0)
+        if len(missing):
+            new, first = np.unique(keys[missing], return_index=True)
+            for key, row in zip(new.tolist(), missing[first].tolist()):
+                p, t = int(pid[row]), int(tid[row])
                 klass = "annotation" if t == ANN_TID else "global" if p == GLOBAL_PID else "thread"
+                index.add(key, len(self.data.lanes))
                 self.data.lanes.append(LaneInfo(p, t, klass))
-            local[j] = i
-        return local[inv]
+            local = index.lookup(keys)
+        return local
 
     def _device_columns(self, chunk: dict, raws: list, pid: np.ndarray, tid: np.ndarray) -> None:
         """device/stream/correlation/bytes/copy kind from the args of runtime and GPU events."""
