@@ -142,9 +142,11 @@ class BreakdownPanel(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.bars)
         lay.addWidget(self.table, 1)
+        lay.addStretch(0)
         session.trace_changed.connect(self._reload)
         session.breakdown_changed.connect(self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
+        self._reload()
 
     def current_side(self) -> Side | None:
         k = self.side_combo.currentIndex()
@@ -171,7 +173,11 @@ class BreakdownPanel(QWidget):
                                 "Analysing…" if s.busy else "No breakdown available")
             self.bars.set_rows([])
             self.table.setRowCount(0)
+            self.bars.hide()
+            self.table.hide()
             return
+        self.bars.show()
+        self.table.show()
         med = median_index(bd)
         sel = s.selected_iteration if 0 <= s.selected_iteration < len(side.times) else -1
         if bd.whole_trace:

@@ -15,7 +15,7 @@ from ..session import Session
 from .breakdown_view import dominant_labels
 from .common import fmt_dur, fmt_offset, plain_label, set_muted
 
-COLUMNS = ("#", "Step", "Start", "Duration", "Δ median", "Dominant")
+COLUMNS = ("#", "Start", "Duration", "Δ median", "Dominant")
 _SORT = Qt.ItemDataRole.UserRole
 
 
@@ -65,20 +65,20 @@ class IterationsModel(QAbstractTableModel):
             return self._text(r, c)
         if role == _SORT:
             return self._sort_key(r, c)
-        if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 2, 3, 4):
+        if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 1, 2, 3):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole and c == 0 and r < len(self._labels):
+            return self._labels[r]
         return None
 
     def _text(self, r: int, c: int) -> str:
         if c == 0:
             return str(r)
         if c == 1:
-            return self._labels[r] if r < len(self._labels) else ""
-        if c == 2:
             return fmt_offset(self._starts[r] - self._origin)
-        if c == 3:
+        if c == 2:
             return fmt_dur(self._durs[r])
-        if c == 4:
+        if c == 3:
             d = float(self._durs[r]) - self._median
             pct = round(100.0 * d / self._median) if self._median else 0
             sign = "+" if d >= 0 else "−"
@@ -88,16 +88,13 @@ class IterationsModel(QAbstractTableModel):
     def _sort_key(self, r: int, c: int):
         if c in (0, 1):
             return r
-        if c == 2:
-            return int(self._starts[r])
-        if c in (3, 4):
+        if c in (2, 3):
             return int(self._durs[r])
         return self._text(r, c)
 
 
 _TIPS = (
-    "Iteration index (0-based)",
-    "The step annotation, when the trace has one",
+    "Iteration index (0-based); the tooltip shows its step annotation, if any",
     "Start, as an offset from the start of the trace",
     "Wall time of the iteration",
     "Difference to the median iteration time",
@@ -145,7 +142,8 @@ class IterationsPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.status)
-        lay.addWidget(self.table)
+        lay.addWidget(self.table, 1)
+        lay.addStretch(0)
         self.table.clicked.connect(self._on_row_activated)
         self.table.activated.connect(self._on_row_activated)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
@@ -155,11 +153,12 @@ class IterationsPanel(QWidget):
         session.breakdown_changed.connect(self._reload)
         session.iteration_selected.connect(self._on_selected)
         self._syncing = False
+        self.table.hide()
 
     def _size_columns(self) -> None:
         """Widths from sample text, not from every row (thousands of iterations stay cheap)."""
         fm = self.table.fontMetrics()
-        samples = ("0000", "ProfilerStep#0000", "00,000.000 ms", "000 ms", "+00.0 ms (+000%)")
+        samples = ("0000", "0,000.000 ms", "000 ms", "+00.0 ms (+00%)")
         for col, text in enumerate(samples):
             self.table.setColumnWidth(col, max(fm.horizontalAdvance(text),
                                                fm.horizontalAdvance(COLUMNS[col]) + 24) + 12)
@@ -176,6 +175,8 @@ class IterationsPanel(QWidget):
         s = self.session
         origin = s.trace.start_ns if s.trace is not None else 0
         self.model.set_data(s.iterations, origin, s.breakdown)
+        has_rows = self.model.rowCount() > 0
+        self.table.setVisible(has_rows)
         self._update_status()
         self._on_selected(s.selected_iteration)
 

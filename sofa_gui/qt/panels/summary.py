@@ -34,6 +34,7 @@ class SummaryHeader(QFrame):
         self.title.setFont(f)
         self.values: dict[str, object] = {}
         grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
         grid.setHorizontalSpacing(24)
         grid.setVerticalSpacing(0)
         for col, key in enumerate(FIELDS):
@@ -53,30 +54,39 @@ class SummaryHeader(QFrame):
         v = QGridLayout(inner)
         v.setContentsMargins(0, 0, 0, 0)
         v.addWidget(self.title, 0, 0)
-        v.addLayout(grid, 1, 0)
+        self.grid_box = QWidget(inner)
+        self.grid_box.setLayout(grid)
+        v.addWidget(self.grid_box, 1, 0)
         lay.addWidget(inner)
-        for sig in (session.trace_changed, session.iterations_changed,
-                    session.breakdown_changed, session.findings_changed):
+        self._facts: dict[str, str] = {}
+        session.trace_changed.connect(self._on_trace)
+        for sig in (session.iterations_changed, session.breakdown_changed,
+                    session.findings_changed, session.busy_changed):
             sig.connect(self.refresh)
         self.refresh()
 
     def text_of(self, key: str) -> str:
         return self.values[key].text()
 
+    def _on_trace(self) -> None:
+        """Facts that do not change with the analysis (computed once per trace)."""
+        s, t = self.session, self.session.trace
+        if t is not None:
+            self._facts = {"Format": t.meta.format or "?", "Duration": fmt_dur(t.duration_ns),
+                           "Events": f"{t.events:,}"}
+            self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
+            self.title.setToolTip(plain_tooltip(s.path or t.meta.source))
+        self.refresh()
+
     def refresh(self) -> None:
         s = self.session
         t = s.trace
+        self.grid_box.setVisible(t is not None)
         if t is None:
-            for lab in self.values.values():
-                lab.setText("—")
             return
-        self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
-        self.title.setToolTip(plain_tooltip(s.path or t.meta.source))
         it = s.iterations
         vals = {
-            "Format": t.meta.format or "?",
-            "Duration": fmt_dur(t.duration_ns),
-            "Events": f"{t.events:,}",
+            **self._facts,
             "Iterations": "…" if it is None else f"{len(it)} ({it.method})",
             "Median iteration": "…" if it is None else (
                 fmt_dur(float(np.median(it.durations))) if len(it) else "—"),

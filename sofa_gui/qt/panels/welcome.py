@@ -31,11 +31,14 @@ class WelcomePage(QWidget):
         set_muted(hint)
         hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         buttons = QHBoxLayout()
+        buttons.addStretch(1)
         for text, sig in (("Open File…", self.open_file), ("Open Folder…", self.open_folder),
                           ("Open Demo Trace", self.open_demo)):
             b = QPushButton(text, self)
             b.clicked.connect(sig.emit)
+            b.setMinimumWidth(150)
             buttons.addWidget(b)
+        buttons.addStretch(1)
         self.recent = rich_label(self)
         self.recent.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.recent.linkActivated.connect(lambda href: self.open_path.emit(href[5:]))
