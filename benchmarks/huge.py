@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -25,12 +26,15 @@ from pathlib import Path
 
 GOAL_PEAK_GB = 4.0
 GOAL_BYTES_PER_EVENT = 100
-OPS = ["aten::addmm", "aten::relu", "aten::conv2d", "aten::add_", "aten::mul",
-       "aten::batch_norm", "aten::copy_", "aten::empty", "aten::view", "aten::sum"]
-KERNELS = ["void gemm_kernel<float, 128, 64>(float const*, float*)",
-           "void at::native::vectorized_elementwise_kernel<4>(int, float*)",
-           "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>(float*)",
-           "volta_sgemm_128x64_nn", "void at::native::reduce_kernel<512, 1>(float*)"]
+# Word-only names (no digits, which name normalisation would merge), so a step's sequence is
+# aperiodic inside the step and repeats exactly from step to step, as in real training.
+OPS = [f"aten::{a}{b}" for a in ("addmm", "conv", "relu", "add", "mul", "batch_norm",
+                                  "layer_norm", "softmax", "dropout", "copy")
+       for b in ("", "_", "_backward")]
+KERNELS = [f"void {a}_{b}_kernel<float>(float const*, float*)"
+           for a in ("sgemm", "cudnn_conv", "elementwise", "reduce", "batchnorm", "softmax",
+                     "layernorm", "dropout", "adam", "transpose")
+           for b in ("fwd", "bwd", "nchw", "nhwc", "tiled", "vectorized")]
 
 
 # -- generation ------------------------------------------------------------------------------
@@ -48,10 +52,10 @@ def _header() -> str:
             '{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}')
 
 
-def _op_events(k: int, t: float, gpu_t: float) -> tuple[list[str], float, float]:
+def _op_events(k: int, pick: int, t: float, gpu_t: float) -> tuple[list[str], float, float]:
     """One operator: cpu_op, its launch, the kernel, an ac2g flow pair (5 events)."""
     corr = 100 + k
-    name, kern = OPS[k % len(OPS)], KERNELS[k % len(KERNELS)]
+    name, kern = OPS[pick % len(OPS)], KERNELS[pick % len(KERNELS)]
     g = max(gpu_t, t + 9.0)
     ev = [
         f'{{"ph":"X","cat":"cpu_op","name":"{name}","pid":4242,"tid":4242,'
@@ -72,6 +76,8 @@ def generate(path: Path, events: int, ops_per_step: int = 2000) -> None:
     """Write a Kineto-shaped trace of about ``events`` events to ``path``."""
     tmp = path.with_suffix(".partial")
     n_ops = max(1, events // 5)
+    rng = random.Random(0)
+    step_seq = [rng.randrange(1 << 30) for _ in range(ops_per_step)]  # same in every step
     t, gpu_t = 1_000_000.0, 0.0
     with open(tmp, "w", buffering=16 << 20) as f:
         f.write(_header())
@@ -81,7 +87,7 @@ def generate(path: Path, events: int, ops_per_step: int = 2000) -> None:
                 span = ops_per_step * 16.0
                 f.write(f',\n{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}",'
                         f'"pid":4242,"tid":4242,"ts":{t - 1:.3f},"dur":{span:.3f}}}')
-            ev, t, gpu_t = _op_events(k, t, gpu_t)
+            ev, t, gpu_t = _op_events(k, step_seq[k % ops_per_step], t, gpu_t)
             f.write(",\n" + ",\n".join(ev))
         f.write("\n]}\n")
     os.replace(tmp, path)
@@ -213,8 +219,9 @@ def probe_cancel(path: Path, at: float) -> dict:
         time.sleep(0.01)
     t_cancel = time.perf_counter()
     token.cancel()
+    seen, said = token.fraction, token.message
     th.join(600)
-    return {"at": at, "fraction_seen": round(token.fraction, 3), "message": token.message,
+    return {"at": at, "fraction_seen": round(seen, 3), "message": said,
             "cancelled_after_s": round(t_cancel - t0, 2), "outcome": box.get("outcome"),
             "latency_s": round(box.get("t_end", float("nan")) - t_cancel, 3)}
 
@@ -256,7 +263,7 @@ def main(argv=None) -> int:
 
     work = Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
-    trace = work / f"kineto_{args.events}.pt.trace.json"
+    trace = work / f"kineto_{args.events}_v2.pt.trace.json"
     if not trace.exists():
         t0 = time.perf_counter()
         generate(trace, args.events)
@@ -342,7 +349,7 @@ def _phases_report(trace: Path, env: dict) -> None:
 
 def _cancel_report(trace: Path, env: dict) -> None:
     print("\ncancellation (fresh load in a worker thread, CancelToken.cancel() from another):")
-    for at in (0.3, 0.88):
+    for at in (0.3, 0.87, 0.93):
         res = run_measured(_probe_cmd("cancel", trace, str(at)), env, trace.with_suffix(".probe"))
         if res["rc"]:
             print(f"  cancel probe at {at} failed: {res['stderr'][-500:]}")
