@@ -84,6 +84,8 @@ def _select(win, iteration: int) -> str:
     s = win.session
     n = len(s.iterations) if s.iterations is not None else 0
     i = iteration + n if iteration < 0 else iteration
+    if n == 0:
+        return f"--iteration {iteration}: no iterations were found in this trace"
     if not 0 <= i < n:
         return f"--iteration {iteration}: the trace has {n} iterations (0..{n - 1})"
     s.select_iteration(i, zoom=True)

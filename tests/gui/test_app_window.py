@@ -305,3 +305,74 @@ def test_record_dialog_opens_and_its_recording_is_loaded(qtbot, window, demo_pat
     qtbot.waitUntil(lambda: not s.busy, timeout=120000)
     assert s.path == str(demo_path)
     dlg.close()
+
+
+def test_file_dialog_and_recent_menu_open(qtbot, window, demo_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName",
+                        staticmethod(lambda *a, **k: (str(demo_path), "")))
+    window.open_file_dialog()
+    s = window.session
+    qtbot.waitUntil(lambda: not s.busy, timeout=120000)
+    assert s.path == str(demo_path)
+    window.session.open(demo_path.parent / "nope.json")  # a failing open keeps the old trace
+    qtbot.waitUntil(lambda: not s.busy, timeout=30000)
+    assert s.path == str(demo_path) and s.last_error is not None
+    for box in window.findChildren(QMessageBox):
+        box.close()
+    recent = [a for a in window.recent_menu.actions() if a.text() == str(demo_path.resolve())]
+    assert len(recent) == 1
+    recent[0].trigger()
+    assert s.busy and s.pending_path == str(demo_path.resolve())
+    qtbot.waitUntil(lambda: not s.busy, timeout=120000)
+
+
+def test_load_report_dialog_lists_skipped_events(qtbot, window, demo_path):
+    from sofa_gui.qt.panels.load_report import LoadReportDialog
+
+    s = open_and_wait(qtbot, window, demo_path)
+    rep = s.trace.meta.report
+    qtbot.mouseClick(window.report_link, Qt.MouseButton.LeftButton)
+    dlg = window.findChild(LoadReportDialog)
+    assert dlg is not None and dlg.isVisible()
+    assert dlg.table.rowCount() == len(rep.skipped)
+    reasons = {dlg.table.item(r, 0).text() for r in range(dlg.table.rowCount())}
+    assert reasons == set(rep.skipped)
+    dlg.close()
+
+
+def test_iteration_mode_can_be_switched(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    assert s.iterations.method == "annotations"
+    window.mode_actions["pattern"].trigger()
+    qtbot.waitUntil(lambda: not s.busy, timeout=60000)
+    assert s.analysis_done and s.iterations.method == "pattern"
+    assert abs(len(s.iterations) - EXPECTED_ITERATIONS) <= 1
+    assert window.iterations_panel.model.rowCount() == len(s.iterations)
+
+
+def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, tmp_path,
+                                                        monkeypatch):
+    import argparse
+
+    from sofa_gui.qt import app as app_mod
+    from sofa_gui.qt.main_window import MainWindow
+
+    monkeypatch.setenv("SOFA_GUI_SETTINGS", str(tmp_path / "s.ini"))
+    seen = {}
+
+    def fake_exec(*_a):
+        win = next(w for w in qapp.topLevelWidgets()
+                   if isinstance(w, MainWindow) and w.isVisible())
+        qtbot.waitUntil(lambda: win.session.analysis_done, timeout=120000)
+        seen["path"], seen["size"] = win.session.path, (win.width(), win.height())
+        win.close()
+        win.deleteLater()
+        return 0
+
+    monkeypatch.setattr(type(qapp), "exec", fake_exec)
+    args = argparse.Namespace(command="view", path=str(demo_path), screenshot=None,
+                              iteration=None, size="780x560", iterations="auto")
+    assert app_mod.run_from_args(args) == 0
+    assert seen == {"path": str(demo_path), "size": (780, 560)}

@@ -189,6 +189,8 @@ class BreakdownPanel(QWidget):
             rows.append((f"Median (#{med})", side.row(med)))
         self.bars.set_rows([(cap, list(zip(side.categories, r.tolist()))) for cap, r in rows])
         self._fill_table(side, sel, med)
+        for col in (3, 4):  # median and delta mean nothing for a single span
+            self.table.setColumnHidden(col, med < 0)
         self.status.setText(self._status(bd, sel, med))
 
     @staticmethod

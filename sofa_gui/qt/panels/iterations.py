@@ -158,7 +158,7 @@ class IterationsPanel(QWidget):
     def _size_columns(self) -> None:
         """Widths from sample text, not from every row (thousands of iterations stay cheap)."""
         fm = self.table.fontMetrics()
-        samples = ("0000", "0,000.000 ms", "000 ms", "+00.0 ms (+00%)")
+        samples = ("0000", "00,000.000 ms", "000 ms", "+00.0 ms (+00%)")
         for col, text in enumerate(samples):
             self.table.setColumnWidth(col, max(fm.horizontalAdvance(text),
                                                fm.horizontalAdvance(COLUMNS[col]) + 24) + 12)
@@ -188,7 +188,7 @@ class IterationsPanel(QWidget):
         elif it is None:
             text = "Finding iterations…"
         elif len(it) == 0:
-            text = f"No iterations found. {it.reason}".strip()
+            text = f"No iterations found: {it.reason}" if it.reason else "No iterations found"
         else:
             med = float(np.median(it.durations))
             how = {"annotations": "from step annotations",
