@@ -24,7 +24,7 @@ import pyarrow as pa
 from ..builder import TraceBuilder
 from ..trace import LaneKind
 from .chrome_ids import SYNTHETIC_BELOW
-from .chrome_reader import LAUNCH_CATS, FileData, LaneInfo
+from .chrome_reader import COUNTER_LIMIT, LAUNCH_CATS, FileData, LaneInfo
 
 
 @dataclass
@@ -279,5 +279,5 @@ def _decode(raw):
 
 
 def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v \
-        and abs(v) != float("inf")
+    """A plausible counter value: a number within int64's range (so sums stay finite)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < COUNTER_LIMIT

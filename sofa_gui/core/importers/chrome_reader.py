@@ -43,6 +43,7 @@ _KNOWN = np.zeros(256, bool)
 _KNOWN[[X, B, E, I1, I2, C, M, FLOW_S, FLOW_T, FLOW_F]] = True
 
 TS_LIMIT = 9.2e15  # µs; beyond this ns do not fit in int64
+COUNTER_LIMIT = 2.0 ** 63  # counter values beyond int64's range are corrupt, not data
 EXACT_ABOVE = 4.0e12  # µs; above this float64 may miss the ns digit of a fractional ts
 LAUNCH_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
 _DEV_OR_RUNTIME = np.array([int(k) for k in (*DEVICE_KINDS, Kind.SYNC, Kind.RUNTIME)], np.int8)
@@ -196,14 +197,14 @@ def _has_fraction(ts: np.ndarray) -> bool:
 
 
 def _float_or_nan(values: list) -> np.ndarray:
-    """Finite numbers as float64; None, text, bools and non-finite values -> NaN."""
+    """Numbers within int64's range as float64 (byte counts); anything else -> NaN."""
     try:
         out = np.fromiter(values, np.float64, len(values))
-        if not any(v.__class__ is bool or v.__class__ is str for v in values):
-            return np.where(np.isfinite(out), out, np.nan)
+        if any(v.__class__ is bool or v.__class__ is str for v in values):
+            raise TypeError
     except (ValueError, TypeError, OverflowError):
-        pass
-    return np.array([float(v) if _is_number(v) else np.nan for v in values], np.float64)
+        out = np.array([float(v) if _is_number(v) else np.nan for v in values], np.float64)
+    return np.where(np.abs(out) < COUNTER_LIMIT, out, np.nan)
 
 
 def ns_exact(v) -> int | None:
