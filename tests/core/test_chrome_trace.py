@@ -374,10 +374,14 @@ def test_memory_events_with_totals_become_a_counter_per_device(tmp_path):
         {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2 + k,
          "args": {"Device Type": 1, "Device Id": 0, "Bytes": 100, "Total Allocated": 100 * k}}
         for k in range(1, 4)]
+    events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 9,
+                   "args": {"Device Type": 1, "Device Id": 0, "Bytes": 1e300,
+                            "Total Allocated": "lots"}})
     t = _load_doc(tmp_path, events)
     assert len(t.slices) == 1
     assert t.counters.table.name == ["GPU 0 memory allocated"]
     assert t.counters.value.tolist() == [100, 200, 300]
+    assert t.meta.report.skipped["memory event without byte counts"] == 1
 
 
 @pytest.mark.parametrize("chunk", [64, 300, 4096])
