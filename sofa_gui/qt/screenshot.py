@@ -113,6 +113,9 @@ def _save(win, out: str) -> int:
         if not pix.save(tmp, "PNG"):
             print(f"error: {out_path}: could not write PNG", file=sys.stderr)
             return 2
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; a picture is not
         os.replace(tmp, out_path)
     finally:
         if os.path.exists(tmp):

@@ -98,14 +98,16 @@ class DetailsPanel(QWidget):
         values = {
             "Kind": Kind(kind).label if kind in Kind._value2member_map_ else str(kind),
             "Lane": lane_title(trace, int(s.lane[i])),
-            "Start": f"{fmt_offset(start - trace.start_ns)}  (trace clock {start / 1e3:,.3f} µs)",
-            "Duration": f"{fmt_dur(dur)}  ({dur:,} ns)",
+            "Start": fmt_offset(start - trace.start_ns),
+            "Duration": fmt_dur(dur),
             "Depth": str(int(s.depth[i])),
             "Device": _device_text(int(s.device[i]), int(s.stream[i])),
             "Copy": CopyKind(int(s.copy_kind[i])).name if int(s.copy_kind[i]) else "",
             "Bytes": _bytes_text(int(s.bytes[i]), dur),
             "Correlation": str(int(s.correlation[i])) if int(s.correlation[i]) >= 0 else "",
         }
+        self.fields["Start"].setToolTip(f"{start / 1e3:,.3f} µs on the trace's clock")
+        self.fields["Duration"].setToolTip(f"{dur:,} ns")
         for key, text in values.items():
             self.fields[key].setText(text)
             self.form.setRowVisible(list(self.fields).index(key), bool(text))
