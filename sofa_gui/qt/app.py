@@ -173,6 +173,42 @@ def run_window(path: str | None, size: tuple[int, int], mode: str = "auto") -> i
     if not win.settings.contains("window/geometry"):
         win.resize(*size)
     win.show()
+    restore = _close_on_signals(win)
     if path:
         win.open_path(path)
-    return app.exec()
+    try:
+        return app.exec()
+    finally:
+        restore()
+
+
+def _close_on_signals(win):
+    """Ctrl+C / SIGTERM close the window properly (state saved, jobs cancelled).
+
+    Python runs signal handlers only between bytecodes, so a timer wakes the
+    interpreter a few times a second while Qt's loop idles in C++. Returns a
+    function that puts the previous handlers back.
+    """
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def handler(_signum, _frame):
+        win.close()
+
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            old[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread / unsupported
+            break
+    tick = QTimer(win)
+    tick.timeout.connect(lambda: None)
+    tick.start(250)
+
+    def restore():
+        tick.stop()
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+    return restore
