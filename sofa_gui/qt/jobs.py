@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ..background_load import child_available, load_via_child, source_bytes
 from ..core.progress import subrange
-from .load_process import child_available, load_via_child, source_bytes
 from .timeline import prepare
 
 log = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ import traceback
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from ..background_load import BACKGROUND_NICE
 from ..core.errors import TraceFormatError
 from ..core.progress import Cancelled, CancelToken
-from .load_process import BACKGROUND_NICE
 
 log = logging.getLogger(__name__)
 

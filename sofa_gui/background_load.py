@@ -7,7 +7,14 @@ parent then memory-maps that cache (:func:`~sofa_gui.core.store.load_cached`), w
 costs milliseconds. Progress and the outcome travel over a pipe; cancelling sets an
 event the child's ``check_cancelled`` sees and, if it is stuck in a C call, kills it.
 
-This module imports no Qt: the child imports it too.
+It lives outside ``sofa_gui.qt`` on purpose: the spawned child imports the
+module that holds its entry point, and importing anything under ``sofa_gui.qt``
+loads PySide6 and pyqtgraph (~0.6 s and tens of MB the child does not need).
+Qt-free; used by :mod:`sofa_gui.qt.jobs`.
+
+Like any ``multiprocessing`` spawn user, a script that starts the app must
+guard its entry (``if __name__ == "__main__":``); the ``sofa-gui`` commands do,
+and a frozen build must call ``multiprocessing.freeze_support()`` first.
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ import time
 import traceback
 from pathlib import Path
 
-from ..core.errors import TraceFormatError
-from ..core.progress import Cancelled
+from .core.errors import TraceFormatError
+from .core.progress import Cancelled
 
 #: Seconds the child gets to stop by itself after a cancel before it is killed.
 _GRACE_S = 0.3
@@ -51,8 +58,8 @@ class _PipeProgress:
 
 def _child_main(path: str, conn, cancel_event) -> None:
     """Child entry point: load (and cache) ``path``, send one outcome message."""
-    from ..core import store
-    from ..core.importers import load_trace
+    from .core import store
+    from .core.importers import load_trace
 
     if hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
@@ -83,7 +90,7 @@ def source_bytes(path: Path) -> int:
 def load_via_child(path: Path, state, progress=None) -> bool:
     """Load ``path`` into the cache in a child process.
 
-    ``state`` is the job's :class:`~sofa_gui.qt.worker.JobState` (cancel hooks);
+    ``state`` is the GUI job's state (``cancelled``, ``on_cancel(hook)``, ``report``);
     the child's progress goes to ``progress`` (default: ``state``). Returns True
     when the cache entry was written (the caller then reads it), False when the
     child loaded the trace but could not cache it. Raises TraceFormatError for bad
