@@ -105,3 +105,17 @@ def test_recording_with_a_fifo_in_place_of_a_torch_file_does_not_block(tmp_path,
     with deadline(60):
         trace = load_trace(rec, use_cache=False)
     assert trace.events > 0
+
+
+def test_sofa_csv_ragged_row_with_non_utf8_bytes_is_skipped_not_fatal(tmp_path, capfd):
+    # Found by fuzzing (CSV mutations "ragged-row" + "non-utf8"): pyarrow decodes a
+    # malformed row as UTF-8 before the invalid-row handler; that failed, the handler never
+    # ran, pyarrow printed "Exception ignored ..." and the whole file was rejected.
+    folder = _logdir_copy(tmp_path)
+    good = load_trace(folder / "cputrace.csv", use_cache=False)
+    with open(folder / "cputrace.csv", "ab") as f:
+        f.write(b"1548903852.071722,19.5,0.0,-1,-1,0,0,-1,-1,7125,7125,\xec\x80bad,0,extra\n")
+    trace = load_trace(folder / "cputrace.csv", use_cache=False)
+    assert trace.events == good.events
+    assert trace.meta.report.skipped_total == good.meta.report.skipped_total + 1
+    assert "Exception ignored" not in capfd.readouterr().err

@@ -8,7 +8,9 @@ dropped and counted by reason -- never silently.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +91,38 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None,
     column is always kept, to recognise header lines repeated inside the file.
     """
     progress = progress or NullProgress()
+    try:
+        with _quiet_undecodable_rows():
+            return _read_rows(path, path, schema, progress, columns)
+    except pa.ArrowInvalid:
+        # pyarrow decodes a malformed row as UTF-8 before calling the invalid-row handler;
+        # when that fails the handler never runs and the whole file errors. Retry on a
+        # copy whose undecodable bytes are replaced, so that row is skipped like others.
+        data = Path(path).read_bytes()
+        clean = data.decode("utf-8", "replace").encode("utf-8")
+        if clean == data:
+            raise
+        return _read_rows(path, pa.BufferReader(clean), schema, progress, columns)
+
+
+@contextmanager
+def _quiet_undecodable_rows():
+    """Hide the "Exception ignored" report pyarrow prints for such a row (handled above)."""
+    previous = sys.unraisablehook
+
+    def hook(info):
+        if not isinstance(info.exc_value, UnicodeDecodeError):
+            previous(info)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def _read_rows(path: Path, source, schema: str, progress: Progress,
+               columns: tuple[str, ...] | None) -> CsvRows:
     cols = SCHEMAS[schema]
     wanted = [c for c in cols if columns is None or c in columns or c == cols[0]]
     rows = CsvRows(Path(path).name, {})
@@ -100,7 +134,7 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None,
 
     types = {c: (pa.binary() if c == "name" else pa.string()) for c in cols}
     reader = pacsv.open_csv(
-        path,
+        source,
         read_options=pacsv.ReadOptions(column_names=list(cols), skip_rows=1, block_size=_BLOCK),
         parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
         convert_options=pacsv.ConvertOptions(column_types=types, check_utf8=False,
