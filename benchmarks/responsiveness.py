@@ -18,7 +18,8 @@ busy machine), the most main-thread CPU between two beats, p99 gap, gaps over
 100 ms, the load average during the run, and seconds until the trace, the
 iterations and the findings are shown. The goal is max gap <= 100 ms.
 
-Usage: ``python benchmarks/responsiveness.py [--events 1000000] [--modes thread process cached]``
+Usage: ``python benchmarks/responsiveness.py [--events 1000000] [--modes thread process cached]
+[--repeat N]``
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=float, default=1e6)
     ap.add_argument("--modes", nargs="+", default=["thread", "process", "cached"])
+    ap.add_argument("--repeat", type=int, default=1, help="runs per mode (one row each)")
     ap.add_argument("--child", nargs=2, metavar=("PATH", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -162,7 +164,7 @@ def main() -> None:
     print(f"generated {n:,} events, {trace.stat().st_size / 1e6:.0f} MB JSON "
           f"in {time.perf_counter() - t0:.1f} s")
     rows = []
-    for mode in args.modes:
+    for mode in [m for m in args.modes for _ in range(args.repeat)]:
         cache = work / ("cache-shared" if mode in ("process", "cached") else f"cache-{mode}")
         if mode != "cached" and cache.exists():
             import shutil

@@ -376,3 +376,17 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
                               iteration=None, size="780x560", iterations="auto")
     assert app_mod.run_from_args(args) == 0
     assert seen == {"path": str(demo_path), "size": (780, 560)}
+
+
+def test_sorting_the_iterations_table_keeps_rows_mapped(qtbot, window, demo_path):
+    s = open_and_wait(qtbot, window, demo_path)
+    panel = window.iterations_panel
+    panel.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+    longest = int(np.argmax(s.iterations.durations))
+    assert panel.model.iteration_at(0) == longest
+    assert panel.model.data(panel.model.index(0, 0)) == str(longest)
+    rect = panel.table.visualRect(panel.model.index(0, 1))
+    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert s.selected_iteration == longest
+    s.select_iteration(0, zoom=False)  # from elsewhere (e.g. the timeline)
+    assert panel.table.currentIndex().row() == panel.row_of(0)

@@ -7,7 +7,7 @@ and ``iteration_selected`` (a band clicked on the timeline selects the row).
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
 
@@ -16,14 +16,20 @@ from .breakdown_view import dominant_labels
 from .common import fmt_dur, fmt_offset, plain_label, set_muted
 
 COLUMNS = ("#", "Start", "Duration", "Δ median", "Dominant")
-_SORT = Qt.ItemDataRole.UserRole
 
 
 class IterationsModel(QAbstractTableModel):
-    """Read-only table over ``Iterations`` (+ the breakdown's dominant category)."""
+    """Read-only table over ``Iterations`` (+ the breakdown's dominant category).
+
+    Sorts itself with numpy (a view-row -> iteration permutation) instead of a
+    QSortFilterProxyModel, which would call ``data()`` from Python per comparison.
+    """
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self._order = np.zeros(0, np.int64)  # view row -> iteration
+        self._rank = np.zeros(0, np.int64)  # iteration -> view row
+        self._sort = (0, Qt.SortOrder.AscendingOrder)
         self._starts = self._durs = np.zeros(0, np.int64)
         self._labels: list[str] = []
         self._origin = 0
@@ -42,7 +48,40 @@ class IterationsModel(QAbstractTableModel):
             self._median = float(np.median(self._durs))
             self._dominant = dominant_labels(breakdown, len(self._starts))
         self._origin = origin_ns
+        self._apply_sort()
         self.endResetModel()
+
+    def iteration_at(self, row: int) -> int:
+        return int(self._order[row])
+
+    def row_of(self, iteration: int) -> int:
+        return int(self._rank[iteration])
+
+    def sort(self, column: int, order=Qt.SortOrder.AscendingOrder) -> None:
+        self.layoutAboutToBeChanged.emit()
+        old = self._order.copy()
+        self._sort = (column, order)
+        self._apply_sort()
+        pers = self.persistentIndexList()
+        new = [self.index(self.row_of(int(old[p.row()])), p.column()) for p in pers]
+        self.changePersistentIndexList(pers, new)
+        self.layoutChanged.emit()
+
+    def _apply_sort(self) -> None:
+        n = len(self._starts)
+        column, order = self._sort
+        if column in (2, 3):
+            key = self._durs
+        elif column == 4 and self._dominant:
+            key = np.array(self._dominant, dtype=object).astype(str)
+        else:
+            key = np.arange(n)
+        perm = np.argsort(key, kind="stable")
+        if order == Qt.SortOrder.DescendingOrder:
+            perm = perm[::-1]
+        self._order = perm.astype(np.int64)
+        self._rank = np.empty(n, np.int64)
+        self._rank[self._order] = np.arange(n)
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 (Qt API)
         return 0 if parent.isValid() else len(self._starts)
@@ -60,11 +99,9 @@ class IterationsModel(QAbstractTableModel):
     def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole):
         if not index.isValid():
             return None
-        r, c = index.row(), index.column()
+        r, c = int(self._order[index.row()]), index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return self._text(r, c)
-        if role == _SORT:
-            return self._sort_key(r, c)
         if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 1, 2, 3):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and c == 0 and r < len(self._labels):
@@ -84,13 +121,6 @@ class IterationsModel(QAbstractTableModel):
             sign = "+" if d >= 0 else "−"
             return f"{sign}{fmt_dur(abs(d))} ({sign if pct else '±'}{abs(pct)}%)"
         return self._dominant[r] if r < len(self._dominant) else ""
-
-    def _sort_key(self, r: int, c: int):
-        if c in (0, 1):
-            return r
-        if c in (2, 3):
-            return int(self._durs[r])
-        return self._text(r, c)
 
 
 _TIPS = (
@@ -119,11 +149,8 @@ class IterationsPanel(QWidget):
         super().__init__(parent)
         self.session = session
         self.model = IterationsModel(self)
-        self.proxy = QSortFilterProxyModel(self)
-        self.proxy.setSourceModel(self.model)
-        self.proxy.setSortRole(_SORT)
         self.table = _Table(self)
-        self.table.setModel(self.proxy)
+        self.table.setModel(self.model)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -165,7 +192,7 @@ class IterationsPanel(QWidget):
 
     def row_of(self, iteration: int) -> int:
         """View row that shows ``iteration`` (the table may be sorted)."""
-        return self.proxy.mapFromSource(self.model.index(iteration, 0)).row()
+        return self.model.row_of(iteration)
 
     def _on_loading(self, path: str) -> None:
         if self.session.trace is None:
@@ -199,13 +226,12 @@ class IterationsPanel(QWidget):
 
     def _on_row_activated(self, index) -> None:
         if index.isValid():
-            src = self.proxy.mapToSource(index).row()
-            self.session.select_iteration(src, zoom=True)
+            self.session.select_iteration(self.model.iteration_at(index.row()), zoom=True)
 
     def _on_current_changed(self, current, _previous) -> None:
         if self._syncing or not current.isValid():
             return
-        src = self.proxy.mapToSource(current).row()
+        src = self.model.iteration_at(current.row())
         if src != self.session.selected_iteration:
             self.session.select_iteration(src, zoom=True)
 
@@ -217,6 +243,6 @@ class IterationsPanel(QWidget):
             else:
                 row = self.row_of(i)
                 self.table.selectRow(row)
-                self.table.scrollTo(self.proxy.index(row, 0))
+                self.table.scrollTo(self.model.index(row, 0))
         finally:
             self._syncing = False
