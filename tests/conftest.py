@@ -9,8 +9,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "public"
+from tracedata import DATA, SHARED, shared_trace  # noqa: F401  (re-exported)
 
 
 @pytest.fixture(autouse=True)
@@ -22,10 +21,3 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
 def data_dir() -> Path:
     return DATA
 
-
-def shared_trace(rel: str) -> Path:
-    """A real trace from ``../shared/traces/public``; skips the test when absent."""
-    p = SHARED / rel
-    if not p.exists():
-        pytest.skip(f"shared trace {rel} not available")
-    return p

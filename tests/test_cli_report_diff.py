@@ -7,7 +7,7 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-from conftest import shared_trace
+from tracedata import shared_trace
 
 from sofa_gui.cli import main
 

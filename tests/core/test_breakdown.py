@@ -337,7 +337,7 @@ def test_paint_a_million_slices():
 
 # -- real traces ----------------------------------------------------------------------------
 def _real(rel):
-    from conftest import shared_trace
+    from tracedata import shared_trace
 
     from sofa_gui.core.analysis.iterations import detect_iterations
     from sofa_gui.core.importers import load_trace
@@ -400,7 +400,7 @@ def _overlap_len(a, b, lo, hi):
 
 @pytest.mark.parametrize("rel", [NCCL, NEGQ])
 def test_real_nccl_communication_and_overlap_match_independent_count(rel):
-    from conftest import shared_trace
+    from tracedata import shared_trace
 
     trace, iters, bd = _real(rel)
     events = _json_events(shared_trace(rel))

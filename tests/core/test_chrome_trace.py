@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA, shared_trace
 from kineto_truth import truth
+from tracedata import DATA, shared_trace
 
 from sofa_gui.core.errors import TraceFormatError
 from sofa_gui.core.importers import chrome_decode, load_trace, pick_importer

@@ -82,7 +82,7 @@ def test_whole_trace_runs_are_compared_with_a_note():
 
 
 def test_resnet_workers_diff_shows_the_gain():
-    from conftest import shared_trace
+    from tracedata import shared_trace
 
     from sofa_gui.core.analysis.pipeline import analyze
     from sofa_gui.core.importers import load_trace

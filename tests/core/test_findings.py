@@ -246,7 +246,7 @@ STAMP = {0: "1623143089861", 4: "1623212756351"}
 
 
 def _real(workers):
-    from conftest import shared_trace
+    from tracedata import shared_trace
 
     from sofa_gui.core.analysis.pipeline import analyze
     from sofa_gui.core.importers import load_trace

@@ -11,7 +11,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from conftest import shared_trace
+from tracedata import shared_trace
 
 from sofa_gui.core.analysis.iterations import detect_iterations
 from sofa_gui.core.importers import load_trace

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA
 from kineto_truth import truth
+from tracedata import DATA
 
 from sofa_gui.core.importers import load_trace, pick_importer
 from sofa_gui.core.importers.rank_folder import IMPORTER, assign_ranks, rank_in_name

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA
+from tracedata import DATA
 
 from sofa_gui.core import store
 from sofa_gui.core.errors import TraceFormatError

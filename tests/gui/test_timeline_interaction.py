@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtGui
 from PySide6.QtTest import QTest
-from timeline_fixtures import BASE, US, shared_trace, small_trace, synthetic
+from timeline_fixtures import BASE, US, small_trace, synthetic
+from tracedata import shared_trace
 
 from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.importers import load_trace

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 
 from sofa_gui.core.builder import TraceBuilder
 from sofa_gui.core.trace import CopyKind, Kind, LaneKind
@@ -56,17 +53,6 @@ def synthetic(n: int, lanes: int = 10, seed: int = 1):
         start = BASE + np.cumsum(dur + rng.exponential(400, per).astype(np.int64)) - dur
         b.add_slices(start, dur, lid, names[rng.integers(0, 50, per)], kind=int(Kind.KERNEL))
     return b.finish(correlate=False)
-
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "traces" / "public"
-
-
-def shared_trace(rel: str) -> Path:
-    """A real trace from ``../shared/traces/public`` (as ``tests/conftest.py``); skips if absent."""
-    p = SHARED / rel
-    if not p.exists():
-        pytest.skip(f"shared trace {rel} not available")
-    return p
 
 
 def deep_trace(levels: int = 30):
