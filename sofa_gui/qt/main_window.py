@@ -26,7 +26,7 @@ from .panels.details import DetailsPanel
 from .panels.findings import FindingsPanel
 from .panels.iterations import IterationsPanel
 from .panels.load_report import LoadReportDialog
-from .panels.search_bar import SearchBar
+from .panels.search_bar import SearchBar, SearchHighlighter
 from .panels.summary import SummaryHeader
 from .panels.welcome import WelcomePage
 from .recent import RecentFiles
@@ -198,8 +198,7 @@ class MainWindow(QMainWindow):
         s.iteration_selected.connect(lambda i: tl.select_iteration(i if i >= 0 else None))
         s.slice_selected.connect(lambda i: tl.select_slice(i if i >= 0 else None))
         s.zoom_requested.connect(tl.zoom_to)
-        s.search_changed.connect(
-            lambda: tl.set_highlight(s.matches if len(s.matches) else None))
+        self.highlighter = SearchHighlighter(s, tl, self)
         s.load_failed.connect(self._on_load_failed)
         s.job_crashed.connect(self._on_job_crashed)
         s.job_cancelled.connect(lambda: self.statusBar().showMessage("Cancelled", 5000))

@@ -39,7 +39,8 @@ class Session(QObject):
     iteration_selected = Signal(int)  # -1: none
     slice_selected = Signal(int)  # -1: none
     zoom_requested = Signal(object, object)  # start_ns, end_ns
-    search_changed = Signal()  # matches or the current match changed
+    search_changed = Signal()  # the set of matches changed
+    match_changed = Signal()  # the current match (position) changed
 
     def __init__(self, parent: QObject | None = None, load_mode: str = "auto"):
         super().__init__(parent)
@@ -155,7 +156,7 @@ class Session(QObject):
             self.match_pos = 0 if delta > 0 else n - 1
         else:
             self.match_pos = (self.match_pos + delta) % n
-        self.search_changed.emit()
+        self.match_changed.emit()
         self.select_slice(int(self.matches[self.match_pos]), reveal=True)
 
     # -- worker results -----------------------------------------------------------

@@ -390,3 +390,23 @@ def test_sorting_the_iterations_table_keeps_rows_mapped(qtbot, window, demo_path
     assert s.selected_iteration == longest
     s.select_iteration(0, zoom=False)  # from elsewhere (e.g. the timeline)
     assert panel.table.currentIndex().row() == panel.row_of(0)
+
+
+def test_broad_search_highlights_only_the_visible_matches(qtbot, window, demo_path, monkeypatch):
+    from sofa_gui.qt.panels import search_bar
+
+    monkeypatch.setattr(search_bar, "HIGHLIGHT_LIMIT", 200)
+    s = open_and_wait(qtbot, window, demo_path)
+    s.search(SearchQuery("aten::"))
+    hl = window.highlighter
+    assert len(s.matches) > 200
+    assert hl.shown == 0 and window.timeline.model.highlight is None  # zoomed out: too many
+    assert "zoom in" in window.search_bar.count.text()
+    t = s.trace
+    mid = int(s.matches[len(s.matches) // 2])
+    a = int(t.slices.start[mid])
+    s.zoom_to(a - 200_000, a + 200_000)
+    qtbot.waitUntil(lambda: hl.shown > 0, timeout=3000)
+    lo, hi = window.timeline.visible_range()
+    visible = [i for i in s.matches if t.slices.start[i] < hi and t.slices.end[i] > lo]
+    assert hl.shown == len(visible) and window.timeline.model.highlight is not None

@@ -1,13 +1,13 @@
 """Search bar (Ctrl+F): substring or regex over every slice name of the whole trace.
 
 Shows the match count and the current match, steps with Enter / Shift+Enter or the
-arrow buttons, and hands the matches to the timeline for highlighting (through the
-Session's ``search_changed``).
+arrow buttons. :class:`SearchHighlighter` hands the matches to the timeline.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+import numpy as np
+from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QToolButton, QWidget
 
@@ -17,6 +17,9 @@ from .common import plain_label, set_muted
 
 #: Typing pauses this long before a search runs.
 DEBOUNCE_MS = 200
+#: Most matches highlighted at once: the timeline indexes highlighted slices on the GUI
+#: thread (~1 ms per 1,000), so beyond this only the visible ones are highlighted.
+HIGHLIGHT_LIMIT = 50_000
 
 
 class SearchBar(QWidget):
@@ -60,6 +63,7 @@ class SearchBar(QWidget):
         QShortcut(QKeySequence("Shift+Return"), self.edit, lambda: self.step(-1),
                   context=Qt.ShortcutContext.WidgetShortcut)
         session.search_changed.connect(self._update_count)
+        session.match_changed.connect(self._update_count)
         session.trace_changed.connect(self._update_count)
 
     def _toggle(self, text: str, tip: str) -> QToolButton:
@@ -112,9 +116,56 @@ class SearchBar(QWidget):
         elif n == 0:
             text = "no matches"
         elif s.match_pos < 0:
-            text = f"{n:,} matches"
+            text = f"{n:,} matches" + (" (zoom in to highlight)"
+                                       if n > HIGHLIGHT_LIMIT else "")
         else:
             text = f"{s.match_pos + 1:,} of {n:,}"
         self.count.setText(text)
         self.prev_btn.setEnabled(n > 0)
         self.next_btn.setEnabled(n > 0)
+
+
+class SearchHighlighter(QObject):
+    """Highlights the session's matches on ``timeline`` (``set_highlight``).
+
+    Up to :data:`HIGHLIGHT_LIMIT` matches are all highlighted; with more, only those
+    in the visible window are, refreshed after each zoom or pan, so a broad search
+    ("a") never freezes the GUI.
+    """
+
+    def __init__(self, session: Session, timeline, parent=None):
+        super().__init__(parent)
+        self.session, self.timeline = session, timeline
+        self.shown = 0  # matches currently highlighted
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(80)
+        self._timer.timeout.connect(self.refresh)
+        session.search_changed.connect(self.refresh)
+        timeline.range_changed.connect(self._on_range)
+
+    @property
+    def partial(self) -> bool:
+        return len(self.session.matches) > HIGHLIGHT_LIMIT
+
+    def _on_range(self, *_range) -> None:
+        if self.partial:
+            self._timer.start()
+
+    def refresh(self) -> None:
+        m = self.session.matches
+        if self.partial:
+            m = self._visible(m)
+            if len(m) > HIGHLIGHT_LIMIT:
+                m = m[:0]
+        self.shown = len(m)
+        self.timeline.set_highlight(m if len(m) else None)
+
+    def _visible(self, matches: np.ndarray) -> np.ndarray:
+        trace = self.session.trace
+        lo, hi = self.timeline.visible_range()
+        starts = trace.slices.start[matches]
+        a = int(np.searchsorted(starts, lo - trace.max_dur_ns, side="left"))
+        b = int(np.searchsorted(starts, hi, side="right"))
+        cand = matches[a:b]
+        return cand[trace.slices.end[cand] > lo] if len(cand) else cand
