@@ -168,7 +168,7 @@ def run_window(path: str | None, size: tuple[int, int], mode: str = "auto") -> i
     from .main_window import MainWindow
 
     win = MainWindow(make_settings())
-    win.session.iteration_mode = mode
+    win.set_iteration_mode(mode)
     freeze_startup_objects()
     if not win.settings.contains("window/geometry"):
         win.resize(*size)

@@ -212,6 +212,11 @@ class MainWindow(QMainWindow):
         self.welcome.open_path.connect(self.open_path)
         self.cancel_action.setEnabled(False)
 
+    def set_iteration_mode(self, mode: str) -> None:
+        """How the next analysis finds iterations (auto|annotations|pattern); no re-run."""
+        self.session.iteration_mode = mode
+        self.mode_actions[mode].setChecked(True)
+
     # -- opening ----------------------------------------------------------------------
     def open_path(self, path: str | Path) -> None:
         """Open a trace file or folder (in the background; a newer open cancels this one)."""

@@ -33,7 +33,7 @@ def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: in
         tmp = tempfile.mkdtemp(prefix="sofa-gui-shot-")
         settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)
     win = MainWindow(settings, restore_state=False)
-    win.session.iteration_mode = mode
+    win.set_iteration_mode(mode)
     win.resize(*size)
     win.show()
     try:
