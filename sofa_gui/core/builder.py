@@ -13,6 +13,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .nesting import assign_depths
 from .trace import (
     DEVICE_KINDS,
     ArgsStore,
@@ -320,79 +321,6 @@ def default_sort_key(kind, rank, pid, tid, device, stream) -> int:
     else:
         within = ((max(pid, 0) & 0xFFFFFF) << 24) + (max(tid, 0) & 0xFFFFFF)
     return (rank_part << 52) + (kind_part << 49) + (within & ((1 << 49) - 1))
-
-
-def assign_depths(start, dur, lane, n_lanes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Nesting row of each slice and the number of rows per lane.
-
-    Input must be sorted by (start, -dur). Properly nested or disjoint slices
-    are solved in one vectorised pass (depth = slices still open at the start);
-    a lane where that leaves two overlapping slices on one row (partial
-    overlaps) is redone greedily, so no slice is ever hidden or dropped.
-    """
-    n = len(start)
-    depth = np.zeros(n, np.int16)
-    lane_depth = np.zeros(n_lanes, np.int64)
-    if n == 0:
-        return depth, lane_depth
-    end = start + dur
-    by_lane = np.argsort(lane, kind="stable")  # keeps start order within a lane
-    ls, le, ll = start[by_lane], end[by_lane], lane[by_lane]
-    bounds = np.searchsorted(ll, np.arange(n_lanes + 1))
-    d = np.zeros(n, np.int64)
-    for lid in range(n_lanes):
-        lo, hi = bounds[lid], bounds[lid + 1]
-        if hi - lo <= 1:
-            continue
-        s, e = ls[lo:hi], le[lo:hi]
-        if np.all(e[:-1] <= s[1:]):
-            continue  # flat lane: everything on row 0
-        d[lo:hi] = _nested_depth(s, e)
-        if _rows_overlap(s, e, d[lo:hi]):
-            d[lo:hi] = _greedy_depth(s, e)
-    depth[by_lane] = np.minimum(d, np.iinfo(np.int16).max)
-    np.maximum.at(lane_depth, lane, depth.astype(np.int64) + 1)
-    return depth, lane_depth
-
-
-def _nested_depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Open intervals at each start, among those sorted before it.
-
-    ``ended`` counts all slices with end <= start; the only ones sorted at or
-    after a slice that can qualify are zero-length slices at the same start
-    (they sort last in their start group), so those are taken back out.
-    """
-    pos = np.arange(len(s))
-    ended = np.searchsorted(np.sort(e), s, side="right")
-    zero = np.concatenate([[0], np.cumsum(e == s)])
-    g_lo = np.searchsorted(s, s, side="left")
-    g_hi = np.searchsorted(s, s, side="right")
-    n_zero = zero[g_hi] - zero[g_lo]
-    later_zero = g_hi - np.maximum(pos, g_hi - n_zero)
-    return np.maximum(pos - (ended - later_zero), 0)
-
-
-def _rows_overlap(s, e, d) -> bool:
-    order = np.lexsort((s, d))
-    ds, ss, es = d[order], s[order], e[order]
-    same = ds[1:] == ds[:-1]
-    return bool(np.any(same & (es[:-1] > ss[1:])))
-
-
-def _greedy_depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Lowest free row per slice (first fit); used only for partial overlaps."""
-    row_end: list[int] = []
-    out = np.zeros(len(s), np.int64)
-    for i, (a, b) in enumerate(zip(s.tolist(), e.tolist())):
-        for r, re in enumerate(row_end):
-            if re <= a:
-                row_end[r] = b
-                out[i] = r
-                break
-        else:
-            out[i] = len(row_end)
-            row_end.append(b)
-    return out
 
 
 def correlation_flows(slices: Slices, lanes: Lanes) -> Flows:

@@ -58,12 +58,12 @@ def test_slices_in_window():
 
 
 def test_zero_length_slices_nest_without_fallback(monkeypatch):
-    import sofa_gui.core.builder as builder
+    import sofa_gui.core.nesting as nesting
 
     def no_fallback(s, e):
         raise AssertionError("greedy fallback used")
 
-    monkeypatch.setattr(builder, "_greedy_depth", no_fallback)
+    monkeypatch.setattr(nesting, "_greedy_depth", no_fallback)
     start = np.array([10, 10, 12, 12, 25])
     dur = np.array([10, 0, 3, 0, 5])
     depth, lane_depth = assign_depths(start, dur, np.zeros(5, np.int32), 1)

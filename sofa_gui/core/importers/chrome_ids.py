@@ -66,16 +66,30 @@ class IdCodes:
         return c
 
     def codes(self, values: list) -> np.ndarray:
-        n = len(values)
         if self._all_int:  # the common case: plain ints, converted in C
-            try:
-                out = np.fromiter(values, np.int64, n)
-                if n == 0 or (out.min() > _FIRST_SYNTHETIC and out.max() < HI and
-                              all(v.__class__ is int for v in values[:1])):
-                    return out
-            except (ValueError, TypeError, OverflowError):
-                pass
+            out = self.int_codes(values)
+            if out is not None:
+                return out
             self._all_int = False
+        return self._mapped(values)
+
+    def int_codes(self, values: list) -> np.ndarray | None:
+        """The codes if every value so far and here is a plain int in range, else None."""
+        n = len(values)
+        if not self._all_int:
+            return None
+        if n == 0:
+            return np.zeros(0, np.int64)
+        if values[0].__class__ is not int:
+            return None
+        try:
+            out = np.fromiter(values, np.int64, n)
+        except (ValueError, TypeError, OverflowError):
+            return None
+        return out if out.min() > _FIRST_SYNTHETIC and out.max() < HI else None
+
+    def _mapped(self, values: list) -> np.ndarray:
+        n = len(values)
         get = self._map.__getitem__
         try:
             return np.fromiter(map(get, values), np.int64, n)
@@ -95,29 +109,35 @@ class IdCodes:
         digits = text.split()[-1] if text.split() else ""
         return int(digits) if digits.isdigit() else -1
 
+class _AutoDict(dict):
+    """A dict that fills a missing key with ``make(key)`` (which stores it), so
+    ``map(d.__getitem__, keys)`` interns new keys without leaving C."""
+
+    def __init__(self, make):
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        return self._make(key)
+
+
 class NameTable:
     """Event names -> builder name ids, with cached per-name classification."""
 
     def __init__(self, builder: TraceBuilder):
         self._b = builder
-        self._ids: dict[str, int] = {}
+        self._ids: dict[str, int] = _AutoDict(self._add)
         self._names: list[str] = []
         self._step = np.zeros(0, bool)
         self._coll = np.zeros(0, np.int8)  # -1 unknown, 0 no, 1 yes
         self._copy = np.zeros(0, np.int8)  # -1 unknown, else CopyKind
 
     def ids(self, names: list[str]) -> np.ndarray:
-        get = self._ids.__getitem__
-        try:
-            return np.fromiter(map(get, names), np.int32, len(names))
-        except KeyError:
-            for name in set(names).difference(self._ids):
-                self._add(name)
-            return np.fromiter(map(get, names), np.int32, len(names))
+        """Name ids (new names are added)."""
+        return np.fromiter(map(self._ids.__getitem__, names), np.int32, len(names))
 
     def id(self, name: str) -> int:
-        i = self._ids.get(name)
-        return self._add(name) if i is None else i
+        return self._ids[name]
 
     def _add(self, name: str) -> int:
         i = self._b.intern(name)
@@ -157,27 +177,22 @@ class CategoryTable:
     """``cat`` strings -> small codes; each code's base Kind."""
 
     def __init__(self):
-        self._codes: dict[str, int] = {}
+        self._codes: dict[str, int] = _AutoDict(self._new)
         self.names: list[str] = []
         self.kind = np.zeros(0, np.int8)
 
     def codes(self, cats: list[str]) -> np.ndarray:
-        get = self._codes.__getitem__
-        try:
-            return np.fromiter(map(get, cats), np.int32, len(cats))
-        except KeyError:
-            for c in set(cats).difference(self._codes):
-                self.code(c)
-            return np.fromiter(map(get, cats), np.int32, len(cats))
+        return np.fromiter(map(self._codes.__getitem__, cats), np.int32, len(cats))
 
     def code(self, cat: str) -> int:
-        c = self._codes.get(cat)
-        if c is None:
-            c = self._codes[cat] = len(self.names)
-            self.names.append(cat)
-            self.kind = np.append(self.kind, np.int8(int(kind_for(cat, ""))))
+        return self._codes[cat]
+
+    def _new(self, cat: str) -> int:
+        c = self._codes[cat] = len(self.names)
+        self.names.append(cat)
+        self.kind = np.append(self.kind, np.int8(int(kind_for(cat, ""))))
         return c
 
-    def codes_of(self, lowered: set[str]) -> list[int]:
+    def codes_lowered(self, lowered: set[str]) -> list[int]:
         """Codes of the categories whose lower-cased name is in ``lowered``."""
         return [c for c, name in enumerate(self.names) if name.lower() in lowered]

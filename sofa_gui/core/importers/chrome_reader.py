@@ -33,10 +33,6 @@ from .chrome_ids import (
     pack,
 )
 
-_PH, _TS, _DUR = attrgetter("ph"), attrgetter("ts"), attrgetter("dur")
-_NAME, _CAT = attrgetter("name"), attrgetter("cat")
-_PID, _TID, _ARGS = attrgetter("pid"), attrgetter("tid"), attrgetter("args")
-
 X, B, E, I1, I2, C, M = (ord(c) for c in "XBEiICM")
 FLOW_S, FLOW_T, FLOW_F = (ord(c) for c in "stf")
 _KNOWN = np.zeros(256, bool)
@@ -46,23 +42,28 @@ TS_LIMIT = 9.2e15  # µs; beyond this ns do not fit in int64
 COUNTER_LIMIT = 2.0 ** 63  # counter values beyond int64's range are corrupt, not data
 EXACT_ABOVE = 4.0e12  # µs; above this float64 may miss the ns digit of a fractional ts
 LAUNCH_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
-_DEV_OR_RUNTIME = np.array([int(k) for k in (*DEVICE_KINDS, Kind.SYNC, Kind.RUNTIME)], np.int8)
+_DEV_OR_RUNTIME = np.zeros(256, bool)  # by Kind value: events whose args are read
+_DEV_OR_RUNTIME[[int(k) for k in (*DEVICE_KINDS, Kind.SYNC, Kind.RUNTIME)]] = True
+_COPIES = np.zeros(256, bool)
+_COPIES[[int(Kind.MEMCPY), int(Kind.MEMSET)]] = True
 _ANN_CATS = {"gpu_user_annotation"}
 _MEMORY_NAME = "[memory]"
 
 
 class _RuntimeArgs(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    correlation_id: int | None = msgspec.field(default=None, name="correlation id")
+    """Strict args: plain ints or absent (-1), so columns convert in one C pass."""
+
+    correlation: int = -1
+    correlation_id: int = msgspec.field(default=-1, name="correlation id")
 
 
 class _DeviceArgs(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    correlation_id: int | None = msgspec.field(default=None, name="correlation id")
-    device: int | None = None
-    stream: int | None = None
-    nbytes: int | None = msgspec.field(default=None, name="bytes")
-    nbytes2: int | None = msgspec.field(default=None, name="Bytes")
+    correlation: int = -1
+    correlation_id: int = msgspec.field(default=-1, name="correlation id")
+    device: int = -1
+    stream: int = -1
+    nbytes: int = msgspec.field(default=-1, name="bytes")
+    nbytes2: int = msgspec.field(default=-1, name="Bytes")
 
 
 class _LooseRuntimeArgs(msgspec.Struct, gc=False):
@@ -97,7 +98,6 @@ _MEM_ARGS = _decoders(_MemArgs, _MemArgs)
 _A_CORR, _A_CORR2 = attrgetter("correlation"), attrgetter("correlation_id")
 _A_DEVICE, _A_STREAM = attrgetter("device"), attrgetter("stream")
 _A_BYTES, _A_BYTES2 = attrgetter("nbytes"), attrgetter("nbytes2")
-_ID, _BP = attrgetter("id"), attrgetter("bp")
 _A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
 
 
@@ -161,7 +161,7 @@ class FileData:
 
 
 def _phases(evs: list) -> np.ndarray:
-    phs = list(map(_PH, evs))
+    phs = [e.ph for e in evs]
     joined = "".join(phs)
     if len(joined) == len(phs) and joined.isascii():
         return np.frombuffer(joined.encode("ascii"), np.uint8)
@@ -273,18 +273,20 @@ class FileReader:
             self.report.skip(reason, k)
         if not n:
             return
+        # one list comprehension per field: attribute loads on the structs are
+        # specialised bytecode, cheaper than map(attrgetter) and a C-level call
         ph = _phases(evs)
-        ts = np.fromiter(map(_TS, evs), np.float64, n)
+        ts = np.fromiter([e.ts for e in evs], np.float64, n)  # None -> NaN
         ns, ts_ok = self._times(ts, piece)
-        name = self.names.ids(list(map(_NAME, evs)))
-        cat = self.cats.codes(list(map(_CAT, evs)))
+        name = self.names.ids([e.name for e in evs])
+        cat = self.cats.codes([e.cat for e in evs])
         if len(self.cats.names) != self._n_cats:
             self._n_cats = len(self.cats.names)
-            self._ann_codes = np.array(self.cats.codes_of(_ANN_CATS), np.int32)
+            self._ann_codes = np.array(self.cats.codes_lowered(_ANN_CATS), np.int32)
         ids = self.data.ids
-        pid = ids.codes(list(map(_PID, evs)))
-        tid = ids.codes(list(map(_TID, evs)))
-        raws = list(map(_ARGS, evs))
+        pid = ids.codes([e.pid for e in evs])
+        tid = ids.codes([e.tid for e in evs])
+        raws = [e.args for e in evs]
         cols = _Cols(evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws, piece)
 
         inst = (ph == I1) | (ph == I2)
@@ -319,7 +321,7 @@ class FileReader:
         """Valid X events; the others are counted as skipped with their reason."""
         if not x.any():
             return x
-        dur = np.fromiter(map(_DUR, evs), np.float64, len(evs))
+        dur = np.fromiter([e.dur for e in evs], np.float64, len(evs))
         self._skip_ts(x & ~ts_ok, cols.ts)
         xs = x & ts_ok
         missing = xs & np.isnan(dur)
@@ -378,7 +380,7 @@ class FileReader:
         self._device_columns(chunk, raws, pid, tid)
         chunk["args_first"] = self.spill.append(raws)
         chunk["n"] = k
-        if c.piece.text is None or b'"bind_id"' in c.piece.text:
+        if [e.bind_id for e in c.evs].count(None) != len(c.evs):
             self._bound_flows(c, idx, len(self.data.chunks))
         self.data.chunks.append(chunk)
 
@@ -408,28 +410,29 @@ class FileReader:
     def _device_columns(self, chunk: dict, raws: list, pid: np.ndarray, tid: np.ndarray) -> None:
         """device/stream/correlation/bytes/copy kind from the args of runtime and GPU events."""
         kind = chunk["kind"]
-        rows = np.flatnonzero(np.isin(kind, _DEV_OR_RUNTIME))
+        rows = np.flatnonzero(_DEV_OR_RUNTIME[kind])
         if not len(rows):
             return
         runtime = kind[rows] == int(Kind.RUNTIME)
         rrows, drows = rows[runtime], rows[~runtime]
         if len(rrows):
-            args = _decode_batch(list(map(raws.__getitem__, rrows.tolist())), _RUNTIME_ARGS)
-            chunk["correlation"][rrows] = _correlation(args)
+            args, strict = _decode_batch(list(map(raws.__getitem__, rrows.tolist())),
+                                         _RUNTIME_ARGS)
+            chunk["correlation"][rrows] = _correlation(args, strict)
         if not len(drows):
             return
-        args = _decode_batch(list(map(raws.__getitem__, drows.tolist())), _DEVICE_ARGS)
-        chunk["correlation"][drows] = _correlation(args)
-        device = _int_or(list(map(_A_DEVICE, args)), -1)
+        args, strict = _decode_batch(list(map(raws.__getitem__, drows.tolist())), _DEVICE_ARGS)
+        chunk["correlation"][drows] = _correlation(args, strict)
+        device = _ints(args, _A_DEVICE, strict)
         fallback = np.where(pid[drows] >= 0, pid[drows], 0)
         device = np.where((device >= 0) & (device < 32768), device, fallback)
         chunk["device"][drows] = np.clip(device, -1, 32767)
-        stream = _int_or(list(map(_A_STREAM, args)), -1)
+        stream = _ints(args, _A_STREAM, strict)
         chunk["stream"][drows] = np.where(stream >= 0, stream, chunk["stream"][drows])
-        copies = np.isin(kind[drows], [int(Kind.MEMCPY), int(Kind.MEMSET)])
+        copies = _COPIES[kind[drows]]
         if copies.any():
-            nbytes = _int_or(list(map(_A_BYTES, args)), -1)
-            nbytes2 = _int_or(list(map(_A_BYTES2, args)), -1)
+            nbytes = _ints(args, _A_BYTES, strict)
+            nbytes2 = _ints(args, _A_BYTES2, strict)
             chunk["bytes"][drows] = np.where(copies, np.where(nbytes >= 0, nbytes, nbytes2), -1)
         memcpy = drows[kind[drows] == int(Kind.MEMCPY)]
         if len(memcpy):
@@ -483,22 +486,25 @@ class FileReader:
                      ev.ph, int(c.name[i]), int(kind[j]), bytes(ev.args)))
 
     def _flows(self, c: _Cols, idx: np.ndarray) -> None:
-        sub = list(map(c.evs.__getitem__, idx.tolist()))
-        raw_ids = list(map(_ID, sub))
-        if None in raw_ids:
-            has_id = np.fromiter((v is not None for v in raw_ids), bool, len(raw_ids))
-            self._skip(~has_id, "flow event without id")
-            idx = idx[has_id]
-            sub = [e for e, h in zip(sub, has_id.tolist()) if h]
-            raw_ids = [v for v in raw_ids if v is not None]
-            if not len(idx):
-                return
-        codes = self.data.flow_ids.codes(raw_ids)
+        evs = c.evs
+        sub = [evs[i] for i in idx.tolist()]
+        raw_ids = [e.id for e in sub]
+        codes = self.data.flow_ids.int_codes(raw_ids)
+        if codes is None:
+            if None in raw_ids:
+                has_id = np.fromiter((v is not None for v in raw_ids), bool, len(raw_ids))
+                self._skip(~has_id, "flow event without id")
+                idx = idx[has_id]
+                sub = [e for e, h in zip(sub, has_id.tolist()) if h]
+                raw_ids = [v for v in raw_ids if v is not None]
+                if not len(idx):
+                    return
+            codes = self.data.flow_ids.codes(raw_ids)
         self.data.flows.append({
             "key": pack(c.pid[idx], c.tid[idx]),
             "ts": c.ns[idx],
             "phase": c.ph[idx],
-            "enclosing": np.fromiter(map("e".__eq__, map(_BP, sub)), bool, len(sub)),
+            "enclosing": np.fromiter([e.bp == "e" for e in sub], bool, len(sub)),
             "cat": c.cat[idx],
             "id": codes,
         })
@@ -527,7 +533,7 @@ class FileReader:
         """Kineto ``[memory]`` instants -> allocator samples (a counter, not slices)."""
         if not len(idx):
             return
-        args = _decode_batch([c.raws[i] for i in idx.tolist()], _MEM_ARGS)
+        args, _ = _decode_batch([c.raws[i] for i in idx.tolist()], _MEM_ARGS)
         dev_type = _int_or([a.dev_type for a in args], -1)
         dev_id = _int_or([a.dev_id for a in args], -1)
         total = _float_or_nan(list(map(_A_TOTAL, args)))
@@ -618,18 +624,22 @@ def _merge_args(b_args: bytes, e_args: bytes) -> bytes:
     return msgspec.json.encode(merged)
 
 
-def _decode_batch(raws: list, decoders: tuple) -> list:
-    """Decode many args objects in one call; per object (then leniently) if that fails."""
+def _decode_batch(raws: list, decoders: tuple) -> tuple[list, bool]:
+    """Decode many args objects in one call; per object (then leniently) if that fails.
+
+    Returns (structs, strict): strict structs hold only ints (absent: -1); the
+    loose ones whatever the file has, for :func:`_int_or`.
+    """
     many, one, loose_many, loose_one = decoders
     try:
         out = many.decode(b"[" + b",".join(raws) + b"]")
         if len(out) == len(raws):  # an empty args value would vanish from the list
-            return out
+            return out, True
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass
     text = b"[" + b",".join(r if len(r) else b"{}" for r in raws) + b"]"
     try:
-        return loose_many.decode(text)
+        return loose_many.decode(text), False
     except (msgspec.DecodeError, UnicodeDecodeError):
         out = []
         for r in raws:
@@ -637,12 +647,26 @@ def _decode_batch(raws: list, decoders: tuple) -> list:
                 out.append(loose_one.decode(r) if len(r) else loose_one.decode(b"{}"))
             except (msgspec.DecodeError, UnicodeDecodeError):
                 out.append(loose_one.decode(b"{}"))
-        return out
+        return out, False
 
 
-def _correlation(args: list) -> np.ndarray:
-    corr = _int_or(list(map(_A_CORR, args)), -1)
+_INT_LIMIT = 1 << 62  # as :func:`_int_or`: larger magnitudes are not ids or counts
+
+
+def _ints(args: list, get, strict: bool) -> np.ndarray:
+    """An int field of decoded args as int64; absent, not an int or huge -> -1."""
+    if strict:
+        try:
+            out = np.fromiter(map(get, args), np.int64, len(args))
+        except OverflowError:  # beyond int64: per value
+            return _int_or(list(map(get, args)), -1)
+        return np.where((out > -_INT_LIMIT) & (out < _INT_LIMIT), out, -1)
+    return _int_or(list(map(get, args)), -1)
+
+
+def _correlation(args: list, strict: bool) -> np.ndarray:
+    corr = _ints(args, _A_CORR, strict)
     if (corr < 0).any():
-        corr2 = _int_or(list(map(_A_CORR2, args)), -1)
+        corr2 = _ints(args, _A_CORR2, strict)
         corr = np.where(corr >= 0, corr, corr2)
     return corr
