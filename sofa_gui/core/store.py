@@ -98,7 +98,7 @@ def save_cached(path: Path, trace: Trace) -> Path | None:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return d
-    except (OSError, ValueError, pa.ArrowException):  # disk full, or text Arrow rejects
+    except (OSError, ValueError, TypeError, pa.ArrowException):  # disk full, odd text/meta
         log.warning("could not write cache for %s", path, exc_info=True)
         return None
 

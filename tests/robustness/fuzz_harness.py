@@ -79,6 +79,7 @@ def check_trace(trace) -> str | None:
     n, n_lanes, n_names = len(s), len(lanes), len(trace.names)
     checks = [
         (bool(np.all(s.dur >= 0)), "negative duration"),
+        (bool(np.all(s.end >= s.start)), "start + duration wraps around int64"),
         (bool(np.all(s.start[1:] >= s.start[:-1])), "slices not sorted by start"),
         (bool(np.all((s.lane >= 0) & (s.lane < n_lanes))), "slice lane out of range"),
         (bool(np.all((s.name >= 0) & (s.name < n_names))), "slice name out of range"),

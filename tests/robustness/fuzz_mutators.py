@@ -279,7 +279,7 @@ def mutate_json(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """Decode, mutate structure (1-3 ops), re-encode; sometimes also damage the bytes."""
     try:
         doc = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON (any more), or nested past Python's limit
         return mutate_bytes(data, rng)
     if rng.random() < 0.08:
         return _deep_nesting(data, rng), "deep-nesting"
@@ -432,7 +432,7 @@ def _plain(data: bytes) -> tuple[bytes, bool]:
     if data[:2] == b"\x1f\x8b":
         try:
             return gzip.decompress(data), True
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):  # an earlier mutation broke it: bytes as is
             pass
     return data, False
 

@@ -119,3 +119,38 @@ def test_sofa_csv_ragged_row_with_non_utf8_bytes_is_skipped_not_fatal(tmp_path, 
     assert trace.events == good.events
     assert trace.meta.report.skipped_total == good.meta.report.skipped_total + 1
     assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_nsys_gpu_properties_with_blob_and_infinite_cells_stay_json(tmp_path):
+    # Found by fuzzing (sqlite "odd-values"): a TARGET_INFO_GPU cell holding a blob or an
+    # infinite real went into meta.devices as is; analyze --json and the cache manifest
+    # then failed with TypeError / ValueError.
+    import json
+    import sqlite3
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from nsys_fixture import make_nsys_db
+
+    from sofa_gui.core.summary import trace_dict
+
+    db = make_nsys_db(tmp_path / "report.sqlite")
+    con = sqlite3.connect(db)
+    con.execute("UPDATE TARGET_INFO_GPU SET name = ?, clockRate = ?", (b"\xff\xfeGPU", 1e999))
+    con.commit()
+    con.close()
+    trace = load_trace(db, use_cache=True)
+    json.dumps(trace_dict(trace), allow_nan=False)
+    assert store.entry_dir(db).is_dir()
+
+
+def test_activity_bins_survive_stamps_whose_difference_overflows_int64():
+    # Found by fuzzing (recording whose Kineto file had absurd ts): start - t0 wrapped
+    # around in int64 and np.bincount got negative bins.
+    import numpy as np
+
+    from sofa_gui.core.analysis.iterations.activity import _bins
+
+    start = np.array([-(2**62) * 2 + 5, 0, 2**62 * 2 - 5], np.int64)
+    counts, _, _ = _bins(start, start + 1, 16)
+    assert counts.sum() == 3

@@ -9,6 +9,7 @@ table becomes.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
@@ -140,11 +141,22 @@ def _devices(db: NsysDb) -> dict[int, dict]:
         f" FROM {table}"
     out = {}
     for row in db.rows(sql):
-        props = {_GPU_FIELDS[c]: v for c, v in zip(cols[1:], row[1:]) if v is not None}
+        props = {_GPU_FIELDS[c]: _plain(v) for c, v in zip(cols[1:], row[1:])
+                 if _plain(v) is not None}
         if cc and row[-2] is not None:
             props["compute capability"] = f"{row[-2]}.{row[-1]}"
         out[int(row[0])] = props
     return out
+
+
+def _plain(v):
+    """A cell as a JSON-safe value: SQLite hands back blobs and infinite reals as they
+    were stored, and meta goes to ``analyze --json`` and the cache manifest."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
 
 
 def _process_count(db: NsysDb) -> int:

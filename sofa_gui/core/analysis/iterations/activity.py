@@ -35,7 +35,8 @@ class Rhythm:
 def _bins(start: np.ndarray, end: np.ndarray, nbins: int) -> tuple[np.ndarray, float, int]:
     t0, t1 = int(start.min()), int(end.max())
     width = max((t1 - t0) / nbins, 1.0)
-    idx = np.minimum(((start - t0) / width).astype(np.int64), nbins - 1)
+    # In float: start - t0 in int64 wraps around for stamps far apart (corrupt input).
+    idx = np.clip(((start.astype(np.float64) - t0) / width).astype(np.int64), 0, nbins - 1)
     return np.bincount(idx, minlength=nbins).astype(float), width, t0
 
 
