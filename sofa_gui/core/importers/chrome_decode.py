@@ -24,7 +24,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args
 
 import msgspec
 
@@ -90,8 +90,48 @@ class KnownEvent(msgspec.Struct, gc=False):
     flow_out: bool = False
 
 
+class Layout:
+    """A tagged union of event structs, one class per phase (msgspec picks it by ``ph``).
+
+    X events and flow events (s/t/f) get classes with only the fields they use,
+    so they decode faster and the reader handles each group with no per-event
+    branching; other phases get every :class:`Event` field. Each class has a
+    class attribute ``ph``. Used when events start with their ``ph`` key
+    (Kineto writes it first), where msgspec finds the class without looking ahead.
+    """
+
+    def __init__(self, cat_type):
+        base = msgspec.defstruct("TaggedEvent", [], gc=False, tag_field="ph")
+        common = [("cat", cat_type, ""), ("pid", int | str, 0), ("tid", int | str, 0),
+                  ("ts", float | None, None)]
+        x_fields = [("name", str, ""), *common, ("dur", float | None, None),
+                    ("args", msgspec.Raw, msgspec.Raw(b"")), ("bind_id", int | str | None, None),
+                    ("flow_in", bool, False), ("flow_out", bool, False)]
+        flow_fields = [*common, ("id", int | str | None, None), ("bp", str, "")]
+        all_fields = [(f.name, cat_type if f.name == "cat" else f.type, f.default)
+                      for f in _EVENT_FIELDS if f.name != "ph"]
+
+        def make(ph: str, fields: list) -> type:
+            return msgspec.defstruct(f"Event{ord(ph)}", fields, bases=(base,), tag=ph,
+                                     gc=False, namespace={"ph": ph})
+
+        self.x = make("X", x_fields)
+        self.flows = {make(ph, flow_fields): ord(ph) for ph in "stf"}
+        others = [make(ph, all_fields) for ph in _PHASE_LIST if ph not in "Xstf"]
+        self.decoder = msgspec.json.Decoder(list[Union[(self.x, *self.flows, *others)]])
+
+
+_PHASE_LIST = get_args(_PHASES)
+_EVENT_FIELDS = msgspec.structs.fields(Event)
 _DECODE_KNOWN = msgspec.json.Decoder(list[KnownEvent])
 _DECODE_EVENTS = msgspec.json.Decoder(list[Event])
+TAGGED_KNOWN = Layout(_CATEGORIES)
+TAGGED = Layout(str)
+# most specific first; a stream starts at the first that fits its first piece and only
+# moves down the list when a piece fails to decode with the current one
+_DECODERS = ((TAGGED_KNOWN.decoder, TAGGED_KNOWN), (TAGGED.decoder, TAGGED),
+             (_DECODE_KNOWN, None), (_DECODE_EVENTS, None))
+_PH_FIRST = re.compile(rb'\[\s*\{\s*"ph"\s*:')
 _DECODE_EVENT = msgspec.json.Decoder(Event)
 _DECODE_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _DECODE_TS = None  # built lazily: see exact_ts_strings
@@ -115,12 +155,14 @@ def exact_ts_strings(piece: bytes) -> list:
 class Piece:
     """One decoded slice of the events array."""
 
-    __slots__ = ("events", "skipped", "text")
+    __slots__ = ("events", "skipped", "text", "layout")
 
-    def __init__(self, events: list, skipped: Counter, text: bytes | None):
-        self.events = events  # Event or KnownEvent structs
+    def __init__(self, events: list, skipped: Counter, text: bytes | None,
+                 layout: Layout | None = None):
+        self.events = events  # Event or KnownEvent structs, or a Layout's classes
         self.skipped = skipped  # array items that are not usable events
         self.text = text  # the JSON array text (fast path only), for exact_ts_strings
+        self.layout = layout  # the tagged union the events were decoded with, if any
 
 
 def _error_byte(exc: Exception) -> int | None:
@@ -184,7 +226,7 @@ class EventStream:
         self._pos = 0
         self._base = 0  # decompressed offset of _buf[0]
         self._eof = False
-        self._known = True
+        self._decoder = -1  # index into _DECODERS; chosen on the first piece
 
     # -- reading ----------------------------------------------------------------
     def close(self) -> None:
@@ -367,10 +409,12 @@ class EventStream:
                 start = self._pos
                 continue
             end = m.start() + 1 if m else len(self._buf)
-            text = b"[" + self._buf[start:end] + b"]"
-            outcome, value = _try_decode(text, self._known)
-            if outcome == "events" and value and type(value[0]) is not KnownEvent:
-                self._known = False  # other phases/categories: stop trying the literal types
+            text = b"".join((b"[", memoryview(self._buf)[start:end], b"]"))
+            if self._decoder < 0:
+                self._decoder = 0 if _PH_FIRST.match(text) else 2
+            outcome, value = _try_decode(text, self._decoder)
+            if outcome == "events":
+                self._decoder, value = value  # other phases/categories: stay with the broader
             if outcome == "artifact" and len(text) > 2 * CHUNK:
                 outcome, value = self._json_fallback(text, start)
             if outcome == "artifact":
@@ -397,7 +441,7 @@ class EventStream:
 
     def _piece(self, outcome: str, value, text: bytes) -> Piece:
         if outcome == "events":
-            return Piece(value, Counter(), text)
+            return Piece(value, Counter(), text, _DECODERS[self._decoder][1])
         skipped: Counter = Counter()
         events = []
         if outcome == "raws":
@@ -437,7 +481,11 @@ class EventStream:
 
     def _array_end_in(self, doc: bytes, start: int) -> Piece:
         """The events array closed inside this piece (``doc`` ends with its ']')."""
-        outcome, value = _try_decode(doc)
+        if self._decoder < 0:
+            self._decoder = 0 if _PH_FIRST.match(doc) else 2
+        outcome, value = _try_decode(doc, self._decoder)
+        if outcome == "events":
+            self._decoder, value = value
         if outcome not in ("events", "raws"):
             outcome, value = self._json_fallback(doc, start)
         if outcome not in ("events", "raws", "items"):
@@ -498,17 +546,17 @@ class EventStream:
                 self.header[key] = _loads_lenient(bytes(raw))
 
 
-def _try_decode(text: bytes, known: bool = False) -> tuple[str, Any]:
-    """("events", list) | ("raws", list) | ("end", doc length) | ("artifact"|"bad", exc).
+def _try_decode(text: bytes, first: int = 3) -> tuple[str, Any]:
+    """("events", (decoder index, list)) | ("raws", list) | ("end", doc length)
+    | ("artifact"|"bad", exc).
 
     "end": the array closed before the end of ``text``; "artifact": the text
-    stops inside an event (a wrong cut, or the end of the file). ``known``
-    tries the literal-typed decoder first.
+    stops inside an event (a wrong cut, or the end of the file). The typed
+    decoders are tried from ``_DECODERS[first]`` on.
     """
-    decoders = (_DECODE_KNOWN, _DECODE_EVENTS) if known else (_DECODE_EVENTS,)
-    for dec in decoders:
+    for k in range(first, len(_DECODERS)):
         try:
-            return "events", dec.decode(text)
+            return "events", (k, _DECODERS[k][0].decode(text))
         except msgspec.ValidationError:
             continue
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:

@@ -273,21 +273,42 @@ class FileReader:
             self.report.skip(reason, k)
         if not n:
             return
+        at = _Where(evs, piece.text)
+        layout = piece.layout
+        if layout is None:
+            self._events(evs, None, at)
+            return
+        # tagged union: X events and flow events each go through their own path
+        xc, flows = layout.x, layout.flows
+        xs = [e for e in evs if e.__class__ is xc]
+        if len(xs) == n:
+            self._events(xs, np.full(n, X, np.uint8), at)
+            return
+        fl = [e for e in evs if e.__class__ in flows]
+        if xs:
+            self._events(xs, np.full(len(xs), X, np.uint8), at.of(xc))
+        if fl:
+            self._flow_events(fl, flows, at.of(*flows))
+        if len(xs) + len(fl) < n:
+            other = [e for e in evs if e.__class__ is not xc and e.__class__ not in flows]
+            self._events(other, None, at.of_other(xc, *flows))
+
+    def _events(self, evs: list, ph: np.ndarray | None, at: _Where) -> None:
+        """Slices, instants, counters, metadata and flows from events of any phase."""
+        n = len(evs)
         # one list comprehension per field: attribute loads on the structs are
         # specialised bytecode, cheaper than map(attrgetter) and a C-level call
-        ph = _phases(evs)
+        if ph is None:
+            ph = _phases(evs)
         ts = np.fromiter([e.ts for e in evs], np.float64, n)  # None -> NaN
-        ns, ts_ok = self._times(ts, piece)
+        ns, ts_ok = self._times(ts, at)
         name = self.names.ids([e.name for e in evs])
-        cat = self.cats.codes([e.cat for e in evs])
-        if len(self.cats.names) != self._n_cats:
-            self._n_cats = len(self.cats.names)
-            self._ann_codes = np.array(self.cats.codes_lowered(_ANN_CATS), np.int32)
+        cat = self._cat_codes([e.cat for e in evs])
         ids = self.data.ids
         pid = ids.codes([e.pid for e in evs])
         tid = ids.codes([e.tid for e in evs])
         raws = [e.args for e in evs]
-        cols = _Cols(evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws, piece)
+        cols = _Cols(evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws)
 
         inst = (ph == I1) | (ph == I2)
         mem = inst & (name == self._memory_id)
@@ -301,7 +322,30 @@ class FileReader:
         if mem.any():
             self._memory(cols, np.flatnonzero(mem & ts_ok))
 
-    def _times(self, ts: np.ndarray, piece: Piece) -> tuple[np.ndarray, np.ndarray]:
+    def _flow_events(self, evs: list, phases: dict, at: _Where) -> None:
+        """s/t/f events of a tagged piece (they have no name, dur or args)."""
+        n = len(evs)
+        ph = np.fromiter(map(phases.__getitem__, [e.__class__ for e in evs]), np.uint8, n)
+        ts = np.fromiter([e.ts for e in evs], np.float64, n)
+        ns, ts_ok = self._times(ts, at)
+        cat = self._cat_codes([e.cat for e in evs])
+        ids = self.data.ids
+        cols = _Cols(evs, ph, ts, ns, ts_ok, None, cat, ids.codes([e.pid for e in evs]),
+                     ids.codes([e.tid for e in evs]), None)
+        self._skip_ts(~ts_ok, ts)
+        if not ts_ok.all():
+            self._flows(cols, np.flatnonzero(ts_ok))
+        else:
+            self._flows(cols, np.arange(n))
+
+    def _cat_codes(self, cats: list[str]) -> np.ndarray:
+        codes = self.cats.codes(cats)
+        if len(self.cats.names) != self._n_cats:
+            self._n_cats = len(self.cats.names)
+            self._ann_codes = np.array(self.cats.codes_lowered(_ANN_CATS), np.int32)
+        return codes
+
+    def _times(self, ts: np.ndarray, at: _Where) -> tuple[np.ndarray, np.ndarray]:
         ok = np.isfinite(ts) & (np.abs(ts) < TS_LIMIT)
         ns = np.zeros(len(ts), np.int64)
         if ok.all():
@@ -309,8 +353,8 @@ class FileReader:
         elif ok.any():
             ns[ok] = _to_ns(ts[ok])
         big = ok & (np.abs(ts) >= EXACT_ABOVE)
-        if piece.text is not None and big.any() and _has_fraction(ts[big]):
-            written = exact_ts_strings(piece.text)
+        if at.text is not None and big.any() and at.exact():
+            written = at.exact_ts()
             for i in np.flatnonzero(big).tolist():
                 v = ns_exact(written[i])
                 if v is not None:
@@ -590,16 +634,53 @@ class FileReader:
 
 
 class _Cols:
-    """The columns of one piece, shared by the phase handlers."""
+    """The columns of one group of events, shared by the phase handlers."""
 
-    __slots__ = ("evs", "ph", "ts", "ns", "ts_ok", "name", "cat", "pid", "tid", "raws", "piece",
-                 "dur")
+    __slots__ = ("evs", "ph", "ts", "ns", "ts_ok", "name", "cat", "pid", "tid", "raws", "dur")
 
-    def __init__(self, evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws, piece):
+    def __init__(self, evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws):
         self.evs, self.ph, self.ts, self.ns, self.ts_ok = evs, ph, ts, ns, ts_ok
         self.name, self.cat, self.pid, self.tid = name, cat, pid, tid
-        self.raws, self.piece = raws, piece
+        self.raws = raws
         self.dur = None
+
+
+class _Where:
+    """Where a group of events sits in its piece, for the rare exact-``ts`` pass.
+
+    Whether a piece needs it is decided once for the whole piece (as if its
+    groups were one), and the piece's text is then re-read once, by position.
+    """
+
+    __slots__ = ("evs", "text", "classes", "other", "_piece")
+
+    def __init__(self, evs: list, text: bytes | None, classes=None, other=False, piece=None):
+        self.evs, self.text, self.classes, self.other = evs, text, classes, other
+        self._piece = piece if piece is not None else {}
+
+    def of(self, *classes) -> _Where:
+        return _Where(self.evs, self.text, classes, piece=self._piece)
+
+    def of_other(self, *classes) -> _Where:
+        return _Where(self.evs, self.text, classes, other=True, piece=self._piece)
+
+    def exact(self) -> bool:
+        """Whether the piece's large ``ts`` values were written with decimals."""
+        if "exact" not in self._piece:
+            ts = np.fromiter([e.ts for e in self.evs], np.float64, len(self.evs))
+            big = np.isfinite(ts) & (np.abs(ts) >= EXACT_ABOVE) & (np.abs(ts) < TS_LIMIT)
+            self._piece["exact"] = bool(big.any()) and _has_fraction(ts[big])
+        return self._piece["exact"]
+
+    def exact_ts(self) -> list:
+        """The group's ``ts`` values as written (see :func:`exact_ts_strings`)."""
+        if "written" not in self._piece:
+            self._piece["written"] = exact_ts_strings(self.text)
+        written = self._piece["written"]
+        if self.classes is None:
+            return written
+        inside = [(e.__class__ in self.classes) != self.other for e in self.evs]
+        return [w for w, keep in zip(written, inside) if keep]
 
 
 def _is_number(v) -> bool:
