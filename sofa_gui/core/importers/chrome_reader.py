@@ -196,15 +196,25 @@ def _has_fraction(ts: np.ndarray) -> bool:
     return bool((ts != np.floor(ts)).any())
 
 
+_PLAIN_NUMBERS = {float, int, type(None)}
+
+
 def _float_or_nan(values: list) -> np.ndarray:
     """Numbers within int64's range as float64 (byte counts); anything else -> NaN."""
     try:
-        out = np.fromiter(values, np.float64, len(values))
-        if any(v.__class__ is bool or v.__class__ is str for v in values):
+        if not set(map(type, values)) <= _PLAIN_NUMBERS:  # bools and numeric text are not
             raise TypeError
+        out = np.fromiter(values, np.float64, len(values))
     except (ValueError, TypeError, OverflowError):
-        out = np.array([float(v) if _is_number(v) else np.nan for v in values], np.float64)
+        out = np.array([_as_float(v) for v in values], np.float64)
     return np.where(np.abs(out) < COUNTER_LIMIT, out, np.nan)
+
+
+def _as_float(v) -> float:
+    try:
+        return float(v) if _is_number(v) else np.nan
+    except OverflowError:  # an int beyond float's range
+        return np.nan
 
 
 def ns_exact(v) -> int | None:
@@ -217,6 +227,37 @@ def ns_exact(v) -> int | None:
         return int((Decimal(v) * 1000).to_integral_value())
     except (InvalidOperation, ValueError, OverflowError):
         return None
+
+
+_NEAR = 2.0 ** 52  # µs; below this a float ts is within 250 ns of the written value
+
+
+def _exact_ns(approx: np.ndarray, ts: np.ndarray, written: list) -> np.ndarray:
+    """ns exactly as written (``written``: the text of each ts, see exact_ts_strings).
+
+    The float is within 250 ns of the written value below 2**52 µs, so the last
+    three decimals fix it: vectorised for the usual ``123.456`` form, one by
+    one (exact decimal arithmetic) for anything else.
+    """
+    out = approx.copy()
+    blob = np.frombuffer(("\n".join(map(str, written)) + "\n").encode("ascii", "replace"),
+                         np.uint8)
+    ends = np.flatnonzero(blob == 10)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    tail = blob[np.maximum(ends - 4, 0)[:, None] + np.arange(4)]  # ".ddd" before each end
+    digits = tail[:, 1:].astype(np.int64) - 48
+    usual = ((ends - starts >= 5) & (tail[:, 0] == 46) & (blob[starts] != 45)
+             & ((digits >= 0) & (digits <= 9)).all(axis=1) & (np.abs(ts) < _NEAR))
+    frac = digits @ np.array([100, 10, 1])
+    delta = (frac - approx) % 1000
+    out[usual] = approx[usual] + np.where(delta >= 500, delta - 1000, delta)[usual]
+    marks = (blob == 46) | (blob == 101) | (blob == 69)  # '.', 'e', 'E': not a plain int
+    other = ~usual & (np.add.reduceat(marks, starts) > 0)
+    for i in np.flatnonzero(other).tolist():
+        v = ns_exact(written[i])
+        if v is not None:
+            out[i] = v
+    return out
 
 
 def _to_ns(us: np.ndarray) -> np.ndarray:
@@ -333,10 +374,7 @@ class FileReader:
         cols = _Cols(evs, ph, ts, ns, ts_ok, None, cat, ids.codes([e.pid for e in evs]),
                      ids.codes([e.tid for e in evs]), None)
         self._skip_ts(~ts_ok, ts)
-        if not ts_ok.all():
-            self._flows(cols, np.flatnonzero(ts_ok))
-        else:
-            self._flows(cols, np.arange(n))
+        self._flows(cols, np.flatnonzero(ts_ok))
 
     def _cat_codes(self, cats: list[str]) -> np.ndarray:
         codes = self.cats.codes(cats)
@@ -355,10 +393,8 @@ class FileReader:
         big = ok & (np.abs(ts) >= EXACT_ABOVE)
         if at.text is not None and big.any() and at.exact():
             written = at.exact_ts()
-            for i in np.flatnonzero(big).tolist():
-                v = ns_exact(written[i])
-                if v is not None:
-                    ns[i] = v
+            rows = np.flatnonzero(big)
+            ns[rows] = _exact_ns(ns[rows], ts[rows], [written[i] for i in rows.tolist()])
         return ns, ok
 
     def _check_x(self, x, ts_ok, evs, cols: _Cols) -> np.ndarray:
@@ -531,7 +567,7 @@ class FileReader:
 
     def _flows(self, c: _Cols, idx: np.ndarray) -> None:
         evs = c.evs
-        sub = [evs[i] for i in idx.tolist()]
+        sub = evs if len(idx) == len(evs) else [evs[i] for i in idx.tolist()]
         raw_ids = [e.id for e in sub]
         codes = self.data.flow_ids.int_codes(raw_ids)
         if codes is None:
