@@ -152,3 +152,22 @@ def test_exact_ns_for_every_phase_group_in_one_piece(tmp_path):
     first = EPOCH * 1000 + 125  # ts 1712195495519695.125 µs
     # op, launch, kernel, instant, memcpy and B: all exact to the ns
     assert {first, first + 1000, first + 4000, first + 2250, first + 6750, first + 500} <= starts
+
+
+def test_exact_ns_from_written_decimals_matches_decimal_arithmetic():
+    from sofa_gui.core.importers.chrome_reader import _exact_ns, _to_ns, ns_exact
+
+    rng = np.random.default_rng(11)
+    forms = [lambda w, f: f"{w}.{f:03d}", lambda w, f: f"{w}.{f % 100:02d}",
+             lambda w, f: f"{w}.{f:03d}7", lambda w, f: w, lambda w, f: f"-{w}.{f:03d}",
+             lambda w, f: f"{w / 1e3:.6e}", lambda w, f: f"{w}.0", lambda w, f: "NaN",
+             lambda w, f: f"{w + 2 ** 52}.{f:03d}"]  # beyond 2**52 µs: exact arithmetic
+    written = [forms[k % len(forms)](int(rng.integers(4 * 10 ** 12, 4 * 10 ** 15)),
+                                     int(rng.integers(0, 1000))) for k in range(5000)]
+    ts = np.array([float(w) for w in written])
+    ok = np.isfinite(ts)
+    approx = _to_ns(np.where(ok, ts, 0.0))
+    got = _exact_ns(approx, ts, written)
+    want = [ns_exact(w) if ns_exact(w) is not None else a
+            for w, a in zip(written, approx.tolist())]
+    assert got.tolist() == want
