@@ -59,11 +59,22 @@ def lane_depths(s: np.ndarray, e: np.ndarray, level: int = 0) -> np.ndarray:
     reach = np.maximum.accumulate(e)
     heads = np.flatnonzero(np.concatenate([[True], s[1:] >= reach[:-1]]))
     ends = np.append(heads[1:], len(s))
-    for c in np.unique(np.searchsorted(heads, bad, side="right") - 1).tolist():
-        lo, hi = int(heads[c]), int(ends[c])
-        solve = _greedy_depth if hi - lo < _SMALL else _cluster_depths
-        d[lo:hi] = solve(s[lo:hi], e[lo:hi], level)
+    tangled = np.unique(np.searchsorted(heads, bad, side="right") - 1)
+    lo, hi = heads[tangled], ends[tangled]
+    small = hi - lo < _SMALL
+    if small.any():  # all small clusters in one loop: rows are all free again at each
+        idx = _ranges(lo[small], hi[small])
+        d[idx] = _greedy_depth(s[idx], e[idx])
+    for a, b in zip(lo[~small].tolist(), hi[~small].tolist()):
+        d[a:b] = _cluster_depths(s[a:b], e[a:b], level)
     return d
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenated index ranges [lo, hi)."""
+    n = hi - lo
+    first = np.cumsum(n) - n
+    return np.repeat(lo - first, n) + np.arange(int(n.sum()))
 
 
 def _cluster_depths(s: np.ndarray, e: np.ndarray, level: int) -> np.ndarray:
