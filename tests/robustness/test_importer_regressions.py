@@ -154,3 +154,20 @@ def test_activity_bins_survive_stamps_whose_difference_overflows_int64():
     start = np.array([-(2**62) * 2 + 5, 0, 2**62 * 2 - 5], np.int64)
     counts, _, _ = _bins(start, start + 1, 16)
     assert counts.sum() == 3
+
+
+def test_chrome_event_whose_end_overflows_int64_is_skipped(tmp_path):
+    # Found by fuzzing (Kineto "wrong-type": dur = 2**53 µs on an epoch-µs ts): ts and dur
+    # were each in range but start + dur wrapped around int64 to a negative end.
+    import json
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "ok", "pid": 1, "tid": 1,
+               "ts": 1712195495505883.75, "dur": 5.0},
+              {"ph": "X", "cat": "cpu_op", "name": "wraps", "pid": 1, "tid": 1,
+               "ts": 1712195495505883.75, "dur": float(2**53)}]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    trace = load_trace(p, use_cache=False)
+    assert trace.names[int(trace.slices.name[0])] == "ok" and len(trace.slices) == 1
+    assert (trace.slices.end >= trace.slices.start).all()
+    assert trace.meta.report.skipped["dur out of range"] == 1

@@ -414,7 +414,9 @@ class FileReader:
         cols.dur = np.zeros(len(evs), np.int64)
         if ok.any():
             cols.dur[ok] = _to_ns(dur[ok])
-        return ok
+        wraps = ok & (cols.ns > np.iinfo(np.int64).max - cols.dur)  # end beyond int64
+        self._skip(wraps, "dur out of range")
+        return ok & ~wraps
 
     # -- slices -----------------------------------------------------------------
     def _kinds(self, cat: np.ndarray, name: np.ndarray) -> np.ndarray:
