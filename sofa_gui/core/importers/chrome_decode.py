@@ -222,7 +222,7 @@ class EventStream:
         self.notes: list[str] = []
         self.size = self.path.stat().st_size
         self._stream, self._raw = open_text(self.path)
-        self._buf = b""
+        self._buf = bytearray()  # one buffer for the whole read: no page faults per block
         self._pos = 0
         self._base = 0  # decompressed offset of _buf[0]
         self._eof = False
@@ -257,10 +257,9 @@ class EventStream:
             return False
         if self._pos:
             self._base += self._pos
-            self._buf = self._buf[self._pos:] + data
+            del self._buf[:self._pos]
             self._pos = 0
-        else:
-            self._buf += data
+        self._buf += data
         return True
 
     def _skip_ws(self) -> int:
@@ -305,7 +304,7 @@ class EventStream:
             raise self._fail("JSON of the wrong shape: expected an object with \"traceEvents\" "
                              "or an array of events")
         else:
-            raise self._fail(f"not JSON: the text starts with {self._buf[p:p + 12]!r}")
+            raise self._fail(f"not JSON: the text starts with {bytes(self._buf[p:p + 12])!r}")
         yield from self._events()
 
     def _value_at(self) -> tuple[Any, int]:
