@@ -28,7 +28,8 @@ def assign_depths(start, dur, lane, n_lanes: int) -> tuple[np.ndarray, np.ndarra
     if n == 0:
         return depth, lane_depth
     end = start + dur
-    by_lane = np.argsort(lane, kind="stable")  # keeps start order within a lane
+    small = n_lanes < np.iinfo(np.int16).max  # then a radix sort: linear time
+    by_lane = np.argsort(lane.astype(np.int16) if small else lane, kind="stable")
     ls, le, ll = start[by_lane], end[by_lane], lane[by_lane]
     bounds = np.searchsorted(ll, np.arange(n_lanes + 1))
     d = np.zeros(n, np.int64)
