@@ -19,12 +19,14 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import operator
 import re
 import zlib
 from collections import Counter
 from collections.abc import Iterator
+from functools import reduce
 from pathlib import Path
-from typing import Any, Literal, Union, get_args
+from typing import Any, Literal, get_args
 
 import msgspec
 
@@ -118,7 +120,9 @@ class Layout:
         self.x = make("X", x_fields)
         self.flows = {make(ph, flow_fields): ord(ph) for ph in "stf"}
         others = [make(ph, all_fields) for ph in _PHASE_LIST if ph not in "Xstf"]
-        self.decoder = msgspec.json.Decoder(list[Union[(self.x, *self.flows, *others)]])
+        classes = (self.x, *self.flows, *others)
+        self.phase = {c: ord(c.ph) for c in classes}  # class -> ASCII code of its phase
+        self.decoder = msgspec.json.Decoder(list[reduce(operator.or_, classes)])
 
 
 _PHASE_LIST = get_args(_PHASES)

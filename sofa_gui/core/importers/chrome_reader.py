@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from itertools import compress
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -320,19 +321,16 @@ class FileReader:
             self._events(evs, None, at)
             return
         # tagged union: X events and flow events each go through their own path
-        xc, flows = layout.x, layout.flows
-        xs = [e for e in evs if e.__class__ is xc]
-        if len(xs) == n:
-            self._events(xs, np.full(n, X, np.uint8), at)
+        ph = np.fromiter(map(layout.phase.__getitem__, [e.__class__ for e in evs]), np.uint8, n)
+        x = ph == X
+        if x.all():
+            self._events(evs, ph, at)
             return
-        fl = [e for e in evs if e.__class__ in flows]
-        if xs:
-            self._events(xs, np.full(len(xs), X, np.uint8), at.of(xc))
-        if fl:
-            self._flow_events(fl, flows, at.of(*flows))
-        if len(xs) + len(fl) < n:
-            other = [e for e in evs if e.__class__ is not xc and e.__class__ not in flows]
-            self._events(other, None, at.of_other(xc, *flows))
+        flow = (ph == FLOW_S) | (ph == FLOW_T) | (ph == FLOW_F)
+        for mask, handle in ((x, self._events), (flow, self._flow_events),
+                             (~(x | flow), self._events)):
+            if mask.any():
+                handle(list(compress(evs, mask.tolist())), ph[mask], at.of(mask))
 
     def _events(self, evs: list, ph: np.ndarray | None, at: _Where) -> None:
         """Slices, instants, counters, metadata and flows from events of any phase."""
@@ -363,10 +361,9 @@ class FileReader:
         if mem.any():
             self._memory(cols, np.flatnonzero(mem & ts_ok))
 
-    def _flow_events(self, evs: list, phases: dict, at: _Where) -> None:
+    def _flow_events(self, evs: list, ph: np.ndarray, at: _Where) -> None:
         """s/t/f events of a tagged piece (they have no name, dur or args)."""
         n = len(evs)
-        ph = np.fromiter(map(phases.__getitem__, [e.__class__ for e in evs]), np.uint8, n)
         ts = np.fromiter([e.ts for e in evs], np.float64, n)
         ns, ts_ok = self._times(ts, at)
         cat = self._cat_codes([e.cat for e in evs])
@@ -690,17 +687,14 @@ class _Where:
     groups were one), and the piece's text is then re-read once, by position.
     """
 
-    __slots__ = ("evs", "text", "classes", "other", "_piece")
+    __slots__ = ("evs", "text", "mask", "_piece")
 
-    def __init__(self, evs: list, text: bytes | None, classes=None, other=False, piece=None):
-        self.evs, self.text, self.classes, self.other = evs, text, classes, other
+    def __init__(self, evs: list, text: bytes | None, mask=None, piece=None):
+        self.evs, self.text, self.mask = evs, text, mask  # mask: the group's rows, None: all
         self._piece = piece if piece is not None else {}
 
-    def of(self, *classes) -> _Where:
-        return _Where(self.evs, self.text, classes, piece=self._piece)
-
-    def of_other(self, *classes) -> _Where:
-        return _Where(self.evs, self.text, classes, other=True, piece=self._piece)
+    def of(self, mask: np.ndarray) -> _Where:
+        return _Where(self.evs, self.text, mask, self._piece)
 
     def exact(self) -> bool:
         """Whether the piece's large ``ts`` values were written with decimals."""
@@ -715,10 +709,7 @@ class _Where:
         if "written" not in self._piece:
             self._piece["written"] = exact_ts_strings(self.text)
         written = self._piece["written"]
-        if self.classes is None:
-            return written
-        inside = [(e.__class__ in self.classes) != self.other for e in self.evs]
-        return [w for w, keep in zip(written, inside) if keep]
+        return written if self.mask is None else list(compress(written, self.mask.tolist()))
 
 
 def _is_number(v) -> bool:
