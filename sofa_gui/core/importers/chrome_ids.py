@@ -109,6 +109,7 @@ class IdCodes:
         digits = text.split()[-1] if text.split() else ""
         return int(digits) if digits.isdigit() else -1
 
+
 class _AutoDict(dict):
     """A dict that fills a missing key with ``make(key)`` (which stores it), so
     ``map(d.__getitem__, keys)`` interns new keys without leaving C."""
