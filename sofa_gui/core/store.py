@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,7 @@ def save_cached(path: Path, trace: Trace) -> Path | None:
     try:
         d = entry_dir(path)
         d.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_stale_tmp(d.parent)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=d.parent))
         try:
             write_trace(tmp, trace)
@@ -101,6 +103,21 @@ def save_cached(path: Path, trace: Trace) -> Path | None:
     except (OSError, ValueError, TypeError, pa.ArrowException):  # disk full, odd text/meta
         log.warning("could not write cache for %s", path, exc_info=True)
         return None
+
+
+#: A temporary entry older than this was left by a writer that died (killed loader child).
+STALE_TMP_SECONDS = 3600
+
+
+def _sweep_stale_tmp(root: Path) -> None:
+    """Remove half-written entries that a killed writer left behind (never fresh ones)."""
+    now = time.time()
+    for p in root.glob(".tmp-*"):
+        try:
+            if now - p.stat().st_mtime > STALE_TMP_SECONDS:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _write(path: Path, columns: dict) -> None:

@@ -154,3 +154,16 @@ def test_unwritable_cache_dir_is_not_fatal(tmp_path, monkeypatch, trace_file):
     blocker.write_text("x")
     monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(blocker / "cache"))
     assert len(load_trace(trace_file).slices) > 0
+
+
+def test_stale_temporary_entries_are_swept_fresh_ones_kept(cache, trace_file):
+    cache.mkdir(parents=True, exist_ok=True)
+    stale, fresh = cache / ".tmp-dead", cache / ".tmp-writing"
+    for d in (stale, fresh):
+        d.mkdir()
+        (d / "slices.arrow").write_bytes(b"half")
+    old = os.stat(stale).st_mtime - store.STALE_TMP_SECONDS - 10
+    os.utime(stale, (old, old))
+    load_trace(trace_file)
+    assert not stale.exists()
+    assert fresh.exists()
