@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except TraceFormatError as exc:
-        print(f"error: {exc.path}: {exc.reason}", file=sys.stderr)
+        print(terminal_safe(f"error: {exc.path}: {exc.reason}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -133,7 +133,7 @@ def _cmd_analyze(args) -> int:
         json.dump(doc, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        print("\n".join(trace_text(trace) + [""] + analysis_text(trace, analysis)))
+        _print_lines(trace_text(trace) + [""] + analysis_text(trace, analysis))
     return 0
 
 
@@ -165,8 +165,20 @@ def _cmd_diff(args) -> int:
         json.dump(result, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        print("\n".join(diff_text(result)))
+        _print_lines(diff_text(result))
     return 0
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F) if c not in (0x09, 0x0A)}
+
+
+def terminal_safe(text: str) -> str:
+    """Trace names are untrusted: show control characters (ANSI escapes) as ``\\xNN``."""
+    return text.translate(_CONTROL)
+
+
+def _print_lines(lines: list[str]) -> None:
+    print(terminal_safe("\n".join(lines)))
 
 
 if __name__ == "__main__":
