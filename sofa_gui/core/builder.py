@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from .nesting import assign_depths
+from .progress import NullProgress, Progress
 from .trace import (
     DEVICE_KINDS,
     ArgsStore,
@@ -231,16 +232,25 @@ class TraceBuilder:
         self._flow_kind.append(np.full(len(src), kind, np.int8))
 
     # -- finish -----------------------------------------------------------------
-    def finish(self, correlate: bool = True) -> Trace:
-        """Sort, nest, link and return the :class:`Trace`."""
+    def finish(self, correlate: bool = True, progress: Progress | None = None) -> Trace:
+        """Sort, nest, link and return the :class:`Trace`.
+
+        ``progress`` is only asked whether to stop, between the phases (each is one
+        vectorised pass, so a cancel is honoured within one phase at 10M events).
+        """
+        check = (progress or NullProgress()).check_cancelled
         cols = self._concat()
+        check()
         order = start_order(cols["start"], cols["dur"])
+        check()
         for k in cols:
             cols[k] = cols[k][order]
         rank_of = np.empty(len(order), np.int64)
         rank_of[order] = np.arange(len(order))
+        check()
         n_lanes = len(self._lanes)
         depth, lane_depth = assign_depths(cols["start"], cols["dur"], cols["lane"], n_lanes)
+        check()
         slices = Slices(depth=depth, **cols)
         lanes = self._lanes_table(lane_depth)
         flows = self._flows(rank_of)

@@ -76,3 +76,15 @@ def test_adjacent_children_share_a_row():
     dur = np.array([30, 10, 10, 10])
     depth, _ = assign_depths(start, dur, np.zeros(4, np.int32), 1)
     assert depth.tolist() == [0, 1, 1, 1]
+
+
+def test_finish_honours_a_cancel_between_phases():
+    import pytest
+
+    from sofa_gui.core.progress import Cancelled, CancelToken
+
+    b, _, _ = _toy()
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(Cancelled):
+        b.finish(progress=token)

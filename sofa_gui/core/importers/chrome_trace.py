@@ -149,7 +149,7 @@ def _load_files(source: Path, paths: list[Path], progress: Progress, rank_of) ->
                for i, (d, r) in enumerate(zip(datas, ranked))]
     progress.check_cancelled()
     progress.report(0.9, "sorting slices")
-    trace = builder.finish(correlate=False)
+    trace = builder.finish(correlate=False, progress=progress)
     release_free_memory()
     progress.report(0.96, "linking flows")
     link_flows(trace, pending, builder.report)

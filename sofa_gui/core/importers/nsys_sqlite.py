@@ -89,7 +89,7 @@ def _load(path: Path, db: NsysDb, progress: Progress) -> Trace:
         b.report.notes.append("tables not in export (nothing of that kind recorded): "
                               + ", ".join(absent))
     progress.report(1.0, "building trace")
-    trace = b.finish()
+    trace = b.finish(progress=progress)
     if trace.events == 0:
         raise TraceFormatError(path, "Nsight Systems export with no CUDA or NVTX events")
     return trace

@@ -78,7 +78,7 @@ class RecordingImporter:
         _load_pyspy(b, folder, manifest)
         _describe(b, manifest)
         progress.report(0.95, "building the trace")
-        trace = b.finish()
+        trace = b.finish(progress=progress)
         progress.report(1.0, "recording loaded")
         return trace
 

@@ -78,7 +78,7 @@ class SofaLogdirImporter:
             _load_file(b, p, schema, shifts.get(p.name, 0), sub, single=path.is_file())
             done += size
         progress.report(1.0, "building trace")
-        trace = b.finish()
+        trace = b.finish(progress=progress)
         if trace.events == 0:
             raise TraceFormatError(path, _empty_reason(folder, plan, b))
         return trace
