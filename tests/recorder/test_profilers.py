@@ -122,7 +122,8 @@ def test_pyspy_samples_become_a_python_lane(tmp_path):
     if not src["recorded"]:  # e.g. no ptrace permission: the manifest must say so
         assert src["reason"].startswith("py-spy could not sample the child")
         pytest.skip(f"py-spy cannot attach here: {src['reason']}")
-    assert src["samples"] > 20 and src["launch_epoch_ns"] >= m["start"]["epoch_ns"]
+    # ~100 samples on an idle machine; a loaded 2-core CI box gives py-spy far fewer
+    assert src["samples"] >= 5 and src["launch_epoch_ns"] >= m["start"]["epoch_ns"]
     trace = load_trace(out)
     sel = _within_run(trace, Kind.PYTHON, m)
     names = {trace.names[i] for i in np.unique(trace.slices.name[sel])}

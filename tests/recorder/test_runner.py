@@ -28,8 +28,19 @@ def _start(tmp_path, code, **kw):
     return rec, samples, chunks
 
 
+def _wait_for(cond, timeout=20.0):
+    done = threading.Event()
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return True
+        done.wait(0.05)
+    return False
+
+
 def test_stop_sends_sigint_and_the_recording_completes(tmp_path):
     rec, samples, chunks = _start(tmp_path, SLEEPER)
+    # the process tree is rediscovered every 0.5 s: stop only once a sample has seen the child
+    assert _wait_for(lambda: any(s.get("processes") == 1 for s in samples))
     rec.request_stop()
     res = rec.wait()
     assert res.signal == "SIGINT" and res.exit_code == 130
