@@ -167,3 +167,10 @@ def test_stale_temporary_entries_are_swept_fresh_ones_kept(cache, trace_file):
     load_trace(trace_file)
     assert not stale.exists()
     assert fresh.exists()
+
+
+def test_cached_reopen_reports_the_path_as_given_now(cache, trace_file, monkeypatch):
+    load_trace(trace_file)
+    monkeypatch.chdir(trace_file.parent)
+    again = load_trace(Path(trace_file.name))
+    assert again.meta.source == trace_file.name

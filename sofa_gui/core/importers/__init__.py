@@ -92,6 +92,7 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
     if use_cache:
         cached = store.load_cached(path)
         if cached is not None:
+            cached.meta.source = str(path)  # as asked for now, not as first opened
             progress.report(1.0, "loaded from cache")
             return cached
     imp = pick_importer(path)
