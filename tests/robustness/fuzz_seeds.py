@@ -105,6 +105,7 @@ def _candidates(out: Path, full: bool) -> list[Path]:
     rec = _recording(out / "recording", torch=full)
     if rec is not None:
         found.append(rec)
+    found += sorted(DATA.glob("xplane/*.xplane.pb"))  # binary XSpace, inside a folder
     if DATA.is_dir():
         for p in sorted(DATA.iterdir()):
             if p.name in ("SOURCES.md", "sofa-demo-sofalog", "sofa-deepprof-gputrace"):

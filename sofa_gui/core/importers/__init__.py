@@ -37,6 +37,7 @@ IMPORTER_MODULES = [
     "sofa_gui.core.importers.rank_folder",
     "sofa_gui.core.importers.nsys_sqlite",
     "sofa_gui.core.importers.chrome_trace",
+    "sofa_gui.core.importers.xplane",
 ]
 
 

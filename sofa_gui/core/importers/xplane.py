@@ -1,0 +1,367 @@
+"""XProf / TSL ``XSpace`` protobufs (``*.xplane.pb``): TensorFlow and JAX profiles.
+
+Schema: tsl/profiler/protobuf/xplane.proto. A space holds planes (``/host:CPU``,
+``/device:GPU:N``, ``/device:TPU:N``, ...); a plane holds lines (threads, streams)
+of events whose names and stats are interned in per-plane metadata maps. Event
+start = ``line.timestamp_ns + offset_ps / 1000`` (ns, the trace clock). Read with
+the small wire reader in :mod:`xplane_wire`; no protobuf package needed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..builder import TraceBuilder
+from ..errors import TraceFormatError
+from ..kinds import copy_kind_from_name, is_collective
+from ..progress import Progress
+from ..trace import CopyKind, Kind, LaneKind, Trace
+from . import xplane_wire as w
+
+_SKIPPED_PLANES = ("/host:metadata", "Task Environment")
+_DEVICE = re.compile(r"^/device:(GPU|TPU|CUSTOM):(\d+)")
+_STREAM = re.compile(r"Stream #(\d+)")
+_RUNTIME = re.compile(r"^(cuda|cu|hip|hsa|nccl|rccl)[A-Z_]")
+_COPY = re.compile(r"memcpy|MemcpyH2D|MemcpyD2H|MemcpyD2D|MemcpyP2P", re.I)
+_NUM_BYTES = re.compile(r"num_bytes:\s*(\d+)")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+@dataclass
+class _Plane:
+    id: int = 0
+    name: str = ""
+    lines: list = field(default_factory=list)  # spans
+    event_names: dict = field(default_factory=dict)  # id -> name
+    event_stats: dict = field(default_factory=dict)  # id -> [stat spans]
+    stat_names: dict = field(default_factory=dict)  # id -> name
+
+
+@dataclass
+class _Line:
+    id: int = 0
+    name: str = ""
+    display_name: str = ""
+    timestamp_ns: int = 0
+    events: list = field(default_factory=list)  # spans
+
+
+def _space_planes(buf: bytes) -> tuple[list, list[str]]:
+    planes, hosts = [], []
+    for num, wt, val in w.fields(buf, 0, len(buf)):
+        if num == 1:
+            w.expect(wt, w.LEN, "XSpace.planes")
+            planes.append(val)
+        elif num == 4:
+            w.expect(wt, w.LEN, "XSpace.hostnames")
+            hosts.append(w.text(buf, val))
+    return planes, hosts
+
+
+def _metadata_entry(buf: bytes, span) -> tuple[int | None, tuple | None]:
+    """A map entry (key=1, value=2): the int64 key and the value message span."""
+    key = value = None
+    for num, wt, val in w.fields(buf, *span):
+        if num == 1:
+            w.expect(wt, w.VARINT, "map key")
+            key = w.as_int64(val)
+        elif num == 2:
+            w.expect(wt, w.LEN, "map value")
+            value = val
+    return key, value
+
+
+def _plane(buf: bytes, span) -> _Plane:
+    p = _Plane()
+    for num, wt, val in w.fields(buf, *span):
+        if num == 1:
+            w.expect(wt, w.VARINT, "XPlane.id")
+            p.id = w.as_int64(val)
+        elif num == 2:
+            w.expect(wt, w.LEN, "XPlane.name")
+            p.name = w.text(buf, val)
+        elif num == 3:
+            w.expect(wt, w.LEN, "XPlane.lines")
+            p.lines.append(val)
+        elif num in (4, 5):
+            w.expect(wt, w.LEN, "XPlane metadata map")
+            key, value = _metadata_entry(buf, val)
+            if value is not None:
+                _metadata(buf, value, key, p, events=num == 4)
+    return p
+
+
+def _metadata(buf: bytes, span, key, p: _Plane, events: bool) -> None:
+    mid, name, display, stats = key, "", "", []
+    for num, wt, val in w.fields(buf, *span):
+        if num == 1:
+            w.expect(wt, w.VARINT, "metadata id")
+            mid = w.as_int64(val)
+        elif num == 2:
+            w.expect(wt, w.LEN, "metadata name")
+            name = w.text(buf, val)
+        elif num == 4 and events:
+            w.expect(wt, w.LEN, "XEventMetadata.display_name")
+            display = w.text(buf, val)
+        elif num == 5 and events:
+            w.expect(wt, w.LEN, "XEventMetadata.stats")
+            stats.append(val)
+    if key is None:
+        key = mid
+    if events:
+        p.event_names[key] = display or name
+        if stats:
+            p.event_stats[key] = stats
+    else:
+        p.stat_names[key] = name
+
+
+def _line(buf: bytes, span) -> _Line:
+    ln = _Line()
+    for num, wt, val in w.fields(buf, *span):
+        if num == 1:
+            w.expect(wt, w.VARINT, "XLine.id")
+            ln.id = w.as_int64(val)
+        elif num == 2:
+            w.expect(wt, w.LEN, "XLine.name")
+            ln.name = w.text(buf, val)
+        elif num == 11:
+            w.expect(wt, w.LEN, "XLine.display_name")
+            ln.display_name = w.text(buf, val)
+        elif num == 3:
+            w.expect(wt, w.VARINT, "XLine.timestamp_ns")
+            ln.timestamp_ns = w.as_int64(val)
+        elif num == 4:
+            w.expect(wt, w.LEN, "XLine.events")
+            ln.events.append(val)
+    return ln
+
+
+def _event(buf: bytes, span):
+    """(metadata_id, offset_ps or None when aggregated, duration_ps, stat spans)."""
+    mid, offset, dur, stats = 0, 0, 0, []
+    for num, wt, val in w.fields(buf, *span):
+        if num == 1:
+            w.expect(wt, w.VARINT, "XEvent.metadata_id")
+            mid = w.as_int64(val)
+        elif num == 2:
+            w.expect(wt, w.VARINT, "XEvent.offset_ps")
+            offset = w.as_int64(val)
+        elif num == 5:
+            w.expect(wt, w.VARINT, "XEvent.num_occurrences")
+            offset = None
+        elif num == 3:
+            w.expect(wt, w.VARINT, "XEvent.duration_ps")
+            dur = w.as_int64(val)
+        elif num == 4:
+            w.expect(wt, w.LEN, "XEvent.stats")
+            stats.append(val)
+    return mid, offset, dur, stats
+
+
+def _stat(buf: bytes, span, names: dict):
+    """(name, JSON-safe value) of one XStat."""
+    mid, value = 0, None
+    for num, wt, val in w.fields(buf, *span):
+        if num == 1:
+            w.expect(wt, w.VARINT, "XStat.metadata_id")
+            mid = w.as_int64(val)
+        elif num == 2:
+            w.expect(wt, w.FIXED64, "XStat.double_value")
+            d = w.fixed64_double(val)
+            value = d if math.isfinite(d) else None
+        elif num in (3, 7):
+            w.expect(wt, w.VARINT, "XStat uint64 value")
+            value = names.get(val, val) if num == 7 else val  # ref_value names a string
+        elif num == 4:
+            w.expect(wt, w.VARINT, "XStat.int64_value")
+            value = w.as_int64(val)
+        elif num == 5:
+            w.expect(wt, w.LEN, "XStat.str_value")
+            value = w.text(buf, val)
+        elif num == 6:
+            w.expect(wt, w.LEN, "XStat.bytes_value")
+            value = f"<{val[1] - val[0]} bytes>"
+    return names.get(mid, f"stat#{mid}"), value
+
+
+def _host_kind(name: str, stats: dict) -> Kind:
+    if name.startswith("ProfilerStep#"):
+        return Kind.ANNOTATION
+    if "correlation_id" in stats or _RUNTIME.match(name):
+        return Kind.RUNTIME
+    if name.startswith("$"):  # XProf's Python tracer: "$file:line function"
+        return Kind.PYTHON
+    return Kind.CPU_OP
+
+
+def _device_kind(line_name: str, name: str, stats: dict) -> tuple[Kind, CopyKind]:
+    if not _STREAM.search(line_name):
+        return Kind.ANNOTATION, CopyKind.NONE  # derived lines: XLA Ops/Modules, Steps
+    if "memcpy_details" in stats or _COPY.search(name) or "Memcpy" in line_name:
+        return Kind.MEMCPY, copy_kind_from_name(f"{name} {line_name}")
+    if "memset" in name.lower() or "Memset" in line_name:
+        return Kind.MEMSET, CopyKind.NONE
+    if is_collective(name):
+        return Kind.COMMUNICATION, CopyKind.NONE
+    return Kind.KERNEL, CopyKind.NONE
+
+
+def _int(value, default: int = -1) -> int:
+    if isinstance(value, int) and _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return min(int(value.strip()), _INT64_MAX)
+    return default
+
+
+def _copy_bytes(stats: dict) -> int:
+    found = _NUM_BYTES.search(str(stats.get("memcpy_details", "")))
+    if found:
+        return min(int(found.group(1)), _INT64_MAX)
+    return _int(stats.get("num_bytes", stats.get("bytes")))
+
+
+class _Loader:
+    def __init__(self, path: Path, buf: bytes, progress: Progress):
+        self.path, self.buf, self.progress = path, buf, progress
+        self.b = TraceBuilder(str(path), "xplane")
+
+    def run(self) -> Trace:
+        planes, hosts = _space_planes(self.buf)
+        if not planes:
+            raise TraceFormatError(self.path, "XSpace has no planes")
+        if hosts:
+            self.b.report.notes.append("hosts: " + ", ".join(hosts[:8]))
+        for k, span in enumerate(planes):
+            self.progress.check_cancelled()
+            self.progress.report(0.9 * k / len(planes), "reading planes")
+            self.plane(_plane(self.buf, span))
+        self.progress.report(0.95, "building trace")
+        return self.b.finish(progress=self.progress)
+
+    def plane(self, p: _Plane) -> None:
+        if p.name in _SKIPPED_PLANES:
+            n = sum(len(_line(self.buf, s).events) for s in p.lines)
+            self.b.report.read += n
+            self.b.report.skip(f"metadata plane {p.name}", n)
+            self.b.report.notes.append(f"plane {p.name!r} skipped ({n} events): "
+                                       "profiler metadata, not a timeline")
+            return
+        dev = _DEVICE.match(p.name)
+        for span in p.lines:
+            ln = _line(self.buf, span)
+            if dev and int(dev.group(2)) < 4096:
+                self.device_line(p, ln, dev.group(1), int(dev.group(2)))
+            else:
+                self.host_line(p, ln)
+
+    def _lane(self, p: _Plane, ln: _Line, device: int | None, kind: str) -> int:
+        label = ln.display_name or ln.name or f"line {ln.id}"
+        if device is None:
+            group = "Host CPU" if p.name == "/host:CPU" else p.name
+            return self.b.lane(("host", p.id, p.name, ln.id), label, LaneKind.CPU, group,
+                               tid=ln.id & 0xFFFFFFFF)
+        found = _STREAM.search(ln.name)
+        stream = int(found.group(1)) if found else ln.id & 0xFFFFFF
+        sort = None if found else (2 << 49) | (device << 24) | 0xFFF000 | (ln.id & 0xFFF)
+        return self.b.lane(("dev", p.id, p.name, ln.id), label, LaneKind.GPU,
+                           f"{kind} {device}", device=device, stream=stream, sort_key=sort)
+
+    def host_line(self, p: _Plane, ln: _Line) -> None:
+        rows = self.events(p, ln)
+        if rows is None:
+            return
+        starts, durs, names, args, corr, stats_list = rows
+        kinds = [int(_host_kind(n, s)) for n, s in zip(names, stats_list)]
+        lane = self._lane(p, ln, None, "")
+        self.b.add_slices(starts, durs, lane, names, args=args, kind=kinds, correlation=corr)
+
+    def device_line(self, p: _Plane, ln: _Line, kind: str, device: int) -> None:
+        rows = self.events(p, ln)
+        if rows is None:
+            return
+        starts, durs, names, args, corr, stats_list = rows
+        kinds, copies, nbytes = [], [], []
+        for n, s in zip(names, stats_list):
+            k, c = _device_kind(ln.name, n, s)
+            kinds.append(int(k))
+            copies.append(int(c))
+            nbytes.append(_copy_bytes(s) if k == Kind.MEMCPY else -1)
+        lane = self._lane(p, ln, device, kind)
+        found = _STREAM.search(ln.name)
+        self.b.add_slices(starts, durs, lane, names, args=args, kind=kinds, copy_kind=copies,
+                          bytes=nbytes, correlation=corr, device=device,
+                          stream=int(found.group(1)) if found else -1)
+
+    def events(self, p: _Plane, ln: _Line):
+        """Columns of one line's timed events; aggregated or out-of-range ones are skipped."""
+        starts, durs, names, args, corr, stats_list = [], [], [], [], [], []
+        report = self.b.report
+        for span in ln.events:
+            report.read += 1
+            mid, offset, dur_ps, stat_spans = _event(self.buf, span)
+            if offset is None:
+                report.skip("aggregated event (num_occurrences, no timestamp)")
+                continue
+            start = ln.timestamp_ns + offset // 1000
+            if not (_INT64_MIN < start < _INT64_MAX) or not (0 <= dur_ps < 1 << 62):
+                report.skip("timestamp or duration out of range")
+                continue
+            stats = {}
+            for s in [*p.event_stats.get(mid, ()), *stat_spans]:
+                key, value = _stat(self.buf, s, p.stat_names)
+                stats[key] = value
+            starts.append(start)
+            durs.append(dur_ps // 1000)
+            names.append(p.event_names.get(mid, f"event #{mid}"))
+            corr.append(_int(stats.get("correlation_id")))
+            args.append(json.dumps(stats, separators=(",", ":")).encode() if stats else None)
+            stats_list.append(stats)
+        return (starts, durs, names, args, corr, stats_list) if starts else None
+
+
+class XPlaneImporter:
+    name = "xplane"
+
+    def can_open(self, path: Path) -> float:
+        path = Path(path)
+        if not path.is_file():
+            return 0.0
+        with open(path, "rb") as f:
+            head = f.read(16)
+        size = path.stat().st_size
+        if not _sane_head(head, size):
+            return 0.0
+        return 0.95 if path.name.endswith(".xplane.pb") else 0.2
+
+    def load(self, path: Path, progress: Progress) -> Trace:
+        path = Path(path)
+        buf = path.read_bytes()
+        if not _sane_head(buf[:16], len(buf)):
+            raise TraceFormatError(path, "not an XSpace protobuf (first field is not a plane "
+                                         "or host list)")
+        try:
+            return _Loader(path, buf, progress).run()
+        except w.WireError as exc:
+            raise TraceFormatError(path, f"corrupt or truncated XSpace protobuf: {exc}") from None
+        except RecursionError:
+            raise TraceFormatError(path, "XSpace protobuf nests too deeply") from None
+
+
+def _sane_head(head: bytes, size: int) -> bool:
+    """First field is XSpace.planes..hostnames (wire type 2) with a length inside the file."""
+    if len(head) < 2 or head[0] not in (0x0A, 0x12, 0x1A, 0x22):
+        return False
+    try:
+        length, pos = w.read_varint(head, 1, len(head))
+    except w.WireError:
+        return False
+    return pos + length <= size
+
+
+IMPORTER = XPlaneImporter()
