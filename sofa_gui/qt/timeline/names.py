@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ...core.names import strip_brackets
+
 _PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.+)$")
-
-
-def _strip_brackets(text: str, open_: str, close: str) -> str:
-    """Remove balanced ``open_ ... close`` groups (template args, parameter lists)."""
-    out, depth = [], 0
-    for ch in text:
-        if ch == open_:
-            depth += 1
-        elif ch == close and depth:
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out)
 
 
 def short_label(name: str, kernel: bool = False) -> str:
@@ -33,7 +22,7 @@ def short_label(name: str, kernel: bool = False) -> str:
         return name
     text = name[5:] if name.startswith("void ") else name
     if "<" in text or "(" in text:
-        stripped = _strip_brackets(_strip_brackets(text, "<", ">"), "(", ")").strip()
+        stripped = strip_brackets(strip_brackets(text, "<", ">"), "(", ")").strip()
         text = stripped or text
     parts = [p for p in text.split("::") if p]
     if kernel and len(parts) > 2:

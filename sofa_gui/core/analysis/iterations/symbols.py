@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...names import strip_brackets
 from ...trace import CopyKind, Kind
 
 OTHER = 0  # the folded id of symbols that occur once
@@ -27,26 +28,14 @@ _STEP_WORD = re.compile(r"\b(step|iter|iteration|epoch|batch|microbatch)([\s_:#-
 _SPACES = re.compile(r"\s+")
 
 
-def _strip_brackets(name: str, open_: str, close: str) -> str:
-    """Remove balanced ``open_ ... close`` groups (nested ones included)."""
-    out, depth = [], 0
-    for ch in name:
-        if ch == open_:
-            depth += 1
-        elif ch == close and depth:
-            depth -= 1
-        elif not depth:
-            out.append(ch)
-    return "".join(out)
-
 
 def normalize_name(name: str) -> str:
     """The part of an event name that identifies its work across iterations."""
     s = name.strip()
     if "operator<" not in s and "<" in s and ">" in s:
-        s = _strip_brackets(s, "<", ">")
+        s = strip_brackets(s, "<", ">")
     if "(" in s and not s.startswith("("):
-        head = _strip_brackets(s, "(", ")")
+        head = strip_brackets(s, "(", ")")
         if head.strip():
             s = head
     s = _ADDRESS.sub("0x", s)
