@@ -50,142 +50,83 @@ class _Line:
     events: list = field(default_factory=list)  # spans
 
 
+_SPACE = {1: ("planes", w.SPAN), 4: ("hostnames", w.TEXT)}
+_MAP_ENTRY = {1: ("key", w.INT64), 2: ("value", w.SPAN)}
+_PLANE = {1: ("id", w.INT64), 2: ("name", w.TEXT), 3: ("lines", w.SPAN),
+          4: ("event_metadata", w.SPAN), 5: ("stat_metadata", w.SPAN)}
+_EVENT_METADATA = {1: ("id", w.INT64), 2: ("name", w.TEXT), 4: ("display_name", w.TEXT),
+                   5: ("stats", w.SPAN)}
+_STAT_METADATA = {1: ("id", w.INT64), 2: ("name", w.TEXT)}
+_LINE = {1: ("id", w.INT64), 2: ("name", w.TEXT), 11: ("display_name", w.TEXT),
+         3: ("timestamp_ns", w.INT64), 4: ("events", w.SPAN)}
+_EVENT = {1: ("metadata_id", w.INT64), 2: ("offset_ps", w.INT64),
+          5: ("num_occurrences", w.INT64), 3: ("duration_ps", w.INT64), 4: ("stats", w.SPAN)}
+_STAT = {1: ("metadata_id", w.INT64), 2: ("double", w.DOUBLE), 3: ("uint64", w.UINT64),
+         4: ("int64", w.INT64), 5: ("str", w.TEXT), 6: ("bytes", w.SPAN), 7: ("ref", w.UINT64)}
+_STAT_VALUES = ("double", "uint64", "int64", "str", "bytes", "ref")
+
+
 def _space_planes(buf: bytes) -> tuple[list, list[str]]:
-    planes, hosts = [], []
-    for num, wt, val in w.fields(buf, 0, len(buf)):
-        if num == 1:
-            w.expect(wt, w.LEN, "XSpace.planes")
-            planes.append(val)
-        elif num == 4:
-            w.expect(wt, w.LEN, "XSpace.hostnames")
-            hosts.append(w.text(buf, val))
-    return planes, hosts
-
-
-def _metadata_entry(buf: bytes, span) -> tuple[int | None, tuple | None]:
-    """A map entry (key=1, value=2): the int64 key and the value message span."""
-    key = value = None
-    for num, wt, val in w.fields(buf, *span):
-        if num == 1:
-            w.expect(wt, w.VARINT, "map key")
-            key = w.as_int64(val)
-        elif num == 2:
-            w.expect(wt, w.LEN, "map value")
-            value = val
-    return key, value
+    m = w.message(buf, (0, len(buf)), _SPACE, frozenset(("planes", "hostnames")), "XSpace")
+    return m["planes"], m["hostnames"]
 
 
 def _plane(buf: bytes, span) -> _Plane:
-    p = _Plane()
-    for num, wt, val in w.fields(buf, *span):
-        if num == 1:
-            w.expect(wt, w.VARINT, "XPlane.id")
-            p.id = w.as_int64(val)
-        elif num == 2:
-            w.expect(wt, w.LEN, "XPlane.name")
-            p.name = w.text(buf, val)
-        elif num == 3:
-            w.expect(wt, w.LEN, "XPlane.lines")
-            p.lines.append(val)
-        elif num in (4, 5):
-            w.expect(wt, w.LEN, "XPlane metadata map")
-            key, value = _metadata_entry(buf, val)
-            if value is not None:
-                _metadata(buf, value, key, p, events=num == 4)
+    m = w.message(buf, span, _PLANE,
+                  frozenset(("lines", "event_metadata", "stat_metadata")), "XPlane")
+    p = _Plane(id=m.get("id", 0), name=m.get("name", ""), lines=m["lines"])
+    for events, entries in ((True, m["event_metadata"]), (False, m["stat_metadata"])):
+        for entry in entries:
+            kv = w.message(buf, entry, _MAP_ENTRY, name="XPlane metadata map")
+            if "value" in kv:
+                _metadata(buf, kv["value"], kv.get("key"), p, events)
     return p
 
 
 def _metadata(buf: bytes, span, key, p: _Plane, events: bool) -> None:
-    mid, name, display, stats = key, "", "", []
-    for num, wt, val in w.fields(buf, *span):
-        if num == 1:
-            w.expect(wt, w.VARINT, "metadata id")
-            mid = w.as_int64(val)
-        elif num == 2:
-            w.expect(wt, w.LEN, "metadata name")
-            name = w.text(buf, val)
-        elif num == 4 and events:
-            w.expect(wt, w.LEN, "XEventMetadata.display_name")
-            display = w.text(buf, val)
-        elif num == 5 and events:
-            w.expect(wt, w.LEN, "XEventMetadata.stats")
-            stats.append(val)
-    if key is None:
-        key = mid
     if events:
-        p.event_names[key] = display or name
-        if stats:
-            p.event_stats[key] = stats
+        m = w.message(buf, span, _EVENT_METADATA, frozenset(("stats",)), "XEventMetadata")
     else:
-        p.stat_names[key] = name
+        m = w.message(buf, span, _STAT_METADATA, name="XStatMetadata")
+    if key is None:
+        key = m.get("id", 0)
+    if events:
+        p.event_names[key] = m.get("display_name") or m.get("name", "")
+        if m["stats"]:
+            p.event_stats[key] = m["stats"]
+    else:
+        p.stat_names[key] = m.get("name", "")
 
 
 def _line(buf: bytes, span) -> _Line:
-    ln = _Line()
-    for num, wt, val in w.fields(buf, *span):
-        if num == 1:
-            w.expect(wt, w.VARINT, "XLine.id")
-            ln.id = w.as_int64(val)
-        elif num == 2:
-            w.expect(wt, w.LEN, "XLine.name")
-            ln.name = w.text(buf, val)
-        elif num == 11:
-            w.expect(wt, w.LEN, "XLine.display_name")
-            ln.display_name = w.text(buf, val)
-        elif num == 3:
-            w.expect(wt, w.VARINT, "XLine.timestamp_ns")
-            ln.timestamp_ns = w.as_int64(val)
-        elif num == 4:
-            w.expect(wt, w.LEN, "XLine.events")
-            ln.events.append(val)
-    return ln
+    m = w.message(buf, span, _LINE, frozenset(("events",)), "XLine")
+    return _Line(id=m.get("id", 0), name=m.get("name", ""),
+                 display_name=m.get("display_name", ""),
+                 timestamp_ns=m.get("timestamp_ns", 0), events=m["events"])
 
 
 def _event(buf: bytes, span):
     """(metadata_id, offset_ps or None when aggregated, duration_ps, stat spans)."""
-    mid, offset, dur, stats = 0, 0, 0, []
-    for num, wt, val in w.fields(buf, *span):
-        if num == 1:
-            w.expect(wt, w.VARINT, "XEvent.metadata_id")
-            mid = w.as_int64(val)
-        elif num == 2:
-            w.expect(wt, w.VARINT, "XEvent.offset_ps")
-            offset = w.as_int64(val)
-        elif num == 5:
-            w.expect(wt, w.VARINT, "XEvent.num_occurrences")
-            offset = None
-        elif num == 3:
-            w.expect(wt, w.VARINT, "XEvent.duration_ps")
-            dur = w.as_int64(val)
-        elif num == 4:
-            w.expect(wt, w.LEN, "XEvent.stats")
-            stats.append(val)
-    return mid, offset, dur, stats
+    m = w.message(buf, span, _EVENT, frozenset(("stats",)), "XEvent")
+    offset = None if "num_occurrences" in m else m.get("offset_ps", 0)
+    return m.get("metadata_id", 0), offset, m.get("duration_ps", 0), m["stats"]
 
 
 def _stat(buf: bytes, span, names: dict):
     """(name, JSON-safe value) of one XStat."""
-    mid, value = 0, None
-    for num, wt, val in w.fields(buf, *span):
-        if num == 1:
-            w.expect(wt, w.VARINT, "XStat.metadata_id")
-            mid = w.as_int64(val)
-        elif num == 2:
-            w.expect(wt, w.FIXED64, "XStat.double_value")
-            d = w.fixed64_double(val)
-            value = d if math.isfinite(d) else None
-        elif num in (3, 7):
-            w.expect(wt, w.VARINT, "XStat uint64 value")
-            value = names.get(val, val) if num == 7 else val  # ref_value names a string
-        elif num == 4:
-            w.expect(wt, w.VARINT, "XStat.int64_value")
-            value = w.as_int64(val)
-        elif num == 5:
-            w.expect(wt, w.LEN, "XStat.str_value")
-            value = w.text(buf, val)
-        elif num == 6:
-            w.expect(wt, w.LEN, "XStat.bytes_value")
-            value = f"<{val[1] - val[0]} bytes>"
+    m = w.message(buf, span, _STAT, name="XStat")
+    value = None
+    for kind in _STAT_VALUES:  # a oneof: at most one is present
+        if kind in m:
+            value = m[kind]
+            break
+    if kind == "double" and not math.isfinite(value):
+        value = None
+    elif kind == "ref":  # ref_value names an interned string
+        value = names.get(value, value)
+    elif kind == "bytes":
+        value = f"<{value[1] - value[0]} bytes>"
+    mid = m.get("metadata_id", 0)
     return names.get(mid, f"stat#{mid}"), value
 
 

@@ -87,3 +87,33 @@ def expect(wtype: int, want: int, what: str) -> None:
     """A known field with the wrong wire type means the bytes are not this schema."""
     if wtype != want:
         raise WireError(f"{what} has wire type {wtype}, expected {want}")
+
+
+# Field types for :func:`message`: each checks the wire type and converts the value.
+INT64 = (VARINT, lambda buf, v: as_int64(v))
+UINT64 = (VARINT, lambda buf, v: v)
+TEXT = (LEN, text)
+SPAN = (LEN, lambda buf, v: v)  # a nested message or bytes, left as its span
+DOUBLE = (FIXED64, lambda buf, v: fixed64_double(v))
+
+
+def message(buf: bytes, span: tuple[int, int], schema: dict, repeated: frozenset = frozenset(),
+            name: str = "message") -> dict:
+    """Decode one message by ``schema`` (field number -> (attr, field type)).
+
+    Returns ``{attr: value}`` for the fields present (last one wins) and
+    ``{attr: [values]}`` for ``repeated`` attrs (always present); unknown fields
+    are skipped, a known field with the wrong wire type raises :class:`WireError`.
+    """
+    out: dict = {attr: [] for attr in repeated}
+    for num, wt, val in fields(buf, *span):
+        entry = schema.get(num)
+        if entry is None:
+            continue
+        attr, (want, convert) = entry
+        expect(wt, want, f"{name}.{attr}")
+        if attr in repeated:
+            out[attr].append(convert(buf, val))
+        else:
+            out[attr] = convert(buf, val)
+    return out
