@@ -69,11 +69,21 @@ def entry_dir(path: Path) -> Path:
     return cache_root() / _fingerprint(path)
 
 
-def load_cached(path: Path) -> Trace | None:
-    """The cached trace for ``path`` if fresh and readable, else None."""
+def try_entry_dir(path: Path) -> Path | None:
+    """:func:`entry_dir`, or None when the source cannot be fingerprinted."""
     try:
-        d = entry_dir(path)
+        return entry_dir(path)
     except OSError:
+        return None
+
+
+def load_cached(path: Path, entry: Path | None = None) -> Trace | None:
+    """The cached trace for ``path`` if fresh and readable, else None.
+
+    ``entry`` is the source's :func:`entry_dir` when the caller already has it.
+    """
+    d = entry or try_entry_dir(path)
+    if d is None:
         return None
     if not (d / "manifest.json").is_file():
         return None
@@ -85,10 +95,14 @@ def load_cached(path: Path) -> Trace | None:
         return None
 
 
-def save_cached(path: Path, trace: Trace) -> Path | None:
-    """Write ``trace`` into the cache; failures are logged, never raised."""
+def save_cached(path: Path, trace: Trace, entry: Path | None = None) -> Path | None:
+    """Write ``trace`` into the cache; failures are logged, never raised.
+
+    Pass the ``entry`` taken *before* reading the source, so a source that
+    changes during the load is not cached under its new size and mtime.
+    """
     try:
-        d = entry_dir(path)
+        d = entry or entry_dir(path)
         d.parent.mkdir(parents=True, exist_ok=True)
         _sweep_stale_tmp(d.parent)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=d.parent))

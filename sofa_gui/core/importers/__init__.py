@@ -90,8 +90,10 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
 
     path = Path(path).expanduser()
     progress = progress or NullProgress()
-    if use_cache:
-        cached = store.load_cached(path)
+    # fingerprint once, before reading: the entry then matches the bytes actually read
+    entry = store.try_entry_dir(path) if use_cache else None
+    if entry is not None:
+        cached = store.load_cached(path, entry)
         if cached is not None:
             cached.meta.source = str(path)  # as asked for now, not as first opened
             progress.report(1.0, "loaded from cache")
@@ -111,6 +113,6 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
         raise TraceFormatError(path, why) from None
     trace.meta.source = str(path)
     trace.meta.format = trace.meta.format or imp.name
-    if use_cache:
-        store.save_cached(path, trace)
+    if entry is not None:
+        store.save_cached(path, trace, entry)
     return trace
