@@ -65,7 +65,7 @@ def _child_main(path: str, conn, cancel_event) -> None:
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
     try:
         load_trace(path, _PipeProgress(conn, cancel_event), use_cache=True)
-        cached = (store.entry_dir(Path(path).expanduser()) / "manifest.json").is_file()
+        cached = store.is_cached(Path(path).expanduser())
         conn.send(("done", cached))
     except Cancelled:
         conn.send(("cancelled",))

@@ -77,6 +77,12 @@ def try_entry_dir(path: Path) -> Path | None:
         return None
 
 
+def is_cached(path: Path) -> bool:
+    """Whether a fresh entry for ``path`` exists (without reading it)."""
+    d = try_entry_dir(path)
+    return d is not None and (d / "manifest.json").is_file()
+
+
 def load_cached(path: Path, entry: Path | None = None) -> Trace | None:
     """The cached trace for ``path`` if fresh and readable, else None.
 

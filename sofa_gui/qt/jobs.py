@@ -42,16 +42,10 @@ def load(state, path: str, load_mode: str = "auto"):
 
     p = Path(path).expanduser()
     state.report(0.0, f"Opening {p.name}")
-    cached = store.load_cached(p)
-    if cached is not None:
-        state.report(0.5, "Loaded from cache")
-        return cached
-    if wants_child(p, load_mode):
-        if load_via_child(p, state, subrange(state, 0.0, 0.5)):
-            cached = store.load_cached(p)
-            if cached is not None:
-                return cached
-        log.warning("cache not readable for %s; decoding in-process", p)
+    # a big uncached source is decoded by a child into the cache; load_trace then maps it
+    if wants_child(p, load_mode) and not store.is_cached(p):
+        if not load_via_child(p, state, subrange(state, 0.0, 0.5)):
+            log.warning("cache not written for %s; decoding in-process", p)
     return load_trace(p, progress=subrange(state, 0.0, 0.5), use_cache=True)
 
 
