@@ -1,8 +1,8 @@
 """Mutation fuzzing of every importer: N cases each, in worker processes, with a tally.
 
     python benchmarks/fuzz.py                      # 10,000 cases per importer, 2 workers
-    python benchmarks/fuzz.py --cases 500 --only chrome_trace
-    python benchmarks/fuzz.py --replay chrome_trace:1234   # rerun one case, print traceback
+    python benchmarks/fuzz.py --cases 500 --only chrome.trace
+    python benchmarks/fuzz.py --replay chrome.trace:1234   # rerun one case, print traceback
 
 Each case copies a seed cut from a real trace (tests/robustness/fuzz_seeds.py), mutates
 it (fuzz_mutators.py) and loads it as the CLI does (fuzz_harness.py). A case is good when

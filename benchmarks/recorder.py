@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from sofa_gui.core.importers import load_trace
-from sofa_gui.core.importers.recording import FORMAT_NAME, FORMAT_VERSION
+from sofa_gui.core.importers.recording.folder import FORMAT_NAME, FORMAT_VERSION
 from sofa_gui.recorder import schema
 from sofa_gui.recorder.clock import EpochClock
 from sofa_gui.recorder.parts import PartWriter, compact

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.importers.recording import (
+from ..core.importers.recording.folder import (
     COUNTERS_FILE,
     COUNTERS_PARTS,
     OUTPUT_LOG,

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sofa_gui.core.importers import chrome_decode
-from sofa_gui.core.importers.chrome_trace import IMPORTER
+from sofa_gui.core.importers.chrome import decode as chrome_decode
+from sofa_gui.core.importers.chrome.trace import IMPORTER
 from sofa_gui.core.progress import NullProgress
 
 EPOCH = 1712195495519695  # µs; with 3 decimals float64 misses the ns digit
@@ -155,7 +155,7 @@ def test_exact_ns_for_every_phase_group_in_one_piece(tmp_path):
 
 
 def test_exact_ns_from_written_decimals_matches_decimal_arithmetic():
-    from sofa_gui.core.importers.chrome_reader import _exact_ns, _to_ns, ns_exact
+    from sofa_gui.core.importers.chrome.reader import _exact_ns, _to_ns, ns_exact
 
     rng = np.random.default_rng(11)
     forms = [lambda w, f: f"{w}.{f:03d}", lambda w, f: f"{w}.{f % 100:02d}",

@@ -12,8 +12,9 @@ from kineto_truth import truth
 from tracedata import DATA, shared_trace
 
 from sofa_gui.core.errors import TraceFormatError
-from sofa_gui.core.importers import chrome_decode, load_trace, pick_importer
-from sofa_gui.core.importers.chrome_trace import IMPORTER
+from sofa_gui.core.importers import load_trace, pick_importer
+from sofa_gui.core.importers.chrome import decode as chrome_decode
+from sofa_gui.core.importers.chrome.trace import IMPORTER
 from sofa_gui.core.progress import Cancelled, CancelToken, NullProgress
 from sofa_gui.core.trace import DEVICE_KINDS, CopyKind, Kind, LaneKind
 

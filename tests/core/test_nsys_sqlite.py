@@ -13,7 +13,7 @@ import pytest
 
 from sofa_gui.core.errors import TraceFormatError
 from sofa_gui.core.importers import load_trace, pick_importer
-from sofa_gui.core.importers.nsys_sqlite import IMPORTER
+from sofa_gui.core.importers.nsys.sqlite import IMPORTER
 from sofa_gui.core.progress import Cancelled, CancelToken
 from sofa_gui.core.summary import trace_dict
 from sofa_gui.core.trace import CopyKind, Kind, LaneKind

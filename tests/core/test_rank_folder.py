@@ -13,7 +13,7 @@ from kineto_truth import truth
 from tracedata import DATA
 
 from sofa_gui.core.importers import load_trace, pick_importer
-from sofa_gui.core.importers.rank_folder import IMPORTER, assign_ranks, rank_in_name
+from sofa_gui.core.importers.chrome.rank_folder import IMPORTER, assign_ranks, rank_in_name
 from sofa_gui.core.progress import NullProgress
 from sofa_gui.core.trace import Kind, LaneKind
 

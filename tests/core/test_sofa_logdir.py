@@ -12,8 +12,8 @@ import pytest
 
 from sofa_gui.core.errors import TraceFormatError
 from sofa_gui.core.importers import load_trace, pick_importer
-from sofa_gui.core.importers.sofa_logdir import IMPORTER
-from sofa_gui.core.importers.sofa_slices import merge_stacks
+from sofa_gui.core.importers.sofa.logdir import IMPORTER
+from sofa_gui.core.importers.sofa.slices import merge_stacks
 from sofa_gui.core.progress import Cancelled, CancelToken
 from sofa_gui.core.summary import trace_dict
 from sofa_gui.core.trace import CopyKind, Kind, LaneKind

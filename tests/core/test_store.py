@@ -14,7 +14,8 @@ from tracedata import DATA
 
 from sofa_gui.core import store
 from sofa_gui.core.errors import TraceFormatError
-from sofa_gui.core.importers import chrome_trace, load_trace
+from sofa_gui.core.importers import load_trace
+from sofa_gui.core.importers.chrome import trace as chrome_trace
 from sofa_gui.core.trace import Trace
 
 MINITOY = DATA / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"

@@ -13,7 +13,7 @@ import pytest
 
 from sofa_gui.core.errors import TraceFormatError
 from sofa_gui.core.importers import pick_importer
-from sofa_gui.core.importers.xplane import IMPORTER
+from sofa_gui.core.importers.xplane.xspace import IMPORTER
 from sofa_gui.core.progress import NullProgress
 from sofa_gui.core.trace import Kind, LaneKind
 

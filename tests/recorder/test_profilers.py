@@ -54,7 +54,7 @@ def test_torch_training_loop_gives_a_kineto_trace_with_iterations(tmp_path):
     status = src["processes"][0]
     assert status["stop_reason"] == "exit" and status["activities"][0] == "CPU"
     trace = load_trace(out)
-    if importlib.util.find_spec("sofa_gui.core.importers.chrome_trace") is None:
+    if importlib.util.find_spec("sofa_gui.core.importers.chrome.trace") is None:
         pytest.skip("Kineto importer not present yet")
     _within_run(trace, Kind.CPU_OP, m)
     assert any("kineto" in n and "epoch" in n for n in trace.meta.report.notes)

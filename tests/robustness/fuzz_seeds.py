@@ -166,7 +166,7 @@ def _keep_lines(path: Path, n: int) -> None:
 
 
 def build_seeds(out: Path, full: bool = True) -> dict[str, list[Path]]:
-    """Seeds per importer module name (e.g. ``"chrome_trace"``) that load without error.
+    """Seeds per importer module name (e.g. ``"chrome.trace"``) that load without error.
 
     ``full=False`` is the quick set for the test suite (fewer big sources to cut, no torch).
     """
@@ -186,7 +186,7 @@ def build_seeds(out: Path, full: bool = True) -> dict[str, list[Path]]:
 
 
 def module_name(importer) -> str:
-    """The short name of the module exposing ``importer`` (e.g. ``"chrome_trace"``)."""
+    """The short name of the module exposing ``importer`` (e.g. ``"chrome.trace"``)."""
     import importlib
 
     from sofa_gui.core.importers import IMPORTER_MODULES
@@ -194,7 +194,7 @@ def module_name(importer) -> str:
     for mod in IMPORTER_MODULES:
         try:
             if importlib.import_module(mod).IMPORTER is importer:
-                return mod.rsplit(".", 1)[-1]
+                return mod.removeprefix("sofa_gui.core.importers.")
         except ModuleNotFoundError:
             continue
     return str(getattr(importer, "name", "?"))

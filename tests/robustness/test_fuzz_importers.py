@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from sofa_gui.core.importers import IMPORTER_MODULES
 
-IMPORTERS = [m.rsplit(".", 1)[-1] for m in IMPORTER_MODULES]
+IMPORTERS = [m.removeprefix("sofa_gui.core.importers.") for m in IMPORTER_MODULES]
 CASES_PER_IMPORTER = 60
 CASE_TIMEOUT_S = 20.0
 

@@ -1,6 +1,7 @@
 """Importer registry: sniff a path, pick the importer, return a :class:`Trace`.
 
-Each format lives in its own module exposing an ``IMPORTER`` object with
+Each format lives in its own subpackage (``chrome/``, ``nsys/``, ``sofa/``, ``xplane/``,
+``recording/``); the module that opens it exposes an ``IMPORTER`` object with
 
 * ``name`` -- short format name (``"kineto"``, ``"sofa"``, ...);
 * ``can_open(path) -> float`` -- confidence 0..1 from *content* (not only suffix);
@@ -32,12 +33,12 @@ _MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError, EOFEr
 
 #: Modules providing importers, in tie-break order.
 IMPORTER_MODULES = [
-    "sofa_gui.core.importers.recording",
-    "sofa_gui.core.importers.sofa_logdir",
-    "sofa_gui.core.importers.rank_folder",
-    "sofa_gui.core.importers.nsys_sqlite",
-    "sofa_gui.core.importers.chrome_trace",
-    "sofa_gui.core.importers.xplane",
+    "sofa_gui.core.importers.recording.folder",
+    "sofa_gui.core.importers.sofa.logdir",
+    "sofa_gui.core.importers.chrome.rank_folder",
+    "sofa_gui.core.importers.nsys.sqlite",
+    "sofa_gui.core.importers.chrome.trace",
+    "sofa_gui.core.importers.xplane.xspace",
 ]
 
 

@@ -21,10 +21,10 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from ..builder import TraceBuilder
-from ..trace import LaneKind
-from .chrome_ids import SYNTHETIC_BELOW
-from .chrome_reader import COUNTER_LIMIT, LAUNCH_CATS, FileData, LaneInfo
+from ...builder import TraceBuilder
+from ...trace import LaneKind
+from .ids import SYNTHETIC_BELOW
+from .reader import COUNTER_LIMIT, LAUNCH_CATS, FileData, LaneInfo
 
 
 @dataclass

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..progress import Progress
-from ..trace import Trace
-from .chrome_reader import FileData
-from .chrome_trace import RankedFile, has_json_suffix, header_rank, load_files, sniff
+from ...progress import Progress
+from ...trace import Trace
+from .reader import FileData
+from .trace import RankedFile, has_json_suffix, header_rank, load_files, sniff
 
 _RANK_IN_NAME = re.compile(r"rank[-_ ]?(\d+)", re.IGNORECASE)
 #: Files that make a folder a SOFA logdir (see sofa_logdir) or a recording.

@@ -30,7 +30,7 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from ..errors import TraceFormatError
+from ...errors import TraceFormatError
 
 BLOCK = 4 << 20  # decompressed bytes read at a time
 CHUNK = 2 << 20  # target size of one decoded piece

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..builder import TraceBuilder
-from ..kinds import copy_kind_from_name, is_collective, kind_for
-from ..trace import Kind
+from ...builder import TraceBuilder
+from ...kinds import copy_kind_from_name, is_collective, kind_for
+from ...trace import Kind
 
 LO = -(1 << 31)  # codes live in [LO, 2**31) so two of them pack into one int64
 HI = 1 << 31

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..builder import correlation_flows
-from ..trace import Flows, LoadReport, Trace
-from .chrome_lanes import PendingFlows
+from ...builder import correlation_flows
+from ...trace import Flows, LoadReport, Trace
+from .lanes import PendingFlows
 
 _S, _T, _F = (ord(c) for c in "stf")
 _MAX_SAME_START = 64

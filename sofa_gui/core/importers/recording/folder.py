@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..builder import TraceBuilder, default_sort_key
-from ..errors import TraceFormatError
-from ..progress import NullProgress, Progress, subrange
-from ..trace import Kind, LaneKind, Trace
+from ...builder import TraceBuilder, default_sort_key
+from ...errors import TraceFormatError
+from ...progress import NullProgress, Progress, subrange
+from ...trace import Kind, LaneKind, Trace
 
 FORMAT_NAME = "sofa_gui.recording"
 FORMAT_VERSION = 1
@@ -272,7 +272,7 @@ def _load_kineto(b: TraceBuilder, folder: Path, manifest: dict, progress: Progre
     if not files:
         return
     try:
-        from .chrome_trace import IMPORTER as chrome
+        from ..chrome.trace import IMPORTER as chrome
     except ModuleNotFoundError:
         b.report.notes.append(f"{len(files)} Kineto trace(s) present but this build has no "
                               "Chrome/Kineto importer; not loaded")

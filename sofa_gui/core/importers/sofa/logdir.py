@@ -20,13 +20,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..builder import TraceBuilder
-from ..errors import TraceFormatError
-from ..progress import Progress, subrange
-from ..trace import Trace
-from . import sofa_counters as counters
-from . import sofa_slices as slices
-from .sofa_csv import CsvRows, read_rows, sniff_schema
+from ...builder import TraceBuilder
+from ...errors import TraceFormatError
+from ...progress import Progress, subrange
+from ...trace import Trace
+from . import counters, slices
+from .csv_rows import CsvRows, read_rows, sniff_schema
 
 #: Known files in load order -> handler for the 13-column schema.
 HANDLERS = {

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..builder import TraceBuilder, default_sort_key
-from ..trace import LaneKind
-from .sofa_csv import CsvRows, NumericRows, parse_float, reads, text_ids
+from ...builder import TraceBuilder, default_sort_key
+from ...trace import LaneKind
+from .csv_rows import CsvRows, NumericRows, parse_float, reads, text_ids
 
 # Display order of the counter sections, top to bottom.
 _SECTION = {"cpu": 0, "gpu": 1, "vmstat": 2, "net": 3, "disk": 4}

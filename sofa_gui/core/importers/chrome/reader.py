@@ -1,9 +1,9 @@
 """One Chrome/Kineto JSON file -> slice columns, lanes, counters and flow endpoints.
 
-Each decoded piece (see :mod:`chrome_decode`) is turned into numpy columns in a
+Each decoded piece (see :mod:`.decode`) is turned into numpy columns in a
 few vectorised passes; only the rare phases (B/E, C, M) and malformed values
 are handled per event in Python. Slices keep *local* lane ids here; lanes are
-named and created in the builder by :mod:`chrome_lanes` once the whole file
+named and created in the builder by :mod:`.lanes` once the whole file
 (including metadata events, which Kineto writes last) has been read.
 """
 
@@ -20,11 +20,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ..progress import Progress
-from ..trace import DEVICE_KINDS, Kind, LoadReport
-from .args_spill import ArgsSpill
-from .chrome_decode import EventStream, Piece, exact_ts_strings
-from .chrome_ids import (
+from ...progress import Progress
+from ...trace import DEVICE_KINDS, Kind, LoadReport
+from ..args_spill import ArgsSpill
+from .decode import EventStream, Piece, exact_ts_strings
+from .ids import (
     ANN_TID,
     GLOBAL_PID,
     SYNTHETIC_BELOW,

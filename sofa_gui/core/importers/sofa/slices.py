@@ -14,12 +14,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..builder import TraceBuilder
-from ..kinds import is_collective
-from ..trace import CopyKind, Kind, LaneKind
-from .grouping import lane_ids
-from .json_args import json_rows
-from .sofa_csv import CsvRows, NumericRows, reads, text_ids, text_values
+from ...builder import TraceBuilder
+from ...kinds import is_collective
+from ...trace import CopyKind, Kind, LaneKind
+from ..grouping import lane_ids
+from ..json_args import json_rows
+from .csv_rows import CsvRows, NumericRows, reads, text_ids, text_values
 
 #: SOFA / CUPTI memcpy kind -> CopyKind; 0 is a kernel, 3..7 and 9 are array/host copies.
 _SOFA_COPY = {1: CopyKind.H2D, 2: CopyKind.D2H, 8: CopyKind.D2D, 10: CopyKind.P2P}

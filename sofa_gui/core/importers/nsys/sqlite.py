@@ -3,7 +3,7 @@
 Times in the export are ns since the capture started; they are kept as they
 are (the trace clock) and ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` becomes
 ``meta.epoch_offset_ns``. The schema follows nsys's export (3.x; columns an
-older export lacks fall back to defaults): see ``nsys_activity`` for what each
+older export lacks fall back to defaults): see ``nsys.activity`` for what each
 table becomes.
 """
 
@@ -13,12 +13,12 @@ import math
 import sqlite3
 from pathlib import Path
 
-from ..builder import TraceBuilder
-from ..errors import TraceFormatError
-from ..progress import Progress
-from ..trace import Trace
-from .nsys_activity import LOADERS, TABLES, Ctx
-from .nsys_db import NsysDb, StringIds, connect, is_sqlite
+from ...builder import TraceBuilder
+from ...errors import TraceFormatError
+from ...progress import Progress
+from ...trace import Trace
+from .activity import LOADERS, TABLES, Ctx
+from .db import NsysDb, StringIds, connect, is_sqlite
 
 _REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _GPU_FIELDS = {"name": "name", "totalMemory": "total memory", "smCount": "SM count",

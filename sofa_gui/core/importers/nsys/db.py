@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ..progress import Progress
+from ...progress import Progress
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 100_000

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..progress import NullProgress, Progress
+from ...progress import NullProgress, Progress
 
 SOFA_COLUMNS = ("timestamp", "event", "duration", "deviceId", "copyKind", "payload",
                 "bandwidth", "pkt_src", "pkt_dst", "pid", "tid", "name", "category")

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..builder import TraceBuilder
-from ..kinds import copy_kind_from_name, is_collective
-from ..progress import Progress, subrange
-from ..trace import CopyKind, Kind, LaneKind
-from .grouping import group_rows, lane_ids
-from .json_args import json_rows, take_rows
-from .nsys_db import PID, NsysDb, StringIds
+from ...builder import TraceBuilder
+from ...kinds import copy_kind_from_name, is_collective
+from ...progress import Progress, subrange
+from ...trace import CopyKind, Kind, LaneKind
+from ..grouping import group_rows, lane_ids
+from ..json_args import json_rows, take_rows
+from .db import PID, NsysDb, StringIds
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

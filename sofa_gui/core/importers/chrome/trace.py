@@ -4,10 +4,10 @@ Reads all three Kineto schema generations (2021 ``Operator/Runtime/Kernel`` with
 flow cat ``async``; 2022 ``async_cpu_to_gpu``; current ``cpu_op/cuda_runtime/
 kernel/gpu_memcpy`` with ``ac2g``) and plain Chrome traces (array or object
 form; phases X, B/E, i/I, C, M, s/t/f and ``bind_id`` flows). Times stay on the
-file's clock: ``ts`` µs x 1000 = ns. The pipeline: :mod:`chrome_decode`
-(streaming typed JSON decode) -> :mod:`chrome_reader` (columns per piece) ->
-:mod:`chrome_lanes` (lanes, slices, counters into the builder) ->
-:mod:`chrome_flows` (flow binding after the sort). :func:`load_files` also
+file's clock: ``ts`` µs x 1000 = ns. The pipeline: :mod:`.decode`
+(streaming typed JSON decode) -> :mod:`.reader` (columns per piece) ->
+:mod:`.lanes` (lanes, slices, counters into the builder) ->
+:mod:`.flows` (flow binding after the sort). :func:`load_files` also
 serves the rank-folder importer.
 """
 
@@ -18,15 +18,15 @@ import gc
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..builder import TraceBuilder
-from ..progress import Progress, subrange
-from ..trace import Trace
-from .args_spill import ArgsSpill
-from .chrome_decode import sniff_head
-from .chrome_flows import link_flows
-from .chrome_ids import NameTable
-from .chrome_lanes import commit
-from .chrome_reader import FileData, FileReader
+from ...builder import TraceBuilder
+from ...progress import Progress, subrange
+from ...trace import Trace
+from ..args_spill import ArgsSpill
+from .decode import sniff_head
+from .flows import link_flows
+from .ids import NameTable
+from .lanes import commit
+from .reader import FileData, FileReader
 
 _SUFFIXES = (".json", ".json.gz")
 _KINETO_CATS = {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "operator", "runtime",

@@ -4,7 +4,7 @@ Schema: tsl/profiler/protobuf/xplane.proto. A space holds planes (``/host:CPU``,
 ``/device:GPU:N``, ``/device:TPU:N``, ...); a plane holds lines (threads, streams)
 of events whose names and stats are interned in per-plane metadata maps. Event
 start = ``line.timestamp_ns + offset_ps / 1000`` (ns, the trace clock). Read with
-the small wire reader in :mod:`xplane_wire`; no protobuf package needed.
+the small wire reader in :mod:`.wire`; no protobuf package needed.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..builder import TraceBuilder
-from ..errors import TraceFormatError
-from ..kinds import copy_kind_from_name, is_collective
-from ..progress import Progress
-from ..trace import CopyKind, Kind, LaneKind, Trace
-from . import xplane_wire as w
+from ...builder import TraceBuilder
+from ...errors import TraceFormatError
+from ...kinds import copy_kind_from_name, is_collective
+from ...progress import Progress
+from ...trace import CopyKind, Kind, LaneKind, Trace
+from . import wire as w
 
 _SKIPPED_PLANES = ("/host:metadata", "Task Environment")
 _DEVICE = re.compile(r"^/device:(GPU|TPU|CUSTOM):(\d+)")

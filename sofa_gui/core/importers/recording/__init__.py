@@ -1,0 +1,1 @@
+"""Recording folders written by ``sofa-gui record`` (manifest + Parquet parts + profiler files)."""

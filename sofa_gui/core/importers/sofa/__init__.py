@@ -1,0 +1,1 @@
+"""Original SOFA log folders (``sofalog/`` with CSV tables)."""

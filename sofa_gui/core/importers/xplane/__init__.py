@@ -1,0 +1,1 @@
+"""XProf / TensorBoard profile ``*.xplane.pb`` (XSpace protobuf)."""
