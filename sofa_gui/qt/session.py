@@ -15,8 +15,8 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from ..core.trace import Trace
+from ..view.search import SearchQuery, find_matches
 from . import jobs
-from .search import SearchQuery, find_matches
 from .worker import Worker
 
 log = logging.getLogger(__name__)

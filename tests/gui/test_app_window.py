@@ -11,7 +11,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
 from sofa_gui.core.samples import demo_trace_path
-from sofa_gui.qt.search import SearchQuery
+from sofa_gui.view.search import SearchQuery
 
 EXPECTED_ITERATIONS = 6  # ProfilerStep#5..#10
 #: Generous: the first open of the sample decodes 35 MB of JSON on a shared 2-core box.

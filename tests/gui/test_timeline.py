@@ -10,9 +10,10 @@ from timeline_fixtures import BASE, US, deep_trace, small_trace, synthetic
 
 from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.trace import Kind
-from sofa_gui.qt.timeline import colors, prepare
+from sofa_gui.qt.timeline import prepare
 from sofa_gui.qt.timeline.overlays import ACCENT
 from sofa_gui.qt.timeline.widget import tooltip_html
+from sofa_gui.view import colors
 
 
 def _pixel(img: QtGui.QImage, p: QtCore.QPoint) -> str:
@@ -147,7 +148,7 @@ def test_highlight_dims_the_rest_and_outlines_matches(make_timeline):
 
 
 def test_counter_lane_draws_the_step(make_timeline):
-    from sofa_gui.qt.timeline.tooltip import counter_tooltip
+    from sofa_gui.view.tooltip import counter_tooltip
 
     trace = small_trace()
     w = make_timeline(trace)
@@ -259,7 +260,7 @@ def test_kinds_get_distinct_fixed_colours():
 
 
 def test_deep_lanes_are_capped_until_expanded(make_timeline, qtbot):
-    from sofa_gui.qt.timeline.layout import MAX_ROWS
+    from sofa_gui.view.layout import MAX_ROWS
 
     trace = deep_trace(30)
     w = make_timeline(trace)
@@ -290,7 +291,8 @@ def test_deep_lanes_are_capped_until_expanded(make_timeline, qtbot):
 
 
 def test_time_axis_labels_adapt_to_the_zoom():
-    from sofa_gui.qt.timeline.time_axis import format_time, tick_labels, tick_steps
+    from sofa_gui.core.units import format_time
+    from sofa_gui.qt.timeline.time_axis import tick_labels, tick_steps
 
     assert tick_labels([0.0, 5e8, 1e9], 5e8) == ["0", "0.5 s", "1.0 s"]
     assert tick_labels([2e6, 4e6], 2e6) == ["2 ms", "4 ms"]

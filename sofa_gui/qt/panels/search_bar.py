@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QHBoxLayout, QLineEdit, QToolButton, QWidget
 
-from ..search import SearchQuery
+from ...view.search import SearchQuery
 from ..session import Session
 from .common import plain_label, set_muted
 

@@ -4,7 +4,7 @@
 may run in a worker thread (pass the result to ``set_trace``).
 """
 
-from .model import Prepared, prepare
+from ...view.model import Prepared, prepare
 from .widget import TimelineWidget
 
 __all__ = ["Prepared", "TimelineWidget", "prepare"]

@@ -13,8 +13,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from sofa_gui.core.trace import LaneKind
 
-from .model import TimelineModel
-from .time_axis import format_time
+from ...core.units import format_time
+from ...view.model import TimelineModel
 
 #: Colour bar per lane kind (left edge of a lane label).
 KIND_COLOURS = {

@@ -17,8 +17,8 @@ from PySide6 import QtCore, QtGui
 from sofa_gui.core.trace import LaneKind
 from sofa_gui.core.viewport import NAME_COLOUR_PX, Blocks, Markers
 
-from .colors import PALETTE, name_colour, text_colour
-from .model import TimelineModel
+from ...view.colors import PALETTE, name_colour, text_colour
+from ...view.model import TimelineModel
 
 #: Blocks at least this wide (px) get their slice's name drawn inside.
 LABEL_MIN_PX = 28.0

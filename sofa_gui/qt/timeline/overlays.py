@@ -12,8 +12,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui
 
-from .model import TimelineModel
-from .time_axis import format_time
+from ...core.units import format_time
+from ...view.model import TimelineModel
 
 ACCENT = QtGui.QColor("#1e88e5")
 

@@ -13,35 +13,7 @@ import math
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
-
-
-def unit_for(ns: float) -> tuple[float, str]:
-    """Largest unit in which ``ns`` is at least 1 (ns below that)."""
-    a = abs(ns)
-    for scale, name in _UNITS:
-        if a >= scale:
-            return scale, name
-    return 1.0, "ns"
-
-
-def _decimals(step: float) -> int:
-    """Fewest decimals (<= 9) that show multiples of ``step`` exactly."""
-    for d in range(10):
-        scaled = step * 10**d
-        if round(scaled) >= 1 and abs(scaled - round(scaled)) < 1e-6 * scaled:
-            return d
-    return 9
-
-
-def format_time(ns: float, resolution: float | None = None) -> str:
-    """``ns`` as ``1.25 ms``; ``resolution`` (ns) sets the decimals (else 4 significant)."""
-    scale, name = unit_for(ns)
-    if resolution is None:
-        text = f"{ns / scale:.4g}"
-    else:
-        text = f"{ns / scale:.{_decimals(max(resolution, 1.0) / scale)}f}"
-    return f"{text} {name}"
+from ...core.units import decimals_for, format_time, unit_for
 
 
 def tick_labels(values: list[float], spacing: float) -> list[str]:
@@ -51,7 +23,7 @@ def tick_labels(values: list[float], spacing: float) -> list[str]:
     vmax = max(abs(v) for v in values)
     if vmax < 1e4 * spacing:
         scale, name = unit_for(vmax)
-        decimals = _decimals(spacing / scale)
+        decimals = decimals_for(spacing / scale)
         return [f"{v / scale:.{decimals}f} {name}" if v else "0" for v in values]
     base = values[0]
     out = [format_time(base, spacing)]

@@ -25,12 +25,12 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from sofa_gui.core.trace import LaneKind, Trace
 from sofa_gui.core.viewport import clamp_window, pan_window, zoom_window
 
+from ...view.model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
+from ...view.tooltip import counter_tooltip, iteration_tooltip, slice_tooltip
 from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
-from .model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
 from .time_axis import TimeAxisItem
-from .tooltip import counter_tooltip, iteration_tooltip, slice_tooltip
 from .view_box import StripViewBox, TimelineViewBox
 
 #: Pixel height of one row unit.

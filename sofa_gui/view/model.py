@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sofa_gui.core.trace import Kind, Trace
-from sofa_gui.core.viewport import IntervalPyramid
-
+from ..core.trace import Kind, Trace
+from ..core.viewport import IntervalPyramid
 from .colors import MARKER_FROM, slice_colour_ids
 from .layout import TimelineLayout
 from .lod import TimelineIndex

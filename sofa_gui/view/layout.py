@@ -1,7 +1,7 @@
 """Vertical layout of the timeline: groups, lanes and their nesting rows, in row units.
 
 Qt-free so it can be tested alone.  A *row* is one (lane, depth) pair of the
-slice index (:class:`sofa_gui.qt.timeline.lod.TimelineIndex` numbering); a *slot*
+slice index (:class:`sofa_gui.view.lod.TimelineIndex` numbering); a *slot*
 is a line on screen (group header, slice row or counter lane).  Collapsing a
 group hides its lanes and draws their top-level rows on the header line, so a
 collapsed rank still shows when it was busy.  A lane deeper than
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sofa_gui.core.trace import LaneKind, Lanes
+from ..core.trace import LaneKind, Lanes
 
 #: Height of one slice row, a group header and a counter lane, in row units.
 ROW_UNITS = 1.0

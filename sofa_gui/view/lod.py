@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sofa_gui.core.viewport import NO_MARKER, CounterPyramid, IntervalPyramid
+from ..core.viewport import NO_MARKER, CounterPyramid, IntervalPyramid
 
 
 class TimelineIndex:

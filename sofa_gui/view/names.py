@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ...core.names import strip_brackets
+from ..core.names import strip_brackets
 
 _PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.+)$")
 

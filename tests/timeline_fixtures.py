@@ -1,4 +1,4 @@
-"""Hand-made traces with known geometry for the timeline tests (no Qt needed)."""
+"""Hand-made traces with known geometry for the timeline and view tests (no Qt needed)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ pixels use their *category* colour instead, so a zoomed-out stream reads as
 calm bands (kernel / copy / collective) rather than confetti.
 
 The id arrays are computed with numpy only (no Qt), so they can be built in a
-worker thread together with :class:`sofa_gui.qt.timeline.lod.TimelineIndex`.
+worker thread together with :class:`sofa_gui.view.lod.TimelineIndex`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from functools import cache
 
 import numpy as np
 
-from sofa_gui.core.kinds import is_sync_call
-from sofa_gui.core.trace import CopyKind, Kind
+from ..core.kinds import is_sync_call
+from ..core.trace import CopyKind, Kind
 
 #: Qualitative palette for names (Tableau-20 family, reds removed).
 NAME_COLOURS = (

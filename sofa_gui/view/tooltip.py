@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sofa_gui.core.trace import CopyKind, Kind
-
-from .time_axis import format_time
+from ..core.trace import CopyKind, Kind
+from ..core.units import format_time
 
 #: Arguments shown first when present (the rest follow up to MAX_ARGS).
 KEY_ARGS = ("stream", "grid", "block", "registers per thread", "shared memory",
