@@ -30,7 +30,7 @@ TOP_LEVEL_PER_ROW = 64
 #: A block shows its slice's own colour from this width (px); narrower ones show
 #: their category colour, so merged sub-pixel runs read as one calm band in the
 #: category of the block's longest interval.
-NAME_COLOUR_PX = 2.0
+NAME_COLOR_PX = 2.0
 #: No presence marker (see :class:`Markers`).
 NO_MARKER = 255
 
@@ -44,7 +44,7 @@ class Level:
     e: np.ndarray  # float64
     w: np.ndarray | None  # float32 width of the representative (None: raw, e - s)
     ref: np.ndarray  # caller's id of the representative
-    colour: np.ndarray  # uint8 own colour of the representative
+    color: np.ndarray  # uint8 own colour of the representative
     cat: np.ndarray  # uint8 category of the representative
     top: np.ndarray  # uint8 highest category id among the merged intervals
     off: np.ndarray  # int64, n_rows + 1 row offsets
@@ -53,7 +53,7 @@ class Level:
     @property
     def nbytes(self) -> int:
         top = self.top if self.top is not self.cat else None
-        arrays = (self.s, self.e, self.w, self.ref, self.colour, self.cat, top, self.off)
+        arrays = (self.s, self.e, self.w, self.ref, self.color, self.cat, top, self.off)
         return sum(a.nbytes for a in arrays if a is not None)
 
 
@@ -64,7 +64,7 @@ class Blocks:
     slot: np.ndarray  # int64 index into the ``rows`` argument of the query
     c0: np.ndarray  # int64
     c1: np.ndarray  # int64
-    colour: np.ndarray  # uint8 palette index to paint with
+    color: np.ndarray  # uint8 palette index to paint with
     ref: np.ndarray  # int64 caller's id of the representative interval
     ref_px: np.ndarray  # float64 width in pixels of the representative interval
     level: int  # -1 raw, else pyramid level used
@@ -87,7 +87,7 @@ class Markers:
     slot: np.ndarray
     c0: np.ndarray
     c1: np.ndarray
-    colour: np.ndarray  # uint8 category id
+    color: np.ndarray  # uint8 category id
 
     def __len__(self) -> int:
         return len(self.c0)
@@ -166,7 +166,7 @@ class IntervalPyramid:
         ``s`` (rows are sorted here, stably) and disjoint within a row.
     colour, cat:
         Palette index of the interval's own colour and of its category colour
-        (used when it is drawn narrower than :data:`NAME_COLOUR_PX`).
+        (used when it is drawn narrower than :data:`NAME_COLOR_PX`).
     n_rows:
         Number of rows; ids must be in ``[0, n_rows)``.
     marker_from:
@@ -174,18 +174,18 @@ class IntervalPyramid:
         block of a lower category, :meth:`blocks` reports a :class:`Markers` column.
     """
 
-    def __init__(self, row, s, e, ref, colour, n_rows: int, span: float | None = None,
+    def __init__(self, row, s, e, ref, color, n_rows: int, span: float | None = None,
                  cat=None, marker_from: int = NO_MARKER):
         row = np.asarray(row)
         order = np.argsort(_compact_ints(row, n_rows), kind="stable")
         self.n_rows = int(n_rows)
         s = np.ascontiguousarray(np.asarray(s, np.float64)[order])
         e = np.ascontiguousarray(np.asarray(e, np.float64)[order])
-        colour = np.asarray(colour, np.uint8)[order]
-        cat = colour if cat is None else np.asarray(cat, np.uint8)[order]
+        color = np.asarray(color, np.uint8)[order]
+        cat = color if cat is None else np.asarray(cat, np.uint8)[order]
         off = _row_offsets(row[order], self.n_rows)
         self.marker_from = int(marker_from)
-        self.levels = [Level(s, e, None, np.asarray(ref)[order], colour, cat, cat, off, 0.0)]
+        self.levels = [Level(s, e, None, np.asarray(ref)[order], color, cat, cat, off, 0.0)]
         if span is None:
             span = float(e.max()) if len(e) else 1.0
         self.span = max(float(span), 1.0)
@@ -220,7 +220,7 @@ class IntervalPyramid:
                 continue
             ends = np.r_[starts[1:], len(src.s)] - 1
             best = _argmax_per_group(src_w, starts)
-            lv = Level(src.s[starts], src.e[ends], src_w[best], src.ref[best], src.colour[best],
+            lv = Level(src.s[starts], src.e[ends], src_w[best], src.ref[best], src.color[best],
                        src.cat[best], np.maximum.reduceat(src.top, starts),
                        np.searchsorted(starts, src.off), bucket)
             self.levels.append(lv)
@@ -283,11 +283,11 @@ class IntervalPyramid:
         gidx = lo[slot] + (kept - first[slot])
         w = (e[kept] - s[kept]) if lv.w is None else lv.w[gidx].astype(np.float64)
         ref_px = w / pxw
-        own = ref_px >= NAME_COLOUR_PX
+        own = ref_px >= NAME_COLOR_PX
         cat = lv.cat[gidx]
-        colour = np.where(own, lv.colour[gidx], cat)
+        color = np.where(own, lv.color[gidx], cat)
         markers = self._markers(lv, spans, kept, slot, c1, cat)
-        b = _merge_runs(slot, c0, c1, colour, lv.ref[gidx].astype(np.int64), ref_px, own, k - 1)
+        b = _merge_runs(slot, c0, c1, color, lv.ref[gidx].astype(np.int64), ref_px, own, k - 1)
         b.markers = markers
         return b
 
@@ -300,13 +300,13 @@ class IntervalPyramid:
         hit = np.flatnonzero((top > cat) & (top >= self.marker_from))
         if not len(hit):
             return _empty_markers()
-        slot, col, colour = slot[hit], c1[hit], top[hit]
+        slot, col, color = slot[hit], c1[hit], top[hit]
         join = np.zeros(len(col), bool)
         join[1:] = (slot[1:] == slot[:-1]) & (col[1:] == col[:-1] + 1) & (
-            colour[1:] == colour[:-1])
+            color[1:] == color[:-1])
         heads = np.flatnonzero(~join)
         tails = np.r_[heads[1:], len(col)] - 1
-        return Markers(slot[heads], col[heads], col[tails], colour[heads])
+        return Markers(slot[heads], col[heads], col[tails], color[heads])
 
     def hit(self, row: int, x: float, tol: float) -> int:
         """Caller's id of the interval at ``x`` in ``row`` (else the longest within
@@ -371,17 +371,17 @@ def _fold_columns(s, e, row_first, x0, x1, pxw):
     return kept, c0[kept], c1[kept]
 
 
-def _merge_runs(slot, c0, c1, colour, ref, ref_px, own, level) -> Blocks:
+def _merge_runs(slot, c0, c1, color, ref, ref_px, own, level) -> Blocks:
     """Merge runs of adjacent category-coloured blocks into one rectangle each."""
     join = np.zeros(len(c0), bool)
     join[1:] = ((slot[1:] == slot[:-1]) & (c0[1:] == c1[:-1] + 1)
-                & (colour[1:] == colour[:-1]) & ~own[1:] & ~own[:-1])
+                & (color[1:] == color[:-1]) & ~own[1:] & ~own[:-1])
     if join.any():
         heads = np.flatnonzero(~join)
         tails = np.r_[heads[1:], len(c0)] - 1
         slot, c0, c1 = slot[heads], c0[heads], c1[tails]
-        colour, ref, ref_px = colour[heads], ref[heads], ref_px[heads]
-    return Blocks(slot, c0, c1, colour, ref, ref_px, level)
+        color, ref, ref_px = color[heads], ref[heads], ref_px[heads]
+    return Blocks(slot, c0, c1, color, ref, ref_px, level)
 
 
 # -- counters -------------------------------------------------------------------------------

@@ -54,15 +54,15 @@ def open_job(state, path: str, mode: str = "auto", load_mode: str = "auto") -> N
     trace = load(state, path, load_mode)
     state.report(0.5, "Indexing the timeline")
     state.partial("trace", (trace, prepare(trace)))
-    analyse(state, trace, mode, lo=0.55)
+    analyze(state, trace, mode, lo=0.55)
 
 
 def analysis_job(state, trace, mode: str = "auto") -> None:
     """Re-run the analysis of an open trace (e.g. another iteration mode)."""
-    analyse(state, trace, mode, lo=0.0)
+    analyze(state, trace, mode, lo=0.0)
 
 
-def analyse(state, trace, mode: str, lo: float) -> None:
+def analyze(state, trace, mode: str, lo: float) -> None:
     """Iterations, then breakdown, then findings; each handed over when done."""
     from ..core.analysis.breakdown import compute_breakdown
     from ..core.analysis.findings import find_bottlenecks

@@ -22,7 +22,7 @@ from ..core.kinds import is_sync_call
 from ..core.trace import CopyKind, Kind
 
 #: Qualitative palette for names (Tableau-20 family, reds removed).
-NAME_COLOURS = (
+NAME_COLORS = (
     "#4e79a7", "#a0cbe8", "#f28e2b", "#ffbe7d", "#59a14f", "#8cd17d", "#b6992d",
     "#f1ce63", "#499894", "#86bcb6", "#79706e", "#bab0ac", "#d37295", "#fabfd2",
     "#b07aa1", "#d4a6c8", "#9d7660", "#d7b5a6", "#6b8fb8", "#c9b458",
@@ -53,8 +53,8 @@ CATEGORIES: dict = {
 #: The fixed colours by name (a view of CATEGORIES).
 RESERVED = {k: v for k, v in CATEGORIES.items() if isinstance(k, str)}
 
-PALETTE: tuple[str, ...] = NAME_COLOURS + tuple(CATEGORIES.values())
-_IDS = {k: len(NAME_COLOURS) + i for i, k in enumerate(CATEGORIES)}
+PALETTE: tuple[str, ...] = NAME_COLORS + tuple(CATEGORIES.values())
+_IDS = {k: len(NAME_COLORS) + i for i, k in enumerate(CATEGORIES)}
 _CATEGORY_ID = {k: i for k, i in _IDS.items() if not isinstance(k, str)}
 _RESERVED_ID = {k: i for k, i in _IDS.items() if isinstance(k, str)}
 #: Categories from here up (copies, syncs, collectives) get presence markers when they
@@ -66,19 +66,19 @@ _COPY_KEY = {
 }
 
 
-def name_colour_id(name: str) -> int:
+def name_color_id(name: str) -> int:
     """Stable palette index of a name (same in every run and trace)."""
-    return zlib.crc32(name.encode("utf-8", "replace")) % len(NAME_COLOURS)
+    return zlib.crc32(name.encode("utf-8", "replace")) % len(NAME_COLORS)
 
 
-def name_colour(name: str) -> str:
-    return PALETTE[name_colour_id(name)]
+def name_color(name: str) -> str:
+    return PALETTE[name_color_id(name)]
 
 
-def slice_colour_ids(trace) -> tuple[np.ndarray, np.ndarray]:
+def slice_color_ids(trace) -> tuple[np.ndarray, np.ndarray]:
     """``(own, category)`` palette indexes (uint8) for every slice of ``trace``."""
     sl = trace.slices
-    by_name = np.fromiter((name_colour_id(n) for n in trace.names), np.uint8, len(trace.names))
+    by_name = np.fromiter((name_color_id(n) for n in trace.names), np.uint8, len(trace.names))
     own = by_name[sl.name] if len(sl) else np.zeros(0, np.uint8)
     kind_cat = np.array([_CATEGORY_ID.get(Kind(k), _CATEGORY_ID[Kind.OTHER])
                          for k in range(len(Kind))], np.uint8)
@@ -108,17 +108,17 @@ def _reserved_per_slice(sl) -> np.ndarray:
     return out
 
 
-def luminance(hex_colour: str) -> float:
+def luminance(hex_color: str) -> float:
     """Relative luminance (WCAG) of ``#rrggbb``."""
-    rgb = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    rgb = [int(hex_color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
     lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
     return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
 
 
 @cache
-def text_colour(hex_colour: str) -> str:
+def text_color(hex_color: str) -> str:
     """Black or white, whichever contrasts more with the fill (WCAG ratio)."""
-    lum = luminance(hex_colour)
+    lum = luminance(hex_color)
     return "#000000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#ffffff"
 
 

@@ -18,7 +18,7 @@ class TimelineIndex:
     pure numpy (about a second per 10M slices), so it can run in a worker thread.
     """
 
-    def __init__(self, trace, colour: np.ndarray, cat: np.ndarray | None = None,
+    def __init__(self, trace, color: np.ndarray, cat: np.ndarray | None = None,
                  marker_from: int = NO_MARKER):
         sl, lanes = trace.slices, trace.lanes
         self.t0 = int(trace.start_ns)
@@ -27,13 +27,13 @@ class TimelineIndex:
         self.row_base = np.r_[0, np.cumsum(depth)].astype(np.int64)
         self.n_rows = int(self.row_base[-1])
         n = len(sl)
-        self.colour = np.asarray(colour, np.uint8)
-        self.cat = self.colour if cat is None else np.asarray(cat, np.uint8)
+        self.color = np.asarray(color, np.uint8)
+        self.cat = self.color if cat is None else np.asarray(cat, np.uint8)
         self.marker_from = int(marker_from)
         ref = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
         self.slices = IntervalPyramid(
             self.rows_of(trace, ref), (sl.start - self.t0).astype(np.float64),
-            (sl.start - self.t0 + sl.dur).astype(np.float64), ref, self.colour, self.n_rows,
+            (sl.start - self.t0 + sl.dur).astype(np.float64), ref, self.color, self.n_rows,
             self.span, cat=self.cat, marker_from=self.marker_from)
         self.counters = self._counter_pyramids(trace)
 
@@ -61,5 +61,5 @@ class TimelineIndex:
         sl = trace.slices
         s = (sl.start[idx] - self.t0).astype(np.float64)
         return IntervalPyramid(self.rows_of(trace, idx), s, s + sl.dur[idx], idx,
-                               self.colour[idx], self.n_rows, self.span, cat=self.cat[idx],
+                               self.color[idx], self.n_rows, self.span, cat=self.cat[idx],
                                marker_from=self.marker_from)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.trace import Kind, Trace
 from ..core.viewport import IntervalPyramid
-from .colors import MARKER_FROM, slice_colour_ids
+from .colors import MARKER_FROM, slice_color_ids
 from .layout import TimelineLayout
 from .lod import TimelineIndex
 from .names import short_label
@@ -33,7 +33,7 @@ class Prepared:
 
 def prepare(trace: Trace) -> Prepared:
     """Build the draw index for ``trace`` (pure numpy; safe in a worker thread)."""
-    own, cat = slice_colour_ids(trace)
+    own, cat = slice_color_ids(trace)
     return Prepared(trace, TimelineIndex(trace, own, cat, MARKER_FROM))
 
 

@@ -44,7 +44,7 @@ class Synth:
         self.starts.append(t * US)
         self.ends.append((t + d) * US)
 
-    def analyse(self):
+    def analyze(self):
         trace = self.b.finish()
         iters = _iters(self.starts, self.ends)
         bd = compute_breakdown(trace, iters)
@@ -62,7 +62,7 @@ def test_input_bound_run():
         s.step(t, 1000)
         s.host(t, 400, DL)
         s.dev(t + 420, 560, "gemm")
-    trace, bd, findings = s.analyse()
+    trace, bd, findings = s.analyze()
     f = findings[0]
     assert f.id == "input_pipeline_bound" and f.severity == "high"
     assert f.share == pytest.approx(0.4)  # the 20 µs before the kernel is a launch gap
@@ -84,7 +84,7 @@ def test_input_thresholds_follow_tensorboard(dl_us, expect):
         s.step(t, 1000)
         s.host(t, dl_us, DL)
         s.dev(t + dl_us, 1000 - dl_us, "gemm")
-    _, _, findings = s.analyse()
+    _, _, findings = s.analyze()
     f = _by_id(findings).get("input_pipeline_bound")
     assert (f.severity if f else None) == expect
 
@@ -95,7 +95,7 @@ def test_launch_bound_many_tiny_kernels():
     for k in range(100):  # 10 µs kernels separated by 20 µs launch gaps
         s.host(k * 30, 8, "cudaLaunchKernel", Kind.RUNTIME)
         s.dev(k * 30 + 20, 10, "vectorized_elementwise_kernel")
-    f = _by_id(s.analyse()[2])["launch_overhead_bound"]
+    f = _by_id(s.analyze()[2])["launch_overhead_bound"]
     assert f.share == pytest.approx(2000 / 3000, abs=0.01) and f.severity == "high"
     assert "100 kernels" in f.evidence[0].label
 
@@ -107,7 +107,7 @@ def test_host_bound_long_gaps_while_host_runs_ops():
         s.host(k * 200, 150, "aten::linear")
         s.host(k * 200 + 150, 10, "cudaLaunchKernel", Kind.RUNTIME)
         s.dev(k * 200 + 165, 50, "gemm")
-    trace, bd, findings = s.analyse()
+    trace, bd, findings = s.analyze()
     assert bd.device.column("idle_host")[0] > 1000 * US
     f = _by_id(findings)["launch_overhead_bound"]
     assert f.share == pytest.approx(1500 / 2000, abs=0.02) and f.severity == "high"
@@ -126,7 +126,7 @@ def test_copy_staging_from_pageable_memory():
         s.dev(t + 270, 30, "Memcpy HtoD (Pageable -> Device)", Kind.MEMCPY,
               copy_kind=CopyKind.H2D, bytes=30_000_000)
         s.dev(t + 300, 700, "gemm")
-    trace, bd, findings = s.analyse()
+    trace, bd, findings = s.analyze()
     assert bd.device.column("idle_copy").tolist() == [270 * US] * 3
     assert bd.host.column("memcpy").tolist() == [300 * US] * 3
     f = _by_id(findings)["host_device_copy_bound"]
@@ -144,7 +144,7 @@ def test_sync_stalls_point_at_the_sync_call():
         s.host(t + 10, 492, "cudaStreamSynchronize", Kind.RUNTIME)
         s.host(t + 502, 200, "python_stuff", Kind.PYTHON)
         s.dev(t + 800, 200, "gemm")
-    trace, _, findings = s.analyse()
+    trace, _, findings = s.analyze()
     f = _by_id(findings)["synchronization_stalls"]
     assert f.share == pytest.approx(0.3)
     assert "cudaStreamSynchronize" in f.evidence[0].label
@@ -160,7 +160,7 @@ def test_communication_bound_reports_overlap():
         s.b.add_slices([(t + 400) * US], [500 * US], s.b.lane(("gpu2",), "stream 9",
                        LaneKind.GPU, device=0, stream=9), ["ncclKernel_AllReduce_RING_LL_Sum"],
                        kind=Kind.COMMUNICATION, device=0)
-    _, bd, findings = s.analyse()
+    _, bd, findings = s.analyze()
     f = _by_id(findings)["communication_bound"]
     assert f.share == pytest.approx(0.4) and f.severity == "high"
     assert "20.0% of all communication time is hidden" in f.summary
@@ -175,7 +175,7 @@ def test_copy_bound_pageable():
         s.dev(t, 300, "Memcpy HtoD (Pageable -> Device)", Kind.MEMCPY,
               copy_kind=CopyKind.H2D, bytes=3_000_000)
         s.dev(t + 300, 700, "gemm")
-    f = _by_id(s.analyse()[2])["host_device_copy_bound"]
+    f = _by_id(s.analyze()[2])["host_device_copy_bound"]
     assert f.share == pytest.approx(0.3)
     assert "100.0% of the bytes come from pageable" in f.summary
     assert "3.00 MB" in f.evidence[0].label and "10.00 GB/s" in f.evidence[0].label
@@ -186,7 +186,7 @@ def test_compute_bound_assumes_twice_faster_compute():
     for i in range(3):
         s.step(i * 1000, 1000)
         s.dev(i * 1000, 900, "volta_sgemm_128x64_nn")
-    f = _by_id(s.analyse()[2])["compute_bound"]
+    f = _by_id(s.analyze()[2])["compute_bound"]
     assert f.share == pytest.approx(0.45) and f.severity == "medium"
     assert f.estimated_speedup == pytest.approx(1 / (0.1 + 0.45))
     assert "volta_sgemm_128x64_nn" in f.evidence[0].label
@@ -201,7 +201,7 @@ def test_jitter_names_slow_iteration_and_what_grew():
             s.host(t, 100, DL)
         s.dev(t + d - 100, 80, "gemm")
         t += d
-    f = _by_id(s.analyse()[2])["iteration_jitter"]
+    f = _by_id(s.analyze()[2])["iteration_jitter"]
     assert f.share == pytest.approx(0.2) and f.severity == "high"
     assert f.estimated_speedup == pytest.approx(500 / 400)
     assert f.evidence[0].iteration == 3 and "idle_input" in f.evidence[0].label
@@ -214,7 +214,7 @@ def test_cpu_only_trace_gets_host_findings():
         s.step(t, 1000)
         s.host(t, 300, DL)
         s.host(t + 300, 650, "aten::conv2d")
-    trace, bd, findings = s.analyse()
+    trace, bd, findings = s.analyze()
     assert bd.device is None
     ids = _by_id(findings)
     assert ids["input_pipeline_bound"].share == pytest.approx(0.3)
@@ -235,7 +235,7 @@ def test_quiet_run_has_no_findings():
         s.step(i * 1000, 1000)
         s.dev(i * 1000, 400, "gemm")
         s.dev(i * 1000 + 410, 400, "gemm")
-    findings = s.analyse()[2]
+    findings = s.analyze()[2]
     assert all(f.evidence for f in findings)
     assert "input_pipeline_bound" not in _by_id(findings)
 
@@ -474,7 +474,7 @@ def test_stream_wait_event_on_the_device_is_not_a_host_sync(sync_name, expect):
     s.dev(90, 10, sync_name, Kind.SYNC)  # Kineto cuda_sync event on the device lane
     s.host(100, 800, "aten::nonzero")
     s.dev(900, 100, "gemm")
-    _, bd, _ = s.analyse()
+    _, bd, _ = s.analyze()
     row = dict(zip(bd.device.categories, bd.device.times[0].tolist()))
     assert row[expect] == 800 * US
 
@@ -489,7 +489,7 @@ def test_launch_finding_names_runtime_calls_in_the_gaps():
             s.host(t + 600 + k * 10, 5, "cudaLaunchKernel", Kind.RUNTIME)
         s.dev(t + 620, 300, "gemm")
     s.host(3000, 5, "cudaMalloc", Kind.RUNTIME)
-    f = _by_id(s.analyse()[2])["launch_overhead_bound"]
+    f = _by_id(s.analyze()[2])["launch_overhead_bound"]
     assert "inside runtime calls" in f.summary and "cudaMalloc 1.8 ms" in f.summary
     assert "allocates or initialises" in f.summary
     assert f.evidence[0].label.startswith("cudaMalloc holds the host 600 µs")
@@ -502,7 +502,7 @@ def test_launch_finding_flags_a_one_off_call():
     for k in range(20):
         s.host(60_000 + k * 2000, 10, "cudaLaunchKernel", Kind.RUNTIME)
         s.dev(60_000 + k * 2000 + 20, 500, "gemm")
-    f = _by_id(s.analyse()[2])["launch_overhead_bound"]
+    f = _by_id(s.analyze()[2])["launch_overhead_bound"]
     assert "is 6,000x its median (10 µs): a one-off" in f.summary
 
 

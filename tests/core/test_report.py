@@ -96,7 +96,7 @@ def test_failed_write_leaves_previous_report_and_no_temp(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
 
 
-def test_every_category_has_its_own_colour():
+def test_every_category_has_its_own_color():
     from sofa_gui.core.analysis.device_side import DEVICE_CATEGORIES
     from sofa_gui.core.analysis.host_side import HOST_CATEGORIES
 

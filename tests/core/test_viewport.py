@@ -97,14 +97,14 @@ def test_block_count_does_not_grow_with_events():
     assert all(c <= 4 * width for c in counts)
 
 
-def test_wide_slices_keep_their_colour_merged_ones_use_the_category():
+def test_wide_slices_keep_their_color_merged_ones_use_the_category():
     s = np.array([0.0, 100.0, 100.5, 101.0, 101.5])
     e = np.array([90.0, 100.4, 100.9, 101.4, 101.9])
-    colour = np.array([3, 4, 5, 6, 7])
+    color = np.array([3, 4, 5, 6, 7])
     cat = np.full(5, 20)
-    pyr = IntervalPyramid(np.zeros(5), s, e, np.arange(5) + 10, colour, 1, cat=cat)
+    pyr = IntervalPyramid(np.zeros(5), s, e, np.arange(5) + 10, color, 1, cat=cat)
     b = pyr.blocks([0], 0.0, 110.0, 1.0)
-    assert b.colour.tolist() == [3, 20]
+    assert b.color.tolist() == [3, 20]
     assert b.ref.tolist()[0] == 10  # the wide slice stands for itself
     assert b.ref_px[0] == pytest.approx(90.0)
 
@@ -120,16 +120,16 @@ def test_merged_blocks_keep_proportions_and_mark_important_categories():
     pyr = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
                           cat=cat, marker_from=25)
     b = pyr.blocks([0], 0.0, 100.0, 1.0, level=0)
-    assert set(b.colour.tolist()) == {20}
+    assert set(b.color.tolist()) == {20}
     assert len(b) == 1  # one calm band
     mk = b.markers
-    assert (mk.c0.tolist(), mk.c1.tolist(), mk.colour.tolist()) == ([50], [50], [30])
+    assert (mk.c0.tolist(), mk.c1.tolist(), mk.color.tolist()) == ([50], [50], [30])
     for lv in pyr.levels[1:]:
         assert lv.top.max() == 30 and lv.cat.max() == 20  # levels keep both
     span = float(e.max())
     coarse = pyr.blocks([0], 0.0, span, span / 10)
     assert coarse.level >= 0 or len(pyr.levels) == 1
-    assert 30 in coarse.markers.colour.tolist()
+    assert 30 in coarse.markers.color.tolist()
     quiet = IntervalPyramid(np.zeros(len(s)), s, e, np.arange(len(s)), np.zeros(len(s)), 1,
                             cat=cat)
     assert len(quiet.blocks([0], 0.0, 100.0, 1.0).markers) == 0

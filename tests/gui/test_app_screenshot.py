@@ -9,7 +9,7 @@ from sofa_gui.cli import main
 from sofa_gui.core.samples import demo_trace_path
 
 
-def _colours(path) -> int:
+def _colors(path) -> int:
     img = QImage(str(path)).convertToFormat(QImage.Format.Format_RGB32)
     buf = np.frombuffer(img.constBits(), np.uint32, img.width() * img.height())
     return len(np.unique(buf))
@@ -22,7 +22,7 @@ def test_view_screenshot_with_iteration(qapp, tmp_path, capsys):
     assert rc == 0, capsys.readouterr().err
     img = QImage(str(out))
     assert (img.width(), img.height()) == (1280, 800)
-    assert _colours(out) > 50  # a rendered window, not a blank image
+    assert _colors(out) > 50  # a rendered window, not a blank image
     assert "wrote" in capsys.readouterr().out
 
 

@@ -38,16 +38,16 @@ def _index(trace, name: str) -> int:
     return int(np.flatnonzero(trace.slices.name == nid)[0])
 
 
-def test_slices_are_painted_in_their_colours(make_timeline):
+def test_slices_are_painted_in_their_colors(make_timeline):
     trace = small_trace()
     w = make_timeline(trace)
     img = _grab(w)
     kernel = _index(trace, "void gemm_kernel<float>(float*)")
     copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
-    own, _ = colors.slice_colour_ids(trace)
+    own, _ = colors.slice_color_ids(trace)
     assert _pixel(img, _inside(w, kernel)) == colors.PALETTE[own[kernel]]
     assert _pixel(img, _inside(w, copy)) == colors.RESERVED["memcpy_h2d"]
-    assert own[kernel] == colors.name_colour_id("void gemm_kernel<float>(float*)")  # stable
+    assert own[kernel] == colors.name_color_id("void gemm_kernel<float>(float*)")  # stable
 
 
 @pytest.mark.parametrize("n", [2_000, 200_000])
@@ -80,9 +80,9 @@ def test_repaint_after_pans_matches_a_fresh_render(make_timeline):
     assert _grab(a).copy(rect) == _grab(b).copy(rect)
 
 
-def _count(img: QtGui.QImage, colour: str, rect: QtCore.QRect | None = None) -> int:
+def _count(img: QtGui.QImage, color: str, rect: QtCore.QRect | None = None) -> int:
     rect = rect or img.rect()
-    target = QtGui.QColor(colour).rgb()
+    target = QtGui.QColor(color).rgb()
     return sum(img.pixel(x, y) == target for x in range(rect.left(), rect.right(), 1)
                for y in range(rect.top(), rect.bottom(), 1))
 
@@ -121,7 +121,7 @@ def test_collapsing_a_group_shows_a_summary_line(make_timeline, qtbot):
     assert w.model.total_height < height - 2
     assert not any(line.text == "python main" for line in w.model.layout.lines)
     step = _index(trace, "train_step")
-    own, _ = colors.slice_colour_ids(trace)
+    own, _ = colors.slice_color_ids(trace)
     img = _grab(w)
     at = w.view_point(BASE + 50 * US, header.top + 0.1 + 3.0 / 18)  # above the label text
     assert _pixel(img, at) == colors.PALETTE[own[step]]  # drawn on the header line
@@ -244,17 +244,17 @@ def test_prepared_trace_and_empty_states(make_timeline):
     assert w.drawn_block_count() == 0 or w.model.trace is None
 
 
-def test_kinds_get_distinct_fixed_colours():
+def test_kinds_get_distinct_fixed_colors():
     trace = small_trace()
-    own, cat = colors.slice_colour_ids(trace)
+    own, cat = colors.slice_color_ids(trace)
     kinds = trace.slices.kind
     copy = int(np.flatnonzero(kinds == Kind.MEMCPY)[0])
     assert colors.PALETTE[own[copy]] == colors.RESERVED["memcpy_h2d"] == colors.PALETTE[cat[copy]]
     reserved = set(colors.RESERVED.values())
-    assert not reserved & set(colors.NAME_COLOURS)
+    assert not reserved & set(colors.NAME_COLORS)
     for c in colors.PALETTE:
         lum = colors.luminance(c)
-        text = colors.luminance(colors.text_colour(c))
+        text = colors.luminance(colors.text_color(c))
         hi, lo = max(lum, text), min(lum, text)
         assert (hi + 0.05) / (lo + 0.05) >= 4.5  # WCAG AA for the label text
 

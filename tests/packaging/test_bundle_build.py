@@ -86,8 +86,8 @@ def test_bundle_renders_a_screenshot_headlessly(bundle, tmp_path, exe, qapp):
     assert res.returncode == 0, res.stderr[-3000:]
     img = QImage(str(shot))
     assert (img.width(), img.height()) == (1280, 800)
-    colours = {img.pixel(x, y) for x in range(0, 1280, 16) for y in range(0, 800, 16)}
-    assert len(colours) > 20  # a drawn window, not a blank frame
+    colors = {img.pixel(x, y) for x in range(0, 1280, 16) for y in range(0, 800, 16)}
+    assert len(colors) > 20  # a drawn window, not a blank frame
 
 
 def test_bundle_leaves_out_development_packages(bundle):

@@ -47,7 +47,7 @@ def hostile_trace(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def analysed(hostile_trace):
+def analyzed(hostile_trace):
     from sofa_gui.core.analysis.pipeline import analyze
 
     trace = load_trace(hostile_trace, use_cache=False)
@@ -70,10 +70,10 @@ class _Tags(HTMLParser):
         self.text.append(data)
 
 
-def test_html_report_escapes_every_trace_string(analysed, tmp_path):
+def test_html_report_escapes_every_trace_string(analyzed, tmp_path):
     from sofa_gui.core.analysis.report import write_report
 
-    trace, analysis = analysed
+    trace, analysis = analyzed
     out = write_report(trace, analysis, tmp_path / "report.html")
     html = out.read_text()
     parser = _Tags()
@@ -87,10 +87,10 @@ def test_html_report_escapes_every_trace_string(analysed, tmp_path):
     assert 'run <i>1 & "q".pt.trace.json' in text
 
 
-def test_markdown_report_escapes_markup(analysed, tmp_path):
+def test_markdown_report_escapes_markup(analyzed, tmp_path):
     from sofa_gui.core.analysis.report import write_report
 
-    trace, analysis = analysed
+    trace, analysis = analyzed
     md = write_report(trace, analysis, tmp_path / "report.md").read_text()
     outside_fences = []
     fenced = False
@@ -192,8 +192,8 @@ def test_cache_entry_of_any_path_stays_in_the_cache(tmp_path, monkeypatch, name)
     assert d.parent == tmp_path / "c" / "cache" and len(d.name) == 32
 
 
-def test_failed_cache_write_leaves_no_entry(analysed, tmp_path, monkeypatch):
-    trace, _ = analysed
+def test_failed_cache_write_leaves_no_entry(analyzed, tmp_path, monkeypatch):
+    trace, _ = analyzed
     cache = tmp_path / "cache"
     monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(cache))
     src = tmp_path / "src.json"

@@ -120,8 +120,8 @@ def test_search_matches_whole_trace_plain_regex_and_rejects_bad_regex():
 
 def test_colors_are_stable_per_name_and_reserved_for_copies():
     trace = small_trace()
-    own, _ = colors.slice_colour_ids(trace)
+    own, _ = colors.slice_color_ids(trace)
     kernel = _index(trace, "void gemm_kernel<float>(float*)")
     copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
-    assert own[kernel] == colors.name_colour_id("void gemm_kernel<float>(float*)")
+    assert own[kernel] == colors.name_color_id("void gemm_kernel<float>(float*)")
     assert colors.PALETTE[own[copy]] == colors.RESERVED["memcpy_h2d"]

@@ -17,7 +17,7 @@ from ...core.units import format_time
 from ...view.model import TimelineModel
 
 #: Colour bar per lane kind (left edge of a lane label).
-KIND_COLOURS = {
+KIND_COLORS = {
     LaneKind.CPU: "#8e9aaf", LaneKind.GPU: "#5b7fa6", LaneKind.MEMCPY: "#2e7d32",
     LaneKind.NETWORK: "#7c9c9a", LaneKind.COUNTER: "#c9b458",
 }
@@ -123,7 +123,7 @@ class LaneLabelsItem(pg.GraphicsWidget):
         p.drawText(box.adjusted(4, 0, -4, 0), _LEFT_VCENTER, text)
 
     def _lane(self, p, box: QtCore.QRectF, line, indent: int) -> None:
-        bar = QtGui.QColor(KIND_COLOURS.get(LaneKind(line.lane_kind), "#9e9e9e"))
+        bar = QtGui.QColor(KIND_COLORS.get(LaneKind(line.lane_kind), "#9e9e9e"))
         p.fillRect(QtCore.QRectF(indent - 4, box.top() + 2, 3, max(box.height() - 4, 1)), bar)
         row_h = box.height() / max(line.shown, 1) if line.lane_kind != LaneKind.COUNTER else 18
         first = QtCore.QRectF(indent + 2, box.top(), box.width() - indent - 8, min(row_h, 18))

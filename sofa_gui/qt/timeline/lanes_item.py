@@ -15,9 +15,9 @@ import shiboken6
 from PySide6 import QtCore, QtGui
 
 from sofa_gui.core.trace import LaneKind
-from sofa_gui.core.viewport import NAME_COLOUR_PX, Blocks, Markers
+from sofa_gui.core.viewport import NAME_COLOR_PX, Blocks, Markers
 
-from ...view.colors import PALETTE, name_colour, text_colour
+from ...view.colors import PALETTE, name_color, text_color
 from ...view.model import TimelineModel
 
 #: Blocks at least this wide (px) get their slice's name drawn inside.
@@ -41,13 +41,13 @@ def draw_rect_groups(p: QtGui.QPainter, groups, brushes) -> None:
         p.drawRects(rects_ptr(arr, start), n)
 
 
-def group_by_colour(rects: np.ndarray, colour: np.ndarray, n_colours: int) -> list:
+def group_by_color(rects: np.ndarray, color: np.ndarray, n_colors: int) -> list:
     """Sort rectangles by colour; return (colour, array, start, count) batches."""
     if len(rects) == 0:
         return []
-    order = np.argsort(colour, kind="stable")
+    order = np.argsort(color, kind="stable")
     arr = np.ascontiguousarray(rects[order])
-    counts = np.bincount(colour, minlength=n_colours)
+    counts = np.bincount(color, minlength=n_colors)
     out, pos = [], 0
     for cid in np.flatnonzero(counts).tolist():
         n = int(counts[cid])
@@ -100,7 +100,7 @@ class LanesItem(pg.GraphicsObject):
         self._key = None
         self._frame = _Frame()
         self._brushes = [QtGui.QBrush(QtGui.QColor(c)) for c in PALETTE]
-        self._text_pens = [QtGui.QPen(QtGui.QColor(text_colour(c))) for c in PALETTE]
+        self._text_pens = [QtGui.QPen(QtGui.QColor(text_color(c))) for c in PALETTE]
         self.font = QtGui.QFont()
         self.font.setPointSizeF(8.0)
         self._fm = QtGui.QFontMetricsF(self.font)
@@ -188,9 +188,9 @@ class LanesItem(pg.GraphicsObject):
         height = m.layout.row_height[rows] * g.sy
         blocks = m.index.slices.blocks(rows, g.x0, g.x1, g.pxw)
         rects = self._block_rects(blocks, g, top, height)
-        f.groups = group_by_colour(rects, blocks.colour, len(PALETTE))
-        f.markers = group_by_colour(self._marker_rects(blocks.markers, g, top, height),
-                                    blocks.markers.colour, len(PALETTE))
+        f.groups = group_by_color(rects, blocks.color, len(PALETTE))
+        f.markers = group_by_color(self._marker_rects(blocks.markers, g, top, height),
+                                    blocks.markers.color, len(PALETTE))
         f.block_count = len(blocks)
         f.labels = self._labels(blocks, rects, m.layout.row_shared[rows])
         f.counter_groups = self._counters(g)
@@ -198,7 +198,7 @@ class LanesItem(pg.GraphicsObject):
             hb = m.highlight.blocks(rows, g.x0, g.x1, g.pxw)
             hr = self._block_rects(hb, g, top, height)
             f.dim = np.array([[g.left, g.y(g.y0), g.width, (g.y1 - g.y0) * g.sy]])
-            f.hl_groups = group_by_colour(hr, hb.colour, len(PALETTE))
+            f.hl_groups = group_by_color(hr, hb.color, len(PALETTE))
             if len(hr):
                 out = hr.copy()
                 out[:, 0] -= 0.5
@@ -216,7 +216,7 @@ class LanesItem(pg.GraphicsObject):
         r[:, 0] = g.left + b.c0
         r[:, 1] = top[b.slot] + ROW_PAD
         # a 1 px gap shows where two slices drawn in their own colours meet
-        r[:, 2] = np.where((w >= 4) & (b.ref_px >= NAME_COLOUR_PX), w - 1, w)
+        r[:, 2] = np.where((w >= 4) & (b.ref_px >= NAME_COLOR_PX), w - 1, w)
         r[:, 3] = np.maximum(height[b.slot] - 2 * ROW_PAD, 1.0)
         return r
 
@@ -242,7 +242,7 @@ class LanesItem(pg.GraphicsObject):
             if text is None:
                 continue
             top = y + (h - self._text_h) / 2
-            out.append((int(b.colour[i]), QtCore.QPointF(x + 3, top), self._static(text)))
+            out.append((int(b.color[i]), QtCore.QPointF(x + 3, top), self._static(text)))
         out.sort(key=lambda t: t[0])
         return out
 
@@ -315,18 +315,18 @@ class LanesItem(pg.GraphicsObject):
         y_lo = bottom - (lo[heads] - base) * scale
         fill = np.column_stack([x, y_hi, w, bottom - y_hi])
         line = np.column_stack([x, y_hi - 0.75, w, np.maximum(y_lo - y_hi, 0) + 1.5])
-        colour = QtGui.QColor(name_colour(self.model.trace.counters.table.name[sid]))
-        light = QtGui.QColor(colour)
+        color = QtGui.QColor(name_color(self.model.trace.counters.table.name[sid]))
+        light = QtGui.QColor(color)
         light.setAlpha(80)
         return [(QtGui.QBrush(light), np.ascontiguousarray(fill)),
-                (QtGui.QBrush(colour.darker(130)), np.ascontiguousarray(line))]
+                (QtGui.QBrush(color.darker(130)), np.ascontiguousarray(line))]
 
     # -- painting -----------------------------------------------------------------
     def _draw(self, p: QtGui.QPainter, f: _Frame) -> None:
         p.setPen(QtCore.Qt.PenStyle.NoPen)
-        for colour, rects in f.backgrounds:
+        for color, rects in f.backgrounds:
             if len(rects):
-                p.setBrush(QtGui.QBrush(colour))
+                p.setBrush(QtGui.QBrush(color))
                 r = np.ascontiguousarray(rects)
                 p.drawRects(rects_ptr(r), len(r))
         draw_rect_groups(p, f.groups, self._brushes)

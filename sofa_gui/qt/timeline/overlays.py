@@ -90,8 +90,8 @@ class IterationBandsItem(_ViewItem):
                 continue
             a = sx * max(m.iter_starts[i], x0) + dx
             b = sx * min(m.iter_ends[i], x1) + dx
-            colour = self._selected if i == m.selected_iteration else self._shade
-            p.fillRect(QtCore.QRectF(a, top, max(b - a, 1.0), bottom - top), colour)
+            color = self._selected if i == m.selected_iteration else self._shade
+            p.fillRect(QtCore.QRectF(a, top, max(b - a, 1.0), bottom - top), color)
         p.restore()
 
 
@@ -203,7 +203,7 @@ class SelectionItem(_ViewItem):
             draw_arrow(p, start, end, ACCENT)
 
 
-def draw_arrow(p: QtGui.QPainter, start: QtCore.QPointF, end: QtCore.QPointF, colour) -> None:
+def draw_arrow(p: QtGui.QPainter, start: QtCore.QPointF, end: QtCore.QPointF, color) -> None:
     """Line with a filled head at ``end`` (device pixels)."""
     p.drawLine(start, end)
     ang = math.atan2(end.y() - start.y(), end.x() - start.x())
@@ -213,7 +213,7 @@ def draw_arrow(p: QtGui.QPainter, start: QtCore.QPointF, end: QtCore.QPointF, co
         pts.append(QtCore.QPointF(end.x() + size * math.cos(ang + da),
                                   end.y() + size * math.sin(ang + da)))
     p.save()
-    p.setBrush(QtGui.QBrush(colour))
+    p.setBrush(QtGui.QBrush(color))
     p.drawPolygon(QtGui.QPolygonF(pts))
     p.restore()
 
