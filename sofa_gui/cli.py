@@ -14,7 +14,7 @@ import sys
 from . import __version__
 from .core.errors import TraceFormatError
 
-COMMANDS = ("analyze", "report", "diff", "record", "view", "demo")
+COMMANDS = ("analyze", "report", "diff", "fleet", "record", "view", "demo")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +41,18 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.add_argument("--no-cache", action="store_true")
     _iter_arg(d)
+
+    fl = sub.add_parser("fleet", help="analyse every rank of a run folder on a Dask cluster")
+    fl.add_argument("path", metavar="RUN_DIR")
+    fl.add_argument("--scheduler", metavar="ADDRESS",
+                    help="existing Dask scheduler (tcp://host:8786; default $SOFA_GUI_SCHEDULER, "
+                         "else an embedded local cluster)")
+    fl.add_argument("--workers", type=int, metavar="N",
+                    help="worker processes of the embedded cluster (default: one per core)")
+    fl.add_argument("--ranks", metavar="SPEC", help="only these ranks, e.g. 0-7,12,40-")
+    fl.add_argument("--json", action="store_true", help="print one JSON document")
+    fl.add_argument("--no-cache", action="store_true", help="workers ignore/do not write caches")
+    _iter_arg(fl)
 
     rec = sub.add_parser("record", help="run a command and record a profile around it",
                          add_help=False)
@@ -101,6 +113,8 @@ def _dispatch(args) -> int:
         return _cmd_report(args)
     if args.command == "diff":
         return _cmd_diff(args)
+    if args.command == "fleet":
+        return _cmd_fleet(args)
     if args.command == "record":
         from .recorder.cli import main as record_main
 
@@ -166,6 +180,38 @@ def _cmd_diff(args) -> int:
         sys.stdout.write("\n")
     else:
         _print_lines(diff_text(result))
+    return 0
+
+
+def _cmd_fleet(args) -> int:
+    from .core.fleet.bar import RankBar
+    from .core.fleet.engine import EngineError
+    from .core.fleet.run import fleet
+    from .core.fleet.text import fleet_text
+
+    if args.workers is not None and args.workers < 1:
+        print(f"error: --workers {args.workers}: must be at least 1", file=sys.stderr)
+        return 2
+    bar: list[RankBar] = []
+    try:
+        res = fleet(args.path, scheduler=args.scheduler, workers=args.workers, ranks=args.ranks,
+                    mode=args.iterations, use_cache=not args.no_cache,
+                    on_start=lambda files: bar.append(RankBar([f.rank for f in files])),
+                    on_done=lambda s: bar[0].update(s))
+    except ValueError as exc:
+        print(f"error: {args.path}: {exc}", file=sys.stderr)
+        return 2
+    except EngineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if bar:
+            bar[0].close()
+    if args.json:
+        json.dump(res.to_dict(), sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        _print_lines(fleet_text(res))
     return 0
 
 

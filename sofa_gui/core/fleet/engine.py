@@ -1,0 +1,147 @@
+"""Dask distributed engine: an existing scheduler, or an embedded ``LocalCluster``.
+
+Each rank is one task (:func:`~.task.rank_task`).  A task on a worker that dies is
+rescheduled by the scheduler on another worker (up to ``allowed-failures``, 3 by
+default); a task that raises is retried once (``RETRIES``), then reported as that
+rank's error while the other ranks complete.  Futures are released as soon as their
+summary is read, so the scheduler and the client never keep more than the summaries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from .runset import RankFile
+from .summary import RankSummary
+from .task import rank_task
+
+ENV_SCHEDULER = "SOFA_GUI_SCHEDULER"
+RETRIES = 1  # extra attempts for a task that raised (not for bad input: that is a result)
+CONNECT_TIMEOUT_S = 20
+
+
+class EngineError(Exception):
+    """The cluster could not be reached or used (one line for the user)."""
+
+
+@dataclass
+class Engine:
+    """Where the tasks ran (the JSON ``engine`` object)."""
+
+    client: object
+    scheduler: str
+    embedded: bool
+
+    def workers(self) -> int:
+        return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+
+    def info(self) -> dict:
+        return {"kind": "dask", "scheduler": self.scheduler, "workers": self.workers(),
+                "embedded": self.embedded}
+
+
+@contextmanager
+def open_engine(scheduler: str | None = None, workers: int | None = None) -> Iterator[Engine]:
+    """A connected engine; the embedded cluster (if any) is shut down on exit."""
+    from distributed import Client, LocalCluster
+
+    scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
+    cluster = None
+    _quiet_dask()
+    try:
+        if scheduler:
+            try:
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError) as exc:
+                raise EngineError(f"cannot reach Dask scheduler {scheduler}: {exc}") from None
+            if workers:
+                client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+        else:
+            n = workers or os.cpu_count() or 1
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   silence_logs=logging.ERROR)
+            client = Client(cluster)
+            scheduler = cluster.scheduler_address
+        try:
+            _check_workers(client)
+            yield Engine(client, scheduler, cluster is not None)
+        finally:
+            client.close()
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _quiet_dask() -> None:
+    """Dask logs every connection at INFO (and a traceback for each stream closed at
+    shutdown): keep stderr for the rank bar unless ``-v`` asked for debug logs."""
+    if logging.getLogger().level > logging.DEBUG:
+        for name in ("distributed", "tornado"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _worker_version() -> str:
+    from ... import __version__
+
+    return __version__
+
+
+def _check_workers(client) -> None:
+    """Every worker must be able to import sofa_gui (external clusters)."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+    except TimeoutError:
+        raise EngineError(f"no Dask workers joined within {CONNECT_TIMEOUT_S} s") from None
+    try:
+        client.run(_worker_version)
+    except Exception as exc:  # ModuleNotFoundError pickled back from a worker
+        raise EngineError(f"a Dask worker cannot run sofa_gui tasks ({type(exc).__name__}: "
+                          f"{exc}); install sofa-gui on the workers") from None
+
+
+def run_ranks(engine: Engine, files: list[RankFile], mode: str = "auto", use_cache: bool = True,
+              on_done: Callable[[RankSummary], None] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> list[RankSummary]:
+    """One task per rank file; summaries in rank order (failed ranks carry ``error``)."""
+    from distributed import as_completed
+
+    run = uuid.uuid4().hex[:8]
+    futures = {}
+    for f in files:
+        fut = engine.client.submit(rank_task, str(f.path), f.rank, mode, use_cache,
+                                   key=f"sofa-rank-{f.rank}-{run}", pure=False, retries=RETRIES)
+        futures[fut.key] = (fut, f)
+    out: list[RankSummary] = []
+    t0 = time.perf_counter()
+    for fut in as_completed([v[0] for v in futures.values()]):
+        _, f = futures.pop(fut.key)
+        out.append(_result(fut, f, t0))
+        fut.release()
+        if on_done is not None:
+            on_done(out[-1])
+        if cancelled is not None and cancelled():
+            engine.client.cancel([v[0] for v in futures.values()])
+            break
+    out.sort(key=lambda s: s.rank)
+    return out
+
+
+def _result(fut, f: RankFile, t0: float) -> RankSummary:
+    if fut.status == "finished":
+        return fut.result()
+    exc = fut.exception() if fut.status == "error" else None
+    if exc is None:
+        why = f"task {fut.status}"
+    elif type(exc).__name__ == "KilledWorker":
+        why = "the worker running this rank died every time it was tried (out of memory?)"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return RankSummary.failed(f.rank, str(f.path), why,
+                              seconds=round(time.perf_counter() - t0, 4))

@@ -1,0 +1,120 @@
+"""Cross-rank analysis on hand-made summaries (no cluster): what each rule rests on."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from sofa_gui.core.fleet.bar import RankBar
+from sofa_gui.core.fleet.cross import cross_rank
+from sofa_gui.core.fleet.runset import parse_ranks, rank_files, select
+from sofa_gui.core.fleet.summary import RankSummary
+
+CATS = ["compute", "communication", "idle_input", "idle_other"]
+MS = 1_000_000
+
+
+def _rank(r, rows, labels=None, top="compute_bound", header=None):
+    """rows: per iteration (compute, communication, idle_input, idle_other) in ms."""
+    times = [[int(v * MS) for v in row] for row in rows]
+    return RankSummary(rank=r, path=f"/run/rank-{r}.json", events=100, header_rank=header,
+                       labels=labels or [], durations=[sum(t) for t in times], side="device",
+                       categories=list(CATS), times=times, comm_total=[t[1] for t in times],
+                       findings=[{"id": top, "title": top, "severity": "high", "share": 0.5}])
+
+
+def _sync_job(n=16, slow=5, slow_cat=0, extra=30, iters=4):
+    """Synchronous job: every rank's iteration is 100 ms; the slow rank spends ``extra``
+    ms more in ``slow_cat`` and the others wait that long in communication."""
+    out = []
+    for r in range(n):
+        rows = []
+        for _ in range(iters):
+            base = [60 + (r % 3) * 0.5, 30 + extra, 5, 5 - (r % 3) * 0.5]
+            if r == slow:
+                base[1] -= extra
+                base[slow_cat] += extra
+            rows.append(base)
+        out.append(_rank(r, rows, [f"ProfilerStep#{10 + j}" for j in range(iters)]))
+    return out
+
+
+def test_slow_rank_holding_collectives_is_found_with_its_cause():
+    res = cross_rank(_sync_job(slow=5, slow_cat=2))
+    assert [s.rank for s in res.stragglers] == [5]
+    s = res.stragglers[0]
+    assert s.cause == "idle_input" and s.iterations == [0, 1, 2, 3]
+    assert s.excess_ns == pytest.approx(30 * MS, rel=0.05)
+    f = res.findings[0]
+    assert f["id"] == "straggler_holds_collectives" and f["ranks"] == [5]
+    assert f["confidence"] > 0.5 and f["rests_on"]
+    # the slow rank waits least in collectives; the others wait ~30 ms more
+    skew = res.wait_skew()
+    assert skew[5] == 0 and np.all(skew[np.arange(16) != 5] >= 29 * MS)
+
+
+def test_uniform_job_has_no_straggler_and_no_imbalance():
+    res = cross_rank(_sync_job(extra=0))
+    assert res.stragglers == []
+    assert [f["id"] for f in res.findings] == ["fleet_compute_bound"]
+    assert res.findings[0]["title"].endswith("on 16 of 16 ranks")
+
+
+def test_broad_imbalance_is_a_finding_not_one_straggler():
+    ranks = []
+    for r in range(16):
+        c = 50 + 2 * r  # own time spreads 50..80 ms over a 100 ms iteration
+        ranks.append(_rank(r, [[c, 100 - c - 4, 2, 2]] * 3))
+    res = cross_rank(ranks)
+    ids = [f["id"] for f in res.findings]
+    assert "load_imbalance" in ids
+    assert res.alignment == "order" and res.labels == ["#0", "#1", "#2"]
+
+
+def test_alignment_by_label_leaves_missing_iterations_empty():
+    a = _rank(0, [[60, 30, 5, 5]] * 3, ["ProfilerStep#9", "ProfilerStep#10", "ProfilerStep#11"])
+    b = _rank(1, [[60, 30, 5, 5]] * 2, ["ProfilerStep#10", "ProfilerStep#11"])
+    res = cross_rank([b, a])
+    assert res.alignment == "label"
+    assert res.labels == ["ProfilerStep#9", "ProfilerStep#10", "ProfilerStep#11"]  # natural order
+    assert res.ranks == [0, 1]
+    assert np.isnan(res.iteration[1, 0]) and res.iteration[1, 1] == 100 * MS
+    assert res.to_dict()["iteration_us"][1] == [None, 100000.0, 100000.0]
+
+
+def test_failed_rank_keeps_its_row_and_error():
+    ok = _sync_job(n=3, extra=0)
+    bad = RankSummary.failed(3, "/run/rank-3.json", "truncated JSON")
+    d = cross_rank([*ok, bad]).to_dict()
+    assert d["ranks"][3]["error"] == "truncated JSON"
+    assert d["iteration_us"][3] == [None] * 4
+    assert d["ranks"][3]["iterations"] == {"count": 0, "median_us": None, "method": "none"}
+
+
+def test_distributed_info_ranks_win_when_distinct():
+    s = [_rank(0, [[1, 1, 1, 1]], header=7), _rank(1, [[1, 1, 1, 1]], header=3)]
+    assert cross_rank(s).ranks == [3, 7]
+
+
+def test_rank_selection_and_files(tmp_path):
+    assert parse_ranks("0-2,5") == {0, 1, 2, 5}
+    with pytest.raises(ValueError, match="bad rank selection"):
+        parse_ranks("x")
+    for i in (0, 1, 2, 10):
+        (tmp_path / f"trace_rank{i}.json").write_text('{"traceEvents": [], "schemaVersion": 1}')
+    files = rank_files(tmp_path)
+    assert [f.rank for f in files] == [0, 1, 2, 10] and files[0].rank_from == "file name"
+    assert [f.rank for f in select(files, "1,2-")] == [1, 2, 10]
+
+
+def test_bar_groups_ranks_and_marks_failures():
+    buf = io.StringIO()
+    bar = RankBar(list(range(128)), stream=buf, tty=True)
+    bar.update(RankSummary.failed(5, "p", "boom"))
+    for r in range(64, 128):
+        bar.update(RankSummary(rank=r, path="p"))
+    cells = bar.cells()
+    assert len(cells) == 64 and cells[2] == "x" and set(cells[32:]) == {"#"}
+    assert "65/128 ranks, 1 failed" in buf.getvalue()
