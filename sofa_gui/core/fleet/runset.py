@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TraceFormatError
-from ..importers.rank_folder import kineto_files, rank_in_name
+from ..importers.chrome.rank_folder import kineto_files, rank_in_name
 
 
 @dataclass(frozen=True)
