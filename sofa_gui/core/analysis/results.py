@@ -23,10 +23,44 @@ def us(ns) -> float:
 
 
 @dataclass
-class Iterations:
-    """Iterations found in a trace, how, and how sure we are."""
+class PeriodicExtra:
+    """Work that comes every ``every``-th iteration (evaluation, checkpoint, logging).
 
-    method: str  # "annotations" | "pattern" | "none"
+    It stays inside the iteration it follows; ``iterations`` lists which ones hold
+    it, ``cost_ns_mean`` is their mean excess over a regular iteration and
+    ``rests_on`` says what the detection saw.
+    """
+
+    every: int
+    phase: int  # first holder's index modulo ``every``
+    name: str  # best label: dominant ops, or what kind of work it looks like
+    cost_ns_mean: float
+    share_of_time: float  # of the steady-state time
+    iterations: list[int]
+    rests_on: str = ""
+
+    def to_dict(self) -> dict:
+        return {"every": self.every, "phase": self.phase, "name": self.name,
+                "cost_us_mean": us(self.cost_ns_mean),
+                "share_of_time": round(float(self.share_of_time), 4),
+                "iterations": list(self.iterations), "rests_on": self.rests_on}
+
+
+UNCERTAIN_BELOW = 0.5  # confidence under which iterations (and what rests on them) are "uncertain"
+
+
+@dataclass
+class Iterations:
+    """Iterations found in a trace, how, and how sure we are.
+
+    Per-iteration marks (filled by :func:`iterations.marks.mark_iterations`):
+    ``warmup`` (leading iterations that differ from the steady state, which
+    starts at ``steady_state_from``), ``micro_batches`` (backward passes per
+    iteration, -1 unknown), ``device_starts/ends`` (span of the device work the
+    iteration launched, -1 none) and ``periodic_extras``.
+    """
+
+    method: str  # "annotations" | "pattern" | "landmarks" | "none"
     stream: str  # which event stream was used, in words
     starts: np.ndarray  # int64 ns
     ends: np.ndarray  # int64 ns
@@ -35,6 +69,13 @@ class Iterations:
     agreement: dict | None = None  # pattern vs annotations, when both exist
     reason: str = ""  # why none were found, or notes on how they were
     labels: list[str] = field(default_factory=list)  # e.g. "ProfilerStep#5"; may be empty
+    warmup: np.ndarray | None = None  # bool per iteration
+    steady_state_from: int = 0
+    micro_batches: np.ndarray | None = None  # int per iteration, -1 unknown
+    device_starts: np.ndarray | None = None  # int64 ns per iteration, -1 none
+    device_ends: np.ndarray | None = None
+    device_lags: bool = False  # device work of a step runs past the host's next step start
+    periodic_extras: list[PeriodicExtra] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -43,10 +84,26 @@ class Iterations:
     def durations(self) -> np.ndarray:
         return self.ends - self.starts
 
+    @property
+    def uncertain(self) -> bool:
+        """True when iterations were found but confidence is below 0.5."""
+        return self.method != "none" and self.confidence < UNCERTAIN_BELOW
+
+    @property
+    def steady(self) -> np.ndarray:
+        """Indexes of the steady-state iterations (all but the leading warm-up)."""
+        n = len(self)
+        first = min(self.steady_state_from, n - 1) if n else 0
+        return np.arange(max(first, 0), n)
+
     def index_at(self, t_ns: int) -> int:
         """Iteration containing ``t_ns`` or -1."""
         i = int(np.searchsorted(self.starts, t_ns, side="right")) - 1
         return i if 0 <= i < len(self) and t_ns < self.ends[i] else -1
+
+    def extra_of(self, i: int) -> PeriodicExtra | None:
+        """The periodic extra iteration ``i`` holds, if any."""
+        return next((x for x in self.periodic_extras if i in x.iterations), None)
 
     @classmethod
     def none(cls, stream: str, reason: str) -> Iterations:
@@ -54,21 +111,32 @@ class Iterations:
         return cls("none", stream, z, z.copy(), 0.0, None, None, reason)
 
     def to_dict(self) -> dict:
-        items = [
-            {"index": i, "start_us": us(s), "end_us": us(e), "duration_us": us(e - s)}
-            for i, (s, e) in enumerate(zip(self.starts.tolist(), self.ends.tolist()))
-        ]
-        for item, label in zip(items, self.labels):
-            item["label"] = label
         return {
             "method": self.method,
             "stream": self.stream,
             "pattern": self.pattern,
             "confidence": round(float(self.confidence), 4),
+            "uncertain": self.uncertain,
             "agreement_with_annotations": self.agreement,
             "reason": self.reason,
-            "items": items,
+            "steady_state_from": int(self.steady_state_from) if len(self) else None,
+            "device_lags_host": bool(self.device_lags),
+            "periodic_extras": [x.to_dict() for x in self.periodic_extras],
+            "items": [self._item(i) for i in range(len(self))],
         }
+
+    def _item(self, i: int) -> dict:
+        s, e = int(self.starts[i]), int(self.ends[i])
+        item = {"index": i, "start_us": us(s), "end_us": us(e), "duration_us": us(e - s),
+                "label": self.labels[i] if i < len(self.labels) and self.labels[i] else None,
+                "warmup": bool(self.warmup[i]) if self.warmup is not None else False,
+                "micro_batches": None, "device_start_us": None, "device_end_us": None}
+        if self.micro_batches is not None and self.micro_batches[i] >= 0:
+            item["micro_batches"] = int(self.micro_batches[i])
+        if self.device_starts is not None and self.device_starts[i] >= 0:
+            item["device_start_us"] = us(int(self.device_starts[i]))
+            item["device_end_us"] = us(int(self.device_ends[i]))
+        return item
 
 
 @dataclass

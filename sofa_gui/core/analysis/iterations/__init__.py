@@ -24,6 +24,7 @@ from ..results import Iterations
 from .activity import find_rhythm
 from .annotations import agreement, annotation_iterations
 from .cut import cut_iterations
+from .marks import mark_iterations
 from .pattern import MIN_CONTEXT_COVERAGE, MIN_EVENTS, choose_period, find_anchors
 from .report import iterations_text
 from .stream import pick_stream
@@ -41,17 +42,22 @@ def detect_iterations(trace: Trace, mode: str = "auto",
         raise ValueError(f"iteration mode must be one of {', '.join(MODES)}, not {mode!r}")
     progress = progress or NullProgress()
     if mode == "pattern":
-        return pattern_iterations(trace, progress)
+        return _marked(trace, pattern_iterations(trace, progress))
     progress.report(0.0, "reading step annotations")
     annotated = annotation_iterations(trace)
     if mode == "annotations" or (mode == "auto" and annotated.method == "none"):
         if mode == "auto":
-            return pattern_iterations(trace, progress)
+            return _marked(trace, pattern_iterations(trace, progress))
         progress.report(1.0, "iterations from annotations")
-        return annotated
+        return _marked(trace, annotated)
     detected = pattern_iterations(trace, progress)
     annotated.agreement = agreement(annotated, detected)
-    return annotated
+    return _marked(trace, annotated)
+
+
+def _marked(trace: Trace, iters: Iterations) -> Iterations:
+    """``iters`` with warm-up, micro-batches, device windows and periodic extras."""
+    return mark_iterations(trace, iters) if len(iters) else iters
 
 
 def pattern_iterations(trace: Trace, progress: Progress | None = None) -> Iterations:

@@ -1,0 +1,100 @@
+"""The training loop's own landmarks: optimizer updates, input fetches, backward passes.
+
+A training step holds one optimizer update; it fetches its input once per
+micro-batch and runs one backward pass per micro-batch. These host-side events
+tell the step apart from inner loops (per-sample ``.item()`` calls, RNN time
+steps, micro-batches) that also repeat. All are (start, end) ns arrays in time
+order, empty when the trace has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind, LaneKind, Trace
+from .stream import OPTIMIZER_NAME, HostOps
+
+BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+
+
+@dataclass
+class Landmarks:
+    optimizer: tuple[np.ndarray, np.ndarray]  # merged optimizer-step ranges
+    fetch: np.ndarray  # starts of input fetches (DataLoader __next__, IteratorGetNext)
+    backward: tuple[np.ndarray, np.ndarray]  # one range per backward pass
+    main_lane: int  # host thread that runs the loop (-1: unknown)
+    forward_ops: np.ndarray  # sorted starts of host ops recorded for autograd (fwd->bwd links)
+
+    @property
+    def has_backward(self) -> bool:
+        return len(self.backward[0]) > 0
+
+    @classmethod
+    def of(cls, trace: Trace, ops: HostOps | None = None) -> Landmarks:
+        ops = ops or HostOps(trace)
+        opt = ops.optimizer_ranges()
+        main = _main_lane(trace, ops, len(opt[0]) > 0)
+        return cls(opt, ops.loader_starts(), backward_passes(trace, main), main,
+                   _forward_starts(trace))
+
+
+def _main_lane(trace: Trace, ops: HostOps, has_optimizer: bool) -> int:
+    """The thread of the optimizer steps, else the thread with most top-level ops."""
+    s = trace.slices
+    if has_optimizer:
+        ids = trace.name_ids(lambda n: bool(OPTIMIZER_NAME.search(n)))
+        hit = np.flatnonzero(np.isin(s.name, ids))
+        if len(hit):
+            lanes, counts = np.unique(s.lane[hit], return_counts=True)
+            return int(lanes[np.argmax(counts)])
+    lanes = ops.lanes()
+    return max(lanes, key=lambda ln: len(ops.top_level(ln))) if lanes else -1
+
+
+def backward_passes(trace: Trace, main_lane: int) -> tuple[np.ndarray, np.ndarray]:
+    """Backward passes: runs of outermost ``evaluate_function`` ops with no other host
+    op of the main thread starting in between (forward work separates passes)."""
+    s = trace.slices
+    ids = trace.name_ids(lambda n: n.startswith(BACKWARD_PREFIX))
+    if len(ids) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ev = np.flatnonzero(np.isin(s.name, ids) & (trace.lanes.kind[s.lane] == int(LaneKind.CPU)))
+    ev = ev[np.argsort(s.start[ev], kind="stable")]
+    a, b = s.start[ev], s.end[ev]
+    outer = a >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(b)[:-1]]
+    a, b = a[outer], b[outer]
+    if len(a) == 0:
+        return a, b
+    other = _other_starts(trace, main_lane, ids)
+    between = (np.searchsorted(other, a[1:], "left")
+               - np.searchsorted(other, b[:-1], "left")) > 0
+    new = np.r_[True, between]
+    first = np.flatnonzero(new)
+    ends = np.maximum.reduceat(b, first)
+    return a[first], ends
+
+
+def _other_starts(trace: Trace, lane: int, skip_ids: np.ndarray) -> np.ndarray:
+    """Sorted starts of the main thread's depth-0 ops that are not backward work."""
+    if lane < 0:
+        return np.zeros(0, np.int64)
+    s = trace.slices
+    idx = trace.lane_slices(lane)
+    keep = (s.depth[idx] == 0) & ~np.isin(s.name[idx], skip_ids)
+    keep &= np.isin(s.kind[idx], [int(Kind.CPU_OP), int(Kind.ANNOTATION)])
+    return np.sort(s.start[idx[keep]])
+
+
+def _forward_starts(trace: Trace) -> np.ndarray:
+    """Starts of host ops that autograd links to a backward op (``fwdbwd`` flows)."""
+    f, s = trace.flows, trace.slices
+    if len(f) == 0:
+        return np.zeros(0, np.int64)
+    other = f.kind == 1
+    src = f.src[other]
+    dst = f.dst[other]
+    back = trace.name_ids(lambda n: "Backward" in n or n.startswith(BACKWARD_PREFIX))
+    src = src[np.isin(s.name[dst], back)] if len(back) else src[:0]
+    return np.sort(s.start[src])

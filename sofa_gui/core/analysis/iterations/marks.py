@@ -1,0 +1,202 @@
+"""Per-iteration marks: micro-batches, device-side windows, periodic extras, warm-up.
+
+Applied to every result (annotations or detected), so the advisor can use the
+steady state only and knows which iterations hold extra work:
+
+* ``micro_batches``: backward passes that start in the iteration;
+* ``device_starts/ends``: span of the device work launched from inside the
+  iteration (launch flows), which a lagging device runs later than the host;
+* periodic extras: iterations that are heavy (more host ops, or much more host
+  time outside any op) on a schedule ``i % every == phase``;
+* warm-up: the leading run of heavy or far slower iterations that the extras
+  schedule does not explain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import DEVICE_KINDS, Kind, Trace
+from ..results import Iterations, PeriodicExtra
+from .landmarks import Landmarks
+
+MAX_EVERY = 64  # longest extras period searched
+WARMUP_SLOWER = 2.0  # a leading iteration this many times the steady median is warm-up
+MAX_WARMUP_SHARE = 0.5
+
+
+def mark_iterations(trace: Trace, iters: Iterations, lm: Landmarks | None = None) -> Iterations:
+    """Fill the marks of ``iters`` in place (and return it)."""
+    n = len(iters)
+    if n == 0:
+        return iters
+    lm = lm or Landmarks.of(trace)
+    iters.micro_batches = (_count_in(lm.backward[0], iters.starts, iters.ends)
+                           if lm.has_backward else np.full(n, -1, np.int64))
+    _device_windows(trace, iters)
+    prof = Profile.of(trace, iters, lm.main_lane)
+    heavy = prof.heavy()
+    lead = _leading(heavy | prof.slow(), n)
+    extra = find_extra(trace, iters, prof, heavy, lead, lm)
+    iters.periodic_extras = [extra] if extra is not None else []
+    holders = set(extra.iterations) if extra is not None else set()
+    warm = np.zeros(n, bool)
+    for i in range(lead):
+        if i in holders and not prof.slow()[i]:
+            break  # the extras schedule explains it
+        warm[i] = True
+    iters.warmup = warm
+    iters.steady_state_from = int(np.argmin(warm)) if not warm.all() else n
+    return iters
+
+
+def _count_in(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``times`` fall in each window."""
+    lo = np.searchsorted(times, starts, "left")
+    hi = np.searchsorted(times, ends, "left")
+    return (hi - lo).astype(np.int64)
+
+
+def _device_windows(trace: Trace, iters: Iterations) -> None:
+    """Span of the device work launched from inside each iteration's host window."""
+    s, f = trace.slices, trace.flows
+    n = len(iters)
+    launch = f.kind == 0
+    src, dst = f.src[launch], f.dst[launch]
+    dev = np.isin(s.kind[dst], [int(k) for k in DEVICE_KINDS])
+    src, dst = src[dev], dst[dev]
+    if len(dst) == 0:
+        iters.device_starts = iters.device_ends = None
+        iters.device_lags = False
+        return
+    t = s.start[src]
+    k = np.searchsorted(iters.starts, t, side="right") - 1
+    ok = (k >= 0) & (t < iters.ends[np.maximum(k, 0)])
+    k, dst = k[ok], dst[ok]
+    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n, -1, np.int64)
+    np.minimum.at(lo, k, s.start[dst])
+    np.maximum.at(hi, k, s.end[dst])
+    none = hi < 0
+    lo[none] = -1
+    iters.device_starts, iters.device_ends = lo, hi
+    late = (hi[:-1] > iters.starts[1:]) & ~none[:-1]
+    iters.device_lags = bool(late.mean() >= 0.5) if n > 1 else False
+
+
+@dataclass
+class Profile:
+    """Per iteration: duration, main-thread op count and host time outside any op."""
+
+    dur: np.ndarray
+    ops: np.ndarray
+    idle: np.ndarray
+    op_idx: np.ndarray  # main-thread depth-0 ops (slice indexes), by start
+    window: np.ndarray  # iteration of each op, -1 outside
+
+    @classmethod
+    def of(cls, trace: Trace, iters: Iterations, lane: int) -> Profile:
+        s = trace.slices
+        idx = trace.lane_slices(lane) if lane >= 0 else np.flatnonzero(s.depth == 0)
+        idx = idx[(s.depth[idx] == 0) & (s.kind[idx] != int(Kind.PYTHON))]
+        idx = idx[np.argsort(s.start[idx], kind="stable")]
+        k = np.searchsorted(iters.starts, s.start[idx], side="right") - 1
+        k[(k < 0) | (s.start[idx] >= iters.ends[np.maximum(k, 0)])] = -1
+        n = len(iters)
+        inside = k >= 0
+        ops = np.bincount(k[inside], minlength=n)
+        busy_end = np.minimum(s.end[idx], iters.ends[np.maximum(k, 0)])
+        busy = np.bincount(k[inside], weights=(busy_end - s.start[idx])[inside], minlength=n)
+        dur = iters.durations.astype(float)
+        return cls(dur, ops, np.maximum(dur - busy, 0.0), idx, k)
+
+    def heavy(self) -> np.ndarray:
+        """More ops than a typical iteration, or much more time outside any op."""
+        n_med, n_mad = _med_mad(self.ops)
+        more_ops = self.ops > n_med + max(2.0, 0.1 * n_med, 3 * n_mad)
+        d_med = float(np.median(self.dur))
+        i_med, i_mad = _med_mad(self.idle)
+        more_idle = self.idle > i_med + max(0.5 * d_med, 5 * i_mad)
+        return more_ops | more_idle
+
+    def slow(self) -> np.ndarray:
+        return self.dur > WARMUP_SLOWER * float(np.median(self.dur))
+
+
+def _med_mad(x: np.ndarray) -> tuple[float, float]:
+    x = np.asarray(x, float)
+    med = float(np.median(x))
+    return med, 1.4826 * float(np.median(np.abs(x - med)))
+
+
+def _leading(flag: np.ndarray, n: int) -> int:
+    """Length of the leading run of ``flag`` (at most half the iterations)."""
+    run = int(np.argmin(flag)) if not flag.all() else n
+    return min(run, int(MAX_WARMUP_SHARE * n))
+
+
+def find_extra(trace: Trace, iters: Iterations, prof: Profile, heavy: np.ndarray, lead: int,
+               lm: Landmarks) -> PeriodicExtra | None:
+    """The schedule ``i % every == phase`` that the heavy iterations after warm-up follow."""
+    n = len(heavy)
+    idx = np.arange(n)
+    h = idx[(idx >= lead) & heavy]
+    if len(h) < 2:
+        return None
+    best = None
+    for every in range(2, min(MAX_EVERY, n // 2) + 1):
+        members_per = np.bincount(idx[lead:] % every, minlength=every)
+        hits = np.bincount(h % every, minlength=every)
+        phase = int(np.argmax(hits))
+        hit, members = int(hits[phase]), int(members_per[phase])
+        outside = len(h) - hit
+        if hit >= max(2, 0.75 * members) and outside <= int(0.1 * n):
+            score = hit - outside
+            if best is None or score > best[0]:
+                best = (score, every, phase)
+    if best is None:
+        return None
+    _, every, phase = best
+    holders = [int(i) for i in idx if i % every == phase and heavy[i]]
+    regular = np.array([i for i in range(lead, n) if not heavy[i]], np.int64)
+    if len(regular) == 0:
+        return None
+    base = float(np.median(prof.dur[regular]))
+    cost = float(np.mean(prof.dur[holders])) - base
+    steady = prof.dur[lead:].sum()
+    share = max(cost, 0.0) * len(holders) / steady if steady > 0 else 0.0
+    name, rests = _extra_name(trace, iters, prof, holders, regular, lm)
+    return PeriodicExtra(every, phase, name, max(cost, 0.0), share, holders, rests)
+
+
+def _extra_name(trace: Trace, iters: Iterations, prof: Profile, holders: list[int],
+                regular: np.ndarray, lm: Landmarks) -> tuple[str, str]:
+    """Best label of the extra work: untraced host time, forward-only passes, or its ops."""
+    s = trace.slices
+    hold = np.array(holders, np.int64)
+    busy = prof.dur - prof.idle
+    busy_x = float(np.median(busy[hold]) - np.median(busy[regular]))
+    idle_x = float(np.median(prof.idle[hold]) - np.median(prof.idle[regular]))
+    ops_x = float(prof.ops[hold].mean() - np.median(prof.ops[regular]))
+    names, w = s.name[prof.op_idx], prof.window
+    in_h, in_r = np.isin(w, hold), np.isin(w, regular)
+    m = int(names.max(initial=-1)) + 1
+    more = (np.bincount(names[in_h], minlength=m) / len(hold)
+            - np.bincount(names[in_r], minlength=m) / len(regular)) >= 0.5
+    held_time = np.bincount(names[in_h], s.dur[prof.op_idx][in_h].astype(float), m)
+    top = [int(i) for i in np.argsort(-np.where(more, held_time, -1.0))[:2] if more[i]]
+    label = " / ".join(trace.names[i] for i in top)
+    rests = (f"{len(holders)} iterations with {ops_x:+.0f} host ops and "
+             f"{idle_x / 1e6:+.2f} ms outside any op (medians) vs a regular one")
+    mb = iters.micro_batches
+    same_bwd = mb is not None and lm.has_backward and (
+        np.median(mb[hold]) == np.median(mb[regular]))
+    seen = set(names[in_r].tolist())
+    if same_bwd and ops_x >= 2 and top and all(i in seen for i in top):
+        return f"forward without backward (evaluation?): {label}", rests
+    if idle_x > max(busy_x, 0.0):  # more of the extra time is outside ops than in them
+        what = "host time outside any profiled op (checkpoint save, I/O or logging?)"
+        return (f"{what}, with {label}" if label else what), rests
+    return label or "extra work", rests
