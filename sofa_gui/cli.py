@@ -143,7 +143,7 @@ def _cmd_analyze(args) -> int:
 
     trace, analysis = _load_and_analyze(args.path, args)
     if args.json:
-        doc = {"trace": trace_dict(trace), **analysis.to_dict()}
+        doc = {"trace": trace_dict(trace), **analysis.to_dict(trace)}
         json.dump(doc, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:

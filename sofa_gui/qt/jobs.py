@@ -79,5 +79,5 @@ def analyze(state, trace, mode: str, lo: float) -> None:
     state.partial("breakdown", bd)
     state.report(lo + 0.85 * span, "Looking for bottlenecks")
     findings = find_bottlenecks(trace, iters, bd)
-    state.partial("findings", sorted(findings, key=lambda f: -f.share))
+    state.partial("findings", findings)
     state.report(1.0, "Analysis done")

@@ -13,14 +13,13 @@ import numpy as np
 
 from ..summary import fmt_ns
 from ..trace import Kind, Trace
-from .findings import BELOW, evaluate_rules
+from .findings import BELOW, disjoint_ids, evaluate_rules
 from .host_side import window_of
 from .results import us
 
 TOP_CHANGES = 15
-#: Findings whose shares are disjoint breakdown categories, so their savings add up.
-DISJOINT = ("input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bound",
-            "synchronization_stalls", "communication_bound")
+#: Findings whose shares are disjoint slices of device time, so their savings add up.
+DISJOINT = disjoint_ids("device_time")
 _DEVICE_KINDS = {int(Kind.KERNEL): "kernel", int(Kind.COMMUNICATION): "communication",
                  int(Kind.MEMCPY): "memcpy", int(Kind.MEMSET): "memset", int(Kind.CPU_OP): "op"}
 

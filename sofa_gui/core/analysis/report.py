@@ -22,7 +22,7 @@ from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
 from .findings import THRESHOLDS
 from .palette import color_of
 from .results import Finding
-from .text import breakdown_text, counter_lines, device_details, evidence_where
+from .text import breakdown_text, counter_lines, device_details, evidence_where, gain_text
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
 
@@ -58,6 +58,7 @@ def write_report(trace: Trace, analysis, path) -> Path:
 def _facts(trace: Trace, analysis) -> list[tuple[str, str]]:
     it = analysis.iterations
     bd: TraceBreakdown | None = analysis.breakdown
+    run = getattr(analysis, "run", None)
     rows = [("Trace", trace.meta.source or "(unnamed)"), ("Format", trace.meta.format),
             ("Duration", fmt_ns(trace.duration_ns)), ("Events", f"{trace.events:,}")]
     if trace.meta.ranks:
@@ -75,6 +76,8 @@ def _facts(trace: Trace, analysis) -> list[tuple[str, str]]:
                                            f"{d.label}"))
     if bd is not None and bd.whole_trace:
         rows.append(("Scope", bd.note))
+    if run is not None:
+        rows.append(("Run", run.header()))
     return rows
 
 
@@ -130,17 +133,23 @@ def _html_findings(findings: list[Finding], trace: Trace) -> list[str]:
     for f in findings:
         out.append(f'<div class="card {escape(f.severity)}">')
         out.append(f'<div><span class="sev">{escape(f.severity)}</span> '
-                   f"<b>{escape(f.title)}</b> <code>{escape(f.id)}</code> &mdash; share "
-                   f"<b>{100 * f.share:.1f}%</b>, estimated speed-up "
-                   f"<b>{f.estimated_speedup:.2f}x</b></div>")
-        out.append(f"<p>{escape(f.summary)}</p><div class='meta'>Evidence</div><ul>")
+                   f"<b>{escape(f.title)}</b> <code>{escape(f.id)}</code> &mdash; "
+                   f"<b>{escape(gain_text(f))}</b>, confidence {f.confidence:.2f}</div>")
+        out.append(f"<p>{escape(f.summary)}</p>")
+        if f.causes:
+            out.append("<div class='meta'>Causes</div><ul>")
+            out += [f"<li>{escape(c.label)}: {escape(fmt_ns(c.total_ns))} in {c.count} "
+                    f"({100 * c.share:.0f}%)</li>" for c in f.causes]
+            out.append("</ul>")
+        out.append("<div class='meta'>Evidence</div><ul>")
         for e in f.evidence:
             out.append(f"<li>{escape(e.label)} <span class='meta'>"
                        f"[{escape(evidence_where(e, trace))}]</span></li>")
         out.append("</ul><div class='meta'>Fixes</div><ul>")
         for x in f.fixes:
+            why = f" <span class='meta'>({escape(x.because)})</span>" if x.because else ""
             out.append(f"<li><span class='fw'>{escape(x.framework)}:</span> "
-                       f"{escape(x.text)}</li>")
+                       f"{escape(x.text)}{why}</li>")
         out.append("</ul></div>")
     return out
 
@@ -237,12 +246,18 @@ def markdown_report(trace: Trace, analysis) -> str:
         out.append("No finding above its threshold: no clear bottleneck.")
     for n, f in enumerate(analysis.findings, 1):
         out += [f"### {n}. {_md(f.title)} (`{f.id}`, {f.severity})", "",
-                f"Share **{100 * f.share:.1f}%**, estimated speed-up "
-                f"**{f.estimated_speedup:.2f}x**. {_md(f.summary)}", "", "Evidence:", ""]
+                f"**{_md(gain_text(f))}**, confidence {f.confidence:.2f}. {_md(f.summary)}",
+                ""]
+        if f.causes:
+            out += ["Causes:", ""] + [f"- {_md(c.label)}: {_md(fmt_ns(c.total_ns))} in "
+                                      f"{c.count} ({100 * c.share:.0f}%)" for c in f.causes]
+            out.append("")
+        out += ["Evidence:", ""]
         for e in f.evidence:
             out.append(f"- {_md(e.label)} ({_md(evidence_where(e, trace))})")
         out += ["", "Fixes:", ""]
-        out += [f"- **{x.framework}**: {_md(x.text)}" for x in f.fixes]
+        out += [f"- **{x.framework}**: {_md(x.text)}"
+                + (f" ({_md(x.because)})" if x.because else "") for x in f.fixes]
         out.append("")
     if bd is not None:
         body = breakdown_text(bd)

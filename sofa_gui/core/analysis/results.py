@@ -161,34 +161,103 @@ class Evidence:
 
 @dataclass
 class Fix:
-    framework: str  # "pytorch" | "tensorflow/jax" | "any"
+    """A remedy and what it applies to.
+
+    ``framework``: "pytorch", "tensorflow", "jax", "tensorflow/jax" (both) or "any".
+    ``devices``/``modes``: the run facts it fits (empty: any).  ``fact``: the run fact it
+    changes; ``unless``: values of that fact under which it is already applied (the fix
+    is then not shown).  ``because`` is filled per run with the fact that makes it fit.
+    """
+
+    framework: str
     text: str
+    devices: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    fact: str = ""
+    unless: tuple = ()
+    because: str = ""
 
     def to_dict(self) -> dict:
-        return {"framework": self.framework, "text": self.text}
+        out = {"framework": self.framework, "text": self.text,
+               "applies_to": {"devices": list(self.devices) or "any",
+                              "modes": list(self.modes) or "any"}}
+        if self.fact:
+            out["applies_to"]["fact"] = self.fact
+        if self.because:
+            out["because"] = self.because
+        return out
+
+
+@dataclass
+class Cause:
+    """One op / function / call site that makes up part of a finding's time.
+
+    ``total_ns`` in the analysed iterations, ``count`` occurrences, ``share`` of the
+    finding's own time; ``instance`` one clickable occurrence."""
+
+    label: str
+    total_ns: int
+    count: int
+    share: float
+    instance: Evidence | None = None
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "total_us": us(self.total_ns), "count": int(self.count),
+                "share": round(float(self.share), 4),
+                "instance": self.instance.to_dict() if self.instance else None}
 
 
 @dataclass
 class Finding:
-    """One bottleneck the advisor names, with its weight, proof and remedies."""
+    """One bottleneck the advisor names, with its weight, proof, causes and remedies.
+
+    ``share``: fraction of steady-state iteration time its fixes could remove (for
+    one-off / periodic findings: of the profiled time, and ``estimated_speedup`` is
+    None: no per-iteration gain).  ``confidence`` 0..1 says how sure the estimate is.
+    """
 
     id: str
     title: str
     severity: str  # "high" | "medium" | "low"
     share: float  # fraction of iteration time explained, 0..1
-    estimated_speedup: float  # if removed
+    estimated_speedup: float | None  # if removed; None for one-off work
     summary: str
     evidence: list[Evidence]
     fixes: list[Fix]
+    causes: list[Cause] = field(default_factory=list)
+    confidence: float = 1.0
+    confidence_why: str = ""
+    hidden_fixes: list[tuple[Fix, str]] = field(default_factory=list)
+    one_off_ns: int = 0
+
+    @property
+    def gain(self) -> float:
+        """Expected fraction of time saved: per-step share, or one-off share of the profile."""
+        if self.estimated_speedup is None:
+            return float(self.share)
+        return 1.0 - 1.0 / max(float(self.estimated_speedup), 1e-9)
+
+    @property
+    def rank_key(self) -> float:
+        return self.gain * self.confidence
 
     def to_dict(self) -> dict:
-        return {
+        sp = self.estimated_speedup
+        out = {
             "id": self.id,
             "title": self.title,
             "severity": self.severity,
             "share": round(float(self.share), 4),
-            "estimated_speedup": round(float(self.estimated_speedup), 3),
+            "estimated_speedup": None if sp is None else round(float(sp), 3),
+            "confidence": round(float(self.confidence), 2),
+            "confidence_why": self.confidence_why,
             "summary": self.summary,
+            "causes": [c.to_dict() for c in self.causes],
             "evidence": [e.to_dict() for e in self.evidence],
             "fixes": [f.to_dict() for f in self.fixes],
+            "fixes_not_shown": [{"text": f.text, "framework": f.framework, "why": why}
+                                for f, why in self.hidden_fixes],
         }
+        if self.one_off_ns:
+            out["one_off_us"] = us(self.one_off_ns)
+        return out

@@ -18,7 +18,9 @@ MAX_RANK_ITERATIONS = 12
 
 def analysis_text(trace: Trace, analysis) -> list[str]:
     """Lines for the terminal; ``analysis`` is a :class:`~.pipeline.Analysis`."""
-    lines = iterations_text(trace, analysis.iterations)
+    run = getattr(analysis, "run", None)
+    lines = run_text(run) + [""] if run is not None else []
+    lines += iterations_text(trace, analysis.iterations)
     bd: TraceBreakdown | None = analysis.breakdown
     if bd is not None:
         lines += [""] + breakdown_text(bd)
@@ -136,20 +138,55 @@ def _ranks(bd: TraceBreakdown) -> list[str]:
     return lines
 
 
+def run_text(run) -> list[str]:
+    """"Run: framework pytorch (proof) ..." one line per fact, unknown ones named."""
+    from .run_facts import FACT_KEYS
+
+    lines = ["Run facts (each proved by the trace; unknown stays unknown):"]
+    unknown = []
+    for k in FACT_KEYS:
+        f = run.get(k)
+        if f.known:
+            lines.append(f"  {k:<12s} {f.said()}")
+        else:
+            unknown.append(k)
+    if unknown:
+        lines.append(f"  unknown:     {', '.join(unknown)}")
+    return lines
+
+
+def gain_text(f: Finding) -> str:
+    """"share 12.0% of steady-state time, estimated speed-up 1.14x" or the one-off wording."""
+    if f.estimated_speedup is None:
+        return (f"{fmt_ns(f.one_off_ns)} one-off ({100 * f.share:.1f}% of the profiled time), "
+                f"no per-step speed-up")
+    return (f"share {100 * f.share:.1f}%, estimated speed-up {f.estimated_speedup:.2f}x")
+
+
 def findings_text(findings: list[Finding], trace: Trace | None = None) -> list[str]:
     if not findings:
         return ["Findings: none above their thresholds (no clear bottleneck)."]
-    lines = [f"Findings ({len(findings)}, largest share first):"]
+    lines = [f"Findings ({len(findings)}, best expected gain x confidence first):"]
     for n, f in enumerate(findings, 1):
-        lines.append(f"  {n}. [{f.severity.upper()}] {f.title} ({f.id}): share "
-                     f"{100 * f.share:.1f}%, estimated speed-up {f.estimated_speedup:.2f}x")
+        lines.append(f"  {n}. [{f.severity.upper()}] {f.title} ({f.id}): {gain_text(f)}, "
+                     f"confidence {f.confidence:.2f}"
+                     + (f" ({f.confidence_why})" if f.confidence_why else ""))
         lines.append(f"     {f.summary}")
+        if f.causes:
+            lines.append("     Causes:")
+            for c in f.causes:
+                lines.append(f"       - {c.label}: {fmt_ns(c.total_ns)} in {c.count} "
+                             f"({100 * c.share:.0f}%)")
         lines.append("     Evidence:")
         for e in f.evidence:
             lines.append(f"       - {e.label}  [{evidence_where(e, trace)}]")
         lines.append("     Fixes:")
         for x in f.fixes:
-            lines.append(f"       - ({x.framework}) {x.text}")
+            why = f" [{x.because}]" if x.because else ""
+            lines.append(f"       - ({x.framework}) {x.text}{why}")
+        if f.hidden_fixes:
+            lines.append(f"     ({len(f.hidden_fixes)} fixes not shown: they contradict the "
+                         f"run facts; see --json fixes_not_shown)")
     return lines
 
 

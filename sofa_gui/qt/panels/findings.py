@@ -31,7 +31,8 @@ from .common import (
     set_muted,
 )
 
-_FRAMEWORK = {"pytorch": "PyTorch", "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
+_FRAMEWORK = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX",
+              "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
 #: Evidence links shown per card before "… and N more".
 MAX_EVIDENCE = 8
 
@@ -66,8 +67,13 @@ class FindingCard(QFrame):
         self.title = plain_label(f"{rank}. {finding.title}", self, bold=True, wrap=True)
         head.addWidget(self.title, 1)
         lay.addLayout(head)
-        numbers = (f"{fmt_pct(finding.share)} of iteration time · "
-                   f"up to {finding.estimated_speedup:.2f}× faster if removed")
+        if finding.estimated_speedup is None:
+            numbers = (f"{fmt_dur(finding.one_off_ns)} one-off ({fmt_pct(finding.share)} of the "
+                       f"profile) · no per-step speed-up")
+        else:
+            numbers = (f"{fmt_pct(finding.share)} of steady-state iteration time · "
+                       f"up to {finding.estimated_speedup:.2f}× faster if removed")
+        numbers += f" · confidence {finding.confidence:.2f}"
         self.numbers = plain_label(numbers, self)
         set_muted(self.numbers)
         lay.addWidget(self.numbers)
@@ -144,7 +150,7 @@ class FindingsPanel(QWidget):
     def _reload(self, *_args) -> None:
         self._clear()
         s = self.session
-        findings = sorted(s.findings or [], key=lambda f: -f.share)
+        findings = sorted(s.findings or [], key=lambda f: -f.rank_key)
         origin = s.trace.start_ns if s.trace is not None else 0
         for rank, f in enumerate(findings, 1):
             card = FindingCard(f, rank, origin, self._inner)
@@ -163,8 +169,9 @@ class FindingsPanel(QWidget):
             if s.iterations is not None and len(s.iterations) == 0:
                 return "No iterations, so no per-iteration advice."
             return "No bottleneck stands out: the run looks balanced."
-        speed = max(f.estimated_speedup for f in findings)
-        return f"{len(findings)} findings, biggest first · best single fix: up to {speed:.2f}×"
+        speeds = [f.estimated_speedup for f in findings if f.estimated_speedup is not None]
+        best = f" · best single fix: up to {max(speeds):.2f}×" if speeds else ""
+        return f"{len(findings)} findings, best expected gain × confidence first{best}"
 
     def open_evidence(self, finding: Finding, k: int) -> None:
         """Zoom the timeline to evidence ``k`` of ``finding`` and select its iteration."""

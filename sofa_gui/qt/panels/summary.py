@@ -109,5 +109,5 @@ def _top_text(s: Session) -> str:
         return "…" if s.busy else "—"
     if not s.findings:
         return "none"
-    f = max(s.findings, key=lambda f: f.share)
+    f = max(s.findings, key=lambda f: f.rank_key)
     return f"{f.title} ({fmt_pct(f.share)})"

@@ -23,7 +23,7 @@ Rules (shares are fractions of the analysed time that has the needed counters):
   ``sum(w * (1 - sm/100)) / sum(w)``.
 * ``cpu_contention`` -- ``contention`` intervals; share as above when the run uses
   a GPU, otherwise half of their time (assumes the program would at least double
-  its CPU with the machine to itself, the :data:`~.findings.COMPUTE_GAIN` rule).
+  its CPU with the machine to itself, the :data:`.device_rules.COMPUTE_GAIN` rule).
 * ``cpu_bound`` -- ``single_thread`` intervals of a run that uses no GPU; share:
   half of their time (spreading the work over two cores halves it).
 
@@ -38,11 +38,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..summary import fmt_ns
-from .counter_signals import HostSignals, host_signals
-from .findings import COMPUTE_GAIN, MAX_EVIDENCE, _Ctx, _finding, _pct
-from .host_side import window_of
-from .results import Evidence, Finding
+from ...summary import fmt_ns
+from ..counter_signals import HostSignals, host_signals
+from ..host_side import window_of
+from ..results import Evidence, Finding
+from .context import MAX_EVIDENCE, Ctx, make_finding
+from .context import pct as _pct
+from .device_rules import COMPUTE_GAIN
+from .registry import RULES, counter_rule, declare
+
+declare("cpu_contention", "CPU contention from other processes", 0.05, 0.20,
+        "same grading as input-bound; from counters only (other processes hold a "
+        "saturated CPU)")
+declare("cpu_bound", "CPU bound on one thread", 0.05, 0.20,
+        "same grading as input-bound; from counters only (one thread pegged, the other "
+        "cores idle)")
 
 GPU_LOW_PCT = 50.0
 CPU_SATURATED_PCT = 90.0
@@ -74,8 +84,9 @@ def host_state(sig: HostSignals) -> np.ndarray:
         saturated, SATURATED, np.where(single, SINGLE_THREAD, NONE))).astype(np.int8)
 
 
-def counter_rules(ctx: _Ctx) -> list[Finding]:
-    """Counter findings (including below-threshold ones, severity "none")."""
+def counter_rules(ctx: Ctx) -> list[Finding]:
+    """Counter findings of every registered counter check (including below-threshold
+    ones, severity "none")."""
     bd = ctx.bd
     if bd.device is not None:
         return []
@@ -83,13 +94,13 @@ def counter_rules(ctx: _Ctx) -> list[Finding]:
     if sig is None:
         return []
     state = host_state(sig)
-    out = [_input_bound(ctx, sig, state), _contention(ctx, sig, state),
-           _cpu_bound(ctx, sig, state)]
+    out = [check(ctx, sig, state) for r in RULES.values() for check in r.counter_checks]
     return [f for f in out if f is not None]
 
 
 # -- rules ---------------------------------------------------------------------------------
-def _input_bound(ctx: _Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
+@counter_rule("input_pipeline_bound")
+def _input_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
     if not sig.has_gpu:
         return None
     gpu_known = ~np.isnan(sig.gpu)
@@ -104,11 +115,13 @@ def _input_bound(ctx: _Ctx, sig: HostSignals, state: np.ndarray) -> Finding | No
                f"consumes them (GPU < {GPU_LOW_PCT:g}% SM with all cores >= "
                f"{CPU_SATURATED_PCT:g}% busy or the process at one core). Thresholds: >= 5% "
                f"moderately, >= 20% highly input-bound (TensorFlow profiler).")
-    return _finding("input_pipeline_bound", "Input pipeline bound (GPU starved, host busy)",
-                    share, summary, evidence)
+    return make_finding(ctx, "input_pipeline_bound", share, summary, evidence,
+                        title="Input pipeline bound (GPU starved, host busy)", assumption=0.8,
+                        notes=("from utilisation counters",))
 
 
-def _contention(ctx: _Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
+@counter_rule("cpu_contention")
+def _contention(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
     if np.isnan(sig.proc).all():
         return None
     gpu_known = ~np.isnan(sig.gpu)
@@ -122,11 +135,12 @@ def _contention(ctx: _Ctx, sig: HostSignals, state: np.ndarray) -> Finding | Non
                f"all {sig.n_cores} cores are >= {CPU_SATURATED_PCT:g}% busy while "
                f"{sig.proc_name} gets less than {CONTENDED_SHARE:.0%} of that busy CPU; "
                f"{what}.")
-    return _finding("cpu_contention", "CPU contention from other processes", share, summary,
-                    evidence)
+    return make_finding(ctx, "cpu_contention", share, summary, evidence, assumption=0.8,
+                        notes=("from utilisation counters",))
 
 
-def _cpu_bound(ctx: _Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
+@counter_rule("cpu_bound")
+def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
     if sig.has_gpu or sig.n_cores < 2:
         return None  # with a GPU, a pegged host thread starves it: input_pipeline_bound
     hit = state == SINGLE_THREAD
@@ -138,7 +152,8 @@ def _cpu_bound(ctx: _Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None
     summary = (f"Single-thread bound: {_pct(_frac(sig, hit))} of the analysed time {by} "
                f"while {_others(sig.n_cores)} mostly idle. The share assumes "
                f"the work spreads over two cores ({COMPUTE_GAIN:g}x faster).")
-    return _finding("cpu_bound", "CPU bound on one thread", share, summary, evidence)
+    return make_finding(ctx, "cpu_bound", share, summary, evidence, assumption=0.8,
+                        notes=("from utilisation counters",))
 
 
 # -- shared --------------------------------------------------------------------------------
@@ -147,7 +162,7 @@ def _frac(sig: HostSignals, hit: np.ndarray) -> float:
     return float(sig.weight[hit].sum()) / total if total else 0.0
 
 
-def _measure(ctx: _Ctx, sig: HostSignals, hit, factor, known, label) -> tuple[float, list]:
+def _measure(ctx: Ctx, sig: HostSignals, hit, factor, known, label) -> tuple[float, list]:
     """Share ``sum(w * factor over hit) / sum(w over known)`` and evidence: the runs of
     consecutive hit intervals that weigh most."""
     w = sig.weight.astype(np.float64)
@@ -157,7 +172,7 @@ def _measure(ctx: _Ctx, sig: HostSignals, hit, factor, known, label) -> tuple[fl
     return share, _runs_evidence(ctx, sig, hit, gain, label)
 
 
-def _runs_evidence(ctx: _Ctx, sig: HostSignals, hit, gain, label) -> list[Evidence]:
+def _runs_evidence(ctx: Ctx, sig: HostSignals, hit, gain, label) -> list[Evidence]:
     idx = np.flatnonzero(hit & (gain > 0))
     if not len(idx):
         return []

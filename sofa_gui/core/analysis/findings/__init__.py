@@ -1,0 +1,102 @@
+"""The advisor: name the bottlenecks of a run, with proof, causes, confidence and fixes.
+
+Each finding id is a :class:`.registry.Rule` (title, share thresholds, the partition of
+iteration time it measures, whether it has a per-step gain, its fixes).  Shares are
+measured on steady-state iterations only (:mod:`.steady`: warm-up and every-N-th
+extras are left out and reported as ``startup_cost`` / ``periodic_extra``), on the
+device side where there is a device, on the host otherwise.  ``estimated_speedup`` is
+Amdahl's ``1 / (1 - share)`` over steady-state time, bounded by what the fix needs
+(loader workers need free cores); one-off work has none.  Every finding has
+``causes`` (what makes up its time), ``confidence`` (iterations, evidence,
+assumptions) and fixes chosen by the run's facts (:mod:`..run_facts`); findings are
+ranked by expected gain x confidence.
+
+Adding a rule
+    Write one function ``check(ctx) -> Finding | None`` (``ctx``:
+    :class:`.context.Ctx` with the trace, iterations, breakdown, run facts and steady
+    phases), decorate it with ``@rule(id, title, moderate, high, grounded_on,
+    partition=..., per_step=...)`` in a module imported below, build the result with
+    :func:`.context.make_finding` (it attaches title, severity, confidence and fixes),
+    and add its fixes to :data:`.fixes.FIXES` under the same id.  A counter check
+    ``(ctx, signals, state)`` is added to an id with ``@counter_rule(id)``.
+
+Adding a fix
+    Append a :class:`~..results.Fix` to ``FIXES[id]`` with the framework
+    (pytorch / tensorflow / jax / "tensorflow/jax" / any), the ``devices`` and
+    ``modes`` it fits, and the run fact it changes (``fact``) with the values under which
+    it is already applied (``unless``).  A new run fact is a ``@probe`` function in
+    :mod:`..run_facts`.
+
+Rules (share thresholds; "partition" rules measure disjoint time, so their savings
+add up in ``diff``):
+
+"""
+
+from __future__ import annotations
+
+from ...trace import Trace
+from ..breakdown import TraceBreakdown
+from ..results import Finding, Iterations
+from ..run_facts import RunFacts, run_facts
+from . import counter_rules, device_rules, run_rules  # noqa: F401  (registers the rules)
+from .context import BELOW, MAX_EVIDENCE, Ctx
+from .counter_rules import counter_rules as _counter_findings
+from .registry import RULES, disjoint_ids, rules_table, thresholds
+from .steady import phases
+
+__doc__ += rules_table() + "\n"
+
+THRESHOLDS = thresholds()
+__all__ = ["BELOW", "RULES", "THRESHOLDS", "disjoint_ids", "evaluate_rules",
+           "find_bottlenecks", "make_context"]
+
+
+def make_context(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
+                 facts: RunFacts | None = None, all_frameworks: bool = False) -> Ctx:
+    ph = phases(iters, breakdown.durations, breakdown.whole_trace)
+    return Ctx(trace, iters, breakdown, facts or run_facts(trace), ph, all_frameworks)
+
+
+def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
+                     facts: RunFacts | None = None,
+                     all_frameworks: bool = False) -> list[Finding]:
+    """All findings above their thresholds, with evidence, best expected gain x
+    confidence first."""
+    out = [f for f in evaluate_rules(trace, iters, breakdown, facts, all_frameworks)
+           if f.severity != BELOW and f.evidence]
+    out.sort(key=lambda f: -f.rank_key)
+    return out
+
+
+def evaluate_rules(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
+                   facts: RunFacts | None = None,
+                   all_frameworks: bool = False) -> list[Finding]:
+    """Every rule that applies, including those below threshold (severity ``"none"``);
+    used by the diff to follow a share across runs."""
+    ctx = make_context(trace, iters, breakdown, facts, all_frameworks)
+    found = []
+    for r in RULES.values():
+        for check in r.checks:
+            f = check(ctx)
+            if f is not None:
+                found.append(f)
+    return _merge_same_id(found + _counter_findings(ctx))
+
+
+def _merge_same_id(found: list[Finding]) -> list[Finding]:
+    """One finding per id: the larger share wins (above-threshold first) and carries the
+    other's evidence after its own."""
+    out: dict[str, Finding] = {}
+    for f in found:
+        g = out.get(f.id)
+        if g is None:
+            out[f.id] = f
+            continue
+        win, lose = (f, g) if _rank(f) > _rank(g) else (g, f)
+        win.evidence = (win.evidence + lose.evidence)[:MAX_EVIDENCE]
+        out[f.id] = win
+    return list(out.values())
+
+
+def _rank(f: Finding) -> tuple[bool, float]:
+    return f.severity != BELOW and bool(f.evidence), f.share

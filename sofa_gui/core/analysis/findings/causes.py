@@ -1,0 +1,107 @@
+"""Root causes under a finding: the few ops / functions / call sites that make up most
+of its time, each with total, count, share of the finding and one clickable instance."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...summary import fmt_ns
+from ...trace import Kind
+from ..host_side import window_of
+from ..results import Cause, Evidence
+from .context import MAX_CAUSES, Ctx
+
+#: Slice kinds that name work (ops, Python functions, runtime calls, annotations).
+WORK_KINDS = (Kind.CPU_OP, Kind.PYTHON, Kind.RUNTIME, Kind.ANNOTATION, Kind.SYNC,
+              Kind.MEMCPY, Kind.OTHER)
+
+
+def self_times(ctx: Ctx, idx: np.ndarray) -> np.ndarray:
+    """Exclusive ns of each slice in ``idx`` (its duration minus its direct children on
+    the same lane)."""
+    s = ctx.trace.slices
+    idx = np.asarray(idx, np.int64)
+    cache = ctx.trace.__dict__.setdefault("_sofa_self_ns", {})
+    out = np.zeros(len(idx), np.int64)
+    for lane in np.unique(s.lane[idx]).tolist():
+        if lane not in cache:
+            cache[lane] = _lane_self(ctx, lane)
+        mine, own = cache[lane]
+        sel = s.lane[idx] == lane
+        out[sel] = own[np.searchsorted(mine, idx[sel])]
+    return out
+
+
+def _lane_self(ctx: Ctx, lane: int) -> tuple[np.ndarray, np.ndarray]:
+    s = ctx.trace.slices
+    mine = np.sort(ctx.trace.lane_slices(lane))
+    own = s.dur[mine].astype(np.int64).copy()
+    depth = s.depth[mine]
+    for d in np.unique(depth).tolist():
+        par, kid = np.flatnonzero(depth == d), np.flatnonzero(depth == d + 1)
+        if not len(par) or not len(kid):
+            continue
+        order = np.argsort(s.start[mine[par]], kind="stable")
+        par = par[order]
+        p = np.searchsorted(s.start[mine[par]], s.start[mine[kid]], side="right") - 1
+        ok = p >= 0
+        np.subtract.at(own, par[p[ok]], s.dur[mine[kid[ok]]].astype(np.int64))
+    return mine, np.maximum(own, 0)
+
+
+def nested_in(ctx: Ctx, parents: np.ndarray, kinds=WORK_KINDS) -> np.ndarray:
+    """Slices (of ``kinds``) on the parents' lanes that lie inside one of ``parents``,
+    the parents themselves excluded."""
+    s = ctx.trace.slices
+    out = []
+    for lane in np.unique(s.lane[parents]).tolist():
+        par = parents[s.lane[parents] == lane]
+        mine = ctx.trace.lane_slices(lane)
+        mine = mine[np.isin(s.kind[mine], [int(k) for k in kinds])]
+        w = window_of(s.start[mine], s.start[par], s.start[par] + s.dur[par])
+        inside = mine[(w >= 0) & ~np.isin(mine, par)]
+        out.append(inside)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def causes_by_name(ctx: Ctx, idx: np.ndarray, weight: np.ndarray, finding_ns: float,
+                   label=None, k: int = MAX_CAUSES, starts=None, ends=None) -> list[Cause]:
+    """Group ``idx`` by name: total ``weight``, count, share of ``finding_ns``, and the
+    heaviest instance as clickable evidence.  ``label(name, j)`` may rename a group."""
+    s = ctx.trace.slices
+    idx = np.asarray(idx, np.int64)
+    if not len(idx):
+        return []
+    weight = np.asarray(weight, np.float64)
+    names = s.name[idx]
+    tot = np.bincount(names, weights=weight)
+    cnt = np.bincount(names)
+    starts = ctx.bd.starts if starts is None else starts
+    ends = ctx.bd.ends if ends is None else ends
+    out = []
+    for nid in np.argsort(-tot, kind="stable")[:k].tolist():
+        if tot[nid] <= 0:
+            break
+        inst = idx[names == nid]
+        j = int(inst[np.argmax(weight[names == nid])])
+        it = int(window_of(s.start[j:j + 1], starts, ends)[0])
+        name = ctx.trace.names[nid]
+        text = label(name, j) if label else name
+        ev = Evidence(f"{name} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
+                      int(s.start[j] + s.dur[j]), None if it < 0 else ctx.it(it),
+                      [int(s.lane[j])])
+        out.append(Cause(text, int(tot[nid]), int(cnt[nid]),
+                         float(tot[nid]) / finding_ns if finding_ns else 0.0, ev))
+    return out
+
+
+def enclosing_annotation(ctx: Ctx, j: int) -> str:
+    """The innermost user annotation (``record_function``) on ``j``'s lane around it."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(int(s.lane[j]))
+    ann = mine[(s.kind[mine] == int(Kind.ANNOTATION)) & (s.start[mine] <= s.start[j])
+               & (s.start[mine] + s.dur[mine] >= s.start[j] + s.dur[j])]
+    ann = [a for a in ann.tolist() if not ctx.trace.name_of(a).startswith("ProfilerStep")]
+    if not ann:
+        return ""
+    return ctx.trace.name_of(max(ann, key=lambda a: int(s.depth[a])))

@@ -1,0 +1,147 @@
+"""What every rule gets (:class:`Ctx`) and the helpers they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind, Trace
+from ..breakdown import TraceBreakdown
+from ..device_side import DeviceBreakdown
+from ..host_side import HostBreakdown
+from ..results import Cause, Evidence, Finding, Iterations
+from ..run_facts import RunFacts
+from .fixes import choose_fixes
+from .registry import RULES
+from .steady import Phases
+
+MAX_EVIDENCE = 5
+MAX_CAUSES = 5
+BELOW = "none"  # severity of a rule result under its threshold (never shown as a finding)
+
+
+@dataclass
+class Ctx:
+    trace: Trace
+    iters: Iterations
+    bd: TraceBreakdown
+    facts: RunFacts
+    ph: Phases
+    all_frameworks: bool = False
+
+    def host_of(self, rank: int) -> HostBreakdown | None:
+        return next((h for h in self.bd.hosts if h.rank == rank), None)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Steady-state rows of the breakdown."""
+        return np.flatnonzero(self.ph.steady)
+
+    def share(self, obj, categories) -> float:
+        """Fraction of steady-state time of ``obj`` (device or host breakdown) in
+        ``categories``."""
+        r = self.rows
+        wall = int((obj.ends[r] - obj.starts[r]).sum())
+        if not wall:
+            return 0.0
+        return float(sum(int(obj.column(c)[r].sum()) for c in categories)) / wall
+
+    def steady_only(self, values: np.ndarray) -> np.ndarray:
+        """``values`` per row with non-steady rows zeroed (for evidence picking)."""
+        return np.where(self.ph.steady, values, 0)
+
+    def it(self, i: int) -> int | None:
+        return None if self.bd.whole_trace else i
+
+    def best_device(self, categories) -> tuple[DeviceBreakdown | None, float]:
+        best, best_share = None, 0.0
+        for d in self.bd.devices:
+            s = self.share(d, categories)
+            if best is None or s > best_share:
+                best, best_share = d, s
+        return best, best_share
+
+    def device_slices(self, d: DeviceBreakdown, kind: Kind) -> np.ndarray:
+        s = self.trace.slices
+        return np.flatnonzero((s.kind == int(kind)) & np.isin(s.lane, d.lanes))
+
+    def in_steady(self, t_ns: np.ndarray, starts, ends) -> np.ndarray:
+        """Bool per time: inside a steady-state row."""
+        from ..host_side import window_of
+        w = window_of(np.asarray(t_ns), starts, ends)
+        ok = w >= 0
+        out = np.zeros(len(w), bool)
+        out[ok] = self.ph.steady[w[ok]]
+        return out
+
+    def confidence(self, n_evidence: int, assumption: float = 1.0,
+                   notes: tuple[str, ...] = (), direct: bool = False) -> tuple[float, str]:
+        """0..1 and why: iteration detection, steady iterations, evidence, assumptions.
+        ``direct``: the finding rests on the events themselves, not on the iterations."""
+        why = list(notes)
+        if direct:
+            c = 0.9 if n_evidence else 0.3
+            return round(c * assumption, 2), "; ".join(why or ["measured from the events"])
+        if self.bd.whole_trace:
+            c = 0.5
+            why.append("no iterations: whole trace")
+        else:
+            c = float(self.iters.confidence) if self.iters.confidence else 0.5
+            if c < 0.8:
+                why.append(f"iterations found with confidence {c:.2f}")
+        n = self.ph.n_steady
+        if not self.bd.whole_trace and n < 3:
+            c *= 0.5 if n <= 1 else 0.7
+            why.append(f"{n} steady-state iteration{'s' if n != 1 else ''}")
+        if n_evidence == 0:
+            c *= 0.3
+            why.append("no evidence")
+        elif n_evidence == 1 and n >= 2:
+            c *= 0.8
+            why.append("one piece of evidence")
+        c *= assumption
+        return round(min(max(c, 0.0), 1.0), 2), "; ".join(why)
+
+
+def severity(fid: str, share: float) -> str:
+    r = RULES[fid]
+    if share < r.moderate:
+        return BELOW
+    return "high" if share >= r.high else "medium"
+
+
+def amdahl(share: float) -> float:
+    return 1.0 / max(1.0 - share, 1e-6)
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[Evidence],
+                 *, speedup: float | None = 0.0, sev: str | None = None,
+                 causes: list[Cause] | None = None, title: str | None = None,
+                 assumption: float = 1.0, notes: tuple[str, ...] = (),
+                 one_off_ns: int = 0, direct: bool = False) -> Finding:
+    """A finding with its rule's title and fixes chosen by the run facts.  ``speedup`` 0.0
+    means Amdahl on ``share``; None means no per-iteration gain (one-off work)."""
+    rule = RULES[fid]
+    if speedup == 0.0:
+        speedup = amdahl(share) if rule.per_step else None
+    conf, why = ctx.confidence(len(evidence), assumption, notes, direct)
+    shown, hidden = choose_fixes(rule.fixes, ctx.facts, ctx.all_frameworks)
+    return Finding(fid, title or rule.title, sev or severity(fid, share), share, speedup,
+                   summary, evidence[:MAX_EVIDENCE], shown, causes=(causes or [])[:MAX_CAUSES],
+                   confidence=conf, confidence_why=why, hidden_fixes=hidden,
+                   one_off_ns=one_off_ns)
+
+
+def top_rows(values: np.ndarray, k: int = MAX_EVIDENCE) -> list[int]:
+    order = np.argsort(-values, kind="stable")
+    return [int(i) for i in order[:k] if values[i] > 0]
+
+
+def lanes_of(*groups) -> list[int]:
+    """Lane ids in order of first appearance, without repeats."""
+    return list(dict.fromkeys(int(x) for g in groups for x in g))

@@ -1,0 +1,631 @@
+"""Trace rules: findings measured on the breakdown of steady-state iterations.
+
+Device-side shares come from disjoint breakdown categories (partition
+``device_time``): input = ``idle_input``; copies = ``memcpy_h2d`` + ``memcpy_d2h`` +
+``idle_copy``; launch = ``idle_launch`` + ``idle_host``; sync = ``idle_sync``;
+communication = exposed ``communication``; unexplained idle = ``idle_other``.
+``compute_bound`` cannot be "removed": its share is the time saved if compute kernels
+ran :data:`COMPUTE_GAIN` x faster.  No finding is emitted without evidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...summary import fmt_ns
+from ...trace import CopyKind, Kind, Trace
+from ..device_side import COPY_DIRECTIONS, DeviceBreakdown
+from ..host_side import HostBreakdown, window_of
+from ..intervals import measure_in, union
+from ..results import Evidence, Finding
+from .causes import causes_by_name, nested_in, self_times
+from .context import MAX_EVIDENCE, Ctx, lanes_of, make_finding, pct, severity, top_rows
+from .registry import rule
+
+#: Assumed compute speed-up behind the compute_bound estimate.
+COMPUTE_GAIN = 2.0
+INPUT_CATEGORIES = ("idle_input",)
+COPY_CATEGORIES = ("memcpy_h2d", "memcpy_d2h", "idle_copy")
+LAUNCH_CATEGORIES = ("idle_launch", "idle_host")
+SYNC_CATEGORIES = ("idle_sync",)
+COMM_CATEGORIES = ("communication",)
+_TF = "TensorFlow profiler"
+
+
+# -- input -----------------------------------------------------------------------------------
+@rule("input_pipeline_bound", "Input pipeline bound", 0.05, 0.20,
+      f"{_TF} input-pipeline analysis (moderately/highly input-bound at 5/20 %)",
+      partition="device_time")
+def input_pipeline_bound(ctx: Ctx) -> Finding | None:
+    fid = "input_pipeline_bound"
+    d, share = ctx.best_device(INPUT_CATEGORIES)
+    host = ctx.host_of(d.rank) if d is not None else ctx.bd.host
+    if host is None:
+        return None
+    host_share = ctx.share(host, ["data_loading"])
+    if d is None:
+        share = host_share
+        per_iter = host.column("data_loading")
+        where = "the main thread spends it loading data (no accelerator in the trace)"
+    else:
+        per_iter = d.column("idle_input")
+        where = (f"{d.label} sits idle while the main thread loads the next batch "
+                 f"(data loading is {pct(host_share)} of host time)")
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64))
+    s = ctx.trace.slices
+    dl = dl[ctx.in_steady(s.start[dl], host.starts, host.ends)] if len(dl) else dl
+    evidence = []
+    lanes = [host.lane] + (d.lanes if d is not None else [])
+    for i in top_rows(ctx.steady_only(per_iter)):
+        lo, hi = host.starts[i], host.ends[i]
+        mine = dl[(s.start[dl] < hi) & (s.end[dl] > lo)]
+        if not len(mine):
+            continue
+        a, b = max(int(s.start[mine].min()), int(lo)), min(int(s.end[mine].max()), int(hi))
+        evidence.append(Evidence(
+            f"iteration {i}: {fmt_ns(per_iter[i])} waiting for input in "
+            f"{ctx.trace.name_of(int(mine[0]))}", a, b, ctx.it(i), lanes))
+    causes = _loader_causes(ctx, dl)
+    speedup, bound, assumption = _loader_speedup(ctx, share)
+    grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(fid, share), "NOT")
+    summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
+               f"waiting for input; {where}. {bound} Thresholds: >= 5% moderately, >= 20% "
+               f"highly input-bound (TensorFlow profiler).")
+    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
+                        assumption=assumption)
+
+
+def _loader_causes(ctx: Ctx, dl: np.ndarray):
+    """What inside the loader regions takes the time: nested ops / Python functions by
+    exclusive time; the regions themselves when nothing is nested."""
+    if not len(dl):
+        return []
+    total = float(ctx.trace.slices.dur[dl].sum())
+    inner = nested_in(ctx, dl)
+    if len(inner):
+        return causes_by_name(ctx, inner, self_times(ctx, inner), total)
+    return causes_by_name(ctx, dl, ctx.trace.slices.dur[dl], total)
+
+
+def _loader_speedup(ctx: Ctx, share: float) -> tuple[float, str, float]:
+    """Amdahl on the loading share, bounded by the cores that can take the loading over:
+    with ``f`` free cores (cores minus the main process) the step cannot get shorter than
+    ``max(T - L, L / f)``."""
+    cores = ctx.facts.get("cpu_cores")
+    plain = 1.0 / max(1.0 - share, 1e-6)
+    if not cores.known:
+        return plain, ("The speed-up assumes each loader worker gets a free CPU core; the "
+                       "trace does not say how many cores the machine has."), 0.8
+    n = int(cores.value)
+    free = n - 1
+    if free <= 0:
+        return 1.0, (f"The machine has {n} core ({cores.proof}): no core is free for loader "
+                     "workers, so no speed-up is expected from them."), 1.0
+    rest, load = 1.0 - share, share
+    floor = max(rest, load / free)
+    sp = 1.0 / max(floor, 1e-6)
+    return min(sp, plain), (f"Bounded by {free} free core{'s' if free > 1 else ''} for "
+                            f"loader workers ({n} cores: {cores.proof})."), 1.0
+
+
+# -- copies ----------------------------------------------------------------------------------
+@rule("host_device_copy_bound", "Host-device copies on the critical path", 0.05, 0.20,
+      f"{_TF} (host-to-device time counts as input)", partition="device_time")
+def host_device_copy_bound(ctx: Ctx) -> Finding | None:
+    fid = "host_device_copy_bound"
+    d, share = ctx.best_device(COPY_CATEGORIES)
+    if d is None:
+        return None
+    s = ctx.trace.slices
+    idx = ctx.device_slices(d, Kind.MEMCPY)
+    idx = idx[np.isin(s.copy_kind[idx], [int(CopyKind.H2D), int(CopyKind.D2H)])]
+    idx = idx[ctx.in_steady(s.start[idx], d.starts, d.ends)]
+    host = ctx.host_of(d.rank)
+    calls = host.role_slices.get("memcpy", np.zeros(0, np.int64)) if host else np.zeros(0, int)
+    calls = calls[ctx.in_steady(s.start[calls], d.starts, d.ends)] if len(calls) else calls
+    cand = np.concatenate([idx, calls]).astype(np.int64)
+    evidence = []
+    for j in cand[np.argsort(-s.dur[cand], kind="stable")][:MAX_EVIDENCE].tolist():
+        it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
+        evidence.append(Evidence(_copy_label(ctx.trace, j), int(s.start[j]), int(s.end[j]),
+                                 None if it < 0 else ctx.it(it), [int(s.lane[j])]))
+    c = d.copies
+    r = ctx.rows
+    pageable = int(c.pageable_bytes[r, :2].sum())
+    total = int(c.bytes[r, :2].sum())
+    extra = (f"; {pct(pageable / total)} of the bytes come from pageable (unpinned) memory"
+             if total and pageable else "")
+    staged = ctx.share(d, ["idle_copy"])
+    bw = ", ".join(f"{k.upper()} {c.bandwidth_gbps(k):.1f} GB/s" for k in ("h2d", "d2h")
+                   if c.count[:, COPY_DIRECTIONS.index(k)].sum())
+    summary = (f"Host<->device copies stall the device {pct(share)} of iteration time on "
+               f"{d.label}: copies no kernel hides, plus {pct(staged)} idle while the host "
+               f"is inside copy calls (staging pageable memory)."
+               + (f" Achieved {bw}{extra}." if bw else ""))
+    causes = causes_by_name(ctx, idx, s.dur[idx], float(s.dur[idx].sum()) or 1.0,
+                            label=lambda n, j: _copy_label(ctx.trace, j))
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+def _copy_label(trace: Trace, j: int) -> str:
+    s = trace.slices
+    dur = int(s.dur[j])
+    if s.kind[j] != int(Kind.MEMCPY):
+        return f"{trace.name_of(j)} holds the host {fmt_ns(dur)}"
+    nbytes = int(s.bytes[j])
+    bw = f", {nbytes / dur:.2f} GB/s" if nbytes > 0 and dur > 0 else ""
+    size = f" {nbytes / 1e6:.2f} MB" if nbytes > 0 else ""
+    return f"{trace.name_of(j)}{size} in {fmt_ns(dur)}{bw}"
+
+
+# -- launch / host-bound -----------------------------------------------------------------------
+@rule("launch_overhead_bound", "Launch and framework overhead (host-bound)", 0.03, 0.15,
+      f"{_TF} kernel-launch bound thresholds", partition="device_time")
+def launch_overhead_bound(ctx: Ctx) -> Finding | None:
+    fid = "launch_overhead_bound"
+    d, share = ctx.best_device(LAUNCH_CATEGORIES)
+    if d is None:
+        return None
+    dispatch = _runtime_thread_share(ctx, d, ("idle_host",))
+    one_off = _one_off_in_gaps(ctx, d)
+    share = max(share - dispatch - one_off, 0.0)
+    g = d.gaps
+    sel = np.concatenate([g.of("idle_launch"), g.of("idle_host")])
+    gw = window_of(g.start[sel], d.starts, d.ends)
+    short, hostb = d.column("idle_launch"), d.column("idle_host")
+    evidence = []
+    for i in top_rows(ctx.steady_only(short + hostb)):
+        mine = sel[gw == i]
+        if not len(mine):
+            continue
+        evidence.append(Evidence(
+            f"iteration {i}: device waits {fmt_ns(short[i] + hostb[i])} for the host "
+            f"({fmt_ns(short[i])} in gaps <= 50 µs, {fmt_ns(hostb[i])} in longer gaps while "
+            f"the host runs framework code); {int(d.kernel_count[i])} kernels",
+            int(g.start[mine].min()), int(g.end[mine].max()), ctx.it(i), list(d.lanes)))
+    host = ctx.host_of(d.rank)
+    launches = calls = ""
+    causes = []
+    r = ctx.rows
+    if host is not None:
+        per_step = float(host.launches[r].mean()) if len(r) else 0.0
+        launches = (f" The host made {per_step:,.0f} runtime calls per steady-state iteration "
+                    f"and spent {pct(ctx.share(host, ['runtime']))} of its time in them.")
+        calls, top, causes = _runtime_in_gaps(ctx, d, host)
+        evidence = top + evidence
+    kernels = float(d.kernel_count[r].mean()) if len(r) else 0.0
+    summary = (f"The device waits for the host to issue work {pct(share)} of steady-state "
+               f"iteration time: {pct(ctx.share(d, ['idle_launch']))} in short gaps between "
+               f"kernels (launch latency; {kernels:,.0f} kernels per iteration, median kernel "
+               f"{fmt_ns(d.kernel_median_ns)}) and {pct(ctx.share(d, ['idle_host']))} while "
+               f"per-op framework/Python overhead on the host is slower than the kernels it "
+               f"launches.{launches}{calls}"
+               + (f" Not counted: {pct(one_off)} of idle while one-off calls run (start-up "
+                  f"work, see startup_cost)." if one_off else "")
+               + " Thresholds: >= 3% moderately, >= 15% highly kernel-launch bound "
+                 "(TensorFlow profiler).")
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+def _one_off_in_gaps(ctx: Ctx, d: DeviceBreakdown) -> float:
+    """Share of steady time the device idles (host-bound gaps) while a one-off call runs."""
+    from .run_rules import one_off_calls
+    calls = one_off_calls(ctx)
+    if not len(calls):
+        return 0.0
+    s = ctx.trace.slices
+    g = d.gaps
+    sel = g.of("idle_host")
+    sel = sel[ctx.in_steady(g.start[sel], d.starts, d.ends)]
+    cs, ce = union(s.start[calls], s.end[calls])
+    r = ctx.rows
+    wall = int((d.ends[r] - d.starts[r]).sum()) or 1
+    return float(measure_in(cs, ce, g.start[sel], g.end[sel]).sum()) / wall
+
+
+#: A runtime call this long and this many times its name's median is a one-off.
+ONE_OFF_NS = 10_000_000
+ONE_OFF_RATIO = 100
+#: Runtime calls that allocate or set up rather than launch work (CUDA/HIP).
+SETUP_CALL = re.compile(r"Malloc|Free|HostAlloc|HostRegister|StreamCreate|EventCreate|"
+                        r"GetStreamPriorityRange|GetDeviceProperties|DeviceGetAttribute|"
+                        r"ModuleLoad|FuncGetAttributes|CtxCreate|DevicePrimaryCtx", re.I)
+
+
+def _runtime_in_gaps(ctx: Ctx, d: DeviceBreakdown, host: HostBreakdown):
+    """What the main thread does while the device idles in long steady-state gaps: its
+    outermost ops by time in the gaps (the causes), the runtime calls when they cover a
+    quarter of it, and the slice that holds the host longest in a gap."""
+    g = d.gaps
+    sel = g.of("idle_host")
+    sel = sel[ctx.in_steady(g.start[sel], d.starts, d.ends)]
+    gs, ge = union(g.start[sel], g.end[sel])
+    gap_ns = int((ge - gs).sum())
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    ops = mine[np.isin(s.kind[mine], [int(Kind.CPU_OP), int(Kind.RUNTIME)])]
+    mine = ops if len(ops) else mine[s.kind[mine] == int(Kind.PYTHON)]
+    if not gap_ns or not len(mine):
+        return "", [], []
+    end = s.end[mine]
+    reach = np.maximum.accumulate(end)
+    outer = mine[np.concatenate([[True], end[1:] > reach[:-1]])]  # not inside another
+    text, j = _top_in_gaps(ctx, outer, gs, ge, gap_ns, "the host runs")
+    inside = measure_in(gs, ge, s.start[outer], s.end[outer])
+    causes = causes_by_name(ctx, outer[inside > 0], inside[inside > 0], gap_ns)
+    calls = mine[s.kind[mine] == int(Kind.RUNTIME)]
+    if len(calls):
+        inside = measure_in(gs, ge, s.start[calls], s.end[calls])
+        if 4 * int(inside.sum()) >= gap_ns:
+            more, j = _top_in_gaps(ctx, calls, gs, ge, gap_ns, "it is inside runtime calls")
+            text += more + _setup_note(ctx, j)
+    it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
+    ev = Evidence(f"{ctx.trace.name_of(j)} holds the host {fmt_ns(int(s.dur[j]))} while "
+                  f"{d.label} idles", int(s.start[j]), int(s.end[j]),
+                  None if it < 0 else ctx.it(it), lanes_of([host.lane], d.lanes))
+    return text, [ev], causes
+
+
+def _top_in_gaps(ctx: Ctx, idx: np.ndarray, gs, ge, gap_ns: int, what: str) -> tuple[str, int]:
+    s = ctx.trace.slices
+    inside = measure_in(gs, ge, s.start[idx], s.end[idx])
+    by_name = np.bincount(s.name[idx], weights=inside.astype(np.float64))
+    top = [int(n) for n in np.argsort(-by_name)[:3] if by_name[n] > 0]
+    listed = ", ".join(f"{ctx.trace.names[n]} {fmt_ns(by_name[n])}" for n in top)
+    text = (f" In the long gaps {what} {pct(inside.sum() / gap_ns)} of the time"
+            + (f": {listed}." if listed else "."))
+    return text, int(idx[np.argmax(inside)])
+
+
+def _setup_note(ctx: Ctx, j: int) -> str:
+    name = ctx.trace.name_of(j)
+    if not SETUP_CALL.search(name):
+        return ""
+    return (f" {name} allocates or initialises rather than launching work: keep "
+            "allocations out of the loop (no torch.cuda.empty_cache(), stable shapes so the "
+            "caching allocator reuses blocks).")
+
+
+# -- synchronisation / read-backs ------------------------------------------------------------
+@rule("synchronization_stalls", "Synchronisation stalls", 0.03, 0.15,
+      f"{_TF} 'all other time' / host-idle thresholds", partition="device_time")
+def synchronization_stalls(ctx: Ctx) -> Finding | None:
+    fid = "synchronization_stalls"
+    d, share = ctx.best_device(SYNC_CATEGORIES)
+    if d is None:
+        return None
+    readback = _readbacks(ctx, d)[1]
+    dispatch = _runtime_thread_share(ctx, d, SYNC_CATEGORIES)
+    share = max(share - readback - dispatch, 0.0)
+    g = d.gaps
+    sel = g.of("idle_sync")
+    sel = sel[ctx.in_steady(g.start[sel], d.starts, d.ends)]
+    sel = sel[np.argsort(-(g.end[sel] - g.start[sel]), kind="stable")]
+    s = ctx.trace.slices
+    evidence = []
+    for j in sel[:MAX_EVIDENCE].tolist():
+        sync = int(g.sync_slice[j])
+        if sync < 0:
+            continue
+        it = int(window_of(g.start[j:j + 1], d.starts, d.ends)[0])
+        evidence.append(Evidence(
+            f"{_call_site(ctx, sync)} returns, then {d.label} idles "
+            f"{fmt_ns(g.end[j] - g.start[j])}",
+            int(min(s.start[sync], g.start[j])), int(g.end[j]),
+            None if it < 0 else ctx.it(it), lanes_of([int(s.lane[sync])], d.lanes)))
+    syncs = g.sync_slice[sel]
+    gap = (g.end[sel] - g.start[sel])[syncs >= 0]
+    syncs = syncs[syncs >= 0]
+    causes = causes_by_name(ctx, syncs, gap, float(gap.sum()) or 1.0,
+                            label=lambda n, j: _call_site(ctx, j))
+    notes = []
+    if readback:
+        notes.append(f"the blocking read-backs ({pct(readback)}) are a finding of their own")
+    if dispatch:
+        notes.append(f"{pct(dispatch)} while runtime threads still dispatch is host work")
+    extra = f" Not counted here: {'; '.join(notes)}." if notes else ""
+    summary = (f"The device idles after host synchronisations {pct(share)} of steady-state "
+               f"iteration time: the host blocks until the queue drains (explicit syncs, "
+               f".item(), blocking copies), then has to refill it.{extra}")
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+def _call_site(ctx: Ctx, j: int) -> str:
+    from .causes import enclosing_annotation
+    where = enclosing_annotation(ctx, j)
+    return f"{ctx.trace.name_of(j)} in {where}" if where else ctx.trace.name_of(j)
+
+
+#: A read-back whose host call lasts this long blocks the host (not just a copy).
+BLOCKING_CALL_NS = 1_000_000
+
+
+def _readbacks(ctx: Ctx, d: DeviceBreakdown):
+    """Blocking device-to-host copies in steady state: (host calls, share of steady time the
+    device idles while the host is inside them, idle ns per call)."""
+    s = ctx.trace.slices
+    copies = ctx.device_slices(d, Kind.MEMCPY)
+    copies = copies[s.copy_kind[copies] == int(CopyKind.D2H)]
+    empty = (np.zeros(0, np.int64), 0.0, np.zeros(0))
+    if not len(copies):
+        return empty
+    calls = np.flatnonzero((s.kind == int(Kind.RUNTIME)) & np.isin(s.correlation,
+                                                                   s.correlation[copies]))
+    calls = calls[(s.dur[calls] >= BLOCKING_CALL_NS)
+                  & ctx.in_steady(s.start[calls], d.starts, d.ends)]
+    if not len(calls):
+        return empty
+    busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
+        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
+    bs, be = union(s.start[busy], s.end[busy])
+    span = (s.end[calls] - s.start[calls]).astype(np.int64)
+    idle = span - measure_in(bs, be, s.start[calls], s.end[calls])
+    r = ctx.rows
+    wall = int((d.ends[r] - d.starts[r]).sum()) or 1
+    cap = float(d.column("idle_sync")[r].sum()) / wall
+    return calls, min(float(idle.sum()) / wall, cap), idle
+
+
+@rule("blocking_readback", "Blocking device-to-host read-back", 0.03, 0.15,
+      "same grading as synchronisation stalls (a blocking read-back is a sync)",
+      partition="device_time")
+def blocking_readback(ctx: Ctx) -> Finding | None:
+    fid = "blocking_readback"
+    best = None
+    for d in ctx.bd.devices:
+        calls, share, idle = _readbacks(ctx, d)
+        if best is None or share > best[2]:
+            best = (d, calls, share, idle)
+    if best is None or not len(best[1]):
+        return None
+    d, calls, share, idle = best
+    s = ctx.trace.slices
+    copy_of = {int(c): int(j) for j, c in zip(
+        np.flatnonzero(s.kind == int(Kind.MEMCPY)).tolist(),
+        s.correlation[s.kind == int(Kind.MEMCPY)].tolist())}
+    evidence = []
+    for k in np.argsort(-idle, kind="stable")[:MAX_EVIDENCE].tolist():
+        j = int(calls[k])
+        cp = copy_of.get(int(s.correlation[j]), -1)
+        what = (f"{ctx.trace.name_of(cp)} of {int(s.bytes[cp])} bytes" if cp >= 0 else "copy")
+        it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
+        evidence.append(Evidence(
+            f"{_call_site(ctx, j)} blocks the host {fmt_ns(int(s.dur[j]))} for a {what}; "
+            f"{d.label} idles {fmt_ns(int(idle[k]))} meanwhile", int(s.start[j]),
+            int(s.end[j]), None if it < 0 else ctx.it(it),
+            lanes_of([int(s.lane[j])], [int(s.lane[cp])] if cp >= 0 else [], d.lanes)))
+    causes = causes_by_name(ctx, calls, idle, float(idle.sum()) or 1.0,
+                            label=lambda n, j: _readback_label(ctx, j, copy_of))
+    per = len(calls) / max(ctx.ph.n_steady, 1)
+    summary = (f"{per:.1f} device-to-host read-backs per steady-state iteration block the host "
+               f"until the device queue drains ({fmt_ns(float(np.median(s.dur[calls])))} "
+               f"median call for a few bytes); {d.label} idles {pct(share)} of the iteration "
+               f"while the host waits, then has to be refilled.")
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+def _readback_label(ctx: Ctx, j: int, copy_of: dict) -> str:
+    s = ctx.trace.slices
+    cp = copy_of.get(int(s.correlation[j]), -1)
+    size = f", {int(s.bytes[cp])} B {ctx.trace.name_of(cp)}" if cp >= 0 else ""
+    return f"{_call_site(ctx, j)}{size}"
+
+
+# -- JAX / XLA host dispatch -----------------------------------------------------------------
+_RUNTIME_THREAD = re.compile(r"^(py_xla_execute|tf_pjrt|pjrt|Host Threads|tf_XLA|xla_)", re.I)
+
+
+def _runtime_lanes(ctx: Ctx) -> list[int]:
+    names = ctx.trace.lanes.name
+    main = {h.lane for h in ctx.bd.hosts}
+    return [k for k, n in enumerate(names) if _RUNTIME_THREAD.search(n) and k not in main]
+
+
+def _runtime_thread_share(ctx: Ctx, d: DeviceBreakdown, categories) -> float:
+    """Share of steady time the device idles (in ``categories``' gaps) while XLA/PjRt
+    runtime threads are busy dispatching or allocating: host work, not a sync."""
+    lanes = _runtime_lanes(ctx)
+    if not lanes:
+        return 0.0
+    s = ctx.trace.slices
+    work = np.flatnonzero(np.isin(s.lane, lanes))
+    ws, we = union(s.start[work], s.end[work])
+    g = d.gaps
+    sel = np.concatenate([g.of(c) for c in categories])
+    sel = sel[ctx.in_steady(g.start[sel], d.starts, d.ends)]
+    covered = measure_in(ws, we, g.start[sel], g.end[sel])
+    r = ctx.rows
+    wall = int((d.ends[r] - d.starts[r]).sum()) or 1
+    cap = float(sum(d.column(c)[r].sum() for c in categories)) / wall
+    return min(float(covered.sum()) / wall, cap)
+
+
+@rule("host_dispatch_bound", "Host dispatch bound (XLA/PjRt runtime threads)", 0.03, 0.15,
+      "same grading as launch overhead: the runtime threads are the host issuing work",
+      partition="device_time")
+def host_dispatch_bound(ctx: Ctx) -> Finding | None:
+    fid = "host_dispatch_bound"
+    lanes = _runtime_lanes(ctx)
+    if not lanes or not ctx.bd.devices:
+        return None
+    best = max(ctx.bd.devices, key=lambda d: _runtime_thread_share(
+        ctx, d, ("idle_sync", "idle_host")))
+    share = _runtime_thread_share(ctx, best, ("idle_sync", "idle_host"))
+    s = ctx.trace.slices
+    work = np.flatnonzero(np.isin(s.lane, lanes))
+    work = work[ctx.in_steady(s.start[work], best.starts, best.ends)]
+    own = self_times(ctx, work)
+    total = float(own.sum()) or 1.0
+    causes = causes_by_name(ctx, work, own, total)
+    evidence = [c.instance for c in causes if c.instance is not None]
+    busy = ctx.share(best, ["compute"])
+    summary = (f"{best.label} is busy only {pct(busy)} of steady-state iteration time; it idles "
+               f"{pct(share)} while the XLA/PjRt runtime threads "
+               f"({', '.join(sorted({ctx.trace.lanes.name[k].split('/')[0] for k in lanes}))}) "
+               f"still dispatch executables, allocate and release buffers. The main thread "
+               f"waiting (block_until_ready) is not the cause: the host issues too little work "
+               f"per call.")
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+# -- communication / compute -----------------------------------------------------------------
+@rule("communication_bound", "Communication bound", 0.10, 0.20,
+      "PyTorch TensorBoard plugin (communication > 10 % of step)", partition="device_time")
+def communication_bound(ctx: Ctx) -> Finding | None:
+    fid = "communication_bound"
+    d, share = ctx.best_device(COMM_CATEGORIES)
+    if d is None:
+        return None
+    s = ctx.trace.slices
+    comm = ctx.device_slices(d, Kind.COMMUNICATION)
+    cw = window_of(s.start[comm], d.starts, d.ends)
+    exposed = d.column("communication")
+    evidence = []
+    for i in top_rows(ctx.steady_only(exposed)):
+        mine = comm[cw == i]
+        if not len(mine):
+            continue
+        j = int(mine[np.argmax(s.dur[mine])])
+        hidden = d.comm_overlap[i] / d.comm_total[i] if d.comm_total[i] else 0.0
+        evidence.append(Evidence(
+            f"iteration {i}: {fmt_ns(exposed[i])} exposed communication "
+            f"({pct(hidden)} hidden behind compute); longest {ctx.trace.name_of(j)}",
+            int(s.start[j]), int(s.end[j]), ctx.it(i), [int(s.lane[j])]))
+    r = ctx.rows
+    total = int(d.comm_total[r].sum())
+    overlap = int(d.comm_overlap[r].sum()) / total if total else 0.0
+    straggle = ""
+    if ctx.bd.ranks is not None:
+        straggle = (f" Slowest rank per iteration: {ctx.bd.ranks.straggler.tolist()}; "
+                    "exposed collectives on the other ranks are partly waiting for it.")
+    mine = comm[ctx.in_steady(s.start[comm], d.starts, d.ends)]
+    causes = causes_by_name(ctx, mine, s.dur[mine], float(s.dur[mine].sum()) or 1.0,
+                            label=lambda n, j: n + (f" ({int(s.bytes[j]) / 1e6:.2f} MB)"
+                                                    if s.bytes[j] > 0 else ""))
+    summary = (f"Collectives not overlapped with compute take {pct(share)} of steady-state "
+               f"iteration time on {d.label}; {pct(overlap)} of all communication time is "
+               f"hidden behind compute.{straggle}")
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+@rule("compute_bound", "Compute bound", 0.50, 0.80,
+      "TB plugin (GPU utilisation < 50 % -> not device-bound), on the compute share")
+def compute_bound(ctx: Ctx) -> Finding | None:
+    fid = "compute_bound"
+    d, busy = ctx.best_device(["compute"])
+    if d is not None:
+        causes = _top_kernels(ctx, d)
+        what = f"compute kernels keep {d.label} busy"
+    else:
+        host = ctx.bd.host
+        if host is None:
+            return None
+        busy = ctx.share(host, ["forward", "backward", "optimizer"])
+        causes = _top_host_ops(ctx, host)
+        what = "framework ops keep the main thread busy (no accelerator in the trace)"
+    sev = {"high": "medium", "medium": "low"}.get(severity(fid, busy), "none")
+    share = busy * (1.0 - 1.0 / COMPUTE_GAIN)
+    evidence = [c.instance for c in causes if c.instance is not None]
+    summary = (f"{what} {pct(busy)} of steady-state iteration time. The share and speed-up "
+               f"assume the compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed "
+               f"precision on tensor cores, or of kernel fusion), not that it disappears: a "
+               f"hypothesis, so its confidence is halved.")
+    return make_finding(ctx, fid, share, summary, evidence, sev=sev, causes=causes,
+                        assumption=0.5, notes=("assumes 2x faster compute",))
+
+
+def _top_kernels(ctx: Ctx, d: DeviceBreakdown):
+    s = ctx.trace.slices
+    k = ctx.device_slices(d, Kind.KERNEL)
+    k = k[ctx.in_steady(s.start[k], d.starts, d.ends)]
+    busy = float(d.column("compute")[ctx.rows].sum()) or 1.0
+    return causes_by_name(ctx, k, s.dur[k], busy, k=3,
+                          label=lambda n, j: n)
+
+
+def _top_host_ops(ctx: Ctx, host: HostBreakdown):
+    """Leaf framework ops (no op nested inside) of the main thread with the most time."""
+    s = ctx.trace.slices
+    idx = ctx.trace.lane_slices(host.lane)
+    idx = idx[s.kind[idx] == int(Kind.CPU_OP)]
+    idx = idx[ctx.in_steady(s.start[idx], host.starts, host.ends)]
+    if not len(idx):
+        return []
+    has_child = np.zeros(len(idx), bool)
+    has_child[:-1] = (s.start[idx[1:]] < s.end[idx[:-1]]) & (s.depth[idx[1:]] > s.depth[idx[:-1]])
+    leaf = idx[~has_child]
+    busy = float(s.dur[leaf].sum()) or 1.0
+    return causes_by_name(ctx, leaf, s.dur[leaf], busy, k=3)
+
+
+# -- variation -------------------------------------------------------------------------------
+@rule("iteration_jitter", "Unstable iteration times", 0.05, 0.20,
+      "same grading as input-bound, on the time lost to slower-than-median iterations")
+def iteration_jitter(ctx: Ctx) -> Finding | None:
+    fid = "iteration_jitter"
+    bd = ctx.bd
+    r = ctx.rows
+    if bd.whole_trace or len(r) < 3:
+        return None
+    dur_all = bd.durations.astype(np.float64)
+    dur = dur_all[r]
+    med = float(np.median(dur))
+    excess = np.maximum(dur - med, 0.0)
+    share = float(excess.sum() / dur.sum()) if dur.sum() else 0.0
+    speedup = float(dur.sum() / np.minimum(dur, med).sum()) if med > 0 else 1.0
+    evidence = []
+    side_times, cats = bd.times(), bd.categories()
+    m = int(r[np.argmin(np.abs(dur - med))])
+    lanes = bd.device.lanes if bd.device is not None else ([bd.host.lane] if bd.host else [])
+    ex_all = np.zeros(len(dur_all))
+    ex_all[r] = np.where(dur > 1.1 * med, excess, 0.0)
+    for i in top_rows(ex_all):
+        label = f"iteration {i}: {fmt_ns(dur_all[i])} (+{pct(ex_all[i] / med)} vs median)"
+        if side_times.shape[1]:
+            delta = side_times[i] - side_times[m]
+            c = int(np.argmax(delta))
+            if delta[c] > 0:
+                label += f"; most of it in {cats[c]} (+{fmt_ns(delta[c])})"
+        if bd.ranks is not None:
+            label += (f"; slowest rank {int(bd.ranks.straggler[i])} "
+                      f"(+{fmt_ns(bd.ranks.lag[i])} busy vs median rank)")
+        evidence.append(Evidence(label, int(bd.starts[i]), int(bd.ends[i]), i, list(lanes)))
+    cv = float(np.std(dur) / np.mean(dur)) if np.mean(dur) else 0.0
+    summary = (f"Steady-state iteration times vary (coefficient of variation {pct(cv)}, median "
+               f"{fmt_ns(med)}); iterations slower than the median lose {pct(share)} of the "
+               f"time. The speed-up is what running every iteration at the median would give.")
+    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup)
+
+
+# -- unexplained idle ------------------------------------------------------------------------
+@rule("gpu_idle_unexplained", "Device idle, cause not in the trace", 0.10, 0.30,
+      "idle not attributed to input, copies, syncs or host work; 10 % / 30 % so that "
+      "ordinary gaps stay quiet", partition="device_time")
+def gpu_idle_unexplained(ctx: Ctx) -> Finding | None:
+    fid = "gpu_idle_unexplained"
+    d, share = ctx.best_device(("idle_other",))
+    if d is None:
+        return None
+    g = d.gaps
+    sel = g.of("idle_other")
+    sel = sel[ctx.in_steady(g.start[sel], d.starts, d.ends)]
+    if not len(sel):
+        return None
+    length = g.end[sel] - g.start[sel]
+    evidence = []
+    for k in np.argsort(-length, kind="stable")[:MAX_EVIDENCE].tolist():
+        j = int(sel[k])
+        it = int(window_of(g.start[j:j + 1], d.starts, d.ends)[0])
+        evidence.append(Evidence(f"{d.label} idle {fmt_ns(int(length[k]))} with nothing in "
+                                 f"the trace running on the host", int(g.start[j]),
+                                 int(g.end[j]), None if it < 0 else ctx.it(it), list(d.lanes)))
+    busy = ctx.share(d, ["compute", "communication"])
+    host = "no host trace" if ctx.host_of(d.rank) is None else "no host event covers these gaps"
+    summary = (f"{d.label} is idle {pct(share)} of steady-state iteration time for reasons the "
+               f"trace cannot show ({host}); it computes or communicates {pct(busy)} of the "
+               f"time. {len(sel)} such gaps, median {fmt_ns(float(np.median(length)))}, "
+               f"longest {fmt_ns(int(length.max()))}.")
+    return make_finding(ctx, fid, share, summary, evidence, assumption=0.7,
+                        notes=("cause unknown",))

@@ -1,0 +1,275 @@
+"""Concrete remedies per finding id, each declaring what it applies to.
+
+Kept apart from the rules so the wording can be reviewed in one place.  Each text
+names the API to change.  A :class:`Fix` says which framework, devices and modes it
+fits and which run fact it changes (see :mod:`..run_facts`); :func:`choose_fixes`
+drops the ones that contradict the run's facts and says why each kept one fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..results import Fix
+
+_PT, _TF, _JAX, _TFJ, _ANY = "pytorch", "tensorflow", "jax", "tensorflow/jax", "any"
+_GPU = ("cuda", "rocm")
+_TRAIN = ("training",)
+
+FIXES: dict[str, list[Fix]] = {
+    "input_pipeline_bound": [
+        Fix(_PT, "Load batches in worker processes: DataLoader(num_workers=N) with N about the "
+                 "number of free CPU cores, persistent_workers=True (no respawn each epoch) and "
+                 "prefetch_factor=2..4 so batches are ready before the step asks for them.",
+            fact="dataloader", unless=("workers",)),
+        Fix(_PT, "Raise prefetch_factor and num_workers, or make each sample cheaper: the "
+                 "workers exist but do not keep up.", fact="dataloader",
+            unless=("single_process",)),
+        Fix(_PT, "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True) so the "
+                 "host-to-device copy overlaps compute.", devices=_GPU,
+            fact="host_copies", unless=("pinned",)),
+        Fix(_PT, "Move decoding/augmentation to the GPU (torchvision.transforms.v2 on CUDA "
+                 "tensors, NVIDIA DALI) or pre-process the dataset once and cache it.",
+            devices=_GPU),
+        Fix(_ANY, "Pre-process the dataset once (decoded, augmented offline) and cache it, so "
+                  "the step only reads ready tensors."),
+        Fix(_TF, "tf.data: dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE), "
+                 ".interleave(..., num_parallel_calls=tf.data.AUTOTUNE), .cache() after "
+                 "expensive loading and .prefetch(tf.data.AUTOTUNE) as the last step."),
+        Fix(_JAX, "Feed batches from a background thread (flax.jax_utils.prefetch_to_device or "
+                  "a grain / tf.data pipeline) so the next batch is on device before the jitted "
+                  "step returns."),
+    ],
+    "host_device_copy_bound": [
+        Fix(_PT, "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(); "
+                 "pageable copies are staged and blocking, pinned ones run at full PCIe/NVLink "
+                 "speed and can be asynchronous.", devices=_GPU, fact="host_copies",
+            unless=("pinned",)),
+        Fix(_PT, "Use tensor.to(device, non_blocking=True) and keep the data on the device "
+                 "between steps (no .cpu()/.numpy() round trips of activations or metrics).",
+            devices=_GPU),
+        Fix(_ANY, "Batch many small copies into one large copy (concatenate, then copy once); "
+                  "small copies never reach peak bandwidth."),
+        Fix(_TFJ, "Keep tensors on device: avoid .numpy() inside the step; use "
+                  "tf.data.experimental.prefetch_to_device or jax.device_put of whole batches."),
+    ],
+    "launch_overhead_bound": [
+        Fix(_PT, "Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\"), "
+                 "or torch.cuda.CUDAGraph with torch.cuda.graph(...) / "
+                 "torch.cuda.make_graphed_callables) so one launch replays all kernels.",
+            devices=_GPU, fact="compiled", unless=("cuda_graphs",)),
+        Fix(_PT, "Fuse small ops: torch.compile(model).", fact="compiled",
+            unless=("torch.compile", "cuda_graphs")),
+        Fix(_PT, "Use a foreach/fused optimizer (torch.optim.AdamW(..., fused=True) or "
+                 "foreach=True): one launch per parameter group instead of per tensor.",
+            modes=_TRAIN, fact="optimizer", unless=("fused",)),
+        Fix(_ANY, "Give each kernel more work: larger batch size, or fewer/larger layers, so "
+                  "launch cost is small next to kernel time."),
+        Fix(_TF, "Compile the step with XLA: @tf.function(jit_compile=True) so ops fuse into "
+                 "few large kernels.", fact="compiled", unless=("xla",)),
+        Fix(_JAX, "jax.jit the whole step (not per-layer functions) so XLA fuses it into a few "
+                  "kernels.", fact="compiled", unless=("xla",)),
+    ],
+    "op_overhead_bound": [
+        Fix(_PT, "Replace the many tiny ops by few large ones: batch the per-item loop into one "
+                 "tensor op (stack the small matrices and use one bmm / one nn.Linear), or "
+                 "torch.compile(model) to fuse them.", fact="compiled",
+            unless=("torch.compile",)),
+        Fix(_PT, "Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\")) so "
+                 "per-op dispatch runs once.", devices=_GPU, fact="compiled",
+            unless=("cuda_graphs",)),
+        Fix(_ANY, "Give each op more work (larger batch, fewer larger layers): the fixed cost "
+                  "per op (dispatch, Python, allocation) then matters less."),
+        Fix(_TFJ, "Compile the step (tf.function(jit_compile=True) / jax.jit over the whole "
+                  "step) so the ops fuse.", fact="compiled", unless=("xla",)),
+    ],
+    "host_reads_in_loop": [
+        Fix(_PT, "Keep the per-item values as tensors: replace the loop of .item() / .cpu() / "
+                 ".tolist() by one vectorised op on the whole batch and read one result "
+                 "(or read metrics every N steps)."),
+        Fix(_PT, "torch.cuda.set_sync_debug_mode(\"warn\") reports each hidden device read.",
+            devices=_GPU),
+        Fix(_TFJ, "Do not call .numpy() / float() / int() on single elements in a Python loop; "
+                  "compute on the whole array and fetch once."),
+    ],
+    "synchronization_stalls": [
+        Fix(_PT, "Remove host syncs from the loop: no loss.item(), tensor.cpu(), print(tensor) or "
+                 "torch.cuda.synchronize() every step; accumulate metrics on the GPU and read "
+                 "them every N steps.", devices=_GPU),
+        Fix(_PT, "Avoid ops whose output size depends on data (torch.nonzero, boolean masks, "
+                 ".tolist()); torch.cuda.set_sync_debug_mode(\"warn\") reports each hidden sync.",
+            devices=_GPU),
+        Fix(_TF, "Do not call .numpy() / float() on step outputs every step; log "
+                 "asynchronously."),
+        Fix(_JAX, "Avoid block_until_ready() and host callbacks in the loop; log "
+                  "asynchronously (jax.debug.callback with ordered=False) every N steps."),
+    ],
+    "blocking_readback": [
+        Fix(_PT, "Read the result back asynchronously: copy into a pinned buffer with "
+                 "tensor.to(\"cpu\", non_blocking=True) and wait on a CUDA event only where the "
+                 "value is needed, so the GPU keeps working meanwhile.", devices=_GPU),
+        Fix(_PT, "Move the consumer of the read-back to the device (keep indices/lengths on the "
+                 "GPU), or issue the read-back one step earlier so it overlaps the step's "
+                 "compute.", devices=_GPU),
+        Fix(_TFJ, "Fetch outputs with jax.device_get / .numpy() one step later (double "
+                  "buffering), not right after the step that produces them."),
+    ],
+    "host_dispatch_bound": [
+        Fix(_JAX, "The runtime threads dispatch and allocate per call: jit a larger function "
+                  "(the whole step or a jax.lax.scan over several steps) so one dispatch does "
+                  "more work."),
+        Fix(_JAX, "Donate input buffers (jax.jit(..., donate_argnums=...)) so each call does not "
+                  "allocate fresh device buffers; keep shapes static to avoid re-dispatch."),
+        Fix(_TF, "Run several steps per tf.function call (steps_per_execution in Keras "
+                 "compile) so host dispatch is amortised."),
+    ],
+    "gpu_idle_unexplained": [
+        Fix(_ANY, "The device waits with nothing in the trace explaining why: record the host "
+                  "side too (torch.profiler with CPU activities and with_stack=True, or "
+                  "sofa-gui record --py-spy) to see what the program does in these gaps."),
+        Fix(_ANY, "Look at the longest gaps below: a host phase not traced (Python, I/O, "
+                  "another process) or waits on other ranks show up there."),
+    ],
+    "communication_bound": [
+        Fix(_PT, "Overlap gradient all-reduce with backward: DistributedDataParallel with a "
+                 "tuned bucket_cap_mb (e.g. 25 -> 50..100 MB), gradient_as_bucket_view=True; "
+                 "FSDP with backward_prefetch.", modes=_TRAIN),
+        Fix(_PT, "Communicate less often or less: gradient accumulation with model.no_sync(), "
+                 "DDP communication hooks for FP16/BF16 or PowerSGD compression.",
+            modes=_TRAIN),
+        Fix(_ANY, "Check the interconnect: NCCL/RCCL over NVLink/xGMI/InfiniBand rather than TCP "
+                  "(NCCL_DEBUG=INFO shows the transport); place ranks to match the topology."),
+        Fix(_TF, "tf.distribute: MultiWorkerMirroredStrategy with "
+                 "CommunicationOptions(bytes_per_pack=..., implementation=NCCL)."),
+        Fix(_JAX, "Shard with jax.jit in/out shardings or shard_map so XLA schedules "
+                  "collectives to overlap compute."),
+    ],
+    "compute_bound": [
+        Fix(_PT, "Use mixed precision so matmuls/convolutions run on tensor cores: "
+                 "torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16) (or float16 with "
+                 "GradScaler); channels_last for CNNs.", devices=_GPU, fact="precision",
+            unless=("low",)),
+        Fix(_PT, "torch.backends.cudnn.benchmark=True for fixed input shapes (cuDNN picks the "
+                 "fastest convolution).", devices=_GPU),
+        Fix(_PT, "On the CPU: torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16) where "
+                 "the CPU supports bf16, torch.set_num_threads(physical cores).",
+            devices=("cpu",)),
+        Fix(_PT, "Fuse kernels with torch.compile(model) and use fused implementations "
+                 "(scaled_dot_product_attention).", fact="compiled",
+            unless=("torch.compile",)),
+        Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") and XLA "
+                 "(jit_compile=True).", fact="precision", unless=("low",)),
+        Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions.",
+            fact="precision", unless=("low",)),
+        Fix(_ANY, "Then profile the top kernels themselves (Nsight Compute / rocprof) or scale "
+                  "out: the device is the bottleneck, which is where a well-fed job should be.",
+            devices=_GPU),
+    ],
+    "iteration_jitter": [
+        Fix(_PT, "Look at the slow iterations: Python GC (gc.freeze() after setup, "
+                 "gc.disable() with manual gc.collect() between epochs), DataLoader workers "
+                 "falling behind (raise prefetch_factor / num_workers)."),
+        Fix(_PT, "Stragglers in multi-rank runs: balance the data per rank (bucket by sequence "
+                 "length), check thermal/clock throttling and noisy neighbours on the slow rank.",
+            fact="ranks", unless=(1,)),
+        Fix(_TFJ, "Keep tf.data autotuning stable with a fixed ram_budget and prefetch; in JAX "
+                  "keep shapes static so no step recompiles."),
+    ],
+    "startup_cost": [
+        Fix(_ANY, "One-off work, not a per-step cost: leave it out of the measured window "
+                  "(torch.profiler.schedule(wait=1, warmup=1, active=N), or start timing after "
+                  "the first steps); it only matters for short jobs."),
+        Fix(_PT, "If start-up matters (short jobs, serving): cache compiled kernels "
+                 "(TORCHINDUCTOR_CACHE_DIR / torch.compile mode=\"max-autotune-no-cudagraphs\" "
+                 "off), set torch.backends.cudnn.benchmark only for fixed shapes, and create the "
+                 "CUDA context early.", devices=_GPU),
+        Fix(_JAX, "If start-up matters: persist compiled executables "
+                  "(jax.config.update(\"jax_compilation_cache_dir\", ...)) and keep shapes "
+                  "static so each function compiles once."),
+        Fix(_TF, "If start-up matters: warm the tf.function up with the final shapes (an "
+                 "input_signature avoids retracing)."),
+    ],
+    "periodic_extra": [
+        Fix(_PT, "Checkpoint asynchronously (torch.distributed.checkpoint.async_save, or copy "
+                 "the state_dict to CPU and write it from a thread) or less often.",
+            modes=_TRAIN),
+        Fix(_ANY, "Run evaluation / logging less often, or overlap it with training (a separate "
+                  "process or stream); batch the logging writes."),
+        Fix(_TFJ, "Save with orbax / tf.train.CheckpointManager in async mode, less often."),
+    ],
+    "cpu_contention": [
+        Fix(_ANY, "Run on a machine (or CPU set) of its own: other jobs hold the cores; check "
+                  "them with top/htop, pin this job with taskset / cgroup cpusets or a "
+                  "dedicated node in the scheduler (Slurm --exclusive, Kubernetes CPU requests "
+                  "equal to limits)."),
+        Fix(_PT, "Avoid oversubscribing the cores yourself: torch.set_num_threads(n) / "
+                 "OMP_NUM_THREADS so intra-op threads x DataLoader workers x processes per "
+                 "node stays at or below the core count."),
+        Fix(_TF, "Bound TensorFlow's thread pools (tf.config.threading."
+                 "set_intra_op_parallelism_threads / set_inter_op_parallelism_threads) and "
+                 "tf.data's (options.threading.private_threadpool_size) to the cores you own."),
+        Fix(_JAX, "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false on shared hosts."),
+    ],
+    "cpu_bound": [
+        Fix(_PT, "Spread the host work over processes: DataLoader(num_workers=N, "
+                 "persistent_workers=True) for loading and augmentation; the Python GIL keeps "
+                 "one process to about one core.", fact="dataloader", unless=("workers",)),
+        Fix(_PT, "Vectorise the Python loop (torch/numpy ops on whole batches instead of "
+                 "per-sample Python), raise torch.set_num_threads for CPU ops, or move the work "
+                 "to the GPU."),
+        Fix(_TF, "tf.data: map(..., num_parallel_calls=tf.data.AUTOTUNE) and interleave to use "
+                 "all cores."),
+        Fix(_JAX, "jit the per-sample Python into one compiled function, or feed it from a "
+                  "multi-process loader (grain)."),
+        Fix(_ANY, "Profile the hot thread (py-spy record --native, perf) to see which "
+                  "function holds the core."),
+    ],
+}
+
+_FW_ORDER = ("pytorch", "tensorflow", "jax")
+
+
+def choose_fixes(fixes: list[Fix], facts, all_frameworks: bool = False
+                 ) -> tuple[list[Fix], list[tuple[Fix, str]]]:
+    """(shown, hidden with the reason): a fix is hidden when a known fact contradicts it
+    (other framework, device or mode; the fact it changes already has the fixed value).
+    Shown fixes say which fact makes them fit; the run's framework comes first."""
+    shown, hidden = [], []
+    fw = facts.get("framework")
+    for fix in fixes:
+        why = _contradiction(fix, facts, fw, all_frameworks)
+        if why:
+            hidden.append((fix, why))
+        else:
+            shown.append(replace(fix, because=_because(fix, facts)))
+    if fw.known:
+        shown.sort(key=lambda f: 0 if fw.value in f.framework.split("/") else 1)
+    else:
+        shown.sort(key=lambda f: next((k for k, x in enumerate(_FW_ORDER)
+                                       if x in f.framework.split("/")), len(_FW_ORDER)))
+    return shown, hidden
+
+
+def _contradiction(fix: Fix, facts, fw, all_frameworks: bool) -> str:
+    if fw.known and not all_frameworks and fix.framework != "any" \
+            and fw.value not in fix.framework.split("/"):
+        return f"for {fix.framework}; this run is {fw.value} ({fw.proof})"
+    for key, allowed in (("device", fix.devices), ("mode", fix.modes)):
+        f = facts.get(key)
+        if allowed and f.known and f.value not in allowed:
+            return f"for {'/'.join(allowed)}; this run's {key} is {f.value} ({f.proof})"
+    if fix.fact:
+        f = facts.get(fix.fact)
+        if f.known and f.value in fix.unless:
+            return f"already done: {fix.fact} is {f.value} here ({f.proof})"
+    return ""
+
+
+def _because(fix: Fix, facts) -> str:
+    if not fix.fact:
+        return ""
+    f = facts.get(fix.fact)
+    if not f.known:
+        return f"{fix.fact} unknown: the trace does not say"
+    what = f.detail or f"{fix.fact} is {f.value}"
+    return f"{what} here: {f.proof}" if f.proof else f"{what} here"

@@ -1,0 +1,96 @@
+"""The rule registry: one :class:`Rule` record per finding id.
+
+Everything that lists findings reads it: the package docstring's table, ``diff``'s
+set of disjoint findings (:func:`disjoint_ids`), the report's threshold note and the
+fix lists.  A rule registers its check functions with :func:`rule` (trace side) and
+:func:`counter_rule` (utilisation counters); its fixes come from :data:`.fixes.FIXES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..results import Fix
+from .fixes import FIXES
+
+
+@dataclass
+class Rule:
+    """What a finding id means and how it is graded.
+
+    ``moderate``/``high``: share thresholds (below ``moderate`` nothing is shown).
+    ``partition``: rules of one partition measure disjoint slices of iteration time
+    (their savings add up); "" means it overlaps others.  ``per_step`` is False for
+    one-off or periodic work, which gets no per-iteration speed-up.
+    """
+
+    id: str
+    title: str
+    moderate: float
+    high: float
+    grounded: str
+    partition: str = ""
+    per_step: bool = True
+    checks: list[Callable] = field(default_factory=list)
+    counter_checks: list[Callable] = field(default_factory=list)
+
+    @property
+    def fixes(self) -> list[Fix]:
+        return list(FIXES.get(self.id, []))
+
+    def disjoint_with(self, other: Rule) -> bool:
+        return bool(self.partition) and self.partition == other.partition and self is not other
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(fid: str, title: str, moderate: float, high: float, grounded: str,
+         partition: str = "", per_step: bool = True):
+    """Decorator registering a trace check ``(ctx) -> Finding | list[Finding] | None``."""
+    def deco(fn):
+        r = RULES.get(fid)
+        if r is None:
+            r = RULES[fid] = Rule(fid, title, moderate, high, grounded, partition, per_step)
+        r.checks.append(fn)
+        return fn
+    return deco
+
+
+def declare(fid: str, title: str, moderate: float, high: float, grounded: str,
+            partition: str = "", per_step: bool = True) -> Rule:
+    """Register an id whose checks are all counter checks."""
+    return RULES.setdefault(fid, Rule(fid, title, moderate, high, grounded, partition,
+                                      per_step))
+
+
+def counter_rule(fid: str):
+    """Decorator adding a counter check (runs on counters, see :mod:`.counter_rules`) to an
+    already registered id."""
+    def deco(fn):
+        RULES[fid].counter_checks.append(fn)
+        return fn
+    return deco
+
+
+def thresholds() -> dict[str, tuple[float, float]]:
+    return {r.id: (r.moderate, r.high) for r in RULES.values()}
+
+
+def disjoint_ids(partition: str = "device_time") -> tuple[str, ...]:
+    """Ids whose shares are disjoint slices of iteration time (their savings add up)."""
+    return tuple(r.id for r in RULES.values() if r.partition == partition)
+
+
+def rules_table() -> str:
+    """The reStructuredText table of every rule (appended to the package docstring)."""
+    rows = [(r.id, f"{100 * r.moderate:g} %", f"{100 * r.high:g} %",
+             r.partition or "-", r.grounded) for r in RULES.values()]
+    head = ("id", "moderate", "high", "partition", "grounded on")
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(len(head))]
+    sep = "  ".join("=" * w for w in widths)
+    fmt = "  ".join(f"{{:{w}s}}" for w in widths)
+    lines = [sep, fmt.format(*head).rstrip(), sep]
+    lines += [fmt.format(*row).rstrip() for row in rows]
+    return "\n".join(lines + [sep])

@@ -1,0 +1,273 @@
+"""Rules about how the run spends its time as a whole: one-off start-up work, work every
+N-th iteration, per-op overhead and element-wise host reads on the main thread."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...summary import fmt_ns
+from ...trace import Kind
+from ..host_side import window_of
+from ..results import Cause, Evidence, Finding
+from .causes import causes_by_name, self_times
+from .context import MAX_CAUSES, Ctx, make_finding, pct
+from .registry import rule
+
+#: Events that are one-off by nature (compile, context/allocator setup, autotuning).
+ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
+                     r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"
+                     r"cuCtxCreate|cudaDeviceGetStreamPriorityRange|DeviceMemAllocator::Alloc")
+#: A call this long and this many times its name's median is a one-off.
+ONE_OFF_NS = 10_000_000
+ONE_OFF_RATIO = 100
+
+
+@rule("startup_cost", "One-off start-up work (no per-step gain)", 0.05, 0.20,
+      "fraction of the profiled time; one-off work never speeds up a step", per_step=False)
+def startup_cost(ctx: Ctx) -> Finding | None:
+    bd = ctx.bd
+    s = ctx.trace.slices
+    warm = ctx.ph.warmup
+    r = ctx.rows
+    med = float(np.median(bd.durations[r])) if len(r) else 0.0
+    excess = [(int(i), float(bd.durations[i]) - med) for i in warm.tolist()]
+    warm_ns = sum(max(x, 0.0) for _, x in excess)
+    one = _one_off_events(ctx)
+    extra_ns = int(s.dur[one].sum())  # not inside warm-up rows, whose excess counts
+    total = warm_ns + extra_ns
+    if total <= 0:
+        return None
+    profiled = max(ctx.trace.duration_ns, 1)
+    share = min(total / profiled, 1.0)
+    every = one_off_calls(ctx)
+    causes = causes_by_name(ctx, every, s.dur[every], total) if len(every) else []
+    for i, x in excess:
+        if x > 0 and len(causes) < MAX_CAUSES:
+            causes.append(Cause(f"warm-up iteration {i}: {fmt_ns(bd.durations[i])}, "
+                                f"+{fmt_ns(x)} over the steady-state median", int(x), 1,
+                                x / total, Evidence(f"iteration {i}", int(bd.starts[i]),
+                                                    int(bd.ends[i]), ctx.it(i))))
+    evidence = [c.instance for c in causes if c.instance is not None]
+    parts = []
+    if warm_ns:
+        parts.append(f"{len(warm)} warm-up iteration{'s take' if len(warm) > 1 else ' takes'} "
+                     f"{fmt_ns(warm_ns)} more than steady-state ones (median {fmt_ns(med)})")
+    if extra_ns:
+        parts.append(f"{fmt_ns(extra_ns)} of one-off calls outside warm-up iterations")
+    summary = (f"One-off work: {'; '.join(parts)} -- {pct(share)} of the profiled "
+               f"{fmt_ns(profiled)}. It is paid once (first-use compilation, context and "
+               f"allocator setup, autotuning), so it gives no per-step speed-up and is "
+               f"left out of every other finding.")
+    return make_finding(ctx, "startup_cost", share, summary, evidence, speedup=None,
+                        causes=causes, one_off_ns=int(total), direct=True)
+
+
+def one_off_calls(ctx: Ctx) -> np.ndarray:
+    """Every one-off slice, outermost only: named one-off work (:data:`ONE_OFF`, >= 100 µs,
+    not sampled Python frames) and runtime calls >= 10 ms and >= 100x their name's
+    median."""
+    cache = ctx.trace.__dict__.setdefault("_sofa_one_off", {})
+    if "idx" in cache:
+        return cache["idx"]
+    s = ctx.trace.slices
+    ids = ctx.trace.name_ids(lambda n: bool(ONE_OFF.search(n)))
+    named = np.flatnonzero(np.isin(s.name, ids) & (s.dur >= 100_000)
+                           & (s.kind != int(Kind.PYTHON)))
+    rt = np.flatnonzero((s.kind == int(Kind.RUNTIME)) & (s.dur >= ONE_OFF_NS))
+    if len(rt):
+        all_rt = np.flatnonzero(s.kind == int(Kind.RUNTIME))
+        med = {nid: float(np.median(s.dur[all_rt[s.name[all_rt] == nid]]))
+               for nid in np.unique(s.name[rt]).tolist()}
+        rt = rt[[s.dur[j] >= ONE_OFF_RATIO * med[int(s.name[j])] for j in rt.tolist()]]
+    idx = np.union1d(_not_recurring(ctx, named), rt).astype(np.int64)
+    if len(idx):  # outermost only (a compile inside a compile counts once)
+        idx = idx[np.argsort(s.start[idx], kind="stable")]
+        end = s.start[idx] + s.dur[idx]
+        reach = np.maximum.accumulate(end)
+        idx = idx[np.concatenate([[True], end[1:] > reach[:-1]])]
+    cache["idx"] = idx
+    return idx
+
+
+def _not_recurring(ctx: Ctx, idx: np.ndarray) -> np.ndarray:
+    """Drop names that recur in at least half of the steady-state iterations (a cudaMalloc
+    every step is allocator churn, a per-step cost, not start-up)."""
+    if ctx.bd.whole_trace or not len(idx):
+        return idx
+    s = ctx.trace.slices
+    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
+    steady = (w >= 0) & ctx.ph.steady[np.maximum(w, 0)]
+    keep = np.ones(len(idx), bool)
+    limit = max(2, ctx.ph.n_steady / 2)
+    for nid in np.unique(s.name[idx[steady]]).tolist():
+        mine = steady & (s.name[idx] == nid)
+        if len(np.unique(w[mine])) >= limit:
+            keep &= s.name[idx] != nid
+    return idx[keep]
+
+
+def _one_off_events(ctx: Ctx) -> np.ndarray:
+    """One-off slices outside warm-up rows' excess: all of them when there are no
+    iterations, else those outside the warm-up rows (in steady rows or outside every
+    iteration)."""
+    idx = one_off_calls(ctx)
+    if not len(idx) or ctx.bd.whole_trace:
+        return idx
+    s = ctx.trace.slices
+    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
+    return idx[~np.isin(w, ctx.ph.warmup)]
+
+
+@rule("periodic_extra", "Extra work every few iterations (checkpoint, eval, logging)",
+      0.05, 0.20, "same grading as iteration jitter, on the time the extra iterations add")
+def periodic_extra(ctx: Ctx) -> Finding | None:
+    bd = ctx.bd
+    ex = ctx.ph.extras
+    r = ctx.rows
+    if not len(ex) or not len(r):
+        return None
+    dur = bd.durations.astype(np.float64)
+    med = float(np.median(dur[r]))
+    extra = np.maximum(dur[ex] - med, 0.0)
+    cycle = np.union1d(r, ex)
+    share = float(extra.sum() / dur[cycle].sum())
+    every = (f"every {int(np.median(np.diff(ex)))} iterations" if len(ex) >= 2
+             else "once in the profiled window")
+    causes = _grown_work(ctx, ex, r)
+    evidence = [Evidence(f"iteration {int(i)}: {fmt_ns(dur[i])}, +{fmt_ns(x)} over the "
+                         f"median", int(bd.starts[i]), int(bd.ends[i]), int(i))
+                for i, x in zip(ex.tolist(), extra.tolist())]
+    summary = (f"{len(ex)} of {len(cycle)} iterations ({every}) take {fmt_ns(extra.mean())} "
+               f"more than the steady-state median {fmt_ns(med)}: {pct(share)} of the time. "
+               f"The causes are the work those iterations do on top of a normal step "
+               f"(checkpointing, evaluation, logging).")
+    conf_note = () if len(ex) >= 2 else ("seen once",)
+    return make_finding(ctx, "periodic_extra", share, summary, evidence, causes=causes,
+                        notes=conf_note, assumption=1.0 if len(ex) >= 2 else 0.6)
+
+
+def _grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> list[Cause]:
+    """Host work (by exclusive time per name) that the extra iterations have on top of a
+    steady-state one."""
+    host = ctx.bd.host
+    if host is None:
+        return []
+    s = ctx.trace.slices
+    lanes = [host.lane] + list(host.helper_lanes)
+    idx = np.flatnonzero(np.isin(s.lane, lanes))
+    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
+    own = self_times(ctx, idx).astype(np.float64)
+    n = len(ctx.trace.names)
+    in_ex, in_st = np.isin(w, extra_rows), np.isin(w, steady_rows)
+    per_ex = np.bincount(s.name[idx[in_ex]], weights=own[in_ex], minlength=n) / len(extra_rows)
+    per_st = np.bincount(s.name[idx[in_st]], weights=own[in_st], minlength=n) / len(steady_rows)
+    grown = per_ex - per_st
+    total = float(np.maximum(grown, 0).sum()) or 1.0
+    out = []
+    for nid in np.argsort(-grown)[:MAX_CAUSES].tolist():
+        if grown[nid] <= 0:
+            break
+        mine = idx[in_ex & (s.name[idx] == nid)]
+        j = int(mine[np.argmax(s.dur[mine])]) if len(mine) else -1
+        ev = (Evidence(f"{ctx.trace.names[nid]} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
+                       int(s.start[j] + s.dur[j]), ctx.it(int(w[idx == j][0])),
+                       [int(s.lane[j])]) if j >= 0 else None)
+        out.append(Cause(f"{ctx.trace.names[nid]}: +{fmt_ns(grown[nid])} per extra iteration",
+                         int(grown[nid] * len(extra_rows)), int(len(mine)),
+                         float(grown[nid]) / total, ev))
+    return out
+
+
+# -- main-thread overheads (CPU-only runs included) ----------------------------------------
+#: An op this short is dominated by its fixed dispatch cost.
+TINY_NS = 50_000
+#: Fewer tiny ops per iteration than this is not a loop of tiny ops.
+MIN_TINY_PER_STEP = 200
+
+
+def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(lane)
+    mine = mine[s.kind[mine] == int(Kind.CPU_OP)]
+    if not len(mine):
+        return mine
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    end = s.start[mine] + s.dur[mine]
+    reach = np.maximum.accumulate(end)
+    return mine[np.concatenate([[True], end[1:] > reach[:-1]])]
+
+
+@rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
+      "same grading as input-bound; tiny = outermost op <= 50 µs, >= 200 per iteration")
+def op_overhead_bound(ctx: Ctx) -> Finding | None:
+    host = ctx.bd.host
+    if host is None or ctx.bd.device is not None:
+        return None  # with a device, launch_overhead_bound measures the same cost
+    s = ctx.trace.slices
+    ops = _outer_ops(ctx, host.lane)
+    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    if len(ops) < 2:
+        return None
+    gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
+    tiny = s.dur[ops] <= TINY_NS
+    n_steps = max(ctx.ph.n_steady, 1)
+    per_step = int(tiny.sum()) / n_steps
+    if per_step < MIN_TINY_PER_STEP:
+        return None
+    span = np.where(tiny, s.dur[ops] + np.clip(gap, 0, TINY_NS), 0)
+    r = ctx.rows
+    wall = int((host.ends[r] - host.starts[r]).sum()) or 1
+    share = min(float(span.sum()) / wall, 1.0)
+    t = ops[tiny]
+    causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
+                            label=lambda n, j: f"{n} (median "
+                            f"{fmt_ns(float(np.median(s.dur[t[s.name[t] == s.name[j]]])))})")
+    evidence = [c.instance for c in causes if c.instance is not None]
+    summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
+               f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} each) and the "
+               f"Python between them take {pct(share)} of the main thread's time: the fixed "
+               f"cost per op (dispatch, Python, allocation) dominates the math. The speed-up "
+               f"is an upper bound: it assumes the batched op costs little next to that "
+               f"overhead.")
+    return make_finding(ctx, "op_overhead_bound", share, summary, evidence, causes=causes,
+                        assumption=0.7, notes=("upper bound: batched math assumed cheap",))
+
+
+_READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist)$")
+#: Fewer element reads per iteration than this is a metric read, not a loop.
+MIN_READS_PER_STEP = 16
+
+
+@rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
+      0.03, 0.15, "synchronisation thresholds; >= 16 reads per iteration make a loop")
+def host_reads_in_loop(ctx: Ctx) -> Finding | None:
+    host = ctx.bd.host
+    if host is None:
+        return None
+    s = ctx.trace.slices
+    ops = _outer_ops(ctx, host.lane)
+    ids = ctx.trace.name_ids(lambda n: bool(_READ.match(n)))
+    reads = ops[np.isin(s.name[ops], ids)]
+    reads = reads[ctx.in_steady(s.start[reads], host.starts, host.ends)]
+    per_step = len(reads) / max(ctx.ph.n_steady, 1)
+    if per_step < MIN_READS_PER_STEP:
+        return None
+    # the read, plus the Python that hands the scalar on until the next op
+    nxt = np.searchsorted(s.start[ops], s.start[reads], side="right")
+    follow = np.where(nxt < len(ops), s.start[ops[np.minimum(nxt, len(ops) - 1)]]
+                      - (s.start[reads] + s.dur[reads]), 0)
+    cost = s.dur[reads] + np.clip(follow, 0, TINY_NS)
+    r = ctx.rows
+    wall = int((host.ends[r] - host.starts[r]).sum()) or 1
+    share = min(float(cost.sum()) / wall, 1.0)
+    causes = causes_by_name(ctx, reads, cost, float(cost.sum()) or 1.0)
+    evidence = [c.instance for c in causes if c.instance is not None]
+    dev = ctx.bd.device is not None
+    summary = (f"{per_step:,.0f} element reads (.item() / .tolist()) per steady-state "
+               f"iteration on the main thread, {fmt_ns(float(np.median(s.dur[reads])))} "
+               f"median each: {pct(share)} of the time with the Python around them."
+               + (" Each one also waits for the device queue to drain." if dev else
+                  " On the CPU each is a dispatch plus a Python float: vectorise the loop."))
+    return make_finding(ctx, "host_reads_in_loop", share, summary, evidence, causes=causes)

@@ -1,0 +1,77 @@
+"""Which analysed iterations are steady state, warm-up or periodic extras.
+
+Findings are measured on steady-state iterations only: warm-up (first calls that
+compile, allocate, autotune) is one-off work with no per-step speed-up, and every
+N-th-step extras (checkpoint, evaluation) are reported on their own.  When the
+iteration detector marks warm-up and extras itself (``Iterations.steady_state_from``
+and ``periodic_extras``), those are used; otherwise :func:`phases` applies a simple
+rule: leading iterations more than :data:`OUTLIER` x the median of the rest are
+warm-up, later ones above that are extras when there are at least two of them (one slow
+iteration is jitter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: An iteration this many times the median of the others is not steady state.
+OUTLIER = 1.5
+
+
+@dataclass
+class Phases:
+    steady: np.ndarray  # bool per analysed row
+    warmup: np.ndarray  # int row indexes (leading)
+    extras: np.ndarray  # int row indexes (later, slow)
+    source: str  # how they were found, in words
+
+    @property
+    def n_steady(self) -> int:
+        return int(self.steady.sum())
+
+
+def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
+    n = len(durations)
+    none = np.zeros(0, np.int64)
+    if whole_trace or n == 0:
+        return Phases(np.ones(n, bool), none, none, "whole trace")
+    marked = _marked(iters, n)
+    if marked is not None:
+        return marked
+    d = durations.astype(np.float64)
+    k = 0
+    while k < n - 1 and d[k] > OUTLIER * float(np.median(d[k + 1:])):
+        k += 1
+    steady = np.ones(n, bool)
+    steady[:k] = False
+    rest = np.arange(k, n)
+    extras = none
+    if len(rest) >= 3:
+        med = float(np.median(d[rest]))
+        slow = rest[d[rest] > OUTLIER * med]
+        if 2 <= len(slow) <= len(rest) // 3:  # one slow iteration is jitter, not periodic
+            extras = slow
+            steady[slow] = False
+    return Phases(steady, np.arange(k), extras,
+                  f"leading iterations > {OUTLIER:g}x the median of the rest are warm-up; "
+                  f"later ones > {OUTLIER:g}x the median are extras")
+
+
+def _marked(iters, n: int) -> Phases | None:
+    """The detector's own marking, when it provides one (issue 11's fields)."""
+    start = getattr(iters, "steady_state_from", None)
+    if start is None or len(iters) != n:
+        return None
+    start = int(start() if callable(start) else start)
+    extras = np.asarray(getattr(iters, "periodic_extras", None) or [], np.int64)
+    if extras.ndim != 1:
+        extras = np.zeros(0, np.int64)
+    steady = np.ones(n, bool)
+    steady[:start] = False
+    extras = extras[(extras >= start) & (extras < n)]
+    steady[extras] = False
+    if not steady.any():
+        return None
+    return Phases(steady, np.arange(start), extras, "marked by the iteration detector")

@@ -1,0 +1,311 @@
+"""Run facts: what the profiled program *is*, each proved by an event or a file field.
+
+The advisor picks fixes by these facts (a CPU-only run gets no CUDA fix, a run whose
+DataLoader already has workers is not told to add them).  A fact the trace does not
+prove stays ``None`` ("unknown"): nothing here is guessed from what is typical.
+
+Facts (``RunFacts.facts`` keys):
+
+===========  ===============================================  ========================
+key          values                                           proved by
+===========  ===============================================  ========================
+framework    pytorch / tensorflow / jax                       op names, XLA modules
+device       cuda / rocm / cpu / tpu / mixed (+ device names)  device properties,
+                                                              runtime calls, lanes
+mode         training / inference                             backward/optimizer ops
+ranks        world size (``detail``: this trace's ranks)       distributed info
+cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
+                                                              misc.txt, trace metadata
+                                                              ``cpu_cores``
+dataloader   single_process / workers                         the iterator class
+host_copies  pageable / pinned / mixed                        memcpy names
+precision    low (fp16/bf16 kernels) / tf32                   kernel names
+compiled     torch.compile / cuda_graphs / xla                compiled regions, graph
+                                                              launches
+optimizer    fused / foreach / for_loop                       optimizer kernels/ops
+collectives  nccl / rccl / gloo                               collective kernels
+===========  ===============================================  ========================
+
+More probes (e.g. TensorFlow's ``tf.data``) plug in with :func:`probe`: a function
+``(trace) -> list[Fact]`` decorated with ``@probe``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..trace import Kind, LaneKind, Trace
+from .results import us
+
+
+@dataclass
+class Fact:
+    """One fact about the run: its value (None = unknown), a few words of detail, and
+    what proves it (an event name or a file field; ``slice`` >= 0 is clickable)."""
+
+    key: str
+    value: object = None
+    detail: str = ""
+    proof: str = ""
+    slice: int = -1
+
+    @property
+    def known(self) -> bool:
+        return self.value is not None
+
+    def to_dict(self, trace: Trace | None = None) -> dict:
+        out = {"value": self.value, "detail": self.detail, "proof": self.proof}
+        if trace is not None and self.slice >= 0:
+            s = trace.slices
+            out["event"] = {"name": trace.name_of(self.slice),
+                            "start_us": us(int(s.start[self.slice])),
+                            "end_us": us(int(s.start[self.slice] + s.dur[self.slice])),
+                            "lane": int(s.lane[self.slice])}
+        return out
+
+    def said(self) -> str:
+        """``"value (detail): proof"`` for headers and fix notes."""
+        if not self.known:
+            return "unknown"
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"{self.value}{detail}" + (f": {self.proof}" if self.proof else "")
+
+
+@dataclass
+class RunFacts:
+    facts: dict[str, Fact] = field(default_factory=dict)
+
+    def get(self, key: str) -> Fact:
+        return self.facts.get(key) or Fact(key)
+
+    def value(self, key: str):
+        return self.get(key).value
+
+    def to_dict(self, trace: Trace | None = None) -> dict:
+        return {k: self.get(k).to_dict(trace) for k in FACT_KEYS}
+
+    def header(self) -> str:
+        """One line for summaries: the known facts, short."""
+        parts = []
+        for k in FACT_KEYS:
+            f = self.get(k)
+            if f.known:
+                parts.append(f"{k} {f.value}" + (f" ({f.detail})" if f.detail else ""))
+        return "; ".join(parts) if parts else "nothing about the run is proven by the trace"
+
+
+FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "dataloader",
+             "host_copies", "precision", "compiled", "optimizer", "collectives")
+PROBES: list[Callable[[Trace], list[Fact]]] = []
+
+
+def probe(fn: Callable[[Trace], list[Fact]]) -> Callable[[Trace], list[Fact]]:
+    """Register a fact probe (see the module doc)."""
+    PROBES.append(fn)
+    return fn
+
+
+def run_facts(trace: Trace) -> RunFacts:
+    """Every fact the probes can prove; the first probe to prove a key wins."""
+    cached = trace.__dict__.get("_sofa_run_facts")
+    if cached is not None:
+        return cached
+    out = RunFacts()
+    for fn in PROBES:
+        for f in fn(trace):
+            if f.known and not out.get(f.key).known:
+                out.facts[f.key] = f
+    trace.__dict__["_sofa_run_facts"] = out
+    return out
+
+
+# -- helpers -------------------------------------------------------------------------------
+def first_named(trace: Trace, pattern: str, kinds=None) -> int:
+    """First slice (in time) whose name matches ``pattern`` (regex), -1 if none."""
+    rx = re.compile(pattern)
+    ids = [i for i, n in enumerate(trace.names) if rx.search(n)]
+    if not ids:
+        return -1
+    s = trace.slices
+    hit = np.isin(s.name, ids)
+    if kinds is not None:
+        hit &= np.isin(s.kind, [int(k) for k in kinds])
+    idx = np.flatnonzero(hit)
+    return int(idx[np.argmin(s.start[idx])]) if len(idx) else -1
+
+
+def _named(trace: Trace, key: str, value, pattern: str, detail: str = "", kinds=None) -> Fact:
+    j = first_named(trace, pattern, kinds)
+    if j < 0:
+        return Fact(key)
+    return Fact(key, value, detail, f"`{trace.name_of(j)}`", j)
+
+
+def _header(trace: Trace) -> dict:
+    h = trace.meta.extra.get("header")
+    return h if isinstance(h, dict) else {}
+
+
+def _framework_ops(trace: Trace) -> int:
+    s = trace.slices
+    return int(np.count_nonzero(s.kind == int(Kind.CPU_OP)))
+
+
+# -- probes --------------------------------------------------------------------------------
+_JAX = r"^PjitFunction\(|^jit_|pjit|^\$jax|jaxlib"
+_TF = r"^__inference_|IteratorGetNext|^tf\.|TensorFlow|^Iterator::"
+_TORCH = r"^aten::|^ProfilerStep#|^autograd::|^Optimizer\.step"
+
+
+@probe
+def _framework(trace: Trace) -> list[Fact]:
+    for value, pattern in (("jax", _JAX), ("tensorflow", _TF), ("pytorch", _TORCH)):
+        f = _named(trace, "framework", value, pattern)
+        if f.known:
+            break
+    version = _header(trace).get("pytorch_version") or _header(trace).get("torch_version")
+    if f.known and f.value == "pytorch" and version:
+        f.detail = f"torch {version}"
+    return [f]
+
+
+_ROCM = re.compile(r"AMD|Radeon|Instinct|MI\d{3}|gfx", re.I)
+
+
+@probe
+def _device(trace: Trace) -> list[Fact]:
+    devs = trace.meta.devices
+    names = sorted({str(p.get("name", "")) for p in devs.values() if isinstance(p, dict)} - {""})
+    if names:
+        kinds = {"rocm" if _ROCM.search(n) else "cuda" for n in names}
+        value = kinds.pop() if len(kinds) == 1 else "mixed"
+        return [Fact("device", value, ", ".join(names), "deviceProperties in the trace")]
+    for value, pattern in (("rocm", r"^hip[A-Z]|^hsa_|rocclr"), ("cuda", r"^cuda[A-Z]|^cu[A-Z]"),
+                           ("tpu", r"^TPU|/device:TPU")):
+        f = _named(trace, "device", value, pattern)
+        if f.known:
+            return [f]
+    lanes = trace.lanes
+    if np.any(lanes.kind == int(LaneKind.GPU)):
+        return [Fact("device")]  # a device whose vendor the trace does not say
+    s = trace.slices
+    device_work = np.isin(s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET)])
+    gpu_counter = any("gpu" in n.lower() or "sm " in n.lower() for n in trace.counters.table.name)
+    if _framework_ops(trace) and not device_work.any() and not gpu_counter:
+        return [Fact("device", "cpu", "", f"no device lane or kernel among "
+                     f"{len(s):,} events, {_framework_ops(trace):,} of them framework ops")]
+    return [Fact("device")]
+
+
+@probe
+def _mode(trace: Trace) -> list[Fact]:
+    f = _named(trace, "mode", "training",
+               r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
+               r"^optimizer|^_foreach_add|transpose_jvp|^gradients/")
+    if f.known:
+        return [f]
+    ops = _framework_ops(trace)
+    fw = _framework(trace)[0]
+    if fw.known and fw.value == "pytorch" and ops >= 50:
+        return [Fact("mode", "inference", "",
+                     f"no backward or optimizer op among {ops:,} framework ops")]
+    return [Fact("mode")]
+
+
+@probe
+def _ranks(trace: Trace) -> list[Fact]:
+    world = trace.meta.world_size
+    dist = trace.meta.extra.get("distributed")
+    if world is None and isinstance(dist, dict):
+        world = dist.get("world_size")
+    if world is None:
+        return [Fact("ranks")]
+    mine = ", ".join(map(str, trace.meta.ranks)) if trace.meta.ranks else ""
+    return [Fact("ranks", int(world), f"this trace: rank {mine}" if mine else "",
+                 "distributedInfo")]
+
+
+@probe
+def _cpu_cores(trace: Trace) -> list[Fact]:
+    extra = trace.meta.extra
+    rec = extra.get("recording")
+    if isinstance(rec, dict):
+        n = (rec.get("host") or {}).get("logical_cores")
+        if n:
+            return [Fact("cpu_cores", int(n), "", "recording manifest host.logical_cores")]
+    misc = extra.get("sofa_misc")
+    if isinstance(misc, dict) and misc.get("vcores"):
+        return [Fact("cpu_cores", int(misc["vcores"]), f"{misc.get('cores')} physical",
+                     "SOFA misc.txt vcores")]
+    n = _header(trace).get("cpu_cores")
+    if n:
+        return [Fact("cpu_cores", int(n), "", "trace metadata cpu_cores")]
+    return [Fact("cpu_cores")]
+
+
+@probe
+def _dataloader(trace: Trace) -> list[Fact]:
+    one = _named(trace, "dataloader", "single_process", r"_SingleProcessDataLoaderIter",
+                 "num_workers is 0")
+    many = _named(trace, "dataloader", "workers", r"_MultiProcessingDataLoaderIter",
+                  "num_workers > 0")
+    return [one if one.known else many]
+
+
+@probe
+def _host_copies(trace: Trace) -> list[Fact]:
+    pageable = _named(trace, "host_copies", "pageable", r"Pageable", "", [Kind.MEMCPY])
+    pinned = _named(trace, "host_copies", "pinned", r"Pinned", "", [Kind.MEMCPY])
+    if pageable.known and pinned.known:
+        pageable.value, pageable.detail = "mixed", f"also pinned: {pinned.proof}"
+    return [pageable if pageable.known else pinned]
+
+
+@probe
+def _precision(trace: Trace) -> list[Fact]:
+    kinds = [Kind.KERNEL]
+    low = _named(trace, "precision", "low", r"bf16|fp16|f16_|half|hmma|h884|h1688|h16816|"
+                 r"bfloat16|_BBS_|_HHS_", "fp16/bf16 kernels", kinds)
+    return [low if low.known else _named(trace, "precision", "tf32", r"tf32", "", kinds)]
+
+
+@probe
+def _compiled(trace: Trace) -> list[Fact]:
+    for value, pattern in (("torch.compile", r"Torch-Compiled Region|CompiledFunction|"
+                                             r"^triton_|TorchDynamo"),
+                           ("cuda_graphs", r"^cudaGraphLaunch|^hipGraphLaunch"),
+                           ("xla", r"XLA GPU module|XlaModule|^PjitFunction\(|^jit_|"
+                                   r"__inference_.*_jit|XlaLaunch")):
+        f = _named(trace, "compiled", value, pattern)
+        if f.known:
+            return [f]
+    return [Fact("compiled")]
+
+
+@probe
+def _optimizer(trace: Trace) -> list[Fact]:
+    for value, pattern in (("fused", r"_fused_adam|fused_adamw|FusedAdam|_fused_sgd"),
+                           ("foreach", r"^aten::_foreach_|multi_tensor_apply")):
+        f = _named(trace, "optimizer", value, pattern)
+        if f.known:
+            return [f]
+    step = _named(trace, "optimizer", "for_loop", r"^Optimizer\.step")
+    if step.known:
+        step.detail = "no foreach or fused optimizer op in the trace"
+    return [step]
+
+
+@probe
+def _collectives(trace: Trace) -> list[Fact]:
+    for value, pattern in (("rccl", r"rccl"), ("nccl", r"nccl"), ("gloo", r"gloo")):
+        f = _named(trace, "collectives", value, pattern)
+        if f.known:
+            return [f]
+    dist = trace.meta.extra.get("distributed")
+    if isinstance(dist, dict) and dist.get("backend"):
+        return [Fact("collectives", str(dist["backend"]), "", "distributedInfo.backend")]
+    return [Fact("collectives")]
