@@ -81,7 +81,7 @@ def one_off_calls(ctx: Ctx) -> np.ndarray:
         med = {nid: float(np.median(s.dur[all_rt[s.name[all_rt] == nid]]))
                for nid in np.unique(s.name[rt]).tolist()}
         rt = rt[[s.dur[j] >= ONE_OFF_RATIO * med[int(s.name[j])] for j in rt.tolist()]]
-    idx = np.union1d(_not_recurring(ctx, named), rt).astype(np.int64)
+    idx = _not_recurring(ctx, np.union1d(named, rt).astype(np.int64))
     if len(idx):  # outermost only (a compile inside a compile counts once)
         idx = idx[np.argsort(s.start[idx], kind="stable")]
         end = s.start[idx] + s.dur[idx]

@@ -4,10 +4,10 @@ Findings are measured on steady-state iterations only: warm-up (first calls that
 compile, allocate, autotune) is one-off work with no per-step speed-up, and every
 N-th-step extras (checkpoint, evaluation) are reported on their own.  When the
 iteration detector marks warm-up and extras itself (``Iterations.steady_state_from``
-and ``periodic_extras``), those are used; otherwise :func:`phases` applies a simple
-rule: leading iterations more than :data:`OUTLIER` x the median of the rest are
-warm-up, later ones above that are extras when there are at least two of them (one slow
-iteration is jitter).
+and ``periodic_extras``), those are used, together with a simple rule it lacks:
+leading iterations more than :data:`OUTLIER` x the median of the rest are warm-up
+(the detector needs several iterations to compare), later ones above that are
+extras when there are at least two of them (one slow iteration is jitter).
 """
 
 from __future__ import annotations
@@ -37,9 +37,25 @@ def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
     none = np.zeros(0, np.int64)
     if whole_trace or n == 0:
         return Phases(np.ones(n, bool), none, none, "whole trace")
+    own = _leading_outliers(iters, durations)
     marked = _marked(iters, n)
-    if marked is not None:
+    if marked is None:
+        return own
+    # the detector's marks, plus any leading outlier it kept (it marks warm-up only with
+    # enough iterations to compare; a 4.9 s first step next to a 79 ms one is warm-up too)
+    k = max(len(marked.warmup), len(own.warmup))
+    steady = marked.steady.copy()
+    steady[:k] = False
+    extras = np.union1d(marked.extras, own.extras).astype(np.int64)
+    steady[extras] = False
+    if not steady.any():
         return marked
+    return Phases(steady, np.arange(k), extras, f"{marked.source}; {own.source}")
+
+
+def _leading_outliers(iters, durations: np.ndarray) -> Phases:
+    n = len(durations)
+    none = np.zeros(0, np.int64)
     d = durations.astype(np.float64)
     k = 0
     while k < n - 1 and d[k] > OUTLIER * float(np.median(d[k + 1:])):
@@ -60,18 +76,17 @@ def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
 
 
 def _marked(iters, n: int) -> Phases | None:
-    """The detector's own marking, when it provides one (issue 11's fields)."""
-    start = getattr(iters, "steady_state_from", None)
-    if start is None or len(iters) != n:
+    """The detector's own marking (``Iterations.warmup`` / ``steady_state_from`` /
+    ``periodic_extras``), when it made one for these rows."""
+    if getattr(iters, "warmup", None) is None or len(iters) != n:
         return None
-    start = int(start() if callable(start) else start)
-    extras = np.asarray(getattr(iters, "periodic_extras", None) or [], np.int64)
-    if extras.ndim != 1:
-        extras = np.zeros(0, np.int64)
+    start = min(int(iters.steady_state_from), n - 1)
+    extras = sorted({int(i) for x in iters.periodic_extras for i in x.iterations
+                     if start <= int(i) < n})
     steady = np.ones(n, bool)
     steady[:start] = False
-    extras = extras[(extras >= start) & (extras < n)]
     steady[extras] = False
     if not steady.any():
         return None
-    return Phases(steady, np.arange(start), extras, "marked by the iteration detector")
+    return Phases(steady, np.arange(start), np.asarray(extras, np.int64),
+                  "marked by the iteration detector")
