@@ -77,7 +77,8 @@ class HostBreakdown:
 
 
 def main_thread(trace: Trace, cpu_lanes: np.ndarray) -> int:
-    """The lane that drives the training loop: most step markers, then traced ops and
+    """The lane that drives the training loop: most step markers, then TF/JAX step
+    dispatch calls (the Python thread, not the runtime's thread pools), then traced ops and
     runtime calls (a profiler's record of the loop beats py-spy's sampled stacks of the
     same thread, which have more slices), then most framework slices."""
     s = trace.slices
@@ -89,8 +90,9 @@ def main_thread(trace: Trace, cpu_lanes: np.ndarray) -> int:
                       minlength=n_lanes)
     traced = np.where(R.sampled_lanes(trace), 0, ops)
     anything = np.bincount(s.lane, minlength=n_lanes)
-    best = max(cpu_lanes.tolist(),
-               key=lambda ln: (steps[ln], traced[ln], framework[ln], anything[ln], -ln))
+    drivers = R.step_driver_counts(trace)
+    best = max(cpu_lanes.tolist(), key=lambda ln: (steps[ln], drivers[ln], traced[ln],
+                                                   framework[ln], anything[ln], -ln))
     return int(best)
 
 

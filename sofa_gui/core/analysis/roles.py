@@ -36,6 +36,12 @@ _SYNC_OP = re.compile(
 # and the device waits if nothing else is queued.
 _MEMCPY_API = re.compile(r"^(cuda|hip|cu)Memcpy", re.I)
 _STEP_MARKER = re.compile(r"^ProfilerStep#\d+$")
+# Host calls that run a TF/JAX training step from Python: eager dispatch of the
+# step function, the Keras train_function, jitted JAX calls. The thread making them
+# drives the loop even when runtime pools (Eigen, tf_Compute, XLA) hold more events.
+_STEP_DRIVER = re.compile(
+    r"^(EagerLocalExecute|EagerExecute$|TFE_Py_|__inference_|__forward_|PjitFunction|"
+    r"PmapFunction|train_function$|train_step$)")
 _STREAM_WAIT = re.compile(r"Stream ?Wait ?Event", re.I)
 
 _PAGEABLE = re.compile(r"pageable", re.I)
@@ -126,6 +132,16 @@ def stream_wait_ids(trace: Trace) -> np.ndarray:
     """Name ids of stream-to-stream waits ("Stream Wait Event", ``cudaStreamWaitEvent``):
     ordering between streams, the host does not block."""
     return _cached(trace, "_wait_ids", lambda: trace.name_ids(_STREAM_WAIT.search))
+
+
+def step_driver_counts(trace: Trace) -> np.ndarray:
+    """Per lane: how many TF/JAX step-dispatch calls it makes (see ``_STEP_DRIVER``)."""
+    def build():
+        s = trace.slices
+        ids = trace.name_ids(_STEP_DRIVER.match)
+        hit = np.isin(s.name, ids) & (s.dur > 0)
+        return np.bincount(s.lane[hit], minlength=len(trace.lanes))
+    return _cached(trace, "_step_drivers", build)
 
 
 def step_marker_ids(trace: Trace) -> np.ndarray:

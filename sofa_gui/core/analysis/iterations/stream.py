@@ -16,6 +16,7 @@ import numpy as np
 
 from ...builder import assign_depths
 from ...trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from ..roles import step_driver_counts
 
 #: Annotation names that mark training steps (ProfilerStep#N, NVTX "step 12", ...).
 STEP_NAME = re.compile(
@@ -107,7 +108,8 @@ def _host_stream(trace: Trace) -> EventStream | None:
     lanes = [lane for lane in ops.lanes() if len(ops.top_level(lane)) >= 2]
     if not lanes:
         return None
-    lane = max(lanes, key=lambda ln: len(ops.top_level(ln)))
+    drivers = step_driver_counts(trace)  # TF/JAX: the thread that runs the step
+    lane = max(lanes, key=lambda ln: (drivers[ln], len(ops.top_level(ln))))
     idx = ops.top_level(lane)
     s = trace.slices
     desc = (f"top-level CPU ops of {trace.lanes.name[lane]}"

@@ -21,6 +21,7 @@ from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
 from ...trace import CopyKind, Kind, LaneKind, Trace
 from . import wire as w
+from .folder import describe_others, find_runs
 
 _SKIPPED_PLANES = ("/host:metadata", "Task Environment")
 _DEVICE = re.compile(r"^/device:(GPU|TPU|CUSTOM):(\d+)")
@@ -29,6 +30,10 @@ _RUNTIME = re.compile(r"^(cuda|cu|hip|hsa|nccl|rccl)[A-Z_]")
 _COPY = re.compile(r"memcpy|MemcpyH2D|MemcpyD2H|MemcpyD2D|MemcpyP2P", re.I)
 _NUM_BYTES = re.compile(r"num_bytes:\s*(\d+)")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: tf.data runs its iterators on threads named ``tf_data_iterator_resource/...`` and
+#: ``tf_data_private_threadpool/...``; their lanes are grouped under this name.
+_TF_DATA_THREAD = "tf_data"
+TF_DATA_GROUP = "tf.data"
 
 
 @dataclass
@@ -131,13 +136,28 @@ def _stat(buf: bytes, span, names: dict):
 
 
 def _host_kind(name: str, stats: dict) -> Kind:
-    if name.startswith("ProfilerStep#"):
+    if name.startswith("ProfilerStep#") or _step_num(stats) is not None:
         return Kind.ANNOTATION
     if "correlation_id" in stats or _RUNTIME.match(name):
         return Kind.RUNTIME
     if name.startswith("$"):  # XProf's Python tracer: "$file:line function"
         return Kind.PYTHON
     return Kind.CPU_OP
+
+
+def _step_num(stats: dict) -> int | None:
+    n = stats.get("step_num")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
+def step_marker_name(name: str, stats: dict) -> str:
+    """TF/Keras step markers (``tf.profiler.experimental.Trace("train", step_num=i)``, the
+    Keras ``train`` TraceMe, JAX ``StepTraceAnnotation``) as ``"train step 3"``: one name
+    per step, recognised as a step annotation like ``ProfilerStep#3``."""
+    n = _step_num(stats)
+    if n is None:
+        return name
+    return f"{name} {n}" if name.lower().endswith("step") else f"{name} step {n}"
 
 
 def _device_kind(line_name: str, name: str, stats: dict) -> tuple[Kind, CopyKind]:
@@ -168,11 +188,21 @@ def _copy_bytes(stats: dict) -> int:
 
 
 class _Loader:
-    def __init__(self, path: Path, buf: bytes, progress: Progress):
+    """Reads one XSpace buffer into ``builder``; ``rank`` >= 0 when it is one host of
+    several (its lanes are then grouped as ``rank R · host``)."""
+
+    def __init__(self, path: Path, buf: bytes, progress: Progress,
+                 builder: TraceBuilder | None = None, rank: int = -1, host: str = ""):
         self.path, self.buf, self.progress = path, buf, progress
-        self.b = TraceBuilder(str(path), "xplane")
+        self.b = builder or TraceBuilder(str(path), "xplane")
+        self.rank, self.host = rank, host
 
     def run(self) -> Trace:
+        self.read()
+        self.progress.report(0.95, "building trace")
+        return self.b.finish(progress=self.progress)
+
+    def read(self, lo: float = 0.0, hi: float = 0.9) -> None:
         planes, hosts = _space_planes(self.buf)
         if not planes:
             raise TraceFormatError(self.path, "XSpace has no planes")
@@ -180,10 +210,8 @@ class _Loader:
             self.b.report.notes.append("hosts: " + ", ".join(hosts[:8]))
         for k, span in enumerate(planes):
             self.progress.check_cancelled()
-            self.progress.report(0.9 * k / len(planes), "reading planes")
+            self.progress.report(lo + (hi - lo) * k / len(planes), "reading planes")
             self.plane(_plane(self.buf, span))
-        self.progress.report(0.95, "building trace")
-        return self.b.finish(progress=self.progress)
 
     def plane(self, p: _Plane) -> None:
         if p.name in _SKIPPED_PLANES:
@@ -203,15 +231,22 @@ class _Loader:
 
     def _lane(self, p: _Plane, ln: _Line, device: int | None, kind: str) -> int:
         label = ln.display_name or ln.name or f"line {ln.id}"
+        prefix = f"rank {self.rank} · " if self.rank >= 0 else ""
         if device is None:
             group = "Host CPU" if p.name == "/host:CPU" else p.name
-            return self.b.lane(("host", p.id, p.name, ln.id), label, LaneKind.CPU, group,
+            if ln.name.startswith(_TF_DATA_THREAD):
+                group = TF_DATA_GROUP
+            return self.b.lane((self.rank, "host", p.id, p.name, ln.id), label, LaneKind.CPU,
+                               prefix + group, rank=self.rank, pid=max(self.rank, 0),
                                tid=ln.id & 0xFFFFFFFF)
         found = _STREAM.search(ln.name)
         stream = int(found.group(1)) if found else ln.id & 0xFFFFFF
         sort = None if found else (2 << 49) | (device << 24) | 0xFFF000 | (ln.id & 0xFFF)
-        return self.b.lane(("dev", p.id, p.name, ln.id), label, LaneKind.GPU,
-                           f"{kind} {device}", device=device, stream=stream, sort_key=sort)
+        if sort is not None and self.rank >= 0:
+            sort |= (self.rank + 1) << 52
+        return self.b.lane((self.rank, "dev", p.id, p.name, ln.id), label, LaneKind.GPU,
+                           f"{prefix}{kind} {device}", rank=self.rank, device=device,
+                           stream=stream, sort_key=sort)
 
     def host_line(self, p: _Plane, ln: _Line) -> None:
         rows = self.events(p, ln)
@@ -219,6 +254,7 @@ class _Loader:
             return
         starts, durs, names, args, corr, stats_list = rows
         kinds = [int(_host_kind(n, s)) for n, s in zip(names, stats_list)]
+        names = [step_marker_name(n, s) for n, s in zip(names, stats_list)]
         lane = self._lane(p, ln, None, "")
         self.b.add_slices(starts, durs, lane, names, args=args, kind=kinds, correlation=corr)
 
@@ -271,6 +307,8 @@ class XPlaneImporter:
 
     def can_open(self, path: Path) -> float:
         path = Path(path)
+        if path.is_dir():
+            return 0.9 if find_runs(path) else 0.0
         if not path.is_file():
             return 0.0
         with open(path, "rb") as f:
@@ -282,16 +320,55 @@ class XPlaneImporter:
 
     def load(self, path: Path, progress: Progress) -> Trace:
         path = Path(path)
-        buf = path.read_bytes()
-        if not _sane_head(buf[:16], len(buf)):
-            raise TraceFormatError(path, "not an XSpace protobuf (first field is not a plane "
-                                         "or host list)")
-        try:
-            return _Loader(path, buf, progress).run()
-        except w.WireError as exc:
-            raise TraceFormatError(path, f"corrupt or truncated XSpace protobuf: {exc}") from None
-        except RecursionError:
-            raise TraceFormatError(path, "XSpace protobuf nests too deeply") from None
+        if path.is_dir():
+            return _load_folder(path, progress)
+        return _load_file(path, progress, None)
+
+
+def _load_file(path: Path, progress: Progress, builder: TraceBuilder | None,
+               rank: int = -1, span: tuple[float, float] = (0.0, 0.9)) -> Trace | None:
+    """One ``.xplane.pb``: a whole trace, or (with ``builder``) one host's lanes."""
+    buf = path.read_bytes()
+    if not buf:
+        raise TraceFormatError(path, "file is empty")
+    if not _sane_head(buf[:16], len(buf)):
+        raise TraceFormatError(path, "not an XSpace protobuf (first field is not a plane "
+                                     "or host list)")
+    try:
+        loader = _Loader(path, buf, progress, builder, rank)
+        if builder is None:
+            return loader.run()
+        loader.read(*span)
+        return None
+    except w.WireError as exc:
+        raise TraceFormatError(path, f"corrupt or truncated XSpace protobuf: {exc}") from None
+    except RecursionError:
+        raise TraceFormatError(path, "XSpace protobuf nests too deeply") from None
+
+
+def _load_folder(path: Path, progress: Progress) -> Trace:
+    """The newest run below ``path``; its hosts become ranks when there are several."""
+    runs = find_runs(path)
+    if not runs:
+        raise TraceFormatError(path, "no .xplane.pb profile in this folder or below it")
+    run = runs[-1]
+    b = TraceBuilder(str(path), "xplane")
+    several = len(run.files) > 1
+    for k, f in enumerate(run.files):
+        lo = 0.9 * k / len(run.files)
+        _load_file(f, progress, b, k if several else -1, (lo, lo + 0.9 / len(run.files)))
+    b.report.notes.append(f"TensorBoard profile run {run.folder.name}: "
+                          + ", ".join(f"{'rank ' + str(k) + ' = ' if several else ''}host {h}"
+                                      for k, h in enumerate(run.hosts)))
+    if len(runs) > 1:
+        b.report.notes.append(describe_others(run, runs, path))
+    progress.report(0.95, "building trace")
+    trace = b.finish(progress=progress)
+    trace.meta.extra["profile_run"] = {"folder": str(run.folder), "hosts": run.hosts,
+                                       "other_runs": [str(r.folder) for r in runs[:-1]]}
+    if several:
+        trace.meta.world_size = len(run.files)
+    return trace
 
 
 def _sane_head(head: bytes, size: int) -> bool:
