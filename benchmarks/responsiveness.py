@@ -115,8 +115,8 @@ def run_one(path: Path, mode: str) -> dict:
         marks.setdefault(name, clock.nsecsElapsed() / 1e9)
 
     s.trace_changed.connect(lambda: mark("trace"))
-    s.iterations_changed.connect(lambda: mark("iterations"))
-    s.findings_changed.connect(lambda: mark("findings"))
+    s.on_analysis("iterations", lambda: mark("iterations"))
+    s.on_analysis("findings", lambda: mark("findings"))
     s.analysis_finished.connect(app.quit)
     s.load_failed.connect(lambda p, r: (marks.setdefault("error", r), app.quit()))
     s.job_crashed.connect(lambda m: (marks.setdefault("error", m), app.quit()))

@@ -130,11 +130,11 @@ def _dispatch(args) -> int:
 
 
 def _load_and_analyze(path: str, args):
-    from .core.analysis.pipeline import analyze
+    from .core.analysis.pipeline import Options, analyze
     from .core.importers import load_trace
 
     trace = load_trace(path, use_cache=not args.no_cache)
-    return trace, analyze(trace, mode=args.iterations)
+    return trace, analyze(trace, Options(iterations=args.iterations))
 
 
 def _cmd_analyze(args) -> int:

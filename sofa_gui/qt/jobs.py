@@ -1,20 +1,24 @@
-"""The app's background jobs: open a trace, then analyse it step by step.
+"""The app's background jobs: open a trace, then analyze it.
 
 Each function runs on a worker thread (see :mod:`sofa_gui.qt.worker`) and hands
-partial results to the GUI as soon as they exist: ``"trace"`` (with the
-timeline's draw index, built here so the GUI thread never does it), then
-``"iterations"``, ``"breakdown"``, ``"findings"``. No Qt here beyond the state
-object, so the functions are easy to test.
+results to the GUI as soon as they exist: a :class:`TraceReady` (with the
+timeline's draw index, built here so the GUI thread never does it), then one
+:class:`AnalysisReady` per part of the analysis, as
+:func:`sofa_gui.core.analysis.pipeline.analyze` finishes it. No Qt here: the
+``state`` is any object with ``report``/``check_cancelled``/``partial``.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..background_load import child_available, load_via_child, source_bytes
+from ..core.analysis.pipeline import Analysis, Options, analyze
 from ..core.progress import subrange
-from .timeline import prepare
+from ..core.trace import Trace
+from ..view.model import Prepared, prepare
 
 log = logging.getLogger(__name__)
 
@@ -49,35 +53,35 @@ def load(state, path: str, load_mode: str = "auto"):
     return load_trace(p, progress=subrange(state, 0.0, 0.5), use_cache=True)
 
 
-def open_job(state, path: str, mode: str = "auto", load_mode: str = "auto") -> None:
-    """Load ``path`` and analyse it, handing over each result as it is ready."""
+@dataclass(frozen=True)
+class TraceReady:
+    """A trace was loaded (or read from the cache) and indexed for the timeline."""
+
+    trace: Trace
+    prepared: Prepared
+
+
+@dataclass(frozen=True)
+class AnalysisReady:
+    """``analysis.<part>`` is ready (a snapshot: parts still running are None)."""
+
+    analysis: Analysis
+    part: str
+
+
+def open_job(state, path: str, options: Options, load_mode: str = "auto") -> None:
+    """Load ``path`` and analyze it, handing over each result as it is ready."""
     trace = load(state, path, load_mode)
     state.report(0.5, "Indexing the timeline")
-    state.partial("trace", (trace, prepare(trace)))
-    analyze(state, trace, mode, lo=0.55)
+    state.partial(TraceReady(trace, prepare(trace)))
+    _analyze(state, trace, options, subrange(state, 0.55, 1.0))
 
 
-def analysis_job(state, trace, mode: str = "auto") -> None:
-    """Re-run the analysis of an open trace (e.g. another iteration mode)."""
-    analyze(state, trace, mode, lo=0.0)
+def analysis_job(state, trace: Trace, options: Options) -> None:
+    """Analyze an open trace again (e.g. with another iteration mode)."""
+    _analyze(state, trace, options, state)
 
 
-def analyze(state, trace, mode: str, lo: float) -> None:
-    """Iterations, then breakdown, then findings; each handed over when done."""
-    from ..core.analysis.breakdown import compute_breakdown
-    from ..core.analysis.findings import find_bottlenecks
-    from ..core.analysis.iterations import detect_iterations
-
-    span = 1.0 - lo
-    state.report(lo, "Finding iterations")
-    iters = detect_iterations(trace, mode=mode,
-                              progress=subrange(state, lo, lo + 0.4 * span))
-    state.partial("iterations", iters)
-    state.report(lo + 0.4 * span, "Breaking down iterations")
-    bd = compute_breakdown(trace, iters, progress=subrange(state, lo + 0.4 * span,
-                                                           lo + 0.85 * span))
-    state.partial("breakdown", bd)
-    state.report(lo + 0.85 * span, "Looking for bottlenecks")
-    findings = find_bottlenecks(trace, iters, bd)
-    state.partial("findings", findings)
-    state.report(1.0, "Analysis done")
+def _analyze(state, trace: Trace, options: Options, progress) -> None:
+    analyze(trace, options, progress,
+            lambda a, part: state.partial(AnalysisReady(replace(a), part)))

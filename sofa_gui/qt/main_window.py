@@ -194,7 +194,7 @@ class MainWindow(QMainWindow):
         s, tl = self.session, self.timeline
         s.loading_started.connect(self._on_loading_started)
         s.trace_changed.connect(self._on_trace_changed)
-        s.iterations_changed.connect(lambda: tl.set_iterations(s.iterations))
+        s.on_analysis("iterations", lambda: tl.set_iterations(s.iterations))
         s.iteration_selected.connect(lambda i: tl.select_iteration(i if i >= 0 else None))
         s.slice_selected.connect(lambda i: tl.select_slice(i if i >= 0 else None))
         s.zoom_requested.connect(tl.zoom_to)

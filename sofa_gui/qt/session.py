@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from ..core.analysis.pipeline import PARTS, Analysis, Options
 from ..core.trace import Trace
 from ..view.search import SearchQuery, find_matches
 from . import jobs
@@ -27,9 +28,10 @@ class Session(QObject):
 
     loading_started = Signal(str)  # path
     trace_changed = Signal()  # a new trace is shown (analysis not yet ready)
-    iterations_changed = Signal()
-    breakdown_changed = Signal()
-    findings_changed = Signal()
+    # one ``<part>_changed`` signal per Analysis field (iterations_changed, ...): see on_analysis
+    for _part in PARTS:
+        locals()[f"{_part}_changed"] = Signal()
+    del _part
     analysis_finished = Signal()  # every analysis step of the current request is done
     load_failed = Signal(str, str)  # path, reason
     job_crashed = Signal(str)  # a bug in a background step, with its message
@@ -50,9 +52,7 @@ class Session(QObject):
         self.pending_path: str | None = None
         self.trace: Trace | None = None
         self.prepared = None  # the timeline's draw index of ``trace``, built off the GUI thread
-        self.iterations = None
-        self.breakdown = None
-        self.findings: list | None = None
+        self.analysis = Analysis()  # parts fill in as the pipeline finishes them
         self.analysis_done = False
         self.last_error: tuple[str, str] | None = None
         self.selected_iteration = -1
@@ -78,7 +78,7 @@ class Session(QObject):
         self.last_error = None
         self.analysis_done = False
         self.loading_started.emit(path)
-        self.worker.start(jobs.open_job, path, self.iteration_mode, self.load_mode)
+        self.worker.start(jobs.open_job, path, self.options, self.load_mode)
 
     def reanalyze(self, mode: str | None = None) -> None:
         """Run the analysis again on the open trace (``mode``: auto|annotations|pattern)."""
@@ -87,10 +87,36 @@ class Session(QObject):
         if self.trace is None:
             return
         self.analysis_done = False
-        self.worker.start(jobs.analysis_job, self.trace, self.iteration_mode)
+        self.worker.start(jobs.analysis_job, self.trace, self.options)
 
     def cancel(self) -> None:
         self.worker.cancel()
+
+    @property
+    def options(self) -> Options:
+        return Options(iterations=self.iteration_mode)
+
+    # -- analysis results ----------------------------------------------------------------
+    def on_analysis(self, part: str, slot) -> None:
+        """Call ``slot()`` whenever ``analysis.<part>`` becomes ready (a panel's subscription)."""
+        self._part_signal(part).connect(slot)
+
+    def _part_signal(self, part: str):
+        if part not in PARTS:
+            raise ValueError(f"no analysis part {part!r}; parts: {', '.join(PARTS)}")
+        return getattr(self, f"{part}_changed")
+
+    @property
+    def iterations(self):
+        return self.analysis.iterations
+
+    @property
+    def breakdown(self):
+        return self.analysis.breakdown
+
+    @property
+    def findings(self):
+        return self.analysis.findings
 
     @property
     def busy(self) -> bool:
@@ -160,25 +186,20 @@ class Session(QObject):
         self.select_slice(int(self.matches[self.match_pos]), reveal=True)
 
     # -- worker results -----------------------------------------------------------
-    def _on_result(self, kind: str, payload) -> None:
-        if kind == "trace":
-            self._set_trace(*payload)
-        elif kind == "iterations":
-            self.iterations = payload
+    def _on_result(self, result) -> None:
+        if isinstance(result, jobs.TraceReady):
+            self._set_trace(result.trace, result.prepared)
+            return
+        self.analysis = result.analysis
+        if result.part == "iterations":
             self.selected_iteration = -1
-            self.iterations_changed.emit()
-        elif kind == "breakdown":
-            self.breakdown = payload
-            self.breakdown_changed.emit()
-        elif kind == "findings":
-            self.findings = list(payload)
-            self.findings_changed.emit()
+        self._part_signal(result.part).emit()
 
     def _set_trace(self, trace: Trace, prepared=None) -> None:
         self.trace = trace
         self.prepared = prepared
         self.path = self.pending_path
-        self.iterations = self.breakdown = self.findings = None
+        self.analysis = Analysis()
         self.selected_iteration = self.selected_slice = -1
         self.matches, self.match_pos = np.zeros(0, np.int64), -1
         self.trace_changed.emit()

@@ -60,10 +60,10 @@ class JobState:
         self._emit(self.gen, "progress", (float(fraction), message))
 
     # -- results and cancellation -------------------------------------------------
-    def partial(self, kind: str, payload) -> None:
-        """Hand a partial result (``kind``) to the GUI thread; raises if cancelled."""
+    def partial(self, payload) -> None:
+        """Hand a partial result to the GUI thread; raises if cancelled."""
         self.check_cancelled()
-        self._emit(self.gen, kind, payload)
+        self._emit(self.gen, "result", payload)
 
     def on_cancel(self, hook) -> None:
         """Call ``hook()`` (from the GUI thread) when this job is cancelled."""
@@ -101,13 +101,13 @@ class Worker(QObject):
     """Runs one job at a time off the GUI thread; a new job cancels the previous one.
 
     Signals (GUI thread, current generation only): ``progress(fraction, message)``,
-    ``result(kind, payload)`` for each partial result, then exactly one of
+    ``result(payload)`` for each partial result, then exactly one of
     ``finished()``, ``failed(path, reason)`` (bad input), ``crashed(message)``
     (a bug), ``cancelled()``.
     """
 
     progress = Signal(float, str)
-    result = Signal(str, object)
+    result = Signal(object)
     finished = Signal()
     failed = Signal(str, str)
     crashed = Signal(str)
@@ -193,6 +193,8 @@ class Worker(QObject):
             return  # stale: a newer job replaced it, or it was cancelled
         if kind == "progress":
             self.progress.emit(*payload)
+        elif kind == "result":
+            self.result.emit(payload)
         elif kind.startswith("_"):
             self._state = None
             if kind == "_finished":
@@ -204,5 +206,3 @@ class Worker(QObject):
             else:
                 self.cancelled.emit()
             self.busy_changed.emit(False)
-        else:
-            self.result.emit(kind, payload)

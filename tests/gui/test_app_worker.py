@@ -20,7 +20,7 @@ def worker(qtbot):
 
 def _record(worker):
     got = []
-    worker.result.connect(lambda kind, payload: got.append((kind, payload)))
+    worker.result.connect(lambda payload: got.append(("result", payload)))
     worker.finished.connect(lambda: got.append(("finished", None)))
     worker.failed.connect(lambda p, r: got.append(("failed", (p, r))))
     worker.crashed.connect(lambda m: got.append(("crashed", m)))
@@ -33,12 +33,12 @@ def test_partial_results_then_finished(worker, qtbot):
 
     def job(state):
         state.report(0.5, "half")
-        state.partial("a", 1)
-        state.partial("b", 2)
+        state.partial(1)
+        state.partial(2)
 
     with qtbot.waitSignal(worker.finished, timeout=5000):
         worker.start(job)
-    assert got == [("a", 1), ("b", 2), ("finished", None)]
+    assert got == [("result", 1), ("result", 2), ("finished", None)]
     assert not worker.busy
 
 
@@ -48,10 +48,10 @@ def test_stale_results_of_a_replaced_job_are_dropped(worker, qtbot):
 
     def slow(state):
         release.wait(5)
-        state._emit(state.gen, "trace", "old")  # bypasses the cancel check on purpose
+        state._emit(state.gen, "result", "old")  # bypasses the cancel check on purpose
 
     def fast(state):
-        state.partial("trace", "new")
+        state.partial("new")
 
     worker.start(slow)
     with qtbot.waitSignal(worker.finished, timeout=5000):
@@ -59,8 +59,8 @@ def test_stale_results_of_a_replaced_job_are_dropped(worker, qtbot):
     release.set()
     assert worker.wait_idle(5)
     qtbot.wait(50)  # let any queued emission of the old job arrive
-    assert ("trace", "old") not in got
-    assert got == [("trace", "new"), ("finished", None)]
+    assert ("result", "old") not in got
+    assert got == [("result", "new"), ("finished", None)]
 
 
 def test_cancel_stops_a_cooperative_job_and_runs_hooks(worker, qtbot):

@@ -15,6 +15,7 @@ from ..summary import fmt_ns
 from ..trace import Kind, Trace
 from .findings import BELOW, disjoint_ids, evaluate_rules
 from .host_side import window_of
+from .pipeline import Analysis
 from .results import us
 
 TOP_CHANGES = 15
@@ -24,7 +25,7 @@ _DEVICE_KINDS = {int(Kind.KERNEL): "kernel", int(Kind.COMMUNICATION): "communica
                  int(Kind.MEMCPY): "memcpy", int(Kind.MEMSET): "memset", int(Kind.CPU_OP): "op"}
 
 
-def diff_analyses(before: tuple, after: tuple) -> dict:
+def diff_analyses(before: tuple[Trace, Analysis], after: tuple[Trace, Analysis]) -> dict:
     """``before``/``after`` are (trace, analysis) pairs; returns a JSON-able dict."""
     (ta, aa), (tb, ab) = before, after
     med_a, med_b = _median(aa), _median(ab)
@@ -40,13 +41,13 @@ def diff_analyses(before: tuple, after: tuple) -> dict:
     }
 
 
-def _median(analysis) -> float:
+def _median(analysis: Analysis) -> float:
     bd = analysis.breakdown
     d = bd.durations if bd is not None else analysis.iterations.durations
     return float(np.median(d)) if len(d) else 0.0
 
 
-def _run(trace: Trace, analysis, med: float) -> dict:
+def _run(trace: Trace, analysis: Analysis, med: float) -> dict:
     bd = analysis.breakdown
     return {
         "path": trace.meta.source,
@@ -78,7 +79,7 @@ def _categories(bda, bdb, side: str) -> list[dict]:
     return out
 
 
-def _findings(ta, aa, tb, ab, measured: float | None) -> dict:
+def _findings(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis, measured: float | None) -> dict:
     sa = {f.id: f for f in evaluate_rules(ta, aa.iterations, aa.breakdown)}
     sb = {f.id: f for f in evaluate_rules(tb, ab.iterations, ab.breakdown)}
     shown_a = {f.id for f in aa.findings}
@@ -117,13 +118,13 @@ def _findings(ta, aa, tb, ab, measured: float | None) -> dict:
     }
 
 
-def _mean_iteration(analysis) -> float:
+def _mean_iteration(analysis: Analysis) -> float:
     bd = analysis.breakdown
     d = bd.durations if bd is not None else analysis.iterations.durations
     return float(np.mean(d)) if len(d) else 0.0
 
 
-def _per_iteration_times(trace: Trace, analysis) -> dict[tuple[str, str], float]:
+def _per_iteration_times(trace: Trace, analysis: Analysis) -> dict[tuple[str, str], float]:
     """Mean ns per analysed window of each (kind, name), for device slices and CPU ops."""
     bd = analysis.breakdown
     s = trace.slices
@@ -146,7 +147,7 @@ def _per_iteration_times(trace: Trace, analysis) -> dict[tuple[str, str], float]
     return out
 
 
-def _top_changes(ta, aa, tb, ab) -> list[dict]:
+def _top_changes(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis) -> list[dict]:
     a = _per_iteration_times(ta, aa)
     b = _per_iteration_times(tb, ab)
     keys = set(a) | set(b)

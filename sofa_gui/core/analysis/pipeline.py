@@ -1,48 +1,126 @@
-"""One call that runs every analysis on a trace: iterations, breakdown, findings.
+"""The one place the analyses run: iterations -> breakdown -> findings (-> whatever is added).
 
-The GUI runs the steps one by one (to show iterations before findings); the CLI
-and reports call :func:`analyze`.
+:func:`analyze` runs the :data:`STEPS` in order. Each step fills one field of
+:class:`Analysis` and is handed to ``on_result(analysis, part)`` as soon as it is
+ready, so the app shows iterations before findings exist. The CLI, the reports,
+the diff and the app all read the same typed :class:`Analysis`.
+
+Adding a result is a change here only: a field on :class:`Analysis`, a step in
+:data:`STEPS` (and its entry in :meth:`Analysis.to_dict` if the JSON should carry it).
+Panels subscribe to the field by name (``session.on_analysis("field", slot)``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from ..progress import NullProgress, Progress, subrange
 from ..trace import Trace
 from .results import Finding, Iterations
-from .run_facts import RunFacts
+
+if TYPE_CHECKING:  # the steps import their modules when they run (app start-up stays fast)
+    from .breakdown import TraceBreakdown
+    from .run_facts import RunFacts
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user can choose about an analysis run."""
+
+    iterations: str = "auto"  # how iterations are found: auto | annotations | pattern
 
 
 @dataclass
 class Analysis:
-    iterations: Iterations
-    breakdown: object | None = None  # breakdown.TraceBreakdown
-    findings: list[Finding] = field(default_factory=list)
-    run: RunFacts | None = None
+    """Every analysis result of one trace; a field is None until its step has run."""
+
+    iterations: Iterations | None = None
+    breakdown: TraceBreakdown | None = None
+    findings: list[Finding] | None = None
+    run: RunFacts | None = None  # what the program is (framework, device, ...), with proofs
 
     def to_dict(self, trace: Trace | None = None) -> dict:
-        it = self.iterations.to_dict()
-        if self.breakdown is not None:
+        """JSON of every ready part (a new part's ``to_dict()`` is picked up by name);
+        ``trace`` adds the proving events' names to the run facts."""
+        it = self.iterations.to_dict() if self.iterations is not None else None
+        if self.breakdown is not None and it is not None:
             self.breakdown.annotate_items(it["items"])
         out = {"run": self.run.to_dict(trace) if self.run is not None else None,
-               "iterations": it, "findings": [f.to_dict() for f in self.findings]}
-        if self.breakdown is not None:
-            out["breakdown"] = self.breakdown.to_dict()
+               "iterations": it, "findings": [f.to_dict() for f in self.findings or []]}
+        for name in PARTS:
+            value = getattr(self, name)
+            if name not in out and value is not None:
+                out[name] = value.to_dict() if hasattr(value, "to_dict") else value
         return out
 
 
-def analyze(trace: Trace, mode: str = "auto", progress: Progress | None = None) -> Analysis:
-    """Detect iterations (``mode``: auto|annotations|pattern), then break down and advise."""
-    from .breakdown import compute_breakdown
-    from .findings import find_bottlenecks
+#: Names of the parts of an :class:`Analysis` (its fields).
+PARTS: tuple[str, ...] = tuple(f.name for f in fields(Analysis))
+
+#: ``run(trace, analysis so far, options, progress) -> value of the step's field``
+StepFn = Callable[[Trace, Analysis, Options, Progress], object]
+
+
+@dataclass(frozen=True)
+class Step:
+    part: str  # the Analysis field this step fills
+    message: str  # progress text while it runs
+    weight: float  # share of the progress bar
+    run: StepFn
+
+
+def _iterations(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     from .iterations import detect_iterations
+
+    return detect_iterations(trace, mode=opts.iterations, progress=progress)
+
+
+def _breakdown(trace: Trace, a: Analysis, opts: Options, progress: Progress):
+    from .breakdown import compute_breakdown
+
+    return compute_breakdown(trace, a.iterations, progress=progress)
+
+
+def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     from .run_facts import run_facts
 
+    return run_facts(trace)
+
+
+def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
+    from .findings import find_bottlenecks
+
+    return find_bottlenecks(trace, a.iterations, a.breakdown, a.run)  # best first
+
+
+#: The steps in the order they run; each may read the parts filled before it.
+STEPS: tuple[Step, ...] = (
+    Step("iterations", "Finding iterations", 0.4, _iterations),
+    Step("breakdown", "Breaking down iterations", 0.4, _breakdown),
+    Step("run", "Reading run facts", 0.05, _run_facts),
+    Step("findings", "Looking for bottlenecks", 0.15, _findings),
+)
+
+OnResult = Callable[[Analysis, str], None]
+
+
+def analyze(trace: Trace, options: Options | None = None, progress: Progress | None = None,
+            on_result: OnResult | None = None) -> Analysis:
+    """Run every step on ``trace``; ``on_result(analysis, part)`` after each one."""
+    options = options or Options()
     progress = progress or NullProgress()
-    iters = detect_iterations(trace, mode=mode, progress=subrange(progress, 0.0, 0.5))
-    bd = compute_breakdown(trace, iters, progress=subrange(progress, 0.5, 0.9))
-    facts = run_facts(trace)
-    findings = find_bottlenecks(trace, iters, bd, facts)
-    progress.report(1.0, "analysis done")
-    return Analysis(iters, bd, findings, facts)
+    analysis = Analysis()
+    total = sum(s.weight for s in STEPS)
+    done = 0.0
+    for step in STEPS:
+        lo, hi = done / total, (done + step.weight) / total
+        progress.report(lo, step.message)
+        setattr(analysis, step.part, step.run(trace, analysis, options,
+                                              subrange(progress, lo, hi)))
+        if on_result is not None:
+            on_result(analysis, step.part)
+        done += step.weight
+    progress.report(1.0, "Analysis done")
+    return analysis

@@ -21,6 +21,7 @@ from . import svg_charts as charts
 from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
 from .findings import THRESHOLDS
 from .palette import color_of
+from .pipeline import Analysis
 from .results import Finding
 from .text import breakdown_text, counter_lines, device_details, evidence_where, gain_text
 
@@ -36,8 +37,8 @@ def report_format(path) -> str:
     return fmt
 
 
-def write_report(trace: Trace, analysis, path) -> Path:
-    """Write the report for ``analysis`` (a pipeline ``Analysis``) to ``path`` atomically."""
+def write_report(trace: Trace, analysis: Analysis, path) -> Path:
+    """Write the report for ``analysis`` to ``path`` atomically."""
     path = Path(path)
     fmt = report_format(path)
     text = html_report(trace, analysis) if fmt == "html" else markdown_report(trace, analysis)
@@ -55,7 +56,7 @@ def write_report(trace: Trace, analysis, path) -> Path:
 
 
 # -- shared facts ----------------------------------------------------------------------
-def _facts(trace: Trace, analysis) -> list[tuple[str, str]]:
+def _facts(trace: Trace, analysis: Analysis) -> list[tuple[str, str]]:
     it = analysis.iterations
     bd: TraceBreakdown | None = analysis.breakdown
     run = getattr(analysis, "run", None)
@@ -107,7 +108,7 @@ li{margin:2px 0;font-size:13px}.fw{color:#555;font-weight:bold}
 """
 
 
-def html_report(trace: Trace, analysis) -> str:
+def html_report(trace: Trace, analysis: Analysis) -> str:
     bd: TraceBreakdown | None = analysis.breakdown
     title = f"sofa-gui report: {Path(trace.meta.source).name or 'trace'}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -236,7 +237,7 @@ def _html_ranks(bd: TraceBreakdown) -> list[str]:
 
 
 # -- Markdown --------------------------------------------------------------------------
-def markdown_report(trace: Trace, analysis) -> str:
+def markdown_report(trace: Trace, analysis: Analysis) -> str:
     bd: TraceBreakdown | None = analysis.breakdown
     out = [f"# sofa-gui report: {_md(Path(trace.meta.source).name or 'trace')}", "",
            "| | |", "|---|---|"]

@@ -9,6 +9,7 @@ from ..trace import Trace
 from .breakdown import TraceBreakdown
 from .device_side import COPY_DIRECTIONS
 from .iterations import iterations_text
+from .pipeline import Analysis
 from .results import Finding, us
 
 BAR = 24
@@ -16,10 +17,9 @@ MAX_COUNTERS = 8
 MAX_RANK_ITERATIONS = 12
 
 
-def analysis_text(trace: Trace, analysis) -> list[str]:
-    """Lines for the terminal; ``analysis`` is a :class:`~.pipeline.Analysis`."""
-    run = getattr(analysis, "run", None)
-    lines = run_text(run) + [""] if run is not None else []
+def analysis_text(trace: Trace, analysis: Analysis) -> list[str]:
+    """Lines for the terminal."""
+    lines = run_text(analysis.run) + [""] if analysis.run is not None else []
     lines += iterations_text(trace, analysis.iterations)
     bd: TraceBreakdown | None = analysis.breakdown
     if bd is not None:

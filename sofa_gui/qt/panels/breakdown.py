@@ -3,7 +3,7 @@
 Top: two stacked bars on one time scale (selected iteration, median iteration),
 one segment per category. Below: a table with time, share and bytes per category
 for the selected iteration and the median. A combo picks the side (each device,
-each rank's main thread). Observes ``Session.breakdown_changed`` and
+each rank's main thread). Observes the session's ``breakdown`` part and
 ``iteration_selected``.
 """
 
@@ -144,7 +144,7 @@ class BreakdownPanel(QWidget):
         lay.addWidget(self.table, 1)
         lay.addStretch(0)
         session.trace_changed.connect(self._reload)
-        session.breakdown_changed.connect(self._reload)
+        session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
         self._reload()
 

@@ -3,7 +3,7 @@
 Each card shows title, severity, share of iteration time, the estimated speed-up if
 it were removed, the summary, the suggested fixes and the evidence; an evidence
 item is a link that zooms the timeline to its time range (and selects its
-iteration). Observes ``Session.findings_changed`` and ``trace_changed``.
+iteration). Observes the session's ``findings`` part and ``trace_changed``.
 """
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ class FindingsPanel(QWidget):
         lay.addWidget(self.status)
         lay.addWidget(scroll, 1)
         session.trace_changed.connect(self._reload)
-        session.iterations_changed.connect(self._reload)
-        session.findings_changed.connect(self._reload)
+        session.on_analysis("iterations", self._reload)
+        session.on_analysis("findings", self._reload)
         session.analysis_finished.connect(self._reload)
         session.job_crashed.connect(self._reload)
 

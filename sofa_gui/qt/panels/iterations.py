@@ -1,6 +1,6 @@
 """Iterations dock: one row per iteration; click or Enter selects it and zooms there.
 
-Observes ``Session.iterations_changed`` / ``breakdown_changed`` (dominant category)
+Observes the session's ``iterations`` / ``breakdown`` parts (dominant category)
 and ``iteration_selected`` (a band clicked on the timeline selects the row).
 """
 
@@ -176,8 +176,8 @@ class IterationsPanel(QWidget):
         self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
         session.trace_changed.connect(self._reload)
         session.loading_started.connect(self._on_loading)
-        session.iterations_changed.connect(self._reload)
-        session.breakdown_changed.connect(self._reload)
+        session.on_analysis("iterations", self._reload)
+        session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(self._on_selected)
         self._syncing = False
         self.table.hide()

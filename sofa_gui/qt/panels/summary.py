@@ -1,7 +1,7 @@
 """Run summary header: file, format, duration, iterations, median iteration, device use.
 
-A strip of label/value pairs above the timeline. Observes ``Session.trace_changed``,
-``iterations_changed``, ``breakdown_changed`` and ``findings_changed``.
+A strip of label/value pairs above the timeline. Observes ``Session.trace_changed`` and
+every analysis part as it arrives.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
+from ...core.analysis.pipeline import PARTS
 from ..session import Session
 from .breakdown_view import device_utilisation
 from .common import fmt_dur, fmt_pct, plain_label, plain_tooltip, set_muted
@@ -60,9 +61,9 @@ class SummaryHeader(QFrame):
         lay.addWidget(inner)
         self._facts: dict[str, str] = {}
         session.trace_changed.connect(self._on_trace)
-        for sig in (session.iterations_changed, session.breakdown_changed,
-                    session.findings_changed, session.busy_changed):
-            sig.connect(self.refresh)
+        for part in PARTS:
+            session.on_analysis(part, self.refresh)
+        session.busy_changed.connect(self.refresh)
         self.refresh()
 
     def text_of(self, key: str) -> str:
