@@ -21,10 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .panels.breakdown import BreakdownPanel
-from .panels.details import DetailsPanel
-from .panels.findings import FindingsPanel
-from .panels.iterations import IterationsPanel
+from .docks import AREAS, dock_specs
 from .panels.load_report import LoadReportDialog
 from .panels.search_bar import SearchBar, SearchHighlighter
 from .panels.summary import SummaryHeader
@@ -87,36 +84,31 @@ class MainWindow(QMainWindow):
         lay.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
-    def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
-        dock = QDockWidget(title, self)
-        dock.setObjectName(name)
-        dock.setWidget(widget)
-        self.addDockWidget(area, dock)
-        return dock
-
     def _build_docks(self) -> None:
-        s = self.session
-        self.iterations_panel = IterationsPanel(s)
-        self.breakdown_panel = BreakdownPanel(s)
-        self.findings_panel = FindingsPanel(s)
-        self.details_panel = DetailsPanel(s)
-        bottom = Qt.DockWidgetArea.BottomDockWidgetArea
-        right = Qt.DockWidgetArea.RightDockWidgetArea
-        self.setCorner(Qt.Corner.BottomRightCorner, right)
-        self.findings_dock = self._dock("Bottlenecks", "findingsDock", self.findings_panel, right)
-        self.details_dock = self._dock("Details", "detailsDock", self.details_panel, right)
-        self.iterations_dock = self._dock("Iterations", "iterationsDock",
-                                          self.iterations_panel, bottom)
-        self.breakdown_dock = self._dock("Iteration breakdown", "breakdownDock",
-                                         self.breakdown_panel, bottom)
-        self.splitDockWidget(self.findings_dock, self.details_dock, Qt.Orientation.Vertical)
-        self.splitDockWidget(self.iterations_dock, self.breakdown_dock, Qt.Orientation.Horizontal)
-        self.resizeDocks([self.findings_dock], [440], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.findings_dock, self.details_dock], [560, 380],
-                         Qt.Orientation.Vertical)
-        self.resizeDocks([self.iterations_dock, self.breakdown_dock], [560, 600],
-                         Qt.Orientation.Horizontal)
-        self.resizeDocks([self.iterations_dock], [330], Qt.Orientation.Vertical)
+        """One dock per entry of the dock table (see :mod:`sofa_gui.qt.docks`)."""
+        self.panels: dict[str, QWidget] = {}
+        self.docks: dict[str, QDockWidget] = {}
+        self.setCorner(Qt.Corner.BottomRightCorner, AREAS["right"][0])
+        for area, (qt_area, direction, thickness) in AREAS.items():
+            specs = [d for d in dock_specs() if d.area == area]
+            for i, spec in enumerate(specs):
+                dock = self._add_dock(spec, qt_area)
+                if i:
+                    self.splitDockWidget(self.docks[specs[i - 1].key], dock, direction)
+            if specs:
+                across = (Qt.Orientation.Horizontal if direction == Qt.Orientation.Vertical
+                          else Qt.Orientation.Vertical)
+                self.resizeDocks([self.docks[specs[0].key]], [thickness], across)
+                self.resizeDocks([self.docks[d.key] for d in specs], [d.size for d in specs],
+                                 direction)
+
+    def _add_dock(self, spec, qt_area) -> QDockWidget:
+        panel = self.panels[spec.key] = spec.factory(self.session)
+        dock = self.docks[spec.key] = QDockWidget(spec.title, self)
+        dock.setObjectName(spec.object_name)
+        dock.setWidget(panel)
+        self.addDockWidget(qt_area, dock)
+        return dock
 
     def _build_status(self) -> None:
         self.progress_widget = ProgressWidget(self.session, self)
@@ -164,8 +156,7 @@ class MainWindow(QMainWindow):
                      lambda: self.session.select_iteration(self.session.selected_iteration),
                      "Ctrl+I")
         v.addSeparator()
-        for dock in (self.iterations_dock, self.breakdown_dock, self.findings_dock,
-                     self.details_dock):
+        for dock in self.docks.values():
             v.addAction(dock.toggleViewAction())
         self._action(v, "Reset &Layout", self.reset_layout)
         v.addSeparator()
@@ -319,8 +310,7 @@ class MainWindow(QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state, STATE_VERSION)
-        for dock in (self.iterations_dock, self.breakdown_dock, self.findings_dock,
-                     self.details_dock):
+        for dock in self.docks.values():
             dock.show()
 
     def restore_window_state(self) -> None:

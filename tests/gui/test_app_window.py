@@ -63,8 +63,8 @@ def fresh_copy(tmp_path, demo_path):
 
 def test_open_fills_iterations_findings_and_header(qtbot, window, demo_path):
     s = open_and_wait(qtbot, window, demo_path)
-    assert window.iterations_panel.model.rowCount() == EXPECTED_ITERATIONS
-    cards = window.findings_panel.cards
+    assert window.panels["iterations"].model.rowCount() == EXPECTED_ITERATIONS
+    cards = window.panels["findings"].cards
     assert cards and cards[0].finding.id == "input_pipeline_bound"
     shares = [c.finding.share for c in cards]
     assert shares == sorted(shares, reverse=True)
@@ -79,31 +79,31 @@ def test_open_fills_iterations_findings_and_header(qtbot, window, demo_path):
 
 def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, demo_path):
     s = open_and_wait(qtbot, window, demo_path)
-    table = window.iterations_panel.table
-    row = window.iterations_panel.row_of(3)
+    table = window.panels["iterations"].table
+    row = window.panels["iterations"].row_of(3)
     rect = table.visualRect(table.model().index(row, 2))
     qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert s.selected_iteration == 3
-    bars = window.breakdown_panel.bars.rows
+    bars = window.panels["breakdown"].bars.rows
     assert bars[0][0] == "Iteration 3" and bars[1][0].startswith("Median")
     total = sum(ns for _c, ns in bars[0][1])
     it = s.iterations
     assert total == int(it.ends[3] - it.starts[3])
-    assert window.breakdown_panel.table.rowCount() > 3
+    assert window.panels["breakdown"].table.rowCount() > 3
     lo, hi = window.timeline.visible_range()
     span = int(it.ends[3] - it.starts[3])
     assert abs(lo - int(it.starts[3])) < 0.1 * span and abs(hi - int(it.ends[3])) < 0.1 * span
     assert window.timeline.model.selected_iteration == 3
     # Enter on another row selects it too
-    table.setCurrentIndex(table.model().index(window.iterations_panel.row_of(1), 0))
+    table.setCurrentIndex(table.model().index(window.panels["iterations"].row_of(1), 0))
     qtbot.keyClick(table, Qt.Key.Key_Return)
     assert s.selected_iteration == 1
-    assert window.breakdown_panel.bars.rows[0][0] == "Iteration 1"
+    assert window.panels["breakdown"].bars.rows[0][0] == "Iteration 1"
 
 
 def test_finding_evidence_link_zooms_there(qtbot, window, demo_path):
     s = open_and_wait(qtbot, window, demo_path)
-    card = window.findings_panel.cards[0]
+    card = window.panels["findings"].cards[0]
     ev = card.finding.evidence[1]
     card.evidence.linkActivated.emit("ev:1")
     lo, hi = window.timeline.visible_range()
@@ -160,7 +160,7 @@ def test_corrupt_file_shows_error_and_window_stays_usable(qtbot, window, tmp_pat
     assert window.session.trace is None
     box.close()
     open_and_wait(qtbot, window, demo_path)
-    assert window.iterations_panel.model.rowCount() == EXPECTED_ITERATIONS
+    assert window.panels["iterations"].model.rowCount() == EXPECTED_ITERATIONS
 
 
 def test_cancel_stops_a_load(qtbot, window, fresh_copy):
@@ -212,7 +212,7 @@ def test_details_show_slice_and_flow_partner_links(qtbot, window, demo_path):
     t = s.trace
     launch = int(t.flows.src[0])
     s.select_slice(launch)
-    d = window.details_panel
+    d = window.panels["details"]
     assert d.name.text() == t.name_of(launch)
     assert d.name.textFormat() == Qt.TextFormat.PlainText
     assert "Flow partners" in d.partners.text()
@@ -241,7 +241,7 @@ def test_recent_files_and_window_state_are_remembered(qtbot, window, settings, d
     from sofa_gui.qt.main_window import MainWindow
 
     open_and_wait(qtbot, window, demo_path)
-    window.findings_dock.hide()
+    window.docks["findings"].hide()
     window.resize(780, 560)  # within the offscreen screen (800x600)
     window.close()
     assert str(demo_path.resolve()) in settings.value("recent/paths")
@@ -249,7 +249,7 @@ def test_recent_files_and_window_state_are_remembered(qtbot, window, settings, d
     qtbot.addWidget(again)
     assert again.recent_menu.actions()[0].text() == str(demo_path.resolve())
     assert (again.width(), again.height()) == (780, 560)
-    assert again.findings_dock.isHidden()
+    assert again.docks["findings"].isHidden()
     again.session.shutdown()
 
 
@@ -273,7 +273,7 @@ def test_trace_names_are_never_rich_text(qtbot, window):
     s = window.session
     s._set_trace(trace)
     s.select_slice(0)
-    d = window.details_panel
+    d = window.panels["details"]
     assert d.name.text() == "<b>bold</b><img src=x>"
     assert d.fields["Lane"].text() == "<b>group</b> / <i>lane</i>"
     assert d.fields["Lane"].textFormat() == Qt.TextFormat.PlainText
@@ -349,7 +349,7 @@ def test_iteration_mode_can_be_switched(qtbot, window, demo_path):
     qtbot.waitUntil(lambda: not s.busy, timeout=60000)
     assert s.analysis_done and s.iterations.method == "pattern"
     assert abs(len(s.iterations) - EXPECTED_ITERATIONS) <= 1
-    assert window.iterations_panel.model.rowCount() == len(s.iterations)
+    assert window.panels["iterations"].model.rowCount() == len(s.iterations)
 
 
 def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, tmp_path,
@@ -380,7 +380,7 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
 
 def test_sorting_the_iterations_table_keeps_rows_mapped(qtbot, window, demo_path):
     s = open_and_wait(qtbot, window, demo_path)
-    panel = window.iterations_panel
+    panel = window.panels["iterations"]
     panel.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
     longest = int(np.argmax(s.iterations.durations))
     assert panel.model.iteration_at(0) == longest
@@ -410,3 +410,28 @@ def test_broad_search_highlights_only_the_visible_matches(qtbot, window, demo_pa
     lo, hi = window.timeline.visible_range()
     visible = [i for i in s.matches if t.slices.start[i] < hi and t.slices.end[i] > lo]
     assert hl.shown == len(visible) and window.timeline.model.highlight is not None
+
+
+def test_one_dock_table_builds_docks_view_menu_and_reset_layout(qtbot, settings, monkeypatch):
+    from PySide6.QtWidgets import QLabel
+
+    from sofa_gui.qt import main_window
+    from sofa_gui.qt.docks import DockSpec, dock_specs
+
+    assert [d.key for d in dock_specs()] == ["findings", "details", "iterations", "breakdown"]
+    extra = DockSpec("extra", "Extra panel", "bottom", 30, 200, lambda s: QLabel("extra"))
+    monkeypatch.setattr(main_window, "dock_specs", lambda: [*dock_specs(), extra])
+    win = main_window.MainWindow(settings, restore_state=False)
+    qtbot.addWidget(win)
+    assert win.docks["extra"].objectName() == "extraDock"
+    assert win.panels["extra"].text() == "extra"
+    view = next(a.menu() for a in win.menuBar().actions() if a.text() == "&View")
+    titles = [a.text() for a in view.actions()]
+    for spec in [*dock_specs(), extra]:
+        assert spec.title in titles
+    win.show()
+    win.docks["extra"].hide()
+    win.docks["details"].hide()
+    win.reset_layout()
+    assert not win.docks["extra"].isHidden() and not win.docks["details"].isHidden()
+    win.session.shutdown()

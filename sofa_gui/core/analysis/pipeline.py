@@ -5,9 +5,9 @@
 ready, so the app shows iterations before findings exist. The CLI, the reports,
 the diff and the app all read the same typed :class:`Analysis`.
 
-Adding a result is a change here only: a field on :class:`Analysis`, a step in
-:data:`STEPS` (and its entry in :meth:`Analysis.to_dict` if the JSON should carry it).
-Panels subscribe to the field by name (``session.on_analysis("field", slot)``).
+Adding a result is a change here only: a field on :class:`Analysis` and a step in
+:data:`STEPS` (``analyze --json`` carries it via its ``to_dict()``). Panels subscribe
+to the field by name: ``session.on_analysis("field", slot)``. See docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import Side, color, label_of, median_index, sides
 from .common import fmt_bytes, fmt_dur, fmt_pct, plain_label, set_muted
@@ -244,3 +245,6 @@ def _delta(a, b) -> str:
     if d == 0:
         return "0"
     return f"{'+' if d > 0 else '−'}{fmt_dur(abs(d))}"
+
+
+DOCK = DockSpec("breakdown", "Iteration breakdown", "bottom", 20, 600, BreakdownPanel)

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.trace import CopyKind, Kind, Trace
+from ..docks import DockSpec
 from ..session import Session
 from .common import (
     esc,
@@ -174,3 +175,6 @@ def _bytes_text(n: int, dur: int) -> str:
         return ""
     rate = f"  ({n / dur:.3g} GB/s)" if dur > 0 else ""
     return f"{fmt_bytes(n)}{rate}"
+
+
+DOCK = DockSpec("details", "Details", "right", 20, 380, DetailsPanel)

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.results import Finding
+from ..docks import DockSpec
 from ..session import Session
 from .common import (
     SEVERITY_COLORS,
@@ -181,3 +182,6 @@ class FindingsPanel(QWidget):
         span = max(ev.end_ns - ev.start_ns, 1)
         pad = max(span // 20, 1)
         self.session.zoom_to(ev.start_ns - pad, ev.end_ns + pad)
+
+
+DOCK = DockSpec("findings", "Bottlenecks", "right", 10, 560, FindingsPanel)

@@ -11,6 +11,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
 
+from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import dominant_labels
 from .common import fmt_dur, fmt_offset, plain_label, set_muted
@@ -246,3 +247,6 @@ class IterationsPanel(QWidget):
                 self.table.scrollTo(self.model.index(row, 0))
         finally:
             self._syncing = False
+
+
+DOCK = DockSpec("iterations", "Iterations", "bottom", 10, 560, IterationsPanel)

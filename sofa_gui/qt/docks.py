@@ -1,0 +1,49 @@
+"""The dock table: every side panel declares its dock where it is defined.
+
+A panel module in :mod:`sofa_gui.qt.panels` that sets ``DOCK = DockSpec(...)`` gets a
+dock in the main window, an entry in View, and a place in Reset Layout; nothing else
+lists it. Docks of one area are stacked in ``order`` (right: top to bottom, bottom: left
+to right) with ``size`` pixels along that direction.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+
+#: area -> (Qt area, direction docks of the area are stacked in, its initial thickness px)
+AREAS = {
+    "right": (Qt.DockWidgetArea.RightDockWidgetArea, Qt.Orientation.Vertical, 440),
+    "bottom": (Qt.DockWidgetArea.BottomDockWidgetArea, Qt.Orientation.Horizontal, 330),
+}
+
+
+@dataclass(frozen=True)
+class DockSpec:
+    key: str  # "findings": window.panels["findings"], dock object name "findingsDock"
+    title: str  # dock title and View menu entry
+    area: str  # a key of AREAS
+    order: int  # place within the area
+    size: int  # initial extent along the area's stacking direction, px
+    factory: Callable  # factory(session) -> the panel widget
+
+    @property
+    def object_name(self) -> str:  # saved window states refer to docks by this name
+        return f"{self.key}Dock"
+
+
+def dock_specs() -> list[DockSpec]:
+    """Every panel module's ``DOCK``, in area then order."""
+    from . import panels
+
+    specs = []
+    for info in pkgutil.iter_modules(panels.__path__):
+        mod = importlib.import_module(f"{panels.__name__}.{info.name}")
+        spec = getattr(mod, "DOCK", None)
+        if isinstance(spec, DockSpec):
+            specs.append(spec)
+    return sorted(specs, key=lambda s: (list(AREAS).index(s.area), s.order, s.key))
