@@ -24,7 +24,7 @@ def rank_task(path: str, rank: int, mode: str = "auto", use_cache: bool = True) 
     reports it for this rank alone.
     """
     from .. import store
-    from ..analysis.pipeline import analyze
+    from ..analysis.pipeline import Options, analyze
     from ..importers import load_trace
 
     t0 = time.perf_counter()
@@ -33,7 +33,7 @@ def rank_task(path: str, rank: int, mode: str = "auto", use_cache: bool = True) 
     try:
         cached = use_cache and store.is_cached(p)
         trace = load_trace(p, use_cache=use_cache)
-        summary = summarize(rank, path, trace, analyze(trace, mode=mode))
+        summary = summarize(rank, path, trace, analyze(trace, Options(iterations=mode)))
     except TraceFormatError as exc:
         return RankSummary.failed(rank, path, exc.reason, worker=where,
                                   seconds=time.perf_counter() - t0)
