@@ -35,7 +35,8 @@ LOOPS = {}
 
 
 def loop(name: str, steps: int):
-    """Register a loop body ``fn(step_cb) -> truth dict`` that runs ``steps`` steps."""
+    """Register ``fn(step, n) -> facts``: set up, call ``step()``, then run ``n`` steps,
+    each ending with ``step()``."""
     def deco(fn):
         LOOPS[name] = (fn, steps)
         return fn
@@ -78,6 +79,7 @@ def grad_accum(step, n):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     it = iter(loader(4 * n))
+    step()
     for _ in range(n):
         for _ in range(4):
             x, y = next(it)
@@ -94,6 +96,7 @@ def periodic_eval(step, n):
     model = mlp()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     it, val = iter(loader(n)), loader(2)
+    step()
     for i in range(n):
         x, y = next(it)
         train_step(model, opt, x, y)
@@ -108,6 +111,7 @@ def item_loop(step, n):
     """A per-sample Python loop inside the step: 512 ``.item()`` calls per step."""
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step()
     for _ in range(n):
         x, y = torch.randn(512, D_IN), torch.randn(512, 1)
         out = model(x)
@@ -130,6 +134,7 @@ def rnn_unrolled(step, n):
     lengths = torch.randint(8, 65, (n,), generator=g).tolist()
     cell, head = torch.nn.RNNCell(8, 16), torch.nn.Linear(16, 1)
     opt = torch.optim.SGD([*cell.parameters(), *head.parameters()], lr=0.01)
+    step()
     for t_len in lengths:
         seq, y = torch.randn(t_len, 4, 8), torch.randn(4, 1)
         h = torch.zeros(4, 16)
@@ -148,6 +153,7 @@ def warmup_steps(step, n):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     it = iter(loader(n))
+    step()
     for i in range(n):
         x, y = next(it)
         if i < 3:
@@ -167,6 +173,7 @@ def checkpoint(step, n):
     model = torch.nn.Sequential(mlp(2048), torch.nn.Linear(1, 1))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     with tempfile.TemporaryDirectory() as tmp:
+        step()
         for i in range(n):
             x, y = torch.randn(BATCH, D_IN), torch.randn(BATCH, 1)
             train_step(model, opt, x, y)
@@ -183,6 +190,7 @@ def epoch_validation(step, n):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     train, val = loader(6), loader(3)
+    step()
     for _epoch in range(n // 6):
         for i, (x, y) in enumerate(train):
             train_step(model, opt, x, y)
@@ -197,6 +205,7 @@ def inference_dynamic(step, n):
     """Inference (no backward, no optimizer) with a different batch size every step."""
     model = mlp().eval()
     sizes = [1, 7, 32, 3, 64, 16, 5, 48, 2, 24, 9, 40][:n]
+    step()
     with torch.inference_mode():
         for b in sizes:
             x = torch.randn(b, D_IN)
@@ -211,6 +220,7 @@ def compile_warmup(step, n):
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     fwd = torch.compile(model, backend="eager", dynamic=False)
+    step()
     for _ in range(n):
         x, y = torch.randn(BATCH, D_IN), torch.randn(BATCH, 1)
         torch.nn.functional.mse_loss(fwd(x), y).backward()
@@ -229,8 +239,8 @@ def capture(name: str) -> tuple[dict, dict]:
     sched = schedule(wait=0, warmup=1, active=n)
     with profile(activities=[ProfilerActivity.CPU], schedule=sched,
                  on_trace_ready=lambda p: got.setdefault("trace", _export(p))) as prof:
-        prof.step()  # the profiler's own warm-up step: nothing of the loop runs in it
-        facts = fn(prof.step, n)
+        facts = fn(prof.step, n)  # its first step() call, after the setup, ends the
+        # profiler's own warm-up step: the loop's setup is not part of ProfilerStep#1
     trace = got["trace"]
     steps = sorted((e for e in trace["traceEvents"]
                     if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"),

@@ -24,9 +24,11 @@ from ..results import Iterations
 from .activity import find_rhythm
 from .annotations import agreement, annotation_iterations
 from .cut import cut_iterations
+from .landmarks import Landmarks
 from .marks import mark_iterations
 from .pattern import MIN_CONTEXT_COVERAGE, MIN_EVENTS, choose_period, find_anchors
 from .report import iterations_text
+from .steps import holds_one_each, landmark_iterations
 from .stream import pick_stream
 from .symbols import reduce_symbols, stream_keys
 
@@ -61,7 +63,29 @@ def _marked(trace: Trace, iters: Iterations) -> Iterations:
 
 
 def pattern_iterations(trace: Trace, progress: Progress | None = None) -> Iterations:
-    """Iterations from the repeated pattern of the busiest stream (annotations ignored)."""
+    """Iterations without annotations: the repeated pattern, checked against the loop's
+    landmarks (one optimizer update per step); cut at the landmarks when they disagree."""
+    progress = progress or NullProgress()
+    detected = structure_iterations(trace, progress)
+    lm = Landmarks.of(trace)
+    by_landmarks = landmark_iterations(trace, lm)
+    if by_landmarks is None:
+        return detected
+    marks = lm.optimizer[0] if len(lm.optimizer[0]) else np.sort(lm.fetch)
+    if (detected.method != "none" and len(detected) == len(by_landmarks)
+            and holds_one_each(detected.starts, detected.ends, marks) == 1.0):
+        detected.confidence = max(detected.confidence, by_landmarks.confidence)
+        detected.pattern["landmarks"] = by_landmarks.pattern["landmark"]
+        return detected
+    why = (f"the repeated pattern ({len(detected)} occurrences) does not hold one "
+           f"{by_landmarks.pattern['landmark']} each" if detected.method != "none"
+           else "no repeated pattern")
+    by_landmarks.reason = f"{by_landmarks.reason}; {why}"
+    return by_landmarks
+
+
+def structure_iterations(trace: Trace, progress: Progress | None = None) -> Iterations:
+    """Iterations from the repeated pattern of the busiest stream alone."""
     progress = progress or NullProgress()
     progress.report(0.05, "choosing the event stream")
     stream = pick_stream(trace)

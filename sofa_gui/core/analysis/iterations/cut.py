@@ -121,7 +121,7 @@ def choose_phase(n: int, anchors: Anchors, scores: list[CutScore]) -> tuple[int,
     if len(full) > MAX_PHASE_WINDOWS:
         full = full[np.linspace(0, len(full) - 1, MAX_PHASE_WINDOWS).astype(np.int64)]
     q = np.clip(full[:, None] + np.arange(period)[None, :], 0, n - 1)
-    reach = max(1, int(round(0.02 * period)))
+    reach = int(round(0.02 * period))  # short periods: no slack (one symbol is a lot)
     pause = scores[-1]
     exact = np.quantile(pause.value[q], 0.25, axis=0, method="lower")
     near = np.quantile(_spread(pause.value[q], reach), 0.25, axis=0, method="lower")
@@ -206,7 +206,7 @@ def cut_iterations(trace: Trace, stream: EventStream, symbols: Symbols,
     phase, score = choose_phase(len(seq), anchors, scores)
     period = anchors.period
     cuts = anchors.starts(phase / period)
-    reach = max(1, min(int(round(0.05 * period)), int(period - 1) // 2))
+    reach = min(int(round(0.05 * period)), int(period - 1) // 2)
     cuts = spaced(refine(cuts, score, reach), period)
     wins = windows(cuts, len(seq), period)
     if len(wins) < 2:

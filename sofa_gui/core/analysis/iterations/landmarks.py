@@ -36,8 +36,22 @@ class Landmarks:
         ops = ops or HostOps(trace)
         opt = ops.optimizer_ranges()
         main = _main_lane(trace, ops, len(opt[0]) > 0)
-        return cls(opt, ops.loader_starts(), backward_passes(trace, main), main,
-                   _forward_starts(trace))
+        bwd, fwd = backward_passes(trace, main), _forward_starts(trace)
+        return cls(_one_per_pass(opt, bwd[0], fwd), ops.loader_starts(), bwd, main, fwd)
+
+
+def _one_per_pass(opt: tuple[np.ndarray, np.ndarray], bwd: np.ndarray,
+                  fwd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge optimizer ranges with no forward or backward work between them (several
+    optimizers, or param groups stepped one by one, make one update)."""
+    a, b = opt
+    marks = np.sort(np.r_[bwd, fwd])
+    if len(a) < 2 or len(marks) == 0:
+        return a, b
+    between = np.searchsorted(marks, a[1:], "left") - np.searchsorted(marks, b[:-1], "left")
+    new = np.r_[True, between > 0]
+    first = np.flatnonzero(new)
+    return a[first], np.maximum.reduceat(b, first)
 
 
 def _main_lane(trace: Trace, ops: HostOps, has_optimizer: bool) -> int:

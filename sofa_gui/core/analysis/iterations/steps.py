@@ -1,0 +1,194 @@
+"""Iterations cut at the loop's landmarks: one optimizer update per training step.
+
+When the host thread that runs the loop records its optimizer steps, every
+training step holds exactly one of them, however irregular the rest is (inner
+loops, micro-batches, variable sequence lengths, evaluation every N steps). The
+step before update k starts at its *head*: the input fetch before its first
+forward op when the loop fetches through a data loader, else the ops that
+usually precede the first forward op (read from the steps themselves). Work
+between an update and the next head (evaluation, checkpointing, logging) stays
+in the step it follows. Inference loops (no update, no backward) are cut at each
+input fetch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...nesting import assign_depths
+from ...trace import Kind, Trace
+from ..results import Iterations
+from .landmarks import Landmarks
+from .stream import is_step_name
+
+MIN_STEPS = 2
+FETCH_SHARE = 0.8  # steps whose head is an input fetch, for the fetch to be the head
+
+
+@dataclass
+class MainOps:
+    """Depth-0 host ops of the loop's thread (step annotations left out), by start."""
+
+    start: np.ndarray
+    end: np.ndarray
+    name: np.ndarray  # name ids
+
+    @classmethod
+    def of(cls, trace: Trace, lane: int) -> MainOps:
+        s = trace.slices
+        idx = trace.lane_slices(lane)
+        keep = np.isin(s.kind[idx], [int(Kind.CPU_OP), int(Kind.ANNOTATION), int(Kind.RUNTIME)])
+        steps = trace.name_ids(is_step_name)
+        if len(steps):
+            keep &= ~np.isin(s.name[idx], steps)
+        idx = idx[keep]
+        idx = idx[np.argsort(s.start[idx], kind="stable")]
+        # outermost among these (Python frames and step annotations may wrap them)
+        depth, _ = assign_depths(s.start[idx], s.dur[idx], np.zeros(len(idx), np.int32), 1)
+        idx = idx[depth == 0]
+        return cls(s.start[idx].astype(np.int64), s.end[idx].astype(np.int64), s.name[idx])
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        """Index of the op that starts at or before each ``t`` (-1: none)."""
+        return np.searchsorted(self.start, t, side="right") - 1
+
+
+def landmark_iterations(trace: Trace, lm: Landmarks) -> Iterations | None:
+    """Iterations anchored on optimizer updates (or input fetches); None without them."""
+    if lm.main_lane < 0:
+        return None
+    ops = MainOps.of(trace, lm.main_lane)
+    if len(ops) < 2 * MIN_STEPS:
+        return None
+    oa, ob = lm.optimizer
+    if len(oa) >= MIN_STEPS:
+        return _training_steps(trace, lm, ops)
+    if not lm.has_backward and len(lm.fetch) >= MIN_STEPS:
+        return _fetch_steps(lm, ops)
+    return None
+
+
+def _training_steps(trace: Trace, lm: Landmarks, ops: MainOps) -> Iterations | None:
+    oa, ob = lm.optimizer
+    k = len(oa)
+    gap_lo = np.r_[np.iinfo(np.int64).min, ob[:-1]]  # each step's body lies in (gap_lo, oa)
+    first_fwd, how = _first_forward(lm, ops, gap_lo, oa)
+    lo_op = np.searchsorted(ops.start, gap_lo, side="right")  # first op after the last update
+    head, rule = _heads(lm, ops, lo_op, first_fwd)
+    starts = ops.start[head]
+    if np.any(np.diff(starts) <= 0):
+        return None
+    ends = np.r_[starts[1:], _tail_end(ops, int(oa[-1]))]
+    notes = [f"one iteration per optimizer update ({k} updates on the loop's thread); "
+             f"each starts at {rule}; the first forward op found by {how}"]
+    pattern = {"symbols": None, "occurrences": k, "evidence": "landmarks",
+               "coverage": 1.0, "duration_cv": round(_cv(ends - starts), 4),
+               "landmark": "optimizer step", "cut": rule}
+    conf = 0.9 if how == "autograd links" else 0.8
+    if k < 3:
+        conf *= 0.85
+    return Iterations("pattern", f"host ops of {trace.lanes.name[lm.main_lane]} "
+                      f"({len(ops):,} top-level ops)", starts.astype(np.int64),
+                      ends.astype(np.int64), conf, pattern, None, "; ".join(notes))
+
+
+def _first_forward(lm: Landmarks, ops: MainOps, lo: np.ndarray,
+                   hi: np.ndarray) -> tuple[np.ndarray, str]:
+    """Per step: index of the first op of its forward pass (in ``(lo, hi)``)."""
+    if len(lm.forward_ops):
+        fwd = np.unique(ops.at(lm.forward_ops))
+        fwd = fwd[fwd >= 0]
+        j = np.searchsorted(ops.start[fwd], lo, side="right")
+        got = j < len(fwd)
+        cand = np.where(got, fwd[np.minimum(j, len(fwd) - 1)], -1)
+        ok = got & (ops.start[np.maximum(cand, 0)] < hi)
+        if ok.mean() >= FETCH_SHARE:
+            return np.where(ok, cand, ops.at(hi)), "autograd links"
+    if lm.has_backward:
+        ba = lm.backward[0]
+        j = np.searchsorted(ba, lo, side="right")
+        t = np.where(j < len(ba), ba[np.minimum(j, len(ba) - 1)], hi)
+        return np.maximum(ops.at(np.minimum(t, hi)), 0), "the first backward pass"
+    return np.searchsorted(ops.start, lo, side="right"), "the first op after the update"
+
+
+def _heads(lm: Landmarks, ops: MainOps, lo_op: np.ndarray,
+           first_fwd: np.ndarray) -> tuple[np.ndarray, str]:
+    """First op of each step: its last input fetch before the forward, else the forward
+    minus the number of ops that usually come between an update and the next forward."""
+    first_fwd = np.maximum(first_fwd, lo_op) if len(first_fwd) else first_fwd
+    if len(lm.fetch):
+        f = ops.at(lm.fetch)
+        f = np.unique(f[f >= 0])
+        j = np.searchsorted(f, first_fwd, side="right") - 1
+        cand = np.where(j >= 0, f[np.maximum(j, 0)], -1)
+        has = (cand >= lo_op) & (cand <= first_fwd)
+        if has[1:].mean() >= FETCH_SHARE if len(has) > 1 else has.all():
+            return np.where(has, cand, first_fwd), "the input fetch before its forward pass"
+    c = _prelude(ops.name, lo_op, first_fwd)
+    head = np.maximum(first_fwd - c, lo_op)
+    what = f"the {c} op{'s' if c != 1 else ''} before its forward pass" if c else "its forward pass"
+    return head, what
+
+
+def _prelude(names: np.ndarray, lo_op: np.ndarray, first_fwd: np.ndarray) -> int:
+    """How many ops before the forward pass belong to the step (input preparation).
+
+    The ops between an update and the next forward pass are the previous
+    step's tail (logging, per-sample loops, checkpoints) followed by the next
+    step's preparation: the longest run of names that (nearly) all gaps end
+    with. The first step's gap has no previous tail, so the preparation is at
+    most as long as it (it may differ in kind: compilation, tracing).
+    """
+    gaps = [names[a:b][::-1] for a, b in zip(lo_op.tolist(), first_fwd.tolist())]
+    if not gaps:
+        return 0
+    later = gaps[1:] or gaps
+    need = FETCH_SHARE * len(later)
+    c = 0
+    while c < len(gaps[0]):
+        col = np.array([g[c] for g in later if len(g) > c])
+        if len(col) < need or np.unique(col, return_counts=True)[1].max() < need:
+            break
+        c += 1
+    return c
+
+
+def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
+    heads = np.unique(ops.at(lm.fetch))
+    heads = heads[heads >= 0]
+    if len(heads) < MIN_STEPS:
+        return None
+    starts = ops.start[heads]
+    ends = np.r_[starts[1:], ops.end[heads[-1]:].max()]
+    pattern = {"symbols": None, "occurrences": len(starts), "evidence": "landmarks",
+               "coverage": 1.0, "duration_cv": round(_cv(ends - starts), 4),
+               "landmark": "input fetch", "cut": "at each input fetch"}
+    return Iterations("pattern", "host ops of the loop's thread (input fetches)",
+                      starts.astype(np.int64), ends.astype(np.int64), 0.7, pattern, None,
+                      "one iteration per input fetch (no backward, no optimizer update)")
+
+
+def _tail_end(ops: MainOps, last_update: int) -> int:
+    """End of the last step: the last op of the loop's thread from its last update on."""
+    j = int(np.searchsorted(ops.start, last_update, side="left"))
+    return int(ops.end[j:].max()) if j < len(ops) else int(ops.end.max())
+
+
+def _cv(d: np.ndarray) -> float:
+    d = d.astype(float)
+    return float(d.std() / d.mean()) if len(d) > 1 and d.mean() > 0 else 0.0
+
+
+def holds_one_each(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> float:
+    """Share of windows that hold exactly one of the sorted ``marks``."""
+    if len(starts) == 0:
+        return 0.0
+    lo = np.searchsorted(marks, starts, "left")
+    hi = np.searchsorted(marks, ends, "left")
+    return float(((hi - lo) == 1).mean())
