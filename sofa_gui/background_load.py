@@ -19,6 +19,7 @@ and a frozen build must call ``multiprocessing.freeze_support()`` first.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import time
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from .core.errors import TraceFormatError
 from .core.progress import Cancelled
+
+log = logging.getLogger(__name__)
 
 #: Seconds the child gets to stop by itself after a cancel before it is killed.
 _GRACE_S = 0.3
@@ -57,16 +60,21 @@ class _PipeProgress:
 
 
 def _child_main(path: str, conn, cancel_event) -> None:
-    """Child entry point: load (and cache) ``path``, send one outcome message."""
+    """Child entry point: load (and cache) ``path``, send one outcome message.
+
+    When the cache cannot be written (read-only or full), the tables are handed
+    over in a private temp folder instead, so the parent never decodes twice.
+    """
     from .core import store
     from .core.importers import load_trace
 
     if hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
     try:
-        load_trace(path, _PipeProgress(conn, cancel_event), use_cache=True)
+        trace = load_trace(path, _PipeProgress(conn, cancel_event), use_cache=True)
         cached = store.is_cached(Path(path).expanduser())
-        conn.send(("done", cached))
+        handoff = None if cached else store.write_handoff(trace)
+        conn.send(("done", cached, handoff and str(handoff)))
     except Cancelled:
         conn.send(("cancelled",))
     except TraceFormatError as exc:
@@ -87,14 +95,15 @@ def source_bytes(path: Path) -> int:
         return 0
 
 
-def load_via_child(path: Path, state, progress=None) -> bool:
+def load_via_child(path: Path, state, progress=None):
     """Load ``path`` into the cache in a child process.
 
     ``state`` is the GUI job's state (``cancelled``, ``on_cancel(hook)``, ``report``);
     the child's progress goes to ``progress`` (default: ``state``). Returns True
-    when the cache entry was written (the caller then reads it), False when the
-    child loaded the trace but could not cache it. Raises TraceFormatError for bad
-    input, Cancelled when cancelled, RuntimeError when the child died.
+    when the cache entry was written (the caller then reads it), the Trace itself
+    when the cache was not writable and the child handed the tables over in a temp
+    folder, False when neither worked. Raises TraceFormatError for bad input,
+    Cancelled when cancelled, RuntimeError when the child died.
     """
     ctx = mp.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
@@ -128,13 +137,26 @@ def _pump(proc, recv, state, progress) -> bool:
         if tag == "progress":
             progress.report(msg[1], msg[2])
         elif tag == "done":
-            return bool(msg[1])
+            return bool(msg[1]) or _take_handoff(msg[2])
         elif tag == "cancelled":
             raise Cancelled()
         elif tag == "error":
             raise TraceFormatError(msg[1], msg[2])
         else:
             raise RuntimeError(f"trace loader failed: {msg[1]}\n{msg[2]}")
+
+
+def _take_handoff(folder: str | None):
+    """The trace in the child's handoff folder (then removed; the maps keep it), or False."""
+    from .core import store
+
+    if folder is None:
+        return False
+    try:
+        return store.read_handoff(Path(folder))
+    except Exception as exc:  # damaged or vanished: the caller decodes in-process
+        log.warning("could not read the loader's handoff (%s)", exc)
+        return False
 
 
 def _stop(proc, cancel_event) -> None:

@@ -95,8 +95,8 @@ def load_cached(path: Path, entry: Path | None = None) -> Trace | None:
         return None
     try:
         return read_trace(d)
-    except Exception:  # a damaged cache entry is dropped, never fatal
-        log.warning("dropping unreadable cache entry %s", d, exc_info=True)
+    except Exception as exc:  # a damaged cache entry is dropped, never fatal
+        _warn(f"dropping unreadable cache entry {d}", exc)
         shutil.rmtree(d, ignore_errors=True)
         return None
 
@@ -120,9 +120,42 @@ def save_cached(path: Path, trace: Trace, entry: Path | None = None) -> Path | N
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return d
-    except (OSError, ValueError, TypeError, pa.ArrowException):  # disk full, odd text/meta
-        log.warning("could not write cache for %s", path, exc_info=True)
+    except (OSError, ValueError, TypeError, pa.ArrowException) as exc:  # disk full, odd text
+        _warn(f"could not write cache for {path}", exc)
         return None
+
+
+def _warn(what: str, exc: BaseException) -> None:
+    """One warning line (the traceback only at debug level): this is no bug of ours."""
+    from .errors import one_line
+
+    why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    log.warning("%s: %s", what, one_line(why, 200))
+    log.debug("%s", what, exc_info=exc)
+
+
+def write_handoff(trace: Trace) -> Path | None:
+    """Write ``trace`` to a private temp folder (for a reader in another process), or None."""
+    try:
+        d = Path(tempfile.mkdtemp(prefix="sofa-gui-handoff-"))
+    except OSError as exc:
+        _warn("could not write the trace for the app", exc)
+        return None
+    try:
+        write_trace(d, trace)
+        return d
+    except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+        shutil.rmtree(d, ignore_errors=True)
+        _warn("could not write the trace for the app", exc)
+        return None
+
+
+def read_handoff(d: Path) -> Trace:
+    """Map a :func:`write_handoff` folder and remove it (the open maps keep the data)."""
+    try:
+        return read_trace(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 #: A temporary entry older than this was left by a writer that died (killed loader child).

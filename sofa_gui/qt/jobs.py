@@ -48,7 +48,11 @@ def load(state, path: str, load_mode: str = "auto"):
     state.report(0.0, f"Opening {p.name}")
     # a big uncached source is decoded by a child into the cache; load_trace then maps it
     if wants_child(p, load_mode) and not store.is_cached(p):
-        if not load_via_child(p, state, subrange(state, 0.0, 0.5)):
+        got = load_via_child(p, state, subrange(state, 0.0, 0.5))
+        if got is not True and got is not False:  # handed over: the cache is not writable
+            got.meta.source = str(p)
+            return got
+        if not got:
             log.warning("cache not written for %s; decoding in-process", p)
     return load_trace(p, progress=subrange(state, 0.0, 0.5), use_cache=True)
 

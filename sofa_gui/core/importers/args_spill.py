@@ -7,10 +7,15 @@ a temp file as they come, and :meth:`ArgsSpill.array` returns one zero-copy
 Arrow ``large_binary`` array over a read-only mapping of it. Pages are then read
 only when an event's args are shown (or the cache is written), and the kernel can
 drop them again under memory pressure.
+
+If the temp file cannot be created or written (full, read-only or unwritable
+disk), the values are kept in memory instead and one warning line is logged:
+a full cache disk must never make a readable trace unreadable.
 """
 
 from __future__ import annotations
 
+import logging
 import mmap
 import tempfile
 
@@ -18,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import store
+
+log = logging.getLogger(__name__)
 
 
 def _spill_dir() -> str | None:
@@ -30,11 +37,20 @@ def _spill_dir() -> str | None:
         return None
 
 
+def _temp_file():
+    """An anonymous temp file in the cache dir, else in the default temp dir."""
+    try:
+        return tempfile.TemporaryFile(prefix="sofa-args-", dir=_spill_dir())
+    except OSError:
+        return tempfile.TemporaryFile(prefix="sofa-args-")
+
+
 class ArgsSpill:
     """Append-only store of JSON ``bytes`` values, one per event."""
 
     def __init__(self):
         self._file = None
+        self._memory: list[bytes] | None = None  # set when the disk refused the spill
         self._lengths: list[np.ndarray] = []
         self._n = 0
         self._size = 0
@@ -50,16 +66,37 @@ class ArgsSpill:
         blob = b"".join(raws)
         lengths = np.fromiter(map(len, raws), np.int64, len(raws))
         if blob:
-            if self._file is None:
-                try:
-                    self._file = tempfile.TemporaryFile(prefix="sofa-args-", dir=_spill_dir())
-                except OSError:
-                    self._file = tempfile.TemporaryFile(prefix="sofa-args-")
-            self._file.write(blob)
+            self._store(blob)
         self._lengths.append(lengths)
         self._n += len(raws)
         self._size += len(blob)
         return first
+
+    def _store(self, blob: bytes) -> None:
+        if self._memory is not None:
+            self._memory.append(blob)
+            return
+        try:
+            if self._file is None:
+                self._file = _temp_file()
+            self._file.write(blob)
+            self._file.flush()  # so a full disk shows here, not in array()
+        except OSError as exc:
+            self._to_memory(exc)
+            self._memory.append(blob)
+
+    def _to_memory(self, exc: OSError) -> None:
+        """Keep what the file holds (up to the last whole write) and carry on in memory."""
+        log.warning("args spill file not writable (%s); keeping trace args in memory",
+                    exc.strerror or exc)
+        self._memory = []
+        if self._file is not None:
+            try:
+                self._file.seek(0)
+                self._memory.append(self._file.read(self._size))
+            finally:
+                self._file.close()
+                self._file = None
 
     def array(self) -> pa.LargeBinaryArray:
         """All values as one Arrow array over the mapped file (call once, at the end)."""
@@ -67,7 +104,10 @@ class ArgsSpill:
         if self._lengths:
             np.cumsum(np.concatenate(self._lengths), out=offsets[1:])
         self._lengths = []
-        if self._file is None or self._size == 0:
+        if self._memory is not None:
+            data = pa.py_buffer(b"".join(self._memory))
+            self._memory = None
+        elif self._file is None or self._size == 0:
             data = pa.py_buffer(b"")
         else:
             self._file.flush()
@@ -83,3 +123,4 @@ class ArgsSpill:
             self._file.close()
             self._file = None
         self._lengths = []
+        self._memory = None
