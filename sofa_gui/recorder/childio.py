@@ -2,6 +2,11 @@
 
 Reading uses ``select`` with a short timeout so the pumps can be stopped even
 when a grandchild that outlives the child still holds the pipes open.
+
+The recorded command must never be hurt by the recorder: when the log cannot be
+written (full disk) the pumps keep draining the pipes, and what could not be
+written is counted (``dropped``, ``error``) instead of stopping the reader,
+which would close the pipes and kill the child with a broken pipe.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ class OutputPump:
         self._halt = threading.Event()
         self._threads: list[threading.Thread] = []
         self.bytes = 0
+        self.dropped = 0  # bytes the log could not take
+        self.error: str | None = None  # why (the first write failure)
 
     def start(self, stdout: BinaryIO | None, stderr: BinaryIO | None) -> None:
         for name, pipe in (("stdout", stdout), ("stderr", stderr)):
@@ -59,9 +66,7 @@ class OutputPump:
 
     def _deliver(self, name: str, chunk: bytes) -> None:
         with self._lock:
-            self._log.write(chunk)
-            self._log.flush()
-            self.bytes += len(chunk)
+            self._write_log(chunk)
         out = self._echo.get(name)
         if out is not None:
             try:
@@ -72,6 +77,18 @@ class OutputPump:
         if self._on_output is not None:
             self._on_output(name, chunk)
 
+    def _write_log(self, chunk: bytes) -> None:
+        """Append to the log; after a failure drop (and count) the rest."""
+        if self.error is None:
+            try:
+                self._log.write(chunk)
+                self._log.flush()
+                self.bytes += len(chunk)
+                return
+            except (OSError, ValueError) as exc:
+                self.error = getattr(exc, "strerror", None) or str(exc)
+        self.dropped += len(chunk)
+
     def close(self, timeout_s: float = 3.0) -> None:
         """Drain what the child wrote, then stop (even if a grandchild keeps the pipe)."""
         for t in self._threads:
@@ -80,4 +97,7 @@ class OutputPump:
         for t in self._threads:
             t.join(1.0)
         with self._lock:
-            self._log.close()
+            try:
+                self._log.close()
+            except OSError as exc:  # the buffered tail could not be written
+                self.error = self.error or exc.strerror or str(exc)

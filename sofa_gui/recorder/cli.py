@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - e.g. disk full while finalising
             print(f"sofa-gui record: the recorder failed: {type(exc).__name__}: {exc} "
                   f"(data so far is in {folder})", file=sys.stderr)
-            return 1
+            return _child_code(recorder)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -102,6 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     print(summary_text(result), file=sys.stderr)
     print(f"Open it with: sofa-gui {result.folder}", file=sys.stderr)
     return result.exit_code
+
+
+def _child_code(recorder: Recorder) -> int:
+    """The child's exit code (128 + N for signal N) when it ended, else 1 (our failure)."""
+    rc = recorder.proc.returncode if recorder.proc is not None else None
+    if rc is None:
+        return 1
+    return 128 - rc if rc < 0 else rc
 
 
 def _forward_signals(recorder: Recorder) -> dict:

@@ -88,6 +88,7 @@ class Recorder:
         self._lock = threading.RLock()  # signal handlers run on the thread that may hold it
         self._pending: list[int] = []  # signals that arrived before the child existed
         self._start_ns = 0
+        self._leftover_signals: list[str] = []  # sent to the group after the child ended
 
     # -- public ---------------------------------------------------------------------
     def run(self) -> RecordResult:
@@ -104,10 +105,17 @@ class Recorder:
         folder = Path(cfg.output).expanduser() if cfg.output else default_output(cfg.command)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise CommandError(f"output folder already exists and is not empty: {folder}")
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CommandError(
+                f"cannot create output folder {folder}: {exc.strerror or exc}") from None
         self.folder = folder.resolve()
         try:
             self._start_in(self.folder, executable, cwd)
+        except OSError as exc:  # e.g. a read-only or full file system
+            self._abandon()
+            raise CommandError(f"cannot write into {folder}: {exc.strerror or exc}") from None
         except BaseException:
             self._abandon()
             raise
@@ -152,7 +160,27 @@ class Recorder:
                     self._stop_stage += 1
                     self._send(signal.SIGTERM if self._stop_stage == 1 else signal.SIGKILL)
         end_ns = self.clock.now()
+        self._stop_leftovers()
         return self._finalise(end_ns)
+
+    def _stop_leftovers(self) -> None:
+        """Stop what the child left running in its process group (SIGINT, SIGTERM, SIGKILL).
+
+        A grandchild that ignores SIGINT would otherwise outlive the recording,
+        holding the output pipes and the GPU. What it took is noted in the manifest.
+        """
+        pgid = self.proc.pid
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if not _group_alive(pgid):
+                return
+            try:
+                os.killpg(pgid, signum)
+            except (ProcessLookupError, PermissionError):
+                return
+            self._leftover_signals.append(signal.Signals(signum).name)
+            deadline = time.monotonic() + min(self.config.stop_grace_s, _LEFTOVER_GRACE_S)
+            while time.monotonic() < deadline and _group_alive(pgid):
+                time.sleep(0.02)
 
     # -- start ----------------------------------------------------------------------
     def _start_in(self, folder: Path, executable: str, cwd: Path) -> None:
@@ -266,7 +294,8 @@ class Recorder:
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - the folder must still be finalised
-                log.warning("could not %s", what, exc_info=True)
+                log.warning("could not %s: %s", what, exc)
+                log.debug("could not %s", what, exc_info=True)
                 notes.append(f"could not {what}: {type(exc).__name__}: {exc}")
         rows = {}
         for parts, target, sch in ((COUNTERS_PARTS, COUNTERS_FILE, schema.COUNTERS),
@@ -283,11 +312,21 @@ class Recorder:
         m["duration_s"] = round((end_ns - self._start_ns) / 1e9, 6)
         m["exit"] = {"code": rc if rc >= 0 else None, "signal": sig, "recorder_exit_code":
                      exit_code, "stopped_by": self.stopped_by}
+        if self._leftover_signals:
+            m["exit"]["leftover_processes_stopped_with"] = self._leftover_signals
+            notes.append("processes the command left running in its group were stopped ("
+                         + ", ".join(self._leftover_signals) + ")")
+        if self.pump.error is not None:
+            notes.append(f"{OUTPUT_LOG} is incomplete: {self.pump.dropped} bytes of output "
+                         f"could not be written ({self.pump.error})")
         m["processes"] = self.host.process_list()
         m["sources"] = self._sources(rows)
         m["files"] = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
                             if p.is_file() and not p.name.startswith("."))
-        write_manifest(folder, m)
+        try:
+            write_manifest(folder, m)
+        except OSError as exc:  # full disk: the child's exit code still counts
+            log.warning("could not finish %s/manifest.json: %s", folder, exc.strerror or exc)
         st = self.host.stats
         return RecordResult(
             folder=folder, exit_code=exit_code, returncode=rc, signal=sig,
@@ -310,7 +349,8 @@ class Recorder:
                           "what": ["CPU %", "RSS", "threads", "context switches/s"]},
             "gpu": self.gpu.describe() if self.gpu is not None
             else {"recorded": False, "reason": self.nvml.reason},
-            "output": {"recorded": True, "file": OUTPUT_LOG, "bytes": self.pump.bytes},
+            "output": {"recorded": True, "file": OUTPUT_LOG, "bytes": self.pump.bytes,
+                       "dropped_bytes": self.pump.dropped, "error": self.pump.error},
         }
         if cfg.torch:
             out["torch"] = collect_torch(self.folder / TORCH_DIR, self.proc.returncode)
@@ -321,6 +361,36 @@ class Recorder:
         else:
             out["py_spy"] = {"recorded": False, "reason": "not requested (--py-spy)"}
         return out
+
+
+#: Longest wait for leftover group members after each of SIGINT and SIGTERM.
+_LEFTOVER_GRACE_S = 2.0
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process is left in group ``pgid`` (zombies excluded)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return _group_has_live_member(pgid)
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    """killpg(0) also counts zombies (a reparented grandchild not yet reaped by init)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 def _stdin_is_tty() -> bool:
