@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import shutil
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +41,13 @@ from .trace import (
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: Files whose bytes are checksummed (CRC-32 in the manifest) and checked on every open:
+#: a flipped byte in a cached entry must not give wrong results or crash later opens.
+#: ``args.arrow`` (often the largest, paged in only when an event's args are shown) is
+#: checked for structure instead: its offsets, so no read can go out of bounds.
+_CHECKSUMMED = ("slices.arrow", "lanes.arrow", "names.arrow", "counters.arrow",
+                "series.arrow", "flows.arrow")
 _SLICE_COLS = ["start", "dur", "lane", "name", "kind", "depth", "device", "stream",
                "bytes", "copy_kind", "correlation", "args"]
 _LANE_NUM = ["kind", "rank", "pid", "tid", "device", "stream", "sort_key", "depth"]
@@ -203,7 +211,8 @@ def write_trace(d: Path, trace: Trace) -> None:
     if not isinstance(args, (pa.Array, pa.ChunkedArray)):
         args = pa.array(list(args), pa.large_binary())
     _write(d / "args.arrow", {"args": args})
-    manifest = {"format_version": FORMAT_VERSION, "meta": trace.meta.to_dict()}
+    manifest = {"format_version": FORMAT_VERSION, "meta": trace.meta.to_dict(),
+                "checksums": {f: _checksum(d / f) for f in _CHECKSUMMED}}
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -211,10 +220,31 @@ def _np(table: pa.Table, col: str, dtype) -> np.ndarray:
     return table.column(col).to_numpy().astype(dtype, copy=False)
 
 
+def _checksum(path: Path) -> int:
+    """CRC-32 of a whole file (zlib releases the GIL, so the GUI keeps running)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return 0
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return zlib.crc32(m)
+
+
+def _verify(d: Path, manifest: dict) -> None:
+    """Raise ValueError unless every checksummed file has the bytes that were written."""
+    sums = manifest.get("checksums")
+    if not isinstance(sums, dict) or set(sums) != set(_CHECKSUMMED):
+        raise ValueError("cache entry has no checksums")
+    for name in _CHECKSUMMED:
+        if _checksum(d / name) != sums[name]:
+            raise ValueError(f"{name} is corrupt (checksum mismatch)")
+
+
 def read_trace(d: Path) -> Trace:
+    """The trace in cache entry ``d``; ValueError (or an Arrow error) if it is damaged."""
     manifest = json.loads((d / "manifest.json").read_text())
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError("old cache format")
+    _verify(d, manifest)
     t = _read(d / "slices.arrow")
     slices = Slices(**{c: t.column(c).to_numpy() for c in _SLICE_COLS})
     lt = _read(d / "lanes.arrow")
@@ -231,7 +261,10 @@ def read_trace(d: Path) -> Trace:
     ft = _read(d / "flows.arrow")
     flows = Flows(_np(ft, "src", np.int64), _np(ft, "dst", np.int64), _np(ft, "kind", np.int8))
     args = _read(d / "args.arrow").column("args")
+    args.validate(full=True)  # offsets in order and inside the data: no read out of bounds
     if args.num_chunks == 1:
         args = args.chunk(0)
+    if len(slices) and int(slices.args.max()) >= len(args):
+        raise ValueError("args.arrow does not match slices.arrow")
     return Trace(slices, lanes, names, counters, flows, ArgsStore(args),
                  TraceMeta.from_dict(manifest["meta"]))

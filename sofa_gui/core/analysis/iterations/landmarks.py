@@ -63,8 +63,7 @@ def _main_lane(trace: Trace, ops: HostOps, has_optimizer: bool) -> int:
         if len(hit):
             lanes, counts = np.unique(s.lane[hit], return_counts=True)
             return int(lanes[np.argmax(counts)])
-    lanes = ops.lanes()
-    return max(lanes, key=lambda ln: len(ops.top_level(ln))) if lanes else -1
+    return ops.busiest_lane()
 
 
 def backward_passes(trace: Trace, main_lane: int) -> tuple[np.ndarray, np.ndarray]:

@@ -105,11 +105,10 @@ def _device_stream(trace: Trace) -> EventStream | None:
 
 def _host_stream(trace: Trace) -> EventStream | None:
     ops = HostOps(trace)
-    lanes = [lane for lane in ops.lanes() if len(ops.top_level(lane)) >= 2]
-    if not lanes:
-        return None
     drivers = step_driver_counts(trace)  # TF/JAX: the thread that runs the step
-    lane = max(lanes, key=lambda ln: (drivers[ln], len(ops.top_level(ln))))
+    lane = ops.busiest_lane(drivers, min_top=2)
+    if lane < 0:
+        return None
     idx = ops.top_level(lane)
     s = trace.slices
     desc = (f"top-level CPU ops of {trace.lanes.name[lane]}"
@@ -152,9 +151,49 @@ class HostOps:
             op &= ~(ann & np.isin(s.name, step_ids))
         op &= self.trace.lanes.kind[s.lane] == int(LaneKind.CPU)
         self._idx = np.flatnonzero(op)
+        # grouped by lane once (start order kept): per-lane scans of all ops were
+        # quadratic in the thread count (100k threads: minutes)
+        lane_of = s.lane[self._idx]
+        order = np.argsort(lane_of, kind="stable")
+        self._by_lane = self._idx[order]
+        self._lane_ids, self._first, self._count = np.unique(
+            lane_of[order], return_index=True, return_counts=True)
 
     def lanes(self) -> list[int]:
-        return np.unique(self.trace.slices.lane[self._idx]).tolist()
+        return self._lane_ids.tolist()
+
+    def busiest_lane(self, priority: np.ndarray | None = None, min_top: int = 1) -> int:
+        """The lane with most top-level ops (at least ``min_top``), or -1.
+
+        With ``priority`` (per lane) the key is (priority, top-level count); ties go
+        to the lowest lane id. Lanes are tried by (priority, op count), highest first,
+        and the search stops once no lane left can win: one pass over 100k threads.
+        """
+        ids = self._lane_ids
+        pri = priority[ids] if priority is not None else np.zeros(len(ids), np.int64)
+        order = np.lexsort((ids, -self._count, -pri)).tolist()
+        pri, counts, ids = pri.tolist(), self._count.tolist(), ids.tolist()
+        best, best_key = -1, None
+        for i in order:
+            lane = ids[i]
+            if best_key is not None:
+                if (pri[i], counts[i]) < best_key:
+                    break  # sorted: no later lane has a higher (priority, count)
+                if (pri[i], counts[i]) == best_key and lane > best:
+                    continue  # at most a tie, and ties go to the lower id
+            n = len(self.top_level(lane))
+            if n < min_top:
+                continue
+            key = (pri[i], n)
+            if best_key is None or key > best_key or (key == best_key and lane < best):
+                best, best_key = lane, key
+        return best
+
+    def _ops(self, lane: int) -> np.ndarray:
+        i = int(np.searchsorted(self._lane_ids, lane))
+        if i == len(self._lane_ids) or self._lane_ids[i] != lane:
+            return self._idx[:0]
+        return self._by_lane[self._first[i]:self._first[i] + self._count[i]]
 
     def top_level(self, lane: int) -> np.ndarray:
         """Slice indexes of the lane's top-level ops, in start order."""
@@ -164,7 +203,7 @@ class HostOps:
 
     def _compute(self, lane: int) -> np.ndarray:
         s = self.trace.slices
-        idx = self._idx[s.lane[self._idx] == lane]
+        idx = self._ops(lane)
         if len(idx) == 0:
             return idx
         depth, _ = assign_depths(s.start[idx], s.dur[idx], np.zeros(len(idx), np.int32), 1)

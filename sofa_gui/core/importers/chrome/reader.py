@@ -104,20 +104,36 @@ _A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
 
 class KeyIndex:
     """Packed (pid, tid) lane keys -> local lane ids; a file has few, so a sorted
-    array and ``searchsorted`` beat hashing every event."""
+    array and ``searchsorted`` beat hashing every event.
+
+    Keys added since the last lookup are merged in once, at the next lookup: a
+    file with 100k threads must not rebuild the arrays per new thread.
+    """
 
     def __init__(self):
-        self._ids: dict[int, int] = {}
         self._keys = np.zeros(0, np.int64)
         self._vals = np.zeros(0, np.int32)
+        self._new_keys: list[int] = []
+        self._new_vals: list[int] = []
 
     def add(self, key: int, value: int) -> None:
-        self._ids[key] = value
-        self._keys = np.array(sorted(self._ids), np.int64)
-        self._vals = np.array([self._ids[k] for k in self._keys.tolist()], np.int32)
+        self._new_keys.append(key)
+        self._new_vals.append(value)
+
+    def _merge(self) -> None:
+        keys = np.concatenate([self._keys, np.array(self._new_keys, np.int64)])
+        vals = np.concatenate([self._vals, np.array(self._new_vals, np.int32)])
+        self._new_keys, self._new_vals = [], []
+        # a key added again wins (as a dict assignment would): keep its last value
+        order = np.argsort(keys, kind="stable")
+        keys, vals = keys[order], vals[order]
+        last = np.append(keys[1:] != keys[:-1], True)
+        self._keys, self._vals = keys[last], vals[last]
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Lane id per key, -1 where the key has no lane."""
+        if self._new_keys:
+            self._merge()
         if not len(self._keys):
             return np.full(len(keys), -1, np.int32)
         pos = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)

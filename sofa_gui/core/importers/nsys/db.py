@@ -4,6 +4,11 @@ The stdlib ``sqlite3`` module hands out one Python tuple per row, so queries
 here return few, packed integer columns (e.g. ``deviceId << 32 | streamId``)
 fetched in chunks into numpy; columns an older export lacks become defaults
 instead of errors, and ``ENUM_*`` tables fall back to their documented values.
+
+The file is untrusted: only real tables are read (a VIEW can be an endless
+recursive query), and every query runs under a progress handler that stops it
+on Cancel or Ctrl-C (SQLite holds the interpreter otherwise, so SIGINT would
+wait for a query that may never end).
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from urllib.parse import quote
 
 import numpy as np
 
-from ...progress import Progress
+from ...progress import Cancelled, Progress
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 100_000
+#: SQLite virtual-machine steps between two cancel / Ctrl-C checks (~1 ms of work).
+_CHECK_STEPS = 20_000
 PID = "((globalPid >> 24) & 16777215)"  # NVIDIA's idiom: pid bits of a globalPid/globalTid
 TID = "(globalTid & 16777215)"
 
@@ -41,11 +48,36 @@ def connect(path: Path) -> sqlite3.Connection:
 class NsysDb:
     """Table/column discovery plus chunked integer fetches."""
 
-    def __init__(self, con: sqlite3.Connection):
+    def __init__(self, con: sqlite3.Connection, progress: Progress | None = None):
         self.con = con
+        self._progress = progress
+        #: why the running query was stopped (Cancelled or KeyboardInterrupt), to re-raise
+        self.stopped: BaseException | None = None
+        con.set_progress_handler(self._keep_going, _CHECK_STEPS)
         self.tables = {r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
         self._columns: dict[str, set[str]] = {}
+
+    def _keep_going(self) -> int:
+        """SQLite's progress callback: non-zero aborts the query (Cancel, Ctrl-C)."""
+        try:
+            if self._progress is not None:
+                self._progress.check_cancelled()
+        except Cancelled as exc:
+            self.stopped = exc
+        except KeyboardInterrupt as exc:  # the SIGINT handler runs here, in Python code
+            self.stopped = exc
+        return 1 if self.stopped is not None else 0
+
+    def why_stopped(self, exc: sqlite3.Error) -> BaseException | None:
+        """Cancelled / KeyboardInterrupt when ``exc`` is our handler stopping a query.
+
+        Only the handler interrupts queries, so an "interrupted" error whose reason was
+        not recorded is a SIGINT that fired as the callback was entered.
+        """
+        if self.stopped is not None:
+            return self.stopped
+        return KeyboardInterrupt() if str(exc) == "interrupted" else None
 
     def columns(self, table: str) -> set[str]:
         if table not in self._columns:

@@ -61,9 +61,14 @@ class NsysSqliteImporter:
             con = connect(path)
         except sqlite3.Error as exc:
             raise TraceFormatError(path, f"cannot open SQLite file ({exc})") from None
+        db = None
         try:
-            return _load(path, NsysDb(con), progress)
+            db = NsysDb(con, progress)
+            return _load(path, db, progress)
         except sqlite3.Error as exc:
+            stop = db.why_stopped(exc) if db is not None else None
+            if stop is not None:
+                raise stop from None  # Cancel or Ctrl-C stopped the query
             raise TraceFormatError(path, f"unreadable SQLite data ({exc})") from None
         finally:
             con.close()
