@@ -7,6 +7,7 @@ step start was found (within 2 events). Goal: 1e6 events in under 1 s.
 
     python benchmarks/iterations.py            # 1e4 .. 1e6
     python benchmarks/iterations.py --max 1e7  # adds 1e7 (needs ~3 GB RAM)
+    python benchmarks/iterations.py --periods  # 1e6 events, periods 2 .. 10,000
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from sofa_gui.core.analysis.iterations.cut import cut_iterations  # noqa: E402
 from sofa_gui.core.analysis.iterations.pattern import choose_period, find_anchors  # noqa: E402
 from sofa_gui.core.analysis.iterations.stream import pick_stream  # noqa: E402
 from sofa_gui.core.analysis.iterations.symbols import reduce_symbols, stream_keys  # noqa: E402
+
+#: Periods for ``--periods`` (short periods mean many occurrences: issue 15 item 9).
+PERIODS = (2, 3, 5, 10, 30, 100, 1_000, 10_000)
 
 CASES = [  # (events, alphabet, period)
     (10_000, 200, 100),
@@ -68,15 +72,18 @@ def run_case(n: int, alphabet: int, period: int, seed: int = 0) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max", type=float, default=1e6, help="largest stream size (events)")
+    ap.add_argument("--periods", action="store_true",
+                    help=f"instead: --events events with each period of {PERIODS}")
+    ap.add_argument("--events", type=float, default=1e6, help="stream size for --periods")
     args = ap.parse_args(argv)
+    cases = [(int(args.events), max(2, min(2_000, p)), p) for p in PERIODS] \
+        if args.periods else [c for c in CASES if c[0] <= args.max]
     head = (f"{'events':>10} {'alph':>5} {'period':>6} {'steps':>6} {'found':>6} {'ok':>3} "
             f"{'symbols':>8} {'suffix':>8} {'anchors':>8} {'cut':>8} {'total s':>8} "
             f"{'µs/event':>8}")
     print(head)
     print("-" * len(head))
-    for n, alphabet, period in CASES:
-        if n > args.max:
-            continue
+    for n, alphabet, period in cases:
         r = run_case(n, alphabet, period)
         print(f"{r['n']:>10,} {r['alphabet']:>5} {r['period']:>6} {r['steps']:>6} "
               f"{r['found']:>6} {'yes' if r['ok'] else 'NO':>3} {r['symbols']:>8.3f} "

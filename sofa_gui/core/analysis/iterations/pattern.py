@@ -282,18 +282,50 @@ class Anchors:
         order = np.argsort(votes, kind="stable")
         votes, voter = votes[order], voter[order]
         split = np.flatnonzero(np.diff(votes) > 0.3 * self.period) + 1
-        bounds = np.r_[0, split, len(votes)]
         need = max(min(2, len(self.positions)), int(np.ceil(0.5 * len(self.positions))))
         agree = max(2.0, 0.1 * self.period)
-        out = []
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            if hi - lo < need:
-                continue
-            mid = float(np.median(votes[lo:hi]))
-            close = np.abs(votes[lo:hi] - mid) <= agree
-            if len(np.unique(voter[lo:hi][close])) >= need:
-                out.append(int(np.rint(np.median(votes[lo:hi][close]))))
-        return spaced(np.array(out, np.int64), self.period)
+        out = _agreed_starts(votes, voter, split, need, agree, len(self.positions))
+        return spaced(out, self.period)
+
+
+def _agreed_starts(votes: np.ndarray, voter: np.ndarray, split: np.ndarray, need: int,
+                   agree: float, n_voters: int) -> np.ndarray:
+    """Per group of sorted votes: the median of the votes within ``agree`` of the
+    group's median, when at least ``need`` distinct voters are among them.
+
+    Vectorised over groups (a Python median per group cost ~30 µs per occurrence,
+    so 1e6 events with a period of 2 took half a minute). Votes are sorted, so a
+    group's median is its middle element(s) and its close votes are contiguous.
+    """
+    lo = np.r_[0, split]
+    size = np.diff(np.r_[lo, len(votes)])
+    big = size >= need
+    lo, size = lo[big], size[big]
+    if not len(lo):
+        return np.zeros(0, np.int64)
+    mid = (votes[lo + (size - 1) // 2] + votes[lo + size // 2]) / 2
+    group = np.repeat(np.arange(len(lo)), size)
+    rows = _ranges(lo, size)
+    close = np.abs(votes[rows] - mid[group]) <= agree
+    rows, group = rows[close], group[close]
+    pairs = np.unique(group.astype(np.int64) * n_voters + voter[rows])
+    distinct = np.bincount(pairs // n_voters, minlength=len(lo))
+    first = np.searchsorted(group, np.arange(len(lo)))
+    count = np.bincount(group, minlength=len(lo))
+    ok = (distinct >= need) & (count > 0)
+    f, c = first[ok], count[ok]
+    med = (votes[rows[f + (c - 1) // 2]] + votes[rows[f + c // 2]]) / 2
+    return np.rint(med).astype(np.int64)
+
+
+def _ranges(lo: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(lo[i], lo[i] + size[i])`` without a Python loop."""
+    total = int(size.sum())
+    step = np.ones(total, np.int64)
+    heads = np.cumsum(size)[:-1]
+    step[0] = lo[0]
+    step[heads] = lo[1:] - (lo[:-1] + size[:-1] - 1)
+    return np.cumsum(step)
 
 
 def spaced(starts: np.ndarray, period: float) -> np.ndarray:
