@@ -14,36 +14,79 @@ import sys
 from . import __version__
 from .core.errors import TraceFormatError
 
-COMMANDS = ("analyze", "report", "diff", "fleet", "record", "view", "demo")
+DESCRIPTION = ("Trace viewer and performance advisor for deep-learning programs. "
+               "Without a command, opens the app (on PATH if given).")
+EXAMPLES = """examples:
+  sofa-gui trace.json.gz                       open the app on a trace
+  sofa-gui analyze trace.json.gz               summary, iterations, breakdown, findings
+  sofa-gui stats trace.json.gz --kind op       top CPU ops by total time
+  sofa-gui report trace.json.gz -o report.html
+  sofa-gui diff before.json.gz after.json.gz   did the fix work?
+  sofa-gui fleet runs/job42/ --json               every rank of a run on a Dask cluster
+  sofa-gui record -o run1 --torch -- python train.py
+  sofa-gui view trace.json.gz --screenshot out.png   (works without a display)
+
+exit codes: 0 ok, 1 internal error, 2 bad input or usage; `record` returns the command's code.
+"""
+COMMANDS = ("analyze", "stats", "report", "diff", "fleet", "record", "view", "demo")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sofa-gui", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="sofa-gui", description=DESCRIPTION, epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"sofa-gui {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     a = sub.add_parser("analyze", help="load a trace and print a summary / JSON")
-    a.add_argument("path")
+    a.add_argument("path", help="trace file or folder")
     a.add_argument("--json", action="store_true", help="print one JSON document")
     a.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(a)
 
+    st = sub.add_parser("stats", help="top-N table of kernels, CPU ops, copies or collectives",
+                        description="Group slices of one kind by normalised name (template "
+                        "arguments folded) and print count, total, self, mean, median, p95, max "
+                        "and share, longest total first. A slice counts in a window when it "
+                        "starts inside it. Times in --json/--csv are µs.",
+                        epilog="examples:\n  sofa-gui stats trace.json.gz --kind kernel --top 10"
+                        "\n  sofa-gui stats trace.json.gz --kind op --iteration 2 --json"
+                        "\n  sofa-gui stats trace.json.gz --kind copy --steady --csv",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("path", help="trace file or folder")
+    st.add_argument("--kind", choices=("kernel", "op", "copy", "collective"), default="kernel",
+                    help="what to tabulate (default: kernel)")
+    where = st.add_mutually_exclusive_group()
+    where.add_argument("--iteration", type=int, metavar="N",
+                       help="only iteration N (0-based, as `analyze` numbers them)")
+    where.add_argument("--steady", action="store_true",
+                       help="all iterations but the first (warm-up)")
+    where.add_argument("--range", metavar="START_US:END_US",
+                       help="a time range in µs on the trace's clock (as in --json output)")
+    st.add_argument("--top", type=int, default=20, metavar="K",
+                    help="rows to print (default 20; 0 = all)")
+    fmt = st.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON document")
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    st.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    _iter_arg(st)
+
     r = sub.add_parser("report", help="write an HTML or Markdown performance report")
-    r.add_argument("path")
+    r.add_argument("path", help="trace file or folder")
     r.add_argument("-o", "--output", required=True, help="report.html or report.md")
-    r.add_argument("--no-cache", action="store_true")
+    r.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(r)
 
     d = sub.add_parser("diff", help="compare two runs (before / after a fix)")
-    d.add_argument("before")
-    d.add_argument("after")
-    d.add_argument("--json", action="store_true")
-    d.add_argument("--no-cache", action="store_true")
+    d.add_argument("before", help="trace of the run before the change")
+    d.add_argument("after", help="trace of the run after the change")
+    d.add_argument("--json", action="store_true", help="print one JSON document")
+    d.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(d)
 
     fl = sub.add_parser("fleet", help="analyse every rank of a run folder on a Dask cluster")
-    fl.add_argument("path", metavar="RUN_DIR")
+    fl.add_argument("path", metavar="RUN_DIR", help="folder with one trace per rank")
     fl.add_argument("--scheduler", metavar="ADDRESS",
                     help="existing Dask scheduler (tcp://host:8786; default $SOFA_GUI_SCHEDULER, "
                          "else an embedded local cluster)")
@@ -54,20 +97,20 @@ def _parser() -> argparse.ArgumentParser:
     fl.add_argument("--no-cache", action="store_true", help="workers ignore/do not write caches")
     _iter_arg(fl)
 
-    rec = sub.add_parser("record", help="run a command and record a profile around it",
-                         add_help=False)
-    rec.add_argument("args", nargs=argparse.REMAINDER)
+    rec = sub.add_parser("record", help="run a command and record a profile around it "
+                         "(`sofa-gui record --help` for its options)", add_help=False)
+    rec.add_argument("args", nargs=argparse.REMAINDER, help="recorder options, --, the command")
 
     v = sub.add_parser("view", help="open the desktop app on a trace")
-    v.add_argument("path", nargs="?")
+    v.add_argument("path", nargs="?", help="trace file or folder to open")
     v.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
     v.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
-    v.add_argument("--size", default="1600x1000", help="window size WxH")
+    v.add_argument("--size", default="1600x1000", help="window size WxH (default 1600x1000)")
     _iter_arg(v)
     dm = sub.add_parser("demo", help="open the app on the bundled sample trace")
-    dm.add_argument("--screenshot", metavar="OUT.png")
-    dm.add_argument("--iteration", type=int)
-    dm.add_argument("--size", default="1600x1000")
+    dm.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
+    dm.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
+    dm.add_argument("--size", default="1600x1000", help="window size WxH (default 1600x1000)")
     dm.add_argument("--headless", action="store_true",
                     help="no window: print the analysis of the sample instead")
     _iter_arg(dm)
@@ -109,6 +152,8 @@ def gui_main() -> int:
 def _dispatch(args) -> int:
     if args.command == "analyze":
         return _cmd_analyze(args)
+    if args.command == "stats":
+        return _cmd_stats(args)
     if args.command == "report":
         return _cmd_report(args)
     if args.command == "diff":
@@ -119,11 +164,20 @@ def _dispatch(args) -> int:
         from .recorder.cli import main as record_main
 
         return record_main(args.args)
+    if args.command == "demo" and not args.headless and not args.screenshot and no_display():
+        print("sofa-gui: no display; printing the text analysis of the sample instead "
+              "(run under xvfb-run for the window)", file=sys.stderr)
+        args.headless = True
     if args.command == "demo" and args.headless:
         from .core.samples import demo_trace_path
 
         args.path, args.json, args.no_cache = str(demo_trace_path()), False, False
         return _cmd_analyze(args)
+    if not args.screenshot and no_display():
+        print("error: no display (DISPLAY/WAYLAND_DISPLAY unset), so no window can open; "
+              "use `sofa-gui analyze PATH`, `sofa-gui view PATH --screenshot out.png`, "
+              "`sofa-gui demo --headless`, or run under `xvfb-run -a`", file=sys.stderr)
+        return 2
     from .qt.app import run_from_args  # only here is Qt loaded
 
     return run_from_args(args)
@@ -149,6 +203,63 @@ def _cmd_analyze(args) -> int:
     else:
         _print_lines(trace_text(trace) + [""] + analysis_text(trace, analysis))
     return 0
+
+
+def _cmd_stats(args) -> int:
+    from .core.analysis import stats
+    from .core.importers import load_trace
+
+    if args.top < 0:
+        return _usage_error(f"--top must be >= 0, not {args.top}")
+    window = _parse_range(args.range) if args.range else None
+    if args.range and window is None:
+        return _usage_error(f"--range wants START_US:END_US with START < END, not {args.range!r}")
+    trace = load_trace(args.path, use_cache=not args.no_cache)
+    try:
+        scope = _stats_scope(trace, args, window)
+    except IndexError as exc:
+        print(f"error: {args.path}: {exc}", file=sys.stderr)
+        return 2
+    table = stats.compute_table(trace, args.kind, scope, top=args.top or None)
+    if args.json:
+        json.dump(table.to_dict(), sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    elif args.csv:
+        stats.table_csv(table, sys.stdout)
+    else:
+        _print_lines(stats.table_text(table))
+    return 0
+
+
+def _stats_scope(trace, args, window):
+    """Whole trace, a µs range, one iteration or the steady state (iterations detected
+    only for the last two)."""
+    from .core.analysis import stats
+
+    if window is not None:
+        return stats.range_scope(*window)
+    if args.iteration is None and not args.steady:
+        return stats.Scope()
+    from .core.analysis.iterations import detect_iterations
+
+    iters = detect_iterations(trace, mode=args.iterations)
+    if args.steady:
+        return stats.steady_scope(iters)
+    return stats.iteration_scope(iters, args.iteration)
+
+
+def _parse_range(text: str) -> tuple[int, int] | None:
+    """``START_US:END_US`` -> ns, or None when malformed."""
+    try:
+        a, b = (round(float(x) * 1000) for x in text.split(":"))
+    except ValueError:
+        return None
+    return (a, b) if a < b else None
+
+
+def _usage_error(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
 
 
 def _cmd_report(args) -> int:
@@ -213,6 +324,23 @@ def _cmd_fleet(args) -> int:
     else:
         _print_lines(fleet_text(res))
     return 0
+
+
+#: Qt platforms that need no window system (QT_QPA_PLATFORM).
+_WINDOWLESS = ("offscreen", "minimal", "vnc", "eglfs", "linuxfb", "vkkhrdisplay")
+
+
+def no_display() -> bool:
+    """True on Linux with no X11/Wayland display and no windowless Qt platform chosen,
+    where Qt would abort (exit 134) with a misleading missing-library message."""
+    import os
+
+    if not sys.platform.startswith("linux"):
+        return False
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return False
+    platform = os.environ.get("QT_QPA_PLATFORM", "").split(":")[0]
+    return platform not in _WINDOWLESS
 
 
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F) if c not in (0x09, 0x0A)}
