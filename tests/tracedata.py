@@ -15,10 +15,20 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "public"
 
 
 REAL = DATA / "real"
-#: Shared traces that ship elsewhere in the repository (byte-identical copies).
-BUNDLED = {"kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz":
-           Path(__file__).parents[1] / "resources" / "samples"
-           / "resnet50_num_workers_0.pt.trace.json.gz"}
+#: Shared traces already elsewhere in the repository (byte-identical copies, sha256 checked).
+_HERE = Path(__file__).parent
+_HTA = "holistic-trace-analysis/"
+BUNDLED = {
+    "kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz":
+        _HERE.parent / "resources" / "samples" / "resnet50_num_workers_0.pt.trace.json.gz",
+    _HTA + "trace_filter/sampled_rank-0.json.gz": DATA / "ranks" / "sampled_rank-0.json.gz",
+    _HTA + "trace_filter/sampled_rank-1.json.gz": DATA / "ranks" / "sampled_rank-1.json.gz",
+    _HTA + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz":
+        DATA / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    _HTA + "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz":
+        DATA / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz",
+    "sofa-deepprof-gputrace/gputrace.csv": DATA / "sofa-deepprof-gputrace" / "gputrace.csv",
+}
 
 
 def shared_trace(rel: str) -> Path:
