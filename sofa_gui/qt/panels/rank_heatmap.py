@@ -1,0 +1,241 @@
+"""A rank x iteration heat map: which rank was slow in which iteration, at a glance.
+
+Reusable on its own (the Ranks dock, the fleet view). API:
+
+* ``RankHeatmap.set_matrix(values, rank_labels, iteration_labels, stragglers=None,
+  fmt=None, title="")``: ``values`` is a float array of shape (ranks, iterations)
+  (rows = ranks, columns = iterations); NaN marks a missing cell (drawn grey,
+  never clickable as data).  ``stragglers`` is an optional bool array of the same
+  shape: those cells get a thick outline.  ``fmt(value) -> str`` formats values in
+  tooltips and the legend (default: the value as ns, e.g. "176 ms").
+* ``cell_clicked(row, column)`` signal: a cell was clicked (indices into ``values``).
+* ``set_selected(row, column)`` outlines one cell (-1, -1 clears); ``selected()``.
+* ``cell_at(QPointF) -> (row, column) | None`` and ``cell_rect(row, column)`` for tests.
+
+Colour is the value relative to the whole matrix (light = fastest, dark = slowest),
+so one slow rank stands out however many ranks there are. Labels are elided; the full
+text is in the tooltip. The widget asks for no minimum width from its labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+
+from ...core.summary import fmt_ns
+
+_LOW = QColor("#fff5e6")  # fastest
+_HIGH = QColor("#c2410c")  # slowest
+_MISSING = QColor("#9ca3af")
+_STRAGGLER = QColor("#111827")  # near-black, with a white inner line: visible on any cell
+_PAD = 4
+
+
+def _mix(a: QColor, b: QColor, t: float) -> QColor:
+    t = min(max(t, 0.0), 1.0)
+    return QColor(round(a.red() + (b.red() - a.red()) * t),
+                  round(a.green() + (b.green() - a.green()) * t),
+                  round(a.blue() + (b.blue() - a.blue()) * t))
+
+
+class RankHeatmap(QWidget):
+    """Paints the matrix; rows are ranks, columns iterations."""
+
+    cell_clicked = Signal(int, int)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self._values = np.zeros((0, 0))
+        self._stragglers = np.zeros((0, 0), bool)
+        self._rows: list[str] = []
+        self._cols: list[str] = []
+        self._fmt = fmt_ns
+        self._title = ""
+        self._sel = (-1, -1)
+
+    # -- data ------------------------------------------------------------------------
+    def set_matrix(self, values, rank_labels, iteration_labels, stragglers=None,
+                   fmt=None, title: str = "") -> None:
+        v = np.asarray(values, np.float64)
+        if v.ndim != 2 or v.shape != (len(rank_labels), len(iteration_labels)):
+            raise ValueError(f"values shape {v.shape} does not match "
+                             f"{len(rank_labels)} ranks x {len(iteration_labels)} iterations")
+        self._values = v
+        s = np.zeros(v.shape, bool) if stragglers is None else np.asarray(stragglers, bool)
+        if s.shape != v.shape:
+            raise ValueError(f"stragglers shape {s.shape} != values shape {v.shape}")
+        self._stragglers = s
+        self._rows, self._cols = [str(x) for x in rank_labels], [str(x) for x in iteration_labels]
+        self._fmt = fmt or fmt_ns
+        self._title = title
+        self._sel = (-1, -1)
+        self.update()
+
+    def shape(self) -> tuple[int, int]:
+        return self._values.shape
+
+    def set_selected(self, row: int, col: int) -> None:
+        self._sel = (row, col)
+        self.update()
+
+    def selected(self) -> tuple[int, int]:
+        return self._sel
+
+    # -- geometry --------------------------------------------------------------------
+    def sizeHint(self) -> QSize:
+        return QSize(420, 60 + 22 * max(len(self._rows), 2))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(80, 60)
+
+    def _label_width(self) -> float:
+        fm = QFontMetrics(self.font())
+        want = max((fm.horizontalAdvance(r) for r in self._rows), default=0) + 3 * _PAD + 2
+        return min(want, self.width() * 0.3)
+
+    def _grid(self) -> QRectF:
+        fm = QFontMetrics(self.font())
+        top = fm.height() * (2 if self._title else 1) + 2 * _PAD
+        bottom = fm.height() + 2 * _PAD  # legend
+        left = self._label_width()
+        return QRectF(left, top, max(self.width() - left - _PAD, 1),
+                      max(self.height() - top - bottom, 1))
+
+    def cell_rect(self, row: int, col: int) -> QRectF:
+        g = self._grid()
+        nr, nc = self._values.shape
+        w, h = g.width() / max(nc, 1), g.height() / max(nr, 1)
+        return QRectF(g.left() + col * w, g.top() + row * h, w, h)
+
+    def cell_at(self, pos: QPointF):
+        nr, nc = self._values.shape
+        g = self._grid()
+        if not nr or not nc or not g.contains(pos):
+            return None
+        col = int((pos.x() - g.left()) / (g.width() / nc))
+        row = int((pos.y() - g.top()) / (g.height() / nr))
+        return (min(row, nr - 1), min(col, nc - 1))
+
+    # -- painting --------------------------------------------------------------------
+    def paintEvent(self, _ev) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        pal = self.palette()
+        fm = QFontMetrics(self.font())
+        nr, nc = self._values.shape
+        if not nr or not nc:
+            p.setPen(pal.color(pal.ColorRole.PlaceholderText))
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no per-rank data")
+            return
+        y = _PAD
+        if self._title:
+            p.setPen(pal.color(pal.ColorRole.WindowText))
+            p.drawText(QRectF(_PAD, y, self.width() - 2 * _PAD, fm.height()),
+                       Qt.AlignmentFlag.AlignLeft,
+                       fm.elidedText(self._title, Qt.TextElideMode.ElideRight,
+                                     self.width() - 2 * _PAD))
+            y += fm.height()
+        lo, hi = self._range()
+        for c in range(nc):
+            r0 = self.cell_rect(0, c)
+            text = fm.elidedText(self._cols[c], Qt.TextElideMode.ElideRight, int(r0.width()) - 2)
+            p.setPen(pal.color(pal.ColorRole.WindowText))
+            p.drawText(QRectF(r0.left(), y, r0.width(), fm.height()),
+                       Qt.AlignmentFlag.AlignHCenter, text)
+        lw = self._label_width()
+        for r in range(nr):
+            rr = self.cell_rect(r, 0)
+            p.setPen(pal.color(pal.ColorRole.WindowText))
+            p.drawText(QRectF(_PAD, rr.top(), lw - 2 * _PAD, rr.height()),
+                       Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                       fm.elidedText(self._rows[r], Qt.TextElideMode.ElideRight,
+                                     int(lw - 2 * _PAD)))
+            for c in range(nc):
+                self._paint_cell(p, r, c, lo, hi)
+        self._paint_outlines(p)
+        self._paint_legend(p, fm, lo, hi)
+
+    def _range(self) -> tuple[float, float]:
+        finite = self._values[np.isfinite(self._values)]
+        if not len(finite):
+            return 0.0, 1.0
+        return float(finite.min()), float(finite.max())
+
+    def color_of(self, row: int, col: int) -> QColor:
+        v = self._values[row, col]
+        if not np.isfinite(v):
+            return _MISSING
+        lo, hi = self._range()
+        return _mix(_LOW, _HIGH, (v - lo) / (hi - lo) if hi > lo else 0.0)
+
+    def _paint_cell(self, p: QPainter, r: int, c: int, lo: float, hi: float) -> None:
+        rect = self.cell_rect(r, c).adjusted(0.5, 0.5, -0.5, -0.5)
+        p.fillRect(rect, self.color_of(r, c))
+        if not np.isfinite(self._values[r, c]):
+            p.fillRect(rect, Qt.BrushStyle.BDiagPattern)
+
+    def _paint_outlines(self, p: QPainter) -> None:
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for r, c in zip(*np.nonzero(self._stragglers)):
+            rect = self.cell_rect(int(r), int(c))
+            p.setPen(QPen(_STRAGGLER, 3))
+            p.drawRect(rect.adjusted(2, 2, -2, -2))
+            p.setPen(QPen(QColor("white"), 1))
+            p.drawRect(rect.adjusted(4, 4, -4, -4))
+        r, c = self._sel
+        if r >= 0 and c >= 0:
+            p.setPen(QPen(self.palette().color(self.palette().ColorRole.Highlight), 3))
+            p.drawRect(self.cell_rect(r, c).adjusted(0.5, 0.5, -0.5, -0.5))
+
+    def _paint_legend(self, p: QPainter, fm: QFontMetrics, lo: float, hi: float) -> None:
+        y = self.height() - fm.height() - _PAD
+        x = self._label_width()
+        for i in range(20):
+            p.fillRect(QRectF(x + i * 4, y + 2, 4, fm.height() - 4), _mix(_LOW, _HIGH, i / 19))
+        text = (f"{self._fmt(lo)} .. {self._fmt(hi)}"
+                + ("   outlined: straggler" if self._stragglers.any() else ""))
+        p.setPen(self.palette().color(self.palette().ColorRole.WindowText))
+        avail = max(int(self.width() - x - 86 - _PAD), 0)
+        p.drawText(QRectF(x + 86, y, avail, fm.height()), Qt.AlignmentFlag.AlignLeft,
+                   fm.elidedText(text, Qt.TextElideMode.ElideRight, avail))
+
+    # -- interaction -----------------------------------------------------------------
+    def tooltip_at(self, pos: QPointF) -> str:
+        cell = self.cell_at(pos)
+        if cell is None:
+            return ""
+        r, c = cell
+        v = self._values[r, c]
+        col = self._values[:, c]
+        med = np.nanmedian(col) if np.isfinite(col).any() else np.nan
+        head = f"{self._rows[r]}, {self._cols[c]}"
+        if not np.isfinite(v):
+            return head + ": no data"
+        text = f"{head}: {self._fmt(v)}"
+        if np.isfinite(med) and med > 0:
+            text += f" ({100 * (v / med - 1):+.1f}% vs the median rank of this iteration)"
+        if self._stragglers[r, c]:
+            text += "\nstraggler of this iteration"
+        return text
+
+    def event(self, ev) -> bool:
+        if ev.type() == QEvent.Type.ToolTip:
+            text = self.tooltip_at(QPointF(ev.pos()))
+            if text:
+                QToolTip.showText(ev.globalPos(), text, self)
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(ev)
+
+    def mousePressEvent(self, ev) -> None:
+        cell = self.cell_at(ev.position())
+        if cell is not None and ev.button() == Qt.MouseButton.LeftButton:
+            self.set_selected(*cell)
+            self.cell_clicked.emit(*cell)
+            return
+        super().mousePressEvent(ev)

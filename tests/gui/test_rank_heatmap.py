@@ -1,0 +1,66 @@
+"""The rank x iteration heat map: cells, straggler outlines, clicks, tooltips, no min width."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from sofa_gui.qt.panels.rank_heatmap import RankHeatmap
+
+
+@pytest.fixture
+def heat(qtbot):
+    w = RankHeatmap()
+    qtbot.addWidget(w)
+    w.resize(500, 220)
+    w.show()
+    qtbot.waitExposed(w)
+    return w
+
+
+def _real_ranks(data_dir):
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    trace = load_trace(data_dir / "ranks")
+    return analyze(trace).breakdown.ranks
+
+
+def test_real_two_rank_folder_cells_and_straggler(heat, qtbot, data_dir):
+    ranks = _real_ranks(data_dir)
+    n = ranks.durations.shape[1]
+    strag = np.array([[r == s for s in ranks.straggler] for r in ranks.ranks])
+    heat.set_matrix(ranks.durations, [f"rank {r}" for r in ranks.ranks],
+                    [f"#{i}" for i in range(n)], stragglers=strag, title="iteration time")
+    assert heat.shape() == (2, n) and strag.sum() == n  # one straggler per iteration
+    slow = np.unravel_index(np.argmax(ranks.durations), ranks.durations.shape)
+    fast = np.unravel_index(np.argmin(ranks.durations), ranks.durations.shape)
+    assert heat.color_of(*slow).lightness() < heat.color_of(*fast).lightness()
+    img = heat.grab().toImage()
+    r, c = (int(x) for x in np.argwhere(strag)[0])
+    rect = heat.cell_rect(r, c)
+    edge = img.pixelColor(int(rect.left() + 2), int(rect.center().y()))
+    assert edge.lightness() < 60  # the dark straggler outline is drawn
+    with qtbot.waitSignal(heat.cell_clicked) as sig:
+        qtbot.mouseClick(heat, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
+    assert sig.args == [r, c] and heat.selected() == (r, c)
+    tip = heat.tooltip_at(rect.center())
+    assert tip.startswith(f"rank {ranks.ranks[r]}, #{c}: ") and "straggler" in tip
+
+
+def test_nan_cells_and_shape_errors(heat):
+    v = np.array([[1e6, np.nan], [2e6, 3e6]])
+    heat.set_matrix(v, ["a", "b"], ["0", "1"])
+    assert heat.tooltip_at(heat.cell_rect(0, 1).center()).endswith("no data")
+    assert heat.cell_at(QPointF(1, 1)) is None  # the label column is not a cell
+    with pytest.raises(ValueError):
+        heat.set_matrix(v, ["a"], ["0", "1"])
+
+
+def test_long_labels_do_not_widen_it(heat):
+    long = "rank " + "x" * 100_000
+    heat.set_matrix(np.ones((2, 3)), [long, "r1"], ["i" * 50_000, "1", "2"])
+    assert heat.minimumSizeHint().width() <= 100 and heat.width() == 500
+    heat.grab()  # paints without error; labels are elided
+    assert heat.cell_rect(0, 0).left() <= 500 * 0.3 + 1
