@@ -1,9 +1,12 @@
-"""The only mutable state of the app: the open trace, its analysis, selection, search.
+"""The only mutable state of the app: the open trace, its analysis, the view, search.
 
 Widgets never talk to each other; they call a :class:`Session` method (an intent,
-e.g. ``select_iteration(3)``) and observe its signals. The session starts and
-cancels background work through a :class:`~sofa_gui.qt.worker.Worker` and keeps
-only results of the request it is currently waiting for.
+e.g. ``select_iteration(3)``) and observe its signals. What is on screen (window,
+selection, collapsed groups, highlights) is one Qt-free
+:class:`~sofa_gui.view.state.ViewState`, ``session.view``, which the timeline renders.
+The session starts and cancels background work through a
+:class:`~sofa_gui.qt.worker.Worker` and keeps only results of the request it is
+currently waiting for.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 from ..core.analysis.pipeline import PARTS, Analysis, Options
 from ..core.trace import Trace
 from ..view.search import SearchQuery, find_matches
+from ..view.state import Change, ViewState
 from . import jobs
 from .worker import Worker
 
@@ -40,7 +44,7 @@ class Session(QObject):
     progress = Signal(float, str)
     iteration_selected = Signal(int)  # -1: none
     slice_selected = Signal(int)  # -1: none
-    zoom_requested = Signal(object, object)  # start_ns, end_ns
+    view_changed = Signal(object)  # a view.state.Change (window, range, layout, ...)
     search_changed = Signal()  # the set of matches changed
     match_changed = Signal()  # the current match (position) changed
 
@@ -55,8 +59,8 @@ class Session(QObject):
         self.analysis = Analysis()  # parts fill in as the pipeline finishes them
         self.analysis_done = False
         self.last_error: tuple[str, str] | None = None
-        self.selected_iteration = -1
-        self.selected_slice = -1
+        self.view = ViewState()
+        self.view.subscribe(self._on_view)
         self.search_query: SearchQuery | None = None
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
@@ -125,39 +129,33 @@ class Session(QObject):
     def shutdown(self) -> None:
         self.worker.shutdown()
 
-    # -- selection and navigation --------------------------------------------------------
+    # -- selection and navigation (intents on the view state) ----------------------------
+    @property
+    def selected_iteration(self) -> int:
+        return self.view.selected_iteration
+
+    @property
+    def selected_slice(self) -> int:
+        return self.view.selected_slice
+
     def select_iteration(self, i: int, zoom: bool = True) -> None:
         """Select iteration ``i`` (-1 clears); with ``zoom`` the timeline shows it whole."""
-        n = len(self.iterations) if self.iterations is not None else 0
-        i = int(i) if 0 <= int(i) < n else -1
-        if i != self.selected_iteration:
-            self.selected_iteration = i
-            self.iteration_selected.emit(i)
-        if zoom and i >= 0:
-            s, e = int(self.iterations.starts[i]), int(self.iterations.ends[i])
-            pad = max((e - s) // 50, 1)
-            self.zoom_to(s - pad, e + pad)
+        self.view.select_iteration(i, zoom)
 
     def select_slice(self, i: int, reveal: bool = False) -> None:
         """Select slice ``i`` (-1 clears); with ``reveal`` the timeline zooms around it."""
-        n = len(self.trace.slices) if self.trace is not None else 0
-        i = int(i) if 0 <= int(i) < n else -1
-        if i != self.selected_slice:
-            self.selected_slice = i
-            self.slice_selected.emit(i)
-        if reveal and i >= 0:
-            self.reveal_slice(i)
+        self.view.select_slice(i, reveal)
 
-    def reveal_slice(self, i: int) -> None:
-        """Zoom so slice ``i`` fills about a third of the view, centred."""
-        s = int(self.trace.slices.start[i])
-        d = max(int(self.trace.slices.dur[i]), 1000)
-        self.zoom_to(s - d, s + 2 * d)
+    def zoom_to(self, start_ns: int, end_ns: int, pad: bool = False) -> None:
+        """Show ``[start_ns, end_ns]`` (absolute ns), with the standard padding if ``pad``."""
+        self.view.zoom_to(start_ns, end_ns, pad)
 
-    def zoom_to(self, start_ns: int, end_ns: int) -> None:
-        if end_ns <= start_ns:
-            end_ns = start_ns + 1
-        self.zoom_requested.emit(int(start_ns), int(end_ns))
+    def _on_view(self, change: Change) -> None:
+        if change is Change.SLICE:
+            self.slice_selected.emit(self.view.selected_slice)
+        elif change is Change.ITERATION:
+            self.iteration_selected.emit(self.view.selected_iteration)
+        self.view_changed.emit(change)
 
     # -- search ---------------------------------------------------------------------
     def search(self, query: SearchQuery | None) -> None:
@@ -192,7 +190,9 @@ class Session(QObject):
             return
         self.analysis = result.analysis
         if result.part == "iterations":
-            self.selected_iteration = -1
+            it = self.analysis.iterations
+            self.view.select_iteration(-1)
+            self.view.set_iterations(it.starts, it.ends)
         self._part_signal(result.part).emit()
 
     def _set_trace(self, trace: Trace, prepared=None) -> None:
@@ -200,7 +200,7 @@ class Session(QObject):
         self.prepared = prepared
         self.path = self.pending_path
         self.analysis = Analysis()
-        self.selected_iteration = self.selected_slice = -1
+        self.view.set_trace(trace.start_ns, trace.end_ns - trace.start_ns, len(trace.slices))
         self.matches, self.match_pos = np.zeros(0, np.int64), -1
         self.trace_changed.emit()
         if self.search_query is not None and self.search_query.text:

@@ -1,8 +1,10 @@
-"""What the timeline shows: the trace, its draw index, the layout and the view state.
+"""What the timeline shows: the trace, its draw index, the layout, and the view state.
 
 One :class:`TimelineModel` is owned by the :class:`TimelineWidget`; the graphics
-items only read it.  Times are float ns relative to the trace start (``t0``),
-converted from the int64 trace clock by subtracting first, so they are exact.
+items only read it. The view state (window, selection, collapsed groups, ...) is a
+:class:`~.state.ViewState` the model reads (in the app the session owns it).  Times
+are float ns relative to the trace start (``t0``), converted from the int64 trace
+clock by subtracting first, so they are exact.
 Qt-free, so the state transitions can be tested without a display.
 """
 
@@ -18,9 +20,9 @@ from .colors import MARKER_FROM, slice_color_ids
 from .layout import TimelineLayout
 from .lod import TimelineIndex
 from .names import short_label
+from .state import MIN_SPAN_NS, Change, ViewState
 
-#: Narrowest window: one ns across the view.
-MIN_SPAN_NS = 1.0
+__all__ = ["MIN_SPAN_NS", "Prepared", "TimelineModel", "prepare"]
 
 
 @dataclass
@@ -38,37 +40,50 @@ def prepare(trace: Trace) -> Prepared:
 
 
 class TimelineModel:
-    """Data and view state of one timeline (see the module docstring)."""
+    """Data and draw state of one timeline (see the module docstring)."""
 
-    def __init__(self):
+    def __init__(self, state: ViewState | None = None):
+        self.state = state or ViewState()
         self.trace: Trace | None = None
         self.index: TimelineIndex | None = None
         self.layout: TimelineLayout | None = None
-        self.collapsed: set[str] = set()
-        self.expanded: set[int] = set()
-        self.iter_starts = np.zeros(0)
-        self.iter_ends = np.zeros(0)
         self.iter_labels: list[str] = []
-        self.x0, self.x1 = 0.0, 1.0
-        self.selected = -1
-        self.selected_iteration = -1
         self.partners = np.zeros(0, np.int64)
         self.highlight: IntervalPyramid | None = None
         self.version = 0  # bumped whenever what is drawn changes (not the view)
         self._labels: dict[int, str] = {}
+        self.state.subscribe(self._on_state)
+
+    def _on_state(self, change: Change) -> None:
+        """Derived draw data follows the view state (before any widget redraws)."""
+        if change is Change.LAYOUT:
+            self.relayout()
+        elif change is Change.SLICE:
+            self.update_partners()
+        elif change is Change.HIGHLIGHTS:
+            self.set_highlight(self.state.highlights)
+
+    # -- the view state, read through (one copy: ``state``) ------------------------------
+    x0 = property(lambda self: self.state.x0)
+    x1 = property(lambda self: self.state.x1)
+    selected = property(lambda self: self.state.selected_slice)
+    selected_iteration = property(lambda self: self.state.selected_iteration)
+    collapsed = property(lambda self: self.state.collapsed)
+    expanded = property(lambda self: self.state.expanded)
+    iter_starts = property(lambda self: self.state.iter_starts)
+    iter_ends = property(lambda self: self.state.iter_ends)
 
     # -- data -----------------------------------------------------------------
     def set_prepared(self, prep: Prepared | None) -> None:
         self.trace = prep.trace if prep else None
         self.index = prep.index if prep else None
-        self.collapsed, self.expanded = set(), set()
-        self.selected, self.selected_iteration = -1, -1
         self.partners = np.zeros(0, np.int64)
         self.highlight = None
-        self.iter_starts, self.iter_ends, self.iter_labels = np.zeros(0), np.zeros(0), []
+        self.iter_labels = []
         self._labels = {}
+        n = len(self.trace.slices) if self.trace is not None else 0
+        self.state.set_trace(self.t0, self.span, n)
         self.relayout()
-        self.x0, self.x1 = 0.0, self.span
 
     def relayout(self) -> None:
         if self.trace is None:
@@ -92,13 +107,11 @@ class TimelineModel:
 
     def set_iterations(self, iterations) -> None:
         if iterations is None or self.index is None or len(iterations) == 0:
-            self.iter_starts, self.iter_ends, self.iter_labels = np.zeros(0), np.zeros(0), []
+            self.state.set_iterations([], [])
+            self.iter_labels = []
         else:
-            self.iter_starts = (np.asarray(iterations.starts, np.int64) - self.t0).astype(float)
-            self.iter_ends = (np.asarray(iterations.ends, np.int64) - self.t0).astype(float)
+            self.state.set_iterations(iterations.starts, iterations.ends)
             self.iter_labels = list(iterations.labels)
-        if self.selected_iteration >= len(self.iter_starts):
-            self.selected_iteration = -1
         self.version += 1
 
     def set_highlight(self, indexes) -> None:
@@ -107,15 +120,6 @@ class TimelineModel:
         else:
             self.highlight = self.index.subset(self.trace, np.asarray(indexes))
         self.version += 1
-
-    def toggle_group(self, group: str) -> None:
-        self.collapsed.symmetric_difference_update({group})
-        self.relayout()
-
-    def toggle_lane(self, lane: int) -> None:
-        """Show all nesting rows of a deep lane, or cap them again."""
-        self.expanded.symmetric_difference_update({int(lane)})
-        self.relayout()
 
     def row_hidden_by_cap(self, row: int) -> int:
         """Lane whose depth cap merges ``row`` into its last shown row, else -1."""
@@ -148,8 +152,9 @@ class TimelineModel:
             return None if np.isnan(ltop) else (float(ltop), 1.0)
         return float(top), float(self.layout.row_height[row])
 
-    def select(self, index: int) -> None:
-        self.selected = int(index)
+    def update_partners(self) -> None:
+        """Flow partners of the selected slice (drawn with it)."""
+        index = self.selected
         if index >= 0 and self.trace is not None and len(self.trace.flows):
             self.partners = self.trace.flows.partners(int(index))
         else:

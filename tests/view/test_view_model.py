@@ -45,9 +45,9 @@ def test_layout_lists_groups_then_lanes_and_a_group_collapses():
     m = _model()
     texts = [ln.text for ln in m.layout.lines]
     assert texts.index("host 1") < texts.index("python main") < texts.index("GPU 0")
-    m.toggle_group("host 1")
+    m.state.toggle_group("host 1")
     assert "python main" not in [ln.text for ln in m.layout.lines]
-    m.toggle_group("host 1")
+    m.state.toggle_group("host 1")
     assert "python main" in [ln.text for ln in m.layout.lines]
 
 
@@ -59,7 +59,7 @@ def test_hit_testing_finds_the_slice_and_its_flow_partner():
     top, height = m.row_span(m.slice_row(kernel))
     assert m.slice_at(500.0 * US, top + height / 2, tol=0.0) == kernel
     assert m.slice_at(5000.0 * US, top + height / 2, tol=0.0) == -1
-    m.select(kernel)
+    m.state.select_slice(kernel)
     assert launch in m.partners.tolist()
     assert m.slice_extent(kernel) == (300.0 * US, 700.0 * US)
 
@@ -91,7 +91,7 @@ def test_deep_lanes_are_capped_and_expand_on_request():
     m = _model(deep_trace(MAX_ROWS + 10))
     line = next(ln for ln in m.layout.lines if ln.text == "python main")
     assert line.shown == MAX_ROWS
-    m.toggle_lane(line.lane)
+    m.state.toggle_lane(line.lane)
     assert next(ln for ln in m.layout.lines if ln.text == "python main").shown == MAX_ROWS + 10
 
 

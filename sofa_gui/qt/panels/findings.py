@@ -179,9 +179,7 @@ class FindingsPanel(QWidget):
         ev = finding.evidence[k]
         if ev.iteration is not None:
             self.session.select_iteration(int(ev.iteration), zoom=False)
-        span = max(ev.end_ns - ev.start_ns, 1)
-        pad = max(span // 20, 1)
-        self.session.zoom_to(ev.start_ns - pad, ev.end_ns + pad)
+        self.session.zoom_to(ev.start_ns, ev.end_ns, pad=True)
 
 
 DOCK = DockSpec("findings", "Bottlenecks", "right", 10, 560, FindingsPanel)

@@ -6,26 +6,28 @@ Layout (one pyqtgraph ``GraphicsLayoutWidget``)::
     [iterations    ] [iteration strip: click selects an iteration    ]
     [lane labels   ] [lanes: slices, counters, bands, selection       ]  [scroll bar]
 
-The widget is the single owner of the view state: every change of range,
-selected slice or iteration goes through it and is announced by a signal
-(``range_changed``, ``slice_selected``, ``iteration_selected``); programmatic
-changes emit too, but only when the value actually changes.  Signals carry
-absolute ns on the trace clock (``qint64``; Qt's ``int`` is 32-bit).
+The view state (window, selection, collapsed groups, highlights) is a Qt-free
+:class:`~sofa_gui.view.state.ViewState`: the app's session owns it and passes it in,
+a stand-alone widget makes its own. Input becomes intents on that state; the widget
+redraws when the state says what changed, and re-announces it as signals
+(``range_changed``, ``slice_selected``, ``iteration_selected``), only when the value
+actually changes.  Signals carry absolute ns on the trace clock (``qint64``; Qt's
+``int`` is 32-bit).
 """
 
 from __future__ import annotations
 
 import html
-import math
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from sofa_gui.core.trace import LaneKind, Trace
-from sofa_gui.core.viewport import clamp_window, pan_window, zoom_window
+from sofa_gui.core.viewport import pan_window, zoom_window
 
 from ...view.model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
+from ...view.state import Change, ViewState, reveal_window
 from ...view.tooltip import counter_tooltip, iteration_tooltip, slice_tooltip
 from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
@@ -59,9 +61,11 @@ class TimelineWidget(QtWidgets.QWidget):
     iteration_selected = QtCore.Signal("qint64")
     range_changed = QtCore.Signal("qint64", "qint64")
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None):
+    def __init__(self, parent: QtWidgets.QWidget | None = None, view: ViewState | None = None):
         super().__init__(parent)
-        self.model = TimelineModel()
+        self.view = view or ViewState()
+        self.model = TimelineModel(self.view)
+        self.view.subscribe(self._on_view)
         self._top = 0.0
         self._hover_x: float | None = None
         self._build_scene()
@@ -124,7 +128,7 @@ class TimelineWidget(QtWidgets.QWidget):
         self.model.set_prepared(trace)
         self._top = 0.0
         self._data_changed()
-        self._set_window(0.0, self.model.span, force=True)
+        self._apply_window()
         self._apply_y()
 
     def set_iterations(self, iterations) -> None:
@@ -133,43 +137,27 @@ class TimelineWidget(QtWidgets.QWidget):
         self._data_changed()
 
     def select_slice(self, index: int | None) -> None:
-        """Select (and reveal) a slice by trace index; None or -1 clears."""
-        index = int(index) if self.model.valid_slice(index) else -1
-        if index == self.model.selected:
-            return
-        self.model.select(index)
-        if index >= 0:
-            self._reveal(index)
-        self._overlays_changed()
-        self.slice_selected.emit(index)
+        """Select (and bring into view) a slice by trace index; None or -1 clears."""
+        self.view.select_slice(-1 if index is None else index)
 
     def select_iteration(self, i: int | None) -> None:
         """Select an iteration by number; None or -1 clears."""
-        m = self.model
-        i = int(i) if i is not None and 0 <= int(i) < len(m.iter_starts) else -1
-        if i == m.selected_iteration:
-            return
-        m.selected_iteration = i
-        self._overlays_changed()
-        self.iteration_selected.emit(i)
+        self.view.select_iteration(-1 if i is None else i)
 
     def zoom_to(self, start_ns: int, end_ns: int) -> None:
         """Show ``[start_ns, end_ns]`` (absolute ns on the trace clock)."""
-        t0 = self.model.t0
-        self._set_window(float(int(start_ns) - t0), float(int(end_ns) - t0))
+        self.view.zoom_to(start_ns, end_ns)
 
     def reset_zoom(self) -> None:
-        self._set_window(0.0, self.model.span)
+        self.view.set_window(0.0, self.model.span)
 
     def set_highlight(self, indexes: np.ndarray | None) -> None:
         """Highlight these slices (e.g. search matches); None clears."""
-        self.model.set_highlight(indexes)
-        self._lanes.invalidate()
+        self.view.set_highlights(indexes)
 
     def visible_range(self) -> tuple[int, int]:
         """Visible ``(start_ns, end_ns)``, absolute on the trace clock."""
-        m = self.model
-        return m.t0 + math.floor(m.x0), m.t0 + math.ceil(m.x1)
+        return self.view.abs_window()
 
     def drawn_block_count(self) -> int:
         """Slice blocks drawn in the last frame (bounded by rows x pixel columns)."""
@@ -179,13 +167,9 @@ class TimelineWidget(QtWidgets.QWidget):
         """Zoom to the selected slice, else the selected iteration (key F)."""
         m = self.model
         if m.selected >= 0:
-            a, b = m.slice_extent(m.selected)
+            self.view.show(*m.slice_extent(m.selected))
         elif m.selected_iteration >= 0:
-            a, b = m.iter_starts[m.selected_iteration], m.iter_ends[m.selected_iteration]
-        else:
-            return
-        pad = max((b - a) * 0.1, 5.0)
-        self._set_window(a - pad, b + pad)
+            self.view.show(m.iter_starts[m.selected_iteration], m.iter_ends[m.selected_iteration])
 
     def tooltip_text(self, index: int) -> str:
         """Plain-text hover text of a slice (name, lane, start, duration, key args)."""
@@ -210,12 +194,12 @@ class TimelineWidget(QtWidgets.QWidget):
     # -- intents from the view boxes ----------------------------------------------------
     def zoom_around(self, x: float, factor: float) -> None:
         m = self.model
-        self._set_window(*zoom_window(m.x0, m.x1, x, factor, 0.0, m.span, MIN_SPAN_NS))
+        self.view.set_window(*zoom_window(m.x0, m.x1, x, factor, 0.0, m.span, MIN_SPAN_NS))
 
     def pan_by(self, dx: float, dy_units: float = 0.0) -> None:
         m = self.model
         if dx:
-            self._set_window(*pan_window(m.x0, m.x1, dx, 0.0, m.span))
+            self.view.set_window(*pan_window(m.x0, m.x1, dx, 0.0, m.span))
         if dy_units:
             self.scroll_rows(dy_units)
 
@@ -229,19 +213,16 @@ class TimelineWidget(QtWidgets.QWidget):
             return
         self._rubber.set_range(None)
         if abs(x_to - x_from) / self._ns_per_px() >= MIN_BAND_PX:
-            self._set_window(min(x_from, x_to), max(x_from, x_to))
+            self.view.set_window(min(x_from, x_to), max(x_from, x_to))
 
     def click_at(self, x: float, y: float, double: bool) -> None:
         hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
-        self.select_slice(hit)
+        self.view.select_slice(hit)
         if double and hit >= 0:
             self.fit_selection()
 
     def click_iteration_at(self, x: float, double: bool) -> None:
-        i = self.model.iteration_at(x)
-        self.select_iteration(i)
-        if double and i >= 0:
-            self._set_window(self.model.iter_starts[i], self.model.iter_ends[i])
+        self.view.select_iteration(self.model.iteration_at(x), zoom=double)
 
     def hover_at(self, x, y, screen_pos) -> None:
         self._hover_x = x
@@ -305,7 +286,7 @@ class TimelineWidget(QtWidgets.QWidget):
             _KEYS.Key_Home: self.reset_zoom,
             _KEYS.Key_0: self.reset_zoom,
             _KEYS.Key_F: self.fit_selection,
-            _KEYS.Key_Escape: lambda: self.select_slice(None),
+            _KEYS.Key_Escape: lambda: self.view.select_slice(-1),
             _KEYS.Key_Up: lambda: self.scroll_rows(-1),
             _KEYS.Key_Down: lambda: self.scroll_rows(1),
             _KEYS.Key_PageUp: lambda: self.scroll_rows(-self._visible_units() * 0.9),
@@ -323,15 +304,32 @@ class TimelineWidget(QtWidgets.QWidget):
         width = max(self._vb.width(), 1.0)
         return (self.model.x1 - self.model.x0) / width
 
-    def _set_window(self, x0: float, x1: float, force: bool = False) -> None:
-        m = self.model
-        x0, x1 = clamp_window(x0, x1, 0.0, m.span, MIN_SPAN_NS)
-        changed = (x0, x1) != (m.x0, m.x1)
-        m.x0, m.x1 = x0, x1
+    def _on_view(self, change: Change) -> None:
+        """Redraw what the view state says changed (and announce it)."""
+        v = self.view
+        if change is Change.WINDOW:
+            self._apply_window()
+        elif change is Change.SLICE:
+            if v.selected_slice >= 0:
+                self._reveal(v.selected_slice, v.reveal)
+            self._overlays_changed()
+            self.slice_selected.emit(v.selected_slice)
+        elif change is Change.ITERATION:
+            self._overlays_changed()
+            self.iteration_selected.emit(v.selected_iteration)
+        elif change is Change.LAYOUT:
+            self._data_changed()
+            self._apply_y()
+        elif change is Change.HIGHLIGHTS:
+            self._lanes.invalidate()
+        elif change is Change.RANGE:
+            self._overlays_changed()
+
+    def _apply_window(self) -> None:
+        x0, x1 = self.view.x0, self.view.x1
         self._vb.setXRange(x0, x1, padding=0)
         self._strip.setXRange(x0, x1, padding=0)
-        if changed or force:
-            self.range_changed.emit(*self.visible_range())
+        self.range_changed.emit(*self.visible_range())
 
     def _visible_units(self) -> float:
         return max(self._vb.height(), 1.0) / ROW_PX
@@ -361,14 +359,10 @@ class TimelineWidget(QtWidgets.QWidget):
         self._apply_y()
 
     def _toggle_group(self, group: str) -> None:
-        self.model.toggle_group(group)
-        self._data_changed()
-        self._apply_y()
+        self.view.toggle_group(group)
 
     def _toggle_lane(self, lane: int) -> None:
-        self.model.toggle_lane(lane)
-        self._data_changed()
-        self._apply_y()
+        self.view.toggle_lane(lane)
 
     def _data_changed(self) -> None:
         self._lanes.invalidate()
@@ -379,23 +373,18 @@ class TimelineWidget(QtWidgets.QWidget):
         for item in (self._bands, self._selection, self._strip_item):
             item.changed()
 
-    def _reveal(self, index: int) -> None:
-        """Bring a selected slice into view: pan to it (fit it if it is wider than the
-        view) and scroll its row on screen."""
-        m = self.model
-        a, b = m.slice_extent(index)
-        span = m.x1 - m.x0
-        if b - a > span:
-            pad = (b - a) * 0.1
-            self._set_window(a - pad, b + pad)
-        elif a < m.x0 or b > m.x1:
-            mid = (a + b) / 2
-            self._set_window(mid - span / 2, mid + span / 2)
+    def _reveal(self, index: int, zoom: bool) -> None:
+        """Bring a selected slice into view (see :func:`~sofa_gui.view.state.reveal_window`),
+        open its group or deep lane, and scroll its row on screen."""
+        m, v = self.model, self.view
+        if m.trace is None:
+            return
+        v.set_window(*reveal_window(v.x0, v.x1, *m.slice_extent(index), zoom))
         group = m.trace.lanes.group[int(m.trace.slices.lane[index])]
         if group in m.collapsed:
-            self._toggle_group(group)
+            v.toggle_group(group)
         if m.row_hidden_by_cap(m.slice_row(index)) >= 0:
-            self._toggle_lane(m.row_hidden_by_cap(m.slice_row(index)))
+            v.toggle_lane(m.row_hidden_by_cap(m.slice_row(index)))
         row = m.row_span(m.slice_row(index))
         if row is not None:
             vis = self._visible_units()

@@ -1,0 +1,169 @@
+"""ViewState: what the user is looking at, held once and changed only through intents.
+
+One object per open trace (the app's :class:`~sofa_gui.qt.session.Session` owns it;
+a stand-alone timeline makes its own): the visible window, the selected slice and
+iteration, a range selection, collapsed groups / expanded lanes and highlighted
+slices. Widgets call the intent methods (``select_slice``, ``set_window``, ...) and
+render the state when told what changed; nothing keeps a second copy in sync.
+
+Times here are ns from the trace start (floats, like the timeline's x axis);
+``abs_window`` / ``zoom_to`` convert to and from absolute ns on the trace clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import Enum
+
+import numpy as np
+
+from ..core.viewport import clamp_window
+
+#: Narrowest window: one ns across the view.
+MIN_SPAN_NS = 1.0
+#: Space left on each side when zooming to a thing (slice, iteration, evidence), as a
+#: fraction of its length, and at least this many ns.
+PAD_FRACTION = 0.05
+MIN_PAD_NS = 5.0
+
+
+class Change(Enum):
+    """What a notification is about (listeners redraw only that)."""
+
+    TRACE = "trace"  # a new trace (everything reset)
+    WINDOW = "window"
+    SLICE = "slice"  # selected slice; ``reveal`` says whether to bring it into view
+    ITERATION = "iteration"
+    RANGE = "range"  # range selection
+    LAYOUT = "layout"  # collapsed groups / expanded lanes
+    HIGHLIGHTS = "highlights"
+
+
+def padded(a: float, b: float) -> tuple[float, float]:
+    """``[a, b]`` with the one zoom padding every "show me this" uses."""
+    pad = max((b - a) * PAD_FRACTION, MIN_PAD_NS)
+    return a - pad, b + pad
+
+
+def reveal_window(x0: float, x1: float, a: float, b: float, zoom: bool) -> tuple[float, float]:
+    """The window that brings ``[a, b]`` into view from ``[x0, x1]``.
+
+    ``zoom``: the thing fills a third of the view, centred (search, links). Else the
+    zoom is kept and the view pans just enough; a thing wider than the view is fitted.
+    """
+    if zoom:
+        d = max(b - a, 1000.0)
+        return a - d, a + 2 * d
+    span = x1 - x0
+    if b - a > span:
+        return padded(a, b)
+    if a < x0 or b > x1:
+        mid = (a + b) / 2
+        return mid - span / 2, mid + span / 2
+    return x0, x1
+
+
+class ViewState:
+    """The view of one trace (see the module docstring)."""
+
+    def __init__(self):
+        self._listeners: list[Callable[[Change], None]] = []
+        self.t0 = 0  # absolute ns of x = 0
+        self.span = 1.0
+        self.n_slices = 0
+        self.iter_starts = np.zeros(0)  # ns from t0
+        self.iter_ends = np.zeros(0)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.x0, self.x1 = 0.0, self.span
+        self.selected_slice = -1
+        self.selected_iteration = -1
+        self.range_selection: tuple[float, float] | None = None
+        self.collapsed: set[str] = set()
+        self.expanded: set[int] = set()
+        self.highlights: np.ndarray | None = None
+        self.reveal = False  # the last SLICE change asked to bring the slice into view
+
+    # -- listeners ---------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[Change], None]) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self, what: Change) -> None:
+        for listener in list(self._listeners):
+            listener(what)
+
+    # -- data (set by the owner when a trace / its iterations arrive) -------------------
+    def set_trace(self, t0: int, span: float, n_slices: int) -> None:
+        self.t0, self.span, self.n_slices = int(t0), max(float(span), 1.0), int(n_slices)
+        self.iter_starts, self.iter_ends = np.zeros(0), np.zeros(0)
+        self._clear()
+        self._notify(Change.TRACE)
+
+    def set_iterations(self, starts_abs, ends_abs) -> None:
+        """Iteration bounds (absolute ns); clears a selected iteration that no longer exists."""
+        self.iter_starts = (np.asarray(starts_abs, np.int64) - self.t0).astype(float)
+        self.iter_ends = (np.asarray(ends_abs, np.int64) - self.t0).astype(float)
+        if self.selected_iteration >= len(self.iter_starts):
+            self.select_iteration(-1)
+
+    # -- intents -------------------------------------------------------------------------
+    def set_window(self, x0: float, x1: float) -> None:
+        """Show ``[x0, x1]`` (ns from start), clamped to the trace."""
+        x0, x1 = clamp_window(float(x0), float(x1), 0.0, self.span, MIN_SPAN_NS)
+        if (x0, x1) != (self.x0, self.x1):
+            self.x0, self.x1 = x0, x1
+            self._notify(Change.WINDOW)
+
+    def zoom_to(self, start_ns: int, end_ns: int, pad: bool = False) -> None:
+        """Show ``[start_ns, end_ns]`` (absolute ns on the trace clock), ``pad``-ded."""
+        if end_ns <= start_ns:
+            end_ns = start_ns + 1
+        a, b = float(int(start_ns) - self.t0), float(int(end_ns) - self.t0)
+        self.set_window(*(padded(a, b) if pad else (a, b)))
+
+    def show(self, a: float, b: float) -> None:
+        """Zoom to ``[a, b]`` (ns from start) with the standard padding."""
+        self.set_window(*padded(a, b))
+
+    def abs_window(self) -> tuple[int, int]:
+        """The visible window in absolute ns (floor / ceil)."""
+        return self.t0 + int(np.floor(self.x0)), self.t0 + int(np.ceil(self.x1))
+
+    def select_slice(self, i: int, reveal: bool = False) -> None:
+        """Select slice ``i`` (-1 or out of range clears); ``reveal`` brings it into view."""
+        i = int(i) if i is not None and 0 <= int(i) < self.n_slices else -1
+        self.reveal = bool(reveal and i >= 0)
+        if i != self.selected_slice or self.reveal:
+            self.selected_slice = i
+            self._notify(Change.SLICE)
+
+    def select_iteration(self, i: int, zoom: bool = False) -> None:
+        """Select iteration ``i`` (-1 clears); ``zoom`` shows it whole."""
+        i = int(i) if i is not None and 0 <= int(i) < len(self.iter_starts) else -1
+        if i != self.selected_iteration:
+            self.selected_iteration = i
+            self._notify(Change.ITERATION)
+        if zoom and i >= 0:
+            self.show(self.iter_starts[i], self.iter_ends[i])
+
+    def select_range(self, a: float | None, b: float | None = None) -> None:
+        """Select the time range ``[a, b]`` (ns from start); None clears."""
+        new = None if a is None or b is None else (min(a, b), max(a, b))
+        if new != self.range_selection:
+            self.range_selection = new
+            self._notify(Change.RANGE)
+
+    def toggle_group(self, group: str) -> None:
+        self.collapsed.symmetric_difference_update({group})
+        self._notify(Change.LAYOUT)
+
+    def toggle_lane(self, lane: int) -> None:
+        """Show all nesting rows of a deep lane, or cap them again."""
+        self.expanded.symmetric_difference_update({int(lane)})
+        self._notify(Change.LAYOUT)
+
+    def set_highlights(self, indexes) -> None:
+        """Slices to highlight (e.g. search matches on screen); None clears."""
+        self.highlights = None if indexes is None or len(indexes) == 0 else np.asarray(indexes)
+        self._notify(Change.HIGHLIGHTS)

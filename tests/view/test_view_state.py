@@ -1,0 +1,89 @@
+"""ViewState: one owner of what is on screen; intents change it, listeners hear what changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sofa_gui.view.state import MIN_PAD_NS, Change, ViewState, padded, reveal_window
+
+US = 1000
+
+
+def _state(n_slices=10, span=1000.0 * US):
+    v = ViewState()
+    heard = []
+    v.subscribe(heard.append)
+    v.set_trace(5_000_000, span, n_slices)
+    v.set_iterations(5_000_000 + np.array([0, 300, 600]) * US,
+                     5_000_000 + np.array([300, 600, 900]) * US)
+    heard.clear()
+    return v, heard
+
+
+def test_selection_changes_notify_once_and_clamp():
+    v, heard = _state()
+    v.select_slice(3)
+    v.select_slice(3)
+    v.select_slice(99)  # out of range: clears
+    assert heard == [Change.SLICE, Change.SLICE] and v.selected_slice == -1
+    v.select_slice(4, reveal=True)
+    v.select_slice(4, reveal=True)  # asked to reveal again: heard again
+    assert heard[-2:] == [Change.SLICE, Change.SLICE] and v.reveal
+
+
+def test_zooming_to_an_iteration_uses_the_one_padding():
+    v, heard = _state()
+    v.select_iteration(1, zoom=True)
+    assert heard == [Change.ITERATION, Change.WINDOW]
+    assert (v.x0, v.x1) == padded(300.0 * US, 600.0 * US)
+    assert v.abs_window() == (5_000_000 + 285 * US, 5_000_000 + 615 * US)
+    v.select_iteration(7)
+    assert v.selected_iteration == -1
+
+
+def test_window_is_clamped_to_the_trace_and_absolute_zoom_converts():
+    v, heard = _state()
+    v.set_window(-50.0, 2e9)
+    assert (v.x0, v.x1) == (0.0, 1000.0 * US) and heard == []  # already the whole trace
+    v.zoom_to(5_000_000 + 100 * US, 5_000_000 + 200 * US)
+    assert (v.x0, v.x1) == (100.0 * US, 200.0 * US) and heard == [Change.WINDOW]
+
+
+def test_range_selection_layout_and_highlights():
+    v, heard = _state()
+    v.select_range(400.0, 100.0)
+    assert v.range_selection == (100.0, 400.0)
+    v.select_range(None)
+    v.toggle_group("GPU 0")
+    assert v.collapsed == {"GPU 0"}
+    v.toggle_lane(3)
+    v.set_highlights(np.array([1, 2]))
+    v.set_highlights(np.zeros(0))
+    assert v.highlights is None
+    assert heard == [Change.RANGE, Change.RANGE, Change.LAYOUT, Change.LAYOUT,
+                     Change.HIGHLIGHTS, Change.HIGHLIGHTS]
+
+
+def test_a_new_trace_resets_everything():
+    v, heard = _state()
+    v.select_slice(1)
+    v.toggle_group("g")
+    v.set_window(10.0, 20.0)
+    v.set_trace(0, 50.0, 2)
+    assert (v.selected_slice, v.collapsed, v.x0, v.x1) == (-1, set(), 0.0, 50.0)
+    assert len(v.iter_starts) == 0 and heard[-1] is Change.TRACE
+
+
+@pytest.mark.parametrize("window, thing, zoom, expect", [
+    ((0.0, 100.0), (10.0, 20.0), False, (0.0, 100.0)),  # visible: stays
+    ((0.0, 100.0), (300.0, 310.0), False, (255.0, 355.0)),  # off-screen: pans, keeps zoom
+    ((0.0, 100.0), (0.0, 1000.0), False, padded(0.0, 1000.0)),  # wider: fitted
+    ((0.0, 1e6), (5000.0, 7000.0), True, (3000.0, 9000.0)),  # zoom: a third, centred
+])
+def test_reveal_is_one_rule(window, thing, zoom, expect):
+    assert reveal_window(*window, *thing, zoom) == pytest.approx(expect)
+
+
+def test_padding_has_a_floor():
+    assert padded(0.0, 1.0) == (-MIN_PAD_NS, 1.0 + MIN_PAD_NS)
