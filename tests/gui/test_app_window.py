@@ -66,9 +66,11 @@ def test_open_fills_iterations_findings_and_header(qtbot, window, demo_path):
     assert window.panels["iterations"].model.rowCount() == EXPECTED_ITERATIONS
     cards = window.panels["findings"].cards
     assert cards and cards[0].finding.id == "input_pipeline_bound"
-    shares = [c.finding.share for c in cards]
-    assert shares == sorted(shares, reverse=True)
+    measured = [c.finding.rank_key for c in cards if c.finding.id != "compute_bound"]
+    assert measured == sorted(measured, reverse=True)  # gain x confidence, hypotheses last
+    assert cards[-1].finding.id == "compute_bound"
     assert "Input pipeline" in cards[0].title.text()
+    assert "confidence 0.80" in cards[0].numbers.text()
     header = window.summary
     assert header.text_of("Iterations").startswith(f"{EXPECTED_ITERATIONS} (annotations)")
     assert header.text_of("Format") == s.trace.meta.format
@@ -112,6 +114,22 @@ def test_finding_evidence_link_zooms_there(qtbot, window, demo_path):
     assert hi - lo < 1.3 * span
     if ev.iteration is not None:
         assert s.selected_iteration == ev.iteration
+
+
+def test_finding_cause_link_zooms_to_its_instance_and_header_shows_run_facts(
+        qtbot, window, demo_path):
+    open_and_wait(qtbot, window, demo_path)
+    card = window.findings_panel.cards[0]
+    assert "aten::copy_" in card.causes.text() and "num_workers is 0 here" in card.fixes.text()
+    c = card.finding.causes[0]
+    card.causes.linkActivated.emit("cause:0")
+    lo, hi = window.timeline.visible_range()
+    assert lo <= c.instance.start_ns and hi >= c.instance.end_ns
+    assert hi - lo < 1.3 * max(c.instance.end_ns - c.instance.start_ns, 1) + 2
+    line = window.summary.run_line
+    assert line.isVisible() and line.text().startswith("Run: framework pytorch")
+    assert "dataloader single_process (num_workers is 0)" in line.text()
+    assert "_SingleProcessDataLoaderIter" in line.toolTip()
 
 
 def test_search_finds_steps_and_highlights(qtbot, window, demo_path):

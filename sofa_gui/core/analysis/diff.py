@@ -1,6 +1,8 @@
 """``sofa-gui diff BEFORE AFTER``: did the fix work, and what changed?
 
-Compares two analysed runs: median iteration time (ratio and speed-up), the
+Compares two analysed runs: iteration time (mean, median and p90, with the slow
+iterations a median hides), the BEFORE run's predicted speed-up against the
+measured one, the
 mean per-iteration time of every breakdown category, findings resolved / new /
 persisting (with the speed-up each finding predicted against the one
 measured), and the kernels and ops whose time per iteration changed most.
@@ -29,16 +31,68 @@ def diff_analyses(before: tuple[Trace, Analysis], after: tuple[Trace, Analysis])
     """``before``/``after`` are (trace, analysis) pairs; returns a JSON-able dict."""
     (ta, aa), (tb, ab) = before, after
     med_a, med_b = _median(aa), _median(ab)
+    sa, sb = _stats(aa), _stats(ab)
+    fnd = _findings(ta, aa, tb, ab, med_a / med_b if med_b else None)
     return {
         "before": _run(ta, aa, med_a),
         "after": _run(tb, ab, med_b),
         "median_iteration_ratio": round(med_b / med_a, 4) if med_a else None,
         "speedup": round(med_a / med_b, 4) if med_b else None,
+        "iteration_time": {"before": sa, "after": sb,
+                           "speedup": {k: _ratio(sa.get(k), sb.get(k))
+                                       for k in ("mean_us", "median_us", "p90_us")}},
+        "hidden_slow_iterations": {"before": _slow(aa), "after": _slow(ab)},
+        "prediction": _prediction(fnd, _ratio(sa.get("mean_us"), sb.get("mean_us"))),
         "categories": {side: _categories(aa.breakdown, ab.breakdown, side)
                        for side in ("device", "host")},
-        "findings": _findings(ta, aa, tb, ab, med_a / med_b if med_b else None),
+        "findings": fnd,
         "top_changes": _top_changes(ta, aa, tb, ab),
     }
+
+
+#: An iteration this many times the median is "slow" (a median does not show it).
+SLOW = 1.25
+
+
+def _durations(analysis) -> np.ndarray:
+    bd = analysis.breakdown
+    return (bd.durations if bd is not None else analysis.iterations.durations).astype(float)
+
+
+def _stats(analysis) -> dict:
+    d = _durations(analysis)
+    if not len(d):
+        return {}
+    return {"n": int(len(d)), "mean_us": us(float(d.mean())),
+            "median_us": us(float(np.median(d))),
+            "p90_us": us(float(np.percentile(d, 90))), "max_us": us(float(d.max()))}
+
+
+def _ratio(a, b):
+    return round(a / b, 4) if a and b else None
+
+
+def _slow(analysis) -> list[dict]:
+    """Iterations >= SLOW x the median: a median-only comparison does not see them."""
+    d = _durations(analysis)
+    if len(d) < 3:
+        return []
+    med = float(np.median(d))
+    return [{"index": int(i), "duration_us": us(float(d[i])), "x_median": round(d[i] / med, 2)}
+            for i in np.flatnonzero(d >= SLOW * med).tolist()]
+
+
+def _prediction(fnd: dict, measured_mean: float | None) -> dict | None:
+    """The BEFORE run's prediction for the finding that shrank most, against the measured
+    mean speed-up (the total time a user waits)."""
+    rows = [r for r in fnd["resolved"] + fnd["persisting"]
+            if r["predicted_speedup"] and r["saved_per_iteration_us"] > 0]
+    if not rows or not measured_mean:
+        return None
+    r = max(rows, key=lambda r: r["saved_per_iteration_us"])
+    pred = r["predicted_speedup"]
+    return {"finding": r["id"], "predicted_speedup": pred, "measured_speedup": measured_mean,
+            "error": round(pred / measured_mean - 1.0, 4)}
 
 
 def _median(analysis: Analysis) -> float:
@@ -101,7 +155,8 @@ def _findings(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis, measured: float 
             "share_after": round(fb.share if fb else 0.0, 4),
             "severity_before": fa.severity if fa else BELOW,
             "severity_after": fb.severity if fb else BELOW,
-            "predicted_speedup": round(fa.estimated_speedup, 3) if fa else None,
+            "predicted_speedup": (round(fa.estimated_speedup, 3)
+                                  if fa and fa.estimated_speedup is not None else None),
             "saved_per_iteration_us": us(saved(fid)),
         }
 
@@ -169,6 +224,23 @@ def diff_text(result: dict) -> list[str]:
                else f"{1 / sp:.2f}x slower")
     lines.append(f"Median iteration: {_f(a['median_iteration_us'])} -> "
                  f"{_f(b['median_iteration_us'])}  ({verdict})")
+    it = result.get("iteration_time") or {}
+    ia, ib, sp = it.get("before") or {}, it.get("after") or {}, it.get("speedup") or {}
+    for key, label in (("mean_us", "Mean"), ("p90_us", "p90")):
+        if ia.get(key) and ib.get(key) and sp.get(key):
+            lines.append(f"{label} iteration: {_f(ia[key])} -> {_f(ib[key])}  "
+                         f"({_times(sp[key])})")
+    for side in ("before", "after"):
+        slow = (result.get("hidden_slow_iterations") or {}).get(side) or []
+        if slow:
+            listed = ", ".join(f"#{x['index']} {_f(x['duration_us'])} ({x['x_median']}x)"
+                               for x in slow[:5])
+            lines.append(f"  {side}: {len(slow)} slow iteration(s) the median hides: {listed}")
+    pred = result.get("prediction")
+    if pred:
+        lines.append(f"Predicted by BEFORE's {pred['finding']}: {pred['predicted_speedup']:.2f}x;"
+                     f" measured {pred['measured_speedup']:.2f}x (mean iteration), "
+                     f"{100 * pred['error']:+.0f}%")
     if "whole_trace" in (a["scope"], b["scope"]):
         lines.append("  note: a run without iterations is compared as one whole-trace span")
     for side in ("device", "host"):
@@ -199,6 +271,10 @@ def diff_text(result: dict) -> list[str]:
         for r in result["top_changes"]:
             lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}")
     return lines
+
+
+def _times(sp: float) -> str:
+    return f"{sp:.2f}x faster" if sp >= 1 else f"{1 / sp:.2f}x slower"
 
 
 def _f(v_us: float) -> str:

@@ -17,6 +17,9 @@ ranks        world size (``detail``: this trace's ranks)       distributed info
 cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
                                                               misc.txt, trace metadata
                                                               ``cpu_cores``
+cpu_other    cores other processes kept busy (mean)               trace metadata
+                                                              ``cpu_busy_other_cores``,
+                                                              recording counters
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
 precision    low (fp16/bf16 kernels) / tf32                   kernel names
@@ -98,7 +101,7 @@ class RunFacts:
         return "; ".join(parts) if parts else "nothing about the run is proven by the trace"
 
 
-FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "dataloader",
+FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "dataloader",
              "host_copies", "precision", "compiled", "optimizer", "collectives")
 PROBES: list[Callable[[Trace], list[Fact]]] = []
 
@@ -245,6 +248,27 @@ def _cpu_cores(trace: Trace) -> list[Fact]:
     if n:
         return [Fact("cpu_cores", int(n), "", "trace metadata cpu_cores")]
     return [Fact("cpu_cores")]
+
+
+@probe
+def _cpu_other(trace: Trace) -> list[Fact]:
+    """Cores held by other processes: what a loader worker cannot use."""
+    n = _header(trace).get("cpu_busy_other_cores")
+    if n is not None:
+        return [Fact("cpu_other", round(float(n), 2), "cores",
+                     "trace metadata cpu_busy_other_cores")]
+    from .counter_signals import host_signals
+    sig = host_signals(trace, np.array([trace.start_ns]), np.array([trace.end_ns]))
+    if sig is None or np.isnan(sig.proc).all():
+        return [Fact("cpu_other")]
+    ok = ~np.isnan(sig.proc) & ~np.isnan(sig.busy)
+    w = sig.weight[ok].astype(np.float64)
+    if not w.sum():
+        return [Fact("cpu_other")]
+    other = (sig.busy[ok] * sig.n_cores - sig.proc[ok]) / 100.0
+    value = round(max(float((other * w).sum() / w.sum()), 0.0), 2)
+    return [Fact("cpu_other", value, "cores", "recording counters (all cores busy minus "
+                 f"{sig.proc_name})")]
 
 
 @probe

@@ -1,9 +1,11 @@
 """Bottlenecks dock: one card per finding, biggest share first.
 
-Each card shows title, severity, share of iteration time, the estimated speed-up if
-it were removed, the summary, the suggested fixes and the evidence; an evidence
-item is a link that zooms the timeline to its time range (and selects its
-iteration). Observes the session's ``findings`` part and ``trace_changed``.
+Each card shows title, severity, share of steady-state iteration time, the estimated
+speed-up if it were removed (none for one-off work) and the confidence, the summary,
+the causes (the ops / calls that make up the time), the fixes that fit the run's facts
+(with the fact that makes each fit) and the evidence.  Causes and evidence are links
+that zoom the timeline to one instance (and select its iteration). Cards are ranked by
+expected gain x confidence. Observes the session's ``findings`` part and ``trace_changed``.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ class SeverityBadge(QLabel):
 
 
 class FindingCard(QFrame):
-    """One finding; ``evidence_clicked(index)`` when an evidence link is activated."""
+    """One finding; ``evidence_clicked(index)`` / ``cause_clicked(index)`` when an
+    evidence or cause link is activated."""
 
     evidence_clicked = Signal(int)
+    cause_clicked = Signal(int)
 
     def __init__(self, finding: Finding, rank: int, origin_ns: int, parent=None):
         super().__init__(parent)
@@ -80,6 +84,11 @@ class FindingCard(QFrame):
         lay.addWidget(self.numbers)
         if finding.summary:
             lay.addWidget(plain_label(finding.summary, self, wrap=True, selectable=True))
+        if finding.causes:
+            self.causes = rich_label(self)
+            self.causes.setText(_causes_html(finding, origin_ns))
+            self.causes.linkActivated.connect(self._on_link)
+            lay.addWidget(self.causes)
         if finding.fixes:
             self.fixes = rich_label(self)
             self.fixes.setText(_fixes_html(finding))
@@ -94,13 +103,29 @@ class FindingCard(QFrame):
     def _on_link(self, href: str) -> None:
         if href.startswith("ev:"):
             self.evidence_clicked.emit(int(href[3:]))
+        elif href.startswith("cause:"):
+            self.cause_clicked.emit(int(href[6:]))
 
 
 def _fixes_html(f: Finding) -> str:
     items = "".join(
-        f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(x.text)}</li>"
+        f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(x.text)}"
+        + (f" <small><i>({esc(x.because)})</i></small>" if x.because else "") + "</li>"
         for x in f.fixes)
-    return f"<b>Suggested fixes</b><ul style='margin-left:-20px'>{items}</ul>"
+    hidden = (f"<small>{len(f.hidden_fixes)} more do not fit this run's facts.</small>"
+              if f.hidden_fixes else "")
+    return f"<b>Suggested fixes</b><ul style='margin-left:-20px'>{items}</ul>{hidden}"
+
+
+def _causes_html(f: Finding, origin_ns: int) -> str:
+    rows = []
+    for k, c in enumerate(f.causes):
+        text = f"{esc(c.label)}: {esc(fmt_dur(c.total_ns))} in {c.count} ({fmt_pct(c.share)})"
+        if c.instance is not None:
+            at = fmt_dur(c.instance.start_ns - origin_ns)
+            text = f"<a href='cause:{k}'>{text}</a> <small>(one at {esc(at)})</small>"
+        rows.append(text)
+    return "<b>Causes</b> <small>(click to see one)</small><br>" + "<br>".join(rows)
 
 
 def _evidence_html(f: Finding, origin_ns: int) -> str:
@@ -151,11 +176,12 @@ class FindingsPanel(QWidget):
     def _reload(self, *_args) -> None:
         self._clear()
         s = self.session
-        findings = sorted(s.findings or [], key=lambda f: -f.rank_key)
+        findings = list(s.findings or [])  # ranked by the advisor (gain x confidence)
         origin = s.trace.start_ns if s.trace is not None else 0
         for rank, f in enumerate(findings, 1):
             card = FindingCard(f, rank, origin, self._inner)
             card.evidence_clicked.connect(lambda k, f=f: self.open_evidence(f, k))
+            card.cause_clicked.connect(lambda k, f=f: self.open_cause(f, k))
             self._list.insertWidget(self._list.count() - 1, card)
             self.cards.append(card)
         self.status.setText(self._status_text(findings))
@@ -176,7 +202,15 @@ class FindingsPanel(QWidget):
 
     def open_evidence(self, finding: Finding, k: int) -> None:
         """Zoom the timeline to evidence ``k`` of ``finding`` and select its iteration."""
-        ev = finding.evidence[k]
+        self._show(finding.evidence[k])
+
+    def open_cause(self, finding: Finding, k: int) -> None:
+        """Zoom the timeline to the instance of cause ``k`` of ``finding``."""
+        ev = finding.causes[k].instance
+        if ev is not None:
+            self._show(ev)
+
+    def _show(self, ev) -> None:
         if ev.iteration is not None:
             self.session.select_iteration(int(ev.iteration), zoom=False)
         self.session.zoom_to(ev.start_ns, ev.end_ns, pad=True)

@@ -1,4 +1,5 @@
-"""Run summary header: file, format, duration, iterations, median iteration, device use.
+"""Run summary header: file, format, duration, iterations, median iteration, device use,
+and the run facts (framework, device, mode, ... each proved by an event: see the tooltip).
 
 A strip of label/value pairs above the timeline. Observes ``Session.trace_changed`` and
 every analysis part as it arrives.
@@ -58,6 +59,9 @@ class SummaryHeader(QFrame):
         self.grid_box = QWidget(inner)
         self.grid_box.setLayout(grid)
         v.addWidget(self.grid_box, 1, 0)
+        self.run_line = plain_label("", inner, wrap=True)
+        set_muted(self.run_line)
+        v.addWidget(self.run_line, 2, 0)
         lay.addWidget(inner)
         self._facts: dict[str, str] = {}
         session.trace_changed.connect(self._on_trace)
@@ -96,6 +100,17 @@ class SummaryHeader(QFrame):
         }
         for key, text in vals.items():
             self.values[key].setText(text)
+        self._show_run(s.analysis.run)
+
+    def _show_run(self, facts) -> None:
+        """The run facts in one line; each fact's proving event in the tooltip."""
+        self.run_line.setVisible(facts is not None)
+        if facts is None:
+            return
+        self.run_line.setText("Run: " + facts.header())
+        from ...core.analysis.run_facts import FACT_KEYS
+        tips = [f"{k}: {facts.get(k).said()}" for k in FACT_KEYS]
+        self.run_line.setToolTip(plain_tooltip("\n".join(tips)))
 
 
 def _util_text(s: Session) -> str:

@@ -9,7 +9,8 @@ Amdahl's ``1 / (1 - share)`` over steady-state time, bounded by what the fix nee
 (loader workers need free cores); one-off work has none.  Every finding has
 ``causes`` (what makes up its time), ``confidence`` (iterations, evidence,
 assumptions) and fixes chosen by the run's facts (:mod:`..run_facts`); findings are
-ranked by expected gain x confidence.
+ranked by expected gain x confidence, measured ones before hypotheses (``compute_bound``
+assumes a 2x faster compute that nothing in the trace proves).
 
 Adding a rule
     Write one function ``check(ctx) -> Finding | None`` (``ctx``:
@@ -64,7 +65,7 @@ def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
     confidence first."""
     out = [f for f in evaluate_rules(trace, iters, breakdown, facts, all_frameworks)
            if f.severity != BELOW and f.evidence]
-    out.sort(key=lambda f: -f.rank_key)
+    out.sort(key=lambda f: (RULES[f.id].hypothesis, -f.rank_key))
     return out
 
 

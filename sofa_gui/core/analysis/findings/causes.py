@@ -65,15 +65,25 @@ def nested_in(ctx: Ctx, parents: np.ndarray, kinds=WORK_KINDS) -> np.ndarray:
 
 
 def causes_by_name(ctx: Ctx, idx: np.ndarray, weight: np.ndarray, finding_ns: float,
-                   label=None, k: int = MAX_CAUSES, starts=None, ends=None) -> list[Cause]:
+                   label=None, k: int = MAX_CAUSES, starts=None, ends=None,
+                   by_label: bool = False) -> list[Cause]:
     """Group ``idx`` by name: total ``weight``, count, share of ``finding_ns``, and the
-    heaviest instance as clickable evidence.  ``label(name, j)`` may rename a group."""
+    heaviest instance as clickable evidence.  ``label(name, j)`` may rename a group;
+    ``by_label`` groups by that label instead (call site, size)."""
     s = ctx.trace.slices
     idx = np.asarray(idx, np.int64)
     if not len(idx):
         return []
     weight = np.asarray(weight, np.float64)
     names = s.name[idx]
+    if by_label and label is not None:
+        texts = [label(ctx.trace.name_of(j), j) for j in idx.tolist()]
+        uniq = {t: n for n, t in enumerate(dict.fromkeys(texts))}
+        names = np.array([uniq[t] for t in texts], np.int64)
+        group_names = list(uniq)
+        label = None
+    else:
+        group_names = None
     tot = np.bincount(names, weights=weight)
     cnt = np.bincount(names)
     starts = ctx.bd.starts if starts is None else starts
@@ -85,8 +95,8 @@ def causes_by_name(ctx: Ctx, idx: np.ndarray, weight: np.ndarray, finding_ns: fl
         inst = idx[names == nid]
         j = int(inst[np.argmax(weight[names == nid])])
         it = int(window_of(s.start[j:j + 1], starts, ends)[0])
-        name = ctx.trace.names[nid]
-        text = label(name, j) if label else name
+        name = ctx.trace.name_of(j)
+        text = group_names[nid] if group_names else (label(name, j) if label else name)
         ev = Evidence(f"{name} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
                       int(s.start[j] + s.dur[j]), None if it < 0 else ctx.it(it),
                       [int(s.lane[j])])

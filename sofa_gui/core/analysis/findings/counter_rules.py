@@ -41,7 +41,7 @@ import numpy as np
 from ...summary import fmt_ns
 from ..counter_signals import HostSignals, host_signals
 from ..host_side import window_of
-from ..results import Evidence, Finding
+from ..results import Cause, Evidence, Finding
 from .context import MAX_EVIDENCE, Ctx, make_finding
 from .context import pct as _pct
 from .device_rules import COMPUTE_GAIN
@@ -117,6 +117,7 @@ def _input_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | Non
                f"moderately, >= 20% highly input-bound (TensorFlow profiler).")
     return make_finding(ctx, "input_pipeline_bound", share, summary, evidence,
                         title="Input pipeline bound (GPU starved, host busy)", assumption=0.8,
+                        causes=runs_as_causes(evidence),
                         notes=("from utilisation counters",))
 
 
@@ -136,6 +137,7 @@ def _contention(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None
                f"{sig.proc_name} gets less than {CONTENDED_SHARE:.0%} of that busy CPU; "
                f"{what}.")
     return make_finding(ctx, "cpu_contention", share, summary, evidence, assumption=0.8,
+                        causes=runs_as_causes(evidence),
                         notes=("from utilisation counters",))
 
 
@@ -153,6 +155,7 @@ def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
                f"while {_others(sig.n_cores)} mostly idle. The share assumes "
                f"the work spreads over two cores ({COMPUTE_GAIN:g}x faster).")
     return make_finding(ctx, "cpu_bound", share, summary, evidence, assumption=0.8,
+                        causes=runs_as_causes(evidence),
                         notes=("from utilisation counters",))
 
 
@@ -160,6 +163,13 @@ def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
 def _frac(sig: HostSignals, hit: np.ndarray) -> float:
     total = int(sig.weight.sum())
     return float(sig.weight[hit].sum()) / total if total else 0.0
+
+
+def runs_as_causes(evidence: list[Evidence]) -> list[Cause]:
+    """Counter findings have no ops to blame: their causes are the sampled stretches."""
+    total = float(sum(e.end_ns - e.start_ns for e in evidence)) or 1.0
+    return [Cause(e.label, int(e.end_ns - e.start_ns), 1, (e.end_ns - e.start_ns) / total, e)
+            for e in evidence]
 
 
 def _measure(ctx: Ctx, sig: HostSignals, hit, factor, known, label) -> tuple[float, list]:

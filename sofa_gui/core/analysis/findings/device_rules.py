@@ -19,9 +19,9 @@ from ...trace import CopyKind, Kind, Trace
 from ..device_side import COPY_DIRECTIONS, DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..intervals import measure_in, union
-from ..results import Evidence, Finding
+from ..results import Cause, Evidence, Finding
 from .causes import causes_by_name, nested_in, self_times
-from .context import MAX_EVIDENCE, Ctx, lanes_of, make_finding, pct, severity, top_rows
+from .context import MAX_CAUSES, MAX_EVIDENCE, Ctx, lanes_of, make_finding, pct, severity, top_rows
 from .registry import rule
 
 #: Assumed compute speed-up behind the compute_bound estimate.
@@ -91,23 +91,27 @@ def _loader_causes(ctx: Ctx, dl: np.ndarray):
 
 def _loader_speedup(ctx: Ctx, share: float) -> tuple[float, str, float]:
     """Amdahl on the loading share, bounded by the cores that can take the loading over:
-    with ``f`` free cores (cores minus the main process) the step cannot get shorter than
-    ``max(T - L, L / f)``."""
+    with ``f`` free cores (cores, minus the main process, minus what other processes
+    keep busy) the step cannot get shorter than ``max(T - L, L / f)``."""
     cores = ctx.facts.get("cpu_cores")
     plain = 1.0 / max(1.0 - share, 1e-6)
     if not cores.known:
         return plain, ("The speed-up assumes each loader worker gets a free CPU core; the "
                        "trace does not say how many cores the machine has."), 0.8
     n = int(cores.value)
-    free = n - 1
-    if free <= 0:
-        return 1.0, (f"The machine has {n} core ({cores.proof}): no core is free for loader "
-                     "workers, so no speed-up is expected from them."), 1.0
-    rest, load = 1.0 - share, share
-    floor = max(rest, load / free)
-    sp = 1.0 / max(floor, 1e-6)
-    return min(sp, plain), (f"Bounded by {free} free core{'s' if free > 1 else ''} for "
-                            f"loader workers ({n} cores: {cores.proof})."), 1.0
+    other = ctx.facts.get("cpu_other")
+    busy = float(other.value) if other.known else 0.0
+    free = max(n - 1 - busy, 0.0)
+    held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
+    if free < 0.05:
+        return 1.0, (f"No CPU core is free for loader workers ({n} cores: {cores.proof}"
+                     f"{held}), so no speed-up is expected from them."), 1.0
+    floor = max(1.0 - share, share / free)
+    sp = min(1.0 / max(floor, 1e-6), plain)
+    unsure = "" if other.known else " (other processes' load unknown)"
+    return sp, (f"Bounded by {free:.1f} free core{'s' if free != 1 else ''} for loader "
+                f"workers ({n} cores: {cores.proof}{held}){unsure}."), (1.0 if other.known
+                                                                         else 0.9)
 
 
 # -- copies ----------------------------------------------------------------------------------
@@ -319,7 +323,7 @@ def synchronization_stalls(ctx: Ctx) -> Finding | None:
     gap = (g.end[sel] - g.start[sel])[syncs >= 0]
     syncs = syncs[syncs >= 0]
     causes = causes_by_name(ctx, syncs, gap, float(gap.sum()) or 1.0,
-                            label=lambda n, j: _call_site(ctx, j))
+                            label=lambda n, j: _call_site(ctx, j), by_label=True)
     notes = []
     if readback:
         notes.append(f"the blocking read-backs ({pct(readback)}) are a finding of their own")
@@ -397,7 +401,7 @@ def blocking_readback(ctx: Ctx) -> Finding | None:
             int(s.end[j]), None if it < 0 else ctx.it(it),
             lanes_of([int(s.lane[j])], [int(s.lane[cp])] if cp >= 0 else [], d.lanes)))
     causes = causes_by_name(ctx, calls, idle, float(idle.sum()) or 1.0,
-                            label=lambda n, j: _readback_label(ctx, j, copy_of))
+                            label=lambda n, j: _readback_label(ctx, j, copy_of), by_label=True)
     per = len(calls) / max(ctx.ph.n_steady, 1)
     summary = (f"{per:.1f} device-to-host read-backs per steady-state iteration block the host "
                f"until the device queue drains ({fmt_ns(float(np.median(s.dur[calls])))} "
@@ -511,7 +515,8 @@ def communication_bound(ctx: Ctx) -> Finding | None:
 
 
 @rule("compute_bound", "Compute bound", 0.50, 0.80,
-      "TB plugin (GPU utilisation < 50 % -> not device-bound), on the compute share")
+      "TB plugin (GPU utilisation < 50 % -> not device-bound), on the compute share",
+      hypothesis=True)
 def compute_bound(ctx: Ctx) -> Finding | None:
     fid = "compute_bound"
     d, busy = ctx.best_device(["compute"])
@@ -528,12 +533,15 @@ def compute_bound(ctx: Ctx) -> Finding | None:
     sev = {"high": "medium", "medium": "low"}.get(severity(fid, busy), "none")
     share = busy * (1.0 - 1.0 / COMPUTE_GAIN)
     evidence = [c.instance for c in causes if c.instance is not None]
+    # a hypothesis, not a measured waste: half confidence on an accelerator (tensor cores
+    # make 2x common), a quarter on a CPU (bf16/threads rarely give 2x)
+    trust = 0.5 if d is not None else 0.25
     summary = (f"{what} {pct(busy)} of steady-state iteration time. The share and speed-up "
                f"assume the compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed "
                f"precision on tensor cores, or of kernel fusion), not that it disappears: a "
-               f"hypothesis, so its confidence is halved.")
+               f"hypothesis, so its confidence is {trust:g}x that of measured findings.")
     return make_finding(ctx, fid, share, summary, evidence, sev=sev, causes=causes,
-                        assumption=0.5, notes=("assumes 2x faster compute",))
+                        assumption=trust, notes=("assumes 2x faster compute",))
 
 
 def _top_kernels(ctx: Ctx, d: DeviceBreakdown):
@@ -592,11 +600,18 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
             label += (f"; slowest rank {int(bd.ranks.straggler[i])} "
                       f"(+{fmt_ns(bd.ranks.lag[i])} busy vs median rank)")
         evidence.append(Evidence(label, int(bd.starts[i]), int(bd.ends[i]), i, list(lanes)))
+    from .run_rules import grown_work
+    slow = r[dur > 1.1 * med]
+    causes = grown_work(ctx, slow, r[dur <= 1.1 * med], "slow") if len(slow) else []
     cv = float(np.std(dur) / np.mean(dur)) if np.mean(dur) else 0.0
     summary = (f"Steady-state iteration times vary (coefficient of variation {pct(cv)}, median "
                f"{fmt_ns(med)}); iterations slower than the median lose {pct(share)} of the "
                f"time. The speed-up is what running every iteration at the median would give.")
-    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup)
+    top = float(excess.max() / excess.sum()) if excess.sum() else 0.0
+    lone = top > 0.8  # one slow iteration: could be the OS or the profiler, not the program
+    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
+                        assumption=0.5 if lone else 1.0,
+                        notes=("one iteration makes most of it",) if lone else ())
 
 
 # -- unexplained idle ------------------------------------------------------------------------
@@ -628,4 +643,35 @@ def gpu_idle_unexplained(ctx: Ctx) -> Finding | None:
                f"time. {len(sel)} such gaps, median {fmt_ns(float(np.median(length)))}, "
                f"longest {fmt_ns(int(length.max()))}.")
     return make_finding(ctx, fid, share, summary, evidence, assumption=0.7,
-                        notes=("cause unknown",))
+                        notes=("cause unknown",), causes=_idle_after(ctx, d, sel))
+
+
+def _idle_after(ctx: Ctx, d: DeviceBreakdown, gaps: np.ndarray):
+    """Unexplained gaps grouped by the device op that ends just before each: the place in
+    the program where the device runs dry."""
+    s = ctx.trace.slices
+    g = d.gaps
+    dev = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
+        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
+    if not len(dev):
+        return []
+    dev = dev[np.argsort(s.end[dev], kind="stable")]
+    k = np.searchsorted(s.end[dev], g.start[gaps], side="right") - 1
+    ok = k >= 0
+    before = dev[k[ok]]
+    length = (g.end[gaps] - g.start[gaps])[ok]
+    total = float(length.sum()) or 1.0
+    out = []
+    names = s.name[before]
+    tot = np.bincount(names, weights=length.astype(np.float64))
+    for nid in np.argsort(-tot, kind="stable")[:MAX_CAUSES].tolist():
+        if tot[nid] <= 0:
+            break
+        mine = np.flatnonzero(names == nid)
+        gi = int(gaps[ok][mine[np.argmax(length[mine])]])
+        it = int(window_of(g.start[gi:gi + 1], d.starts, d.ends)[0])
+        ev = Evidence(f"longest gap after {ctx.trace.names[nid]}", int(g.start[gi]),
+                      int(g.end[gi]), None if it < 0 else ctx.it(it), list(d.lanes))
+        out.append(Cause(f"idle after {ctx.trace.names[nid]}", int(tot[nid]), len(mine),
+                         float(tot[nid]) / total, ev))
+    return out

@@ -43,13 +43,14 @@ def startup_cost(ctx: Ctx) -> Finding | None:
     share = min(total / profiled, 1.0)
     every = one_off_calls(ctx)
     causes = causes_by_name(ctx, every, s.dur[every], total) if len(every) else []
-    for i, x in excess:
-        if x > 0 and len(causes) < MAX_CAUSES:
-            causes.append(Cause(f"warm-up iteration {i}: {fmt_ns(bd.durations[i])}, "
-                                f"+{fmt_ns(x)} over the steady-state median", int(x), 1,
-                                x / total, Evidence(f"iteration {i}", int(bd.starts[i]),
-                                                    int(bd.ends[i]), ctx.it(i))))
-    evidence = [c.instance for c in causes if c.instance is not None]
+    if len(warm) and len(r):
+        causes += grown_work(ctx, warm, r, "warm-up")
+    causes.sort(key=lambda c: -c.total_ns)
+    host = [bd.host.lane] if bd.host is not None else []
+    evidence = [Evidence(f"warm-up iteration {i}: {fmt_ns(bd.durations[i])}, +{fmt_ns(x)} "
+                         f"over the steady-state median", int(bd.starts[i]), int(bd.ends[i]),
+                         ctx.it(i), host) for i, x in excess if x > 0]
+    evidence = [c.instance for c in causes if c.instance is not None] + evidence
     parts = []
     if warm_ns:
         parts.append(f"{len(warm)} warm-up iteration{'s take' if len(warm) > 1 else ' takes'} "
@@ -135,7 +136,7 @@ def periodic_extra(ctx: Ctx) -> Finding | None:
     share = float(extra.sum() / dur[cycle].sum())
     every = (f"every {int(np.median(np.diff(ex)))} iterations" if len(ex) >= 2
              else "once in the profiled window")
-    causes = _grown_work(ctx, ex, r)
+    causes = grown_work(ctx, ex, r)
     evidence = [Evidence(f"iteration {int(i)}: {fmt_ns(dur[i])}, +{fmt_ns(x)} over the "
                          f"median", int(bd.starts[i]), int(bd.ends[i]), int(i))
                 for i, x in zip(ex.tolist(), extra.tolist())]
@@ -148,9 +149,10 @@ def periodic_extra(ctx: Ctx) -> Finding | None:
                         notes=conf_note, assumption=1.0 if len(ex) >= 2 else 0.6)
 
 
-def _grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> list[Cause]:
-    """Host work (by exclusive time per name) that the extra iterations have on top of a
-    steady-state one."""
+def grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray,
+                what: str = "extra") -> list[Cause]:
+    """Host work (by exclusive time per name) that the ``extra_rows`` iterations have on top
+    of a steady-state one; time in no traced op (Python, I/O) as its own cause."""
     host = ctx.bd.host
     if host is None:
         return []
@@ -164,7 +166,9 @@ def _grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> li
     per_ex = np.bincount(s.name[idx[in_ex]], weights=own[in_ex], minlength=n) / len(extra_rows)
     per_st = np.bincount(s.name[idx[in_st]], weights=own[in_st], minlength=n) / len(steady_rows)
     grown = per_ex - per_st
-    total = float(np.maximum(grown, 0).sum()) or 1.0
+    dur = ctx.bd.durations.astype(np.float64)
+    bare = (dur[extra_rows].mean() - dur[steady_rows].mean()) - float(np.maximum(grown, 0).sum())
+    total = float(np.maximum(grown, 0).sum()) + max(bare, 0.0) or 1.0
     out = []
     for nid in np.argsort(-grown)[:MAX_CAUSES].tolist():
         if grown[nid] <= 0:
@@ -174,10 +178,18 @@ def _grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> li
         ev = (Evidence(f"{ctx.trace.names[nid]} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
                        int(s.start[j] + s.dur[j]), ctx.it(int(w[idx == j][0])),
                        [int(s.lane[j])]) if j >= 0 else None)
-        out.append(Cause(f"{ctx.trace.names[nid]}: +{fmt_ns(grown[nid])} per extra iteration",
-                         int(grown[nid] * len(extra_rows)), int(len(mine)),
+        out.append(Cause(f"{ctx.trace.names[nid]}: +{fmt_ns(grown[nid])} per {what} "
+                         f"iteration", int(grown[nid] * len(extra_rows)), int(len(mine)),
                          float(grown[nid]) / total, ev))
-    return out
+    if bare > 0.05 * total:
+        i = int(extra_rows[0])
+        out.append(Cause(f"outside any traced op (Python, I/O such as torch.save): "
+                         f"+{fmt_ns(bare)} per {what} iteration", int(bare * len(extra_rows)),
+                         len(extra_rows), bare / total,
+                         Evidence(f"iteration {i}", int(ctx.bd.starts[i]), int(ctx.bd.ends[i]),
+                                  ctx.it(i), [host.lane])))
+    out.sort(key=lambda c: -c.total_ns)
+    return out[:MAX_CAUSES]
 
 
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
@@ -199,6 +211,14 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
     return mine[np.concatenate([[True], end[1:] > reach[:-1]])]
 
 
+def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """True per op whose *name's* median duration is <= TINY_NS (one preempted instance of
+    a 3 µs op is still a tiny op)."""
+    uniq, inv = np.unique(names, return_inverse=True)
+    med = np.array([np.median(dur[inv == k]) for k in range(len(uniq))])
+    return med[inv] <= TINY_NS
+
+
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
       "same grading as input-bound; tiny = outermost op <= 50 µs, >= 200 per iteration")
 def op_overhead_bound(ctx: Ctx) -> Finding | None:
@@ -211,7 +231,7 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
     if len(ops) < 2:
         return None
     gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
-    tiny = s.dur[ops] <= TINY_NS
+    tiny = _tiny_by_name(s.name[ops], s.dur[ops])
     n_steps = max(ctx.ph.n_steady, 1)
     per_step = int(tiny.sum()) / n_steps
     if per_step < MIN_TINY_PER_STEP:
@@ -226,7 +246,7 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
                             f"{fmt_ns(float(np.median(s.dur[t[s.name[t] == s.name[j]]])))})")
     evidence = [c.instance for c in causes if c.instance is not None]
     summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
-               f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} each) and the "
+               f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time: the fixed "
                f"cost per op (dispatch, Python, allocation) dominates the math. The speed-up "
                f"is an upper bound: it assumes the batched op costs little next to that "
@@ -238,6 +258,21 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
 _READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist)$")
 #: Fewer element reads per iteration than this is a metric read, not a loop.
 MIN_READS_PER_STEP = 16
+
+
+#: Reads closer than this belong to one loop (the indexing and Python between them count).
+BURST_GAP_NS = 200_000
+
+
+def _burst_cost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per read: its duration plus the time to the next read when that is within
+    BURST_GAP_NS and both belong to a burst of >= MIN_READS_PER_STEP reads."""
+    gap = np.append(start[1:] - end[:-1], BURST_GAP_NS + 1)
+    close = gap <= BURST_GAP_NS
+    run_id = np.concatenate([[0], np.cumsum(~close[:-1])])
+    size = np.bincount(run_id)[run_id]
+    in_loop = size >= MIN_READS_PER_STEP
+    return (end - start) + np.where(close & in_loop, np.maximum(gap, 0), 0)
 
 
 @rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
@@ -254,11 +289,8 @@ def host_reads_in_loop(ctx: Ctx) -> Finding | None:
     per_step = len(reads) / max(ctx.ph.n_steady, 1)
     if per_step < MIN_READS_PER_STEP:
         return None
-    # the read, plus the Python that hands the scalar on until the next op
-    nxt = np.searchsorted(s.start[ops], s.start[reads], side="right")
-    follow = np.where(nxt < len(ops), s.start[ops[np.minimum(nxt, len(ops) - 1)]]
-                      - (s.start[reads] + s.dur[reads]), 0)
-    cost = s.dur[reads] + np.clip(follow, 0, TINY_NS)
+    # the loop: a burst of reads with the indexing / Python between them
+    cost = _burst_cost(s.start[reads], s.start[reads] + s.dur[reads])
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     share = min(float(cost.sum()) / wall, 1.0)
@@ -267,7 +299,8 @@ def host_reads_in_loop(ctx: Ctx) -> Finding | None:
     dev = ctx.bd.device is not None
     summary = (f"{per_step:,.0f} element reads (.item() / .tolist()) per steady-state "
                f"iteration on the main thread, {fmt_ns(float(np.median(s.dur[reads])))} "
-               f"median each: {pct(share)} of the time with the Python around them."
+               f"median each: the loop around them (indexing, Python) takes {pct(share)} of "
+               f"the time."
                + (" Each one also waits for the device queue to drain." if dev else
                   " On the CPU each is a dispatch plus a Python float: vectorise the loop."))
     return make_finding(ctx, "host_reads_in_loop", share, summary, evidence, causes=causes)

@@ -6,8 +6,9 @@ N-th-step extras (checkpoint, evaluation) are reported on their own.  When the
 iteration detector marks warm-up and extras itself (``Iterations.steady_state_from``
 and ``periodic_extras``), those are used, together with a simple rule it lacks:
 leading iterations more than :data:`OUTLIER` x the median of the rest are warm-up
-(the detector needs several iterations to compare), later ones above that are
-extras when there are at least two of them (one slow iteration is jitter).
+(the detector needs several iterations to compare); later iterations that recur every
+p-th step and are all clearly slower than the rest are extras (one slow iteration is
+jitter).
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
 
 def _leading_outliers(iters, durations: np.ndarray) -> Phases:
     n = len(durations)
-    none = np.zeros(0, np.int64)
     d = durations.astype(np.float64)
     k = 0
     while k < n - 1 and d[k] > OUTLIER * float(np.median(d[k + 1:])):
@@ -63,16 +63,41 @@ def _leading_outliers(iters, durations: np.ndarray) -> Phases:
     steady = np.ones(n, bool)
     steady[:k] = False
     rest = np.arange(k, n)
-    extras = none
-    if len(rest) >= 3:
-        med = float(np.median(d[rest]))
-        slow = rest[d[rest] > OUTLIER * med]
-        if 2 <= len(slow) <= len(rest) // 3:  # one slow iteration is jitter, not periodic
-            extras = slow
-            steady[slow] = False
+    extras = _periodic(d, rest)
+    steady[extras] = False
     return Phases(steady, np.arange(k), extras,
                   f"leading iterations > {OUTLIER:g}x the median of the rest are warm-up; "
                   f"later ones > {OUTLIER:g}x the median are extras")
+
+
+#: Every-N-th iterations are extras when even the fastest of them is this much slower
+#: than the median of the others, and their median this much.
+PERIODIC_MIN, PERIODIC_MEDIAN = 1.2, 1.25
+#: Fewer steady iterations than this cannot show a period.
+MIN_FOR_PERIOD = 6
+
+
+def _periodic(d: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """Rows of ``rest`` that recur every p-th iteration (p >= 2, at least two of them) and
+    are all slower than every other iteration and clearly slower than their median; the
+    period with the largest excess wins."""
+    best, best_excess = np.zeros(0, np.int64), 0.0
+    if len(rest) < MIN_FOR_PERIOD:
+        return best
+    for p in range(2, len(rest) // 2 + 1):
+        for phase in range(p):
+            hold = rest[(rest - rest[0]) % p == phase]
+            other = np.setdiff1d(rest, hold)
+            if len(hold) < 2 or not len(other):
+                continue
+            med = float(np.median(d[other]))
+            clean = d[hold].min() > d[other].max()  # no regular iteration is as slow
+            if clean and d[hold].min() > PERIODIC_MIN * med \
+                    and np.median(d[hold]) > PERIODIC_MEDIAN * med:
+                excess = float((d[hold] - med).sum())
+                if excess > best_excess:
+                    best, best_excess = hold, excess
+    return best
 
 
 def _marked(iters, n: int) -> Phases | None:

@@ -1,0 +1,310 @@
+"""Real CPU ``torch.profiler`` runs with known bottlenecks, for the advisor's tests.
+
+Each run is an ordinary small training loop with one problem built in (warm-up
+steps, thousands of tiny ops, a per-sample ``.item()`` loop, a checkpoint every N
+steps, a DataLoader without workers), and most have a fixed twin (dense op,
+vectorised reads, one loader worker).  Each is profiled with ``torch.profiler``
+(its ``ProfilerStep#N`` annotations kept; the machine's core count and the cores other
+processes kept busy meanwhile recorded as trace metadata ``cpu_cores`` and
+``cpu_busy_other_cores``) and written to ``NAME.json.gz``; every run is also
+timed *without* the profiler, so a pair's real speed-up is known.  The timings go
+to ``runs.json`` beside the traces.
+
+    nice -n -15 python benchmarks/gen_advice_runs.py [--out tests/data/advice] [--only NAME]
+
+Timings on a shared machine are noisy: the script takes the median step time of
+several unprofiled repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+from torch.utils.data import DataLoader, Dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "data" / "advice"
+RUNS = {}
+
+
+def run(name: str, steps: int, pair: str = ""):
+    """Register ``fn() -> step callable``: set-up once, then one call per step."""
+    def deco(fn):
+        RUNS[name] = (fn, steps, pair)
+        return fn
+    return deco
+
+
+def mlp(d_in=256, width=512):
+    return torch.nn.Sequential(torch.nn.Linear(d_in, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, 1))
+
+
+def sgd_step(model, opt, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+# -- warm-up: a scripted model optimises itself on its first calls, a lazy cache fills --------
+@run("warmup", 10)
+def warmup():
+    model = torch.jit.script(torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    cache = {}
+
+    def step(i):
+        if "table" not in cache:  # first use builds a lookup table (e.g. a vocabulary)
+            cache["table"] = torch.cat([torch.randn(10, 256) for _ in range(2000)])
+        x = cache["table"][i * 64:(i + 1) * 64]
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+# -- thousands of tiny matmuls vs the same math as one batched op ------------------------------
+TINY_N = 1000
+
+
+@run("tiny_ops", 5, pair="tiny_ops_dense")
+def tiny_ops():
+    w = torch.randn(TINY_N, 16, 16)
+    x = torch.randn(TINY_N, 8, 16)
+
+    def step(i):
+        out = [x[k] @ w[k] for k in range(TINY_N)]  # one small matmul per item
+        return sum(o.sum() for o in out[:4])
+    return step
+
+
+@run("tiny_ops_dense", 5)
+def tiny_ops_dense():
+    w = torch.randn(TINY_N, 16, 16)
+    x = torch.randn(TINY_N, 8, 16)
+
+    def step(i):
+        out = torch.bmm(x, w)  # the same products in one op
+        return out[:4].sum()
+    return step
+
+
+# -- a per-sample .item() loop vs reading the whole batch once ---------------------------------
+@run("item_loop", 8, pair="item_vectorised")
+def item_loop():
+    model, opt = mlp(), None
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(512, 256), torch.randn(512, 1)
+
+    def step(i):
+        with torch.no_grad():
+            pred = model(x)
+        correct = 0
+        for k in range(512):  # per-sample metric in Python
+            correct += int(pred[k, 0].item() > 0)
+        sgd_step(model, opt, x, y)
+        return correct
+    return step
+
+
+@run("item_vectorised", 8)
+def item_vectorised():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(512, 256), torch.randn(512, 1)
+
+    def step(i):
+        with torch.no_grad():
+            pred = model(x)
+        correct = int((pred[:, 0] > 0).sum().item())
+        sgd_step(model, opt, x, y)
+        return correct
+    return step
+
+
+# -- a checkpoint every 4 steps ----------------------------------------------------------------
+@run("checkpoint", 12)
+def checkpoint():
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 1024))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 1024), torch.randn(32, 1024)
+    folder = tempfile.mkdtemp(prefix="sofa-ckpt-")
+
+    def step(i):
+        sgd_step(model, opt, x, y)
+        if i % 4 == 3:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict()},
+                       os.path.join(folder, "ckpt.pt"))
+    return step
+
+
+# -- input-bound: per-sample Python augmentation, 0 vs 1 loader worker -------------------------
+class Augmented(Dataset):
+    """Each sample: a small image-like array jittered and normalised in numpy."""
+
+    def __init__(self, n):
+        rng = np.random.default_rng(0)
+        self.raw = rng.standard_normal((n, 3, 24, 24)).astype(np.float32)
+
+    def __len__(self):
+        return len(self.raw)
+
+    def __getitem__(self, k):
+        a = self.raw[k]
+        for _ in range(6):  # a few cheap augmentations, done in Python per sample
+            a = np.roll(a, 1, axis=2) * 0.99 + 0.01
+        a = (a - a.mean()) / (a.std() + 1e-6)
+        return torch.from_numpy(a.reshape(-1)), torch.tensor([float(a[0, 0, 0])])
+
+
+def _input_run(workers):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3 * 24 * 24, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    dl = DataLoader(Augmented(64 * 400), batch_size=64, num_workers=workers,
+                    persistent_workers=workers > 0, prefetch_factor=2 if workers else None)
+    it = iter(dl)
+
+    def step(i):
+        x, y = next(it)
+        sgd_step(model, opt, x, y)
+    return step
+
+
+@run("input_nw0", 12, pair="input_nw1")
+def input_nw0():
+    return _input_run(0)
+
+
+@run("input_nw1", 12)
+def input_nw1():
+    return _input_run(1)
+
+
+# -- driver ----------------------------------------------------------------------------------
+def profile_run(name: str, out: Path) -> None:
+    fn, steps, _ = RUNS[name]
+    step = fn()
+    dest = out / f"{name}.json.gz"
+
+    def export(prof):
+        tmp = out / f".{name}.json"
+        prof.export_chrome_trace(str(tmp))
+        with open(tmp, "rb") as src, gzip.open(dest, "wb", compresslevel=9) as dst:
+            dst.write(src.read())
+        tmp.unlink()
+
+    load = OtherLoad()
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=0, warmup=1, active=steps),
+                 on_trace_ready=export) as prof:
+        prof.add_metadata_json("cpu_cores", json.dumps(os.cpu_count()))
+        prof.step()  # the profiler's own warm-up step: nothing of the loop runs in it
+        for i in range(steps):
+            step(i)
+            if i == steps - 1:  # measured over the run, recorded before the trace is written
+                prof.add_metadata_json("cpu_busy_other_cores", json.dumps(load.stop()))
+            prof.step()
+
+
+class OtherLoad:
+    """Cores kept busy by *other* processes while the run is profiled: all CPU time of
+    the machine minus this process tree's (what ``sofa-gui record`` derives from its
+    counters)."""
+
+    def __init__(self):
+        self.me = psutil.Process()
+        self.t0 = time.monotonic()
+        self.sys0 = psutil.cpu_times()
+        self.own0 = self._own()
+
+    def _own(self) -> float:
+        procs = [self.me] + self.me.children(recursive=True)
+        total = 0.0
+        for p in procs:
+            try:
+                c = p.cpu_times()
+                total += c.user + c.system + c.children_user + c.children_system
+            except psutil.Error:
+                pass
+        return total
+
+    def stop(self) -> float:
+        wall = time.monotonic() - self.t0
+        a, b = self.sys0, psutil.cpu_times()
+        busy = sum(getattr(b, f) - getattr(a, f) for f in ("user", "system", "nice", "irq",
+                                                            "softirq", "steal")
+                   if hasattr(b, f))
+        other = (busy - (self._own() - self.own0)) / wall if wall > 0 else 0.0
+        return round(min(max(other, 0.0), os.cpu_count()), 2)
+
+
+def time_run(name: str, repeats: int = 3) -> dict:
+    """Median unprofiled step time (after the first two steps) over ``repeats`` runs."""
+    fn, steps, _ = RUNS[name]
+    per = []
+    for _ in range(repeats):
+        step = fn()
+        times = []
+        for i in range(steps):
+            t0 = time.perf_counter()
+            step(i)
+            times.append(time.perf_counter() - t0)
+        per.append(statistics.median(times[2:]) if len(times) > 3 else statistics.median(times))
+    return {"median_step_s": statistics.median(per), "repeats": per}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--only", action="append", help="run only these (repeatable)")
+    ap.add_argument("--repeats", type=int, default=3, help="unprofiled timings per run")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(1)  # one intra-op thread: the second core is the "free" one
+    names = args.only or list(RUNS)
+    record_path = args.out / "runs.json"
+    record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    record["_machine"] = {"cpu_cores": os.cpu_count(), "torch": torch.__version__,
+                          "intra_op_threads": 1}
+    for name in names:
+        profile_run(name, args.out)
+    times = {name: [] for name in names}
+    for _ in range(args.repeats):  # pairs interleaved, so both see the same machine load
+        for name in names:
+            times[name].append(time_run(name, 1)["median_step_s"])
+    for name in names:
+        record[name] = {"median_step_s": statistics.median(times[name]),
+                        "repeats": times[name]}
+        print(f"{name:18s} {1e3 * record[name]['median_step_s']:8.2f} ms/step unprofiled",
+              file=sys.stderr)
+    for name, (_, _, pair) in RUNS.items():
+        if pair and name in record and pair in record:
+            sp = record[name]["median_step_s"] / record[pair]["median_step_s"]
+            record[name]["fixed_by"] = pair
+            record[name]["measured_speedup_unprofiled"] = round(sp, 3)
+            print(f"{name} -> {pair}: {sp:.2f}x unprofiled", file=sys.stderr)
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The advisor on real runs: the CPU torch.profiler captures of tests/data/advice (made by
+benchmarks/gen_advice_runs.py, each with a known problem) and the public traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tracedata import DATA, shared_trace
+
+from sofa_gui.core.analysis.diff import diff_analyses
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+
+ADVICE = DATA / "advice"
+
+
+def _run(path):
+    trace = load_trace(path)
+    return trace, analyze(trace)
+
+
+def _ids(a):
+    return {f.id: f for f in a.findings}
+
+
+def _no_gain_from_one_off(a):
+    """startup_cost has no speed-up; no per-step finding rests on warm-up iterations."""
+    for f in a.findings:
+        if f.id == "startup_cost":
+            assert f.estimated_speedup is None and f.one_off_ns > 0
+        assert f.causes, f.id  # every finding says what makes up its time
+
+
+def _fits_facts(a):
+    """No shown fix contradicts a known fact (framework, device, mode, the fact it changes)."""
+    fw, dev, mode = (a.run.value(k) for k in ("framework", "device", "mode"))
+    for f in a.findings:
+        for x in f.fixes:
+            if fw is not None:
+                assert x.framework == "any" or fw in x.framework.split("/"), (f.id, x.text)
+            assert not (x.devices and dev is not None and dev not in x.devices), x.text
+            assert not (x.modes and mode is not None and mode not in x.modes), x.text
+            if x.fact:
+                assert a.run.value(x.fact) not in x.unless, x.text
+
+
+# -- generated CPU runs --------------------------------------------------------------------
+def test_warmup_steps_are_startup_cost_not_a_per_step_gain():
+    trace, a = _run(ADVICE / "warmup.json.gz")
+    top = a.findings[0]
+    assert top.id == "startup_cost" and top.estimated_speedup is None
+    assert top.one_off_ns > 0.5 * trace.duration_ns * 0.9  # the first steps dominate
+    assert any("warm-up" in c.label for c in top.causes)
+    assert all(c.instance is not None for c in top.causes)
+    _no_gain_from_one_off(a)
+    _fits_facts(a)
+
+
+def test_tiny_ops_are_op_overhead_bound_with_the_ops_as_causes():
+    _, a = _run(ADVICE / "tiny_ops.json.gz")
+    top = a.findings[0]
+    assert top.id == "op_overhead_bound" and top.share > 0.5
+    assert "aten::matmul" in top.causes[0].label or "aten::select" in top.causes[0].label
+    assert a.run.value("device") == "cpu"
+    texts = " ".join(x.text for x in top.fixes)
+    assert "bmm" in texts and "CUDA Graphs" not in texts  # no GPU fix on a CPU run
+    assert any("cuda/rocm" in why for _, why in top.hidden_fixes)
+    _, dense = _run(ADVICE / "tiny_ops_dense.json.gz")
+    assert "op_overhead_bound" not in _ids(dense)
+    _no_gain_from_one_off(a)
+    _fits_facts(a)
+
+
+def test_item_loop_is_found_and_gone_once_vectorised():
+    _, a = _run(ADVICE / "item_loop.json.gz")
+    f = _ids(a)["host_reads_in_loop"]
+    assert f.summary.startswith("512 element reads")
+    assert f.causes[0].label == "aten::item" and f.causes[0].count == 512 * 8
+    _, b = _run(ADVICE / "item_vectorised.json.gz")
+    assert "host_reads_in_loop" not in _ids(b)
+    _fits_facts(a)
+
+
+def test_checkpoint_every_4_steps_is_a_periodic_extra():
+    _, a = _run(ADVICE / "checkpoint.json.gz")
+    top = a.findings[0]
+    assert top.id == "periodic_extra" and "every 4 iterations" in top.summary
+    assert {e.iteration for e in top.evidence} == {3, 7, 11}
+    texts = " ".join(x.text for x in top.fixes)
+    assert "async_save" in texts
+    _fits_facts(a)
+
+
+def test_input_bound_estimate_within_25_percent_of_the_measured_diff():
+    """0 vs 1 loader worker on this 2-core machine: the estimate counts the cores other
+    processes held during the run (recorded with it), and the measured diff agrees."""
+    t0, a0 = _run(ADVICE / "input_nw0.json.gz")
+    t1, a1 = _run(ADVICE / "input_nw1.json.gz")
+    f = _ids(a0)["input_pipeline_bound"]
+    assert f.share > 0.2
+    assert a0.run.value("cpu_cores") == 2 and a0.run.get("cpu_other").known
+    assert "free core" in f.summary or "No CPU core is free" in f.summary
+    workers = next(x for x in f.fixes if "num_workers=N" in x.text)
+    assert workers.because.startswith("num_workers is 0 here: `enumerate(DataLoader)#_Single")
+    r = diff_analyses((t0, a0), (t1, a1))
+    pred = r["prediction"]
+    assert pred["finding"] == "input_pipeline_bound"
+    assert abs(pred["error"]) <= 0.25, pred
+    # the timing without the profiler, taken with the traces, agrees too
+    runs = json.loads((ADVICE / "runs.json").read_text())
+    unprofiled = runs["input_nw0"]["measured_speedup_unprofiled"]
+    assert abs(f.estimated_speedup / unprofiled - 1) <= 0.25
+    # the worker run: the fix that adds workers is not offered again
+    f1 = _ids(a1).get("input_pipeline_bound")
+    if f1 is not None:
+        assert not any("num_workers=N" in x.text for x in f1.fixes)
+
+
+# -- public traces ------------------------------------------------------------------------------
+HTA = "holistic-trace-analysis/"
+
+
+def test_alexnet_one_off_setup_is_startup_not_launch_overhead():
+    _, a = _run(shared_trace(HTA + "critical_path/alexnet/"
+                             "benchmark_result_2869224_1695835535_trace.json.gz"))
+    top = a.findings[0]
+    assert top.id == "startup_cost" and top.estimated_speedup is None
+    assert {"cudaFree", "cudaMalloc", "cudaLaunchKernel"} <= {c.label for c in top.causes}
+    for f in a.findings[1:]:  # one steady iteration: anything per-step is low confidence
+        assert f.confidence < 0.2
+    _no_gain_from_one_off(a)
+    _fits_facts(a)
+
+
+def test_amd_minitoy_two_steps_no_per_step_gain_from_the_first():
+    _, a = _run(shared_trace(HTA + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
+    assert a.run.value("device") == "rocm"
+    assert [f.id for f in a.findings] == ["startup_cost"]
+
+
+def test_negative_queue_blocking_readback_in_sparse_data_dist():
+    _, a = _run(shared_trace(HTA + "negative_queue_length_values_check/rank0.json.gz"))
+    top = a.findings[0]
+    assert top.id == "blocking_readback"
+    c = top.causes[0]
+    assert "## sparse_data_dist ##" in c.label and "704 B" in c.label
+    assert c.count == 5 and c.share > 0.9
+    assert "blocks the host" in top.evidence[0].label
+    sync = _ids(a).get("synchronization_stalls")
+    assert sync is None or sync.share < top.share  # the read-back is not counted twice
+    _fits_facts(a)
+
+
+def test_resnet_nw0_fixes_name_the_facts():
+    _, a = _run(shared_trace("kineto-tb-plugin/resnet50_num_workers_0/"
+                             "worker0.1623143089861.pt.trace.json.gz"))
+    top = a.findings[0]
+    assert top.id == "input_pipeline_bound"
+    assert top.confidence < 1  # cores unknown: said so
+    assert "does not say how many cores" in top.summary
+    because = {x.because for x in top.fixes}
+    assert any(b.startswith("num_workers is 0 here: `enumerate(DataLoader)#_SingleProcess")
+               for b in because)
+    assert {c.label for c in top.causes} >= {"aten::copy_"}
+    _fits_facts(a)
+
+
+def test_resnet_pair_diff_reports_mean_median_p90_and_hidden_slow_iterations():
+    def run(w, stamp):
+        return _run(shared_trace(f"kineto-tb-plugin/resnet50_num_workers_{w}/"
+                                 f"worker0.{stamp}.pt.trace.json.gz"))
+    r = diff_analyses(run(0, "1623143089861"), run(4, "1623212756351"))
+    sp = r["iteration_time"]["speedup"]
+    assert sp["median_us"] == pytest.approx(1.40, abs=0.01)
+    assert sp["mean_us"] == pytest.approx(1.26, abs=0.01)
+    assert len(r["hidden_slow_iterations"]["after"]) == 2
+    assert r["prediction"]["finding"] == "input_pipeline_bound"
+    assert r["prediction"]["measured_speedup"] == sp["mean_us"]
+
+
+def test_vllm_inference_gets_no_training_fixes():
+    _, a = _run(shared_trace("tracelens/b200/eager_trace.json.gz"))
+    assert a.run.value("mode") == "inference"
+    for f in a.findings:
+        for x in f.fixes:
+            assert "optimizer" not in x.text.lower() and "DistributedDataParallel" not in x.text
+    _no_gain_from_one_off(a)
+    _fits_facts(a)
+
+
+def test_jax_xplane_gets_jax_fixes_and_compile_as_startup():
+    _, a = _run(shared_trace("tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb"))
+    assert a.run.value("framework") == "jax" and a.run.value("compiled") == "xla"
+    ids = _ids(a)
+    assert "host_dispatch_bound" in ids and ids["host_dispatch_bound"].causes
+    for f in a.findings:
+        assert all(x.framework in ("jax", "tensorflow/jax", "any") for x in f.fixes)
+        assert not any("jax.jit the whole step" in x.text for x in f.fixes)  # already jitted
+    _no_gain_from_one_off(a)
+
+
+def test_sofa_2017_gputrace_unexplained_idle_is_the_top_finding():
+    _, a = _run(shared_trace("sofa-deepprof-gputrace/gputrace.csv"))
+    top = a.findings[0]
+    assert top.id == "gpu_idle_unexplained" and top.share > 0.6
+    assert top.causes[0].label.startswith("idle after ")
+    assert a.run.value("framework") is None  # nothing in the file says which framework
+
+
+@pytest.mark.parametrize("rel", [
+    HTA + "nccl_parser_config/nccl_data.json.gz",
+    HTA + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    HTA + "trace_diff/control/control.json.gz",
+    HTA + "trace_diff/test/test.json.gz",
+    HTA + "trace_filter/sampled_rank-0.json.gz",
+    "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+    "tracelens/mi300/resnet_act_checkpoint.json.gz",
+])
+def test_every_public_trace_causes_and_fitting_fixes(rel):
+    _, a = _run(shared_trace(rel))
+    _no_gain_from_one_off(a)
+    _fits_facts(a)
