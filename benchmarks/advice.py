@@ -1,0 +1,111 @@
+"""What the advisor says on every real trace we have: the top finding, its estimate and
+confidence, and for the before/after pairs the measured speed-up against the prediction.
+
+    python benchmarks/advice.py [--only SUBSTRING]
+
+Traces: the public ones in ``../shared/traces/public`` (skipped when absent) and the
+CPU runs in ``tests/data/advice`` (``benchmarks/gen_advice_runs.py``).  "measured" is
+``sofa-gui diff``'s mean-iteration speed-up between the two traces of a pair; for the
+generated pairs the unprofiled timing from ``runs.json`` is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
+from sofa_gui.core.analysis.pipeline import analyze  # noqa: E402
+from sofa_gui.core.importers import load_trace  # noqa: E402
+
+PUBLIC = ROOT.parent / "shared" / "traces" / "public"
+ADVICE = ROOT / "tests" / "data" / "advice"
+HTA = "holistic-trace-analysis/"
+TRACES = [
+    HTA + "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    HTA + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    HTA + "negative_queue_length_values_check/rank0.json.gz",
+    HTA + "nccl_parser_config/nccl_data.json.gz",
+    HTA + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    HTA + "trace_diff/control/control.json.gz",
+    HTA + "trace_diff/test/test.json.gz",
+    HTA + "trace_filter/sampled_rank-0.json.gz",
+    "kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+    "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+    "tracelens/b200/eager_trace.json.gz",
+    "tracelens/mi300/resnet_act_checkpoint.json.gz",
+    "tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb",
+    "sofa-deepprof-gputrace/gputrace.csv",
+    "sofa-demo-sofalog",
+]
+GENERATED = ["warmup", "tiny_ops", "tiny_ops_dense", "item_loop", "item_vectorised",
+             "checkpoint", "input_nw0", "input_nw1"]
+PAIRS = [("kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+          "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"),
+         ("advice/input_nw0", "advice/input_nw1"), ("advice/item_loop", "advice/item_vectorised"),
+         ("advice/tiny_ops", "advice/tiny_ops_dense")]
+
+
+def _path(name: str) -> Path:
+    if name.startswith("advice/"):
+        return ADVICE / f"{name[7:]}.json.gz"
+    return PUBLIC / name
+
+
+def _top(a) -> str:
+    if not a.findings:
+        return "(none)"
+    f = a.findings[0]
+    gain = ("one-off, no per-step gain" if f.estimated_speedup is None
+            else f"{f.estimated_speedup:.2f}x")
+    return f"{f.id} {100 * f.share:.0f}% {gain} conf {f.confidence:.2f}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    args = ap.parse_args(argv)
+    names = [n for n in TRACES + [f"advice/{g}" for g in GENERATED] if args.only in n]
+    done = {}
+    print(f"{'trace':58s} {'s':>5s}  top finding (share, estimate, confidence); run facts")
+    for name in names:
+        p = _path(name)
+        if not p.exists():
+            print(f"{name[-58:]:58s}  (absent)")
+            continue
+        t0 = time.perf_counter()
+        trace = load_trace(p)
+        a = analyze(trace)
+        done[name] = (trace, a)
+        secs = time.perf_counter() - t0
+        print(f"{name[-58:]:58s} {secs:5.1f}  {_top(a)}; {a.run.header()[:90]}")
+    runs = json.loads((ADVICE / "runs.json").read_text()) if (ADVICE / "runs.json").exists() \
+        else {}
+    print()
+    print(f"{'pair (before -> after)':44s} {'finding':22s} {'estimated':>9s} "
+          f"{'measured':>9s} {'error':>7s} {'unprofiled':>10s}")
+    for before, after in PAIRS:
+        if before not in done or after not in done:
+            continue
+        r = diff_analyses(done[before], done[after])
+        pred = r["prediction"] or {}
+        measured = r["iteration_time"]["speedup"]["mean_us"]
+        est = pred.get("predicted_speedup")
+        err = f"{100 * (est / measured - 1):+.0f}%" if est and measured else "-"
+        key = before.split("/")[-1]
+        unprof = runs.get(key, {}).get("measured_speedup_unprofiled")
+        label = f"{before.split('/')[-2] if '/' in before else before} -> {after.split('/')[-1]}"
+        print(f"{label[-44:]:44s} {pred.get('finding', '-'):22s} "
+              f"{(f'{est:.2f}x' if est else '-'):>9s} {measured:8.2f}x {err:>7s} "
+              f"{(f'{unprof:.2f}x' if unprof else '-'):>10s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
