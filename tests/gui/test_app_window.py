@@ -119,7 +119,7 @@ def test_finding_evidence_link_zooms_there(qtbot, window, demo_path):
 def test_finding_cause_link_zooms_to_its_instance_and_header_shows_run_facts(
         qtbot, window, demo_path):
     open_and_wait(qtbot, window, demo_path)
-    card = window.findings_panel.cards[0]
+    card = window.panels["findings"].cards[0]
     assert "aten::copy_" in card.causes.text() and "num_workers is 0 here" in card.fixes.text()
     c = card.finding.causes[0]
     card.causes.linkActivated.emit("cause:0")
