@@ -28,6 +28,7 @@ BUNDLED = {
     _HTA + "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz":
         DATA / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz",
     "sofa-deepprof-gputrace/gputrace.csv": DATA / "sofa-deepprof-gputrace" / "gputrace.csv",
+    "tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb": DATA / "xplane" / "tw003.xplane.pb",
 }
 
 

@@ -427,23 +427,52 @@ def _runtime_lanes(ctx: Ctx) -> list[int]:
     return [k for k, n in enumerate(names) if _RUNTIME_THREAD.search(n) and k not in main]
 
 
-def _runtime_thread_share(ctx: Ctx, d: DeviceBreakdown, categories) -> float:
-    """Share of steady time the device idles (in ``categories``' gaps) while XLA/PjRt
-    runtime threads are busy dispatching or allocating: host work, not a sync."""
+def _dispatch_idle(ctx: Ctx, d: DeviceBreakdown) -> float:
+    """Share of steady time ``d`` idles while XLA/PjRt runtime threads are busy dispatching,
+    allocating or copying: host work, not a sync (capped at the sync + host idle)."""
+    cache = ctx.trace.__dict__.setdefault("_sofa_dispatch", {})
+    key = (d.rank, d.device, tuple(ctx.rows.tolist()))
+    if key in cache:
+        return cache[key]
     lanes = _runtime_lanes(ctx)
-    if not lanes:
+    r = ctx.rows
+    wall = int((d.ends[r] - d.starts[r]).sum()) or 1
+    if not lanes or not len(r):
+        cache[key] = 0.0
         return 0.0
     s = ctx.trace.slices
     work = np.flatnonzero(np.isin(s.lane, lanes))
     ws, we = union(s.start[work], s.end[work])
-    g = d.gaps
-    sel = np.concatenate([g.of(c) for c in categories])
-    sel = sel[ctx.in_steady(g.start[sel], d.starts, d.ends)]
-    covered = measure_in(ws, we, g.start[sel], g.end[sel])
+    busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
+        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
+    bs, be = union(s.start[busy], s.end[busy])
+    covered = 0
+    for i in r.tolist():
+        lo, hi = int(d.starts[i]), int(d.ends[i])
+        a, b = np.clip(ws, lo, hi), np.clip(we, lo, hi)
+        keep = b > a
+        if keep.any():
+            a, b = a[keep], b[keep]
+            covered += int((b - a).sum()) - int(measure_in(bs, be, a, b).sum())
+    cap = float(sum(d.column(c)[r].sum() for c in ("idle_sync", "idle_host"))) / wall
+    cache[key] = min(covered / wall, cap)
+    return cache[key]
+
+
+def _runtime_thread_share(ctx: Ctx, d: DeviceBreakdown, categories) -> float:
+    """The part of ``categories``' idle that is runtime-thread dispatch: sync idle first
+    (the main thread waiting while the runtime still works), the rest from host idle."""
+    dispatch = _dispatch_idle(ctx, d)
+    if not dispatch:
+        return 0.0
     r = ctx.rows
     wall = int((d.ends[r] - d.starts[r]).sum()) or 1
-    cap = float(sum(d.column(c)[r].sum() for c in categories)) / wall
-    return min(float(covered.sum()) / wall, cap)
+    sync = float(d.column("idle_sync")[r].sum()) / wall
+    if tuple(categories) == ("idle_sync",):
+        return min(dispatch, sync)
+    if tuple(categories) == ("idle_host",):
+        return max(dispatch - sync, 0.0)
+    return dispatch
 
 
 @rule("host_dispatch_bound", "Host dispatch bound (XLA/PjRt runtime threads)", 0.03, 0.15,

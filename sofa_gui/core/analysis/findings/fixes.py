@@ -176,9 +176,10 @@ FIXES: dict[str, list[Fix]] = {
                   "keep shapes static so no step recompiles."),
     ],
     "startup_cost": [
-        Fix(_ANY, "One-off work, not a per-step cost: leave it out of the measured window "
-                  "(torch.profiler.schedule(wait=1, warmup=1, active=N), or start timing after "
-                  "the first steps); it only matters for short jobs."),
+        Fix(_ANY, "One-off work, not a per-step cost: start measuring after the first steps "
+                  "(torch.profiler.schedule(wait=1, warmup=1, active=N); jax.profiler / "
+                  "tf.profiler started after a warm-up call); it only matters for short "
+                  "jobs."),
         Fix(_PT, "If start-up matters (short jobs, serving): cache compiled kernels "
                  "(TORCHINDUCTOR_CACHE_DIR / torch.compile mode=\"max-autotune-no-cudagraphs\" "
                  "off), set torch.backends.cudnn.benchmark only for fixed shapes, and create the "

@@ -44,7 +44,9 @@ def startup_cost(ctx: Ctx) -> Finding | None:
     every = one_off_calls(ctx)
     causes = causes_by_name(ctx, every, s.dur[every], total) if len(every) else []
     if len(warm) and len(r):
-        causes += grown_work(ctx, warm, r, "warm-up")
+        named = {ctx.trace.name_of(int(j)) for j in every.tolist()}
+        causes += [c for c in grown_work(ctx, warm, r, "warm-up")
+                   if c.label.split(": +")[0] not in named]
     causes.sort(key=lambda c: -c.total_ns)
     host = [bd.host.lane] if bd.host is not None else []
     evidence = [Evidence(f"warm-up iteration {i}: {fmt_ns(bd.durations[i])}, +{fmt_ns(x)} "
