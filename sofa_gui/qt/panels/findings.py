@@ -79,7 +79,7 @@ class FindingCard(QFrame):
             numbers = (f"{fmt_pct(finding.share)} of steady-state iteration time · "
                        f"up to {finding.estimated_speedup:.2f}× faster if removed")
         numbers += f" · confidence {finding.confidence:.2f}"
-        self.numbers = plain_label(numbers, self)
+        self.numbers = plain_label(numbers, self, wrap=True)
         set_muted(self.numbers)
         lay.addWidget(self.numbers)
         if finding.summary:

@@ -250,11 +250,12 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
     summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time: the fixed "
-               f"cost per op (dispatch, Python, allocation) dominates the math. The speed-up "
-               f"is an upper bound: it assumes the batched op costs little next to that "
-               f"overhead.")
+               f"cost per op (dispatch, Python, allocation) dominates the math. The estimate "
+               f"removes that time and assumes the batched op costs little; time outside "
+               f"the tiny ops stays (measured: 1,000 8x16x16 matmuls -> one bmm was faster "
+               f"than this estimate).")
     return make_finding(ctx, "op_overhead_bound", share, summary, evidence, causes=causes,
-                        assumption=0.7, notes=("upper bound: batched math assumed cheap",))
+                        assumption=0.7, notes=("assumes the batched op is cheap",))
 
 
 _READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist)$")
