@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="print one JSON document")
     a.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(a)
+    _fixes_arg(a)
 
     st = sub.add_parser("stats", help="top-N table of kernels, CPU ops, copies or collectives",
                         description="Group slices of one kind by normalised name (template "
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", required=True, help="report.html or report.md")
     r.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(r)
+    _fixes_arg(r)
 
     d = sub.add_parser("diff", help="compare two runs (before / after a fix)")
     d.add_argument("before", help="trace of the run before the change")
@@ -84,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print one JSON document")
     d.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(d)
+    _fixes_arg(d)
 
     fl = sub.add_parser("fleet", help="analyse every rank of a run folder on a Dask cluster")
     fl.add_argument("path", metavar="RUN_DIR", help="folder with one trace per rank")
@@ -120,6 +123,11 @@ def _parser() -> argparse.ArgumentParser:
 def _iter_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iterations", choices=("auto", "annotations", "pattern"), default="auto",
                    help="how to find iterations (default: annotations if present)")
+
+
+def _fixes_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all-fixes", action="store_true",
+                   help="also list fixes for other frameworks than the one the trace proves")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,7 +196,8 @@ def _load_and_analyze(path: str, args):
     from .core.importers import load_trace
 
     trace = load_trace(path, use_cache=not args.no_cache)
-    return trace, analyze(trace, Options(iterations=args.iterations))
+    return trace, analyze(trace, Options(iterations=args.iterations,
+                                         all_fixes=getattr(args, "all_fixes", False)))
 
 
 def _cmd_analyze(args) -> int:

@@ -221,3 +221,25 @@ def test_every_public_trace_causes_and_fitting_fixes(rel):
     _, a = _run(shared_trace(rel))
     _no_gain_from_one_off(a)
     _fits_facts(a)
+
+
+def test_other_frameworks_fixes_only_on_request(tmp_path):
+    """`analyze --all-fixes` lists TF/JAX fixes for a PyTorch run; by default they are in
+    fixes_not_shown with the reason."""
+    import subprocess
+    import sys
+
+    path = shared_trace("kineto-tb-plugin/resnet50_num_workers_0/"
+                        "worker0.1623143089861.pt.trace.json.gz")
+
+    def top(*extra):
+        out = subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", str(path), "--json",
+                              *extra], capture_output=True, text=True, check=True).stdout
+        return json.loads(out)["findings"][0]
+
+    plain, every = top(), top("--all-fixes")
+    assert {x["framework"] for x in plain["fixes"]} == {"pytorch", "any"}
+    assert any(x["why"].startswith("for tensorflow; this run is pytorch")
+               for x in plain["fixes_not_shown"])
+    assert {"tensorflow", "jax"} <= {x["framework"] for x in every["fixes"]}
+    assert [x["framework"] for x in every["fixes"]][0] == "pytorch"  # the run's first

@@ -30,6 +30,7 @@ class Options:
     """What the user can choose about an analysis run."""
 
     iterations: str = "auto"  # how iterations are found: auto | annotations | pattern
+    all_fixes: bool = False  # fixes for other frameworks than the run's too
 
 
 @dataclass
@@ -92,7 +93,8 @@ def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
 def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     from .findings import find_bottlenecks
 
-    return find_bottlenecks(trace, a.iterations, a.breakdown, a.run)  # best first
+    return find_bottlenecks(trace, a.iterations, a.breakdown, a.run,  # best first
+                            all_frameworks=opts.all_fixes)
 
 
 #: The steps in the order they run; each may read the parts filled before it.
