@@ -74,7 +74,12 @@ class AnalysisReady:
 
 
 def open_job(state, path: str, options: Options, load_mode: str = "auto") -> None:
-    """Load ``path`` and analyze it, handing over each result as it is ready."""
+    """Load ``path`` and analyze it, handing over each result as it is ready; a big rank
+    folder runs the fleet analysis instead (:mod:`.fleet_jobs`)."""
+    from .fleet_jobs import fleet_files, fleet_job
+
+    if fleet_files(Path(path).expanduser()):
+        return fleet_job(state, path, options)
     trace = load(state, path, load_mode)
     state.report(0.5, "Indexing the timeline")
     state.partial(TraceReady(trace, prepare(trace)))
@@ -84,6 +89,13 @@ def open_job(state, path: str, options: Options, load_mode: str = "auto") -> Non
 def analysis_job(state, trace: Trace, options: Options) -> None:
     """Analyze an open trace again (e.g. with another iteration mode)."""
     _analyze(state, trace, options, state)
+
+
+def analyze_loaded(state, trace: Trace, options: Options) -> None:
+    """Hand over a trace loaded by another job, then analyze it (see :mod:`.fleet_jobs`)."""
+    state.report(0.5, "Indexing the timeline")
+    state.partial(TraceReady(trace, prepare(trace)))
+    _analyze(state, trace, options, subrange(state, 0.55, 1.0))
 
 
 def _analyze(state, trace: Trace, options: Options, progress) -> None:

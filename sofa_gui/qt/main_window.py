@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from .docks import AREAS, dock_specs
+from .panels.fleet import FleetPanel
 from .panels.load_report import LoadReportDialog
 from .panels.search_bar import SearchBar, SearchHighlighter
 from .panels.summary import SummaryHeader
@@ -72,9 +73,11 @@ class MainWindow(QMainWindow):
         self.search_bar.hide()
         self.timeline = TimelineWidget(self, view=s.view)  # renders the session's view
         self.welcome = WelcomePage(self)
+        self.fleet_panel = FleetPanel(s, self)
         self.stack = QStackedWidget(self)
         self.stack.addWidget(self.welcome)
         self.stack.addWidget(self.timeline)
+        self.stack.addWidget(self.fleet_panel)
         central = QWidget(self)
         lay = QVBoxLayout(central)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -150,6 +153,9 @@ class MainWindow(QMainWindow):
         self._action(v, "Find &Next", lambda: self.search_bar.step(+1), [K.FindNext, "F3"])
         self._action(v, "Find &Previous", lambda: self.search_bar.step(-1),
                      [K.FindPrevious, "Shift+F3"])
+        self.fleet_action = self._action(v, "Fleet &Overview (all ranks)", self.show_fleet,
+                                         "Ctrl+Shift+R", "Back to the rank x iteration overview")
+        self.fleet_action.setEnabled(False)
         v.addSeparator()
         self._action(v, "&Zoom to Fit", self.timeline.reset_zoom, "Ctrl+0")
         self._action(v, "Zoom to Selected &Iteration",
@@ -191,6 +197,8 @@ class MainWindow(QMainWindow):
         s.job_crashed.connect(self._on_job_crashed)
         s.job_cancelled.connect(lambda: self.statusBar().showMessage("Cancelled", 5000))
         s.analysis_finished.connect(self._on_analysis_finished)
+        s.fleet_started.connect(self._on_fleet_started)
+        s.fleet_changed.connect(lambda: self.fleet_action.setEnabled(s.fleet_path is not None))
         s.busy_changed.connect(lambda busy: self.cancel_action.setEnabled(busy))
         self.welcome.open_file.connect(self.open_file_dialog)
         self.welcome.open_folder.connect(self.open_folder_dialog)
@@ -254,18 +262,60 @@ class MainWindow(QMainWindow):
     def _on_loading_started(self, path: str) -> None:
         self.statusBar().showMessage(f"Opening {path}")
 
+    def _on_fleet_started(self) -> None:
+        s = self.session
+        self.fleet_action.setEnabled(True)
+        self.show_fleet()
+        self.setWindowTitle(f"{Path(s.fleet_path or '').name} ({len(s.fleet_files)} ranks) "
+                            "— sofa-gui")
+        if s.fleet_path:
+            self.recent.add(s.fleet_path)
+            self._refresh_recent()
+
+    def show_fleet(self) -> None:
+        """The fleet overview of the open rank folder (heat map, ranks, stragglers)."""
+        if self.session.fleet_path:
+            self._show_page(self.fleet_panel)
+
+    def _show_page(self, page: QWidget) -> None:
+        """Switch the central page; the per-trace docks and header give the fleet
+        overview the whole window and come back as they were with a trace."""
+        fleet = page is self.fleet_panel
+        if fleet == (self.stack.currentWidget() is self.fleet_panel):
+            self.stack.setCurrentWidget(page)
+            return
+        docks = list(self.docks.values())
+        if fleet:
+            self._dock_shown = [d for d in docks if not d.isHidden()]
+            for d in docks:
+                d.hide()
+        else:
+            for d in getattr(self, "_dock_shown", docks):
+                d.show()
+        self.summary.setVisible(not fleet)
+        self.stack.setCurrentWidget(page)
+
     def _on_trace_changed(self) -> None:
         s = self.session
-        self.stack.setCurrentWidget(self.timeline)
+        self._show_page(self.timeline)
         self.timeline.set_trace(s.prepared if s.prepared is not None else s.trace)
         self.timeline.set_iterations(None)
-        self.setWindowTitle(f"{Path(s.path or '').name} — sofa-gui")
+        title = Path(s.path or "").name
+        if s.open_ranks:
+            ranks = ", ".join(str(r) for r in s.open_ranks)
+            title = f"rank {ranks} of {Path(s.fleet_path or '').name}"
+        self.setWindowTitle(f"{title} — sofa-gui")
         if s.path:
             self.recent.add(s.path)
             self._refresh_recent()
         self.statusBar().showMessage(f"Loaded {s.trace.events:,} events; analysing…")
 
     def _on_analysis_finished(self) -> None:
+        s = self.session
+        if self.stack.currentWidget() is self.fleet_panel and s.fleet is not None:
+            self.statusBar().showMessage(f"Fleet analysis done: {len(s.fleet.summaries)} ranks, "
+                                         f"{len(s.fleet.stragglers)} stragglers", 8000)
+            return
         n = len(self.session.findings or [])
         self.statusBar().showMessage(f"Analysis done: {n} findings", 8000)
 
@@ -317,6 +367,8 @@ class MainWindow(QMainWindow):
             self.restoreState(state, STATE_VERSION)
 
     def save_window_state(self) -> None:
+        if self.stack.currentWidget() is self.fleet_panel:
+            self._show_page(self.timeline)  # save the docks as the user left them
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState(STATE_VERSION))
         self.settings.sync()

@@ -22,6 +22,7 @@ from ..core.trace import Trace
 from ..view.search import SearchQuery, find_matches
 from ..view.state import Change, ViewState
 from . import jobs
+from .fleet_jobs import FleetEvent
 from .worker import Worker
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ class Session(QObject):
     view_changed = Signal(object)  # a view.state.Change (window, range, layout, ...)
     search_changed = Signal()  # the set of matches changed
     match_changed = Signal()  # the current match (position) changed
+    fleet_started = Signal()  # a big rank folder: the fleet analysis runs (heat map first)
+    fleet_rank_done = Signal(object)  # one rank's RankSummary
+    fleet_changed = Signal()  # the cross-rank result is ready (or cleared)
 
     def __init__(self, parent: QObject | None = None, load_mode: str = "auto"):
         super().__init__(parent)
@@ -65,6 +69,12 @@ class Session(QObject):
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
         self.match_pos = -1
+        # fleet (big rank folders): only the summaries live here, plus the ranks opened
+        self.fleet_path: str | None = None
+        self.fleet_files: list = []  # RankFile, in rank order
+        self.fleet_summaries: list = []  # RankSummary as ranks finish
+        self.fleet = None  # FleetResult
+        self.open_ranks: list[int] = []  # ranks of the trace shown, when opened from a fleet
         self.worker = Worker(self)
         self.worker.result.connect(self._on_result)
         self.worker.finished.connect(self._on_finished)
@@ -79,10 +89,33 @@ class Session(QObject):
         """Open a trace file or folder in the background (cancels any running request)."""
         path = str(Path(path).expanduser())
         self.pending_path = path
+        self.open_ranks = []
         self.last_error = None
         self.analysis_done = False
         self.loading_started.emit(path)
         self.worker.start(jobs.open_job, path, self.options, self.load_mode)
+
+    def open_rank(self, rank: int, alongside: str = "") -> None:
+        """Open one rank of the fleet in full (``alongside``: "neighbours" adds ranks r-1 and
+        r+1, "median" adds the median rank); the fleet summaries stay."""
+        from .fleet_jobs import open_ranks_job
+
+        by_rank = {f.rank: f for f in self.fleet_files}
+        if rank not in by_rank:
+            return
+        ranks = [rank]
+        if alongside == "neighbours":
+            ranks = [r for r in (rank - 1, rank, rank + 1) if r in by_rank]
+        elif alongside == "median" and self.fleet is not None:
+            med = self.fleet.median_rank()
+            ranks = sorted({rank, med} & set(by_rank)) if med is not None else ranks
+        paths = [str(by_rank[r].path) for r in ranks]
+        self.pending_path = paths[0] if len(paths) == 1 else self.fleet_path
+        self.open_ranks = ranks
+        self.last_error = None
+        self.analysis_done = False
+        self.loading_started.emit(", ".join(Path(p).name for p in paths))
+        self.worker.start(open_ranks_job, paths, self.options)
 
     def reanalyze(self, mode: str | None = None) -> None:
         """Run the analysis again on the open trace (``mode``: auto|annotations|pattern)."""
@@ -188,6 +221,9 @@ class Session(QObject):
         if isinstance(result, jobs.TraceReady):
             self._set_trace(result.trace, result.prepared)
             return
+        if isinstance(result, FleetEvent):
+            self._on_fleet(result)
+            return
         self.analysis = result.analysis
         if result.part == "iterations":
             it = self.analysis.iterations
@@ -195,7 +231,23 @@ class Session(QObject):
             self.view.set_iterations(it.starts, it.ends)
         self._part_signal(result.part).emit()
 
+    def _on_fleet(self, ev: FleetEvent) -> None:
+        if ev.kind == "start":
+            self.fleet_path, self.fleet_files = ev.payload
+            self.fleet_summaries, self.fleet = [], None
+            self.fleet_started.emit()
+        elif ev.kind == "rank":
+            self.fleet_summaries.append(ev.payload)
+            self.fleet_rank_done.emit(ev.payload)
+        else:
+            self.fleet = ev.payload
+            self.fleet_changed.emit()
+
     def _set_trace(self, trace: Trace, prepared=None) -> None:
+        if not self.open_ranks and (self.fleet_path or self.fleet is not None):
+            self.fleet_path, self.fleet_files, self.fleet_summaries = None, [], []
+            self.fleet = None  # a plain trace replaced the fleet
+            self.fleet_changed.emit()
         self.trace = trace
         self.prepared = prepared
         self.path = self.pending_path

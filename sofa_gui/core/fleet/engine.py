@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .runset import RankFile
 from .summary import RankSummary
@@ -37,6 +37,13 @@ class Engine:
     client: object
     scheduler: str
     embedded: bool
+    pending: list = field(default_factory=list)  # futures of the running call
+
+    def cancel(self) -> None:
+        """Cancel the running tasks (any thread); :func:`run_ranks` then stops."""
+        pending, self.pending = list(self.pending), []
+        if pending:
+            self.client.cancel(pending)
 
     def workers(self) -> int:
         return len(self.client.scheduler_info(n_workers=-1).get("workers", {}))
@@ -120,15 +127,19 @@ def run_ranks(engine: Engine, files: list[RankFile], mode: str = "auto", use_cac
         futures[fut.key] = (fut, f)
     out: list[RankSummary] = []
     t0 = time.perf_counter()
-    for fut in as_completed([v[0] for v in futures.values()]):
-        _, f = futures.pop(fut.key)
-        out.append(_result(fut, f, t0))
-        fut.release()
-        if on_done is not None:
-            on_done(out[-1])
-        if cancelled is not None and cancelled():
-            engine.client.cancel([v[0] for v in futures.values()])
-            break
+    engine.pending = [v[0] for v in futures.values()]
+    try:
+        for fut in as_completed(list(engine.pending)):
+            _, f = futures.pop(fut.key)
+            out.append(_result(fut, f, t0))
+            fut.release()
+            if cancelled is not None and cancelled():
+                engine.cancel()
+            if on_done is not None:
+                on_done(out[-1])  # may raise (the app's Cancelled): tasks are cancelled below
+    finally:
+        engine.cancel()
+        engine.pending = []
     out.sort(key=lambda s: s.rank)
     return out
 

@@ -1,0 +1,208 @@
+"""Fleet view: a big rank folder as ranks x iterations, before any rank is loaded.
+
+Fills in as ranks finish (``Session.fleet_rank_done``), then shows the cross-rank
+result (``fleet_changed``): stragglers with their cause and fleet findings above a
+table of ranks.  Selecting a rank and "Open rank" (or a double-click) loads that
+rank in full; "with neighbours" / "with median rank" load it alongside others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..session import Session
+from .common import fmt_dur, plain_label
+
+COLUMNS = ("Rank", "Status", "Iterations", "Median iteration", "Own time vs median",
+           "Top finding", "Straggler cause")
+
+
+class _Item(QTableWidgetItem):
+    """Sorts by a number when it has one (``UserRole``), else by text."""
+
+    def __lt__(self, other):  # noqa: D105
+        a, b = self.data(Qt.ItemDataRole.UserRole), other.data(Qt.ItemDataRole.UserRole)
+        if a is not None and b is not None:
+            return a < b
+        return super().__lt__(other)
+
+
+def _item(text: str, key: float | None = None) -> QTableWidgetItem:
+    it = _Item(text)
+    it.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+    if key is not None:
+        it.setData(Qt.ItemDataRole.UserRole, float(key))
+    return it
+
+
+class FleetPanel(QWidget):
+    """The fleet overview (central widget while a big rank folder is shown)."""
+
+    rank_chosen = Signal(int)  # the selected rank changed
+
+    def __init__(self, session: Session, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.session = session
+        self.selected_rank: int | None = None
+        self.header = plain_label("", self, bold=True, wrap=True)
+        self.verdict = plain_label("", self, wrap=True, selectable=True)
+        self.table = QTableWidget(0, len(COLUMNS), self)
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().hide()
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setDefaultSectionSize(
+            self.table.fontMetrics().height() + 6)
+        self.open_btn = QPushButton("Open rank", self)
+        self.neigh_btn = QPushButton("Open with neighbours", self)
+        self.median_btn = QPushButton("Open with median rank", self)
+        buttons = QHBoxLayout()
+        for b in (self.open_btn, self.neigh_btn, self.median_btn):
+            buttons.addWidget(b)
+            b.setEnabled(False)
+        buttons.addStretch(1)
+        self.body = QVBoxLayout()  # the heat map goes first in here
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.header)
+        lay.addLayout(self.body, 3)
+        lay.addWidget(self.verdict)
+        lay.addLayout(buttons)
+        lay.addWidget(self.table, 2)
+        self.open_btn.clicked.connect(lambda: self._open(""))
+        self.neigh_btn.clicked.connect(lambda: self._open("neighbours"))
+        self.median_btn.clicked.connect(lambda: self._open("median"))
+        self.table.itemSelectionChanged.connect(self._on_selection)
+        self.table.itemDoubleClicked.connect(lambda _it: self._open(""))
+        session.fleet_started.connect(self._on_started)
+        session.fleet_rank_done.connect(self._on_rank)
+        session.fleet_changed.connect(self._on_result)
+
+    # -- session ------------------------------------------------------------------------
+    def _on_started(self) -> None:
+        s = self.session
+        self.selected_rank = None
+        self.table.setSortingEnabled(False)
+        self.table.setRowCount(len(s.fleet_files))
+        self._rows = {}
+        for row, f in enumerate(s.fleet_files):
+            self._rows[f.rank] = row
+            self._set_row(row, [_item(str(f.rank), f.rank), _item("waiting")])
+        self.verdict.setText("")
+        self._update_header()
+
+    def _on_rank(self, summary) -> None:
+        row = getattr(self, "_rows", {}).get(summary.rank)
+        if row is not None:
+            self._set_row(row, self._rank_items(summary))
+        self._update_header()
+
+    def _on_result(self) -> None:
+        res = self.session.fleet
+        if res is None:
+            return
+        self.table.setSortingEnabled(False)
+        self.table.setRowCount(len(res.summaries))
+        self._rows = {}
+        own = np.nanmedian(res.own, axis=1) if res.own.size else np.full(len(res.ranks), np.nan)
+        med_own = float(np.nanmedian(own)) if np.any(~np.isnan(own)) else np.nan
+        cause = {st.rank: st for st in res.stragglers}
+        for row, s in enumerate(res.summaries):
+            self._rows[s.rank] = row
+            items = self._rank_items(s)
+            d = own[row] - med_own
+            items.append(_item("" if np.isnan(d) else f"{'+' if d >= 0 else '-'}"
+                               f"{fmt_dur(abs(d))}", None if np.isnan(d) else d))
+            items.append(_item(s.findings[0]["title"] if s.findings else ""))
+            st = cause.get(s.rank)
+            items.append(_item(f"{st.cause} (+{fmt_dur(st.cause_ns)})" if st else ""))
+            self._set_row(row, items)
+        self.table.setSortingEnabled(True)
+        self.table.sortItems(0, Qt.SortOrder.AscendingOrder)
+        self.table.resizeColumnsToContents()
+        self.verdict.setText(_verdict(res))
+        self._update_header()
+
+    # -- widgets ------------------------------------------------------------------------
+    def _rank_items(self, s) -> list[QTableWidgetItem]:
+        med = float(np.median(s.durations)) if len(s.durations) else None
+        status = "ok" if s.ok else f"error: {s.error}"
+        return [_item(str(s.rank), s.rank), _item(status), _item(str(len(s.durations)),
+                                                                 len(s.durations)),
+                _item(fmt_dur(med) if med is not None else "", med)]
+
+    def _set_row(self, row: int, items: list[QTableWidgetItem]) -> None:
+        for col, it in enumerate(items):
+            self.table.setItem(row, col, it)
+
+    def _update_header(self) -> None:
+        s = self.session
+        n, done = len(s.fleet_files), len(s.fleet_summaries)
+        failed = sum(1 for x in s.fleet_summaries if not x.ok)
+        res = s.fleet
+        eng = res.engine if res is not None else {}
+        where = (f" on {eng.get('workers')} Dask workers "
+                 f"({'embedded' if eng.get('embedded') else eng.get('scheduler')})") if eng else ""
+        fail = f", {failed} failed" if failed else ""
+        state = "done" if res is not None else "analysing"
+        self.header.setText(f"{s.fleet_path}: {n} ranks, {done}/{n} analysed{fail}{where} "
+                            f"({state})")
+
+    def select_rank(self, rank: int) -> None:
+        row = getattr(self, "_rows", {}).get(rank)
+        if row is None:
+            return
+        for r in range(self.table.rowCount()):  # rows may be sorted: find it by its rank
+            it = self.table.item(r, 0)
+            if it is not None and it.text() == str(rank):
+                self.table.selectRow(r)
+                return
+
+    def _on_selection(self) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        rank = None
+        if rows:
+            it = self.table.item(rows[0].row(), 0)
+            rank = int(it.text()) if it is not None else None
+        self.selected_rank = rank
+        for b in (self.open_btn, self.neigh_btn, self.median_btn):
+            b.setEnabled(rank is not None)
+        self.median_btn.setEnabled(rank is not None and self.session.fleet is not None)
+        if rank is not None:
+            self.rank_chosen.emit(rank)
+
+    def _open(self, alongside: str) -> None:
+        if self.selected_rank is not None:
+            self.session.open_rank(self.selected_rank, alongside)
+
+
+def _verdict(res) -> str:
+    lines = []
+    if res.stragglers:
+        st = res.stragglers[0]
+        lines.append(f"Straggler: rank {st.rank}, +{fmt_dur(st.excess_ns)} per iteration "
+                     f"({st.fraction:.0%}) in {len(st.iterations)} of {len(res.labels)} "
+                     f"iterations; cause: {st.cause} (+{fmt_dur(st.cause_ns)} vs the median rank)"
+                     + (f"; {len(res.stragglers) - 1} more" if len(res.stragglers) > 1 else ""))
+    else:
+        lines.append("No straggler: every rank is within 5% of the median rank.")
+    for f in res.findings:
+        lines.append(f"[{f['severity']}] {f['title']}")
+    med = res.median_rank()
+    if med is not None:
+        lines.append(f"Median rank: {med}. Iterations aligned by {res.alignment}.")
+    return "\n".join(lines)
