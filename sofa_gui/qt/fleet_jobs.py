@@ -10,9 +10,8 @@ rank files), one ``"fleet_rank"`` per finished rank and the ``"fleet"`` result.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.analysis.pipeline import Options
 from ..core.progress import subrange
