@@ -50,6 +50,10 @@ def test_slow_rank_holding_collectives_is_found_with_its_cause():
     f = res.findings[0]
     assert f["id"] == "straggler_holds_collectives" and f["ranks"] == [5]
     assert f["confidence"] > 0.5 and f["rests_on"]
+    assert "input" in f["fixes"][0]["text"]  # the cause's remedy first
+    from sofa_gui.core.analysis.findings import RULES
+
+    assert RULES["straggler_holds_collectives"].title  # declared in the advisor's registry
     # the slow rank waits least in collectives; the others wait ~30 ms more
     skew = res.wait_skew()
     assert skew[5] == 0 and np.all(skew[np.arange(16) != 5] >= 29 * MS)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.findings.fleet_rules import fixes_for
+from ..analysis.findings.fleet_rules import severity as _severity
 from ..analysis.results import us
 from .summary import RankSummary
 
@@ -250,17 +252,17 @@ def _category_excess(res: FleetResult, r: int, cols: list[int]) -> dict[str, flo
 
 
 # -- findings ---------------------------------------------------------------------------------
-def _severity(share: float) -> str:
-    return "high" if share >= 0.2 else "medium" if share >= 0.05 else "low"
-
-
 def fleet_findings(res: FleetResult) -> list[dict]:
     """Findings that only show across ranks; each says what it rests on and how sure."""
     out = []
     if res.stragglers:
-        out.append(_straggler_finding(res, res.stragglers[0]))
+        st = res.stragglers[0]
+        f = _straggler_finding(res, st)
+        f["fixes"] = fixes_for(f["id"], st.cause)
+        out.append(f)
     imb = _imbalance_finding(res)
     if imb:
+        imb["fixes"] = fixes_for(imb["id"])
         out.append(imb)
     common = _common_finding(res)
     if common:

@@ -39,7 +39,12 @@ from ...trace import Trace
 from ..breakdown import TraceBreakdown
 from ..results import Finding, Iterations
 from ..run_facts import RunFacts, run_facts
-from . import counter_rules, device_rules, run_rules  # noqa: F401  (registers the rules)
+from . import (  # noqa: F401  (registers the rules)
+    counter_rules,
+    device_rules,
+    fleet_rules,
+    run_rules,
+)
 from .context import BELOW, MAX_EVIDENCE, Ctx
 from .counter_rules import counter_rules as _counter_findings
 from .registry import RULES, disjoint_ids, rules_table, thresholds

@@ -1,0 +1,74 @@
+"""Cross-rank findings (``sofa-gui fleet``) in the rule registry: ids, titles, thresholds, fixes.
+
+They are computed over per-rank summaries by :mod:`sofa_gui.core.fleet.cross`, not over
+one trace, so they have no trace checks; declaring them here lists them with every other
+rule and keeps their remedies in the same table (:data:`.fixes.FIXES`).
+"""
+
+from __future__ import annotations
+
+from ..results import Fix
+from .fixes import FIXES
+from .registry import RULES, declare
+
+MODERATE, HIGH = 0.05, 0.20
+_PT, _TFJ, _ANY = "pytorch", "tensorflow/jax", "any"
+_GPU = ("cuda", "rocm")
+
+declare("straggler_holds_collectives", "One rank holds the others in collectives", MODERATE,
+        HIGH, "across ranks (fleet): own time (wall - exposed communication) and exposed "
+              "communication per aligned iteration")
+declare("straggler", "One rank slower than the median rank", MODERATE, HIGH,
+        "across ranks (fleet): own time (wall - exposed communication) per aligned iteration")
+declare("load_imbalance", "Load imbalance across ranks", MODERATE, HIGH,
+        "across ranks (fleet): spread of the ranks' median own time per iteration")
+
+#: Remedies by the straggler's cause (the breakdown category that differs most).
+CAUSE_FIXES: dict[str, list[Fix]] = {
+    "compute": [
+        Fix(_ANY, "Check the slow rank's GPU: clocks and throttling (nvidia-smi -q -d "
+                  "PERFORMANCE,CLOCK / rocm-smi), ECC and XID errors, PCIe/NVLink width; "
+                  "exclude or replace a degraded node.", devices=_GPU),
+        Fix(_PT, "If the rank gets more work (longer sequences, bigger images), balance the "
+                 "shards: length-bucketed sampling or sequence packing so every rank's batch "
+                 "costs the same."),
+    ],
+    "idle_input": [
+        Fix(_ANY, "The slow rank waits for its input: check its node's storage/network read "
+                  "speed and CPU load; give its DataLoader more workers or pre-stage the data "
+                  "locally."),
+    ],
+    "idle_host": [
+        Fix(_ANY, "The slow rank's host is slower at launching work: check CPU frequency, "
+                  "other processes and NUMA/core pinning on that node (taskset, numactl)."),
+    ],
+}
+_GENERIC = [
+    Fix(_ANY, "Open the straggler next to the median rank (app: 'Open with median rank') and "
+              "compare their iterations category by category."),
+    Fix(_TFJ, "If the slow replica gets bigger inputs, pad or bucket batches to equal shapes "
+              "(tf.data bucket_by_sequence_length / fixed shapes under jax.jit) so every "
+              "replica does the same work."),
+]
+
+FIXES.setdefault("straggler_holds_collectives", _GENERIC)
+FIXES.setdefault("straggler", _GENERIC)
+FIXES.setdefault("load_imbalance", [
+    Fix(_PT, "Balance work per rank: length-bucketed or packed batches, an even split of "
+             "layers across pipeline stages, or uneven_inputs handling (DDP join())."),
+    Fix(_TFJ, "Give every replica the same work: equal per-replica batch shapes "
+              "(tf.distribute experimental_distribute_dataset with a global batch divisible by "
+              "the replicas; jax sharding with even shards)."),
+    Fix(_ANY, "Ranks differ steadily: compare the slowest with the fastest rank side by "
+              "side; a node-level cause (hardware, co-located jobs) shows on all its ranks."),
+])
+
+
+def fixes_for(fid: str, cause: str = "") -> list[dict]:
+    """The fixes of a fleet finding, cause-specific ones first."""
+    extra = CAUSE_FIXES.get(cause, []) if fid.startswith("straggler") else []
+    return [f.to_dict() for f in (*extra, *RULES[fid].fixes)]
+
+
+def severity(share: float) -> str:
+    return "high" if share >= HIGH else "medium" if share >= MODERATE else "low"
