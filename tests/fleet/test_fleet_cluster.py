@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 from cluster import ROOT, Cluster, leftovers, marked_env, stop
@@ -95,7 +96,8 @@ def test_embedded_cluster_reports_a_bad_rank_and_completes_the_others(tmp_path):
     make_rank_folder(run, SOURCES, 3)
     bad = run / "rank-2.json"
     bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # truncated mid-file
-    env = marked_env("embedded-" + tmp_path.name, tmp_path / "cache")
+    # unique per run: other sessions on this machine run the same test at the same time
+    env = marked_env(uuid.uuid4().hex, tmp_path / "cache")
     proc = _fleet([str(run), "--workers", "1", "--json"], env)
     try:
         out, err = proc.communicate(timeout=300)
