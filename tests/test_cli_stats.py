@@ -122,7 +122,7 @@ def test_copies_have_bytes_and_the_rate_of_the_same_copies(capsys):
 def test_text_and_csv_use_the_app_units(capsys):
     assert main(["stats", str(demo_trace_path()), "--kind", "copy", "--steady"]) == 0
     out = capsys.readouterr().out
-    assert "steady state (iterations 1-5)" in out and "GB/s" in out and "Median" in out
+    assert "steady state (iterations " in out and "GB/s" in out and "Median" in out
     assert main(["stats", str(demo_trace_path()), "--top", "2", "--csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("name,count,total_us,self_us") and len(lines) == 3

@@ -51,18 +51,30 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
+def _when(trace: Trace) -> str:
+    """`` from 2021-06-08 08:57:03.460 UTC`` when the trace clock maps to wall time."""
+    off = trace.meta.epoch_offset_ns
+    if off is None:
+        return ""
+    import datetime
+
+    t = datetime.datetime.fromtimestamp((trace.start_ns + off) / 1e9, datetime.timezone.utc)
+    return f", from {t:%Y-%m-%d %H:%M:%S}.{t.microsecond // 1000:03d} UTC"
+
+
 def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
     d = trace_dict(trace)
     rep = trace.meta.report
     lines = [
         f"Trace:    {d['path']}",
         f"Format:   {d['format']}",
-        f"Duration: {fmt_ns(trace.duration_ns)}  ({d['start_us']:.3f} .. {d['end_us']:.3f} µs)",
+        f"Duration: {fmt_ns(trace.duration_ns)}{_when(trace)}",
         f"Events:   {rep.loaded:,} loaded of {rep.read:,} read "
         f"({d['slices']:,} slices, {d['counter_samples']:,} counter samples)"
         + (f"; ranks {d['ranks']}" if d["ranks"] else ""),
-        "Kinds:    " + ", ".join(f"{k} {n:,}" for k, n in d["kinds"].items()),
     ]
+    if d["kinds"]:
+        lines.append("Kinds:    " + ", ".join(f"{k} {n:,}" for k, n in d["kinds"].items()))
     if rep.skipped:
         lines.append("Skipped:  " + ", ".join(f"{r}: {n:,}" for r, n in rep.skipped.items()))
     for note in rep.notes:

@@ -41,3 +41,36 @@ def color_of(category: str) -> str:
     """Hex colour of a category (host ones may carry a ``host_`` prefix)."""
     key = category[5:] if category.startswith("host_") else category
     return CATEGORY_COLORS.get(key, "#999999")
+
+
+CATEGORY_LABELS: dict[str, str] = {
+    "compute": "Compute kernels",
+    "communication": "Communication (exposed)",
+    "memcpy_h2d": "Memcpy H2D",
+    "memcpy_d2h": "Memcpy D2H",
+    "memcpy_d2d": "Memcpy D2D",
+    "memcpy_p2p": "Memcpy P2P",
+    "memcpy_other": "Memcpy (other)",
+    "memset": "Memset",
+    "idle_input": "Idle: waiting for input",
+    "idle_copy": "Idle: host staging a copy",
+    "idle_sync": "Idle: synchronisation",
+    "idle_launch": "Idle: launch gaps",
+    "idle_host": "Idle: host-side overhead",
+    "idle_other": "Idle: other",
+    "data_loading": "Data loading",
+    "forward": "Forward",
+    "backward": "Backward",
+    "optimizer": "Optimizer",
+    "memcpy": "Copy API calls",
+    "runtime": "Runtime / launch API",
+    "sync": "Synchronisation",
+    "python": "Python",
+    "other": "Other",
+}
+
+
+def label_of(category: str) -> str:
+    """The name a category has in the app, the reports and the terminal."""
+    key = category[5:] if category.startswith("host_") else category
+    return CATEGORY_LABELS.get(key, key.replace("_", " ").capitalize())

@@ -96,6 +96,15 @@ class Iterations:
         first = min(self.steady_state_from, n - 1) if n else 0
         return np.arange(max(first, 0), n)
 
+    @property
+    def median_index(self) -> int:
+        """The median iteration: lower median by duration (stable), -1 if none.  The one
+        "median" every view compares against (the breakdown uses the same rule)."""
+        if not len(self):
+            return -1
+        order = np.argsort(self.durations, kind="stable")
+        return int(order[(len(order) - 1) // 2])
+
     def index_at(self, t_ns: int) -> int:
         """Iteration containing ``t_ns`` or -1."""
         i = int(np.searchsorted(self.starts, t_ns, side="right")) - 1

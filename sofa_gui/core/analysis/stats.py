@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..names import demangle
 from ..trace import CopyKind, Kind, Trace
 from .iterations.symbols import normalize_name
 from .results import us
 
 KINDS = ("kernel", "op", "copy", "collective")
-_SHARE_OF = {"kernel": "kernel time", "op": "CPU op self time",
+SHARE_OF = {"kernel": "kernel time", "op": "CPU op self time",
              "copy": "copy time", "collective": "collective time"}
 COPY_LABELS = {int(CopyKind.H2D): "host to device", int(CopyKind.D2H): "device to host",
                int(CopyKind.D2D): "device to device", int(CopyKind.P2P): "peer to peer",
@@ -56,6 +57,7 @@ class StatRow:
     max_ns: int
     share: float
     longest: int  # slice index of the longest instance (to jump to)
+    group: int = -1  # internal group id (StatsTable.members)
     variants: int = 1  # distinct raw names folded into this row
     copy_kind: str = ""  # copies only
     bytes: int = -1  # copies only; -1 unknown
@@ -88,10 +90,16 @@ class StatsTable:
     rows: list[StatRow] = field(default_factory=list)
     instances: int = 0  # slices counted (all rows, before the top-N cut)
     total_ns: int = 0  # the denominator of ``share``
+    _idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _group: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+
+    def members(self, row: int) -> np.ndarray:
+        """Slice indexes of every instance of ``rows[row]`` in scope, in start order."""
+        return self._idx[self._group == self.rows[row].group]
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "scope": self.scope.label,
-                "share_of": _SHARE_OF[self.kind], "instances": self.instances,
+                "share_of": SHARE_OF[self.kind], "instances": self.instances,
                 "rows": [r.to_dict() for r in self.rows]}
 
 
@@ -172,7 +180,8 @@ def compute_table(trace: Trace, kind: str, scope: Scope | None = None,
     dur = s.dur[idx].astype(np.int64)
     own = self_times(trace, idx) if kind == "op" else dur
     group, labels = _groups(trace, idx, kind)
-    table = StatsTable(kind, scope, instances=len(idx), total_ns=int(own.sum()))
+    table = StatsTable(kind, scope, instances=len(idx), total_ns=int(own.sum()), _idx=idx,
+                       _group=group)
     if not len(idx):
         return table
     n = len(labels)
@@ -196,7 +205,7 @@ def compute_table(trace: Trace, kind: str, scope: Scope | None = None,
             median_ns=float(median[g]), p95_ns=float(p95[g]), max_ns=int(d_sorted[longest_pos[g]]),
             share=float((selft[g] if kind == "op" else total[g]) / table.total_ns)
             if table.total_ns else 0.0,
-            longest=longest, variants=int(variants[g]),
+            longest=longest, group=int(g), variants=int(variants[g]),
             copy_kind=COPY_LABELS[int(s.copy_kind[longest])] if kind == "copy" else "",
             bytes=int(nbytes[g]) if nbytes is not None else -1))
     table.rows = rows
@@ -217,7 +226,7 @@ def _groups(trace: Trace, idx: np.ndarray, kind: str) -> tuple[np.ndarray, list[
         if kind == "copy":  # names say direction and pageable/pinned: keep them whole
             text, key = trace.names[u // 8].strip(), (trace.names[u // 8].strip(), u % 8)
         else:
-            text = normalize_name(trace.names[u])
+            text = normalize_name(demangle(trace.names[u]))
             key = (text,)
         g = table.get(key)
         if g is None:
@@ -262,11 +271,13 @@ def iteration_scope(iterations, i: int) -> Scope:
 
 
 def steady_scope(iterations) -> Scope:
-    """All iterations but the first (warm-up: allocator, cuDNN autotuning, lazy init)."""
+    """The steady-state iterations (``Iterations.steady``: all but the leading warm-up)."""
     n = len(iterations)
-    if n < 2:
+    steady = getattr(iterations, "steady", None)
+    first = int(steady[0]) if steady is not None and len(steady) else min(1, n - 1)
+    if n < 2 or first >= n:
         raise IndexError(f"a steady state needs at least 2 iterations (the trace has {n})")
-    return Scope(f"steady state (iterations 1-{n - 1})", int(iterations.starts[1]),
+    return Scope(f"steady state (iterations {first}-{n - 1})", int(iterations.starts[first]),
                  int(iterations.ends[-1]))
 
 
@@ -299,7 +310,7 @@ def table_text(table: StatsTable, width: int = 60) -> list[str]:
     title = {"kernel": "Kernels", "op": "CPU ops", "copy": "Copies",
              "collective": "Collectives"}[table.kind]
     lines = [f"{title}, {table.scope.label}: {table.instances:,} instances in "
-             f"{len(table.rows)} shown rows; share = part of {_SHARE_OF[table.kind]}"]
+             f"{len(table.rows)} shown rows; share = part of {SHARE_OF[table.kind]}"]
     if not table.rows:
         return [*lines, "  (none in this scope)"]
     head = ["Name", "Count", "Total", "Self", "Mean", "Median", "p95", "Max", "Share"]

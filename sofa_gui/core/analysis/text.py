@@ -9,6 +9,7 @@ from ..trace import Trace
 from .breakdown import TraceBreakdown
 from .device_side import COPY_DIRECTIONS
 from .iterations import iterations_text
+from .palette import label_of
 from .pipeline import Analysis
 from .results import Finding, us
 
@@ -30,20 +31,20 @@ def analysis_text(trace: Trace, analysis: Analysis) -> list[str]:
 
 def breakdown_text(bd: TraceBreakdown) -> list[str]:
     scope = ("whole trace (" + bd.note + ")" if bd.whole_trace
-             else f"{len(bd)} iterations, median iteration {bd.median_iteration} "
-                  f"({fmt_ns(bd.durations[bd.median_iteration])})")
+             else f"{len(bd)} iterations, median iteration #{bd.median_iteration}: "
+                  f"{fmt_ns(bd.durations[bd.median_iteration])}")
     lines = [f"Breakdown: {scope}"]
     if bd.device is None:
         lines.append("  no accelerator activity in the trace: host side only")
     per = "whole trace" if bd.whole_trace else "mean per iteration"
     for d in bd.devices[:4]:
-        lines.append(f"  Device {d.label} ({per}, share):")
+        lines.append(f"  Device {d.label}: {per}, share")
         lines += _table(d.categories, d.times)
         lines += _copies(d) + _comm(d)
     if len(bd.devices) > 4:
         lines.append(f"  ... and {len(bd.devices) - 4} more devices (see --json)")
     for h in bd.hosts[:2]:
-        lines.append(f"  Host main thread {h.label} ({per}, share):")
+        lines.append(f"  Host main thread {h.label}: {per}, share")
         lines += _table(h.categories, h.times)
     if bd.ranks is not None:
         lines += _ranks(bd)
@@ -63,11 +64,20 @@ def counter_lines(bd: TraceBreakdown) -> list[str]:
         m = c.mean[~np.isnan(c.mean)]
         if len(m):
             spread = ("" if len(m) < 2 else
-                      f" (per iteration {np.min(m):.3g}..{np.max(m):.3g})")
-            lines.append(f"Counter {c.name}: mean {np.mean(m):.3g} {c.unit}{spread}")
+                      f"; per iteration {_value(np.min(m), c.unit)} .. {_value(np.max(m), c.unit)}")
+            lines.append(f"Counter {c.name}: mean {_value(np.mean(m), c.unit)}{spread}")
     if len(bd.counters) > MAX_COUNTERS:
         lines.append(f"... and {len(bd.counters) - MAX_COUNTERS} more counters (see --json)")
     return lines
+
+
+def _value(v: float, unit: str) -> str:
+    """A counter value with its unit, bytes in B/KB/MB/GB like the app."""
+    if unit.lower() in ("bytes", "byte", "b"):
+        from .stats import fmt_bytes
+
+        return fmt_bytes(v)
+    return f"{v:.3g} {unit}".rstrip()
 
 
 def _counter_rank(c) -> tuple[int, str]:
@@ -86,7 +96,8 @@ def _table(categories, times: np.ndarray) -> list[str]:
             continue
         frac = v / wall
         bar = "#" * int(round(frac * BAR))
-        out.append(f"    {c:<14s} {fmt_ns(v / n):>10s} {100 * frac:5.1f}%  {bar}")
+        line = f"    {label_of(c):<26s} {fmt_ns(v / n):>10s} {100 * frac:5.1f}%  {bar}"
+        out.append(line.rstrip())
     return out
 
 

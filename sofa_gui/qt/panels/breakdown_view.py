@@ -11,37 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.analysis.palette import color_of
-
-LABELS = {
-    "compute": "Compute kernels",
-    "communication": "Communication (exposed)",
-    "memcpy_h2d": "Memcpy H2D",
-    "memcpy_d2h": "Memcpy D2H",
-    "memcpy_d2d": "Memcpy D2D",
-    "memcpy_p2p": "Memcpy P2P",
-    "memcpy_other": "Memcpy (other)",
-    "memset": "Memset",
-    "idle_input": "Idle: waiting for input",
-    "idle_copy": "Idle: host staging a copy",
-    "idle_sync": "Idle: synchronisation",
-    "idle_launch": "Idle: launch gaps",
-    "idle_host": "Idle: host-side overhead",
-    "idle_other": "Idle: other",
-    "data_loading": "Data loading",
-    "forward": "Forward",
-    "backward": "Backward",
-    "optimizer": "Optimizer",
-    "memcpy": "Copy API calls",
-    "runtime": "Runtime / launch API",
-    "sync": "Synchronisation",
-    "python": "Python",
-    "other": "Other",
-}
-
-
-def label_of(category: str) -> str:
-    return LABELS.get(category, category.replace("_", " ").capitalize())
+from ...core.analysis.palette import color_of, label_of
 
 
 @dataclass
