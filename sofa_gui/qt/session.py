@@ -75,6 +75,7 @@ class Session(QObject):
         self.fleet_summaries: list = []  # RankSummary as ranks finish
         self.fleet = None  # FleetResult
         self.open_ranks: list[int] = []  # ranks of the trace shown, when opened from a fleet
+        self._want_iteration: tuple | None = None  # (alignment, label, column) to select
         self.worker = Worker(self)
         self.worker.result.connect(self._on_result)
         self.worker.finished.connect(self._on_finished)
@@ -95,9 +96,10 @@ class Session(QObject):
         self.loading_started.emit(path)
         self.worker.start(jobs.open_job, path, self.options, self.load_mode)
 
-    def open_rank(self, rank: int, alongside: str = "") -> None:
+    def open_rank(self, rank: int, alongside: str = "", iteration: tuple | None = None) -> None:
         """Open one rank of the fleet in full (``alongside``: "neighbours" adds ranks r-1 and
-        r+1, "median" adds the median rank); the fleet summaries stay."""
+        r+1, "median" adds the median rank); the fleet summaries stay.  ``iteration``
+        (alignment, label, column) is selected once the rank's iterations are found."""
         from .fleet_jobs import open_ranks_job
 
         by_rank = {f.rank: f for f in self.fleet_files}
@@ -112,6 +114,7 @@ class Session(QObject):
         paths = [str(by_rank[r].path) for r in ranks]
         self.pending_path = paths[0] if len(paths) == 1 else self.fleet_path
         self.open_ranks = ranks
+        self._want_iteration = iteration
         self.last_error = None
         self.analysis_done = False
         self.loading_started.emit(", ".join(Path(p).name for p in paths))
@@ -230,6 +233,18 @@ class Session(QObject):
             self.view.select_iteration(-1)
             self.view.set_iterations(it.starts, it.ends)
         self._part_signal(result.part).emit()
+        if result.part == "iterations" and self._want_iteration:
+            self._select_wanted(self.analysis.iterations)
+
+    def _select_wanted(self, it) -> None:
+        """The iteration clicked in the fleet heat map: by label, else by position."""
+        alignment, label, col = self._want_iteration
+        self._want_iteration = None
+        labels = list(it.labels or [])
+        i = labels.index(label) if alignment == "label" and label in labels else (
+            col if alignment != "label" else -1)
+        if 0 <= i < len(it):
+            self.select_iteration(i)
 
     def _on_fleet(self, ev: FleetEvent) -> None:
         if ev.kind == "start":

@@ -7,6 +7,7 @@ one worker process ($SOFA_GUI_FLEET_WORKERS=1, light on a 2-core CI machine).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from tracedata import DATA
@@ -65,21 +66,36 @@ def test_big_rank_folder_opens_as_fleet_then_one_rank_in_full(qtbot, window, run
     assert panel.table.item(_row_of(panel, 13), 6).text().startswith("compute")
     assert window.windowTitle().startswith("run32 (32 ranks)")
 
-    # click rank 13's row, then "Open rank": that rank alone, in full, on the timeline
-    row = _row_of(panel, 13)
-    rect = panel.table.visualItemRect(panel.table.item(row, 1))
-    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert panel.selected_rank == 13 and panel.open_btn.isEnabled()
-    qtbot.mouseClick(panel.open_btn, Qt.MouseButton.LeftButton)
+    # the heat map: 32 ranks x 2 iterations, rank 13's cells outlined as stragglers
+    hm = panel.heatmap
+    assert hm.shape() == (32, 2)
+    values, marks = panel.matrix()
+    assert marks[13].all() and marks.sum() == 2
+    assert np.nanargmax(values[:, 0]) == 13  # iteration time: rank 13 is the darkest row
+    panel.metric.setCurrentText("compute")  # any breakdown category can colour it
+    values, _ = panel.matrix()
+    assert np.nanargmax(values[:, 1]) == 13
+
+    # click rank 13's cell of the second iteration: that rank opens in full, at that step
+    pos = hm.cell_rect(13, 1).center().toPoint()
+    qtbot.mouseClick(hm, Qt.MouseButton.LeftButton, pos=pos)
     qtbot.waitUntil(lambda: s.analysis_done and not s.busy, timeout=120_000)
     assert window.stack.currentWidget() is window.timeline
     assert s.trace.meta.source.endswith("rank-13.json") and s.open_ranks == [13]
     assert len(s.iterations) == 2
+    assert s.view.selected_iteration == 1
+    assert s.iterations.labels[1] == "ProfilerStep#552"
     assert window.windowTitle().startswith("rank 13 of run32")
     assert s.fleet is not None  # the summaries stay
 
-    # back to the overview, then rank 13 next to the median rank
+    # back to the overview: a table row + "Open rank" opens it too
     window.fleet_action.trigger()
+    row = _row_of(panel, 13)
+    rect = panel.table.visualItemRect(panel.table.item(row, 1))
+    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert panel.selected_rank == 13 and panel.open_btn.isEnabled()
+
+    # "Open with median rank": rank 13 next to the median rank
     assert window.stack.currentWidget() is panel
     qtbot.mouseClick(panel.median_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: s.analysis_done and not s.busy, timeout=120_000)

@@ -1,17 +1,22 @@
-"""Fleet view: a big rank folder as ranks x iterations, before any rank is loaded.
+"""Fleet view: a big rank folder as a ranks x iterations heat map, before any rank is loaded.
 
-Fills in as ranks finish (``Session.fleet_rank_done``), then shows the cross-rank
-result (``fleet_changed``): stragglers with their cause and fleet findings above a
-table of ranks.  Selecting a rank and "Open rank" (or a double-click) loads that
-rank in full; "with neighbours" / "with median rank" load it alongside others.
+The heat map (:class:`.rank_heatmap.RankHeatmap`) fills in as ranks finish
+(``Session.fleet_rank_done``; redrawn at most every :data:`REDRAW_MS`), then shows the
+cross-rank result (``fleet_changed``) with stragglers outlined; the metric can be the
+iteration time, the time outside collectives, the collective wait or any breakdown
+category.  Clicking a cell opens that rank in full at that iteration.  The table below
+lists every rank (status, median iteration, top finding, straggler cause); selecting a
+row and "Open rank" (or a double-click) loads it, "with neighbours" / "with median
+rank" load it alongside others.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QPushButton,
@@ -23,7 +28,13 @@ from PySide6.QtWidgets import (
 
 from ..session import Session
 from .common import fmt_dur, plain_label
+from .rank_heatmap import RankHeatmap
 
+#: Partial heat maps while ranks finish: at most one redraw per this many ms.
+REDRAW_MS = 500
+#: Metrics of the heat map: label -> FleetResult attribute (categories follow).
+METRICS = {"Iteration time": "iteration", "Time outside collectives": "own",
+           "Collective wait (exposed communication)": "comm"}
 COLUMNS = ("Rank", "Status", "Iterations", "Median iteration", "Own time vs median",
            "Top finding", "Straggler cause")
 
@@ -76,10 +87,21 @@ class FleetPanel(QWidget):
             buttons.addWidget(b)
             b.setEnabled(False)
         buttons.addStretch(1)
-        self.body = QVBoxLayout()  # the heat map goes first in here
+        self.metric = QComboBox(self)
+        self.metric.addItems(list(METRICS))
+        self.heatmap = RankHeatmap(self)
+        self._partial = None  # FleetResult over the ranks finished so far
+        self._redraw = QTimer(self)
+        self._redraw.setSingleShot(True)
+        self._redraw.setInterval(REDRAW_MS)
+        self._redraw.timeout.connect(self._partial_result)
+        top = QHBoxLayout()
+        top.addWidget(self.header, 1)
+        top.addWidget(plain_label("Colour:", self))
+        top.addWidget(self.metric)
         lay = QVBoxLayout(self)
-        lay.addWidget(self.header)
-        lay.addLayout(self.body, 3)
+        lay.addLayout(top)
+        lay.addWidget(self.heatmap, 3)
         lay.addWidget(self.verdict)
         lay.addLayout(buttons)
         lay.addWidget(self.table, 2)
@@ -88,6 +110,8 @@ class FleetPanel(QWidget):
         self.median_btn.clicked.connect(lambda: self._open("median"))
         self.table.itemSelectionChanged.connect(self._on_selection)
         self.table.itemDoubleClicked.connect(lambda _it: self._open(""))
+        self.heatmap.cell_clicked.connect(self._on_cell)
+        self.metric.currentIndexChanged.connect(lambda _i: self._draw())
         session.fleet_started.connect(self._on_started)
         session.fleet_rank_done.connect(self._on_rank)
         session.fleet_changed.connect(self._on_result)
@@ -103,6 +127,8 @@ class FleetPanel(QWidget):
             self._rows[f.rank] = row
             self._set_row(row, [_item(str(f.rank), f.rank), _item("waiting")])
         self.verdict.setText("")
+        self._partial = None
+        self._partial_result()
         self._update_header()
 
     def _on_rank(self, summary) -> None:
@@ -110,6 +136,73 @@ class FleetPanel(QWidget):
         if row is not None:
             self._set_row(row, self._rank_items(summary))
         self._update_header()
+        if not self._redraw.isActive():
+            self._redraw.start()
+
+    def _partial_result(self) -> None:
+        """The heat map over the ranks finished so far (the others are empty rows)."""
+        from ...core.fleet.cross import cross_rank
+        from ...core.fleet.summary import RankSummary
+
+        s = self.session
+        if s.fleet is not None:
+            return
+        done = {x.rank: x for x in s.fleet_summaries}
+        rows = [done.get(f.rank) or RankSummary(f.rank, str(f.path)) for f in s.fleet_files]
+        self._partial = cross_rank(rows)
+        self._draw()
+
+    def current(self):
+        """The result the heat map shows: final, else partial."""
+        return self.session.fleet if self.session.fleet is not None else self._partial
+
+    def _sync_metrics(self, res) -> None:
+        want = list(METRICS) + list(res.categories)
+        have = [self.metric.itemText(i) for i in range(self.metric.count())]
+        if want != have:
+            keep = self.metric.currentText()
+            self.metric.blockSignals(True)
+            self.metric.clear()
+            self.metric.addItems(want)
+            self.metric.setCurrentIndex(max(want.index(keep) if keep in want else 0, 0))
+            self.metric.blockSignals(False)
+
+    def matrix(self):
+        """(values, straggler marks) of the chosen metric, ranks x iterations, ns."""
+        res = self.current()
+        name = self.metric.currentText()
+        if name in METRICS:
+            values = getattr(res, METRICS[name])
+        else:
+            values = res.category(name)
+        marks = np.zeros(values.shape, bool)
+        for st in res.stragglers:
+            marks[res.ranks.index(st.rank), st.iterations] = True
+        return values, marks
+
+    def _draw(self) -> None:
+        res = self.current()
+        if res is None:
+            return
+        self._sync_metrics(res)
+        values, marks = self.matrix()
+        n_done = sum(1 for x in res.summaries if x.ok and len(x.durations))
+        title = (f"{self.metric.currentText()} per rank and iteration "
+                 f"({n_done}/{len(res.summaries)} ranks"
+                 + (", stragglers outlined)" if res.stragglers else ")"))
+        self.heatmap.set_matrix(values, [f"rank {r}" for r in res.ranks], res.labels,
+                                stragglers=marks, fmt=fmt_dur, title=title)
+
+    def _on_cell(self, row: int, col: int) -> None:
+        """A click on a cell opens that rank in full, at that iteration."""
+        res = self.current()
+        if res is None or not 0 <= row < len(res.ranks):
+            return
+        rank = res.ranks[row]
+        self.heatmap.set_selected(row, col)
+        self.select_rank(rank)
+        label = res.labels[col] if 0 <= col < len(res.labels) else ""
+        self.session.open_rank(rank, "", iteration=(res.alignment, label, col))
 
     def _on_result(self) -> None:
         res = self.session.fleet
@@ -136,6 +229,7 @@ class FleetPanel(QWidget):
         self.table.resizeColumnsToContents()
         self.verdict.setText(_verdict(res))
         self._update_header()
+        self._draw()
 
     # -- widgets ------------------------------------------------------------------------
     def _rank_items(self, s) -> list[QTableWidgetItem]:
