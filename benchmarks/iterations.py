@@ -2,7 +2,8 @@
 
 Each stream repeats one step (Zipf-distributed kernel symbols over a realistic
 alphabet) with 0.5% edits, a warm-up and a logging extra every 10 steps. The
-table shows per-stage times of ``pattern_iterations`` and whether every true
+table shows per-stage times of ``pattern_iterations`` (marks: the landmark check
+and the per-iteration marks) and whether every true
 step start was found (within 2 events). Goal: 1e6 events in under 1 s.
 
     python benchmarks/iterations.py            # 1e4 .. 1e6
@@ -26,9 +27,13 @@ sys.path.insert(0, str(ROOT / "tests" / "core"))
 from iterations_synth import device_trace, training_stream  # noqa: E402
 
 from sofa_gui.core.analysis.iterations.cut import cut_iterations  # noqa: E402
+from sofa_gui.core.analysis.iterations.landmarks import Landmarks  # noqa: E402
+from sofa_gui.core.analysis.iterations.marks import mark_iterations  # noqa: E402
 from sofa_gui.core.analysis.iterations.pattern import choose_period, find_anchors  # noqa: E402
+from sofa_gui.core.analysis.iterations.steps import landmark_iterations  # noqa: E402
 from sofa_gui.core.analysis.iterations.stream import pick_stream  # noqa: E402
 from sofa_gui.core.analysis.iterations.symbols import reduce_symbols, stream_keys  # noqa: E402
+from sofa_gui.core.analysis.results import Iterations  # noqa: E402
 
 #: Periods for ``--periods`` (short periods mean many occurrences: issue 15 item 9).
 PERIODS = (2, 3, 5, 10, 30, 100, 1_000, 10_000)
@@ -61,12 +66,18 @@ def run_case(n: int, alphabet: int, period: int, seed: int = 0) -> dict:
     t3 = time.perf_counter()
     cut = cut_iterations(trace, stream, symbols, anchors)
     t4 = time.perf_counter()
+    lm = Landmarks.of(trace)  # the landmark check and the per-iteration marks
+    landmark_iterations(trace, lm)
+    if cut is not None:
+        mark_iterations(trace, Iterations("pattern", "", cut.starts, cut.ends, 1.0), lm)
+    t5 = time.perf_counter()
     truth = s.start[st.steps]
     found = cut.starts if cut is not None else np.zeros(0, np.int64)
     near = np.abs(found[np.clip(np.searchsorted(found, truth), 0, len(found) - 1)] - truth)
     return dict(n=len(st.seq), alphabet=alphabet, period=period, steps=steps,
                 found=len(found), ok=bool(np.all(near <= 2 * 6_000)),
-                symbols=t1 - t0, suffix=t2 - t1, anchors=t3 - t2, cut=t4 - t3, total=t4 - t0)
+                symbols=t1 - t0, suffix=t2 - t1, anchors=t3 - t2, cut=t4 - t3, marks=t5 - t4,
+                total=t5 - t0)
 
 
 def main(argv=None) -> None:
@@ -79,7 +90,7 @@ def main(argv=None) -> None:
     cases = [(int(args.events), max(2, min(2_000, p)), p) for p in PERIODS] \
         if args.periods else [c for c in CASES if c[0] <= args.max]
     head = (f"{'events':>10} {'alph':>5} {'period':>6} {'steps':>6} {'found':>6} {'ok':>3} "
-            f"{'symbols':>8} {'suffix':>8} {'anchors':>8} {'cut':>8} {'total s':>8} "
+            f"{'symbols':>8} {'suffix':>8} {'anchors':>8} {'cut':>8} {'marks':>8} {'total s':>8} "
             f"{'µs/event':>8}")
     print(head)
     print("-" * len(head))
@@ -87,7 +98,8 @@ def main(argv=None) -> None:
         r = run_case(n, alphabet, period)
         print(f"{r['n']:>10,} {r['alphabet']:>5} {r['period']:>6} {r['steps']:>6} "
               f"{r['found']:>6} {'yes' if r['ok'] else 'NO':>3} {r['symbols']:>8.3f} "
-              f"{r['suffix']:>8.3f} {r['anchors']:>8.3f} {r['cut']:>8.3f} {r['total']:>8.3f} "
+              f"{r['suffix']:>8.3f} {r['anchors']:>8.3f} {r['cut']:>8.3f} {r['marks']:>8.3f} "
+              f"{r['total']:>8.3f} "
               f"{1e6 * r['total'] / r['n']:>8.2f}", flush=True)
 
 

@@ -3,7 +3,8 @@
     python docs/screenshots/render.py            # writes docs/screenshots/*.png
 
 ``main.png`` is exactly what ``sofa-gui demo --screenshot main.png --iteration 2`` writes;
-the others drive the window through its public API (search, slice selection, dark theme).
+the others drive the window through its public API (search, slice selection, dark theme);
+``iterations-periodic-eval.png`` is the app on a real CPU loop with evaluation every 4th step.
 """
 
 from __future__ import annotations
@@ -67,8 +68,17 @@ def search_and_details() -> None:
     (HERE / ".render.ini").unlink(missing_ok=True)
 
 
+def periodic_eval() -> None:
+    """A CPU training loop with evaluation every 4th step (annotations removed)."""
+    trace = ROOT / "tests" / "data" / "torch-loops" / "periodic_eval.json.gz"
+    cmd = [sys.executable, "-m", "sofa_gui", "view", str(trace), "--size", "1600x1000",
+           "--screenshot", str(HERE / "iterations-periodic-eval.png")]
+    subprocess.run(cmd, check=True, cwd=ROOT, env=dict(os.environ))
+
+
 def main() -> None:
     cli_shot("main.png", "--iteration", "2")
+    periodic_eval()
     cli_shot("dark.png", "--iteration", "3", env={"SOFA_GUI_COLOR_SCHEME": "dark"})
     search_and_details()
 

@@ -10,7 +10,7 @@ Qt-free, so the state transitions can be tested without a display.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,42 @@ from .names import short_label
 from .state import MIN_SPAN_NS, Change, ViewState
 
 __all__ = ["MIN_SPAN_NS", "Prepared", "TimelineModel", "prepare"]
+
+
+@dataclass
+class IterationMarks:
+    """What to draw on iterations beyond their span: warm-up and periodic extras."""
+
+    warmup: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    extra: list[str] = field(default_factory=list)  # per iteration: extra work's name or ""
+
+    @classmethod
+    def of(cls, iterations, n: int) -> IterationMarks:
+        if iterations is None or n == 0:
+            return cls()
+        warm = getattr(iterations, "warmup", None)
+        warm = np.zeros(n, bool) if warm is None else np.asarray(warm, bool)[:n]
+        extra = [""] * n
+        for x in getattr(iterations, "periodic_extras", []) or []:
+            for i in x.iterations:
+                if 0 <= i < n:
+                    extra[i] = x.name
+        return cls(warm, extra)
+
+    def is_warmup(self, i: int) -> bool:
+        return 0 <= i < len(self.warmup) and bool(self.warmup[i])
+
+    def extra_of(self, i: int) -> str:
+        return self.extra[i] if 0 <= i < len(self.extra) else ""
+
+    def short_extra(self, i: int) -> str:
+        """A few words for the extra work of iteration ``i`` (table cells, strip)."""
+        name = self.extra_of(i)
+        if name.startswith("forward without backward"):
+            return "evaluation?"
+        if name.startswith("host time outside"):
+            return "untraced host work"
+        return name.split(" / ")[0][:40]
 
 
 @dataclass
@@ -48,6 +84,7 @@ class TimelineModel:
         self.index: TimelineIndex | None = None
         self.layout: TimelineLayout | None = None
         self.iter_labels: list[str] = []
+        self.iter_marks = IterationMarks()
         self.partners = np.zeros(0, np.int64)
         self.highlight: IntervalPyramid | None = None
         self.version = 0  # bumped whenever what is drawn changes (not the view)
@@ -80,6 +117,7 @@ class TimelineModel:
         self.partners = np.zeros(0, np.int64)
         self.highlight = None
         self.iter_labels = []
+        self.iter_marks = IterationMarks()
         self._labels = {}
         n = len(self.trace.slices) if self.trace is not None else 0
         self.state.set_trace(self.t0, self.span, n)
@@ -112,6 +150,7 @@ class TimelineModel:
         else:
             self.state.set_iterations(iterations.starts, iterations.ends)
             self.iter_labels = list(iterations.labels)
+        self.iter_marks = IterationMarks.of(iterations, len(self.iter_starts))
         self.version += 1
 
     def set_highlight(self, indexes) -> None:

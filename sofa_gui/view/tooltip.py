@@ -89,5 +89,9 @@ def iteration_tooltip(model, i: int) -> str:
     label = model.iter_labels[i] if i < len(model.iter_labels) else ""
     a, b = model.iter_starts[i], model.iter_ends[i]
     head = f"iteration {i}" + (f" ({label})" if label else "")
-    return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {format_time(b - a)}\n"
+    marks = model.iter_marks
+    notes = ("warm-up: left out of the steady-state statistics\n" if marks.is_warmup(i) else "")
+    if marks.extra_of(i):
+        notes += f"periodic extra: {marks.extra_of(i)}\n"
+    return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {format_time(b - a)}\n{notes}"
             "click selects, double-click zooms")

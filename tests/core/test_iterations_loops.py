@@ -103,3 +103,37 @@ def test_rnn_steps_vary_several_fold_in_length():
     lengths = np.array(truth("rnn_unrolled")["lengths"])
     assert lengths.max() / lengths.min() >= 4
     assert np.corrcoef(d, lengths)[0, 1] > 0.5  # longer sequences, longer steps
+
+
+def test_analyze_json_carries_the_iteration_contract():
+    import json
+    import subprocess
+    import sys
+
+    path = LOOPS_DIR / "periodic_eval.json.gz"
+    r = subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", "--json", "--no-cache",
+                        str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    it = json.loads(r.stdout)["iterations"]
+    assert it["steady_state_from"] == 0 and it["uncertain"] is False
+    (x,) = it["periodic_extras"]
+    assert (x["every"], x["phase"], x["iterations"]) == (4, 3, [3, 7, 11, 15])
+    assert x["cost_us_mean"] > 0 and 0 < x["share_of_time"] < 1
+    for item in it["items"]:
+        assert item["label"] is None and item["warmup"] is False
+        assert item["micro_batches"] == 1
+        assert item["device_start_us"] is None and item["device_end_us"] is None
+
+
+def test_text_report_says_uncertain_below_half_confidence():
+    from sofa_gui.core.analysis.iterations import iterations_text
+
+    t, it = _load("warmup_steps")
+    lines = iterations_text(t, it)
+    assert "warm-up: #0..#2; steady state from #3" in "\n".join(lines)
+    assert "uncertain" not in lines[0]
+    it.confidence = 0.4
+    try:
+        assert "iterations uncertain" in iterations_text(t, it)[0]
+    finally:
+        it.confidence = 0.9

@@ -11,6 +11,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
 from sofa_gui.core.samples import demo_trace_path
+from sofa_gui.qt.panels.iterations import COLUMNS
 from sofa_gui.view.search import SearchQuery
 
 EXPECTED_ITERATIONS = 6  # ProfilerStep#5..#10
@@ -399,7 +400,7 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
 def test_sorting_the_iterations_table_keeps_rows_mapped(qtbot, window, demo_path):
     s = open_and_wait(qtbot, window, demo_path)
     panel = window.panels["iterations"]
-    panel.table.sortByColumn(2, Qt.SortOrder.DescendingOrder)
+    panel.table.sortByColumn(COLUMNS.index("Duration"), Qt.SortOrder.DescendingOrder)
     longest = int(np.argmax(s.iterations.durations))
     assert panel.model.iteration_at(0) == longest
     assert panel.model.data(panel.model.index(0, 0)) == str(longest)

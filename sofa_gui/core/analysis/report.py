@@ -66,8 +66,10 @@ def _facts(trace: Trace, analysis: Analysis) -> list[tuple[str, str]]:
         rows.append(("Ranks", ", ".join(map(str, trace.meta.ranks))))
     if len(it):
         d = it.durations
-        rows.append(("Iterations", f"{len(it)} ({it.method}, confidence {it.confidence:.2f})"))
-        rows.append(("Median iteration", fmt_ns(float(np.median(d)))))
+        sure = " - iterations uncertain" if it.uncertain else ""
+        rows.append(("Iterations", f"{len(it)} ({it.method}, confidence "
+                                   f"{it.confidence:.2f}{sure})"))
+        rows.append(("Median iteration", fmt_ns(float(np.median(d[it.steady])))))
     else:
         rows.append(("Iterations", f"none found: {it.reason or 'no repeating structure'}"))
     if bd is not None and bd.device is not None:

@@ -11,12 +11,14 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
 
+from ...view.model import IterationMarks
 from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import dominant_labels
 from .common import fmt_dur, fmt_offset, plain_label, set_muted
 
-COLUMNS = ("#", "Start", "Duration", "Δ median", "Dominant")
+COLUMNS = ("#", "Label", "Start", "Duration", "Δ median", "Dominant")
+DUR_COLUMNS = (3, 4)  # sorted by duration
 
 
 class IterationsModel(QAbstractTableModel):
@@ -36,16 +38,19 @@ class IterationsModel(QAbstractTableModel):
         self._origin = 0
         self._median = 0.0
         self._dominant: list[str] = []
+        self._marks = IterationMarks()
 
     def set_data(self, iterations, origin_ns: int, breakdown=None) -> None:
         self.beginResetModel()
         if iterations is None or len(iterations) == 0:
             self._starts = self._durs = np.zeros(0, np.int64)
             self._labels, self._dominant = [], []
+            self._marks = IterationMarks()
         else:
             self._starts = np.asarray(iterations.starts, np.int64)
             self._durs = np.asarray(iterations.durations, np.int64)
             self._labels = list(iterations.labels or [])
+            self._marks = IterationMarks.of(iterations, len(self._starts))
             self._median = float(np.median(self._durs))
             self._dominant = dominant_labels(breakdown, len(self._starts))
         self._origin = origin_ns
@@ -71,9 +76,11 @@ class IterationsModel(QAbstractTableModel):
     def _apply_sort(self) -> None:
         n = len(self._starts)
         column, order = self._sort
-        if column in (2, 3):
+        if column in DUR_COLUMNS:
             key = self._durs
-        elif column == 4 and self._dominant:
+        elif column == 1 and n:
+            key = np.array([self._label(i) for i in range(n)], dtype=object).astype(str)
+        elif column == 5 and self._dominant:
             key = np.array(self._dominant, dtype=object).astype(str)
         else:
             key = np.arange(n)
@@ -103,20 +110,31 @@ class IterationsModel(QAbstractTableModel):
         r, c = int(self._order[index.row()]), index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return self._text(r, c)
-        if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 1, 2, 3):
+        if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 2, 3, 4):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        if role == Qt.ItemDataRole.ToolTipRole and c == 0 and r < len(self._labels):
-            return self._labels[r]
+        if role == Qt.ItemDataRole.ToolTipRole and c == 1 and self._marks.extra_of(r):
+            return f"periodic extra: {self._marks.extra_of(r)}"
         return None
+
+    def _label(self, r: int) -> str:
+        """The step annotation's name, then what is special about the iteration."""
+        parts = [self._labels[r]] if r < len(self._labels) and self._labels[r] else []
+        if self._marks.is_warmup(r):
+            parts.append("warm-up")
+        if self._marks.extra_of(r):
+            parts.append("+ " + self._marks.short_extra(r))
+        return " · ".join(parts)
 
     def _text(self, r: int, c: int) -> str:
         if c == 0:
             return str(r)
         if c == 1:
-            return fmt_offset(self._starts[r] - self._origin)
+            return self._label(r)
         if c == 2:
-            return fmt_dur(self._durs[r])
+            return fmt_offset(self._starts[r] - self._origin)
         if c == 3:
+            return fmt_dur(self._durs[r])
+        if c == 4:
             d = float(self._durs[r]) - self._median
             pct = round(100.0 * d / self._median) if self._median else 0
             sign = "+" if d >= 0 else "−"
@@ -125,7 +143,9 @@ class IterationsModel(QAbstractTableModel):
 
 
 _TIPS = (
-    "Iteration index (0-based); the tooltip shows its step annotation, if any",
+    "Iteration index (0-based)",
+    "Step annotation (e.g. ProfilerStep#7), warm-up (left out of steady-state statistics) "
+    "and periodic extra work (evaluation, checkpoint) held by the iteration",
     "Start, as an offset from the start of the trace",
     "Wall time of the iteration",
     "Difference to the median iteration time",
@@ -186,7 +206,8 @@ class IterationsPanel(QWidget):
     def _size_columns(self) -> None:
         """Widths from sample text, not from every row (thousands of iterations stay cheap)."""
         fm = self.table.fontMetrics()
-        samples = ("0000", "00,000.000 ms", "000 ms", "+00.0 ms (+00%)")
+        samples = ("0000", "ProfilerStep#00 · warm-up", "00,000.000 ms", "000 ms",
+                   "+00.0 ms (+00%)")
         for col, text in enumerate(samples):
             self.table.setColumnWidth(col, max(fm.horizontalAdvance(text),
                                                fm.horizontalAdvance(COLUMNS[col]) + 24) + 12)
@@ -218,11 +239,20 @@ class IterationsPanel(QWidget):
         elif len(it) == 0:
             text = f"No iterations found: {it.reason}" if it.reason else "No iterations found"
         else:
-            med = float(np.median(it.durations))
-            how = {"annotations": "from step annotations",
-                   "pattern": "from the repeating kernel pattern"}.get(it.method, it.method)
-            text = (f"{len(it)} iterations {how} · median {fmt_dur(med)}"
+            med = float(np.median(it.durations[it.steady]))
+            landmarks = (it.pattern or {}).get("evidence") == "landmarks"
+            how = ("at the training loop's landmarks" if landmarks else {
+                "annotations": "from step annotations",
+                "pattern": "from the repeating kernel pattern"}.get(it.method, it.method))
+            text = (f"{len(it)} iterations {how} · steady-state median {fmt_dur(med)}"
                     f" · confidence {it.confidence:.0%}")
+            if it.uncertain:
+                text = "Iterations uncertain: " + text
+            warm = int(np.count_nonzero(it.warmup)) if it.warmup is not None else 0
+            if warm:
+                text += f" · {warm} warm-up (hatched)"
+            for x in it.periodic_extras:
+                text += f" · every {x.every}th: {x.name} (+{fmt_dur(x.cost_ns_mean)})"
         self.status.setText(text)
 
     def _on_row_activated(self, index) -> None:

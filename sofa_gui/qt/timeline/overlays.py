@@ -63,14 +63,25 @@ def _visible_iterations(m: TimelineModel, x0: float, x1: float) -> range:
     return range(a, b)
 
 
+EXTRA_COLOR = QtGui.QColor(230, 140, 30)  # amber: periodic extra work in this iteration
+
+
+def warmup_brush(alpha: int) -> QtGui.QBrush:
+    """Grey diagonal hatching for warm-up iterations."""
+    color = QtGui.QColor(128, 128, 128, alpha)
+    return QtGui.QBrush(color, QtCore.Qt.BrushStyle.BDiagPattern)
+
+
 class IterationBandsItem(_ViewItem):
-    """Alternating shaded bands behind the lanes; the selected iteration tinted."""
+    """Alternating shaded bands behind the lanes; the selected iteration tinted;
+    warm-up iterations hatched grey (left out of the steady-state statistics)."""
 
     def __init__(self, model: TimelineModel, palette: QtGui.QPalette | None = None):
         super().__init__(model)
         self._shade = _ink(palette, 16)
         self._selected = QtGui.QColor(ACCENT)
         self._selected.setAlpha(24)
+        self._warmup = warmup_brush(70)
 
     def paint(self, p, *args):
         geo = _view_geometry(self, p)
@@ -86,12 +97,16 @@ class IterationBandsItem(_ViewItem):
             p.restore()
             return
         for i in _visible_iterations(m, x0, x1):
-            if i != m.selected_iteration and i % 2 == 0:
+            warm = m.iter_marks.is_warmup(i)
+            if i != m.selected_iteration and i % 2 == 0 and not warm:
                 continue
             a = sx * max(m.iter_starts[i], x0) + dx
             b = sx * min(m.iter_ends[i], x1) + dx
-            color = self._selected if i == m.selected_iteration else self._shade
-            p.fillRect(QtCore.QRectF(a, top, max(b - a, 1.0), bottom - top), color)
+            rect = QtCore.QRectF(a, top, max(b - a, 1.0), bottom - top)
+            if warm:
+                p.fillRect(rect, self._warmup)
+            if i == m.selected_iteration or i % 2:
+                p.fillRect(rect, self._selected if i == m.selected_iteration else self._shade)
         p.restore()
 
 
@@ -105,6 +120,7 @@ class IterationStripItem(_ViewItem):
         self._fm = QtGui.QFontMetricsF(self.font)
         self._text = palette.color(QtGui.QPalette.ColorRole.Text)
         self._cells = (_ink(palette, 18), _ink(palette, 40))
+        self._warmup = warmup_brush(110)
 
     def boundingRect(self):  # noqa: N802
         return QtCore.QRectF(0.0, 0.0, self.model.span, 1.0)
@@ -125,6 +141,10 @@ class IterationStripItem(_ViewItem):
             rect = QtCore.QRectF(a, top + 1, max(b - a - 1, 1.0), bottom - top - 2)
             selected = i == m.selected_iteration
             p.fillRect(rect, ACCENT if selected else self._cells[i % 2])
+            if m.iter_marks.is_warmup(i) and not selected:
+                p.fillRect(rect, self._warmup)
+            if m.iter_marks.extra_of(i):  # periodic extra: a bar along the cell's bottom
+                p.fillRect(QtCore.QRectF(a, rect.bottom() - 3, rect.width(), 3), EXTRA_COLOR)
             view = QtCore.QRectF(sx * x0 + dx, rect.top(), sx * (x1 - x0), rect.height())
             self._cell_text(p, rect.intersected(view), i, selected)
         p.restore()
@@ -132,7 +152,9 @@ class IterationStripItem(_ViewItem):
     def _cell_text(self, p, visible: QtCore.QRectF, i: int, selected: bool) -> None:
         m = self.model
         dur = format_time(m.iter_ends[i] - m.iter_starts[i])
-        for text in (f"#{i}  {dur}", f"#{i}", str(i)):
+        tag = ("  warm-up" if m.iter_marks.is_warmup(i) else "") + (
+            f"  + {m.iter_marks.short_extra(i)}" if m.iter_marks.extra_of(i) else "")
+        for text in (f"#{i}  {dur}{tag}", f"#{i}  {dur}", f"#{i}", str(i)):
             if self._fm.horizontalAdvance(text) + 6 <= visible.width():
                 p.setPen(QtGui.QColor("white") if selected else self._text)
                 p.drawText(visible.adjusted(3, 0, -3, 0),

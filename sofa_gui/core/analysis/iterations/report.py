@@ -27,6 +27,8 @@ def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
     if iters.method == "none":
         return [f"Iterations: none found ({iters.reason})", f"  stream: {iters.stream}"]
     head = (f"Iterations: {len(iters)} by {iters.method}, confidence {iters.confidence:.2f}")
+    if iters.uncertain:
+        head += " (iterations uncertain: findings that rest on them are too)"
     lines = [head, f"  stream: {iters.stream}"]
     if iters.pattern:
         lines.append("  " + pattern_text(iters.pattern))
@@ -34,15 +36,39 @@ def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
         lines.append("  " + agreement_text(iters.agreement))
     if iters.reason:
         lines.append(f"  note: {iters.reason}")
+    lines += marks_text(iters)
     lines += _rows(trace, iters)
-    d = iters.durations.astype(float)
+    d = iters.durations[iters.steady].astype(float)
     cv = d.std() / d.mean() if d.mean() > 0 else 0.0
-    lines.append(f"  mean {fmt_ns(d.mean())}, median {fmt_ns(np.median(d))}, "
+    scope = "steady state: " if iters.steady_state_from else ""
+    lines.append(f"  {scope}mean {fmt_ns(d.mean())}, median {fmt_ns(np.median(d))}, "
                  f"CV {cv:.1%}, min {fmt_ns(d.min())}, max {fmt_ns(d.max())}")
     return lines
 
 
+def marks_text(iters: Iterations) -> list[str]:
+    """Warm-up, micro-batches, periodic extras and device lag, one line each."""
+    out = []
+    if iters.steady_state_from:
+        out.append(f"  warm-up: #0..#{iters.steady_state_from - 1}; steady state from "
+                   f"#{iters.steady_state_from} (statistics use the steady state)")
+    mb = iters.micro_batches
+    if mb is not None and len(mb) and (mb > 1).any():
+        out.append(f"  micro-batches (backward passes) per iteration: median "
+                   f"{int(np.median(mb))}, range {int(mb.min())}-{int(mb.max())}")
+    for x in iters.periodic_extras:
+        out.append(f"  periodic extra every {x.every} (from #{x.phase}): {x.name}; "
+                   f"+{fmt_ns(x.cost_ns_mean)} each, {x.share_of_time:.1%} of the time")
+    if iters.device_lags:
+        out.append("  the device runs behind the host: device-side windows "
+                   "(device_start_us/device_end_us) hold each step's device work")
+    return out
+
+
 def pattern_text(p: dict) -> str:
+    if p.get("evidence") == "landmarks":
+        return (f"landmarks: {p.get('occurrences')} iterations, one {p.get('landmark')} each, "
+                f"each cut at {p.get('cut', '')}")
     if p.get("symbols") is None:
         head = (f"activity rhythm: {p.get('occurrences')} periods of "
                 f"{fmt_ns(p.get('period_us', 0) * 1000)}")
@@ -72,6 +98,10 @@ def _rows(trace: Trace, iters: Iterations) -> list[str]:
             out.append(f"  ... {n - MAX_ROWS} more ...")
             continue
         label = iters.labels[i] if i < len(iters.labels) else ""
+        if iters.warmup is not None and iters.warmup[i]:
+            label = (label + " warm-up").strip()
+        if iters.extra_of(i) is not None:
+            label = (label + " +extra").strip()
         s, e = int(iters.starts[i]), int(iters.ends[i])
         out.append(f"  #{i:<4d} {label:<18s} start +{fmt_ns(s - t0):>12s}  "
                    f"duration {fmt_ns(e - s):>12s}")
