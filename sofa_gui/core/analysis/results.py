@@ -105,6 +105,19 @@ class Iterations:
         order = np.argsort(self.durations, kind="stable")
         return int(order[(len(order) - 1) // 2])
 
+    def device_step_times(self) -> np.ndarray | None:
+        """Step times on the device clock when the device lags its host (else None).
+
+        Start-to-start of each step's device work (the last: its span), so the
+        time between steps on the device counts, and host/device skew does not.
+        """
+        if not self.device_lags or self.device_starts is None or len(self) < 2:
+            return None
+        a, b = self.device_starts, self.device_ends
+        if (a < 0).any() or (np.diff(a) <= 0).any():
+            return None
+        return np.r_[np.diff(a), b[-1] - a[-1]].astype(np.int64)
+
     def index_at(self, t_ns: int) -> int:
         """Iteration containing ``t_ns`` or -1."""
         i = int(np.searchsorted(self.starts, t_ns, side="right")) - 1

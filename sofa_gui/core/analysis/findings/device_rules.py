@@ -607,6 +607,9 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
     if bd.whole_trace or len(r) < 3:
         return None
     dur_all = bd.durations.astype(np.float64)
+    on_device = ctx.iters.device_step_times()  # a lagging device sets the pace: its clock,
+    if on_device is not None and len(on_device) == len(dur_all):  # not host/device skew
+        dur_all = on_device.astype(np.float64)
     dur = dur_all[r]
     med = float(np.median(dur))
     excess = np.maximum(dur - med, 0.0)

@@ -101,14 +101,17 @@ class Profile:
         s = trace.slices
         idx = trace.lane_slices(lane) if lane >= 0 else np.flatnonzero(s.depth == 0)
         idx = idx[(s.depth[idx] == 0) & (s.kind[idx] != int(Kind.PYTHON))]
-        idx = idx[np.argsort(s.start[idx], kind="stable")]
-        k = np.searchsorted(iters.starts, s.start[idx], side="right") - 1
-        k[(k < 0) | (s.start[idx] >= iters.ends[np.maximum(k, 0)])] = -1
+        st = s.start[idx]
+        if len(st) > 1 and not bool((st[1:] >= st[:-1]).all()):
+            idx = idx[np.argsort(st, kind="stable")]
+            st = s.start[idx]
+        k = np.searchsorted(iters.starts, st, side="right") - 1
+        k[(k < 0) | (st >= iters.ends[np.maximum(k, 0)])] = -1
         n = len(iters)
         inside = k >= 0
         ops = np.bincount(k[inside], minlength=n)
         busy_end = np.minimum(s.end[idx], iters.ends[np.maximum(k, 0)])
-        busy = np.bincount(k[inside], weights=(busy_end - s.start[idx])[inside], minlength=n)
+        busy = np.bincount(k[inside], weights=(busy_end - st)[inside], minlength=n)
         dur = iters.durations.astype(float)
         return cls(dur, ops, np.maximum(dur - busy, 0.0), idx, k)
 
