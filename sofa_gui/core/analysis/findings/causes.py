@@ -107,11 +107,36 @@ def causes_by_name(ctx: Ctx, idx: np.ndarray, weight: np.ndarray, finding_ns: fl
 
 def enclosing_annotation(ctx: Ctx, j: int) -> str:
     """The innermost user annotation (``record_function``) on ``j``'s lane around it."""
+    return enclosing_annotations(ctx, np.array([j]))[0]
+
+
+def enclosing_annotations(ctx: Ctx, idx: np.ndarray) -> list[str]:
+    """Per slice of ``idx``: the innermost user annotation on its lane that contains it
+    ("" if none); ProfilerStep annotations do not count. One searchsorted per lane and
+    annotation depth, so thousands of sync calls stay cheap."""
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(int(s.lane[j]))
-    ann = mine[(s.kind[mine] == int(Kind.ANNOTATION)) & (s.start[mine] <= s.start[j])
-               & (s.start[mine] + s.dur[mine] >= s.start[j] + s.dur[j])]
-    ann = [a for a in ann.tolist() if not ctx.trace.name_of(a).startswith("ProfilerStep")]
-    if not ann:
-        return ""
-    return ctx.trace.name_of(max(ann, key=lambda a: int(s.depth[a])))
+    idx = np.asarray(idx, np.int64)
+    out = [""] * len(idx)
+    steps = ctx.trace.name_ids(lambda n: n.startswith("ProfilerStep"))
+    for lane in np.unique(s.lane[idx]).tolist():
+        mine = ctx.trace.lane_slices(lane)
+        ann = mine[(s.kind[mine] == int(Kind.ANNOTATION)) & ~np.isin(s.name[mine], steps)]
+        q = np.flatnonzero(s.lane[idx] == lane)
+        if not len(ann) or not len(q):
+            continue
+        qs, qe = s.start[idx[q]], s.start[idx[q]] + s.dur[idx[q]]
+        best_depth = np.full(len(q), -1)
+        best = np.full(len(q), -1, np.int64)
+        for d in np.unique(s.depth[ann]).tolist():
+            level = ann[s.depth[ann] == d]
+            level = level[np.argsort(s.start[level], kind="stable")]
+            k = np.searchsorted(s.start[level], qs, side="right") - 1
+            ok = k >= 0
+            cand = np.where(ok, level[np.maximum(k, 0)], -1)
+            inside = ok & (s.start[cand] + s.dur[cand] >= qe) & (d > best_depth)
+            best = np.where(inside, cand, best)
+            best_depth = np.where(inside, d, best_depth)
+        for n, j in zip(q.tolist(), best.tolist()):
+            if j >= 0:
+                out[n] = ctx.trace.name_of(j)
+    return out

@@ -322,8 +322,9 @@ def synchronization_stalls(ctx: Ctx) -> Finding | None:
     syncs = g.sync_slice[sel]
     gap = (g.end[sel] - g.start[sel])[syncs >= 0]
     syncs = syncs[syncs >= 0]
+    sites = dict(zip(syncs.tolist(), _call_sites(ctx, syncs)))
     causes = causes_by_name(ctx, syncs, gap, float(gap.sum()) or 1.0,
-                            label=lambda n, j: _call_site(ctx, j), by_label=True)
+                            label=lambda n, j: sites[j], by_label=True)
     notes = []
     if readback:
         notes.append(f"the blocking read-backs ({pct(readback)}) are a finding of their own")
@@ -337,9 +338,17 @@ def synchronization_stalls(ctx: Ctx) -> Finding | None:
 
 
 def _call_site(ctx: Ctx, j: int) -> str:
-    from .causes import enclosing_annotation
-    where = enclosing_annotation(ctx, j)
-    return f"{ctx.trace.name_of(j)} in {where}" if where else ctx.trace.name_of(j)
+    """"cudaMemcpyAsync in ## sparse_data_dist ##"."""
+    return _call_sites(ctx, np.array([j]))[0]
+
+
+def _call_sites(ctx: Ctx, idx: np.ndarray) -> list[str]:
+    """:func:`_call_site` for many slices at once (one annotation lookup per lane)."""
+    from .causes import enclosing_annotations
+    idx = np.asarray(idx, np.int64)
+    names = [ctx.trace.name_of(j) for j in idx.tolist()]
+    return [f"{n} in {w}" if w else n
+            for n, w in zip(names, enclosing_annotations(ctx, idx))]
 
 
 #: A read-back whose host call lasts this long blocks the host (not just a copy).

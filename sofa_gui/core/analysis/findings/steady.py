@@ -84,19 +84,21 @@ def _periodic(d: np.ndarray, rest: np.ndarray) -> np.ndarray:
     best, best_excess = np.zeros(0, np.int64), 0.0
     if len(rest) < MIN_FOR_PERIOD:
         return best
+    dr = d[rest]
+    pos = np.arange(len(rest))
     for p in range(2, len(rest) // 2 + 1):
         for phase in range(p):
-            hold = rest[(rest - rest[0]) % p == phase]
-            other = np.setdiff1d(rest, hold)
-            if len(hold) < 2 or not len(other):
+            mask = pos % p == phase
+            if mask.sum() < 2 or mask.all():
                 continue
-            med = float(np.median(d[other]))
-            clean = d[hold].min() > d[other].max()  # no regular iteration is as slow
-            if clean and d[hold].min() > PERIODIC_MIN * med \
-                    and np.median(d[hold]) > PERIODIC_MEDIAN * med:
-                excess = float((d[hold] - med).sum())
+            hold, other = dr[mask], dr[~mask]
+            med = float(np.median(other))
+            clean = hold.min() > other.max()  # no regular iteration is as slow
+            if clean and hold.min() > PERIODIC_MIN * med \
+                    and np.median(hold) > PERIODIC_MEDIAN * med:
+                excess = float((hold - med).sum())
                 if excess > best_excess:
-                    best, best_excess = hold, excess
+                    best, best_excess = rest[mask], excess
     return best
 
 
