@@ -86,7 +86,9 @@ def run_fleet(run: Path, workers: int, cache: Path) -> dict:
         raise SystemExit(f"fleet failed with exit code {proc.returncode}")
     doc = json.loads(out)
     secs = [r["seconds"] for r in doc["ranks"]]
+    cpu = [r.get("cpu_seconds", 0.0) for r in doc["ranks"]]
     return {"wall": wall, "task_median": statistics.median(secs), "task_sum": sum(secs),
+            "cpu_median": statistics.median(cpu),
             "client_mb": peak["client"] / 2**20, "worker_mb": peak["worker"] / 2**20,
             "json_kb": len(out) / 1024, "errors": sum(r["error"] is not None for r in doc["ranks"]),
             "stragglers": [(s["rank"], s["cause"]) for s in doc["stragglers"]],
@@ -112,9 +114,10 @@ def main() -> None:
           f" {size / 2**30:.2f} GB on disk, generated in {time.perf_counter() - t0:.0f} s; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}")
     print()
-    print("| workers | cache | wall s | ranks/s | task median s | sum of tasks s | "
-          "client peak RSS MB | worker peak RSS MB | JSON KB | stragglers (cause) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| workers | cache | wall s | ranks/s | task median s | task median CPU s | "
+          "sum of tasks s | client peak RSS MB | worker peak RSS MB | JSON KB | "
+          "stragglers (cause) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for w in [int(x) for x in a.workers.split(",")]:
         cache = base / f"cache-w{w}"
         shutil.rmtree(cache, ignore_errors=True)
@@ -122,7 +125,8 @@ def main() -> None:
             r = run_fleet(run, w, cache)
             st = ", ".join(f"{rk} ({c})" for rk, c in r["stragglers"]) or "none"
             print(f"| {w} | {label} | {r['wall']:.1f} | {a.ranks / r['wall']:.2f} | "
-                  f"{r['task_median']:.2f} | {r['task_sum']:.0f} | {r['client_mb']:.0f} | "
+                  f"{r['task_median']:.2f} | {r['cpu_median']:.2f} | {r['task_sum']:.0f} | "
+                  f"{r['client_mb']:.0f} | "
                   f"{r['worker_mb']:.0f} | {r['json_kb']:.0f} | {st} |", flush=True)
             if r["errors"]:
                 print(f"  ({r['errors']} ranks failed)")

@@ -77,6 +77,7 @@ def test_fleet_on_cluster_survives_worker_loss_and_finds_the_straggler(run32, cl
     for r in doc["ranks"]:
         assert set(r) >= {"rank", "path", "events", "error", "iterations", "top_finding"}
         assert r["iterations"]["count"] == 2 and r["events"] > 4000
+        assert 0 < r["cpu_seconds"]
     assert len(doc["iteration_us"]) == 32 and all(len(row) == 2 for row in doc["iteration_us"])
     assert doc["alignment"] == "label"
     assert doc["iterations"] == ["ProfilerStep#551", "ProfilerStep#552"]

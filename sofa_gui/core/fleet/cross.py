@@ -130,7 +130,8 @@ def _rank_dict(s: RankSummary) -> dict:
             "iterations": {"count": len(s.durations), "median_us": s.median_us(),
                            "method": s.method},
             "top_finding": s.findings[0] if s.findings else None,
-            "worker": s.worker, "seconds": s.seconds, "from_cache": s.from_cache}
+            "worker": s.worker, "seconds": s.seconds, "cpu_seconds": s.cpu_seconds,
+            "from_cache": s.from_cache}
 
 
 def _nanmedian_rows(a: np.ndarray) -> np.ndarray:

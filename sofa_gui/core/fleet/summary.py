@@ -38,6 +38,7 @@ class RankSummary:
     findings: list[dict] = field(default_factory=list)  # id, title, severity, share
     worker: str = ""
     seconds: float = 0.0  # task wall time on the worker
+    cpu_seconds: float = 0.0  # task CPU time (process, all threads): what scales to N workers
     from_cache: bool = False
 
     def __post_init__(self):

@@ -27,7 +27,7 @@ def rank_task(path: str, rank: int, mode: str = "auto", use_cache: bool = True) 
     from ..analysis.pipeline import Options, analyze
     from ..importers import load_trace
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     where = f"{socket.gethostname()}:{os.getpid()}"
     p = Path(path)
     try:
@@ -40,4 +40,5 @@ def rank_task(path: str, rank: int, mode: str = "auto", use_cache: bool = True) 
     summary.worker = where
     summary.from_cache = bool(cached)
     summary.seconds = round(time.perf_counter() - t0, 4)
+    summary.cpu_seconds = round(time.process_time() - c0, 4)
     return summary
