@@ -23,6 +23,7 @@ from .results import Finding, Iterations
 if TYPE_CHECKING:  # the steps import their modules when they run (app start-up stays fast)
     from .breakdown import TraceBreakdown
     from .run_facts import RunFacts
+    from .tfdata import InputPipeline
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class Analysis:
     breakdown: TraceBreakdown | None = None
     findings: list[Finding] | None = None
     run: RunFacts | None = None  # what the program is (framework, device, ...), with proofs
+    input_pipeline: InputPipeline | None = None  # tf.data stages and input wait (TF runs)
 
     def to_dict(self, trace: Trace | None = None) -> dict:
         """JSON of every ready part (a new part's ``to_dict()`` is picked up by name);
@@ -97,12 +99,23 @@ def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
                             all_frameworks=opts.all_fixes)
 
 
+def _input_pipeline(trace: Trace, a: Analysis, opts: Options, progress: Progress):
+    """The tf.data pipeline over the analysed iterations, seen from the main thread."""
+    from .tfdata import analyze_input_pipeline
+
+    host = a.breakdown.host if a.breakdown is not None else None
+    if host is None:
+        return analyze_input_pipeline(trace)
+    return analyze_input_pipeline(trace, host.starts, host.ends, host.lane)
+
+
 #: The steps in the order they run; each may read the parts filled before it.
 STEPS: tuple[Step, ...] = (
     Step("iterations", "Finding iterations", 0.4, _iterations),
     Step("breakdown", "Breaking down iterations", 0.4, _breakdown),
     Step("run", "Reading run facts", 0.05, _run_facts),
     Step("findings", "Looking for bottlenecks", 0.15, _findings),
+    Step("input_pipeline", "Reading the tf.data pipeline", 0.02, _input_pipeline),
 )
 
 OnResult = Callable[[Analysis, str], None]

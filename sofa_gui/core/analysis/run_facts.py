@@ -29,6 +29,12 @@ optimizer    fused / foreach / for_loop                       optimizer kernels/
 collectives  nccl / rccl / gloo                               collective kernels
 ===========  ===============================================  ========================
 
+tf.data facts (from :mod:`.tfdata`'s stage tree): ``tf_data`` python / tf_ops (what makes
+the elements: ``Iterator::Generator`` or ``PyFunc`` ops, else dataset ops);
+``tf_data_parallel`` parallel / serial / python (a Python source is not parallelised by
+``num_parallel_calls``); ``tf_data_prefetch`` prefetch / none; ``tf_data_cache`` cache /
+none.  ``cpu_cores`` also comes from tf.data's CPU budget (``Iterator::Root``).
+
 More probes (e.g. TensorFlow's ``tf.data``) plug in with :func:`probe`: a function
 ``(trace) -> list[Fact]`` decorated with ``@probe``.
 """
@@ -102,7 +108,8 @@ class RunFacts:
 
 
 FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "dataloader",
-             "host_copies", "precision", "compiled", "optimizer", "collectives")
+             "host_copies", "precision", "compiled", "optimizer", "collectives", "tf_data",
+             "tf_data_parallel", "tf_data_prefetch", "tf_data_cache")
 PROBES: list[Callable[[Trace], list[Fact]]] = []
 
 
@@ -208,7 +215,8 @@ def _device(trace: Trace) -> list[Fact]:
 def _mode(trace: Trace) -> list[Fact]:
     f = _named(trace, "mode", "training",
                r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
-               r"^optimizer|^_foreach_add|transpose_jvp|^gradients/")
+               r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|Backprop(Filter|Input)$|"
+               r"^ResourceApply")
     if f.known:
         return [f]
     ops = _framework_ops(trace)
@@ -303,7 +311,8 @@ def _compiled(trace: Trace) -> list[Fact]:
                                              r"^triton_|TorchDynamo"),
                            ("cuda_graphs", r"^cudaGraphLaunch|^hipGraphLaunch"),
                            ("xla", r"XLA GPU module|XlaModule|^PjitFunction\(|^jit_|"
-                                   r"__inference_.*_jit|XlaLaunch")):
+                                   r"__inference_.*_jit|XlaLaunch|^_XlaRun|^XlaCompile|"
+                                   r"^CpuExecutable::|^GpuExecutable::|XlaMustCompile")):
         f = _named(trace, "compiled", value, pattern)
         if f.known:
             return [f]
@@ -333,3 +342,52 @@ def _collectives(trace: Trace) -> list[Fact]:
     if isinstance(dist, dict) and dist.get("backend"):
         return [Fact("collectives", str(dist["backend"]), "", "distributedInfo.backend")]
     return [Fact("collectives")]
+
+
+@probe
+def _tf_data(trace: Trace) -> list[Fact]:
+    """The tf.data pipeline's shape (:mod:`.tfdata`), and its CPU budget as the core count."""
+    from .host_side import cpu_lanes_of_rank, main_thread
+    from .tfdata import analyze_input_pipeline, iterator_slices
+
+    if not len(iterator_slices(trace)):
+        return []
+    ranks = sorted({int(r) for r in trace.lanes.rank})
+    cpu = cpu_lanes_of_rank(trace, ranks[0])
+    p = analyze_input_pipeline(trace, main_lane=main_thread(trace, cpu) if len(cpu) else None)
+    if p is None:
+        return []
+    stage = {st.kind: st for st in p.ordered()}
+    out = []
+    gen = next((st for st in p.stages.values() if st.python), None)
+    if p.python:
+        proof = (_stage_proof(gen) if gen is not None
+                 else "`PyFunc` ops on tf.data threads")
+        out.append(Fact("tf_data", "python", p.python, proof, gen.first if gen else -1))
+    else:
+        out.append(Fact("tf_data", "tf_ops", p.state(), "`Iterator::` stages, no PyFunc op"))
+    par = next((st for st in p.ordered() if st.parallel), None)
+    if par is not None:
+        out.append(Fact("tf_data_parallel", "parallel", par.label, _stage_proof(par),
+                        par.first))
+    elif gen is not None:
+        out.append(Fact("tf_data_parallel", "python", "elements come from a Python generator",
+                        _stage_proof(gen), gen.first))
+    else:
+        out.append(Fact("tf_data_parallel", "serial", "no stage runs in parallel",
+                        "stage parallelism stats"))
+    pre = stage.get("Prefetch")
+    out.append(Fact("tf_data_prefetch", "prefetch", "inserted by tf.data" if
+                    p.injected_prefetch else "", _stage_proof(pre), pre.first)
+               if pre is not None else Fact("tf_data_prefetch", "none", "", "no prefetch stage"))
+    cache = next((st for st in p.ordered() if "Cache" in st.kind), None)
+    out.append(Fact("tf_data_cache", "cache", "", _stage_proof(cache), cache.first)
+               if cache is not None else Fact("tf_data_cache", "none", "", "no cache stage"))
+    if p.cpu_budget:
+        out.append(Fact("cpu_cores", p.cpu_budget, "tf.data's CPU budget",
+                        "`Iterator::Root` stat cpu_budget"))
+    return out
+
+
+def _stage_proof(st) -> str:
+    return f"`Iterator::{st.kind}` ({st.dataset})"

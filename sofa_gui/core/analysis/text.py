@@ -25,7 +25,25 @@ def analysis_text(trace: Trace, analysis: Analysis) -> list[str]:
     bd: TraceBreakdown | None = analysis.breakdown
     if bd is not None:
         lines += [""] + breakdown_text(bd)
+    pipe = getattr(analysis, "input_pipeline", None)
+    if pipe is not None:
+        lines += [""] + input_pipeline_text(pipe)
     lines += [""] + findings_text(analysis.findings, trace)
+    return lines
+
+
+def input_pipeline_text(p) -> list[str]:
+    """The tf.data stage tree with total and own time (a :class:`~.tfdata.InputPipeline`)."""
+    n = max(len(p.wait_ns), 1)
+    lines = [f"tf.data input pipeline: {p.state()}; the step waits for input "
+             f"{100 * p.wait_share:.1f}% of iteration time "
+             f"(mean {fmt_ns(int(p.wait_ns.sum()) // n)} per iteration)",
+             f"  {'stage':44s} {'calls':>7s} {'total':>10s} {'own':>10s}"]
+    for st in p.ordered():
+        mark = "  <- bottleneck" if st.id == p.bottleneck else ""
+        name = ("  " * st.depth + st.label)[:44]
+        lines.append(f"  {name:44s} {st.count:7d} {fmt_ns(st.total_ns):>10s} "
+                     f"{fmt_ns(st.own_ns):>10s}{mark}")
     return lines
 
 

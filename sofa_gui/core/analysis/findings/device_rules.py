@@ -23,6 +23,7 @@ from ..results import Cause, Evidence, Finding
 from .causes import causes_by_name, nested_in, self_times
 from .context import MAX_CAUSES, MAX_EVIDENCE, Ctx, lanes_of, make_finding, pct, severity, top_rows
 from .registry import rule
+from .tf_data import pipeline_note
 
 #: Assumed compute speed-up behind the compute_bound estimate.
 COMPUTE_GAIN = 2.0
@@ -67,12 +68,13 @@ def input_pipeline_bound(ctx: Ctx) -> Finding | None:
         evidence.append(Evidence(
             f"iteration {i}: {fmt_ns(per_iter[i])} waiting for input in "
             f"{ctx.trace.name_of(int(mine[0]))}", a, b, ctx.it(i), lanes))
-    causes = _loader_causes(ctx, dl)
+    tf_note, causes = pipeline_note(ctx, host)
+    causes = causes or _loader_causes(ctx, dl)
     speedup, bound, assumption = _loader_speedup(ctx, share)
     grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(fid, share), "NOT")
     summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
-               f"waiting for input; {where}. {bound} Thresholds: >= 5% moderately, >= 20% "
-               f"highly input-bound (TensorFlow profiler).")
+               f"waiting for input; {where}.{tf_note} {bound} Thresholds: >= 5% moderately, "
+               f">= 20% highly input-bound (TensorFlow profiler).")
     return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
                         assumption=assumption)
 
@@ -566,7 +568,9 @@ def compute_bound(ctx: Ctx) -> Finding | None:
         if host is None:
             return None
         busy = ctx.share(host, ["forward", "backward", "optimizer"])
-        causes = _top_host_ops(ctx, host)
+        causes = (_runtime_pool_ops(ctx, host)
+                  if ctx.facts.value("framework") in ("tensorflow", "jax") else [])
+        causes = causes or _top_host_ops(ctx, host)
         what = "framework ops keep the main thread busy (no accelerator in the trace)"
     sev = {"high": "medium", "medium": "low"}.get(severity(fid, busy), "none")
     share = busy * (1.0 - 1.0 / COMPUTE_GAIN)
@@ -589,6 +593,40 @@ def _top_kernels(ctx: Ctx, d: DeviceBreakdown):
     busy = float(d.column("compute")[ctx.rows].sum()) or 1.0
     return causes_by_name(ctx, k, s.dur[k], busy, k=3,
                           label=lambda n, j: n)
+
+
+#: TF/JAX runtime wrappers around the ops their thread pools run (not work themselves).
+_POOL_WRAPPER = re.compile(r"^(ExecutorState::|ExecutorDoneCallback|ParallelFor|ThunkExecutor::|"
+                           r"ThreadpoolListener::|FunctionRun|InstantiatedCapturedFunction|"
+                           r"Eager|KernelAndDeviceFunc|TFE_|\$|__inference_|__forward_|"
+                           r"CpuExecutable::|GpuExecutable::|BlockUntilReady|PjitFunction|"
+                           r"np\.asarray|DevicePut|ParseArguments|Iterator)")
+
+
+def _runtime_pool_ops(ctx: Ctx, host: HostBreakdown):
+    """TF/JAX: the ops the step's thread pools run (tf_Compute, Eigen, XLA threads), the
+    outermost non-wrapper event per place, by total time; tf.data threads left out."""
+    s = ctx.trace.slices
+    lanes = [host.lane] + [h for h in host.helper_lanes
+                           if not ctx.trace.lanes.name[h].startswith("tf_data")]
+    wrappers = ctx.trace.name_ids(_POOL_WRAPPER.match)
+    keep = []
+    for lane in lanes:
+        idx = ctx.trace.lane_slices(lane)
+        idx = idx[(s.dur[idx] > 0) & np.isin(s.kind[idx], [int(Kind.CPU_OP)])
+                  & ~np.isin(s.name[idx], wrappers)]
+        if lane == host.lane:  # its outermost events are the Python-side step call
+            idx = idx[s.depth[idx] > 0]
+        idx = idx[ctx.in_steady(s.start[idx], host.starts, host.ends)]
+        idx = idx[np.argsort(s.start[idx], kind="stable")]
+        if not len(idx):
+            continue
+        reach = np.maximum.accumulate(s.end[idx])
+        keep.append(idx[np.concatenate([[True], s.start[idx[1:]] >= reach[:-1]])])
+    if not keep:
+        return []
+    ops = np.concatenate(keep)
+    return causes_by_name(ctx, ops, s.dur[ops], float(s.dur[ops].sum()) or 1.0, k=3)
 
 
 def _top_host_ops(ctx: Ctx, host: HostBreakdown):

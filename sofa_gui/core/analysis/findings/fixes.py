@@ -33,9 +33,26 @@ FIXES: dict[str, list[Fix]] = {
             devices=_GPU),
         Fix(_ANY, "Pre-process the dataset once (decoded, augmented offline) and cache it, so "
                   "the step only reads ready tensors."),
-        Fix(_TF, "tf.data: dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE), "
-                 ".interleave(..., num_parallel_calls=tf.data.AUTOTUNE), .cache() after "
-                 "expensive loading and .prefetch(tf.data.AUTOTUNE) as the last step."),
+        Fix(_TF, "Move the Python preprocessing into tf.data ops: read with "
+                 "from_tensor_slices / TFRecordDataset and do the work in "
+                 "dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE) with tf.image / tf.io ops "
+                 "instead of from_generator / py_function; the GIL keeps Python input to about "
+                 "one core.", fact="tf_data", unless=("tf_ops",)),
+        Fix(_TF, "Parallelise the slow stage: dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE)"
+                 " (and .interleave(..., num_parallel_calls=tf.data.AUTOTUNE, "
+                 "deterministic=False) when reading many files).", fact="tf_data_parallel",
+            unless=("parallel", "python")),
+        Fix(_TF, "End the pipeline with .prefetch(tf.data.AUTOTUNE) so the next batch is made "
+                 "while the step runs.", fact="tf_data_prefetch", unless=("prefetch",)),
+        Fix(_TF, "If the preprocessed elements fit in memory or on local disk, .cache() right "
+                 "after the expensive map (before random augmentation): later epochs only "
+                 "read them.", fact="tf_data_cache", unless=("cache",)),
+        Fix(_TF, "The pipeline already runs in parallel and still cannot keep up: make each "
+                 "sample cheaper (preprocess offline into TFRecords of decoded, resized "
+                 "examples; smaller images; vectorise per-sample ops with .batch() before "
+                 ".map()), or give it more CPU (more cores, or tf.data service: "
+                 "dataset.apply(tf.data.experimental.service.distribute(...)) on other hosts).",
+            fact="tf_data_parallel", unless=("serial", "python")),
         Fix(_JAX, "Feed batches from a background thread (flax.jax_utils.prefetch_to_device or "
                   "a grain / tf.data pipeline) so the next batch is on device before the jitted "
                   "step returns."),
@@ -157,8 +174,13 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Fuse kernels with torch.compile(model) and use fused implementations "
                  "(scaled_dot_product_attention).", fact="compiled",
             unless=("torch.compile",)),
-        Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") and XLA "
-                 "(jit_compile=True).", fact="precision", unless=("low",)),
+        Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") (GPUs, TPUs "
+                 "and CPUs with bf16 units).", fact="precision", unless=("low",)),
+        Fix(_TF, "Compile the step with XLA: @tf.function(jit_compile=True) (or "
+                 "model.compile(jit_compile=True)) fuses its ops.", fact="compiled",
+            unless=("xla",)),
+        Fix(_JAX, "jax.jit the whole train step (not per-layer functions) so XLA fuses it.",
+            fact="compiled", unless=("xla",)),
         Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions.",
             fact="precision", unless=("low",)),
         Fix(_ANY, "Then profile the top kernels themselves (Nsight Compute / rocprof) or scale "

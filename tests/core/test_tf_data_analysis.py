@@ -1,0 +1,160 @@
+"""tf.data input-pipeline analysis and the TF/JAX advice, on the real captures in
+tests/data/tf (ground truth in ground_truth.json, measured when they were recorded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.analysis.run_facts import run_facts
+from sofa_gui.core.analysis.tfdata import analyze_input_pipeline
+from sofa_gui.core.importers import load_trace
+
+TF = Path(__file__).resolve().parents[1] / "data" / "tf"
+TRUTH = json.loads((TF / "ground_truth.json").read_text())
+
+# case -> (bottleneck stage, parallel, prefetch, cache, python source)
+PIPELINES = {
+    "generator": ("Generator", False, True, False, "from_generator"),
+    "serial_map": ("MapAndBatch", False, False, False, ""),
+    "step_markers": ("MapAndBatch", False, False, False, ""),
+    "parallel_prefetch": ("MapAndBatch", True, True, False, ""),
+    "cached": (None, False, True, True, ""),
+    "cached_xla": (None, False, True, True, ""),
+}
+#: Fix texts that must (+) or must not (-) be shown, by their opening words.
+MOVE_TO_OPS, PARALLELISE = "Move the Python preprocessing", "Parallelise the slow stage"
+PREFETCH, CACHE = "End the pipeline with .prefetch", "If the preprocessed elements fit"
+MORE_CPU, XLA = "The pipeline already runs in parallel", "Compile the step with XLA"
+JAX_JIT = "jax.jit the whole train step"
+INPUT_FIXES = {
+    "generator": ({MOVE_TO_OPS, CACHE}, {PARALLELISE, PREFETCH, MORE_CPU}),
+    "serial_map": ({PARALLELISE, PREFETCH, CACHE}, {MOVE_TO_OPS, MORE_CPU}),
+    "step_markers": ({PARALLELISE, PREFETCH, CACHE}, {MOVE_TO_OPS, MORE_CPU}),
+    "parallel_prefetch": ({MORE_CPU, CACHE}, {MOVE_TO_OPS, PARALLELISE, PREFETCH}),
+}
+
+
+@pytest.fixture(scope="module")
+def analysed():
+    out = {}
+
+    def get(case):
+        if case not in out:
+            t = load_trace(TF / case, use_cache=False)
+            out[case] = (t, analyze(t))
+        return out[case]
+    return get
+
+
+def _shown(finding) -> list[str]:
+    return [f.text for f in finding.fixes]
+
+
+def _has(texts: list[str], opening: str) -> bool:
+    return any(t.startswith(opening) for t in texts)
+
+
+@pytest.mark.parametrize("case", sorted(PIPELINES))
+def test_stage_tree_and_bottleneck(case, analysed):
+    t, a = analysed(case)
+    host = a.breakdown.host
+    p = analyze_input_pipeline(t, host.starts, host.ends, host.lane)
+    stage, parallel, prefetch, cache, python = PIPELINES[case]
+    assert (p.parallel, p.prefetch, p.cache, p.python) == (parallel, prefetch, cache, python)
+    kinds = [st.kind for st in p.ordered()]
+    assert kinds[0] == "Root" and p.stages[p.roots[0]].depth == 0
+    # repeat() makes a new input iterator each epoch: still one stage in the tree
+    assert len(kinds) == len(set(kinds)) or "MemoryCache" in kinds
+    if stage is not None:
+        b = p.bottleneck_stage
+        assert b.kind == stage and b.own_ns == max(st.own_ns for st in p.stages.values()
+                                                   if st.depth >= b.depth)
+    # per-iteration input wait: the main thread's IteratorGetNext time, as measured in Python
+    truth = TRUTH[case]
+    assert p.wait_share == pytest.approx(truth["input_share"], abs=0.15)
+    assert len(p.wait_ns) == len(a.iterations)
+
+
+def test_generator_input_is_named_python(analysed):
+    t, a = analysed("generator")
+    p = analyze_input_pipeline(t, a.breakdown.host.starts, a.breakdown.host.ends,
+                               a.breakdown.host.lane)
+    assert p.bottleneck_stage.python and "from_generator" in p.bottleneck_stage.label
+    assert p.injected_prefetch  # tf.data inserted it; the user did not write one
+    assert "Python input (from_generator)" in p.sentence()
+    facts = run_facts(t)
+    assert facts.value("tf_data") == "python" and facts.value("tf_data_parallel") == "python"
+    assert facts.get("tf_data").slice >= 0  # clickable proof: the Generator GetNext
+
+
+@pytest.mark.parametrize("case", sorted(INPUT_FIXES))
+def test_input_bound_runs_get_the_input_finding_with_the_stage_and_fitting_fixes(case,
+                                                                                analysed):
+    t, a = analysed(case)
+    assert TRUTH[case]["input_bound"]
+    top = a.findings[0] if a.findings[0].id != "startup_cost" else a.findings[1]
+    assert top.id == "input_pipeline_bound" and top.severity == "high"
+    stage = PIPELINES[case][0]
+    assert top.causes[0].label.startswith(f"bottleneck stage {stage}")
+    assert f"Bottleneck stage: {stage}" in top.summary
+    assert top.share == pytest.approx(TRUTH[case]["input_share"], abs=0.15)
+    must, never = INPUT_FIXES[case]
+    shown = _shown(top)
+    assert all(_has(shown, m) for m in must), shown
+    assert not any(_has(shown, n) for n in never), shown
+    # the hidden ones say why (the pipeline already does it / does not apply)
+    hidden = [f.text for f, _ in top.hidden_fixes]
+    assert all(_has(hidden, n) for n in never if n != MORE_CPU or case != "serial_map")
+
+
+@pytest.mark.parametrize("case,xla", [("cached", False), ("cached_xla", True),
+                                      ("jax_train", True)])
+def test_compute_bound_runs_get_xla_advice_only_without_xla(case, xla, analysed):
+    t, a = analysed(case)
+    assert not TRUTH[case]["input_bound"]
+    ids = [f.id for f in a.findings]
+    assert "input_pipeline_bound" not in ids
+    per_step = [f for f in a.findings if f.estimated_speedup is not None
+                and f.id not in ("iteration_jitter", "periodic_extra")]
+    top = per_step[0]
+    assert top.id == "compute_bound"
+    assert (run_facts(t).value("compiled") == "xla") == xla
+    shown = _shown(top)
+    assert _has(shown, XLA) == (not xla and case != "jax_train")
+    assert not _has(shown, JAX_JIT)
+    if xla:
+        hidden = [f.text for f, why in top.hidden_fixes if "already done" in why]
+        assert any(h.startswith(XLA if case != "jax_train" else JAX_JIT) for h in hidden) \
+            or case == "jax_train"
+    # the causes are the ops the step's thread pools run, not Python-side wrappers
+    names = [c.label for c in top.causes]
+    assert names and not any(n.startswith(("train_step", "TFE_", "np.asarray", "Eager"))
+                             for n in names)
+
+
+def test_jax_and_tf_runs_have_their_frameworks(analysed):
+    assert run_facts(analysed("jax_train")[0]).value("framework") == "jax"
+    facts = run_facts(analysed("cached")[0])
+    assert facts.value("framework") == "tensorflow" and facts.value("mode") == "training"
+    assert facts.value("cpu_cores") == 2  # tf.data's CPU budget on the 2-core machine
+
+
+def test_no_tf_data_no_pipeline(analysed):
+    t, a = analysed("jax_train")
+    assert analyze_input_pipeline(t) is None
+    assert run_facts(t).value("tf_data") is None
+
+
+def test_stage_own_times_add_up_to_the_events(analysed):
+    t, _ = analysed("parallel_prefetch")
+    p = analyze_input_pipeline(t)
+    s = t.slices
+    ids = t.name_ids(lambda n: n.startswith("Iterator::"))
+    total = int(s.dur[np.isin(s.name, ids)].sum())
+    assert sum(st.total_ns for st in p.stages.values()) == total
+    assert all(0 <= st.own_ns <= st.total_ns for st in p.stages.values())
