@@ -9,11 +9,13 @@ order, empty when the trace has none.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...trace import Kind, LaneKind, Trace
+from ..roles import step_driver_counts
 from .stream import OPTIMIZER_NAME, HostOps
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function"
@@ -26,6 +28,7 @@ class Landmarks:
     backward: tuple[np.ndarray, np.ndarray]  # one range per backward pass
     main_lane: int  # host thread that runs the loop (-1: unknown)
     forward_ops: np.ndarray  # sorted starts of host ops recorded for autograd (fwd->bwd links)
+    fetch_kind: str = "input fetch"  # or "step dispatch" (a jitted step with no fetch traced)
 
     @property
     def has_backward(self) -> bool:
@@ -37,7 +40,35 @@ class Landmarks:
         opt = ops.optimizer_ranges()
         main = _main_lane(trace, ops, len(opt[0]) > 0)
         bwd, fwd = backward_passes(trace, main), _forward_starts(trace)
-        return cls(_one_per_pass(opt, bwd[0], fwd), ops.loader_starts(), bwd, main, fwd)
+        fetch, kind = ops.loader_starts(), "input fetch"
+        if not len(fetch) and not len(opt[0]):
+            fetch, kind = step_dispatches(trace, main), "step dispatch"
+        return cls(_one_per_pass(opt, bwd[0], fwd), fetch, bwd, main, fwd, kind)
+
+
+#: Calls that run one compiled TF/JAX step: a jitted function, a tf.function.
+_DISPATCH = re.compile(r"^(PjitFunction\(|EagerLocalExecute: __inference_|__inference_)")
+
+
+def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
+    """Starts of the main thread's calls of its heaviest jitted function / tf.function (the
+    one with the most time among those called at least twice), outermost only."""
+    if lane < 0:
+        return np.zeros(0, np.int64)
+    s = trace.slices
+    ids = trace.name_ids(_DISPATCH.match)
+    idx = trace.lane_slices(lane)
+    idx = idx[np.isin(s.name[idx], ids)]
+    if not len(idx):
+        return np.zeros(0, np.int64)
+    tot = np.bincount(s.name[idx], weights=s.dur[idx].astype(float))
+    cnt = np.bincount(s.name[idx])
+    tot[cnt < 2] = 0
+    if tot.max() <= 0:
+        return np.zeros(0, np.int64)
+    mine = np.sort(idx[s.name[idx] == int(np.argmax(tot))])
+    outer = s.start[mine] >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(s.end[mine])[:-1]]
+    return np.sort(s.start[mine[outer]])
 
 
 def _one_per_pass(opt: tuple[np.ndarray, np.ndarray], bwd: np.ndarray,
@@ -55,7 +86,8 @@ def _one_per_pass(opt: tuple[np.ndarray, np.ndarray], bwd: np.ndarray,
 
 
 def _main_lane(trace: Trace, ops: HostOps, has_optimizer: bool) -> int:
-    """The thread of the optimizer steps, else the thread with most top-level ops."""
+    """The thread of the optimizer steps, else the one dispatching TF/JAX steps, else the
+    thread with most top-level ops."""
     s = trace.slices
     if has_optimizer:
         ids = trace.name_ids(lambda n: bool(OPTIMIZER_NAME.search(n)))
@@ -63,7 +95,7 @@ def _main_lane(trace: Trace, ops: HostOps, has_optimizer: bool) -> int:
         if len(hit):
             lanes, counts = np.unique(s.lane[hit], return_counts=True)
             return int(lanes[np.argmax(counts)])
-    return ops.busiest_lane()
+    return ops.busiest_lane(step_driver_counts(trace))  # TF/JAX: the step's thread
 
 
 def backward_passes(trace: Trace, main_lane: int) -> tuple[np.ndarray, np.ndarray]:

@@ -166,12 +166,13 @@ def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
         return None
     starts = ops.start[heads]
     ends = np.r_[starts[1:], ops.end[heads[-1]:].max()]
+    what = lm.fetch_kind
     pattern = {"symbols": None, "occurrences": len(starts), "evidence": "landmarks",
                "coverage": 1.0, "duration_cv": round(_cv(ends - starts), 4),
-               "landmark": "input fetch", "cut": "at each input fetch"}
-    return Iterations("pattern", "host ops of the loop's thread (input fetches)",
+               "landmark": what, "cut": f"at each {what}"}
+    return Iterations("pattern", f"host ops of the loop's thread ({what}es)",
                       starts.astype(np.int64), ends.astype(np.int64), 0.7, pattern, None,
-                      "one iteration per input fetch (no backward, no optimizer update)")
+                      f"one iteration per {what} (no backward, no optimizer update)")
 
 
 def _tail_end(ops: MainOps, last_update: int) -> int:

@@ -28,7 +28,8 @@ OPTIMIZER_KERNEL = re.compile(
     r"multi_tensor_apply|adamw?(?![a-z])|(?<![a-z])sgd(?![a-z])|lamb(?!da)|adagrad|rmsprop", re.I)
 #: Host calls that fetch the next batch.
 LOADER_NAME = re.compile(r"dataloader|data_loader|__next__|next_batch|get_batch|"
-                         r"fetch_batch|load_batch|copy_batch|batch_to_(gpu|device)", re.I)
+                         r"fetch_batch|load_batch|copy_batch|batch_to_(gpu|device)|"
+                         r"IteratorGetNext", re.I)
 
 
 def is_step_name(name: str) -> bool:
