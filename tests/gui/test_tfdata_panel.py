@@ -1,0 +1,73 @@
+"""The tf.data dock and the tf.data lane group, on the real generator-pipeline capture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+TF = Path(__file__).resolve().parents[1] / "data" / "tf"
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
+    from sofa_gui.qt.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    win = MainWindow(settings, restore_state=False)
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    win.session.shutdown()
+
+
+def _open(qtbot, win, path):
+    s = win.session
+    win.open_path(path)
+    qtbot.waitUntil(lambda: not s.busy, timeout=120_000)
+    assert s.analysis_done, s.last_error
+    return s
+
+
+def test_logdir_shows_stage_tree_bottleneck_and_tf_data_lanes(qtbot, window):
+    s = _open(qtbot, window, TF / "generator")  # the TensorBoard logdir itself
+    panel = window.panels["tfdata"]
+    tree = panel.tree
+    root = tree.topLevelItem(0)
+    assert root.text(0) == "Root"
+    chain = [root]
+    while chain[-1].childCount():
+        chain.append(chain[-1].child(0))
+    assert [it.text(0).split(" ")[0] for it in chain] == [
+        "Root", "Prefetch", "BatchV2", "FlatMap", "Generator"]
+    gen = chain[-1]
+    assert "← bottleneck" in gen.text(0) and gen.font(0).bold()
+    assert "from_generator" in gen.text(0) and not chain[2].font(0).bold()
+    assert "Python input (from_generator)" in panel.header.text()
+    # a click on the stage selects its longest GetNext on the timeline
+    tree.scrollToItem(gen)
+    rect = tree.visualItemRect(gen)
+    assert rect.isValid() and tree.isVisible()
+    pos = QPoint(rect.left() + 8, rect.center().y())
+    qtbot.mouseClick(tree.viewport(), Qt.MouseButton.LeftButton, pos=pos)
+    assert gen.data(0, Qt.ItemDataRole.UserRole) is not None, "no slice stored"
+    assert s.selected_slice >= 0, (gen.data(0, Qt.ItemDataRole.UserRole), rect,
+                                   tree.viewport().size())
+    assert s.trace.name_of(s.selected_slice) == "Iterator::Generator"
+    # the tf.data threads are one group of lanes on the timeline
+    layout = window.timeline.model.layout
+    assert "tf.data" in layout.groups
+    tf_lanes = [ln.lane for ln in layout.lines if ln.kind == "lane" and ln.group == "tf.data"]
+    assert tf_lanes and all(s.trace.lanes.name[i].startswith("tf_data") for i in tf_lanes)
+
+
+def test_without_tf_data_the_panel_says_so(qtbot, window):
+    _open(qtbot, window, TF / "jax_train")
+    panel = window.panels["tfdata"]
+    assert panel.tree.topLevelItemCount() == 0
+    assert "No tf.data pipeline" in panel.header.text()
