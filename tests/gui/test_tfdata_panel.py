@@ -4,39 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import QPoint, Qt
+from test_app_window import open_and_wait, settings, window  # noqa: F401  (main-window fixtures)
 
 TF = Path(__file__).resolve().parents[1] / "data" / "tf"
 
 
-@pytest.fixture
-def window(qtbot, tmp_path):
-    from PySide6.QtCore import QSettings
-
-    from sofa_gui.qt.main_window import MainWindow
-
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings, restore_state=False)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.session.shutdown()
-
-
-def _open(qtbot, win, path):
-    s = win.session
-    win.open_path(path)
-    qtbot.waitUntil(lambda: not s.busy, timeout=120_000)
-    assert s.analysis_done, s.last_error
-    return s
-
-
-def test_logdir_shows_stage_tree_bottleneck_and_tf_data_lanes(qtbot, window):
-    s = _open(qtbot, window, TF / "generator")  # the TensorBoard logdir itself
-    panel = window.panels["tfdata"]
+def test_logdir_shows_stage_tree_bottleneck_and_tf_data_lanes(qtbot, request):
+    win = request.getfixturevalue("window")
+    s = open_and_wait(qtbot, win, TF / "generator")  # the TensorBoard logdir itself
+    panel = win.panels["tfdata"]
     tree = panel.tree
     root = tree.topLevelItem(0)
     assert root.text(0) == "Root"
@@ -60,14 +37,15 @@ def test_logdir_shows_stage_tree_bottleneck_and_tf_data_lanes(qtbot, window):
                                    tree.viewport().size())
     assert s.trace.name_of(s.selected_slice) == "Iterator::Generator"
     # the tf.data threads are one group of lanes on the timeline
-    layout = window.timeline.model.layout
+    layout = win.timeline.model.layout
     assert "tf.data" in layout.groups
     tf_lanes = [ln.lane for ln in layout.lines if ln.kind == "lane" and ln.group == "tf.data"]
     assert tf_lanes and all(s.trace.lanes.name[i].startswith("tf_data") for i in tf_lanes)
 
 
-def test_without_tf_data_the_panel_says_so(qtbot, window):
-    _open(qtbot, window, TF / "jax_train")
-    panel = window.panels["tfdata"]
+def test_without_tf_data_the_panel_says_so(qtbot, request):
+    win = request.getfixturevalue("window")
+    open_and_wait(qtbot, win, TF / "jax_train")
+    panel = win.panels["tfdata"]
     assert panel.tree.topLevelItemCount() == 0
     assert "No tf.data pipeline" in panel.header.text()
