@@ -49,3 +49,7 @@ def test_without_tf_data_the_panel_says_so(qtbot, request):
     panel = win.panels["tfdata"]
     assert panel.tree.topLevelItemCount() == 0
     assert "No tf.data pipeline" in panel.header.text()
+    assert win.docks["tfdata"].isHidden()  # PyTorch-style runs do not get an empty dock
+    open_and_wait(qtbot, win, TF / "serial_map")
+    assert not win.docks["tfdata"].isHidden()
+    assert "MapAndBatch" in panel.header.text()

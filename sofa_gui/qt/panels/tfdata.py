@@ -3,14 +3,21 @@ time, parallelism, the bottleneck stage marked, and how long the step waits for 
 
 Clicking a stage selects its longest ``GetNext`` event on the timeline. Subscribes to
 the ``input_pipeline`` analysis part and ``trace_changed``; without tf.data in the trace
-it says so.
+it says so and its dock is hidden.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QHeaderView, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QHeaderView,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..docks import DockSpec
 from ..session import Session
@@ -46,6 +53,7 @@ class TfDataPanel(QWidget):
         self.tree.clear()
         self.items = {}
         p = self.session.analysis.input_pipeline
+        self._show_dock(p is not None)
         if p is None:
             self.header.setText(_NONE)
             return
@@ -71,6 +79,13 @@ class TfDataPanel(QWidget):
                     item.setFont(col, bold)
             self.items[st.id] = item
         self.tree.expandAll()
+
+    def _show_dock(self, shown: bool) -> None:
+        """The dock is shown for runs with a tf.data pipeline and hidden for the others (it
+        would only say "none"); View ▸ tf.data still opens it."""
+        dock = self.parentWidget()
+        if isinstance(dock, QDockWidget):
+            dock.setVisible(shown)
 
     def _on_clicked(self, item: QTreeWidgetItem, _col: int) -> None:
         j = item.data(0, Qt.ItemDataRole.UserRole)
