@@ -2,7 +2,7 @@
 
 Decoding a big JSON trace is one long C call (msgspec / orjson) that holds the GIL,
 so a worker *thread* would freeze the GUI for as long. Instead a spawned child runs
-:func:`~sofa_gui.core.importers.load_trace`, which writes the Parquet cache, and the
+:func:`~sofa_gui.core.importers.load_trace`, which writes the Arrow cache, and the
 parent then memory-maps that cache (:func:`~sofa_gui.core.store.load_cached`), which
 costs milliseconds. Progress and the outcome travel over a pipe; cancelling sets an
 event the child's ``check_cancelled`` sees and, if it is stuck in a C call, kills it.
@@ -59,8 +59,10 @@ class _PipeProgress:
             raise Cancelled()
 
 
-def _child_main(path: str, conn, cancel_event) -> None:
-    """Child entry point: load (and cache) ``path``, send one outcome message.
+def _child_main(path: str, conn, cancel_event, options=None) -> None:
+    """Child entry point: load (and cache) ``path``, send one outcome message; then, with
+    analysis ``options``, analyze it into the analysis cache (the parent meanwhile
+    indexes the timeline on the other core) and send ``("analysed",)``.
 
     When the cache cannot be written (read-only or full), the tables are handed
     over in a private temp folder instead, so the parent never decodes twice.
@@ -70,11 +72,17 @@ def _child_main(path: str, conn, cancel_event) -> None:
 
     if hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
+    progress = _PipeProgress(conn, cancel_event)
     try:
-        trace = load_trace(path, _PipeProgress(conn, cancel_event), use_cache=True)
+        trace = load_trace(path, progress, use_cache=True)
         cached = store.is_cached(Path(path).expanduser())
         handoff = None if cached else store.write_handoff(trace)
         conn.send(("done", cached, handoff and str(handoff)))
+        if options is not None and cached:
+            from .core.analysis.cache import analyze_cached
+
+            analyze_cached(trace, options, progress=progress)
+            conn.send(("analysed",))
     except Cancelled:
         conn.send(("cancelled",))
     except TraceFormatError as exc:
@@ -95,32 +103,52 @@ def source_bytes(path: Path) -> int:
         return 0
 
 
-def load_via_child(path: Path, state, progress=None):
-    """Load ``path`` into the cache in a child process.
+class ChildLoad:
+    """A child decoding ``path`` into the cache and, with ``options``, analyzing it after.
 
-    ``state`` is the GUI job's state (``cancelled``, ``on_cancel(hook)``, ``report``);
-    the child's progress goes to ``progress`` (default: ``state``). Returns True
-    when the cache entry was written (the caller then reads it), the Trace itself
-    when the cache was not writable and the child handed the tables over in a temp
-    folder, False when neither worked. Raises TraceFormatError for bad input,
-    Cancelled when cancelled, RuntimeError when the child died.
+    :meth:`wait_trace` returns once the trace cache is written; the child then
+    goes on with the analysis while the caller maps the trace, and
+    :meth:`wait_analysis` waits for its results to be in the analysis cache.
+    Always call :meth:`stop`.
     """
-    ctx = mp.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    cancel_event = ctx.Event()
-    proc = ctx.Process(target=_child_main, args=(str(path), send, cancel_event),
-                       name="sofa-gui-loader", daemon=True)
-    proc.start()
-    send.close()
-    state.on_cancel(cancel_event.set)
-    try:
-        return _pump(proc, recv, state, progress or state)
-    finally:
-        _stop(proc, cancel_event)
-        recv.close()
+
+    def __init__(self, path: Path, state, options=None):
+        ctx = mp.get_context("spawn")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._cancel = ctx.Event()
+        self._state = state
+        self._proc = ctx.Process(target=_child_main, args=(str(path), send, self._cancel, options),
+                                 name="sofa-gui-loader", daemon=True)
+        self._proc.start()
+        send.close()
+        state.on_cancel(self._cancel.set)
+
+    def wait_trace(self, progress=None):
+        """Wait for the decode; the child's progress goes to ``progress`` (default: the
+        job's state). Returns True when the cache entry was written (the caller then
+        reads it), the Trace itself when the cache was not writable and the child
+        handed the tables over in a temp folder, False when neither worked. Raises
+        TraceFormatError for bad input, Cancelled when cancelled, RuntimeError when
+        the child died."""
+        msg = _pump(self._proc, self._recv, self._state, progress or self._state, "done")
+        return bool(msg[1]) or _take_handoff(msg[2])
+
+    def wait_analysis(self, progress=None) -> bool:
+        """True when the child stored the analysis; False if it died or failed doing so."""
+        try:
+            _pump(self._proc, self._recv, self._state, progress or self._state, "analysed")
+        except (RuntimeError, TraceFormatError):
+            log.warning("background analysis failed; analysing in-process", exc_info=True)
+            return False
+        return True
+
+    def stop(self) -> None:
+        _stop(self._proc, self._cancel)
+        self._recv.close()
 
 
-def _pump(proc, recv, state, progress) -> bool:
+def _pump(proc, recv, state, progress, until: str) -> tuple:
+    """Forward the child's progress until its ``until`` message, which is returned."""
     while True:
         if state.cancelled:
             raise Cancelled()
@@ -136,8 +164,8 @@ def _pump(proc, recv, state, progress) -> bool:
         tag = msg[0]
         if tag == "progress":
             progress.report(msg[1], msg[2])
-        elif tag == "done":
-            return bool(msg[1]) or _take_handoff(msg[2])
+        elif tag == until:
+            return msg
         elif tag == "cancelled":
             raise Cancelled()
         elif tag == "error":

@@ -123,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
 def _iter_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iterations", choices=("auto", "annotations", "pattern"), default="auto",
                    help="how to find iterations (default: annotations if present)")
+    p.add_argument("--recompute", action="store_true",
+                   help="run the analysis again instead of reading it from the cache")
 
 
 def _fixes_arg(p: argparse.ArgumentParser) -> None:
@@ -192,16 +194,17 @@ def _dispatch(args) -> int:
 
 
 def _load_and_analyze(path: str, args):
-    from .core.analysis.pipeline import Options, analyze
+    from .core.analysis.cache import analyze_cached
+    from .core.analysis.pipeline import Options
     from .core.importers import load_trace
 
     trace = load_trace(path, use_cache=not args.no_cache)
-    return trace, analyze(trace, Options(iterations=args.iterations,
-                                         all_fixes=getattr(args, "all_fixes", False)))
+    return trace, analyze_cached(trace, Options(iterations=args.iterations,
+                                                all_fixes=getattr(args, "all_fixes", False)),
+                                 recompute=getattr(args, "recompute", False))
 
 
 def _cmd_analyze(args) -> int:
-    from .core.analysis.text import analysis_text
     from .core.summary import trace_dict, trace_text
 
     trace, analysis = _load_and_analyze(args.path, args)
@@ -210,6 +213,8 @@ def _cmd_analyze(args) -> int:
         json.dump(doc, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
+        from .core.analysis.text import analysis_text
+
         _print_lines(trace_text(trace) + [""] + analysis_text(trace, analysis))
     return 0
 

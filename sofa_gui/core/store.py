@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from . import arrowbuf
 from .trace import (
     ArgsStore,
     Counters,
@@ -182,7 +183,7 @@ def _sweep_stale_tmp(root: Path) -> None:
 
 
 def _write(path: Path, columns: dict) -> None:
-    table = pa.table(columns)
+    table = arrowbuf.table(columns)
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
@@ -196,14 +197,14 @@ def write_trace(d: Path, trace: Trace) -> None:
     s = trace.slices
     _write(d / "slices.arrow", {c: getattr(s, c) for c in _SLICE_COLS})
     lanes = {c: getattr(trace.lanes, c) for c in _LANE_NUM}
-    lanes.update(name=pa.array(trace.lanes.name, pa.string()),
-                 group=pa.array(trace.lanes.group, pa.string()))
+    lanes.update(name=arrowbuf.strings(trace.lanes.name),
+                 group=arrowbuf.strings(trace.lanes.group))
     _write(d / "lanes.arrow", lanes)
-    _write(d / "names.arrow", {"name": pa.array(trace.names, pa.large_string())})
+    _write(d / "names.arrow", {"name": arrowbuf.strings(trace.names, large=True)})
     c = trace.counters
     _write(d / "counters.arrow", {"series": c.series, "time": c.time, "value": c.value})
-    _write(d / "series.arrow", {"name": pa.array(c.table.name, pa.string()),
-                                "unit": pa.array(c.table.unit, pa.string()),
+    _write(d / "series.arrow", {"name": arrowbuf.strings(c.table.name),
+                                "unit": arrowbuf.strings(c.table.unit),
                                 "lane": c.table.lane})
     f = trace.flows
     _write(d / "flows.arrow", {"src": f.src, "dst": f.dst, "kind": f.kind})
@@ -216,8 +217,9 @@ def write_trace(d: Path, trace: Trace) -> None:
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 
-def _np(table: pa.Table, col: str, dtype) -> np.ndarray:
-    return table.column(col).to_numpy().astype(dtype, copy=False)
+def _np(table: pa.Table, col: str, dtype=None) -> np.ndarray:
+    out = arrowbuf.to_numpy(table.column(col))
+    return out if dtype is None else out.astype(dtype, copy=False)
 
 
 def _checksum(path: Path) -> int:
@@ -246,10 +248,10 @@ def read_trace(d: Path) -> Trace:
         raise ValueError("old cache format")
     _verify(d, manifest)
     t = _read(d / "slices.arrow")
-    slices = Slices(**{c: t.column(c).to_numpy() for c in _SLICE_COLS})
+    slices = Slices(**{c: _np(t, c) for c in _SLICE_COLS})
     lt = _read(d / "lanes.arrow")
     lanes = Lanes(name=lt.column("name").to_pylist(), group=lt.column("group").to_pylist(),
-                  **{c: lt.column(c).to_numpy() for c in _LANE_NUM})
+                  **{c: _np(lt, c) for c in _LANE_NUM})
     names = _read(d / "names.arrow").column("name").to_pylist()
     ct = _read(d / "counters.arrow")
     st = _read(d / "series.arrow")

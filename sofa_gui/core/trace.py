@@ -292,6 +292,9 @@ class Trace:
     flows: Flows
     args: ArgsStore
     meta: TraceMeta
+    #: the cache folder this trace was read from or written to (None: not cached); the
+    #: analysis cache keeps its results there (see core/analysis/cache.py)
+    cache_entry: object = field(default=None, compare=False, repr=False)
 
     # -- extent ---------------------------------------------------------------
     @property

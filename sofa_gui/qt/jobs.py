@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..background_load import child_available, load_via_child, source_bytes
-from ..core.analysis.pipeline import Analysis, Options, analyze
+from ..background_load import ChildLoad, child_available, source_bytes
+from ..core.analysis.cache import analyze_cached
+from ..core.analysis.pipeline import Analysis, Options
 from ..core.progress import subrange
 from ..core.trace import Trace
 from ..view.model import Prepared, prepare
@@ -41,20 +42,42 @@ def wants_child(path: Path, load_mode: str) -> bool:
 
 def load(state, path: str, load_mode: str = "auto"):
     """The trace at ``path``: from the cache, else decoded (in a child when big)."""
+    return _load(state, path, load_mode, None)[0]
+
+
+def _load(state, path: str, load_mode: str, options: Options | None):
+    """(trace at ``path``, the child process still analyzing it or None).
+
+    From the cache, else decoded (in a child when big; with ``options``, the
+    child goes on to analyze the trace, see :func:`open_job`).
+    """
     from ..core import store
     from ..core.importers import load_trace
 
     p = Path(path).expanduser()
     state.report(0.0, f"Opening {p.name}")
+    child = None
     # a big uncached source is decoded by a child into the cache; load_trace then maps it
     if wants_child(p, load_mode) and not store.is_cached(p):
-        got = load_via_child(p, state, subrange(state, 0.0, 0.5))
-        if got is not True and got is not False:  # handed over: the cache is not writable
-            got.meta.source = str(p)
-            return got
-        if not got:
+        child = ChildLoad(p, state, options)
+        try:
+            got = child.wait_trace(subrange(state, 0.0, 0.5))
+        except BaseException:
+            child.stop()
+            raise
+        if got is not True:  # no cache entry: no background analysis either
+            child.stop()
+            child = None
+            if got is not False:  # handed over: the cache is not writable
+                got.meta.source = str(p)
+                return got, None
             log.warning("cache not written for %s; decoding in-process", p)
-    return load_trace(p, progress=subrange(state, 0.0, 0.5), use_cache=True)
+    try:
+        return load_trace(p, progress=subrange(state, 0.0, 0.5), use_cache=True), child
+    except BaseException:
+        if child is not None:
+            child.stop()
+        raise
 
 
 @dataclass(frozen=True)
@@ -75,14 +98,27 @@ class AnalysisReady:
 
 def open_job(state, path: str, options: Options, load_mode: str = "auto") -> None:
     """Load ``path`` and analyze it, handing over each result as it is ready; a big rank
-    folder runs the fleet analysis instead (:mod:`.fleet_jobs`)."""
+    folder runs the fleet analysis instead (:mod:`.fleet_jobs`).
+
+    A big uncached trace is decoded by a child process that then analyzes it
+    while this thread builds the timeline index: two cores at work, and the
+    analysis never competes with the GUI thread for the GIL. Its results reach
+    this process through the analysis cache.
+    """
     from .fleet_jobs import fleet_files, fleet_job
 
     if fleet_files(Path(path).expanduser()):
         return fleet_job(state, path, options)
-    trace = load(state, path, load_mode)
-    state.report(0.5, "Indexing the timeline")
-    state.partial(TraceReady(trace, prepare(trace)))
+    trace, child = _load(state, path, load_mode, options)
+    try:
+        state.report(0.5, "Indexing the timeline")
+        state.partial(TraceReady(trace, prepare(trace)))
+        if child is not None:
+            state.report(0.55, "Analyzing (background process)")
+            child.wait_analysis(subrange(state, 0.55, 1.0))
+    finally:
+        if child is not None:
+            child.stop()
     _analyze(state, trace, options, subrange(state, 0.55, 1.0))
 
 
@@ -99,5 +135,7 @@ def analyze_loaded(state, trace: Trace, options: Options) -> None:
 
 
 def _analyze(state, trace: Trace, options: Options, progress) -> None:
-    analyze(trace, options, progress,
-            lambda a, part: state.partial(AnalysisReady(replace(a), part)))
+    """The analysis, step by step; results cached for this trace and these options are
+    handed over all at once (core/analysis/cache.py), computed ones stored."""
+    analyze_cached(trace, options, progress,
+                   lambda a, part: state.partial(AnalysisReady(replace(a), part)))

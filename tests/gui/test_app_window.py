@@ -218,12 +218,21 @@ def test_newer_open_replaces_older_one(qtbot, window, fresh_copy, demo_path, tmp
     assert s.path == str(demo_path)
 
 
-def test_child_process_load_matches_thread_load(qtbot, window, fresh_copy):
+def test_child_process_load_matches_thread_load(qtbot, window, fresh_copy, monkeypatch):
+    # the child decodes and then analyses (while this process indexes the timeline):
+    # an analysis in this process would hit the refusing stub below
+    from sofa_gui.core.analysis import iterations
+
+    def refuse(*_a, **_k):
+        raise AssertionError("analysed in the GUI process, not in the loader child")
+
+    monkeypatch.setattr(iterations, "detect_iterations", refuse)
     s = window.session
     s.load_mode = "process"
     open_and_wait(qtbot, window, fresh_copy)
     assert len(s.iterations) == EXPECTED_ITERATIONS
     assert s.findings[0].id == "input_pipeline_bound"
+    assert window.panels["iterations"].model.rowCount() == EXPECTED_ITERATIONS
 
 
 def test_details_show_slice_and_flow_partner_links(qtbot, window, demo_path):
@@ -455,3 +464,21 @@ def test_one_dock_table_builds_docks_view_menu_and_reset_layout(qtbot, settings,
     win.reset_layout()
     assert not win.docks["extra"].isHidden() and not win.docks["details"].isHidden()
     win.session.shutdown()
+
+
+def test_cached_reopen_shows_every_panel_without_analysing(qtbot, window, fresh_copy,
+                                                           monkeypatch):
+    s = open_and_wait(qtbot, window, fresh_copy)
+    first = (s.iterations.starts.tolist(), [f.id for f in s.findings],
+             window.panels["iterations"].model.rowCount(), len(window.panels["findings"].cards))
+    from sofa_gui.core.analysis import iterations
+
+    def refuse(*_a, **_k):
+        raise AssertionError("analysed again although the results are cached")
+
+    monkeypatch.setattr(iterations, "detect_iterations", refuse)
+    s = open_and_wait(qtbot, window, fresh_copy)
+    again = (s.iterations.starts.tolist(), [f.id for f in s.findings],
+             window.panels["iterations"].model.rowCount(), len(window.panels["findings"].cards))
+    assert again == first
+    assert s.breakdown is not None and window.panels["breakdown"].isEnabled()

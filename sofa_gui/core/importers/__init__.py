@@ -97,6 +97,7 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
         cached = store.load_cached(path, entry)
         if cached is not None:
             cached.meta.source = str(path)  # as asked for now, not as first opened
+            cached.cache_entry = entry
             progress.report(1.0, "loaded from cache")
             return cached
     imp = pick_importer(path)
@@ -115,5 +116,5 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
     trace.meta.source = str(path)
     trace.meta.format = trace.meta.format or imp.name
     if entry is not None:
-        store.save_cached(path, trace, entry)
+        trace.cache_entry = store.save_cached(path, trace, entry)
     return trace

@@ -12,10 +12,11 @@ import json
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 
 def _number_text(values) -> pa.Array:
+    import pyarrow.compute as pc  # here: importing it costs ~40 ms, and few formats need it
+
     arr = np.asarray(values)
     text = pc.cast(pa.array(arr), pa.string())
     if arr.dtype.kind == "f":
@@ -24,6 +25,8 @@ def _number_text(values) -> pa.Array:
 
 
 def _string_text(values) -> pa.Array:
+    import pyarrow.compute as pc
+
     if isinstance(values, (pa.Array, pa.ChunkedArray)):  # escaped column-wise
         text = values.cast(pa.string(), safe=False) if values.type != pa.string() else values
         text = pc.replace_substring(text, "\\", "\\\\")
@@ -61,6 +64,8 @@ def json_rows(columns: dict) -> pa.Array:
         pieces.append(("{" if i == 0 else ",") + json.dumps(key) + ":")
         pieces.extend(_value_text(value))
     pieces.append("}")
+    import pyarrow.compute as pc
+
     if all(isinstance(p, str) for p in pieces):
         return pa.array([], pa.large_binary())
     joined = pc.binary_join_element_wise(*pieces, "")
@@ -69,4 +74,6 @@ def json_rows(columns: dict) -> pa.Array:
 
 def take_rows(distinct: pa.Array, index: np.ndarray) -> pa.Array:
     """Per-row args from args rendered once per distinct value (``index`` into ``distinct``)."""
+    import pyarrow.compute as pc
+
     return pc.take(distinct, pa.array(np.asarray(index, np.int64)))

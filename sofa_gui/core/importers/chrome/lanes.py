@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ...builder import TraceBuilder
 from ...trace import LaneKind
+from ..grouping import group_rows_numpy
 from .ids import SYNTHETIC_BELOW
 from .reader import COUNTER_LIMIT, LAUNCH_CATS, FileData, LaneInfo
 
@@ -205,9 +206,7 @@ def _memory_rows(data: FileData, namer: _Namer) -> list[dict]:
         return []
     pid, dev_type, dev_id, ts, total, delta = (np.concatenate(x) for x in zip(*data.memory))
     data.memory = []
-    keys = np.stack([pid, dev_type, dev_id], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = group_rows_numpy(pid, dev_type, dev_id)
     rows = []
     for g, (p, dt, di) in enumerate(uniq.tolist()):
         m = inv == g

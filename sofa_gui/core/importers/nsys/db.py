@@ -13,13 +13,16 @@ wait for a query that may never end).
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import numpy as np
 
 from ...progress import Cancelled, Progress
+
+if TYPE_CHECKING:  # imported where used: only SQLite files need it
+    import sqlite3
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 100_000
@@ -39,6 +42,8 @@ def is_sqlite(path: Path) -> bool:
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open read-only (never creates, never writes a journal beside the file)."""
+    import sqlite3  # here: only an SQLite file needs it
+
     uri = "file:" + quote(str(Path(path).resolve())) + "?mode=ro"
     con = sqlite3.connect(uri, uri=True, check_same_thread=False)
     con.text_factory = lambda b: b.decode("utf-8", "replace")

@@ -10,7 +10,6 @@ table becomes.
 from __future__ import annotations
 
 import math
-import sqlite3
 from pathlib import Path
 
 from ...builder import TraceBuilder
@@ -40,6 +39,8 @@ class NsysSqliteImporter:
             return 0.0
         if not is_sqlite(path):
             return 0.6 if path.suffix in _REPORT_SUFFIXES else 0.0
+        import sqlite3  # here: only SQLite files need it
+
         try:
             con = connect(path)
             try:
@@ -57,6 +58,8 @@ class NsysSqliteImporter:
                 raise TraceFormatError(path, "Nsight Systems report: export it with `nsys "
                                              "export --type sqlite` and open the .sqlite file")
             raise TraceFormatError(path, "not an SQLite file")
+        import sqlite3
+
         try:
             con = connect(path)
         except sqlite3.Error as exc:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
@@ -138,6 +137,8 @@ def _describe(b: TraceBuilder, m: dict) -> None:
 # -- counters -------------------------------------------------------------------------------
 def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> pa.Table | None:
     """The compacted table, or the flushed parts of an unfinished recording."""
+    import pyarrow.parquet as pq  # here: only recordings need Parquet
+
     whole = folder / single
     if whole.is_file():
         return pq.read_table(whole)

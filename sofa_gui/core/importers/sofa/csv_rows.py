@@ -16,8 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
 from ...progress import NullProgress, Progress
 
@@ -64,6 +62,7 @@ class CsvRows:
         return 0 if first is None else len(first)
 
     def keep(self, mask: np.ndarray) -> None:
+        import pyarrow.compute as pc
         if mask.all():
             return
         m = pa.array(mask)
@@ -123,6 +122,8 @@ def _quiet_undecodable_rows():
 
 def _read_rows(path: Path, source, schema: str, progress: Progress,
                columns: tuple[str, ...] | None) -> CsvRows:
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
     cols = SCHEMAS[schema]
     wanted = [c for c in cols if columns is None or c in columns or c == cols[0]]
     rows = CsvRows(Path(path).name, {})
@@ -158,11 +159,13 @@ def _read_rows(path: Path, source, schema: str, progress: Progress,
 
 # -- numbers -------------------------------------------------------------------------------
 def _trimmed(col: pa.Array) -> pa.Array:
+    import pyarrow.compute as pc
     return pc.ascii_trim_whitespace(col)
 
 
 def parse_float(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(values, ok): float64 values (0 where not ok) and which cells were finite numbers."""
+    import pyarrow.compute as pc
     try:
         v = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -183,6 +186,7 @@ def parse_scaled_int(col: pa.Array, exp: int) -> tuple[np.ndarray, np.ndarray]:
     through float64 (exact at this size); large ones (epoch seconds) are parsed as
     decimals so that e.g. ``1548903852.071722`` becomes exactly ``...071722000`` ns.
     """
+    import pyarrow.compute as pc
     v, ok = parse_float(col)
     scale = 10.0**exp
     ok &= np.abs(v) * scale < 9.0e18
@@ -224,6 +228,7 @@ class NumericRows:
         self.values[col] = np.where(ok, v, default)
 
     def _take(self, col: str, v: np.ndarray, ok: np.ndarray) -> None:
+        import pyarrow.compute as pc
         newly_bad = self._ok & ~ok
         if newly_bad.any():
             empty = pc.equal(_trimmed(self.rows.columns[col]), "").to_numpy(

@@ -13,6 +13,7 @@ seconds x 1e6 µs; ``meta.epoch_offset_ns`` comes from ``sofa_time.txt``.
 
 from __future__ import annotations
 
+import importlib
 import os
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -24,22 +25,22 @@ from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...progress import Progress, subrange
 from ...trace import Trace
-from . import counters, slices
 from .csv_rows import CsvRows, read_rows, sniff_schema
 
-#: Known files in load order -> handler for the 13-column schema.
+#: Known files in load order -> handler for the 13-column schema ("module.function" in
+#: sofa/slices.py, sofa/counters.py, imported on use: sniffing a folder needs neither).
 HANDLERS = {
-    "gputrace.csv": slices.load_gputrace,
-    "cuda_api_trace.csv": slices.load_cuda_api,
-    "cputrace.csv": slices.load_cputrace,
-    "pystacks.csv": slices.load_pystacks,
-    "strace.csv": slices.load_strace,
-    "nettrace.csv": slices.load_nettrace,
-    "mpstat.csv": counters.load_mpstat,
-    "nvsmi_trace.csv": counters.load_nvsmi,
-    "vmstat.csv": counters.load_vmstat,
-    "netstat.csv": counters.load_netstat,
-    "diskstat.csv": counters.load_diskstat,
+    "gputrace.csv": "slices.load_gputrace",
+    "cuda_api_trace.csv": "slices.load_cuda_api",
+    "cputrace.csv": "slices.load_cputrace",
+    "pystacks.csv": "slices.load_pystacks",
+    "strace.csv": "slices.load_strace",
+    "nettrace.csv": "slices.load_nettrace",
+    "mpstat.csv": "counters.load_mpstat",
+    "nvsmi_trace.csv": "counters.load_nvsmi",
+    "vmstat.csv": "counters.load_vmstat",
+    "netstat.csv": "counters.load_netstat",
+    "diskstat.csv": "counters.load_diskstat",
 }
 #: Raw files ``sofa record`` writes before ``sofa preprocess`` makes the CSVs.
 _RAW = ("mpstat.txt", "vmstat.txt", "perf.data", "strace.txt", "nvsmi.txt", "netstat.txt")
@@ -143,20 +144,26 @@ def _load_file(b: TraceBuilder, p: Path, schema: str, shift: int, progress: Prog
     progress.report(1.0, f"loaded {p.name}")
 
 
+def _handler(spec: str):
+    """The loader function named ``"slices.load_x"`` / ``"counters.load_y"``."""
+    module, func = spec.split(".")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), func)
+
+
 def _known_handler(name: str, schema: str):
     """The handler for a file name (None: decide from the content)."""
     if schema == "legacy":
-        return slices.load_legacy_gputrace
+        return _handler("slices.load_legacy_gputrace")
     if name in HANDLERS:
-        return HANDLERS[name]
+        return _handler(HANDLERS[name])
     for known, handler in HANDLERS.items():  # e.g. "gputrace-1.csv", "old_cputrace.csv"
         if Path(known).stem in name:
-            return handler
+            return _handler(handler)
     return None
 
 
 def _guess_handler(rows: CsvRows):
-    return slices.load_gputrace if _has_copy_kinds(rows) else slices.load_cputrace
+    return _handler("slices.load_gputrace" if _has_copy_kinds(rows) else "slices.load_cputrace")
 
 
 def _has_copy_kinds(rows: CsvRows) -> bool:
