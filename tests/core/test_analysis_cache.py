@@ -7,6 +7,7 @@ the cache cannot store faithfully leave no entry.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from sofa_gui.core.summary import trace_dict
 from sofa_gui.core.trace import Kind
 
 AUTO = Options(iterations="auto")
-KEY = {"iterations": "auto"}  # the cache key of AUTO
+KEY = dataclasses.asdict(AUTO)  # the cache key of AUTO
 
 
 def _traces() -> list[Path]:
@@ -66,9 +67,10 @@ def test_cached_analysis_equals_computed(path, cache_dir):
 def test_options_and_code_version_key_the_entry(cache_dir, monkeypatch):
     trace = load_trace(demo_trace_path())
     auto = cache.analyze_cached(trace, AUTO)
-    assert cache.load(trace.cache_entry, {"iterations": "pattern"}) is None
+    by_pattern = dataclasses.asdict(Options(iterations="pattern"))
+    assert cache.load(trace.cache_entry, by_pattern) is None
     pattern = cache.analyze_cached(trace, Options(iterations="pattern"))
-    assert cache.load(trace.cache_entry, {"iterations": "pattern"}).to_dict() == pattern.to_dict()
+    assert cache.load(trace.cache_entry, by_pattern).to_dict() == pattern.to_dict()
     assert cache.load(trace.cache_entry, KEY).to_dict() == auto.to_dict()
     monkeypatch.setattr(cache, "_code_hash", "another-analysis-version")
     assert cache.load(trace.cache_entry, KEY) is None
