@@ -17,7 +17,7 @@ The second table is the real-content row: the bundled ResNet-50 sample tiled
 as a user runs it: ``json.load`` of the file, ``sofa-gui analyze --json`` with
 ``--no-cache`` (first open + analysis), on an empty cache (first open + both
 cache writes) and again (cached), each as a ratio to ``json.load`` in the same
-run, plus the first open with 1 and 2 decode workers and a model for 8/16.
+run. (The decode is single-process: no worker-count rows until it is parallel.)
 
 Usage: ``python benchmarks/ingest.py [--max 1e7] [--repeat 3] [--no-real] [--tiles 13]
 [--only-tiled]``
@@ -252,11 +252,9 @@ def real_traces() -> list[tuple[str, Path]]:
     return out
 
 
-def _cli(path: Path, cache: Path, *flags: str, workers: int | None = None) -> dict:
+def _cli(path: Path, cache: Path, *flags: str) -> dict:
     """Wall and CPU seconds of one ``sofa-gui analyze --json`` process (output discarded)."""
     env = {**os.environ, "SOFA_GUI_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
-    if workers is not None:
-        env["SOFA_GUI_WORKERS"] = str(workers)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     w = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", str(path), "--json", *flags],
@@ -283,7 +281,7 @@ def _best(runs: list[dict]) -> dict:
     return min(runs, key=lambda r: r["wall"])
 
 
-def measure_tiled(path: Path, repeat: int, workers: tuple[int, ...]) -> dict:
+def measure_tiled(path: Path, repeat: int) -> dict:
     """Every step ``repeat`` times, interleaved (so load spikes hit all alike); best kept."""
     steps: dict[str, list] = {}
     for _ in range(repeat):
@@ -292,19 +290,10 @@ def measure_tiled(path: Path, repeat: int, workers: tuple[int, ...]) -> dict:
             steps.setdefault("nocache", []).append(_cli(path, Path(cache), "--no-cache"))
             steps.setdefault("cold", []).append(_cli(path, Path(cache)))
             steps.setdefault("cached", []).append(_cli(path, Path(cache)))
-            for k in workers:
-                steps.setdefault(f"w{k}", []).append(
-                    _cli(path, Path(cache), "--no-cache", workers=k))
     return {k: _best(v) for k, v in steps.items()}
 
 
-def _scaling_model(t1: float, t2: float, n: int) -> float:
-    """Amdahl from two points: t(w) = serial + parallel / w."""
-    parallel = max(2 * (t1 - t2), 0.0)
-    return (t1 - parallel) + parallel / n
-
-
-def tiled_table(m: dict, events: int, mb: float, workers: tuple[int, ...]) -> str:
+def tiled_table(m: dict, events: int, mb: float) -> str:
     j = m["json"]["wall"]
 
     def row(label: str, r: dict, goal: str) -> str:
@@ -320,24 +309,15 @@ def tiled_table(m: dict, events: int, mb: float, workers: tuple[int, ...]) -> st
                  ">= 8x"),
              row("`analyze --json`, empty cache (first open + cache writes)", m["cold"], "-"),
              row("`analyze --json` again (cached trace + analysis)", m["cached"], ">= 30x")]
-    for k in workers:
-        lines.append(row(f"first open (`--no-cache`), {k} decode worker{'s' if k > 1 else ''}",
-                         m[f"w{k}"], "-"))
-    if 1 in workers and 2 in workers:
-        t1, t2 = m["w1"]["wall"], m["w2"]["wall"]
-        for n in (8, 16):
-            t = _scaling_model(t1, t2, n)
-            lines.append(f"| first open, {n} workers (model: serial + parallel / n from the 1 "
-                         f"and 2 worker rows) | {t:.2f} s | {j / t:.1f}x | - |")
     return "\n".join(lines)
 
 
-def run_tiled(copies: int, repeat: int, workers: tuple[int, ...]) -> None:
+def run_tiled(copies: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="sofa-bench-tiled-") as d:
         path = Path(d) / f"resnet50_x{copies}.json"
         events = write_tiled(path, copies)
-        print(tiled_table(measure_tiled(path, repeat, workers), events,
-                          path.stat().st_size / 1e6, workers), flush=True)
+        print(tiled_table(measure_tiled(path, repeat), events, path.stat().st_size / 1e6),
+              flush=True)
 
 
 def main() -> None:
@@ -351,14 +331,12 @@ def main() -> None:
     ap.add_argument("--tiles", type=int, default=13,
                     help="copies of the bundled sample in the real-content row (0: none)")
     ap.add_argument("--only-tiled", action="store_true", help="only the real-content row")
-    ap.add_argument("--workers", type=int, nargs="*", default=[1, 2],
-                    help="decode worker counts to time in the real-content row")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(*args.worker)))
         return
     if args.tiles:
-        run_tiled(args.tiles, args.repeat, tuple(args.workers))
+        run_tiled(args.tiles, args.repeat)
         print()
     if args.only_tiled:
         return
