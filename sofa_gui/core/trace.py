@@ -274,7 +274,7 @@ class ArgsStore:
             return {}
         try:
             out = json.loads(self.raw(i))
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # untrusted: ~1000 deep
             return {}
         return out if isinstance(out, dict) else {"value": out}
 

@@ -12,6 +12,12 @@ next candidate. Pieces with values msgspec refuses (wrong types, ``NaN``, bad
 UTF-8) go through a lenient per-event path so one bad event costs one skip,
 not the whole file. Real syntax errors and truncation raise
 :class:`TraceFormatError` with the byte offset.
+
+Untrusted files may be built to cost far more than their size: blank space is
+skipped as it streams by (never held), a value outside ``traceEvents`` may not
+exceed :data:`MAX_HEADER_VALUE`, one event (with the blanks after it) may not
+exceed :data:`MAX_PIECE`, and gzip data may not decompress past
+:func:`decompressed_limit` (the machine's memory, or ``SOFA_GUI_MAX_DECOMPRESSED_BYTES``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import gzip
 import json
 import math
 import operator
+import os
 import re
 import zlib
 from collections import Counter
@@ -36,6 +43,12 @@ BLOCK = 4 << 20  # decompressed bytes read at a time
 CHUNK = 2 << 20  # target size of one decoded piece
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _WS = b" \t\r\n"
+_NON_WS = re.compile(rb"[^ \t\r\n]")
+_NON_WS_END = re.compile(rb"[^ \t\r\n](?=[ \t\r\n]*\Z)")  # last non-blank byte
+#: Largest value held outside ``traceEvents`` (Kineto's header values are a few kB).
+MAX_HEADER_VALUE = 32 << 20
+#: Largest piece of the events array without an event boundary (one event + blanks).
+MAX_PIECE = 256 << 20
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _JSON_SCALAR = re.compile(rb'"|-?\d|true\b|false\b|null\b')
 
@@ -188,12 +201,46 @@ def _gzip_reason(exc: BaseException) -> str:
     return f"cannot read: {exc}"
 
 
+def decompressed_limit() -> int:
+    """Most bytes gzip data may decompress to: the machine's memory, or the env setting."""
+    env = os.environ.get("SOFA_GUI_MAX_DECOMPRESSED_BYTES", "")
+    try:
+        if env:
+            return max(1, int(float(env)))
+    except ValueError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 64 << 30
+
+
+class _Capped:
+    """A gzip stream that refuses to decompress past :func:`decompressed_limit`."""
+
+    def __init__(self, stream, path: Path):
+        self._stream, self._path = stream, path
+        self._limit = decompressed_limit()
+        self._total = 0
+
+    def read(self, n: int = -1) -> bytes:
+        want = self._limit + 1 - self._total
+        data = self._stream.read(want if n is None or n < 0 else min(n, want))
+        self._total += len(data)
+        if self._total > self._limit:
+            raise TraceFormatError(self._path, (
+                f"gzip data decompresses to more than {self._limit / 2**30:.1f} GiB (this "
+                "machine's memory; a decompression bomb?); set SOFA_GUI_MAX_DECOMPRESSED_BYTES "
+                "to allow more"))
+        return data
+
+
 def open_text(path: Path):
     """(decompressed stream, raw file) for a plain or gzip-compressed file."""
     raw = open(path, "rb")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+        return _Capped(gzip.GzipFile(fileobj=raw, mode="rb"), Path(path)), raw
     raw.seek(0)
     return raw, raw
 
@@ -269,13 +316,11 @@ class EventStream:
     def _skip_ws(self) -> int:
         """Position of the next non-blank byte (reading as needed), -1 at end of file."""
         while True:
-            buf, p = self._buf, self._pos
-            n = len(buf)
-            while p < n and buf[p] in _WS:
-                p += 1
-            self._pos = p
-            if p < n:
-                return p
+            m = _NON_WS.search(self._buf, self._pos)
+            if m is not None:
+                self._pos = m.start()
+                return self._pos
+            self._pos = len(self._buf)  # all blank: _more() drops it before reading on
             if not self._more():
                 return -1
 
@@ -322,16 +367,28 @@ class EventStream:
                 if _is_trailing(exc) and b is not None:
                     text = bytes(self._buf[p:p + b - 1]).rstrip()
                     return _loads_lenient(text), p + len(text)
-                if "truncated" in str(exc) and self._more():
+                if "truncated" in str(exc) and self._more_of_value(p):
                     continue
                 if isinstance(exc, msgspec.DecodeError) and "truncated" not in str(exc):
                     value = self._value_json(p)
                     if value is not None:
                         return value
                 raise self._fail(self._syntax_reason(exc, p)) from None
-            if self._more():  # the value may go on in the next block (e.g. a number)
+            end = len(self._buf)
+            if self._buf[end - 1] in _WS:  # the value ended before the blanks: done
+                return value, _NON_WS_END.search(self._buf, p).end()
+            if self._more_of_value(p):  # the value may go on in the next block (a number)
                 continue
-            return value, len(self._buf)
+            return value, end
+
+    def _more_of_value(self, p: int) -> bool:
+        """:meth:`_more` for the value at ``_pos`` (= ``p``), refusing one over the bound."""
+        more = self._more()
+        if len(self._buf) - self._pos > MAX_HEADER_VALUE:
+            raise self._fail(f"a value outside traceEvents is larger than "
+                             f"{MAX_HEADER_VALUE >> 20} MiB (not a trace header), at byte "
+                             f"{self._offset(self._pos)}")
+        return more
 
     def _value_json(self, p: int) -> tuple[Any, int] | None:
         """Python's json for a header value msgspec refused (NaN, Infinity)."""
@@ -350,12 +407,25 @@ class EventStream:
         return f"invalid JSON{where}: {str(exc).split(' (byte')[0]}"
 
     def _object_header(self) -> None:
+        """Top-level keys up to ``"traceEvents": [`` (the events come next)."""
+        self._members(before=True)
+
+    def _members(self, before: bool) -> None:
+        """Key/value pairs of the top-level object, before or after the events array.
+
+        Before: returns at the array's '['. After: reads to the closing '}' (a
+        second ``traceEvents`` value is read and dropped), then only blanks may follow.
+        """
+        truncated = "truncated JSON (the file ends inside the top-level object)"
+        no_events = 'JSON of the wrong shape: the object has no "traceEvents" array'
         while True:
             p = self._skip_ws()
             if p < 0:
-                raise self._fail("truncated JSON (the file ends inside the top-level object)")
+                raise self._fail(truncated)
             if self._buf[p:p + 1] == b"}":
-                raise self._fail('JSON of the wrong shape: the object has no "traceEvents" array')
+                if before:
+                    raise self._fail(no_events)
+                return self._end_of_document(p + 1)
             key, p = self._value_at()
             if not isinstance(key, str):
                 raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected a key")
@@ -366,23 +436,32 @@ class EventStream:
             self._pos = p + 1
             p = self._skip_ws()
             if p < 0:
-                raise self._fail("truncated JSON (the file ends inside the top-level object)")
-            if key == "traceEvents":
+                raise self._fail(truncated)
+            if key == "traceEvents" and before:
                 if self._buf[p:p + 1] != b"[":
                     raise self._fail('JSON of the wrong shape: "traceEvents" is not an array')
                 self._pos = p + 1
                 return
-            self.header[key], self._pos = self._value_at()
+            value, self._pos = self._value_at()
+            if key != "traceEvents":
+                self.header[key] = value
             p = self._skip_ws()
             c = self._buf[p:p + 1] if p >= 0 else b""
             if c == b",":
                 self._pos = p + 1
             elif c == b"}":
-                raise self._fail('JSON of the wrong shape: the object has no "traceEvents" array')
+                if before:
+                    raise self._fail(no_events)
+                return self._end_of_document(p + 1)
             elif not c:
-                raise self._fail("truncated JSON (the file ends inside the top-level object)")
+                raise self._fail(truncated)
             else:
                 raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected ',' or '}}'")
+
+    def _end_of_document(self, p: int) -> None:
+        self._pos = p
+        if self._skip_ws() >= 0:
+            raise self._fail("invalid JSON: text after the end of the top-level object")
 
     # -- the events array -------------------------------------------------------
     def _events(self) -> Iterator[Piece]:
@@ -407,7 +486,10 @@ class EventStream:
         search = start + CHUNK
         while True:
             m = _SEP.search(self._buf, min(search, len(self._buf)))
-            if m is None and self._more():
+            if m is None and len(self._buf) - start > MAX_PIECE:
+                raise self._fail(f"an event (with the blank space after it) is larger than "
+                                 f"{MAX_PIECE >> 20} MiB, at byte {self._offset(start)}")
+            if m is None and not self._array_ends_in(start) and self._more():
                 search -= start - self._pos  # the buffer may have been compacted
                 start = self._pos
                 continue
@@ -416,6 +498,8 @@ class EventStream:
             if self._decoder < 0:
                 self._decoder = 0 if _PH_FIRST.match(text) else 2
             outcome, value = _try_decode(text, self._decoder)
+            if outcome == "deep":  # args nested ~1000 deep: drop those events, keep the rest
+                return self._deep_piece(text, m, start)
             if outcome == "events":
                 self._decoder, value = value  # other phases/categories: stay with the broader
             if outcome == "artifact" and len(text) > 2 * CHUNK:
@@ -441,6 +525,42 @@ class EventStream:
                 return piece, True
             self._pos = m.end() - 1
             return piece, False
+
+    def _deep_piece(self, text: bytes, m, start: int) -> tuple[Piece, bool]:
+        """A piece holding events nested too deep for the decoders: each such event is
+        skipped and counted, the others load (one bad record must not lose the file)."""
+        kept, dropped, rest_at = drop_deep_events(text)
+        doc = b"[" + b",".join(kept) + b"]"
+        outcome, value = _try_decode(doc, max(self._decoder, 0))
+        if outcome == "events":
+            self._decoder, value = value
+        if outcome not in ("events", "raws"):
+            outcome, value = self._json_fallback(doc, start)
+        if outcome not in ("events", "raws", "items"):
+            raise self._fail(f"invalid JSON in the events array near byte {self._offset(start)}")
+        piece = self._piece(outcome, value, doc)
+        piece.skipped["args nested too deep"] += dropped
+        if text[rest_at:] != b"]":  # the array closed in this piece
+            if text[rest_at:rest_at + 1] != b"]":
+                raise self._fail(f"invalid JSON in the events array near byte "
+                                 f"{self._offset(start + rest_at - 1)}")
+            self._pos = start + rest_at
+            self._after_array()
+            return piece, True
+        if m is None:
+            self._pos = len(self._buf)
+            self._array_unterminated()
+            return piece, True
+        self._pos = m.end() - 1
+        return piece, False
+
+    def _array_ends_in(self, start: int) -> bool:
+        """Whether the events array closes in the buffer after ``start`` (so the rest of
+        the file, e.g. a gigabyte of blank space, need not be read to find a boundary)."""
+        if self._buf.find(b"]", start) < 0:
+            return False
+        text = b"".join((b"[", memoryview(self._buf)[start:], b"]"))
+        return _try_decode(text)[0] == "end"
 
     def _piece(self, outcome: str, value, text: bytes) -> Piece:
         if outcome == "events":
@@ -520,33 +640,26 @@ class EventStream:
         self.notes.append("the events array has no closing ']' (allowed by the format)")
 
     def _after_array(self) -> None:
-        """Top-level keys after the events (object form), or only blanks (array form)."""
-        while self._more():
-            pass
-        rest = bytes(self._buf[self._pos:]).strip()
+        """Top-level keys after the events (object form), or only blanks (array form).
+
+        Streamed like the header: trailing blank space is skipped block by block
+        and values are bounded, so nothing after the array is held whole.
+        """
+        p = self._skip_ws()
         if self.form == "array":
-            if rest:
-                raise self._fail(f"invalid JSON at byte {self._offset(self._pos)}: "
+            if p >= 0:
+                raise self._fail(f"invalid JSON at byte {self._offset(p)}: "
                                  "text after the events array")
             return
-        if rest.startswith(b"}"):
-            if rest[1:].strip():
-                raise self._fail("invalid JSON: text after the end of the top-level object")
-            return
-        if not rest.startswith(b","):
-            if not rest:
-                raise self._fail("truncated JSON (the file ends after the traceEvents array)")
-            raise self._fail(f"invalid JSON at byte {self._offset(self._pos)}: expected ','")
-        try:
-            tail = msgspec.json.decode(b"{" + rest[1:], type=dict[str, msgspec.Raw])
-        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-            if "truncated" in str(exc):
-                raise self._fail("truncated JSON (the file ends inside the top-level object)") \
-                    from None
-            raise self._fail(f"invalid JSON after the events array: {exc}") from None
-        for key, raw in tail.items():
-            if key != "traceEvents":
-                self.header[key] = _loads_lenient(bytes(raw))
+        if p < 0:
+            raise self._fail("truncated JSON (the file ends after the traceEvents array)")
+        c = self._buf[p:p + 1]
+        if c == b"}":
+            return self._end_of_document(p + 1)
+        if c != b",":
+            raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected ','")
+        self._pos = p + 1
+        self._members(before=False)
 
 
 def _try_decode(text: bytes, first: int = 3) -> tuple[str, Any]:
@@ -564,10 +677,62 @@ def _try_decode(text: bytes, first: int = 3) -> tuple[str, Any]:
             continue
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             return _classify(exc, text)
+        except RecursionError:
+            return "deep", None
     try:
         return "raws", _DECODE_RAWS.decode(text)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         return _classify(exc, text)
+    except RecursionError:
+        return "deep", None
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _value_end(text: bytes, i: int) -> int:
+    """End of the JSON object or array starting at ``text[i]`` (-1: not closed in ``text``).
+
+    A string-aware bracket count, without recursion: it finds the extent of an
+    event nested deeper than any decoder will go."""
+    depth = 0
+    for m in _TOKEN.finditer(text, i):
+        c = m.group()
+        if c in (b"{", b"["):
+            depth += 1
+        elif c in (b"}", b"]"):
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return -1
+
+
+def drop_deep_events(text: bytes) -> tuple[list[bytes], int, int]:
+    """The events of ``text`` ("[" + events ...) that decode, without those nested too deep.
+
+    Returns (kept event texts, how many were dropped, index in ``text`` of what
+    follows the last event: the array's ']' or what the piece ends with).
+    """
+    kept, dropped, i = [], 0, 1
+    while True:
+        m = _NON_WS.search(text, i)
+        if m is None or text[m.start():m.start() + 1] != b"{":
+            return kept, dropped, m.start() if m is not None else len(text)
+        j = m.start()
+        end = _value_end(text, j)
+        if end < 0:
+            return kept, dropped, j
+        try:
+            _DECODE_EVENT.decode(text[j:end])
+            kept.append(text[j:end])
+        except RecursionError:
+            dropped += 1
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            kept.append(text[j:end])  # the lenient path deals with it
+        c = _NON_WS.search(text, end)
+        if c is None or text[c.start():c.start() + 1] != b",":
+            return kept, dropped, c.start() if c is not None else len(text)
+        i = c.end()
 
 
 def _classify(exc: Exception, text: bytes) -> tuple[str, Any]:

@@ -273,7 +273,7 @@ def _decode(raw):
         return {}
     try:
         return msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return {}
 
 

@@ -737,7 +737,7 @@ def _args_dict(raw) -> dict:
         return {}
     try:
         v = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return {}
     return v if isinstance(v, dict) else {}
 
@@ -761,17 +761,17 @@ def _decode_batch(raws: list, decoders: tuple) -> tuple[list, bool]:
         out = many.decode(b"[" + b",".join(raws) + b"]")
         if len(out) == len(raws):  # an empty args value would vanish from the list
             return out, True
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     text = b"[" + b",".join(r if len(r) else b"{}" for r in raws) + b"]"
     try:
         return loose_many.decode(text), False
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         out = []
         for r in raws:
             try:
                 out.append(loose_one.decode(r) if len(r) else loose_one.decode(b"{}"))
-            except (msgspec.DecodeError, UnicodeDecodeError):
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 out.append(loose_one.decode(b"{}"))
         return out, False
 
