@@ -518,13 +518,7 @@ class EventStream:
                     return self._tail(start), True
             if outcome == "end":
                 return self._array_end_in(text[:value], start), True
-            piece = self._piece(outcome, value, text)
-            if m is None:
-                self._pos = len(self._buf)
-                self._array_unterminated()
-                return piece, True
-            self._pos = m.end() - 1
-            return piece, False
+            return self._after_piece(self._piece(outcome, value, text), m)
 
     def _deep_piece(self, text: bytes, m, start: int) -> tuple[Piece, bool]:
         """A piece holding events nested too deep for the decoders: each such event is
@@ -547,6 +541,10 @@ class EventStream:
             self._pos = start + rest_at
             self._after_array()
             return piece, True
+        return self._after_piece(piece, m)
+
+    def _after_piece(self, piece: Piece, m) -> tuple[Piece, bool]:
+        """Move past a piece that ended at separator ``m`` (None: at the end of the file)."""
         if m is None:
             self._pos = len(self._buf)
             self._array_unterminated()
