@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from . import __version__
@@ -148,11 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except TraceFormatError as exc:
-        print(terminal_safe(f"error: {exc.path}: {exc.reason}"), file=sys.stderr)
+        _error(f"{exc.path}: {exc.reason}")
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`analyze --json | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as if SIGPIPE had ended us, the shell's convention
 
 
 def gui_main() -> int:
@@ -232,7 +236,7 @@ def _cmd_stats(args) -> int:
     try:
         scope = _stats_scope(trace, args, window)
     except IndexError as exc:
-        print(f"error: {args.path}: {exc}", file=sys.stderr)
+        _error(f"{args.path}: {exc}")
         return 2
     table = stats.compute_table(trace, args.kind, scope, top=args.top or None)
     if args.json:
@@ -272,7 +276,7 @@ def _parse_range(text: str) -> tuple[int, int] | None:
 
 
 def _usage_error(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
+    _error(f"{msg}")
     return 2
 
 
@@ -282,15 +286,15 @@ def _cmd_report(args) -> int:
     try:
         report_format(args.output)  # refuse a bad suffix before loading the trace
     except ValueError as exc:
-        print(f"error: {args.output}: {exc}", file=sys.stderr)
+        _error(f"{args.output}: {exc}")
         return 2
     trace, analysis = _load_and_analyze(args.path, args)
     try:
         write_report(trace, analysis, args.output)
     except OSError as exc:
-        print(f"error: {args.output}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        _error(f"{args.output}: cannot write: {exc.strerror or exc}")
         return 2
-    print(f"wrote {args.output}")
+    print(f"wrote {terminal_safe(args.output, one_line=True)}")
     return 0
 
 
@@ -315,7 +319,7 @@ def _cmd_fleet(args) -> int:
     from .core.fleet.text import fleet_text
 
     if args.workers is not None and args.workers < 1:
-        print(f"error: --workers {args.workers}: must be at least 1", file=sys.stderr)
+        _error(f"--workers {args.workers}: must be at least 1")
         return 2
     bar: list[RankBar] = []
     try:
@@ -324,10 +328,10 @@ def _cmd_fleet(args) -> int:
                     on_start=lambda files: bar.append(RankBar([f.rank for f in files])),
                     on_done=lambda s: bar[0].update(s))
     except ValueError as exc:
-        print(f"error: {args.path}: {exc}", file=sys.stderr)
+        _error(f"{args.path}: {exc}")
         return 2
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"{exc}")
         return 2
     finally:
         if bar:
@@ -357,12 +361,17 @@ def no_display() -> bool:
     return platform not in _WINDOWLESS
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F) if c not in (0x09, 0x0A)}
+def _error(message: str) -> None:
+    """The one ``error:`` line on stderr (untrusted text in it escaped, never two lines)."""
+    print("error: " + terminal_safe(message, one_line=True), file=sys.stderr)
 
 
-def terminal_safe(text: str) -> str:
-    """Trace names are untrusted: show control characters (ANSI escapes) as ``\\xNN``."""
-    return text.translate(_CONTROL)
+def terminal_safe(text: str, one_line: bool = False) -> str:
+    """Trace names and paths are untrusted: control characters (ANSI escapes, C1, CR),
+    bidi overrides and undecodable bytes are shown escaped (``one_line``: ``\\n`` too)."""
+    from .core.names import visible
+
+    return visible(text, one_line)
 
 
 def _print_lines(lines: list[str]) -> None:

@@ -58,3 +58,20 @@ def _libc_free(ptr: int) -> None:
     free = ctypes.CDLL(None).free
     free.argtypes = [ctypes.c_void_p]
     free(ptr)
+
+
+# Untrusted text (trace names, paths) must not steer a terminal or a document: C0/C1
+# control characters (ESC sequences, CSI U+009B, carriage return), Unicode line
+# separators and bidi overrides are shown as visible escapes instead.
+_INVISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))
+              if c not in (0x09, 0x0A)}
+_INVISIBLE.update({c: f"\\u{c:04x}" for c in (
+    0x061C, 0x200E, 0x200F, 0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+_ONE_LINE = {**_INVISIBLE, 0x0A: "\\x0a"}
+
+
+def visible(text: str, one_line: bool = False) -> str:
+    """``text`` with control, line-separator and bidi characters as ``\\xNN``/``\\uNNNN``
+    (``\\n`` too when ``one_line``); undecodable file-name bytes as ``\\udcNN``."""
+    text = str(text).translate(_ONE_LINE if one_line else _INVISIBLE)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -82,7 +82,7 @@ def try_entry_dir(path: Path) -> Path | None:
     """:func:`entry_dir`, or None when the source cannot be fingerprinted."""
     try:
         return entry_dir(path)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Path.resolve)
         return None
 
 
@@ -125,7 +125,12 @@ def save_cached(path: Path, trace: Trace, entry: Path | None = None) -> Path | N
             write_trace(tmp, trace)
             if d.exists():
                 shutil.rmtree(d, ignore_errors=True)
-            os.replace(tmp, d)
+            try:
+                os.replace(tmp, d)
+            except OSError:
+                if (d / "manifest.json").is_file():
+                    return d  # another process opening the same trace wrote it first
+                raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return d

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..names import visible
 from ..summary import fmt_ns
 from ..trace import Trace
 from . import svg_charts as charts
@@ -42,11 +43,13 @@ def write_report(trace: Trace, analysis: Analysis, path) -> Path:
     path = Path(path)
     fmt = report_format(path)
     text = html_report(trace, analysis) if fmt == "html" else markdown_report(trace, analysis)
+    # no raw control / bidi characters from the trace reach the file (ESC, CR, U+202E)
+    text = "\n".join(visible(line) for line in text.split("\n"))
     path.parent.mkdir(parents=True, exist_ok=True)
     # A fresh name opened with "x" (not mkstemp) so the file gets the umask's mode.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "x", encoding="utf-8") as fh:
+        with open(tmp, "x", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
@@ -291,8 +294,12 @@ def _fence(lines: list[str]) -> str:
 
 
 def _md(s: str) -> str:
-    """Escape text for a Markdown table cell / paragraph (pipes, HTML, emphasis)."""
-    s = str(s).replace("&", "&amp;").replace("<", "&lt;")
+    """Escape text for a Markdown table cell / paragraph (pipes, HTML, emphasis).
+
+    The backslash first, so a name's own ``\\|`` cannot undo the pipe's escape, and
+    every line break (``\\r`` too) becomes a space, so a name cannot start a heading.
+    """
+    s = str(s).replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;")
     for ch in "|*_`[]":
         s = s.replace(ch, "\\" + ch)
-    return s.replace("\n", " ")
+    return re.sub(r"[\r\n\v\f\x85\u2028\u2029]", " ", s)

@@ -13,9 +13,11 @@ cache (:mod:`sofa_gui.core.store`) unless told not to.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import importlib
 import logging
+import os
 import zlib
 from pathlib import Path
 from typing import Protocol
@@ -64,8 +66,15 @@ def importers() -> list[Importer]:
 
 def pick_importer(path: Path) -> Importer:
     """The importer most confident it can read ``path``, or a TraceFormatError."""
-    if not path.exists():
-        raise TraceFormatError(path, "no such file or folder")
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise TraceFormatError(path, "symbolic link loop (too many levels of links)") \
+                from None
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise TraceFormatError(path, "no such file or folder") from None
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if path.is_file() and path.stat().st_size == 0:
         raise TraceFormatError(path, "file is empty")
     best, best_score = None, 0.0
