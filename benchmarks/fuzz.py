@@ -10,6 +10,12 @@ it ends in a loaded trace (its load report counting what was skipped) or in a
 TraceFormatError with the path and a one-line reason. A worker stuck past the hard limit
 is killed and its case counted as a hang. ``--cli N`` also runs N cases per importer
 through ``sofa-gui analyze --json`` in a subprocess (exit 0, or 2 with one stderr line).
+
+``--attacks`` instead runs the hostile-input families of issue 15 (attacks.py: blank
+space and huge values in gzip, decompression past the limit, deep args, 100k threads, a
+recursive SQLite VIEW, hostile names, a symlink loop) at full size, each through
+``sofa-gui analyze --json --no-cache`` in a fresh process, and prints wall time, peak
+RSS and how it ended (``--small``: the sizes the tests use).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from multiprocessing.connection import wait
@@ -30,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "robustness"))
 
+import attacks  # noqa: E402
 import fuzz_harness  # noqa: E402
 import fuzz_mutators  # noqa: E402
 import fuzz_seeds  # noqa: E402
@@ -208,8 +216,69 @@ def replay(seeds, spec: str, timeout_s: float) -> int:
     return 0 if res.ok else 1
 
 
+def run_attack(family: tuple, work: Path, small: bool, timeout_s: float) -> dict:
+    """One attack family through the CLI in a fresh process: outcome, wall s, peak RSS."""
+    name, make, full, test_size, env = family
+    folder = work / f"attack-{abs(hash(name))}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = make(folder, *(test_size if small else full))
+    size = path.stat().st_size if path.exists() else 0
+    cmd = [sys.executable, "-m", "sofa_gui", "analyze", "--json", "--no-cache", str(path)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err: list[bytes] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    code, usage = _wait_with_usage(proc, timeout_s)
+    reader.join(5)
+    lines = b"".join(err).decode("utf-8", "replace").strip().splitlines()
+    traceback_seen = any("Traceback" in ln for ln in lines)
+    last = lines[-1] if lines else ""
+    if last.startswith("error: ") and str(path) in last:  # the reason, not the temp path
+        last = "error: " + last.split(str(path), 1)[1].lstrip(": ")
+    return dict(name=name, size=size, code=code, wall=time.perf_counter() - t0,
+                rss=usage.ru_maxrss / 1024, first=last,
+                ok=code in (0, 2) and not traceback_seen and len(lines) <= 2)
+
+
+def _wait_with_usage(proc, timeout_s: float):
+    """(exit code or "hang", resource usage of that one child)."""
+    end = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage
+        if time.monotonic() > end:
+            proc.kill()
+            _, _, usage = os.wait4(proc.pid, 0)
+            proc.returncode = -9
+            return "hang", usage
+        time.sleep(0.05)
+
+
+def attacks_main(small: bool, timeout_s: float) -> int:
+    work = Path(tempfile.mkdtemp(prefix="sofa-attacks-"))
+    head = f"{'attack family':<50} {'input':>10} {'exit':>5} {'wall s':>7} {'peak RSS':>9}  ends"
+    print(head)
+    print("-" * len(head))
+    ok = True
+    try:
+        for fam in attacks.FAMILIES:
+            r = run_attack(fam, work, small, timeout_s)
+            ok &= r["ok"]
+            print(f"{r['name']:<50} {r['size'] / 1024:>8.0f}KB {r['code']!s:>5} "
+                  f"{r['wall']:>7.1f} {r['rss']:>6.0f} MB  {r['first'][:90]}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if ok else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--attacks", action="store_true", help="run the hostile-input families")
+    ap.add_argument("--small", action="store_true", help="with --attacks: the test sizes")
     ap.add_argument("--cases", type=int, default=10_000, help="cases per importer")
     ap.add_argument("--cli", type=int, default=20, help="extra cases per importer via the CLI")
     ap.add_argument("--workers", type=int, default=2)
@@ -219,6 +288,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default=os.path.join(tempfile.gettempdir(), "sofa-fuzz-seeds"))
     ap.add_argument("--replay", metavar="IMPORTER:CASE")
     args = ap.parse_args(argv)
+    if args.attacks:
+        return attacks_main(args.small, max(args.timeout, 600.0))
 
     t0 = time.perf_counter()
     seeds = fuzz_seeds.build_seeds(Path(args.seeds))

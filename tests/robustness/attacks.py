@@ -75,3 +75,61 @@ def nested_args(folder: Path, depth: int, events: int = 100) -> Path:
     path = folder / f"nested-{depth}.json"
     path.write_text(text.replace('"traceEvents": [', '"traceEvents": [' + bad + ", ", 1))
     return path
+
+
+def recursive_view_sqlite(folder: Path) -> Path:
+    """An 8 KB SQLite whose kernel "table" is an endless recursive VIEW."""
+    import sqlite3
+
+    path = folder / "recursive-view.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript(f"""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'kernel');
+        CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS {ENDLESS_QUERY};
+    """)
+    con.commit()
+    con.close()
+    return path
+
+
+ENDLESS_QUERY = (
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+    "SELECT x AS start, x + 1 AS end, 0 AS deviceId, 0 AS contextId, 7 AS streamId, "
+    "x AS correlationId, 0 AS globalPid, 1 AS demangledName, 1 AS shortName FROM r")
+
+
+def hostile_names(folder: Path) -> Path:
+    """Names with ESC/CSI/CR, bidi overrides and Markdown table syntax."""
+    name = "evil\r# heading\x1b[31m\u009b2J\u202egnp.exe \\| cell"
+    evs = [_event(name if i % 3 == 0 else "aten::mm", i * 10.0, 1, 5.0) for i in range(60)]
+    path = folder / "hostile-names.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    return path
+
+
+def symlink_loop(folder: Path) -> Path:
+    (folder / "loop-a").symlink_to(folder / "loop-b")
+    (folder / "loop-b").symlink_to(folder / "loop-a")
+    return folder / "loop-a"
+
+
+#: (family, generator, args at full size, args at test size, env) for fuzz.py --attacks
+FAMILIES = [
+    ("gzip: 1 event + blank space after the document", trailing_blank_gzip,
+     (1 << 30, "after"), (8 << 20, "after"), {}),
+    ("gzip: blank space between header keys", trailing_blank_gzip,
+     (1 << 30, "before"), (8 << 20, "before"), {}),
+    ("gzip: blank space inside the events array", trailing_blank_gzip,
+     (200 << 20, "array"), (8 << 20, "array"), {}),
+    ("gzip: huge header value", huge_header_value, (1 << 30,), (40 << 20,), {}),
+    ("gzip: decompresses past the limit (limit 256 MiB)", trailing_blank_gzip,
+     (1 << 30, "after"), (8 << 20, "after"),
+     {"SOFA_GUI_MAX_DECOMPRESSED_BYTES": str(256 << 20)}),
+    ("args nested 990 deep", nested_args, (990,), (990,), {}),
+    ("args nested 100,000 deep", nested_args, (100_000,), (5_000,), {}),
+    ("100,000 threads", many_threads, (100_000, 1), (2_000, 1), {}),
+    ("SQLite: kernel table is a recursive VIEW", recursive_view_sqlite, (), (), {}),
+    ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),
+    ("symlink loop as the path", symlink_loop, (), (), {}),
+]

@@ -190,3 +190,46 @@ def test_a_hundred_thousand_threads_load_and_analyse_in_linear_time(tmp_path):
         result = analyze(trace)
     assert len(trace.lanes) == 100_000 and trace.events == 100_000
     assert result.iterations is not None
+
+
+def test_text_in_an_integer_column_skips_that_row_not_the_export(tmp_path):
+    # Issue 15 item 12: one text value in an INTEGER column rejected the whole export.
+    import sqlite3
+
+    sys_path = str(Path(__file__).resolve().parents[1] / "core")
+    import sys
+
+    sys.path.insert(0, sys_path)
+    from nsys_fixture import make_nsys_db
+
+    good = tmp_path / "good.sqlite"
+    make_nsys_db(good)
+    reference = load_trace(good, use_cache=False)
+    bad = tmp_path / "bad.sqlite"
+    make_nsys_db(bad)
+    con = sqlite3.connect(bad)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'not a number' "
+                "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)")
+    con.commit()
+    con.close()
+    trace = load_trace(bad, use_cache=False)
+    assert trace.meta.report.skipped["non-integer value in an integer column"] == 1
+    assert trace.events == reference.events - 1
+    assert trace.meta.report.read == reference.meta.report.read
+
+
+def test_rank_folder_lists_every_file_it_left_out(tmp_path):
+    # Issue 15 item 13: unreadable or unrecognised files were dropped without a word.
+    folder = tmp_path / "ranks"
+    shutil.copytree(DATA / "ranks", folder)
+    (folder / "notes.txt").write_text("hello")
+    (folder / "broken.json").write_text('{"not": "a trace"}')
+    (folder / "sub").mkdir()
+    os.mkfifo(folder / "pipe.json")
+    with deadline(60):
+        trace = load_trace(folder, use_cache=False)
+    notes = trace.meta.report.notes
+    assert "notes.txt: left out (not a .json or .json.gz file)" in notes
+    assert "broken.json: left out (not a Chrome/Kineto trace)" in notes
+    assert "sub: left out (a folder)" in notes
+    assert "pipe.json: left out (not a regular file)" in notes

@@ -14,30 +14,17 @@ import textwrap
 import threading
 import time
 
+from attacks import ENDLESS_QUERY, recursive_view_sqlite
 from hostile import ROOT, assert_one_line_error, run_cli
 
 from sofa_gui.core.importers.nsys.db import NsysDb
 from sofa_gui.core.progress import Cancelled, CancelToken
 
-ENDLESS = ("WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
-           "SELECT x AS start, x + 1 AS end, 0 AS deviceId, 0 AS contextId, 7 AS streamId, "
-           "x AS correlationId, 0 AS globalPid, 1 AS demangledName, 1 AS shortName FROM r")
-
-
-def _recursive_view_db(path) -> None:
-    con = sqlite3.connect(path)
-    con.executescript(f"""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
-        INSERT INTO StringIds VALUES (1, 'kernel');
-        CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS {ENDLESS};
-    """)
-    con.commit()
-    con.close()
+ENDLESS = ENDLESS_QUERY
 
 
 def test_recursive_view_as_kernel_table_does_not_hang(tmp_path):
-    db = tmp_path / "bomb.sqlite"
-    _recursive_view_db(db)
+    db = recursive_view_sqlite(tmp_path)
     assert db.stat().st_size <= 16 * 1024
     proc = run_cli(["analyze", "--no-cache", str(db)], timeout=60)
     err = assert_one_line_error(proc, 2)

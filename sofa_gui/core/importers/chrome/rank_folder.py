@@ -39,6 +39,32 @@ def kineto_files(folder: Path) -> list[Path]:
     return [p for p in files if sniff(p) >= 0.9]
 
 
+def left_out(folder: Path, used: list[Path]) -> list[str]:
+    """A load-report note per file in ``folder`` that is not one of the loaded traces."""
+    used_names = {p.name for p in used}
+    notes = []
+    for p in sorted(folder.iterdir(), key=lambda p: _natural_key(p.name)):
+        if p.name in used_names or p.name.startswith("."):
+            continue
+        notes.append(f"{p.name}: left out ({_why_left_out(p)})")
+    return notes
+
+
+def _why_left_out(p: Path) -> str:
+    if p.is_dir():
+        return "a folder"
+    if not p.is_file():
+        return "not a regular file"
+    if not has_json_suffix(p):
+        return "not a .json or .json.gz file"
+    try:
+        with open(p, "rb") as f:
+            f.read(1)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return "not a Chrome/Kineto trace"
+
+
 def rank_in_name(name: str) -> int | None:
     m = _RANK_IN_NAME.search(name)
     return int(m.group(1)) if m else None
@@ -72,6 +98,7 @@ class RankFolderImporter:
         path = Path(path)
         files = kineto_files(path)
         trace = load_files(path, files, progress, rank_of=assign_ranks)
+        trace.meta.report.notes.extend(left_out(path, files))
         trace.meta.format = "kineto-ranks"
         if trace.meta.world_size is None:
             trace.meta.world_size = len(files)

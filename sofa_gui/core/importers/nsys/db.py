@@ -58,6 +58,8 @@ class NsysDb:
         self._progress = progress
         #: why the running query was stopped (Cancelled or KeyboardInterrupt), to re-raise
         self.stopped: BaseException | None = None
+        #: rows dropped because a value in an integer column was not an integer (skipped)
+        self.bad_rows = 0
         con.set_progress_handler(self._keep_going, _CHECK_STEPS)
         self.tables = {r[0] for r in con.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -117,12 +119,16 @@ class NsysDb:
             rows = cur.fetchmany(_CHUNK)
             if not rows:
                 break
+            kept = rows
+            try:
+                chunk = _int_rows(rows, ncols, texts is not None)
+            except (ValueError, TypeError, OverflowError):  # e.g. text in an INTEGER column
+                kept = [r for r in rows if _all_ints(r[:ncols])]
+                self.bad_rows += len(rows) - len(kept)
+                chunk = _int_rows(kept, ncols, texts is not None)
             if texts is not None:
-                *cols, text = zip(*rows)
-                texts.extend(text)
-                chunks.append(np.array(cols, np.int64).T.reshape(len(rows), ncols))
-            else:
-                chunks.append(np.array(rows, np.int64).reshape(len(rows), ncols))
+                texts.extend(r[ncols] for r in kept)
+            chunks.append(chunk)
             done += len(rows)
             progress.report(min(done / max(total, 1), 1.0), message)
         if not chunks:
@@ -141,6 +147,21 @@ class NsysDb:
         for i, name, lab in self.rows(f'SELECT id, name, {label} FROM "{table}"'):
             out[int(i)] = (str(name or ""), str(lab or name or ""))
         return out
+
+
+def _int_rows(rows: list, ncols: int, with_text: bool) -> np.ndarray:
+    if not rows:
+        return np.zeros((0, ncols), np.int64)
+    if with_text:
+        cols = list(zip(*rows))[:ncols]
+        return np.array(cols, np.int64).T.reshape(len(rows), ncols)
+    return np.array(rows, np.int64).reshape(len(rows), ncols)
+
+
+def _all_ints(values) -> bool:
+    """Whether a row's values fit an int64 column (a hostile export may hold text there)."""
+    return all(isinstance(v, int) and -(1 << 63) <= v < (1 << 63)
+               or isinstance(v, float) and abs(v) < 9e18 for v in values)
 
 
 class StringIds:

@@ -96,6 +96,8 @@ def _load(path: Path, db: NsysDb, progress: Progress) -> Trace:
     if absent:
         b.report.notes.append("tables not in export (nothing of that kind recorded): "
                               + ", ".join(absent))
+    if db.bad_rows:
+        b.report.skip("non-integer value in an integer column", db.bad_rows)
     progress.report(1.0, "building trace")
     trace = b.finish(progress=progress)
     if trace.events == 0:
