@@ -228,10 +228,12 @@ class _Capped:
         data = self._stream.read(want if n is None or n < 0 else min(n, want))
         self._total += len(data)
         if self._total > self._limit:
+            whose = "the SOFA_GUI_MAX_DECOMPRESSED_BYTES limit" \
+                if os.environ.get("SOFA_GUI_MAX_DECOMPRESSED_BYTES") else \
+                "this machine's memory; set SOFA_GUI_MAX_DECOMPRESSED_BYTES to allow more"
             raise TraceFormatError(self._path, (
-                f"gzip data decompresses to more than {self._limit / 2**30:.1f} GiB (this "
-                "machine's memory; a decompression bomb?); set SOFA_GUI_MAX_DECOMPRESSED_BYTES "
-                "to allow more"))
+                f"gzip data decompresses to more than {self._limit / 2**20:,.0f} MiB "
+                f"({whose}; a decompression bomb?)"))
         return data
 
 
