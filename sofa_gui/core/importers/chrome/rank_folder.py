@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ...names import visible
 from ...progress import Progress
 from ...trace import Trace
 from .reader import FileData
@@ -46,7 +47,8 @@ def left_out(folder: Path, used: list[Path]) -> list[str]:
     for p in sorted(folder.iterdir(), key=lambda p: _natural_key(p.name)):
         if p.name in used_names or p.name.startswith("."):
             continue
-        notes.append(f"{p.name}: left out ({_why_left_out(p)})")
+        # file names need not be UTF-8: notes go to JSON output, so escape odd bytes
+        notes.append(f"{visible(p.name)}: left out ({_why_left_out(p)})")
     return notes
 
 
