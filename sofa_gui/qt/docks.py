@@ -3,7 +3,8 @@
 A panel module in :mod:`sofa_gui.qt.panels` that sets ``DOCK = DockSpec(...)`` gets a
 dock in the main window, an entry in View, and a place in Reset Layout; nothing else
 lists it. Docks of one area are stacked in ``order`` (right: top to bottom, bottom: left
-to right) with ``size`` pixels along that direction.
+to right) with ``size`` pixels along that direction; a spec with ``tab_with`` becomes a
+tab of that dock instead (Details with Bottlenecks: it is empty until a slice is clicked).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class DockSpec:
     order: int  # place within the area
     size: int  # initial extent along the area's stacking direction, px
     factory: Callable  # factory(session) -> the panel widget
+    tab_with: str = ""  # key of the dock this one is a tab of ("" = its own place)
 
     @property
     def object_name(self) -> str:  # saved window states refer to docks by this name

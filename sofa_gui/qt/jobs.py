@@ -139,3 +139,20 @@ def _analyze(state, trace: Trace, options: Options, progress) -> None:
     handed over all at once (core/analysis/cache.py), computed ones stored."""
     analyze_cached(trace, options, progress,
                    lambda a, part: state.partial(AnalysisReady(replace(a), part)))
+
+
+@dataclass(frozen=True)
+class CompareReady:
+    """The other run of a comparison, loaded and fully analysed."""
+
+    trace: Trace
+    analysis: Analysis
+
+
+def compare_job(state, path: str, options: Options, load_mode: str = "auto") -> None:
+    """Load and analyze a second run for the Compare dock (no timeline index needed)."""
+    from ..core.analysis.pipeline import analyze
+
+    trace = load(state, path, load_mode)
+    analysis = analyze(trace, options, subrange(state, 0.5, 1.0))
+    state.partial(CompareReady(trace, analysis))

@@ -94,10 +94,18 @@ class MainWindow(QMainWindow):
         self.setCorner(Qt.Corner.BottomRightCorner, AREAS["right"][0])
         for area, (qt_area, direction, thickness) in AREAS.items():
             specs = [d for d in dock_specs() if d.area == area]
-            for i, spec in enumerate(specs):
+            placed = []
+            for spec in specs:
                 dock = self._add_dock(spec, qt_area)
-                if i:
-                    self.splitDockWidget(self.docks[specs[i - 1].key], dock, direction)
+                if spec.tab_with in self.docks and spec.tab_with != spec.key:
+                    self.tabifyDockWidget(self.docks[spec.tab_with], dock)
+                elif placed:
+                    self.splitDockWidget(self.docks[placed[-1].key], dock, direction)
+                if not spec.tab_with:
+                    placed.append(spec)
+            for spec in placed:  # the first tab of each group is the one shown
+                self.docks[spec.key].raise_()
+            specs = placed
             if specs:
                 across = (Qt.Orientation.Horizontal if direction == Qt.Orientation.Vertical
                           else Qt.Orientation.Vertical)
@@ -139,6 +147,8 @@ class MainWindow(QMainWindow):
         self._action(m, "Open &Folder…", self.open_folder_dialog, "Ctrl+Shift+O",
                      "Open a trace folder (SOFA logdir, recording, per-rank traces)")
         self.recent_menu = m.addMenu("Open &Recent")
+        self.compare_action = self._action(m, "&Compare with…", self.compare_dialog, None,
+                                           "Compare the open run with another trace")
         self._action(m, "Open &Demo Trace", self.open_demo)
         self.record_action = self._action(m, "R&ecord…", self.open_record_dialog, None,
                                           "Run a command and record a profile")
@@ -229,6 +239,18 @@ class MainWindow(QMainWindow):
         if path:
             self.settings.setValue("dialog/dir", str(Path(path).parent))
             self.open_path(path)
+
+    def compare_dialog(self) -> None:
+        """File ▸ Compare with…: pick the other run; the Compare dock shows the diff."""
+        start = self.settings.value("dialog/dir", str(Path.home()))
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with trace", start, TRACE_FILTER)
+        if path:
+            self.compare_with(path)
+
+    def compare_with(self, path: str | Path) -> None:
+        self.docks["compare"].show()
+        self.docks["compare"].raise_()
+        self.panels["compare"].compare_with(path)
 
     def open_demo(self) -> None:
         from ..core.samples import demo_trace_path
@@ -387,6 +409,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         self.save_window_state()
+        self.panels["compare"].shutdown()
         self.session.shutdown()
         super().closeEvent(event)
 

@@ -24,3 +24,31 @@ def make_timeline(qtbot):
         return w
 
     return make
+
+
+@pytest.fixture
+def open_window(qtbot, tmp_path):
+    """``open_window(path, size=(1400, 900))`` -> a shown MainWindow (own settings file)
+    with ``path`` opened and analysed; shut down after the test."""
+    from PySide6.QtCore import QSettings
+    from test_app_window import open_and_wait
+
+    from sofa_gui.qt.main_window import MainWindow
+
+    made = []
+
+    def make(path, size=(1400, 900)):
+        w = MainWindow(QSettings(str(tmp_path / f"s{len(made)}.ini"),
+                                 QSettings.Format.IniFormat), restore_state=False)
+        qtbot.addWidget(w)
+        made.append(w)
+        w.resize(*size)
+        w.show()
+        qtbot.waitExposed(w)
+        if path is not None:
+            open_and_wait(qtbot, w, path)
+        return w
+
+    yield make
+    for w in made:
+        w.session.shutdown()

@@ -1,0 +1,44 @@
+"""File ▸ Compare with… on the real ResNet pair (num_workers 0 -> 4): the diff in the app."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from tracedata import shared_trace
+
+from sofa_gui.cli import main
+from sofa_gui.core.samples import demo_trace_path
+
+NW4 = "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"
+
+
+def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_window, capsys):
+    other = shared_trace(NW4)
+    w = open_window(demo_trace_path(), (1280, 800))
+    panel = w.panels["compare"]
+    with qtbot.waitSignal(panel.compared, timeout=180_000):
+        w.compare_with(other)
+    assert not w.docks["compare"].visibleRegion().isEmpty()
+    assert main(["diff", str(demo_trace_path()), str(other), "--json"]) == 0
+    import json
+
+    want = json.loads(capsys.readouterr().out)
+    d = panel.result
+    assert d["speedup"] == want["speedup"] == 1.3963
+    assert "1.40x faster" in panel.summary.text()
+    cats = [panel.categories.item(r, 0).text() for r in range(panel.categories.rowCount())]
+    assert "Idle: waiting for input" in cats and "Compute kernels" in cats
+    found = {(panel.findings.item(r, 0).text(), panel.findings.item(r, 1).text())
+             for r in range(panel.findings.rowCount())}
+    assert ("input pipeline bound", "resolved") in found
+    assert panel.changes.item(0, 1).text() == want["top_changes"][0]["name"]
+    times = panel.iteration_times()
+    assert [len(t) for t in times] == [6, 6]
+    dots = [i for i in panel.chart.getPlotItem().items if isinstance(i, pg.ScatterPlotItem)]
+    assert sorted(len(i.data) for i in dots) == [6, 6]
+    panel.shutdown()
+
+
+def test_compare_before_the_analysis_says_so(open_window):
+    w = open_window(None, (1280, 800))
+    w.compare_with(demo_trace_path())
+    assert "Open a trace" in w.panels["compare"].summary.text()
