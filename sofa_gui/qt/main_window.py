@@ -113,6 +113,10 @@ class MainWindow(QMainWindow):
                 self.resizeDocks([self.docks[d.key] for d in specs], [d.size for d in specs],
                                  direction)
 
+        # Compare stays out of the way (its tab bar would cost the bottom row height)
+        # until File ▸ Compare with… (or View) shows it
+        self.docks["compare"].hide()
+
     def _add_dock(self, spec, qt_area) -> QDockWidget:
         panel = self.panels[spec.key] = spec.factory(self.session)
         dock = self.docks[spec.key] = QDockWidget(spec.title, self)
