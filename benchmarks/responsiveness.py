@@ -100,7 +100,8 @@ def run_one(path: Path, mode: str) -> dict:
     """Open ``path`` in a main window and measure the heartbeat (in this process)."""
     from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
 
-    from sofa_gui.qt.app import freeze_startup_objects, make_app
+    from sofa_gui.qt.app import freeze_startup_objects
+    from sofa_gui.qt.application import make_app
     from sofa_gui.qt.main_window import MainWindow
 
     app = make_app()

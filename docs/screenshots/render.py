@@ -32,7 +32,7 @@ def search_and_details() -> None:
 
     from sofa_gui.core.samples import demo_trace_path
     from sofa_gui.core.trace import Kind
-    from sofa_gui.qt.app import make_app
+    from sofa_gui.qt.application import make_app
     from sofa_gui.qt.main_window import MainWindow
     from sofa_gui.qt.screenshot import _open_and_wait, _save
 

@@ -4,7 +4,7 @@ A folder with more than :data:`FLEET_MIN_RANKS` - 1 rank files is not loaded as 
 trace: :func:`fleet_job` runs the per-rank analysis on Dask (the embedded
 ``LocalCluster`` or ``$SOFA_GUI_SCHEDULER``) and hands over ``"fleet_start"`` (the
 rank files), one ``"fleet_rank"`` per finished rank and the ``"fleet"`` result.
-:func:`open_ranks_job` then loads only the ranks the user asks for.
+:func:`.jobs.open_ranks_job` then loads only the ranks the user asks for.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.analysis.pipeline import Options
-from ..core.progress import subrange
 
 #: Folders with at least this many rank files open as a fleet (heat map first).
 FLEET_MIN_RANKS = 9
@@ -73,20 +72,3 @@ def fleet_job(state, path: str, options: Options) -> None:
                 on_done=done, on_engine=lambda eng: state.on_cancel(eng.cancel))
     state.partial(FleetEvent("result", res))
     state.report(1.0, "Fleet analysis done")
-
-
-def open_ranks_job(state, paths: list[str], options: Options) -> None:
-    """One rank file in full, or a few of them as one multi-rank trace."""
-    from .jobs import analyze_loaded, load
-
-    if len(paths) == 1:
-        trace = load(state, paths[0])
-    else:
-        from ..core.importers.chrome.rank_folder import assign_ranks
-        from ..core.importers.chrome.trace import load_files
-
-        files = [Path(p) for p in paths]
-        trace = load_files(files[0].parent, files, subrange(state, 0.0, 0.5),
-                           rank_of=assign_ranks)
-        trace.meta.source = ", ".join(p.name for p in files)
-    analyze_loaded(state, trace, options)

@@ -156,3 +156,18 @@ def compare_job(state, path: str, options: Options, load_mode: str = "auto") -> 
     trace = load(state, path, load_mode)
     analysis = analyze(trace, options, subrange(state, 0.5, 1.0))
     state.partial(CompareReady(trace, analysis))
+
+
+def open_ranks_job(state, paths: list[str], options: Options) -> None:
+    """One rank file in full, or a few of them as one multi-rank trace."""
+    if len(paths) == 1:
+        trace = load(state, paths[0])
+    else:
+        from ..core.importers.chrome.rank_folder import assign_ranks
+        from ..core.importers.chrome.trace import load_files
+
+        files = [Path(p) for p in paths]
+        trace = load_files(files[0].parent, files, subrange(state, 0.0, 0.5),
+                           rank_of=assign_ranks)
+        trace.meta.source = ", ".join(p.name for p in files)
+    analyze_loaded(state, trace, options)

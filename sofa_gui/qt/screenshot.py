@@ -22,7 +22,7 @@ def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: in
     """Exit code: 0 saved, 2 bad input (trace, iteration, output path), 1 internal error."""
     from PySide6.QtCore import QSettings
 
-    from .app import make_app
+    from .application import make_app
     from .main_window import MainWindow
 
     if not Path(out).expanduser().parent.is_dir():

@@ -100,7 +100,7 @@ class Session(QObject):
         """Open one rank of the fleet in full (``alongside``: "neighbours" adds ranks r-1 and
         r+1, "median" adds the median rank); the fleet summaries stay.  ``iteration``
         (alignment, label, column) is selected once the rank's iterations are found."""
-        from .fleet_jobs import open_ranks_job
+        from .jobs import open_ranks_job
 
         by_rank = {f.rank: f for f in self.fleet_files}
         if rank not in by_rank:
