@@ -130,11 +130,6 @@ def _row_conflicts(s, e, d) -> np.ndarray:
     return np.sort(order[1:][clash])
 
 
-def _rows_overlap(s, e, d) -> bool:
-    """Whether two slices on one row overlap (``s`` sorted, so row order is start order)."""
-    return bool(len(_row_conflicts(s, e, d)))
-
-
 def _outliving(e: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Slices that end after their parent (the last earlier slice one row up)."""
     order = _by_row(d)

@@ -131,15 +131,6 @@ def _argmax_per_group(w: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return hit[first]
 
 
-def _argmax_packed(w_px: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Like :func:`_argmax_per_group` for pixel widths, with one ``reduceat``:
-    the quantised width and the position share one int64 (ties: last wins)."""
-    pos = np.arange(len(w_px), dtype=np.int64)
-    q = np.minimum(w_px * 256.0, 2.0**30).astype(np.int64)
-    key = (q << 32) | pos
-    return np.maximum.reduceat(key, starts) & 0xFFFFFFFF
-
-
 def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(lo[i], hi[i])`` without a Python loop."""
     n = np.maximum(hi - lo, 0)

@@ -86,8 +86,3 @@ def write_manifest(folder: Path, doc: dict) -> None:
         json.dump(doc, f, indent=1, allow_nan=False, default=str)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def read_manifest(folder: Path) -> dict:
-    with open(Path(folder) / MANIFEST, encoding="utf-8") as f:
-        return json.load(f)

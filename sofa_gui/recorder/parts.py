@@ -34,7 +34,6 @@ class PartWriter:
         self._rows: dict[str, list] = {f.name: [] for f in schema}
         self._lock = threading.Lock()
         self._parts = 0
-        self.rows_written = 0
 
     def add(self, **columns: list) -> None:
         """Append equal-length lists, one per schema column."""
@@ -56,7 +55,6 @@ class PartWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"part-{index:06d}.parquet"
         write_atomic(table, path)
-        self.rows_written += n
         return path
 
 

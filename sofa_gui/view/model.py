@@ -169,10 +169,6 @@ class TimelineModel:
         return lane if capped and depth >= self.layout.max_rows else -1
 
     # -- slices -----------------------------------------------------------------
-    def valid_slice(self, index) -> bool:
-        return self.trace is not None and index is not None and 0 <= int(index) < len(
-            self.trace.slices)
-
     def slice_extent(self, index: int) -> tuple[float, float]:
         sl = self.trace.slices
         s = float(sl.start[index] - self.t0)

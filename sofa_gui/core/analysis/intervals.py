@@ -58,42 +58,6 @@ def measure_in(us_: np.ndarray, ue: np.ndarray, ws, we) -> np.ndarray:
     return measure_before(us_, ue, we) - measure_before(us_, ue, ws)
 
 
-def intersect(a: tuple[np.ndarray, np.ndarray],
-              b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Intersection of two disjoint sorted interval sets."""
-    (as_, ae), (bs, be) = a, b
-    if len(as_) == 0 or len(bs) == 0:
-        return _EMPTY, _EMPTY
-    pts = sorted_unique(np.concatenate([as_, ae, bs, be]))
-    lo, hi = pts[:-1], pts[1:]
-    inside = _covered(as_, ae, lo) & _covered(bs, be, lo)
-    return union(lo[inside], hi[inside])
-
-
-def _covered(us_: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Whether instant ``t`` lies in the disjoint set (``[s, e)`` semantics)."""
-    if len(us_) == 0:
-        return np.zeros(len(t), bool)
-    idx = np.searchsorted(us_, t, side="right") - 1
-    safe = np.maximum(idx, 0)
-    return (idx >= 0) & (t < ue[safe])
-
-
-def sorted_unique(x: np.ndarray) -> np.ndarray:
-    """``np.unique`` by sorting (numpy 2's hash-based unique is slower on big int64 arrays).
-
-    The input is a concatenation of sorted runs (union edges), which the stable
-    sort (timsort) merges several times faster than quicksort would sort it.
-    """
-    x = np.sort(x, kind="stable")
-    if len(x) < 2:
-        return x
-    keep = np.empty(len(x), bool)
-    keep[0] = True
-    np.not_equal(x[1:], x[:-1], out=keep[1:])
-    return x[keep]
-
-
 def _ranked(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct values of ``x`` and, for each element, its index among them
     (one stable argsort instead of a sort plus a binary search per layer)."""

@@ -118,11 +118,6 @@ class Iterations:
             return None
         return np.r_[np.diff(a), b[-1] - a[-1]].astype(np.int64)
 
-    def index_at(self, t_ns: int) -> int:
-        """Iteration containing ``t_ns`` or -1."""
-        i = int(np.searchsorted(self.starts, t_ns, side="right")) - 1
-        return i if 0 <= i < len(self) and t_ns < self.ends[i] else -1
-
     def extra_of(self, i: int) -> PeriodicExtra | None:
         """The periodic extra iteration ``i`` holds, if any."""
         return next((x for x in self.periodic_extras if i in x.iterations), None)

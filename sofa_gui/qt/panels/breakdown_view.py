@@ -42,16 +42,8 @@ def median_index(bd) -> int:
     return int(bd.median_iteration) if bd is not None and len(bd) else -1
 
 
-def dominant_label(bd, i: int) -> str:
-    """Readable dominant category of iteration ``i`` on the primary side."""
-    if bd is None or getattr(bd, "whole_trace", False) or i >= len(bd):
-        return ""
-    cat = bd.dominant_category(i)
-    return label_of(cat) if cat else ""
-
-
 def dominant_labels(bd, n: int) -> list[str]:
-    """:func:`dominant_label` for iterations ``0..n-1`` in one numpy pass."""
+    """Readable dominant category (primary side) of iterations ``0..n-1``, one numpy pass."""
     if bd is None or getattr(bd, "whole_trace", False):
         return [""] * n
     t = bd.times()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ...core.summary import fmt_ns
@@ -75,16 +75,8 @@ def fmt_pct(fraction) -> str:
     return f"{100.0 * float(fraction):.1f}%"
 
 
-def muted(widget: QWidget) -> QColor:
-    """The palette's placeholder colour: secondary text that follows light/dark themes."""
-    return widget.palette().color(QPalette.ColorRole.PlaceholderText)
-
-
 def set_muted(label: QLabel) -> None:
     pal = label.palette()
     pal.setColor(QPalette.ColorRole.WindowText, pal.color(QPalette.ColorRole.PlaceholderText))
     label.setPalette(pal)
 
-
-def is_dark(widget: QWidget) -> bool:
-    return widget.palette().color(QPalette.ColorRole.Window).lightness() < 128

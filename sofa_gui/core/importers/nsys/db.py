@@ -29,7 +29,6 @@ _CHUNK = 100_000
 #: SQLite virtual-machine steps between two cancel / Ctrl-C checks (~1 ms of work).
 _CHECK_STEPS = 20_000
 PID = "((globalPid >> 24) & 16777215)"  # NVIDIA's idiom: pid bits of a globalPid/globalTid
-TID = "(globalTid & 16777215)"
 
 
 def is_sqlite(path: Path) -> bool:

@@ -74,10 +74,6 @@ def fixed64_double(raw: bytes) -> float:
     return struct.unpack("<d", raw)[0]
 
 
-def fixed64_uint(raw: bytes) -> int:
-    return struct.unpack("<Q", raw)[0]
-
-
 def text(buf: bytes, span: tuple[int, int]) -> str:
     """A ``string`` field; invalid UTF-8 is replaced rather than fatal (names stay readable)."""
     return bytes(buf[span[0]:span[1]]).decode("utf-8", "replace")
