@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.importers import trace_file_filter
 from .docks import AREAS, dock_specs
 from .panels.fleet import FleetPanel
 from .panels.load_report import LoadReportDialog
@@ -36,8 +37,6 @@ from .timeline import TimelineWidget
 log = logging.getLogger(__name__)
 
 DEFAULT_SIZE = QSize(1600, 1000)
-TRACE_FILTER = ("Traces (*.json *.json.gz *.gz *.sqlite *.nsys-rep *.csv *.pb);;"
-                "All files (*)")
 STATE_VERSION = 1
 
 
@@ -232,7 +231,8 @@ class MainWindow(QMainWindow):
 
     def open_file_dialog(self) -> None:
         start = self.settings.value("dialog/dir", str(Path.home()))
-        path, _ = QFileDialog.getOpenFileName(self, "Open trace file", start, TRACE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Open trace file", start,
+                                              trace_file_filter())
         if path:
             self.settings.setValue("dialog/dir", str(Path(path).parent))
             self.open_path(path)

@@ -4,7 +4,9 @@ Each format lives in its own subpackage (``chrome/``, ``nsys/``, ``sofa/``, ``xp
 ``recording/``); the module that opens it exposes an ``IMPORTER`` object with
 
 * ``name`` -- short format name (``"kineto"``, ``"sofa"``, ...);
-* ``can_open(path) -> float`` -- confidence 0..1 from *content* (not only suffix);
+* ``suffixes`` -- file name endings it reads (the Open dialog's filter is made of them);
+* ``can_open(path) -> Confidence`` -- a named tier (:mod:`.confidence`) from *content*
+  (not only the suffix);
 * ``load(path, progress) -> Trace`` -- raises :class:`TraceFormatError` on bad input.
 
 :func:`load_trace` tries them in order of confidence and goes through the
@@ -25,6 +27,7 @@ from typing import Protocol
 from ..errors import TraceFormatError
 from ..progress import Cancelled, NullProgress, Progress
 from ..trace import Trace
+from .confidence import Confidence
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +49,9 @@ IMPORTER_MODULES = [
 
 class Importer(Protocol):
     name: str
+    suffixes: tuple[str, ...]
 
-    def can_open(self, path: Path) -> float: ...
+    def can_open(self, path: Path) -> Confidence: ...
 
     def load(self, path: Path, progress: Progress) -> Trace: ...
 
@@ -64,6 +68,12 @@ def importers() -> list[Importer]:
     return out
 
 
+def trace_file_filter() -> str:
+    """The Open dialog's name filter, from every importer's ``suffixes``."""
+    patterns = dict.fromkeys(f"*{s}" for imp in importers() for s in imp.suffixes)
+    return f"Traces ({' '.join(patterns)});;All files (*)"
+
+
 def pick_importer(path: Path) -> Importer:
     """The importer most confident it can read ``path``, or a TraceFormatError."""
     try:
@@ -77,7 +87,7 @@ def pick_importer(path: Path) -> Importer:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if path.is_file() and path.stat().st_size == 0:
         raise TraceFormatError(path, "file is empty")
-    best, best_score = None, 0.0
+    best, best_score = None, Confidence.NO
     for imp in importers():
         try:
             score = imp.can_open(path)

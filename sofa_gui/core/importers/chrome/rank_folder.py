@@ -19,6 +19,7 @@ from pathlib import Path
 from ...names import visible
 from ...progress import Progress
 from ...trace import Trace
+from ..confidence import Confidence
 from .reader import FileData
 from .trace import RankedFile, has_json_suffix, header_rank, load_files, sniff
 
@@ -86,15 +87,16 @@ def assign_ranks(datas: list[FileData]) -> list[RankedFile]:
 
 class RankFolderImporter:
     name = "kineto-ranks"
+    suffixes = ()  # a folder
 
-    def can_open(self, path: Path) -> float:
+    def can_open(self, path: Path) -> Confidence:
         path = Path(path)
         if not path.is_dir():
-            return 0.0
+            return Confidence.NO
         names = {p.name.lower() for p in path.iterdir()}
         if names & _OTHER_FORMATS:
-            return 0.0
-        return 0.9 if len(kineto_files(path)) >= 2 else 0.0
+            return Confidence.NO
+        return Confidence.CONTENT if len(kineto_files(path)) >= 2 else Confidence.NO
 
     def load(self, path: Path, progress: Progress) -> Trace:
         path = Path(path)

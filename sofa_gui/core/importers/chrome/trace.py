@@ -22,6 +22,7 @@ from ...builder import TraceBuilder
 from ...progress import Progress, subrange
 from ...trace import Trace
 from ..args_spill import ArgsSpill
+from ..confidence import Confidence
 from .decode import sniff_head
 from .flows import link_flows
 from .ids import NameTable
@@ -38,23 +39,22 @@ def has_json_suffix(path: Path) -> bool:
     return path.name.lower().endswith(_SUFFIXES)
 
 
-def sniff(path: Path) -> float:
+def sniff(path: Path) -> Confidence:
     """Confidence that ``path`` is a Chrome/Kineto trace, from its first 64 KiB."""
     if not path.is_file():
-        return 0.0
+        return Confidence.NO
     head = sniff_head(path)
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     suffix = has_json_suffix(path)
+    unclear = Confidence.CONTAINER if suffix else Confidence.NO
     if text.startswith(b"{"):
-        if b'"traceEvents"' in head:
-            return 0.95
-        return 0.3 if suffix else 0.0
+        return Confidence.SIGNATURE if b'"traceEvents"' in head else unclear
     if text.startswith(b"["):
         rest = text[1:].lstrip()
         if rest.startswith(b"{") and b'"ph"' in head:
-            return 0.9
-        return 0.3 if suffix else 0.0
-    return 0.2 if suffix else 0.0
+            return Confidence.CONTENT
+        return unclear
+    return Confidence.NAME_ONLY if suffix else Confidence.NO
 
 
 @dataclass
@@ -68,8 +68,9 @@ class RankedFile:
 
 class ChromeTraceImporter:
     name = "chrome"
+    suffixes = (*_SUFFIXES, ".gz")  # any gzip file is sniffed by its content
 
-    def can_open(self, path: Path) -> float:
+    def can_open(self, path: Path) -> Confidence:
         return sniff(Path(path))
 
     def load(self, path: Path, progress: Progress) -> Trace:

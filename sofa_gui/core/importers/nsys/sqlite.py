@@ -16,6 +16,7 @@ from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...progress import Progress
 from ...trace import Trace
+from ..confidence import Confidence
 from .activity import LOADERS, TABLES, Ctx
 from .db import NsysDb, StringIds, connect, is_sqlite
 
@@ -32,13 +33,15 @@ def _is_nsys(tables: set[str]) -> bool:
 
 class NsysSqliteImporter:
     name = "nsys"
+    suffixes = (".sqlite", *_REPORT_SUFFIXES)
 
-    def can_open(self, path: Path) -> float:
+    def can_open(self, path: Path) -> Confidence:
         path = Path(path)
         if not path.is_file():
-            return 0.0
+            return Confidence.NO
         if not is_sqlite(path):
-            return 0.6 if path.suffix in _REPORT_SUFFIXES else 0.0
+            own = path.suffix in _REPORT_SUFFIXES
+            return Confidence.OWN_SUFFIX if own else Confidence.NO
         import sqlite3  # here: only SQLite files need it
 
         try:
@@ -48,8 +51,8 @@ class NsysSqliteImporter:
             finally:
                 con.close()
         except sqlite3.Error:
-            return 0.3  # load() explains what is wrong
-        return 0.95 if _is_nsys(tables) else 0.3
+            return Confidence.CONTAINER  # load() explains what is wrong
+        return Confidence.SIGNATURE if _is_nsys(tables) else Confidence.CONTAINER
 
     def load(self, path: Path, progress: Progress) -> Trace:
         path = Path(path)

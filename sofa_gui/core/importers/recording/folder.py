@@ -26,6 +26,7 @@ from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, subrange
 from ...trace import Kind, LaneKind, Trace
+from ..confidence import Confidence
 
 FORMAT_NAME = "sofa_gui.recording"
 FORMAT_VERSION = 1
@@ -51,16 +52,18 @@ _PYSPY_THREAD = re.compile(r"^thread \((0x[0-9a-fA-F]+|\d+)\)(?::\s*(.*))?$")
 
 class RecordingImporter:
     name = "recording"
+    suffixes = ()  # a folder (or its manifest.json)
 
-    def can_open(self, path: Path) -> float:
+    def can_open(self, path: Path) -> Confidence:
         manifest = _manifest_path(Path(path))
         if manifest is None or not manifest.is_file() or manifest.stat().st_size > 16 << 20:
-            return 0.0
+            return Confidence.NO
         try:
             doc = json.loads(manifest.read_bytes())
         except ValueError:
-            return 0.0
-        return 1.0 if isinstance(doc, dict) and doc.get("format") == FORMAT_NAME else 0.0
+            return Confidence.NO
+        ours = isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
+        return Confidence.DECLARED if ours else Confidence.NO
 
     def load(self, path: Path, progress: Progress | None = None) -> Trace:
         progress = progress or NullProgress()

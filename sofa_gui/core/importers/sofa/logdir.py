@@ -25,6 +25,7 @@ from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...progress import Progress, subrange
 from ...trace import Trace
+from ..confidence import Confidence
 from .csv_rows import CsvRows, read_rows, sniff_schema
 
 #: Known files in load order -> handler for the 13-column schema ("module.function" in
@@ -49,18 +50,20 @@ _ABSOLUTE_S = 1e8  # times above this many seconds are Unix epoch seconds (>= 19
 
 class SofaLogdirImporter:
     name = "sofa"
+    suffixes = (".csv",)  # one SOFA table also opens on its own
 
-    def can_open(self, path: Path) -> float:
+    def can_open(self, path: Path) -> Confidence:
         path = Path(path)
         if path.is_dir():
             names = set(os.listdir(path))
             if any(sniff_schema(path / n) for n in names & set(HANDLERS)
                    if (path / n).is_file() and os.access(path / n, os.R_OK)):
-                return 0.9
-            return 0.8 if "sofa_time.txt" in names or names & set(HANDLERS) else 0.0
+                return Confidence.CONTENT
+            own = "sofa_time.txt" in names or names & set(HANDLERS)
+            return Confidence.OWN_NAMES if own else Confidence.NO
         if path.is_file() and sniff_schema(path):
-            return 0.9
-        return 0.0
+            return Confidence.CONTENT
+        return Confidence.NO
 
     def load(self, path: Path, progress: Progress) -> Trace:
         path = Path(path)

@@ -20,6 +20,7 @@ from ...errors import TraceFormatError
 from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
 from ...trace import CopyKind, Kind, LaneKind, Trace
+from ..confidence import Confidence
 from . import wire as w
 from .folder import describe_others, find_runs
 
@@ -304,19 +305,21 @@ class _Loader:
 
 class XPlaneImporter:
     name = "xplane"
+    suffixes = (".xplane.pb", ".pb")
 
-    def can_open(self, path: Path) -> float:
+    def can_open(self, path: Path) -> Confidence:
         path = Path(path)
         if path.is_dir():
-            return 0.9 if find_runs(path) else 0.0
+            return Confidence.CONTENT if find_runs(path) else Confidence.NO
         if not path.is_file():
-            return 0.0
+            return Confidence.NO
         with open(path, "rb") as f:
             head = f.read(16)
         size = path.stat().st_size
         if not _sane_head(head, size):
-            return 0.0
-        return 0.95 if path.name.endswith(".xplane.pb") else 0.2
+            return Confidence.NO
+        own = path.name.endswith(".xplane.pb")
+        return Confidence.SIGNATURE if own else Confidence.NAME_ONLY
 
     def load(self, path: Path, progress: Progress) -> Trace:
         path = Path(path)
