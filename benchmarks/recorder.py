@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from sofa_gui.core.importers import load_trace
-from sofa_gui.core.importers.recording.folder import FORMAT_NAME, FORMAT_VERSION
-from sofa_gui.recorder import schema
+from sofa_gui.core.importers.recording import contract as schema
+from sofa_gui.core.importers.recording.contract import FORMAT_NAME, FORMAT_VERSION
 from sofa_gui.recorder.clock import EpochClock
 from sofa_gui.recorder.parts import PartWriter, compact
 from sofa_gui.recorder.sampler import HostSampler

@@ -210,6 +210,11 @@ class LoadReport:
         return cls(d["read"], d["loaded"], Counter(d["skipped"]), list(d["notes"]))
 
 
+#: ``meta.extra`` key: lane ids whose slices are sampled stacks (py-spy), not traced calls;
+#: the breakdown never takes them for the main thread when traced ops exist.
+SAMPLED_LANES = "sampled_lanes"
+
+
 @dataclass
 class TraceMeta:
     """Where the trace came from and what it says about the run."""

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .. import __version__
-from ..core.importers.recording.folder import FORMAT_NAME, FORMAT_VERSION, MANIFEST
+from ..core.importers.recording.contract import FORMAT_NAME, FORMAT_VERSION, MANIFEST
 
 #: Environment variables worth knowing when reading a profile (values kept).
 _ENV_PREFIXES = ("CUDA_", "NCCL_", "OMP_", "MKL_", "OPENBLAS_", "TORCH_", "PYTORCH_", "XLA_",

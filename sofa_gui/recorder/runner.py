@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.importers.recording.folder import (
+from ..core.importers.recording import contract
+from ..core.importers.recording.contract import (
     COUNTERS_FILE,
     COUNTERS_PARTS,
     OUTPUT_LOG,
@@ -31,7 +32,6 @@ from ..core.importers.recording.folder import (
     PROCESSES_PARTS,
     TORCH_DIR,
 )
-from . import schema
 from .childio import OutputPump
 from .clock import EpochClock
 from .config import CommandError, RecordConfig, default_output, resolve_executable
@@ -186,8 +186,8 @@ class Recorder:
     def _start_in(self, folder: Path, executable: str, cwd: Path) -> None:
         cfg = self.config
         self.clock = EpochClock()
-        self.counters = PartWriter(folder / COUNTERS_PARTS, schema.COUNTERS)
-        self.processes = PartWriter(folder / PROCESSES_PARTS, schema.PROCESSES)
+        self.counters = PartWriter(folder / COUNTERS_PARTS, contract.COUNTERS)
+        self.processes = PartWriter(folder / PROCESSES_PARTS, contract.PROCESSES)
         self.nvml = Nvml()
         host = host_info()
         host["gpus"] = self.nvml.gpus
@@ -298,8 +298,8 @@ class Recorder:
                 log.debug("could not %s", what, exc_info=True)
                 notes.append(f"could not {what}: {type(exc).__name__}: {exc}")
         rows = {}
-        for parts, target, sch in ((COUNTERS_PARTS, COUNTERS_FILE, schema.COUNTERS),
-                                   (PROCESSES_PARTS, PROCESSES_FILE, schema.PROCESSES)):
+        for parts, target, sch in ((COUNTERS_PARTS, COUNTERS_FILE, contract.COUNTERS),
+                                   (PROCESSES_PARTS, PROCESSES_FILE, contract.PROCESSES)):
             try:
                 rows[target] = compact(folder / parts, folder / target, sch)
             except Exception as exc:  # noqa: BLE001 - keep the parts, say so

@@ -11,9 +11,9 @@ import pytest
 
 from sofa_gui.core.errors import TraceFormatError
 from sofa_gui.core.importers import load_trace, pick_importer
+from sofa_gui.core.importers.recording import contract as schema
 from sofa_gui.core.importers.recording.folder import IMPORTER, pyspy_slices
 from sofa_gui.core.trace import Kind, LaneKind
-from sofa_gui.recorder import schema
 from sofa_gui.recorder.parts import PartWriter
 
 has_kineto_importer = importlib.util.find_spec("sofa_gui.core.importers.chrome.trace") is not None

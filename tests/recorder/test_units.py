@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from sofa_gui.recorder import schema
+from sofa_gui.core.importers.recording import contract as schema
 from sofa_gui.recorder.cli import split_argv
 from sofa_gui.recorder.clock import EpochClock
 from sofa_gui.recorder.config import (

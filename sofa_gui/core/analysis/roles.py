@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from ..kinds import is_sync_call
-from ..trace import CopyKind, Kind, Trace
+from ..trace import SAMPLED_LANES, CopyKind, Kind, Trace
 
 # Host roles, in priority order: where roles overlap in time, the first wins.
 (DATA_LOADING, SYNC, MEMCPY, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON, OTHER_EVENT,
@@ -103,9 +103,8 @@ def _readback_calls(trace: Trace) -> np.ndarray:
     return _cached(trace, "_readback", build)
 
 
-#: ``meta.extra`` key under which importers list lanes of sampled stacks (the recording
-#: importer's py-spy lanes); older cached recordings are recognised by their lane names.
-SAMPLED_LANES = "sampled_lanes"
+# Lanes of sampled stacks are listed by importers under meta.extra[SAMPLED_LANES] (the
+# recording importer's py-spy lanes); older cached recordings are recognised by lane name.
 _SAMPLED_NAME = re.compile(r"^py-spy\b")
 
 

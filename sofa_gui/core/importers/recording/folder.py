@@ -25,22 +25,19 @@ import pyarrow as pa
 from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, subrange
-from ...trace import Kind, LaneKind, Trace
+from ...trace import SAMPLED_LANES, Kind, LaneKind, Trace
 from ..confidence import Confidence
-
-FORMAT_NAME = "sofa_gui.recording"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-COUNTERS_FILE = "counters.parquet"
-COUNTERS_PARTS = "counters"
-PROCESSES_FILE = "processes.parquet"
-PROCESSES_PARTS = "processes"
-OUTPUT_LOG = "output.log"
-TORCH_DIR = "torch"
-PYSPY_PATH = "pyspy/pyspy.json"
-#: ``meta.extra`` key: lane ids whose slices are sampled stacks (py-spy), not traced
-#: calls; the breakdown never takes them for the main thread when traced ops exist.
-SAMPLED_LANES = "sampled_lanes"
+from .contract import (
+    COUNTERS_FILE,
+    COUNTERS_PARTS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST,
+    PROCESSES_FILE,
+    PROCESSES_PARTS,
+    PYSPY_PATH,
+    TORCH_DIR,
+)
 
 #: Display order of counter lanes (top to bottom), by lane-name prefix.
 _LANE_ORDER = ["CPU", "CPU cores", "Memory", "Disk I/O", "Network", "Context switches",

@@ -1,4 +1,13 @@
-"""Parquet schemas of the recording's counter and process tables.
+"""The recording folder's contract, shared by the recorder (writes) and the importer (reads).
+
+Layout of a folder made by ``sofa-gui record``::
+
+    manifest.json        what ran, when, on what; ``format`` = FORMAT_NAME, ``version``
+    counters.parquet     COUNTERS rows (written as parts under counters/, then compacted)
+    processes.parquet    PROCESSES rows (parts under processes/)
+    output.log           the command's stdout + stderr
+    torch/               torch.profiler (Kineto) traces of the recorded processes
+    pyspy/pyspy.json     py-spy samples (speedscope JSON)
 
 Counters are long-format rows ``(time_ns, lane, series, unit, device, value)``:
 self-describing, so a part written before a new network interface or GPU
@@ -10,6 +19,17 @@ step plot of each series is right.
 from __future__ import annotations
 
 import pyarrow as pa
+
+FORMAT_NAME = "sofa_gui.recording"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+COUNTERS_FILE = "counters.parquet"
+COUNTERS_PARTS = "counters"
+PROCESSES_FILE = "processes.parquet"
+PROCESSES_PARTS = "processes"
+OUTPUT_LOG = "output.log"
+TORCH_DIR = "torch"
+PYSPY_PATH = "pyspy/pyspy.json"
 
 _STR = pa.dictionary(pa.int32(), pa.string())
 
