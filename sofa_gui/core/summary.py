@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .analysis.results import us
 from .trace import LaneKind, Trace
+from .units import fmt_ns, lane_title, us
 
 
 def trace_dict(trace: Trace) -> dict:
@@ -39,18 +39,6 @@ def trace_dict(trace: Trace) -> dict:
     }
 
 
-def fmt_ns(ns: float) -> str:
-    """Human duration: 1.23 s, 45.6 ms, 789 µs, 12 ns."""
-    a = abs(ns)
-    if a >= 1e9:
-        return f"{ns / 1e9:.3g} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.3g} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.3g} µs"
-    return f"{ns:.0f} ns"
-
-
 def _when(trace: Trace) -> str:
     """`` from 2021-06-08 08:57:03.460 UTC`` when the trace clock maps to wall time."""
     off = trace.meta.epoch_offset_ns
@@ -81,8 +69,8 @@ def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
         lines.append(f"Note:     {note}")
     lines.append(f"Lanes ({len(d['lanes'])}):")
     for lane in d["lanes"][:max_lanes]:
-        group = f"{lane['group']} / " if lane["group"] else ""
-        lines.append(f"  {lane['kind']:8s} {lane['events']:>10,}  {group}{lane['name']}")
+        title = lane_title(lane["name"], lane["group"])
+        lines.append(f"  {lane['kind']:8s} {lane['events']:>10,}  {title}")
     if len(d["lanes"]) > max_lanes:
         lines.append(f"  ... and {len(d['lanes']) - max_lanes} more")
     return lines

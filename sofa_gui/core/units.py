@@ -1,10 +1,13 @@
-"""Units in text: durations (ns / µs / ms / s) for every view of a trace.
+"""Numbers as text, in one place: durations, bytes, rates, percentages, lane titles.
 
-One place, so the timeline axis, tooltips, panels, CLI and report say the same
-thing for the same number.
+The timeline, tooltips, panels, CLI text, reports and the recorder all format through
+here, so the same number reads the same everywhere. Bytes use decimal units (KB, MB,
+GB) like the GB/s rates they are compared with.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 _UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
 
@@ -35,3 +38,54 @@ def format_time(ns: float, resolution: float | None = None) -> str:
     else:
         text = f"{ns / scale:.{decimals_for(max(resolution, 1.0) / scale)}f}"
     return f"{text} {name}"
+
+
+def fmt_ns(ns: float) -> str:
+    """A duration with 3 significant digits: ``1.23 s``, ``45.6 ms``, ``789 µs``, ``12 ns``."""
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.0f} ns"
+
+
+def fmt_ns_exact(ns: float) -> str:
+    """A duration to the µs (``176.302 ms``), for lists where small differences matter."""
+    return format_time(float(ns), 1000.0)
+
+
+def us(ns) -> float:
+    """ns -> µs, rounded to 3 decimals (ns resolution) for JSON output.
+
+    Integer ns are divided exactly (int / int is correctly rounded), so epoch
+    stamps (~1.7e18 ns, beyond float64's 2**53) come out as the file's µs.
+    """
+    if isinstance(ns, (int, np.integer)):
+        return round(int(ns) / 1000, 3)
+    return round(float(ns) / 1000.0, 3)
+
+
+def fmt_bytes(n: float) -> str:
+    """``1.93 GB``, ``512 KB``, ``12 B``."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_rate(n_bytes: float, ns: float) -> str:
+    """Bytes per time as ``12.3 GB/s`` (empty when the time is not positive)."""
+    return f"{fmt_bytes(n_bytes * 1e9 / ns)}/s" if ns > 0 else ""
+
+
+def fmt_pct(fraction: float) -> str:
+    """``0.123`` -> ``12.3%``."""
+    return f"{100.0 * float(fraction):.1f}%"
+
+
+def lane_title(name: str, group: str = "") -> str:
+    """How a lane is named in text: ``GPU 0 / stream 7`` (just the name without a group)."""
+    return f"{group} / {name}" if group else name

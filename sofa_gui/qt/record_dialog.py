@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.units import fmt_bytes
 from ..recorder.config import (
     DEFAULT_ROOT,
     CommandError,
@@ -219,15 +220,11 @@ class LiveCounters(QWidget):
             v["proc"].setText(f"{100 * cores / self.cores:.0f} % ({cores:.1f} cores"
                               + (f", {n} procs)" if n > 1 else ")"))
         if n and s.get("tree_rss") is not None:
-            v["rss"].setText(_mib(s["tree_rss"]))
+            v["rss"].setText(fmt_bytes(s["tree_rss"]))
         gpu = s.get("gpu_util")
         v["gpu"].setText(" / ".join(f"{g:.0f} %" for g in gpu) if gpu else "no GPU")
         if s.get("elapsed_s") is not None:
             v["time"].setText(f"{s['elapsed_s']:.1f} s")
-
-
-def _mib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 class RecordDialog(QDialog):

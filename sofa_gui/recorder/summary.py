@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
+from ..core.units import fmt_bytes
 from .runner import RecordResult
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 def exit_text(r: RecordResult) -> str:
@@ -30,7 +23,7 @@ def summary_text(r: RecordResult) -> str:
             cpu += f" (busiest core {r.busiest_core[0]}: {r.busiest_core[1]:.1f}%)"
         if r.mean_tree_cpu is not None:
             cpu += f"; the command's processes used {r.mean_tree_cpu:.0f}% CPU on average"
-        cpu += f", peak RSS {_bytes(r.peak_rss)}."
+        cpu += f", peak RSS {fmt_bytes(r.peak_rss)}."
         parts.append(cpu)
     if r.gpu_mean:
         per = ", ".join(f"GPU{i} {v:.1f}%" for i, v in sorted(r.gpu_mean.items()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.trace import CopyKind, Kind
-from ..core.units import format_time
+from ..core.units import fmt_bytes, format_time, lane_title
 
 #: Arguments shown first when present (the rest follow up to MAX_ARGS).
 KEY_ARGS = ("stream", "grid", "block", "registers per thread", "shared memory",
@@ -20,20 +20,13 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _bytes(n: int) -> str:
-    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
-
-
 def slice_tooltip(model, index: int) -> str:
     """Name, lane, start (offset from trace start), duration, kind and key args."""
     trace = model.trace
     sl = trace.slices
     lane = int(sl.lane[index])
     group = trace.lanes.group[lane]
-    lane_text = trace.lanes.name[lane] + (f"  ({group})" if group else "")
+    lane_text = lane_title(trace.lanes.name[lane], group)
     kind = Kind(int(sl.kind[index]))
     lines = [
         _clip(trace.name_of(index), MAX_NAME),
@@ -45,7 +38,7 @@ def slice_tooltip(model, index: int) -> str:
     if kind == Kind.MEMCPY:
         ck = CopyKind(int(sl.copy_kind[index]))
         size = int(sl.bytes[index])
-        lines.append(f"copy: {ck.name}" + (f", {_bytes(size)}" if size >= 0 else ""))
+        lines.append(f"copy: {ck.name}" + (f", {fmt_bytes(size)}" if size >= 0 else ""))
     lines += _arg_lines(trace.args.get(int(sl.args[index])))
     return "\n".join(lines)
 
@@ -80,7 +73,7 @@ def counter_tooltip(model, lane: int, x: float) -> str:
 
 def _value(v: float, unit: str) -> str:
     if unit.lower() in ("b", "bytes"):
-        return _bytes(int(v)) if v >= 0 else f"{v:.0f} B"
+        return fmt_bytes(int(v)) if v >= 0 else f"{v:.0f} B"
     return f"{v:.6g} {unit}".strip()
 
 

@@ -44,7 +44,7 @@ def test_records_a_short_command_and_emits_a_loadable_folder(dialog, qtbot, tmp_
     text = dialog.log_view.toPlainText()
     assert "line 5" in text and "green done" in text and "\x1b" not in text
     assert dialog.live.values["cpu"].text().endswith("%")
-    assert dialog.live.values["rss"].text().endswith("MiB")
+    assert dialog.live.values["rss"].text().endswith("B")
     assert "exit code 0" in dialog.status.text()
     assert dialog.start_button.isEnabled() and not dialog.stop_button.isEnabled()
     assert dialog.result.exit_code == 0

@@ -153,7 +153,7 @@ def test_counter_lane_draws_the_step(make_timeline):
     trace = small_trace()
     w = make_timeline(trace)
     line = next(ln for ln in w.model.layout.lines if ln.text == "memory")
-    assert "memory: 4.66 GiB" in counter_tooltip(w.model, line.lane, 700.0 * US)
+    assert "memory: 5 GB" in counter_tooltip(w.model, line.lane, 700.0 * US)
     assert "memory: 0 B" in counter_tooltip(w.model, line.lane, 100.0 * US)
     img = _grab(w)
     near_top = line.top + 0.35
@@ -169,14 +169,14 @@ def test_tooltip_is_plain_text_with_the_key_facts(make_timeline):
     bold = _index(trace, "<b>not bold</b>")
     text = w.tooltip_text(bold)
     assert text.splitlines()[0] == "<b>not bold</b>"
-    assert "lane: python main  (host 1)" in text
+    assert "lane: host 1 / python main" in text
     assert "start: +500.000 µs" in text and "duration: 400 µs" in text
     html = tooltip_html(text)
     assert "&lt;b&gt;not bold&lt;/b&gt;" in html and "<b>" not in html
     kernel = _index(trace, "void gemm_kernel<float>(float*)")
     assert "grid: [64, 1, 1]" in w.tooltip_text(kernel)
     copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
-    assert "copy: H2D, 4 MiB" in w.tooltip_text(copy)
+    assert "copy: H2D, 4.19 MB" in w.tooltip_text(copy)
 
 
 
@@ -192,7 +192,7 @@ def test_hover_shows_the_tooltip_of_the_slice_under_the_mouse(make_timeline, qtb
     QTest.mouseMove(viewport, at)
     qtbot.waitUntil(lambda: "not bold" in QtWidgets.QToolTip.text(), timeout=2000)
     text = QtWidgets.QToolTip.text()
-    assert "&lt;b&gt;not bold&lt;/b&gt;" in text and "lane: python main" in text
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in text and "lane: host 1 / python main" in text
 
 
 def test_iterations_strip_and_selection(make_timeline, qtbot):

@@ -230,5 +230,5 @@ def test_summary_paragraph():
     text = summary_text(r)
     assert "3.50 s" in text and "killed by SIGKILL (exit code 137)" in text
     assert "42.0% of all cores" in text and "busiest core 3: 99.0%" in text
-    assert "GPU0 55.5%, GPU1 60.0%" in text and "3.0 GiB" in text
+    assert "GPU0 55.5%, GPU1 60.0%" in text and "3.22 GB" in text
     assert "torch.profiler not recorded (the child never imported torch)" in text.lower()

@@ -100,11 +100,12 @@ def test_tooltips_are_plain_text_with_the_key_facts():
     m = _model(trace)
     text = slice_tooltip(m, _index(trace, "<b>not bold</b>"))
     assert text.splitlines()[0] == "<b>not bold</b>"
-    assert "lane: python main  (host 1)" in text
+    assert "lane: host 1 / python main" in text
     assert "start: +500.000 µs" in text and "duration: 400 µs" in text
-    assert "copy: H2D, 4 MiB" in slice_tooltip(m, _index(trace, "Memcpy HtoD (Pageable -> Device)"))
+    copy = _index(trace, "Memcpy HtoD (Pageable -> Device)")
+    assert "copy: H2D, 4.19 MB" in slice_tooltip(m, copy)
     line = next(ln for ln in m.layout.lines if ln.text == "memory")
-    assert "memory: 4.66 GiB" in counter_tooltip(m, line.lane, 700.0 * US)
+    assert "memory: 5 GB" in counter_tooltip(m, line.lane, 700.0 * US)
 
 
 def test_search_matches_whole_trace_plain_regex_and_rejects_bad_regex():

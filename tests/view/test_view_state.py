@@ -87,3 +87,24 @@ def test_reveal_is_one_rule(window, thing, zoom, expect):
 
 def test_padding_has_a_floor():
     assert padded(0.0, 1.0) == (-MIN_PAD_NS, 1.0 + MIN_PAD_NS)
+
+
+def test_units_read_the_same_everywhere():
+    from sofa_gui.core.units import (
+        fmt_bytes,
+        fmt_ns,
+        fmt_ns_exact,
+        fmt_pct,
+        fmt_rate,
+        lane_title,
+        us,
+    )
+
+    assert (fmt_ns(1.234e9), fmt_ns(45_600_000), fmt_ns(789_000), fmt_ns(12)) == (
+        "1.23 s", "45.6 ms", "789 µs", "12 ns")
+    assert fmt_ns_exact(176_302_000) == "176.302 ms"
+    assert (fmt_bytes(12), fmt_bytes(4 << 20), fmt_bytes(5e9)) == ("12 B", "4.19 MB", "5 GB")
+    assert fmt_rate(10_000_000, 1_000_000) == "10 GB/s" and fmt_rate(1, 0) == ""
+    assert fmt_pct(0.1234) == "12.3%"
+    assert lane_title("stream 7", "GPU 0") == "GPU 0 / stream 7" and lane_title("x") == "x"
+    assert us(1_700_000_000_000_000_123) == 1_700_000_000_000_000.123

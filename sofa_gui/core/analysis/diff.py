@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..summary import fmt_ns
 from ..trace import Kind, Trace
+from ..units import fmt_ns
 from .findings import BELOW, disjoint_ids, evaluate_rules
 from .host_side import window_of
 from .pipeline import Analysis

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..trace import Kind, LaneKind, Trace
+from ..units import lane_title
 from . import roles as R
 from .intervals import paint
 
@@ -132,10 +133,8 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     nbytes = np.zeros_like(times)
     for cat in ("memcpy", "sync"):
         nbytes[:, HOST_CATEGORIES.index(cat)] = _launched_bytes(trace, role_slices[cat], ws, we)
-    name = trace.lanes.name[main]
-    group = trace.lanes.group[main]
     return HostBreakdown(
-        rank=rank, label=f"{group} / {name}" if group else name, lane=main,
+        rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
         launches=launches, bytes=nbytes, role_slices=role_slices, work=np.sort(work))
 

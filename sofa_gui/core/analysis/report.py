@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ..names import visible
-from ..summary import fmt_ns
 from ..trace import Trace
+from ..units import fmt_ns
 from . import svg_charts as charts
 from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
 from .findings import THRESHOLDS
@@ -160,10 +160,6 @@ def _html_findings(findings: list[Finding], trace: Trace) -> list[str]:
     return out
 
 
-def _ms(v: float) -> str:
-    return fmt_ns(v)
-
-
 def _html_charts(bd: TraceBreakdown) -> list[str]:
     out = []
     if not bd.whole_trace and len(bd):
@@ -175,14 +171,14 @@ def _html_charts(bd: TraceBreakdown) -> list[str]:
                 "<p class='meta'>Bars are coloured by each iteration's dominant category; the "
                 "dashed line is the median.</p>",
                 charts.iteration_bars(bd.durations.tolist(), [color_of(c) for c in dom], tips,
-                                      _ms, float(np.median(bd.durations))),
+                                      fmt_ns, float(np.median(bd.durations))),
                 charts.legend(sorted(set(dom) - {""}, key=cats.index) if cats else [])]
     for side, obj in (("device", bd.device), ("host", bd.host)):
         if obj is None:
             continue
         name = f"{side} {obj.label}"
         out += [f"<h2>Breakdown per iteration: {escape(name)}</h2>",
-                charts.stacked_bars(obj.times, obj.categories, _ms, f"{side} breakdown"),
+                charts.stacked_bars(obj.times, obj.categories, fmt_ns, f"{side} breakdown"),
                 charts.legend([c for c, v in zip(obj.categories, obj.times.sum(axis=0))
                                if v > 0])]
     return out

@@ -10,16 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..units import us
 
-def us(ns) -> float:
-    """ns -> µs, rounded to 3 decimals (ns resolution) for JSON output.
-
-    Integer ns are divided exactly (int / int is correctly rounded), so epoch
-    stamps (~1.7e18 ns, beyond float64's 2**53) come out as the file's µs.
-    """
-    if isinstance(ns, (int, np.integer)):
-        return round(int(ns) / 1000, 3)
-    return round(float(ns) / 1000.0, 3)
+__all__ = ["us"]  # re-exported: analysis modules import it from here
 
 
 @dataclass

@@ -305,7 +305,7 @@ def table_csv(table: StatsTable, out) -> None:
 
 def table_text(table: StatsTable, width: int = 60) -> list[str]:
     """Terminal lines with the app's column names and units."""
-    from ..summary import fmt_ns
+    from ..units import fmt_bytes, fmt_ns
 
     title = {"kernel": "Kernels", "op": "CPU ops", "copy": "Copies",
              "collective": "Collectives"}[table.kind]
@@ -333,10 +333,3 @@ def table_text(table: StatsTable, width: int = 60) -> list[str]:
             enumerate(zip(row, widths))).rstrip())
     return lines
 
-
-def fmt_bytes(n: float) -> str:
-    """1.93 GB, 512 KB, 12 B (decimal units, as rates in GB/s are)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n:.0f} B"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..summary import fmt_ns
 from ..trace import Trace
+from ..units import fmt_bytes, fmt_ns
 from .breakdown import TraceBreakdown
 from .device_side import COPY_DIRECTIONS
 from .iterations import iterations_text
@@ -92,8 +92,6 @@ def counter_lines(bd: TraceBreakdown) -> list[str]:
 def _value(v: float, unit: str) -> str:
     """A counter value with its unit, bytes in B/KB/MB/GB like the app."""
     if unit.lower() in ("bytes", "byte", "b"):
-        from .stats import fmt_bytes
-
         return fmt_bytes(v)
     return f"{v:.3g} {unit}".rstrip()
 

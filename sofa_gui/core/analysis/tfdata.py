@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..summary import fmt_ns
 from ..trace import Trace
+from ..units import fmt_ns
 from .intervals import measure_in, union
 from .results import us
 

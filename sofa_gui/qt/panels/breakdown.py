@@ -25,10 +25,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.units import fmt_bytes, fmt_ns, fmt_pct
 from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import Side, color, label_of, median_index, sides
-from .common import fmt_bytes, fmt_dur, fmt_pct, plain_label, set_muted
+from .common import plain_label, set_muted
 
 TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes")
 _BAR_H = 26
@@ -94,7 +95,7 @@ class StackedBars(QWidget):
             p.drawRect(QRectF(label_w, y, x - label_w, _BAR_H))
             p.setPen(pal.color(QPalette.ColorRole.WindowText))
             p.drawText(QRectF(x + 6, y, total_w, _BAR_H),
-                       Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, fmt_dur(total))
+                       Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, fmt_ns(total))
             y += _BAR_H + 10
         p.end()
 
@@ -104,7 +105,7 @@ class StackedBars(QWidget):
             if rect.contains(pos):
                 share = ns / total if total else 0.0
                 QToolTip.showText(event.globalPosition().toPoint(),
-                                  f"{label_of(cat)}: {fmt_dur(ns)} ({share:.1%})", self)
+                                  f"{label_of(cat)}: {fmt_ns(ns)} ({share:.1%})", self)
                 return
         QToolTip.hideText()
 
@@ -203,12 +204,12 @@ class BreakdownPanel(QWidget):
             return f"Whole trace as one span ({bd.note})"
         dur = bd.durations
         if sel < 0:
-            return (f"Median iteration #{med}: {fmt_dur(dur[med])}. "
+            return (f"Median iteration #{med}: {fmt_ns(dur[med])}. "
                     "Select an iteration to compare.")
         delta = float(dur[sel] - dur[med])
         sign = "+" if delta >= 0 else "−"
-        return (f"Iteration {sel}: {fmt_dur(dur[sel])} · median #{med}: {fmt_dur(dur[med])} "
-                f"({sign}{fmt_dur(abs(delta))})")
+        return (f"Iteration {sel}: {fmt_ns(dur[sel])} · median #{med}: {fmt_ns(dur[med])} "
+                f"({sign}{fmt_ns(abs(delta))})")
 
     def _fill_table(self, side: Side, sel: int, med: int) -> None:
         main = sel if sel >= 0 else med
@@ -223,9 +224,9 @@ class BreakdownPanel(QWidget):
             b = int(side.bytes[main, k]) if side.bytes is not None else 0
             cells = [
                 label_of(cat),
-                fmt_dur(cur[k]),
+                fmt_ns(cur[k]),
                 fmt_pct(cur[k] / total) if total else "",
-                fmt_dur(ref[k]) if ref is not None else "",
+                fmt_ns(ref[k]) if ref is not None else "",
                 _delta(cur[k], ref[k]) if ref is not None and sel >= 0 else "",
                 fmt_bytes(b) if b > 0 else "",
             ]
@@ -244,7 +245,7 @@ def _delta(a, b) -> str:
     d = float(np.int64(a) - np.int64(b))
     if d == 0:
         return "0"
-    return f"{'+' if d > 0 else '−'}{fmt_dur(abs(d))}"
+    return f"{'+' if d > 0 else '−'}{fmt_ns(abs(d))}"
 
 
 DOCK = DockSpec("breakdown", "Iteration breakdown", "bottom", 20, 600, BreakdownPanel)

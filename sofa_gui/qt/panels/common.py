@@ -8,8 +8,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QWidget
 
-from ...core.summary import fmt_ns
-
 #: Severity colours (badge background); readable with white text in light and dark themes.
 SEVERITY_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#607d8b"}
 
@@ -52,27 +50,9 @@ def plain_tooltip(text) -> str:
     return f"<qt><span style='white-space:pre-wrap'>{esc(text)}</span></qt>"
 
 
-def fmt_dur(ns) -> str:
-    """Duration with 3 significant digits: ``12.3 ms``."""
-    return fmt_ns(float(ns))
-
-
 def fmt_offset(ns) -> str:
     """A time as an offset from the trace start, in ms with µs resolution."""
     return f"{float(ns) / 1e6:,.3f} ms"
-
-
-def fmt_bytes(n) -> str:
-    n = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
-        n /= 1000.0
-    return f"{n:.3g} TB"
-
-
-def fmt_pct(fraction) -> str:
-    return f"{100.0 * float(fraction):.1f}%"
 
 
 def set_muted(label: QLabel) -> None:

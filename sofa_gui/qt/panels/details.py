@@ -20,27 +20,13 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.trace import CopyKind, Kind, Trace
+from ...core.units import fmt_bytes, fmt_ns, fmt_rate, lane_title
 from ..docks import DockSpec
 from ..session import Session
-from .common import (
-    esc,
-    fmt_bytes,
-    fmt_dur,
-    fmt_offset,
-    plain_label,
-    plain_tooltip,
-    rich_label,
-    set_muted,
-)
+from .common import esc, fmt_offset, plain_label, plain_tooltip, rich_label, set_muted
 
 #: Flow partners listed before "… and N more".
 MAX_PARTNERS = 20
-
-
-def lane_title(trace: Trace, lane: int) -> str:
-    group = trace.lanes.group[lane]
-    name = trace.lanes.name[lane]
-    return f"{group} / {name}" if group else name
 
 
 class DetailsPanel(QWidget):
@@ -98,9 +84,9 @@ class DetailsPanel(QWidget):
         kind = int(s.kind[i])
         values = {
             "Kind": Kind(kind).label if kind in Kind._value2member_map_ else str(kind),
-            "Lane": lane_title(trace, int(s.lane[i])),
+            "Lane": _lane(trace, int(s.lane[i])),
             "Start": fmt_offset(start - trace.start_ns),
-            "Duration": fmt_dur(dur),
+            "Duration": fmt_ns(dur),
             "Depth": str(int(s.depth[i])),
             "Device": _device_text(int(s.device[i]), int(s.stream[i])),
             "Copy": CopyKind(int(s.copy_kind[i])).name if int(s.copy_kind[i]) else "",
@@ -125,7 +111,7 @@ class DetailsPanel(QWidget):
             return
         rows = []
         for j, arrow in partners[:MAX_PARTNERS]:
-            where = (f"{lane_title(trace, int(trace.slices.lane[j]))}, "
+            where = (f"{_lane(trace, int(trace.slices.lane[j]))}, "
                      f"{fmt_offset(int(trace.slices.start[j]) - trace.start_ns)}")
             rows.append(f"{arrow} <a href='slice:{j}'>{esc(trace.name_of(j))}</a> "
                         f"<small>({esc(where)})</small>")
@@ -173,8 +159,12 @@ def _device_text(device: int, stream: int) -> str:
 def _bytes_text(n: int, dur: int) -> str:
     if n < 0:
         return ""
-    rate = f"  ({n / dur:.3g} GB/s)" if dur > 0 else ""
-    return f"{fmt_bytes(n)}{rate}"
+    rate = fmt_rate(n, dur)
+    return f"{fmt_bytes(n)}  ({rate})" if rate else fmt_bytes(n)
 
 
 DOCK = DockSpec("details", "Details", "right", 20, 380, DetailsPanel)
+
+
+def _lane(trace: Trace, lane: int) -> str:
+    return lane_title(trace.lanes.name[lane], trace.lanes.group[lane])

@@ -22,17 +22,10 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.results import Finding
+from ...core.units import fmt_ns, fmt_pct
 from ..docks import DockSpec
 from ..session import Session
-from .common import (
-    SEVERITY_COLORS,
-    esc,
-    fmt_dur,
-    fmt_pct,
-    plain_label,
-    rich_label,
-    set_muted,
-)
+from .common import SEVERITY_COLORS, esc, plain_label, rich_label, set_muted
 
 _FRAMEWORK = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX",
               "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
@@ -73,7 +66,7 @@ class FindingCard(QFrame):
         head.addWidget(self.title, 1)
         lay.addLayout(head)
         if finding.estimated_speedup is None:
-            numbers = (f"{fmt_dur(finding.one_off_ns)} one-off ({fmt_pct(finding.share)} of the "
+            numbers = (f"{fmt_ns(finding.one_off_ns)} one-off ({fmt_pct(finding.share)} of the "
                        f"profile) · no per-step speed-up")
         else:
             numbers = (f"{fmt_pct(finding.share)} of steady-state iteration time · "
@@ -120,9 +113,9 @@ def _fixes_html(f: Finding) -> str:
 def _causes_html(f: Finding, origin_ns: int) -> str:
     rows = []
     for k, c in enumerate(f.causes):
-        text = f"{esc(c.label)}: {esc(fmt_dur(c.total_ns))} in {c.count} ({fmt_pct(c.share)})"
+        text = f"{esc(c.label)}: {esc(fmt_ns(c.total_ns))} in {c.count} ({fmt_pct(c.share)})"
         if c.instance is not None:
-            at = fmt_dur(c.instance.start_ns - origin_ns)
+            at = fmt_ns(c.instance.start_ns - origin_ns)
             text = f"<a href='cause:{k}'>{text}</a> <small>(one at {esc(at)})</small>"
         rows.append(text)
     return "<b>Causes</b> <small>(click to see one)</small><br>" + "<br>".join(rows)
@@ -131,7 +124,7 @@ def _causes_html(f: Finding, origin_ns: int) -> str:
 def _evidence_html(f: Finding, origin_ns: int) -> str:
     links = []
     for k, ev in enumerate(f.evidence[:MAX_EVIDENCE]):
-        where = f"{(ev.start_ns - origin_ns) / 1e6:,.3f} ms, {fmt_dur(ev.end_ns - ev.start_ns)}"
+        where = f"{(ev.start_ns - origin_ns) / 1e6:,.3f} ms, {fmt_ns(ev.end_ns - ev.start_ns)}"
         links.append(f"<a href='ev:{k}'>{esc(ev.label)}</a> <small>({esc(where)})</small>")
     more = len(f.evidence) - MAX_EVIDENCE
     tail = f"<br>… and {more} more" if more > 0 else ""

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.units import fmt_ns
 from ..session import Session
-from .common import fmt_dur, plain_label
+from .common import plain_label
 from .rank_heatmap import RankHeatmap
 
 #: Partial heat maps while ranks finish: at most one redraw per this many ms.
@@ -191,7 +192,7 @@ class FleetPanel(QWidget):
                  f"({n_done}/{len(res.summaries)} ranks"
                  + (", stragglers outlined)" if res.stragglers else ")"))
         self.heatmap.set_matrix(values, [f"rank {r}" for r in res.ranks], res.labels,
-                                stragglers=marks, fmt=fmt_dur, title=title)
+                                stragglers=marks, fmt=fmt_ns, title=title)
 
     def _on_cell(self, row: int, col: int) -> None:
         """A click on a cell opens that rank in full, at that iteration."""
@@ -219,10 +220,10 @@ class FleetPanel(QWidget):
             items = self._rank_items(s)
             d = own[row] - med_own
             items.append(_item("" if np.isnan(d) else f"{'+' if d >= 0 else '-'}"
-                               f"{fmt_dur(abs(d))}", None if np.isnan(d) else d))
+                               f"{fmt_ns(abs(d))}", None if np.isnan(d) else d))
             items.append(_item(s.findings[0]["title"] if s.findings else ""))
             st = cause.get(s.rank)
-            items.append(_item(f"{st.cause} (+{fmt_dur(st.cause_ns)})" if st else ""))
+            items.append(_item(f"{st.cause} (+{fmt_ns(st.cause_ns)})" if st else ""))
             self._set_row(row, items)
         self.table.setSortingEnabled(True)
         self.table.sortItems(0, Qt.SortOrder.AscendingOrder)
@@ -237,7 +238,7 @@ class FleetPanel(QWidget):
         status = "ok" if s.ok else f"error: {s.error}"
         return [_item(str(s.rank), s.rank), _item(status), _item(str(len(s.durations)),
                                                                  len(s.durations)),
-                _item(fmt_dur(med) if med is not None else "", med)]
+                _item(fmt_ns(med) if med is not None else "", med)]
 
     def _set_row(self, row: int, items: list[QTableWidgetItem]) -> None:
         for col, it in enumerate(items):
@@ -288,9 +289,9 @@ def _verdict(res) -> str:
     lines = []
     if res.stragglers:
         st = res.stragglers[0]
-        lines.append(f"Straggler: rank {st.rank}, +{fmt_dur(st.excess_ns)} per iteration "
+        lines.append(f"Straggler: rank {st.rank}, +{fmt_ns(st.excess_ns)} per iteration "
                      f"({st.fraction:.0%}) in {len(st.iterations)} of {len(res.labels)} "
-                     f"iterations; cause: {st.cause} (+{fmt_dur(st.cause_ns)} vs the median rank)"
+                     f"iterations; cause: {st.cause} (+{fmt_ns(st.cause_ns)} vs the median rank)"
                      + (f"; {len(res.stragglers) - 1} more" if len(res.stragglers) > 1 else ""))
     else:
         lines.append("No straggler: every rank is within 5% of the median rank.")

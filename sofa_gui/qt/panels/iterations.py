@@ -11,11 +11,12 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
 
+from ...core.units import fmt_ns
 from ...view.model import IterationMarks
 from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import dominant_labels
-from .common import fmt_dur, fmt_offset, plain_label, set_muted
+from .common import fmt_offset, plain_label, set_muted
 
 COLUMNS = ("#", "Label", "Start", "Duration", "Δ median", "Dominant")
 DUR_COLUMNS = (3, 4)  # sorted by duration
@@ -133,12 +134,12 @@ class IterationsModel(QAbstractTableModel):
         if c == 2:
             return fmt_offset(self._starts[r] - self._origin)
         if c == 3:
-            return fmt_dur(self._durs[r])
+            return fmt_ns(self._durs[r])
         if c == 4:
             d = float(self._durs[r]) - self._median
             pct = round(100.0 * d / self._median) if self._median else 0
             sign = "+" if d >= 0 else "−"
-            return f"{sign}{fmt_dur(abs(d))} ({sign if pct else '±'}{abs(pct)}%)"
+            return f"{sign}{fmt_ns(abs(d))} ({sign if pct else '±'}{abs(pct)}%)"
         return self._dominant[r] if r < len(self._dominant) else ""
 
 
@@ -244,7 +245,7 @@ class IterationsPanel(QWidget):
             how = ("at the training loop's landmarks" if landmarks else {
                 "annotations": "from step annotations",
                 "pattern": "from the repeating kernel pattern"}.get(it.method, it.method))
-            text = (f"{len(it)} iterations {how} · steady-state median {fmt_dur(med)}"
+            text = (f"{len(it)} iterations {how} · steady-state median {fmt_ns(med)}"
                     f" · confidence {it.confidence:.0%}")
             if it.uncertain:
                 text = "Iterations uncertain: " + text
@@ -252,7 +253,7 @@ class IterationsPanel(QWidget):
             if warm:
                 text += f" · {warm} warm-up (hatched)"
             for x in it.periodic_extras:
-                text += f" · every {x.every}th: {x.name} (+{fmt_dur(x.cost_ns_mean)})"
+                text += f" · every {x.every}th: {x.name} (+{fmt_ns(x.cost_ns_mean)})"
         self.status.setText(text)
 
     def _on_row_activated(self, index) -> None:

@@ -24,7 +24,7 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from ...core.summary import fmt_ns
+from ...core.units import fmt_ns
 
 _LOW = QColor("#fff5e6")  # fastest
 _HIGH = QColor("#c2410c")  # slowest

@@ -13,9 +13,10 @@ import numpy as np
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
+from ...core.units import fmt_ns, fmt_pct
 from ..session import Session
 from .breakdown_view import device_utilisation
-from .common import fmt_dur, fmt_pct, plain_label, plain_tooltip, set_muted
+from .common import plain_label, plain_tooltip, set_muted
 
 FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
           "Top bottleneck")
@@ -77,7 +78,7 @@ class SummaryHeader(QFrame):
         """Facts that do not change with the analysis (computed once per trace)."""
         s, t = self.session, self.session.trace
         if t is not None:
-            self._facts = {"Format": t.meta.format or "?", "Duration": fmt_dur(t.duration_ns),
+            self._facts = {"Format": t.meta.format or "?", "Duration": fmt_ns(t.duration_ns),
                            "Events": f"{t.events:,}"}
             self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
             self.title.setToolTip(plain_tooltip(s.path or t.meta.source))
@@ -94,7 +95,7 @@ class SummaryHeader(QFrame):
             **self._facts,
             "Iterations": "…" if it is None else f"{len(it)} ({it.method})",
             "Median iteration": "…" if it is None else (
-                fmt_dur(float(np.median(it.durations))) if len(it) else "—"),
+                fmt_ns(float(np.median(it.durations))) if len(it) else "—"),
             "Device busy": _util_text(s),
             "Top bottleneck": _top_text(s),
         }

@@ -19,9 +19,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.units import fmt_ns, fmt_pct
 from ..docks import DockSpec
 from ..session import Session
-from .common import fmt_dur, fmt_pct, plain_label, set_muted
+from .common import plain_label, set_muted
 
 COLUMNS = ("Stage", "Dataset", "Calls", "Total", "Own", "Parallelism")
 _NONE = "No tf.data pipeline in this trace (no Iterator:: events)."
@@ -63,8 +64,8 @@ class TfDataPanel(QWidget):
             parent = self.items.get(st.parent)
             item = QTreeWidgetItem(parent if parent is not None else self.tree)
             par = st.parallelism
-            values = (st.label, st.dataset, f"{st.count:,}", fmt_dur(st.total_ns),
-                      fmt_dur(st.own_ns), "" if par is None else
+            values = (st.label, st.dataset, f"{st.count:,}", fmt_ns(st.total_ns),
+                      fmt_ns(st.own_ns), "" if par is None else
                       ("autotuned" if par == -1 else str(par)))
             for col, text in enumerate(values):
                 item.setText(col, text)
@@ -97,7 +98,7 @@ def _bottleneck_text(p) -> str:
     b = p.bottleneck_stage
     if b is None:
         return ""
-    return f"Bottleneck: {b.label}, {fmt_dur(b.own_ns)} own time."
+    return f"Bottleneck: {b.label}, {fmt_ns(b.own_ns)} own time."
 
 
 DOCK = DockSpec("tfdata", "tf.data", "bottom", 30, 520, TfDataPanel)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...summary import fmt_ns
 from ...trace import Kind
+from ...units import fmt_ns
 from ..host_side import window_of
 from ..results import Cause, Evidence
 from .context import MAX_CAUSES, Ctx

@@ -115,10 +115,6 @@ def amdahl(share: float) -> float:
     return 1.0 / max(1.0 - share, 1e-6)
 
 
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[Evidence],
                  *, speedup: float | None = 0.0, sev: str | None = None,
                  causes: list[Cause] | None = None, title: str | None = None,

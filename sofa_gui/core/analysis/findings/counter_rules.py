@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...summary import fmt_ns
+from ...units import fmt_ns
+from ...units import fmt_pct as _pct
 from ..counter_signals import HostSignals, host_signals
 from ..host_side import window_of
 from ..results import Cause, Evidence, Finding
 from .context import MAX_EVIDENCE, Ctx, make_finding
-from .context import pct as _pct
 from .device_rules import COMPUTE_GAIN
 from .registry import RULES, counter_rule, declare
 

@@ -14,14 +14,15 @@ import re
 
 import numpy as np
 
-from ...summary import fmt_ns
 from ...trace import CopyKind, Kind, Trace
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
 from ..device_side import COPY_DIRECTIONS, DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..intervals import measure_in, union
 from ..results import Cause, Evidence, Finding
 from .causes import causes_by_name, nested_in, self_times
-from .context import MAX_CAUSES, MAX_EVIDENCE, Ctx, lanes_of, make_finding, pct, severity, top_rows
+from .context import MAX_CAUSES, MAX_EVIDENCE, Ctx, lanes_of, make_finding, severity, top_rows
 from .registry import rule
 from .tf_data import pipeline_note
 

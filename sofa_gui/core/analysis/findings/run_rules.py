@@ -7,12 +7,13 @@ import re
 
 import numpy as np
 
-from ...summary import fmt_ns
 from ...trace import Kind
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Cause, Evidence, Finding
 from .causes import causes_by_name, self_times
-from .context import MAX_CAUSES, Ctx, make_finding, pct
+from .context import MAX_CAUSES, Ctx, make_finding
 from .registry import rule
 
 #: Events that are one-off by nature (compile, context/allocator setup, autotuning).

@@ -3,7 +3,7 @@ bottleneck stage first (see :mod:`..tfdata`)."""
 
 from __future__ import annotations
 
-from ...summary import fmt_ns
+from ...units import fmt_ns
 from ..results import Cause, Evidence
 from ..tfdata import InputPipeline, analyze_input_pipeline
 from .context import MAX_CAUSES, Ctx

@@ -5,21 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...trace import Trace
+from ...units import fmt_ns_exact
 from ..results import Iterations
 
 MAX_ROWS = 40  # longer lists show the first and last rows
-
-
-def fmt_ns(ns: float) -> str:
-    """A duration with a unit that keeps 3-4 significant digits."""
-    ns = float(ns)
-    if abs(ns) >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if abs(ns) >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if abs(ns) >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
 
 
 def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
@@ -41,8 +30,8 @@ def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
     d = iters.durations[iters.steady].astype(float)
     cv = d.std() / d.mean() if d.mean() > 0 else 0.0
     scope = "steady state: " if iters.steady_state_from else ""
-    lines.append(f"  {scope}mean {fmt_ns(d.mean())}, median {fmt_ns(np.median(d))}, "
-                 f"CV {cv:.1%}, min {fmt_ns(d.min())}, max {fmt_ns(d.max())}")
+    lines.append(f"  {scope}mean {fmt_ns_exact(d.mean())}, median {fmt_ns_exact(np.median(d))}, "
+                 f"CV {cv:.1%}, min {fmt_ns_exact(d.min())}, max {fmt_ns_exact(d.max())}")
     return lines
 
 
@@ -58,7 +47,7 @@ def marks_text(iters: Iterations) -> list[str]:
                    f"{int(np.median(mb))}, range {int(mb.min())}-{int(mb.max())}")
     for x in iters.periodic_extras:
         out.append(f"  periodic extra every {x.every} (from #{x.phase}): {x.name}; "
-                   f"+{fmt_ns(x.cost_ns_mean)} each, {x.share_of_time:.1%} of the time")
+                   f"+{fmt_ns_exact(x.cost_ns_mean)} each, {x.share_of_time:.1%} of the time")
     if iters.device_lags:
         out.append("  the device runs behind the host: device-side windows "
                    "(device_start_us/device_end_us) hold each step's device work")
@@ -71,7 +60,7 @@ def pattern_text(p: dict) -> str:
                 f"each cut at {p.get('cut', '')}")
     if p.get("symbols") is None:
         head = (f"activity rhythm: {p.get('occurrences')} periods of "
-                f"{fmt_ns(p.get('period_us', 0) * 1000)}")
+                f"{fmt_ns_exact(p.get('period_us', 0) * 1000)}")
     else:
         head = f"pattern: {p.get('symbols')} symbols x {p.get('occurrences')} occurrences"
     return f"{head}, {p.get('coverage', 0):.0%} of the stream, cut {p.get('cut', '')}"
@@ -103,6 +92,6 @@ def _rows(trace: Trace, iters: Iterations) -> list[str]:
         if iters.extra_of(i) is not None:
             label = (label + " +extra").strip()
         s, e = int(iters.starts[i]), int(iters.ends[i])
-        out.append(f"  #{i:<4d} {label:<18s} start +{fmt_ns(s - t0):>12s}  "
-                   f"duration {fmt_ns(e - s):>12s}")
+        out.append(f"  #{i:<4d} {label:<18s} start +{fmt_ns_exact(s - t0):>12s}  "
+                   f"duration {fmt_ns_exact(e - s):>12s}")
     return out

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...builder import assign_depths
 from ...trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from ...units import lane_title
 from ..roles import step_driver_counts
 
 #: Annotation names that mark training steps (ProfilerStep#N, NVTX "step 12", ...).
@@ -112,9 +113,8 @@ def _host_stream(trace: Trace) -> EventStream | None:
         return None
     idx = ops.top_level(lane)
     s = trace.slices
-    desc = (f"top-level CPU ops of {trace.lanes.name[lane]}"
-            f"{' (' + trace.lanes.group[lane] + ')' if trace.lanes.group[lane] else ''}"
-            f" ({len(idx):,} events)")
+    title = lane_title(trace.lanes.name[lane], trace.lanes.group[lane])
+    desc = f"top-level CPU ops of {title} ({len(idx):,} events)"
     return EventStream("host", desc, idx, s.start[idx], s.end[idx], idx.copy())
 
 
