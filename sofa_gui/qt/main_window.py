@@ -247,7 +247,8 @@ class MainWindow(QMainWindow):
     def compare_dialog(self) -> None:
         """File ▸ Compare with…: pick the other run; the Compare dock shows the diff."""
         start = self.settings.value("dialog/dir", str(Path.home()))
-        path, _ = QFileDialog.getOpenFileName(self, "Compare with trace", start, TRACE_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with trace", start,
+                                              trace_file_filter())
         if path:
             self.compare_with(path)
 

@@ -27,11 +27,12 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.palette import label_of
+from ...core.units import fmt_ns
 from .. import jobs
 from ..docks import DockSpec
 from ..session import Session
 from ..worker import Worker
-from .common import fmt_dur, plain_label, plain_tooltip, set_muted
+from .common import plain_label, plain_tooltip, set_muted
 
 RUN_COLORS = ("#4C72B0", "#DD8452")  # this run, the other run
 
@@ -118,8 +119,8 @@ class ComparePanel(QWidget):
         verdict = ("" if speed is None else
                    f"{speed:.2f}x faster" if speed >= 1 else f"{1 / speed:.2f}x slower")
         self._say(f"Other run {Path(b['path']).name}: {verdict} — median iteration "
-                  f"{fmt_dur(a['median_iteration_us'] * 1e3)} → "
-                  f"{fmt_dur(b['median_iteration_us'] * 1e3)} "
+                  f"{fmt_ns(a['median_iteration_us'] * 1e3)} → "
+                  f"{fmt_ns(b['median_iteration_us'] * 1e3)} "
                   f"({a['iterations']} vs {b['iterations']} iterations)")
         self.summary.setToolTip(plain_tooltip(f"this run: {a['path']}\nother run: {b['path']}"))
         self._plot()
@@ -187,13 +188,13 @@ def _fill(table: QTableWidget, rows: list[tuple]) -> None:
 
 
 def _us(v: float) -> str:
-    return fmt_dur(v * 1e3)
+    return fmt_ns(v * 1e3)
 
 
 def _delta(v: float) -> str:
     if v == 0:
         return "0"
-    return ("+" if v > 0 else "−") + fmt_dur(abs(v) * 1e3)
+    return ("+" if v > 0 else "−") + fmt_ns(abs(v) * 1e3)
 
 
 DOCK = DockSpec("compare", "Compare", "bottom", 50, 600, ComparePanel, tab_with="breakdown")
