@@ -90,6 +90,9 @@ class FleetPanel(QWidget):
         buttons.addStretch(1)
         self.metric = QComboBox(self)
         self.metric.addItems(list(METRICS))
+        # long metric names must not set the window's minimum width (the list shows them whole)
+        self.metric.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.metric.setMinimumContentsLength(14)
         self.heatmap = RankHeatmap(self)
         self._partial = None  # FleetResult over the ranks finished so far
         self._redraw = QTimer(self)

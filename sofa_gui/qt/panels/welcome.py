@@ -36,7 +36,7 @@ class WelcomePage(QWidget):
                           ("Open Demo Trace", self.open_demo)):
             b = QPushButton(text, self)
             b.clicked.connect(sig.emit)
-            b.setMinimumWidth(150)
+            b.setMinimumWidth(110)  # roomy, yet the page never widens a small window
             buttons.addWidget(b)
         buttons.addStretch(1)
         self.recent = rich_label(self)
