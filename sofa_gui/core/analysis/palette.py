@@ -37,10 +37,14 @@ CATEGORY_COLORS: dict[str, str] = {
 }
 
 
+def _bare(category: str) -> str:
+    """A host category without its ``host_`` prefix (both kinds share colours and names)."""
+    return category.removeprefix("host_")
+
+
 def color_of(category: str) -> str:
     """Hex colour of a category (host ones may carry a ``host_`` prefix)."""
-    key = category[5:] if category.startswith("host_") else category
-    return CATEGORY_COLORS.get(key, "#999999")
+    return CATEGORY_COLORS.get(_bare(category), "#999999")
 
 
 CATEGORY_LABELS: dict[str, str] = {
@@ -72,5 +76,5 @@ CATEGORY_LABELS: dict[str, str] = {
 
 def label_of(category: str) -> str:
     """The name a category has in the app, the reports and the terminal."""
-    key = category[5:] if category.startswith("host_") else category
+    key = _bare(category)
     return CATEGORY_LABELS.get(key, key.replace("_", " ").capitalize())
