@@ -87,6 +87,8 @@ class TfDataPanel(QWidget):
         dock = self.parentWidget()
         if isinstance(dock, QDockWidget):
             dock.setVisible(shown)
+            if shown:
+                dock.raise_()  # it shares a tab group with the breakdown: bring it forward
 
     def _on_clicked(self, item: QTreeWidgetItem, _col: int) -> None:
         j = item.data(0, Qt.ItemDataRole.UserRole)
@@ -101,4 +103,6 @@ def _bottleneck_text(p) -> str:
     return f"Bottleneck: {b.label}, {fmt_ns(b.own_ns)} own time."
 
 
-DOCK = DockSpec("tfdata", "tf.data", "bottom", 30, 520, TfDataPanel)
+# a tab beside the breakdown: as a third column the bottom row asked for more width than
+# a 1600 px window has and squeezed the right column (Bottlenecks) to ~150 px
+DOCK = DockSpec("tfdata", "tf.data", "bottom", 30, 520, TfDataPanel, tab_with="breakdown")
