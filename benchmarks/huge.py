@@ -164,7 +164,7 @@ def probe_model(path: Path, cached: bool) -> dict:
     return {"events": trace.events, "slices": len(trace.slices), "flows": len(trace.flows),
             "wall_s": wall, "rss_before_gb": rss0, "rss_after_gb": _rss_gb(),
             "parts": parts, "bytes_per_event": parts["total"] / max(trace.events, 1),
-            "skipped": trace.meta.report.skipped_total}
+            "skipped": trace.meta.load_stats.skipped_total}
 
 
 def probe_phases(path: Path) -> dict:

@@ -193,7 +193,7 @@ def worker(mode: str, path: str) -> dict:
     trace = load_trace(path, use_cache=True)
     wall, cpu = time.perf_counter() - w, time.process_time() - c
     end = _status()
-    return {"wall": wall, "cpu": cpu, "read": trace.meta.report.read,
+    return {"wall": wall, "cpu": cpu, "read": trace.meta.load_stats.read,
             "slices": len(trace.slices), "peak": end["VmHWM"] - base["VmRSS"],
             "resident": end["VmRSS"] - base["VmRSS"], "anon": end["RssAnon"] - base["RssAnon"]}
 

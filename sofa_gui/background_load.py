@@ -47,7 +47,7 @@ class _PipeProgress:
         self._conn, self._cancel = conn, cancel_event
         self._last = 0.0
 
-    def report(self, fraction: float, message: str = "") -> None:
+    def update(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()
         if now - self._last >= _SEND_INTERVAL_S or fraction >= 1.0:
             self._last = now
@@ -163,7 +163,7 @@ def _pump(proc, recv, state, progress, until: str) -> tuple:
                 f"trace loader process died (exit code {proc.exitcode})") from None
         tag = msg[0]
         if tag == "progress":
-            progress.report(msg[1], msg[2])
+            progress.update(msg[1], msg[2])
         elif tag == until:
             return msg
         elif tag == "cancelled":

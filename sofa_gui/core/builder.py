@@ -24,7 +24,7 @@ from .trace import (
     Kind,
     LaneKind,
     Lanes,
-    LoadReport,
+    LoadStats,
     Slices,
     Trace,
     TraceMeta,
@@ -72,8 +72,8 @@ class TraceBuilder:
         self._flow_kind: list[np.ndarray] = []
 
     @property
-    def report(self) -> LoadReport:
-        return self.meta.report
+    def load_stats(self) -> LoadStats:
+        return self.meta.load_stats
 
     @property
     def n_slices(self) -> int:
@@ -256,7 +256,7 @@ class TraceBuilder:
         flows = self._flows(rank_of)
         if correlate and len(flows) == 0:
             flows = correlation_flows(slices, lanes)
-        self.meta.report.loaded = len(slices) + sum(len(c[1]) for c in self._counter_chunks)
+        self.meta.load_stats.loaded = len(slices) + sum(len(c[1]) for c in self._counter_chunks)
         if not self.meta.ranks:
             self.meta.ranks = sorted({int(r) for r in lanes.rank if r >= 0})
         return Trace(
@@ -302,7 +302,7 @@ class TraceBuilder:
         dst = np.concatenate(self._flow_dst)
         kind = np.concatenate(self._flow_kind)
         ok = (src >= 0) & (src < len(rank_of)) & (dst >= 0) & (dst < len(rank_of))
-        self.meta.report.skip("flow endpoint not found", int((~ok).sum()))
+        self.meta.load_stats.skip("flow endpoint not found", int((~ok).sum()))
         return Flows(rank_of[src[ok]], rank_of[dst[ok]], kind[ok])
 
     def _counters(self) -> Counters:

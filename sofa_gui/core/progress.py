@@ -1,6 +1,6 @@
 """Progress reporting and cooperative cancellation for long core functions.
 
-Core code never talks to Qt: it calls ``progress.report(fraction, message)`` and
+Core code never talks to Qt: it calls ``progress.update(fraction, message)`` and
 ``progress.check_cancelled()``; the GUI worker passes an implementation backed by
 signals, the CLI passes :class:`NullProgress`.
 """
@@ -16,7 +16,7 @@ class Cancelled(Exception):
 
 
 class Progress(Protocol):
-    def report(self, fraction: float, message: str = "") -> None: ...
+    def update(self, fraction: float, message: str = "") -> None: ...
 
     def check_cancelled(self) -> None: ...
 
@@ -24,7 +24,7 @@ class Progress(Protocol):
 class NullProgress:
     """Progress that goes nowhere and never cancels."""
 
-    def report(self, fraction: float, message: str = "") -> None:
+    def update(self, fraction: float, message: str = "") -> None:
         pass
 
     def check_cancelled(self) -> None:
@@ -50,7 +50,7 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def report(self, fraction: float, message: str = "") -> None:
+    def update(self, fraction: float, message: str = "") -> None:
         self.fraction, self.message = fraction, message
         if self._callback is not None:
             self._callback(fraction, message)
@@ -67,9 +67,9 @@ class SubProgress:
     def __init__(self, parent: Progress, lo: float, hi: float):
         self._parent, self._lo, self._hi = parent, lo, hi
 
-    def report(self, fraction: float, message: str = "") -> None:
+    def update(self, fraction: float, message: str = "") -> None:
         f = min(max(fraction, 0.0), 1.0)
-        self._parent.report(self._lo + (self._hi - self._lo) * f, message)
+        self._parent.update(self._lo + (self._hi - self._lo) * f, message)
 
     def check_cancelled(self) -> None:
         self._parent.check_cancelled()

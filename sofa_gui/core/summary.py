@@ -19,8 +19,8 @@ def trace_dict(trace: Trace) -> dict:
         "counter_samples": len(trace.counters),
         "flows": len(trace.flows),
         "kinds": trace.kind_counts(),
-        "skipped": dict(trace.meta.report.skipped),
-        "load_report": trace.meta.report.to_dict(),
+        "skipped": dict(trace.meta.load_stats.skipped),
+        "load_report": trace.meta.load_stats.to_dict(),
         "start_us": us(trace.start_ns),
         "end_us": us(trace.end_ns),
         "duration_us": us(trace.duration_ns),
@@ -52,7 +52,7 @@ def _when(trace: Trace) -> str:
 
 def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
     d = trace_dict(trace)
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     lines = [
         f"Trace:    {d['path']}",
         f"Format:   {d['format']}",

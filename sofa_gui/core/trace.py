@@ -181,7 +181,7 @@ class Flows:
 
 
 @dataclass
-class LoadReport:
+class LoadStats:
     """Every event in the source is either loaded or skipped with a reason."""
 
     read: int = 0
@@ -206,7 +206,7 @@ class LoadReport:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> LoadReport:
+    def from_dict(cls, d: dict) -> LoadStats:
         return cls(d["read"], d["loaded"], Counter(d["skipped"]), list(d["notes"]))
 
 
@@ -227,7 +227,7 @@ class TraceMeta:
     world_size: int | None = None
     devices: dict = field(default_factory=dict)  # device index -> properties dict
     extra: dict = field(default_factory=dict)  # format-specific facts (JSON-able)
-    report: LoadReport = field(default_factory=LoadReport)
+    load_stats: LoadStats = field(default_factory=LoadStats)
 
     def to_dict(self) -> dict:
         return {
@@ -238,7 +238,7 @@ class TraceMeta:
             "world_size": self.world_size,
             "devices": {str(k): v for k, v in self.devices.items()},
             "extra": self.extra,
-            "report": self.report.to_dict(),
+            "report": self.load_stats.to_dict(),
         }
 
     @classmethod
@@ -251,7 +251,7 @@ class TraceMeta:
             world_size=d["world_size"],
             devices={int(k): v for k, v in d["devices"].items()},
             extra=d["extra"],
-            report=LoadReport.from_dict(d["report"]),
+            load_stats=LoadStats.from_dict(d["report"]),
         )
 
 
@@ -300,6 +300,16 @@ class Trace:
     #: the cache folder this trace was read from or written to (None: not cached); the
     #: analysis cache keeps its results there (see core/analysis/cache.py)
     cache_entry: object = field(default=None, compare=False, repr=False)
+    #: results derived from the (immutable) columns and kept for the trace's lifetime, so
+    #: analysis steps share them instead of recomputing: lane roles, run facts, self times...
+    #: Always go through :meth:`memo`; keys are the deriving module's names.
+    derived: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def memo(self, key: str, build):
+        """``build()``'s result, computed once per trace under ``key`` (see :attr:`derived`)."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        return self.derived[key]
 
     # -- extent ---------------------------------------------------------------
     @property

@@ -61,14 +61,14 @@ def fleet_job(state, path: str, options: Options) -> None:
     def started(files):
         total.append(len(files))
         state.partial(FleetEvent("start", (path, files)))
-        state.report(0.02, f"Analysing {len(files)} ranks on Dask")
+        state.update(0.02, f"Analysing {len(files)} ranks on Dask")
 
     def done(summary):
         state.partial(FleetEvent("rank", summary))  # raises Cancelled once the job is cancelled
         n = done.count = getattr(done, "count", 0) + 1
-        state.report(0.02 + 0.96 * n / total[0], f"{n}/{total[0]} ranks analysed")
+        state.update(0.02 + 0.96 * n / total[0], f"{n}/{total[0]} ranks analysed")
 
     res = fleet(path, workers=embedded_workers(), mode=options.iterations, on_start=started,
                 on_done=done, on_engine=lambda eng: state.on_cancel(eng.cancel))
     state.partial(FleetEvent("result", res))
-    state.report(1.0, "Fleet analysis done")
+    state.update(1.0, "Fleet analysis done")

@@ -55,7 +55,7 @@ def _load(state, path: str, load_mode: str, options: Options | None):
     from ..core.importers import load_trace
 
     p = Path(path).expanduser()
-    state.report(0.0, f"Opening {p.name}")
+    state.update(0.0, f"Opening {p.name}")
     child = None
     # a big uncached source is decoded by a child into the cache; load_trace then maps it
     if wants_child(p, load_mode) and not store.is_cached(p):
@@ -111,10 +111,10 @@ def open_job(state, path: str, options: Options, load_mode: str = "auto") -> Non
         return fleet_job(state, path, options)
     trace, child = _load(state, path, load_mode, options)
     try:
-        state.report(0.5, "Indexing the timeline")
+        state.update(0.5, "Indexing the timeline")
         state.partial(TraceReady(trace, prepare(trace)))
         if child is not None:
-            state.report(0.55, "Analyzing (background process)")
+            state.update(0.55, "Analyzing (background process)")
             child.wait_analysis(subrange(state, 0.55, 1.0))
     finally:
         if child is not None:
@@ -129,7 +129,7 @@ def analysis_job(state, trace: Trace, options: Options) -> None:
 
 def analyze_loaded(state, trace: Trace, options: Options) -> None:
     """Hand over a trace loaded by another job, then analyze it (see :mod:`.fleet_jobs`)."""
-    state.report(0.5, "Indexing the timeline")
+    state.update(0.5, "Indexing the timeline")
     state.partial(TraceReady(trace, prepare(trace)))
     _analyze(state, trace, options, subrange(state, 0.55, 1.0))
 

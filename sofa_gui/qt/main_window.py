@@ -31,7 +31,7 @@ from .panels.welcome import WelcomePage
 from .recent import RecentFiles
 from .record_dialog import RecordDialog
 from .session import Session
-from .status import ProgressWidget, ReportLink
+from .status import LoadStatsLink, ProgressWidget
 from .timeline import TimelineWidget
 
 log = logging.getLogger(__name__)
@@ -126,9 +126,9 @@ class MainWindow(QMainWindow):
 
     def _build_status(self) -> None:
         self.progress_widget = ProgressWidget(self.session, self)
-        self.report_link = ReportLink(self.session, self)
-        self.report_link.clicked.connect(self.show_load_report)
-        self.statusBar().addPermanentWidget(self.report_link)
+        self.load_stats_link = LoadStatsLink(self.session, self)
+        self.load_stats_link.clicked.connect(self.show_load_stats)
+        self.statusBar().addPermanentWidget(self.load_stats_link)
         self.statusBar().addPermanentWidget(self.progress_widget)
 
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
@@ -157,7 +157,7 @@ class MainWindow(QMainWindow):
                                           "Run a command and record a profile")
         m.addSeparator()
         self.reload_action = self._action(m, "Re&load", self.reload, [K.Refresh, "F5"])
-        self.report_action = self._action(m, "Load &Report…", self.show_load_report)
+        self.report_action = self._action(m, "Load &Report…", self.show_load_stats)
         m.addSeparator()
         self._action(m, "&Quit", self.close, [K.Quit, "Ctrl+Q"])
 
@@ -365,7 +365,7 @@ class MainWindow(QMainWindow):
         box.open()
         return box
 
-    def show_load_report(self) -> None:
+    def show_load_stats(self) -> None:
         if self.session.trace is not None:
             LoadReportDialog(self.session.trace, self).open()
 

@@ -91,7 +91,7 @@ class ProgressWidget(QWidget):
             self.label.setText(text)
 
 
-class ReportLink(QLabel):
+class LoadStatsLink(QLabel):
     """``⚠ N events skipped`` (or ``N events loaded``); click to open the load report."""
 
     clicked = Signal()
@@ -110,7 +110,7 @@ class ReportLink(QLabel):
         if t is None:
             self.setText("")
             return
-        rep = t.meta.report
+        rep = t.meta.load_stats
         skipped = rep.skipped_total
         self.setText(f"⚠ {skipped:,} events skipped" if skipped
                      else f"{rep.loaded:,} events loaded")

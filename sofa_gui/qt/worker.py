@@ -43,8 +43,8 @@ class JobState:
         self.token = CancelToken(self._on_progress)
 
     # -- core Progress protocol ---------------------------------------------------
-    def report(self, fraction: float, message: str = "") -> None:
-        self.token.report(fraction, message)
+    def update(self, fraction: float, message: str = "") -> None:
+        self.token.update(fraction, message)
 
     def check_cancelled(self) -> None:
         self.token.check_cancelled()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 
 from ..core.trace import CopyKind, Kind
@@ -14,6 +16,14 @@ KEY_ARGS = ("stream", "grid", "block", "registers per thread", "shared memory",
 MAX_ARGS = 8
 MAX_VALUE = 80
 MAX_NAME = 400
+
+
+def literal_html(text) -> str:
+    """``text`` as rich text that Qt shows literally: Qt renders any tooltip that looks like
+    HTML (``<lambda>``, ``<b>``...) as HTML, so trace text goes in escaped, inside markup that
+    keeps its line breaks. Every tooltip showing trace or user text goes through here."""
+    body = html.escape(str(text), quote=True)
+    return f"<qt><span style='white-space:pre-wrap'>{body}</span></qt>"
 
 
 def _clip(text: str, n: int) -> str:

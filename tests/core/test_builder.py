@@ -31,7 +31,7 @@ def test_builder_sorts_nests_and_correlates():
     assert t.args.get(int(t.slices.args[gemm])) == {"grid": [1, 1, 1]}
     assert t.kind_counts() == {"cpu_op": 1, "runtime": 1, "kernel": 1, "memcpy": 1,
                                "annotation": 1}
-    assert t.meta.report.loaded == 5
+    assert t.meta.load_stats.loaded == 5
 
 
 def test_explicit_flows_follow_sorting():
@@ -88,3 +88,14 @@ def test_finish_honours_a_cancel_between_phases():
     token.cancel()
     with pytest.raises(Cancelled):
         b.finish(progress=token)
+
+
+def test_memo_builds_once_and_copies_do_not_inherit_it():
+    import dataclasses
+    t = _toy()[0].finish()
+    calls = []
+    assert t.memo("k", lambda: calls.append(1) or 42) == 42
+    assert t.memo("k", lambda: calls.append(1) or 43) == 42
+    assert calls == [1]
+    other = dataclasses.replace(t, names=list(t.names))
+    assert "k" not in other.derived

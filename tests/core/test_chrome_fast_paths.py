@@ -106,7 +106,7 @@ def _canonical(t) -> dict:
     c = t.counters
     counters = sorted(zip([c.table.name[i] for i in c.series.tolist()], c.time.tolist(),
                           c.value.tolist()))
-    report = t.meta.report
+    report = t.meta.load_stats
     return {"slices": rows, "flows": flows, "lanes": lanes, "counters": counters,
             "read": report.read, "loaded": report.loaded, "skipped": dict(report.skipped)}
 
@@ -125,9 +125,9 @@ def test_phase_first_events_load_like_any_other_key_order(tmp_path, monkeypatch,
     general = _load(tmp_path, _text(events, False), "general.json")
     assert _canonical(fast) == _canonical(general)
     assert len(fast.slices) == 918 and len(fast.flows) >= 300
-    assert fast.meta.report.skipped["X event without dur"] == 6
-    assert fast.meta.report.skipped["flow event without id"] == 6
-    assert fast.meta.report.skipped["missing ts"] == 6
+    assert fast.meta.load_stats.skipped["X event without dur"] == 6
+    assert fast.meta.load_stats.skipped["flow event without id"] == 6
+    assert fast.meta.load_stats.skipped["missing ts"] == 6
 
 
 def test_fast_path_gives_up_part_way_without_changing_the_result(tmp_path, monkeypatch):
@@ -139,7 +139,7 @@ def test_fast_path_gives_up_part_way_without_changing_the_result(tmp_path, monke
     fast = _load(tmp_path, _text(events, True), "fast.json")
     general = _load(tmp_path, _text(events, False), "general.json")
     assert _canonical(fast) == _canonical(general)
-    assert fast.meta.report.skipped["unsupported phase 'O'"] == 1
+    assert fast.meta.load_stats.skipped["unsupported phase 'O'"] == 1
     assert "custom" in fast.names
 
 

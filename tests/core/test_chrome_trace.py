@@ -54,7 +54,7 @@ def test_slice_counts_per_kind_match_plain_json(key):
 @pytest.mark.parametrize("key", REAL)
 def test_every_event_is_loaded_or_skipped(key):
     trace, t = _load(key)
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     assert rep.read == len(t.events)
     assert rep.loaded + rep.skipped_total == rep.read
     assert rep.skipped.get("flow event without a start (s)", 0) == t.f_without_s
@@ -124,7 +124,7 @@ def test_legacy_2021_schema_string_tids_memory_counters_and_steps():
     assert len(trace.counters.samples(cpu)[0]) == t.memory[(0, -1)]
     gpu_lane = trace.counters.table.lane[gpu]
     assert trace.lanes.group[gpu_lane] == "GPU 0"
-    assert any("running sum" in n for n in trace.meta.report.notes)
+    assert any("running sum" in n for n in trace.meta.load_stats.notes)
     memcpy = trace.slices.kind == Kind.MEMCPY
     assert set(trace.slices.copy_kind[memcpy].tolist()) <= {int(CopyKind.H2D), int(CopyKind.D2H)}
     assert (trace.slices.bytes[memcpy] > 0).all()
@@ -208,7 +208,7 @@ def test_array_form_with_and_without_closing_bracket(tmp_path):
     text = json.dumps(events)[:-1] + ",\n"
     open_ended = _load_doc(tmp_path, text, name="open.json")
     assert len(open_ended.slices) == 2
-    assert any("closing ']'" in n for n in open_ended.meta.report.notes)
+    assert any("closing ']'" in n for n in open_ended.meta.load_stats.notes)
 
 
 def test_begin_end_pairs_nest_per_thread_and_unmatched_are_counted(tmp_path):
@@ -223,7 +223,7 @@ def test_begin_end_pairs_nest_per_thread_and_unmatched_are_counted(tmp_path):
            for i in range(len(t.slices))}
     assert got == {"outer": (10000, 10000, 0), "inner": (12000, 3000, 1),
                    "other thread": (11000, 2000, 0)}
-    rep = t.meta.report
+    rep = t.meta.load_stats
     assert rep.skipped["E event without matching B"] == 1
     assert rep.skipped["B event without matching E"] == 1
     assert rep.loaded == 6
@@ -257,7 +257,7 @@ def test_counter_events_one_lane_per_pid_and_name_one_series_per_key(tmp_path):
     used = table.name.index("mem · used")
     times, values = t.counters.samples(used)
     assert times.tolist() == [1000, 2000] and values.tolist() == [10, 20]
-    assert t.meta.report.skipped["counter event without numeric values"] == 1
+    assert t.meta.load_stats.skipped["counter event without numeric values"] == 1
 
 
 def test_metadata_names_and_sort_indexes_order_lanes(tmp_path):
@@ -276,7 +276,7 @@ def test_metadata_names_and_sort_indexes_order_lanes(tmp_path):
     order = [t.lanes.name[i] for i in t.lanes.display_order()]
     assert order == ["main", "thread 2", "thread 1"]
     assert t.lanes.group[t.lanes.name.index("main")] == "process trainer (20)"
-    assert t.meta.report.skipped["unused metadata event 'process_uptime_seconds'"] == 1
+    assert t.meta.load_stats.skipped["unused metadata event 'process_uptime_seconds'"] == 1
 
 
 def test_flow_chains_and_bind_id_flows(tmp_path):
@@ -295,7 +295,7 @@ def test_flow_chains_and_bind_id_flows(tmp_path):
     pairs = {(t.name_of(int(a)), t.name_of(int(b))) for a, b in zip(t.flows.src, t.flows.dst)}
     assert pairs == {("a", "b"), ("b", "c"), ("x", "y")}
     assert set(t.flows.kind.tolist()) == {1}
-    assert t.meta.report.skipped["flow event without a start (s)"] == 1
+    assert t.meta.load_stats.skipped["flow event without a start (s)"] == 1
 
 
 def test_correlation_gives_launch_flows_when_the_file_has_none(tmp_path):
@@ -327,7 +327,7 @@ def test_bad_events_are_skipped_with_reasons(tmp_path):
     ]})
     text = text.replace("777.5", "NaN").replace("888.5", "Infinity")
     t = _load_doc(tmp_path, text)
-    rep = t.meta.report
+    rep = t.meta.load_stats
     assert rep.read == 11
     assert {t.name_of(i) for i in range(len(t.slices))} == {"op", "string ts"}
     assert rep.skipped["missing ts"] == 1
@@ -382,7 +382,7 @@ def test_memory_events_with_totals_become_a_counter_per_device(tmp_path):
     assert len(t.slices) == 1
     assert t.counters.table.name == ["GPU 0 memory allocated"]
     assert t.counters.value.tolist() == [100, 200, 300]
-    assert t.meta.report.skipped["memory event without byte counts"] == 1
+    assert t.meta.load_stats.skipped["memory event without byte counts"] == 1
 
 
 @pytest.mark.parametrize("chunk", [64, 300, 4096])
@@ -462,4 +462,4 @@ def test_bad_files_raise_a_format_error_with_a_reason(tmp_path, case, reason):
 
 def test_empty_events_array_loads_an_empty_trace(tmp_path):
     t = _load_doc(tmp_path, {"traceEvents": []})
-    assert len(t.slices) == 0 and t.meta.report.read == 0
+    assert len(t.slices) == 0 and t.meta.load_stats.read == 0

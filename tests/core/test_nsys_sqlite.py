@@ -59,7 +59,7 @@ def test_counts_match_sqlite(db, trace):
                         "AND end IS NOT NULL")
     marks = _count(db, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 34")
     assert k["annotation"] == ranges + marks
-    rep = t.meta.report
+    rep = t.meta.load_stats
     tables = ["CUPTI_ACTIVITY_KIND_" + x for x in
               ("RUNTIME", "KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION")] + ["NVTX_EVENTS"]
     assert rep.read == sum(_count(db, f"SELECT count(*) FROM {x}") for x in tables)
@@ -141,7 +141,7 @@ def test_sync_on_the_waiting_thread(trace):
     sync = {t.name_of(i): t.lanes.name[t.slices.lane[i]]
             for i in np.flatnonzero(t.slices.kind == Kind.SYNC)}
     assert sync == {"Stream sync": f"CUDA sync, python3 {MAIN}", "Context sync": "CUDA sync"}
-    assert any("without a matching CUDA API call" in n for n in t.meta.report.notes)
+    assert any("without a matching CUDA API call" in n for n in t.meta.load_stats.notes)
 
 
 def test_meta_devices_epoch_times(trace):
@@ -179,7 +179,7 @@ def test_several_processes_keep_flows_apart(tmp_path):
         assert src_pid == dst_pid
     groups = Counter(t.lanes.group)
     assert groups[f"process {other}"] >= 1
-    assert any("unique per process" in n for n in t.meta.report.notes)
+    assert any("unique per process" in n for n in t.meta.load_stats.notes)
 
 
 def test_not_nsys_sqlite_is_a_format_error(tmp_path):

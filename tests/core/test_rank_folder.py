@@ -46,7 +46,7 @@ def test_hta_ranks_folder_is_one_trace_with_lanes_per_rank(hta):
 
 def test_load_report_is_the_sum_over_files(hta):
     trace, truths = hta
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     assert rep.read == sum(len(t.events) for t in truths)
     assert rep.loaded + rep.skipped_total == rep.read
 
@@ -119,7 +119,7 @@ def test_each_file_keeps_its_clock_unless_bases_differ(tmp_path):
     t = load_trace(diff, use_cache=False)
     r1 = t.lanes.rank[t.slices.lane] == 1
     assert t.slices.start[r1].min() == 6000  # shifted onto rank 0's base
-    assert any("baseTimeNanoseconds" in n for n in t.meta.report.notes)
+    assert any("baseTimeNanoseconds" in n for n in t.meta.load_stats.notes)
 
 
 def test_can_open_only_folders_of_two_or_more_kineto_files(tmp_path):

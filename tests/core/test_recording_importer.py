@@ -63,10 +63,10 @@ def test_real_recording_counters_on_the_epoch_clock(real):
     assert units["CPU0 util %"] == "%" and units["memory used"] == "B"
     rec = t.meta.extra["recording"]
     assert rec["exit"]["code"] == 0 and rec["status"] == "complete"
-    rep = t.meta.report
+    rep = t.meta.load_stats
     assert rep.read == rep.loaded + rep.skipped_total and not rep.skipped
     assert rec["sources"]["gpu"]["recorded"] is False and rec["sources"]["gpu"]["reason"]
-    assert any(n.startswith("gpu not recorded") for n in t.meta.report.notes)
+    assert any(n.startswith("gpu not recorded") for n in t.meta.load_stats.notes)
     order = [t.lanes.name[i] for i in t.lanes.display_order()
              if t.lanes.kind[i] == LaneKind.COUNTER]
     assert order.index("CPU") < order.index("CPU cores") < order.index("Memory") \
@@ -97,7 +97,7 @@ def test_real_recording_kineto_merged_on_the_same_clock(real):
     # the Kineto CPU ops overlap the py-spy samples of the same training steps
     py = t.slices.kind == Kind.PYTHON
     assert t.slices.start[py].min() < t.slices.start[ops].min() < t.slices.end[py].max()
-    assert any("baseTime" in n or "epoch offset" in n for n in t.meta.report.notes)
+    assert any("baseTime" in n or "epoch offset" in n for n in t.meta.load_stats.notes)
 
 
 def _synthetic(folder, status="running", version=1, nan=False):
@@ -123,14 +123,14 @@ def test_unfinished_recording_loads_its_parts(tmp_path):
     t = load_trace(folder, use_cache=False)
     names = t.counters.table.name
     assert set(names) == {"CPU busy %", "GPU0 SM util %", "lo tx", "lo rx"}
-    notes = " ".join(t.meta.report.notes)
+    notes = " ".join(t.meta.load_stats.notes)
     assert "incomplete" in notes and "part-000003.parquet unreadable" in notes
-    sk = t.meta.report.skipped
+    sk = t.meta.load_stats.skipped
     assert dict(sk) == {"counter sample is not a number": 1, "unreadable part file": 1}
     gpu_lane = t.counters.table.lane[names.index("GPU0 SM util %")]
     assert t.lanes.group[gpu_lane] == "GPU 0" and t.lanes.device[gpu_lane] == 0
     assert t.meta.devices[0]["name"] == "Fake GPU"
-    rep = t.meta.report
+    rep = t.meta.load_stats
     assert rep.read == 9 and rep.loaded == 7 and rep.read == rep.loaded + rep.skipped_total
 
 
@@ -169,6 +169,6 @@ def test_pyspy_edges_become_slices_and_name_their_lanes(tmp_path):
     assert all(k == Kind.PYTHON for k in t.slices.kind)
     lanes = {t.lanes.name[i]: t.lanes.group[i] for i in range(len(t.lanes))}
     assert lanes["py-spy MainThread 70"] == "py-spy: python train.py [7]"
-    rep = t.meta.report
+    rep = t.meta.load_stats
     assert rep.read == 5 and rep.loaded == 3 and dict(rep.skipped) == {
         "py-spy end without a begin": 1, "py-spy event that is not a B/E sample edge": 1}

@@ -55,8 +55,8 @@ def demo():
 def test_demo_counts_match_plain_csv(demo):
     t = demo
     files = ["cputrace.csv", "strace.csv", "mpstat.csv", "vmstat.csv", "nvsmi_trace.csv"]
-    assert t.meta.report.read == sum(len(_rows(DEMO / f)) for f in files)
-    assert not t.meta.report.skipped
+    assert t.meta.load_stats.read == sum(len(_rows(DEMO / f)) for f in files)
+    assert not t.meta.load_stats.skipped
     cpu = _rows(DEMO / "cputrace.csv")
     threads = {(int(r["pid"]), int(r["tid"])) for r in cpu}
     cpu_lanes = {(int(t.lanes.pid[i]), int(t.lanes.tid[i])) for i in range(len(t.lanes))
@@ -81,7 +81,7 @@ def test_demo_times_are_exact_file_seconds(demo):
               for r in _rows(DEMO / f)]
     assert d["start_us"] == pytest.approx(min(all_ts) * 1e6, abs=0.5)
     assert d["format"] == "sofa"
-    assert any("absolute_timestamp" in n for n in t.meta.report.notes)
+    assert any("absolute_timestamp" in n for n in t.meta.load_stats.notes)
 
 
 def test_demo_counters_per_core_and_vmstat_blocks(demo):
@@ -108,7 +108,7 @@ def test_demo_counters_per_core_and_vmstat_blocks(demo):
 
 
 def test_demo_missing_files_are_noted(demo):
-    notes = " ".join(demo.meta.report.notes)
+    notes = " ".join(demo.meta.load_stats.notes)
     assert "not in folder:" in notes and "gputrace.csv" in notes
     assert demo.meta.extra["sofa_misc"]["vcores"] == 8
 
@@ -128,7 +128,7 @@ def _deepprof_rows() -> list[dict]:
 def test_legacy_gputrace_counts_kinds_bytes():
     t = load_trace(DEEPPROF, use_cache=False)
     rows = _deepprof_rows()
-    assert t.meta.report.read == len(rows) and not t.meta.report.skipped
+    assert t.meta.load_stats.read == len(rows) and not t.meta.load_stats.skipped
     ck = Counter(int(r["copyKind"]) for r in rows)
     kinds = t.kind_counts()
     assert kinds["kernel"] == ck[-1] + ck[0]
@@ -145,7 +145,7 @@ def test_legacy_gputrace_counts_kinds_bytes():
     assert t.slices.start.min() == min(int(r["time_ms"]) for r in rows) * 1_000_000
     i = int(np.flatnonzero(copies)[0])
     assert "event" in t.args.get(int(t.slices.args[i]))
-    notes = " ".join(t.meta.report.notes)
+    notes = " ".join(t.meta.load_stats.notes)
     assert "header line repeats 2 time(s)" in notes and "3 traces concatenated" in notes
 
 
@@ -264,7 +264,7 @@ def test_bad_rows_skipped_and_counted(tmp_path):
         "1.400000,14.0,0.000100,-1,-1,0,0,-1,-1,x,12,[cycles:]g+0x9(/bin/a),0",
     ])
     t = load_trace(folder, use_cache=False)
-    rep = t.meta.report
+    rep = t.meta.load_stats
     assert rep.skipped == {"cputrace.csv: non-numeric timestamp": 1,
                            "cputrace.csv: missing duration": 1,
                            "cputrace.csv: wrong number of columns": 1,
@@ -285,7 +285,7 @@ def test_overlapping_samples_trimmed_not_hidden(tmp_path):
     t = load_trace(folder, use_cache=False)
     assert dict(zip((t.name_of(i) for i in range(3)), t.slices.dur.tolist())) == {
         "a": 1_000_000, "b": 10_000_000, "c": 10_000_000}
-    assert any("trimmed" in n for n in t.meta.report.notes)
+    assert any("trimmed" in n for n in t.meta.load_stats.notes)
 
 
 def test_unreadable_and_foreign_files_noted(tmp_path):
@@ -294,7 +294,7 @@ def test_unreadable_and_foreign_files_noted(tmp_path):
     (folder / "cputrace.csv").mkdir()  # exists but is not a file
     (folder / "mpstat.csv").write_text("a,b,c\n1,2,3\n")
     t = load_trace(folder, use_cache=False)
-    notes = " ".join(t.meta.report.notes)
+    notes = " ".join(t.meta.load_stats.notes)
     assert "cputrace.csv: not a regular file, not loaded" in notes
     assert "mpstat.csv: header is not SOFA's" in notes
     assert len(t.slices) == 1 and t.name_of(0) == "read"
@@ -311,7 +311,7 @@ def test_mixed_clocks_moved_onto_time_base(tmp_path):
     starts = {t.name_of(i): int(t.slices.start[i]) for i in range(len(t.slices))}
     assert starts == {"read": 2_500_000_000, "f": 1_000_000_000}
     assert t.meta.epoch_offset_ns == 1548903849 * 10**9
-    assert any("moved onto the sofa_time.txt time base" in n for n in t.meta.report.notes)
+    assert any("moved onto the sofa_time.txt time base" in n for n in t.meta.load_stats.notes)
 
 
 def test_no_trace_data_is_a_format_error(tmp_path):
@@ -363,7 +363,7 @@ def test_cache_round_trip(tmp_path):
     first = load_trace(folder)
     again = load_trace(folder)
     assert len(again.slices) == len(first.slices)
-    assert again.meta.report.notes == first.meta.report.notes
+    assert again.meta.load_stats.notes == first.meta.load_stats.notes
     assert again.counters.table.name == first.counters.table.name
 
 
@@ -376,7 +376,7 @@ def test_strace_names_and_threads(tmp_path):
         "1.200000,-1,0.000100,-1,-1,-1,-1,-1,-1,4321,4331,???,0",
         "1.300000,-1,0.000100,-1,-1,-1,-1,-1,-1,4321,4331,close(3)=0"])
     t = load_trace(folder, use_cache=False)
-    assert t.meta.report.skipped == {"strace.csv: wrong number of columns": 1}
+    assert t.meta.load_stats.skipped == {"strace.csv: wrong number of columns": 1}
     lanes = {t.name_of(i): (t.lanes.group[t.slices.lane[i]], t.lanes.name[t.slices.lane[i]])
              for i in range(len(t.slices))}
     assert lanes == {"mmap": ("strace", "syscalls, thread 4330"),

@@ -51,7 +51,7 @@ def test_several_runs_open_the_newest_and_list_the_others(tmp_path):
     t = load_trace(tmp_path / "logdir", use_cache=False)
     assert t.meta.extra["profile_run"]["folder"] == str(new)
     assert t.meta.extra["profile_run"]["other_runs"] == [str(old)]
-    note = next(n for n in t.meta.report.notes if "profile runs found" in n)
+    note = next(n for n in t.meta.load_stats.notes if "profile runs found" in n)
     assert "2 profile runs found" in note and "2026_01_01_00_00_00" in note
     # the newest is the generator run: its Python-side input stage is there
     assert "Iterator::Generator" in t.names

@@ -82,7 +82,7 @@ def test_event_counts_match_independent_decoder(trace):
     truth = _truth()
     assert truth["/host:CPU"] == 3415 and sum(truth.values()) == 3650
     assert {"/host:metadata", "Task Environment"} <= set(truth)
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     assert rep.read == sum(truth.values())
     assert rep.loaded + rep.skipped_total == rep.read
     host = trace.lanes.kind[trace.slices.lane] == int(LaneKind.CPU)
@@ -159,7 +159,8 @@ def test_bit_flips_are_format_errors_or_load(tmp_path):
             errors += 1
             assert "\n" not in exc.reason
         else:
-            assert tr.meta.report.loaded + tr.meta.report.skipped_total == tr.meta.report.read
+            st = tr.meta.load_stats
+            assert st.loaded + st.skipped_total == st.read
     assert errors > 0
 
 

@@ -16,7 +16,7 @@ class _State:
     def __init__(self):
         self.results, self.fractions = [], []
 
-    def report(self, fraction, message=""):
+    def update(self, fraction, message=""):
         self.fractions.append(fraction)
 
     def check_cancelled(self):

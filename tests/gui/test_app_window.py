@@ -367,8 +367,8 @@ def test_load_report_dialog_lists_skipped_events(qtbot, window, demo_path):
     from sofa_gui.qt.panels.load_report import LoadReportDialog
 
     s = open_and_wait(qtbot, window, demo_path)
-    rep = s.trace.meta.report
-    qtbot.mouseClick(window.report_link, Qt.MouseButton.LeftButton)
+    rep = s.trace.meta.load_stats
+    qtbot.mouseClick(window.load_stats_link, Qt.MouseButton.LeftButton)
     dlg = window.findChild(LoadReportDialog)
     assert dlg is not None and dlg.isVisible()
     assert dlg.table.rowCount() == len(rep.skipped)

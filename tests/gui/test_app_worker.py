@@ -32,7 +32,7 @@ def test_partial_results_then_finished(worker, qtbot):
     got = _record(worker)
 
     def job(state):
-        state.report(0.5, "half")
+        state.update(0.5, "half")
         state.partial(1)
         state.partial(2)
 
@@ -112,7 +112,7 @@ def test_progress_is_throttled(worker, qtbot):
 
     def job(state):
         for k in range(10001):
-            state.report(k / 10000, "working")
+            state.update(k / 10000, "working")
 
     with qtbot.waitSignal(worker.finished, timeout=10000):
         worker.start(job)

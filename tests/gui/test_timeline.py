@@ -12,8 +12,8 @@ from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.trace import Kind
 from sofa_gui.qt.timeline import prepare
 from sofa_gui.qt.timeline.overlays import ACCENT
-from sofa_gui.qt.timeline.widget import tooltip_html
 from sofa_gui.view import colors
+from sofa_gui.view.tooltip import literal_html
 
 
 def _pixel(img: QtGui.QImage, p: QtCore.QPoint) -> str:
@@ -171,7 +171,7 @@ def test_tooltip_is_plain_text_with_the_key_facts(make_timeline):
     assert text.splitlines()[0] == "<b>not bold</b>"
     assert "lane: host 1 / python main" in text
     assert "start: +500.000 µs" in text and "duration: 400 µs" in text
-    html = tooltip_html(text)
+    html = literal_html(text)
     assert "&lt;b&gt;not bold&lt;/b&gt;" in html and "<b>" not in html
     kernel = _index(trace, "void gemm_kernel<float>(float*)")
     assert "grid: [64, 1, 1]" in w.tooltip_text(kernel)

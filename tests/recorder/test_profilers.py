@@ -57,7 +57,7 @@ def test_torch_training_loop_gives_a_kineto_trace_with_iterations(tmp_path):
     if importlib.util.find_spec("sofa_gui.core.importers.chrome.trace") is None:
         pytest.skip("Kineto importer not present yet")
     _within_run(trace, Kind.CPU_OP, m)
-    assert any("kineto" in n and "epoch" in n for n in trace.meta.report.notes)
+    assert any("kineto" in n and "epoch" in n for n in trace.meta.load_stats.notes)
     names = {trace.names[i] for i in np.unique(trace.slices.name[trace.slices.kind == Kind.CPU_OP])}
     assert {"aten::addmm", "aten::mse_loss"} <= names
     try:

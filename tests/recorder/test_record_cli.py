@@ -190,7 +190,7 @@ def test_killed_recorder_leaves_data_up_to_the_last_flush(tmp_path):
     assert m["status"] == "running" and child
     trace = load_trace(out)
     assert len(trace.counters) > 0
-    assert any("incomplete" in n for n in trace.meta.report.notes)
+    assert any("incomplete" in n for n in trace.meta.load_stats.notes)
     times = trace.counters.time
     assert np.all(times >= m["start"]["epoch_ns"] - 10**9)
 

@@ -100,7 +100,7 @@ def check_trace(trace) -> str | None:
     for ok, what in checks:
         if not ok:
             return what
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     if min(rep.read, rep.loaded, *rep.skipped.values(), 0) < 0:
         return "negative count in load report"
     # Either convention of the load report holds: loaded counts the trace's events
@@ -123,7 +123,7 @@ def _same(a, b) -> str | None:
     if len(a.counters) != len(b.counters) or not np.array_equal(
             a.counters.value, b.counters.value, equal_nan=True):
         return "cached counters differ"
-    if a.meta.report.to_dict() != b.meta.report.to_dict():
+    if a.meta.load_stats.to_dict() != b.meta.load_stats.to_dict():
         return "cached load report differs"
     for i in range(0, len(a.args), max(1, len(a.args) // 20)):
         if a.args.raw(i) != b.args.raw(i):
@@ -181,7 +181,7 @@ def run_case(path: Path, timeout_s: float = 10.0, analyze_too: bool = True) -> C
                 return _fail("analysis-crash", exc)
     except CaseTimeout:
         return CaseResult("hang", f"no result within {timeout_s:g} s", "")
-    skipped = trace.meta.report.skipped_total
+    skipped = trace.meta.load_stats.skipped_total
     return CaseResult("loaded-with-skips" if skipped else "loaded", "")
 
 

@@ -34,7 +34,7 @@ def test_sofa_logdir_with_a_fifo_in_place_of_a_csv_does_not_block(tmp_path):
     os.mkfifo(folder / "mpstat.csv")
     with deadline(20):
         trace = load_trace(folder, use_cache=False)
-    assert any("mpstat.csv" in n and "not a regular file" in n for n in trace.meta.report.notes)
+    assert any("mpstat.csv" in n and "not a regular file" in n for n in trace.meta.load_stats.notes)
     assert trace.events > 0
 
 
@@ -117,7 +117,7 @@ def test_sofa_csv_ragged_row_with_non_utf8_bytes_is_skipped_not_fatal(tmp_path, 
         f.write(b"1548903852.071722,19.5,0.0,-1,-1,0,0,-1,-1,7125,7125,\xec\x80bad,0,extra\n")
     trace = load_trace(folder / "cputrace.csv", use_cache=False)
     assert trace.events == good.events
-    assert trace.meta.report.skipped_total == good.meta.report.skipped_total + 1
+    assert trace.meta.load_stats.skipped_total == good.meta.load_stats.skipped_total + 1
     assert "Exception ignored" not in capfd.readouterr().err
 
 
@@ -170,7 +170,7 @@ def test_chrome_event_whose_end_overflows_int64_is_skipped(tmp_path):
     trace = load_trace(p, use_cache=False)
     assert trace.names[int(trace.slices.name[0])] == "ok" and len(trace.slices) == 1
     assert (trace.slices.end >= trace.slices.start).all()
-    assert trace.meta.report.skipped["dur out of range"] == 1
+    assert trace.meta.load_stats.skipped["dur out of range"] == 1
 
 
 def test_a_hundred_thousand_threads_load_and_analyse_in_linear_time(tmp_path):
@@ -213,9 +213,9 @@ def test_text_in_an_integer_column_skips_that_row_not_the_export(tmp_path):
     con.commit()
     con.close()
     trace = load_trace(bad, use_cache=False)
-    assert trace.meta.report.skipped["non-integer value in an integer column"] == 1
+    assert trace.meta.load_stats.skipped["non-integer value in an integer column"] == 1
     assert trace.events == reference.events - 1
-    assert trace.meta.report.read == reference.meta.report.read
+    assert trace.meta.load_stats.read == reference.meta.load_stats.read
 
 
 def test_rank_folder_lists_every_file_it_left_out(tmp_path):
@@ -228,7 +228,7 @@ def test_rank_folder_lists_every_file_it_left_out(tmp_path):
     os.mkfifo(folder / "pipe.json")
     with deadline(60):
         trace = load_trace(folder, use_cache=False)
-    notes = trace.meta.report.notes
+    notes = trace.meta.load_stats.notes
     assert "notes.txt: left out (not a .json or .json.gz file)" in notes
     assert "broken.json: left out (not a Chrome/Kineto trace)" in notes
     assert "sub: left out (a folder)" in notes

@@ -83,7 +83,7 @@ def test_decompression_beyond_the_limit_is_a_clear_error(tmp_path):
 def test_one_event_with_args_nested_deep_is_skipped_not_the_file(tmp_path, depth):
     trace = load_trace(nested_args(tmp_path, depth, events=100), use_cache=False)
     assert trace.events == 100
-    assert trace.meta.report.skipped == {"args nested too deep": 1}
+    assert trace.meta.load_stats.skipped == {"args nested too deep": 1}
 
 
 def test_deep_args_are_never_decoded_into_a_crash(tmp_path):

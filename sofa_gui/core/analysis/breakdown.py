@@ -277,20 +277,20 @@ def compute_breakdown(trace: Trace, iters: Iterations,
         if h is not None:
             hosts[r] = h
         done += 1
-        progress.report(done / n_steps, "host breakdown")
+        progress.update(done / n_steps, "host breakdown")
     only_host = next(iter(hosts.values())) if len(hosts) == 1 else None
     for (r, dev), idx in groups.items():
         rws, rwe = windows.get(r, (ws, we))
         host = hosts.get(r, only_host)  # one host process drives all devices
         devices.append(compute_device(trace, idx, r, dev, host, rws, rwe))
         done += 1
-        progress.report(done / n_steps, "device breakdown")
+        progress.update(done / n_steps, "device breakdown")
     devices.sort(key=lambda d: (-int(d.busy.sum()), d.rank, d.device))
     host_list = _order_hosts(hosts, devices)
     bd = TraceBreakdown(ws, we, whole, note, devices, host_list,
                         _rank_stats(ranks, windows, hosts, devices),
                         _counter_summaries(trace, ws, we))
-    progress.report(1.0, "breakdown done")
+    progress.update(1.0, "breakdown done")
     return bd
 
 

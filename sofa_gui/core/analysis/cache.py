@@ -192,7 +192,7 @@ def analyze_cached(trace, options=None, progress=None, on_result=None, recompute
                     setattr(shown, step.part, getattr(hit, step.part))
                     on_result(shown, step.part)
             if progress is not None:
-                progress.report(1.0, "Analysis loaded from cache")
+                progress.update(1.0, "Analysis loaded from cache")
             return hit
     result = analyze(trace, options, progress, on_result)
     save(entry, key, result)

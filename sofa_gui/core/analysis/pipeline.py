@@ -131,11 +131,11 @@ def analyze(trace: Trace, options: Options | None = None, progress: Progress | N
     done = 0.0
     for step in STEPS:
         lo, hi = done / total, (done + step.weight) / total
-        progress.report(lo, step.message)
+        progress.update(lo, step.message)
         setattr(analysis, step.part, step.run(trace, analysis, options,
                                               subrange(progress, lo, hi)))
         if on_result is not None:
             on_result(analysis, step.part)
         done += step.weight
-    progress.report(1.0, "Analysis done")
+    progress.update(1.0, "Analysis done")
     return analysis

@@ -71,7 +71,7 @@ def _name_roles(names: list[str]) -> np.ndarray:
 
 def host_roles(trace: Trace, idx: np.ndarray) -> np.ndarray:
     """Role of each host slice in ``idx`` (see the module constants)."""
-    by_name = _cached(trace, "_roles_by_name", lambda: _name_roles(trace.names))
+    by_name = trace.memo("roles.roles_by_name", lambda: _name_roles(trace.names))
     s = trace.slices
     kind = s.kind[idx]
     role = by_name[s.name[idx]].copy()
@@ -100,7 +100,7 @@ def _readback_calls(trace: Trace) -> np.ndarray:
         launch = f.kind == 0
         src, dst = f.src[launch], f.dst[launch]
         return np.unique(src[s.copy_kind[dst] == int(CopyKind.D2H)])
-    return _cached(trace, "_readback", build)
+    return trace.memo("roles.readback", build)
 
 
 # Lanes of sampled stacks are listed by importers under meta.extra[SAMPLED_LANES] (the
@@ -124,13 +124,13 @@ def sampled_lanes(trace: Trace) -> np.ndarray:
             if _SAMPLED_NAME.match(name) or _SAMPLED_NAME.match(group):
                 out[i] = True
         return out
-    return _cached(trace, "_sampled_lanes", build)
+    return trace.memo("roles.sampled_lanes", build)
 
 
 def stream_wait_ids(trace: Trace) -> np.ndarray:
     """Name ids of stream-to-stream waits ("Stream Wait Event", ``cudaStreamWaitEvent``):
     ordering between streams, the host does not block."""
-    return _cached(trace, "_wait_ids", lambda: trace.name_ids(_STREAM_WAIT.search))
+    return trace.memo("roles.wait_ids", lambda: trace.name_ids(_STREAM_WAIT.search))
 
 
 def step_driver_counts(trace: Trace) -> np.ndarray:
@@ -140,12 +140,12 @@ def step_driver_counts(trace: Trace) -> np.ndarray:
         ids = trace.name_ids(_STEP_DRIVER.match)
         hit = np.isin(s.name, ids) & (s.dur > 0)
         return np.bincount(s.lane[hit], minlength=len(trace.lanes))
-    return _cached(trace, "_step_drivers", build)
+    return trace.memo("roles.step_drivers", build)
 
 
 def step_marker_ids(trace: Trace) -> np.ndarray:
     """Name ids of ``ProfilerStep#N`` annotations."""
-    return _cached(trace, "_step_ids", lambda: trace.name_ids(_STEP_MARKER.match))
+    return trace.memo("roles.step_ids", lambda: trace.name_ids(_STEP_MARKER.match))
 
 
 def copy_memory_kind(trace: Trace, idx: np.ndarray) -> np.ndarray:
@@ -157,12 +157,5 @@ def copy_memory_kind(trace: Trace, idx: np.ndarray) -> np.ndarray:
             n = trace.names[i]
             out[i] = 1 if _PAGEABLE.search(n) else 2 if _PINNED.search(n) else 0
         return out
-    return _cached(trace, "_copy_mem", build)[trace.slices.name[idx]]
+    return trace.memo("roles.copy_mem", build)[trace.slices.name[idx]]
 
-
-def _cached(trace: Trace, attr: str, build):
-    key = "_sofa_analysis_cache"
-    cache = trace.__dict__.setdefault(key, {})
-    if attr not in cache:
-        cache[attr] = build()
-    return cache[attr]

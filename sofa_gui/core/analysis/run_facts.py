@@ -121,15 +121,15 @@ def probe(fn: Callable[[Trace], list[Fact]]) -> Callable[[Trace], list[Fact]]:
 
 def run_facts(trace: Trace) -> RunFacts:
     """Every fact the probes can prove; the first probe to prove a key wins."""
-    cached = trace.__dict__.get("_sofa_run_facts")
-    if cached is not None:
-        return cached
+    return trace.memo("run_facts", lambda: _prove(trace))
+
+
+def _prove(trace: Trace) -> RunFacts:
     out = RunFacts()
     for fn in PROBES:
         for f in fn(trace):
             if f.known and not out.get(f.key).known:
                 out.facts[f.key] = f
-    trace.__dict__["_sofa_run_facts"] = out
     return out
 
 

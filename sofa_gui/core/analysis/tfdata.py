@@ -199,7 +199,7 @@ def analyze_input_pipeline(trace: Trace, starts=None, ends=None,
                            main_lane: int | None = None) -> InputPipeline | None:
     """The tf.data pipeline seen in ``trace`` within the iteration windows (the whole trace
     when none); None when the trace has no ``Iterator::`` events."""
-    cache = trace.__dict__.setdefault("_sofa_tfdata", {})
+    cache = trace.memo("tfdata", dict)
     key = (None if starts is None else (len(starts), int(np.sum(starts))), main_lane)
     if key not in cache:
         cache[key] = _analyze(trace, starts, ends, main_lane)

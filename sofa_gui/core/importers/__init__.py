@@ -117,7 +117,7 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
         if cached is not None:
             cached.meta.source = str(path)  # as asked for now, not as first opened
             cached.cache_entry = entry
-            progress.report(1.0, "loaded from cache")
+            progress.update(1.0, "loaded from cache")
             return cached
     imp = pick_importer(path)
     try:

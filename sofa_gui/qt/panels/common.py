@@ -44,11 +44,6 @@ def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def plain_tooltip(text) -> str:
-    """A tooltip showing ``text`` literally: Qt renders any tooltip that looks like HTML
-    as HTML, so untrusted text goes in escaped, inside markup that keeps its line breaks."""
-    return f"<qt><span style='white-space:pre-wrap'>{esc(text)}</span></qt>"
-
 
 def fmt_offset(ns) -> str:
     """A time as an offset from the trace start, in ms with µs resolution."""

@@ -28,11 +28,12 @@ from PySide6.QtWidgets import (
 
 from ...core.analysis.palette import label_of
 from ...core.units import fmt_ns
+from ...view.tooltip import literal_html
 from .. import jobs
 from ..docks import DockSpec
 from ..session import Session
 from ..worker import Worker
-from .common import plain_label, plain_tooltip, set_muted
+from .common import plain_label, set_muted
 
 RUN_COLORS = ("#4C72B0", "#DD8452")  # this run, the other run
 
@@ -122,7 +123,7 @@ class ComparePanel(QWidget):
                   f"{fmt_ns(a['median_iteration_us'] * 1e3)} → "
                   f"{fmt_ns(b['median_iteration_us'] * 1e3)} "
                   f"({a['iterations']} vs {b['iterations']} iterations)")
-        self.summary.setToolTip(plain_tooltip(f"this run: {a['path']}\nother run: {b['path']}"))
+        self.summary.setToolTip(literal_html(f"this run: {a['path']}\nother run: {b['path']}"))
         self._plot()
         rows = [(label_of(c["category"]) + (" (host)" if side == "host" else ""),
                  _us(c["before_us"]), _us(c["after_us"]), _delta(c["delta_us"]))
@@ -183,7 +184,7 @@ def _fill(table: QTableWidget, rows: list[tuple]) -> None:
     for r, row in enumerate(rows):
         for c, text in enumerate(row):
             item = QTableWidgetItem(str(text))
-            item.setToolTip(plain_tooltip(str(text)))
+            item.setToolTip(literal_html(str(text)))
             table.setItem(r, c, item)
 
 

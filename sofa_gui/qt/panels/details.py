@@ -21,9 +21,10 @@ from PySide6.QtWidgets import (
 
 from ...core.trace import CopyKind, Kind, Trace
 from ...core.units import fmt_bytes, fmt_ns, fmt_rate, lane_title
+from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import esc, fmt_offset, plain_label, plain_tooltip, rich_label, set_muted
+from .common import esc, fmt_offset, plain_label, rich_label, set_muted
 
 #: Flow partners listed before "… and N more".
 MAX_PARTNERS = 20
@@ -145,7 +146,7 @@ def _arg_item(key: str, value) -> QTreeWidgetItem:
         return item
     text = value if isinstance(value, str) else json.dumps(value)
     item = QTreeWidgetItem([key, text])
-    item.setToolTip(1, plain_tooltip(text[:2000]))
+    item.setToolTip(1, literal_html(text[:2000]))
     item.setFlags(item.flags() | Qt.ItemFlag.ItemIsSelectable)
     return item
 

@@ -18,7 +18,7 @@ from .common import plain_label
 
 def report_lines(trace: Trace) -> list[str]:
     """Headline lines of the report (also used for the dialog's header)."""
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     lines = [
         f"Source: {trace.meta.source}",
         f"Format: {trace.meta.format}",
@@ -38,7 +38,7 @@ class LoadReportDialog(QDialog):
         lay = QVBoxLayout(self)
         lay.addWidget(plain_label("\n".join(report_lines(trace)), self, wrap=True,
                                   selectable=True))
-        skipped = sorted(trace.meta.report.skipped.items(), key=lambda kv: -kv[1])
+        skipped = sorted(trace.meta.load_stats.skipped.items(), key=lambda kv: -kv[1])
         self.table = QTableWidget(len(skipped), 2, self)
         self.table.setHorizontalHeaderLabels(["Skipped because", "Events"])
         self.table.verticalHeader().setVisible(False)

@@ -14,9 +14,10 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWi
 
 from ...core.analysis.pipeline import PARTS
 from ...core.units import fmt_ns, fmt_pct
+from ...view.tooltip import literal_html
 from ..session import Session
 from .breakdown_view import device_utilisation
-from .common import plain_label, plain_tooltip, set_muted
+from .common import plain_label, set_muted
 
 FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
           "Top bottleneck")
@@ -81,7 +82,7 @@ class SummaryHeader(QFrame):
             self._facts = {"Format": t.meta.format or "?", "Duration": fmt_ns(t.duration_ns),
                            "Events": f"{t.events:,}"}
             self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
-            self.title.setToolTip(plain_tooltip(s.path or t.meta.source))
+            self.title.setToolTip(literal_html(s.path or t.meta.source))
         self.refresh()
 
     def refresh(self) -> None:
@@ -111,7 +112,7 @@ class SummaryHeader(QFrame):
         self.run_line.setText("Run: " + facts.header())
         from ...core.analysis.run_facts import FACT_KEYS
         tips = [f"{k}: {facts.get(k).said()}" for k in FACT_KEYS]
-        self.run_line.setToolTip(plain_tooltip("\n".join(tips)))
+        self.run_line.setToolTip(literal_html("\n".join(tips)))
 
 
 def _util_text(s: Session) -> str:

@@ -17,8 +17,6 @@ actually changes.  Signals carry absolute ns on the trace clock (``qint64``; Qt'
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
@@ -28,7 +26,7 @@ from sofa_gui.core.viewport import pan_window, zoom_window
 
 from ...view.model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from ...view.state import Change, ViewState, reveal_window
-from ...view.tooltip import counter_tooltip, iteration_tooltip, slice_tooltip
+from ...view.tooltip import counter_tooltip, iteration_tooltip, literal_html, slice_tooltip
 from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
 from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
@@ -47,11 +45,6 @@ HIT_PX = 3
 
 _KEYS = QtCore.Qt.Key
 
-
-def tooltip_html(plain: str) -> str:
-    """Qt guesses rich text from a leading tag (``<lambda>``...): escape the trace's
-    text and wrap it ourselves so it always shows literally."""
-    return f"<div style='white-space:pre'>{html.escape(plain)}</div>"
 
 
 class TimelineWidget(QtWidgets.QWidget):
@@ -234,7 +227,7 @@ class TimelineWidget(QtWidgets.QWidget):
         if not text:
             QtWidgets.QToolTip.hideText()
             return
-        QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(text), self._view)
+        QtWidgets.QToolTip.showText(screen_pos.toPoint(), literal_html(text), self._view)
 
     def _counter_text(self, x: float, y: float) -> str:
         line = self.model.layout.line_at(y) if self.model.layout else None
@@ -256,7 +249,7 @@ class TimelineWidget(QtWidgets.QWidget):
         if i < 0:
             QtWidgets.QToolTip.hideText()
             return
-        QtWidgets.QToolTip.showText(screen_pos.toPoint(), tooltip_html(self.iteration_text(i)),
+        QtWidgets.QToolTip.showText(screen_pos.toPoint(), literal_html(self.iteration_text(i)),
                                     self._view)
 
     def iteration_text(self, i: int) -> str:

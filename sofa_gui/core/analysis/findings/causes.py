@@ -21,7 +21,7 @@ def self_times(ctx: Ctx, idx: np.ndarray) -> np.ndarray:
     the same lane)."""
     s = ctx.trace.slices
     idx = np.asarray(idx, np.int64)
-    cache = ctx.trace.__dict__.setdefault("_sofa_self_ns", {})
+    cache = ctx.trace.memo("self_ns", dict)
     out = np.zeros(len(idx), np.int64)
     for lane in np.unique(s.lane[idx]).tolist():
         if lane not in cache:
@@ -103,11 +103,6 @@ def causes_by_name(ctx: Ctx, idx: np.ndarray, weight: np.ndarray, finding_ns: fl
         out.append(Cause(text, int(tot[nid]), int(cnt[nid]),
                          float(tot[nid]) / finding_ns if finding_ns else 0.0, ev))
     return out
-
-
-def enclosing_annotation(ctx: Ctx, j: int) -> str:
-    """The innermost user annotation (``record_function``) on ``j``'s lane around it."""
-    return enclosing_annotations(ctx, np.array([j]))[0]
 
 
 def enclosing_annotations(ctx: Ctx, idx: np.ndarray) -> list[str]:

@@ -442,7 +442,7 @@ def _runtime_lanes(ctx: Ctx) -> list[int]:
 def _dispatch_idle(ctx: Ctx, d: DeviceBreakdown) -> float:
     """Share of steady time ``d`` idles while XLA/PjRt runtime threads are busy dispatching,
     allocating or copying: host work, not a sync (capped at the sync + host idle)."""
-    cache = ctx.trace.__dict__.setdefault("_sofa_dispatch", {})
+    cache = ctx.trace.memo("dispatch_idle", dict)
     key = (d.rank, d.device, tuple(ctx.rows.tolist()))
     if key in cache:
         return cache[key]

@@ -72,7 +72,7 @@ def one_off_calls(ctx: Ctx) -> np.ndarray:
     """Every one-off slice, outermost only: named one-off work (:data:`ONE_OFF`, >= 100 µs,
     not sampled Python frames) and runtime calls >= 10 ms and >= 100x their name's
     median."""
-    cache = ctx.trace.__dict__.setdefault("_sofa_one_off", {})
+    cache = ctx.trace.memo("one_off", dict)
     if "idx" in cache:
         return cache["idx"]
     s = ctx.trace.slices

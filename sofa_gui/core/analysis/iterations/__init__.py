@@ -27,10 +27,10 @@ from .cut import cut_iterations
 from .landmarks import Landmarks
 from .marks import mark_iterations
 from .pattern import MIN_CONTEXT_COVERAGE, MIN_EVENTS, choose_period, find_anchors
-from .report import iterations_text
 from .steps import holds_one_each, landmark_iterations
 from .stream import pick_stream
 from .symbols import reduce_symbols, stream_keys
+from .text import iterations_text
 
 __all__ = ["MODES", "detect_iterations", "iterations_text", "pattern_iterations"]
 
@@ -45,12 +45,12 @@ def detect_iterations(trace: Trace, mode: str = "auto",
     progress = progress or NullProgress()
     if mode == "pattern":
         return _marked(trace, pattern_iterations(trace, progress))
-    progress.report(0.0, "reading step annotations")
+    progress.update(0.0, "reading step annotations")
     annotated = annotation_iterations(trace)
     if mode == "annotations" or (mode == "auto" and annotated.method == "none"):
         if mode == "auto":
             return _marked(trace, pattern_iterations(trace, progress))
-        progress.report(1.0, "iterations from annotations")
+        progress.update(1.0, "iterations from annotations")
         return _marked(trace, annotated)
     detected = pattern_iterations(trace, progress)
     annotated.agreement = agreement(annotated, detected)
@@ -87,7 +87,7 @@ def pattern_iterations(trace: Trace, progress: Progress | None = None) -> Iterat
 def structure_iterations(trace: Trace, progress: Progress | None = None) -> Iterations:
     """Iterations from the repeated pattern of the busiest stream alone."""
     progress = progress or NullProgress()
-    progress.report(0.05, "choosing the event stream")
+    progress.update(0.05, "choosing the event stream")
     stream = pick_stream(trace)
     if stream is None:
         return Iterations.none("none", "the trace has no events to look for repeats in")
@@ -99,25 +99,25 @@ def structure_iterations(trace: Trace, progress: Progress | None = None) -> Iter
     if n < MIN_EVENTS:
         return Iterations.none(stream.description, f"the stream is too short to repeat "
                                f"({n} symbols after merging repeats of one name)")
-    progress.report(0.15, "suffix array over the symbol stream")
+    progress.update(0.15, "suffix array over the symbol stream")
     period = choose_period(symbols.seq, progress)
     if period is None or not period.accepted:
         best = (f"; the best period, {period.length} symbols, explains only "
                 f"{period.coverage:.0%} of it" if period is not None else "")
         why = f"no repeated pattern explains at least {MIN_CONTEXT_COVERAGE:.0%} of the stream"
         return _by_rhythm(stream, why + best)
-    progress.report(0.6, "placing occurrences")
+    progress.update(0.6, "placing occurrences")
     anchors = find_anchors(symbols.seq, period.length)
     if anchors is None:
         return Iterations.none(stream.description, f"a period of {period.length} symbols "
                                "recurs, but no event marks it at a stable place")
     progress.check_cancelled()
-    progress.report(0.8, "cutting iterations")
+    progress.update(0.8, "cutting iterations")
     cut = cut_iterations(trace, stream, symbols, anchors)
     if cut is None:
         return Iterations.none(stream.description, f"a period of {period.length} symbols "
                                "recurs, but fewer than two whole occurrences were found")
-    progress.report(1.0, "iterations found")
+    progress.update(1.0, "iterations found")
     return _result(stream, period, anchors, cut)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...builder import correlation_flows
-from ...trace import Flows, LoadReport, Trace
+from ...trace import Flows, LoadStats, Trace
 from .lanes import PendingFlows
 
 _S, _T, _F = (ord(c) for c in "stf")
@@ -24,7 +24,7 @@ _MAX_SAME_START = 64
 _MAX_WALK = 64
 
 
-def link_flows(trace: Trace, pending: list[PendingFlows], report: LoadReport) -> None:
+def link_flows(trace: Trace, pending: list[PendingFlows], report: LoadStats) -> None:
     """Set ``trace.flows``: explicit flows, then correlation flows for unlinked GPU work."""
     parts = [trace.flows]
     if pending and sum(len(p.lane) for p in pending):
@@ -119,7 +119,7 @@ def _bind_inexact(trace: Trace, lane: np.ndarray, ts: np.ndarray, deepest: np.nd
 
 
 # -- pairing --------------------------------------------------------------------
-def _pair(p: PendingFlows, slice_of: np.ndarray, report: LoadReport) -> Flows:
+def _pair(p: PendingFlows, slice_of: np.ndarray, report: LoadStats) -> Flows:
     """Link each t/f to the latest s/t of its flow before it (or, failing that, after it)."""
     report.skip("flow event on a thread without slices", int((p.lane < 0).sum()))
     report.skip("flow event not inside a slice", int(((p.lane >= 0) & (slice_of < 0)).sum()))

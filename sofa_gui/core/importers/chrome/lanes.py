@@ -238,7 +238,7 @@ def _c_counter_rows(data: FileData, namer: _Namer, builder: TraceBuilder) -> lis
             args = _decode(raw)
             vals = {k: v for k, v in args.items() if _num(v)} if isinstance(args, dict) else {}
             if not vals:
-                builder.report.skip("counter event without numeric values")
+                builder.load_stats.skip("counter event without numeric values")
             for k, v in vals.items():
                 s = series.setdefault(k, ([], []))
                 s[0].append(ts)
@@ -264,8 +264,8 @@ def _add_counters(builder: TraceBuilder, rows: list[dict], keys: list[int], rank
                             sort_key=sort_key)
         for label, unit, t, v in r["series"]:
             builder.add_counter(label, unit, lane, t + shift_ns, v)
-        if r["note"] and r["note"] not in builder.report.notes:
-            builder.report.notes.append(r["note"])
+        if r["note"] and r["note"] not in builder.load_stats.notes:
+            builder.load_stats.notes.append(r["note"])
 
 
 def _decode(raw):

@@ -102,7 +102,7 @@ class RankFolderImporter:
         path = Path(path)
         files = kineto_files(path)
         trace = load_files(path, files, progress, rank_of=assign_ranks)
-        trace.meta.report.notes.extend(left_out(path, files))
+        trace.meta.load_stats.notes.extend(left_out(path, files))
         trace.meta.format = "kineto-ranks"
         if trace.meta.world_size is None:
             trace.meta.world_size = len(files)

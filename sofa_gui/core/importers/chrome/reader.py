@@ -21,7 +21,7 @@ import msgspec
 import numpy as np
 
 from ...progress import Progress
-from ...trace import DEVICE_KINDS, Kind, LoadReport
+from ...trace import DEVICE_KINDS, Kind, LoadStats
 from ..args_spill import ArgsSpill
 from .decode import EventStream, Piece, exact_ts_strings
 from .ids import (
@@ -286,9 +286,9 @@ def _to_ns(us: np.ndarray) -> np.ndarray:
 class FileReader:
     """Reads one file into a :class:`FileData`; shares tables with other files."""
 
-    def __init__(self, path: Path, names: NameTable, report: LoadReport, spill: ArgsSpill):
+    def __init__(self, path: Path, names: NameTable, report: LoadStats, spill: ArgsSpill):
         self.names = names
-        self.report = report
+        self.load_stats = report
         self.spill = spill
         self.cats = CategoryTable()
         self.data = FileData(Path(path))
@@ -301,7 +301,7 @@ class FileReader:
         stream = EventStream(self.data.path)
         for piece in stream:
             self._piece(piece)
-            progress.report(lo + (hi - lo) * stream.fraction,
+            progress.update(lo + (hi - lo) * stream.fraction,
                             f"reading {self.data.path.name}")
             progress.check_cancelled()
         self.data.header = stream.header
@@ -313,7 +313,7 @@ class FileReader:
     def _skip(self, mask: np.ndarray, reason: str) -> None:
         n = int(np.count_nonzero(mask))
         if n:
-            self.report.skip(reason, n)
+            self.load_stats.skip(reason, n)
 
     def _skip_ts(self, mask: np.ndarray, ts: np.ndarray) -> None:
         """Events in ``mask`` had no usable ts: missing (NaN) or out of range."""
@@ -326,9 +326,9 @@ class FileReader:
     def _piece(self, piece: Piece) -> None:
         evs = piece.events
         n = len(evs)
-        self.report.read += n + sum(piece.skipped.values())
+        self.load_stats.read += n + sum(piece.skipped.values())
         for reason, k in piece.skipped.items():
-            self.report.skip(reason, k)
+            self.load_stats.skip(reason, k)
         if not n:
             return
         at = _Where(evs, piece.text)
@@ -622,7 +622,7 @@ class FileReader:
         elif ev.name == "thread_sort_index" and _is_number(sort_index):
             d.thread_sort[(pid, tid)] = float(sort_index)
         else:
-            self.report.skip(f"unused metadata event {ev.name[:40]!r}")
+            self.load_stats.skip(f"unused metadata event {ev.name[:40]!r}")
 
     def _memory(self, c: _Cols, idx: np.ndarray) -> None:
         """Kineto ``[memory]`` instants -> allocator samples (a counter, not slices)."""
@@ -656,10 +656,10 @@ class FileReader:
                 b_ts, b_name, b_kind, b_args = stack.pop()
                 out.append((pid, tid, b_ts, ts - b_ts, b_name, b_kind, _merge_args(b_args, args)))
             else:
-                self.report.skip("E event without matching B")
+                self.load_stats.skip("E event without matching B")
         left = sum(len(s) for s in stacks.values())
         if left:
-            self.report.skip("B event without matching E", left)
+            self.load_stats.skip("B event without matching E", left)
         self.data.begin_end = []
         if not out:
             return

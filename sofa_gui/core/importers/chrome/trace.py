@@ -138,8 +138,8 @@ def _load_files(source: Path, paths: list[Path], progress: Progress, rank_of) ->
         datas = []
         for i, p in enumerate(paths):
             lo, hi = 0.85 * i / len(paths), 0.85 * (i + 1) / len(paths)
-            datas.append(FileReader(p, names, builder.report, spill).read(progress, lo, hi))
-        progress.report(0.86, "building lanes")
+            datas.append(FileReader(p, names, builder.load_stats, spill).read(progress, lo, hi))
+        progress.update(0.86, "building lanes")
         args = spill.array()
         release_free_memory()
     finally:
@@ -149,15 +149,15 @@ def _load_files(source: Path, paths: list[Path], progress: Progress, rank_of) ->
     pending = [commit(d, builder, args, r.rank, i, shifts[i])
                for i, (d, r) in enumerate(zip(datas, ranked))]
     progress.check_cancelled()
-    progress.report(0.9, "sorting slices")
+    progress.update(0.9, "sorting slices")
     trace = builder.finish(correlate=False, progress=progress)
     release_free_memory()
-    progress.report(0.96, "linking flows")
-    link_flows(trace, pending, builder.report)
+    progress.update(0.96, "linking flows")
+    link_flows(trace, pending, builder.load_stats)
     _fill_meta(trace, datas, ranked, shifts)
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     rep.loaded = rep.read - rep.skipped_total
-    subrange(progress, 0.96, 1.0).report(1.0, "loaded")
+    subrange(progress, 0.96, 1.0).update(1.0, "loaded")
     return trace
 
 
@@ -168,7 +168,7 @@ def _clock_shifts(datas: list[FileData], builder: TraceBuilder) -> list[int]:
     if len(set(known)) <= 1:
         return [0] * len(datas)
     lo = min(known)
-    builder.report.notes.append(
+    builder.load_stats.notes.append(
         "files have different baseTimeNanoseconds; times are shifted onto the earliest base")
     return [0 if b is None else b - lo for b in bases]
 
@@ -202,7 +202,7 @@ def _fill_meta(trace: Trace, datas: list[FileData], ranked: list[RankedFile],
     meta.extra["header"] = {k: v for d in datas for k, v in d.header.items()
                             if isinstance(v, (str, int, float, bool)) and k not in meta.extra}
     notes = [n for d in datas for n in d.notes]
-    meta.report.notes.extend(dict.fromkeys(notes))
+    meta.load_stats.notes.extend(dict.fromkeys(notes))
     infos = [d.header.get("distributedInfo") for d in datas]
     infos = [i for i in infos if isinstance(i, dict)]
     if infos:

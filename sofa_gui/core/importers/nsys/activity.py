@@ -110,7 +110,7 @@ def _fetch(ctx: Ctx, table: str, cols: list[str], share: tuple[float, float],
     """Integer columns of ``table`` (plus one text column into ``texts``), with progress."""
     total = ctx.db.count(table)
     sql = f'SELECT {", ".join(cols + ([text] if text else []))} FROM "{table}"'
-    ctx.b.report.read += total
+    ctx.b.load_stats.read += total
     return ctx.db.ints(sql, len(cols), subrange(ctx.progress, *share), total,
                        f"reading {table}", texts if text else None)
 
@@ -129,7 +129,8 @@ def _common(db: NsysDb, table: str) -> list[str]:
 def _note_negative(ctx: Ctx, table: str, start: np.ndarray, end: np.ndarray) -> None:
     neg = int((end < start).sum())
     if neg:
-        ctx.b.report.notes.append(f"{table}: {neg:,} rows end before they start; shown as 0 long")
+        ctx.b.load_stats.notes.append(
+            f"{table}: {neg:,} rows end before they start; shown as 0 long")
 
 
 # -- runtime ----------------------------------------------------------------------------------
@@ -278,8 +279,9 @@ def load_sync(ctx: Ctx, share) -> None:
     pidtid = np.where(hit, ctx.api_thread[pos] if len(ctx.api_key) else 0, pid << 24)
     unmatched = int((~hit).sum())
     if unmatched:
-        ctx.b.report.notes.append(f"{t}: {unmatched:,} records without a matching CUDA API call "
-                                  "are shown on a per-process 'CUDA sync' lane")
+        ctx.b.load_stats.notes.append(
+            f"{t}: {unmatched:,} records without a matching CUDA API call "
+            "are shown on a per-process 'CUDA sync' lane")
     _note_negative(ctx, t, start, end)
     ctx.b.add_slices(start, end - start, thread_lanes(ctx, "sync", pidtid), names,
                      kind=int(Kind.SYNC), device=ds >> 32, stream=ds & _LOW32,
@@ -307,10 +309,10 @@ def load_nvtx(ctx: Ctx, share) -> None:
     is_mark = np.isin(etype, list(marks))
     open_ended = is_range & (end < 0)
     keep = (is_range & ~open_ended) | is_mark
-    ctx.b.report.skip(f"{t}: range without an end", int(open_ended.sum()))
+    ctx.b.load_stats.skip(f"{t}: range without an end", int(open_ended.sum()))
     for k in np.unique(etype[~is_range & ~is_mark]).tolist():
         label = types.get(k, (f"type {k}", ""))[0]
-        ctx.b.report.skip(f"{t}: {label} (not a range or mark)", int((etype == k).sum()))
+        ctx.b.load_stats.skip(f"{t}: {label} (not a range or mark)", int((etype == k).sum()))
     if not keep.any():
         return
     idx = np.flatnonzero(keep)

@@ -129,7 +129,7 @@ class NsysDb:
                 texts.extend(r[ncols] for r in kept)
             chunks.append(chunk)
             done += len(rows)
-            progress.report(min(done / max(total, 1), 1.0), message)
+            progress.update(min(done / max(total, 1), 1.0), message)
         if not chunks:
             return np.zeros((0, ncols), np.int64)
         return np.concatenate(chunks)

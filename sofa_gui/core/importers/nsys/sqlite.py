@@ -97,11 +97,11 @@ def _load(path: Path, db: NsysDb, progress: Progress) -> Trace:
         done += counts[t]
     absent = [t for t in TABLES if t not in db.tables]
     if absent:
-        b.report.notes.append("tables not in export (nothing of that kind recorded): "
+        b.load_stats.notes.append("tables not in export (nothing of that kind recorded): "
                               + ", ".join(absent))
     if db.bad_rows:
-        b.report.skip("non-integer value in an integer column", db.bad_rows)
-    progress.report(1.0, "building trace")
+        b.load_stats.skip("non-integer value in an integer column", db.bad_rows)
+    progress.update(1.0, "building trace")
     trace = b.finish(progress=progress)
     if trace.events == 0:
         raise TraceFormatError(path, "Nsight Systems export with no CUDA or NVTX events")
@@ -137,7 +137,7 @@ def _meta(ctx: Ctx) -> None:
                 ctx.threads[int(gtid) & 0xFFFFFFFFFFFF] = ctx.strings.get(name_id)
     ctx.multi_process = _process_count(db) > 1
     if ctx.multi_process:
-        b.report.notes.append("several processes: correlation ids are made unique per process "
+        b.load_stats.notes.append("several processes: correlation ids are made unique per process "
                               "(pid << 32 | correlationId)")
     if ctx.processes:
         b.meta.extra["processes"] = {str(k): v for k, v in ctx.processes.items()}

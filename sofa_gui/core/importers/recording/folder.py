@@ -68,17 +68,17 @@ class RecordingImporter:
         manifest = _read_manifest(folder)
         b = TraceBuilder(folder, self.name)
         b.meta.epoch_offset_ns = 0
-        progress.report(0.0, "reading counters")
+        progress.update(0.0, "reading counters")
         _load_counters(b, folder)
-        progress.report(0.1, "reading process samples")
+        progress.update(0.1, "reading process samples")
         _load_processes(b, folder, manifest)
         progress.check_cancelled()
         _load_kineto(b, folder, manifest, subrange(progress, 0.2, 0.9))
         _load_pyspy(b, folder, manifest)
         _describe(b, manifest)
-        progress.report(0.95, "building the trace")
+        progress.update(0.95, "building the trace")
         trace = b.finish(progress=progress)
-        progress.report(1.0, "recording loaded")
+        progress.update(1.0, "recording loaded")
         return trace
 
 
@@ -126,12 +126,12 @@ def _describe(b: TraceBuilder, m: dict) -> None:
                     for k, v in sources.items() if isinstance(v, dict)},
     }
     if m.get("status") != "complete":
-        b.report.notes.append("recording incomplete: the recorder ended before finalising it; "
+        b.load_stats.notes.append("recording incomplete: the recorder ended before finalising it; "
                               "data up to its last flush is shown")
     for k, v in sources.items():
         if isinstance(v, dict) and not v.get("recorded") and v.get("reason") and \
                 not str(v["reason"]).startswith("not requested"):
-            b.report.notes.append(f"{k} not recorded: {v['reason']}")
+            b.load_stats.notes.append(f"{k} not recorded: {v['reason']}")
 
 
 # -- counters -------------------------------------------------------------------------------
@@ -149,9 +149,9 @@ def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> p
         try:
             tables.append(pq.read_table(p))
         except (OSError, pa.ArrowException) as exc:
-            b.report.notes.append(f"{p.relative_to(folder)} unreadable, left out: {exc}")
-            b.report.read += 1  # its rows are unknown: the file counts as one event
-            b.report.skip("unreadable part file")
+            b.load_stats.notes.append(f"{p.relative_to(folder)} unreadable, left out: {exc}")
+            b.load_stats.read += 1  # its rows are unknown: the file counts as one event
+            b.load_stats.skip("unreadable part file")
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="permissive")
@@ -194,9 +194,9 @@ def _counter_lane(b: TraceBuilder, name: str, device: int = -1) -> int:
 def _load_counters(b: TraceBuilder, folder: Path) -> None:
     table = _read_table(folder, COUNTERS_FILE, COUNTERS_PARTS, b)
     if table is None or table.num_rows == 0:
-        b.report.notes.append("no counter samples in this recording")
+        b.load_stats.notes.append("no counter samples in this recording")
         return
-    b.report.read += table.num_rows
+    b.load_stats.read += table.num_rows
     t = table["time_ns"].to_numpy().astype(np.int64)
     v = table["value"].to_numpy(zero_copy_only=False).astype(np.float64)
     dev = table["device"].to_numpy(zero_copy_only=False).astype(np.int64)
@@ -204,7 +204,7 @@ def _load_counters(b: TraceBuilder, folder: Path) -> None:
     lanes, lid = _strings(table["lane"])
     units, uid = _strings(table["unit"])
     finite = np.isfinite(v)
-    b.report.skip("counter sample is not a number", int((~finite).sum()))
+    b.load_stats.skip("counter sample is not a number", int((~finite).sum()))
     order = np.argsort(sid, kind="stable")  # rows were written in time order
     bounds = np.searchsorted(sid[order], np.arange(len(series) + 1))
     for s in range(len(series)):
@@ -237,7 +237,7 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
         for lane_key, col, tcol, what, unit in specs:
             val = cols[col][rows].astype(np.float64)
             ok = np.isfinite(val)  # NaN: a rate on a process's first sample, not an event
-            b.report.read += int(ok.sum())
+            b.load_stats.read += int(ok.sum())
             if ok.any():
                 b.add_counter(f"{label} {what}", unit, lanes[lane_key],
                               cols[tcol][rows][ok].astype(np.int64), val[ok])
@@ -255,7 +255,7 @@ def _process_totals(b: TraceBuilder, cols: dict, lanes: dict) -> None:
         ok = np.isfinite(val)
         times, inv = np.unique(cols[tcol][ok].astype(np.int64), return_inverse=True)
         b.add_counter(name, unit, lanes[lane_key], times, np.bincount(inv, weights=val[ok]))
-    b.report.notes.append("process tree CPU % and RSS are sums over the tree's processes")
+    b.load_stats.notes.append("process tree CPU % and RSS are sums over the tree's processes")
 
 
 # -- Kineto ---------------------------------------------------------------------------------
@@ -275,20 +275,20 @@ def _load_kineto(b: TraceBuilder, folder: Path, manifest: dict, progress: Progre
     try:
         from ..chrome.trace import IMPORTER as chrome
     except ModuleNotFoundError:
-        b.report.notes.append(f"{len(files)} Kineto trace(s) present but this build has no "
+        b.load_stats.notes.append(f"{len(files)} Kineto trace(s) present but this build has no "
                               "Chrome/Kineto importer; not loaded")
-        b.report.skip("Kineto trace file not loaded (no importer)", len(files))
+        b.load_stats.skip("Kineto trace file not loaded (no importer)", len(files))
         return
     for k, path in enumerate(files):
         sub = subrange(progress, k / len(files), (k + 1) / len(files))
         try:
             kt = chrome.load(path, sub)
         except TraceFormatError as exc:
-            b.report.notes.append(f"{path.name}: not loaded: {exc.reason}")
-            b.report.skip("unreadable Kineto trace file")
+            b.load_stats.notes.append(f"{path.name}: not loaded: {exc.reason}")
+            b.load_stats.skip("unreadable Kineto trace file")
             continue
         shift, how = _kineto_shift(path, kt)
-        b.report.notes.append(f"{path.name}: {len(kt.slices):,} events; clock: {how}")
+        b.load_stats.notes.append(f"{path.name}: {len(kt.slices):,} events; clock: {how}")
         merge_trace(b, kt, shift, ("kineto", k))
 
 
@@ -331,9 +331,9 @@ def merge_trace(b: TraceBuilder, t: Trace, shift_ns: int, key) -> None:
                stream=int(L.stream[i]), sort_key=int(L.sort_key[i]))
         for i in range(len(L))], dtype=np.int32)
     # metadata events (names, flows) fold into what they describe: count what became data
-    b.report.read += len(t.slices) + len(t.counters) + t.meta.report.skipped_total
-    for reason, n in t.meta.report.skipped.items():
-        b.report.skip(reason, n)
+    b.load_stats.read += len(t.slices) + len(t.counters) + t.meta.load_stats.skipped_total
+    for reason, n in t.meta.load_stats.skipped.items():
+        b.load_stats.skip(reason, n)
     s = t.slices
     if len(s):
         names = b.intern_many(t.names)
@@ -366,13 +366,13 @@ def _load_pyspy(b: TraceBuilder, folder: Path, manifest: dict) -> None:
     info = (manifest.get("sources") or {}).get("py_spy") or {}
     base = info.get("launch_epoch_ns") or (manifest.get("start") or {}).get("epoch_ns")
     if base is None:
-        b.report.notes.append(f"{PYSPY_PATH}: no launch time in the manifest; not loaded")
+        b.load_stats.notes.append(f"{PYSPY_PATH}: no launch time in the manifest; not loaded")
         return
     try:
         events = json.loads(path.read_bytes())
     except ValueError as exc:
-        b.report.notes.append(f"{PYSPY_PATH}: not valid JSON ({exc}); not loaded")
-        b.report.skip("unreadable py-spy file")
+        b.load_stats.notes.append(f"{PYSPY_PATH}: not valid JSON ({exc}); not loaded")
+        b.load_stats.skip("unreadable py-spy file")
         return
     if isinstance(events, dict):
         events = events.get("traceEvents", [])
@@ -396,35 +396,35 @@ def pyspy_slices(b: TraceBuilder, events: list, base_ns: int) -> None:
     last = 0
     for e in events:
         if not isinstance(e, dict) or e.get("ph") not in ("B", "E"):
-            b.report.read += 1
-            b.report.skip("py-spy event that is not a B/E sample edge")
+            b.load_stats.read += 1
+            b.load_stats.skip("py-spy event that is not a B/E sample edge")
             continue
         try:
             ts, pid, tid = int(e["ts"]) * 1000, int(e["pid"]), int(e["tid"])
         except (KeyError, TypeError, ValueError):
-            b.report.read += 1
-            b.report.skip("py-spy event without ts/pid/tid")
+            b.load_stats.read += 1
+            b.load_stats.skip("py-spy event without ts/pid/tid")
             continue
         last = max(last, ts)
         stack = stacks.setdefault((pid, tid), [])
         if e["ph"] == "B":
-            b.report.read += 1
+            b.load_stats.read += 1
             stack.append((str(e.get("name", "")), ts))
             continue
         if not stack:
-            b.report.read += 1
-            b.report.skip("py-spy end without a begin")
+            b.load_stats.read += 1
+            b.load_stats.skip("py-spy end without a begin")
             continue
         opened, t0 = stack.pop()
         m = _PYSPY_PROCESS.match(opened) if not stack else None
         if m:  # py-spy's process frame: names the lane group, is not a sample
             procs[pid] = m.group(2)
-            b.report.read -= 1
+            b.load_stats.read -= 1
             continue
         m = _PYSPY_THREAD.match(opened) if len(stack) <= 1 else None
         if m:  # and its thread frame: names the lane
             threads[(pid, tid)] = f"{m.group(2) or 'thread'} {m.group(1)}"
-            b.report.read -= 1
+            b.load_stats.read -= 1
             continue
         for k, x in zip(out, (base_ns + t0, ts - t0, _pyspy_lane(b, pid, tid), opened)):
             out[k].append(x)

@@ -73,7 +73,7 @@ def load_mpstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
         for label, x in (("usr", usr), ("sys", sys_), ("iowait", iow)):
             _series(b, lane, f"CPU {label} % (mean of cores)", "%", times,
                     np.bincount(inv, weights=x) / count)
-        b.report.notes.append(f"{rows.file}: {len(t):,} per-core samples, plus "
+        b.load_stats.notes.append(f"{rows.file}: {len(t):,} per-core samples, plus "
                               f"{3 * len(times):,} derived all-core means")
 
 
@@ -115,7 +115,7 @@ def load_vmstat(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
             value = np.array([_vm_fields(names[i]).get(key, np.nan) for i in idx.tolist()])
             _series(b, lane, series, unit, t, value, np.isfinite(value) & _first_of_dupes(t, idx))
     if blocks is None and n:
-        b.report.notes.append(f"{rows.file}: rows do not form SOFA's 8 metric blocks; metrics "
+        b.load_stats.notes.append(f"{rows.file}: rows do not form SOFA's 8 metric blocks; metrics "
                               "read from each row's name")
 
 
@@ -177,7 +177,7 @@ def load_nvsmi(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
         [value[by_event | named]]
     pair = named & (what == "sm_mem")
     if pair.any():
-        b.report.notes.append(f"{rows.file}: {int(pair.sum()):,} old-style rows carry SM and "
+        b.load_stats.notes.append(f"{rows.file}: {int(pair.sum()):,} old-style rows carry SM and "
                               "memory util together (two samples each)")
     t_all.append(t[pair])
     g_all.append(gpu[pair])

@@ -146,7 +146,7 @@ def _read_rows(path: Path, source, schema: str, progress: Progress,
     batches = []
     for i, batch in enumerate(reader):
         batches.append(batch)
-        progress.report(min((i + 1) * _BLOCK / size, 1.0), f"reading {rows.file}")
+        progress.update(min((i + 1) * _BLOCK / size, 1.0), f"reading {rows.file}")
     table = pa.Table.from_batches(batches, schema=reader.schema)
     rows.columns = {c: table.column(c).combine_chunks() for c in wanted}
     rows.skip("wrong number of columns", bad[0])

@@ -80,7 +80,7 @@ class SofaLogdirImporter:
             sub = subrange(progress, done / total, (done + size) / total)
             _load_file(b, p, schema, shifts.get(p.name, 0), sub, single=path.is_file())
             done += size
-        progress.report(1.0, "building trace")
+        progress.update(1.0, "building trace")
         trace = b.finish(progress=progress)
         if trace.events == 0:
             raise TraceFormatError(path, _empty_reason(folder, plan, b))
@@ -101,23 +101,24 @@ def _plan(path: Path, b: TraceBuilder) -> list[tuple[Path, str]]:
             absent.append(name)
             continue
         if not p.is_file():  # a folder, FIFO or device: opening a FIFO would block forever
-            b.report.notes.append(f"{name}: not a regular file, not loaded")
+            b.load_stats.notes.append(f"{name}: not a regular file, not loaded")
             continue
         try:
             schema = sniff_schema(p)
         except OSError as exc:
-            b.report.notes.append(f"{name}: unreadable ({exc.strerror or exc}), not loaded")
+            b.load_stats.notes.append(f"{name}: unreadable ({exc.strerror or exc}), not loaded")
             continue
         if schema is None:
-            b.report.notes.append(f"{name}: header is not SOFA's 13-column schema, not loaded")
+            b.load_stats.notes.append(f"{name}: header is not SOFA's 13-column schema, not loaded")
         elif schema == "legacy" and name != "gputrace.csv":
-            b.report.notes.append(f"{name}: six-column GPU schema in a non-GPU file, not loaded")
+            b.load_stats.notes.append(
+                f"{name}: six-column GPU schema in a non-GPU file, not loaded")
         else:
             plan.append((p, schema))
     if absent and plan:
-        b.report.notes.append("not in folder: " + ", ".join(absent))
+        b.load_stats.notes.append("not in folder: " + ", ".join(absent))
     if (path / "blktrace.csv").exists():
-        b.report.notes.append("blktrace.csv: not loaded (SOFA does not put its timestamps "
+        b.load_stats.notes.append("blktrace.csv: not loaded (SOFA does not put its timestamps "
                               "on the trace time base)")
     return plan
 
@@ -133,18 +134,18 @@ def _load_file(b: TraceBuilder, p: Path, schema: str, shift: int, progress: Prog
         why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
         if single:
             raise TraceFormatError(p, f"cannot read CSV: {why}") from None
-        b.report.notes.append(f"{p.name}: unreadable ({why}), not loaded")
+        b.load_stats.notes.append(f"{p.name}: unreadable ({why}), not loaded")
         return
-    progress.report(0.6, f"converting {p.name}")
+    progress.update(0.6, f"converting {p.name}")
     handler = handler or _guess_handler(rows)
     handler(b, rows, shift)
-    b.report.read += rows.read
+    b.load_stats.read += rows.read
     for reason, n in rows.skipped.items():
-        b.report.skip(reason, n)
+        b.load_stats.skip(reason, n)
     if rows.header_repeats and schema != "legacy":
-        b.report.notes.append(f"{p.name}: header line repeats {rows.header_repeats} time(s) "
+        b.load_stats.notes.append(f"{p.name}: header line repeats {rows.header_repeats} time(s) "
                               "inside the file (concatenated traces)")
-    progress.report(1.0, f"loaded {p.name}")
+    progress.update(1.0, f"loaded {p.name}")
 
 
 def _handler(spec: str):
@@ -184,7 +185,7 @@ def _time_base(folder: Path, b: TraceBuilder) -> int | None:
         text = p.read_text(errors="replace").split()
         ns = int(Decimal(text[0]) * 10**9)
     except (OSError, IndexError, InvalidOperation) as exc:
-        b.report.notes.append(f"sofa_time.txt: unreadable ({exc}); wall-clock time unknown")
+        b.load_stats.notes.append(f"sofa_time.txt: unreadable ({exc}); wall-clock time unknown")
         return None
     b.meta.extra["sofa_time"] = text[0]
     return ns
@@ -242,16 +243,16 @@ def _clocks(plan: list[tuple[Path, str]], base_ns: int | None, b: TraceBuilder) 
     shifts: dict[str, int] = {}
     if absolute and not relative:
         b.meta.epoch_offset_ns = 0
-        b.report.notes.append("timestamps are Unix epoch seconds (--absolute_timestamp)")
+        b.load_stats.notes.append("timestamps are Unix epoch seconds (--absolute_timestamp)")
     elif base_ns is not None:
         b.meta.epoch_offset_ns = base_ns
         for name in absolute:
             shifts[name] = -base_ns
         if absolute:
-            b.report.notes.append(f"{', '.join(absolute)}: Unix epoch times moved onto the "
+            b.load_stats.notes.append(f"{', '.join(absolute)}: Unix epoch times moved onto the "
                                   "sofa_time.txt time base of the other files")
     elif absolute:
-        b.report.notes.append(f"clocks differ: {', '.join(absolute)} in Unix seconds, "
+        b.load_stats.notes.append(f"clocks differ: {', '.join(absolute)} in Unix seconds, "
                               f"{', '.join(relative)} relative, and no sofa_time.txt to align")
     return shifts
 
@@ -261,8 +262,8 @@ def _empty_reason(folder: Path, plan, b: TraceBuilder) -> str:
         if any((folder / r).exists() for r in _RAW):
             return ("SOFA logdir with raw logs only: run `sofa preprocess` to write the CSVs "
                     "(no " + ", ".join(list(HANDLERS)[:3]) + ", ...)")
-        return "no SOFA trace CSVs (" + "; ".join(b.report.notes[:3] or ["none found"]) + ")"
-    skipped = b.report.skipped_total
+        return "no SOFA trace CSVs (" + "; ".join(b.load_stats.notes[:3] or ["none found"]) + ")"
+    skipped = b.load_stats.skipped_total
     return f"no usable rows in {', '.join(p.name for p, _ in plan)} ({skipped:,} skipped)"
 
 

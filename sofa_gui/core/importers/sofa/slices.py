@@ -44,7 +44,7 @@ def _names_of(b: TraceBuilder, col, clean=None) -> tuple[np.ndarray, list[str], 
 def _note_negative(b: TraceBuilder, file: str, dur: np.ndarray, why: str = "") -> None:
     neg = int((dur < 0).sum())
     if neg:
-        b.report.notes.append(f"{file}: {neg:,} negative durations shown as 0{why}")
+        b.load_stats.notes.append(f"{file}: {neg:,} negative durations shown as 0{why}")
 
 
 # -- GPU trace (13 columns) -----------------------------------------------------------------
@@ -114,7 +114,7 @@ def load_gputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     _add_split(b, start[g], dur[g], lanes, name_id[g], cols, is_copy, lambda m: json_rows({
         "bandwidth": extra["bandwidth"][m], "pkt_src": extra["pkt_src"][m].astype(np.int64),
         "pkt_dst": extra["pkt_dst"][m].astype(np.int64), "context": ctx[m]}))
-    b.report.notes.append(f"{rows.file}: deviceId is nvprof's CUDA context (1-based); "
+    b.load_stats.notes.append(f"{rows.file}: deviceId is nvprof's CUDA context (1-based); "
                           "context N is shown as GPU N-1")
 
 
@@ -180,11 +180,11 @@ def load_legacy_gputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
                 bytes=np.where(is_copy, v["data_B"].astype(np.int64), -1))
     _add_split(b, v["time_ms"] + shift_ns, v["duration(ms)"], lanes, name_id, cols, is_copy,
                lambda m: json_rows({"event": event[m]}))
-    b.report.notes.append(
+    b.load_stats.notes.append(
         f"{rows.file}: 2017 six-column SOFA GPU trace (ms resolution, no device recorded: "
         "all streams shown as GPU 0; kernels named by their integer id)")
     if rows.header_repeats:
-        b.report.notes.append(
+        b.load_stats.notes.append(
             f"{rows.file}: the header line repeats {rows.header_repeats} time(s) inside the "
             f"file ({rows.header_repeats + 1} traces concatenated); all rows are loaded on "
             "one timeline")
@@ -220,7 +220,7 @@ def load_cputrace(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     lanes = _thread_lanes(b, pid, tid, "cpu")
     dur, trimmed = trim_to_next(start, np.maximum(dur, 0), lanes)
     if trimmed:
-        b.report.notes.append(
+        b.load_stats.notes.append(
             f"{rows.file}: {trimmed:,} sample durations (estimates: period / CPU MHz) trimmed "
             "to the next sample of the same thread")
     b.add_slices(start, dur, lanes, name_id, kind=int(Kind.OTHER), stream=tid)
@@ -296,7 +296,7 @@ def load_pystacks(b: TraceBuilder, rows: CsvRows, shift_ns: int) -> None:
     if out_s:
         b.add_slices(np.array(out_s), np.array(out_e) - np.array(out_s), lane, out_n,
                      kind=int(Kind.PYTHON))
-    b.report.notes.append(f"{rows.file}: {len(stacks):,} stack samples merged into "
+    b.load_stats.notes.append(f"{rows.file}: {len(stacks):,} stack samples merged into "
                           f"{len(out_s):,} frame slices")
 
 

@@ -200,7 +200,7 @@ class _Loader:
 
     def run(self) -> Trace:
         self.read()
-        self.progress.report(0.95, "building trace")
+        self.progress.update(0.95, "building trace")
         return self.b.finish(progress=self.progress)
 
     def read(self, lo: float = 0.0, hi: float = 0.9) -> None:
@@ -208,18 +208,18 @@ class _Loader:
         if not planes:
             raise TraceFormatError(self.path, "XSpace has no planes")
         if hosts:
-            self.b.report.notes.append("hosts: " + ", ".join(hosts[:8]))
+            self.b.load_stats.notes.append("hosts: " + ", ".join(hosts[:8]))
         for k, span in enumerate(planes):
             self.progress.check_cancelled()
-            self.progress.report(lo + (hi - lo) * k / len(planes), "reading planes")
+            self.progress.update(lo + (hi - lo) * k / len(planes), "reading planes")
             self.plane(_plane(self.buf, span))
 
     def plane(self, p: _Plane) -> None:
         if p.name in _SKIPPED_PLANES:
             n = sum(len(_line(self.buf, s).events) for s in p.lines)
-            self.b.report.read += n
-            self.b.report.skip(f"metadata plane {p.name}", n)
-            self.b.report.notes.append(f"plane {p.name!r} skipped ({n} events): "
+            self.b.load_stats.read += n
+            self.b.load_stats.skip(f"metadata plane {p.name}", n)
+            self.b.load_stats.notes.append(f"plane {p.name!r} skipped ({n} events): "
                                        "profiler metadata, not a timeline")
             return
         dev = _DEVICE.match(p.name)
@@ -279,7 +279,7 @@ class _Loader:
     def events(self, p: _Plane, ln: _Line):
         """Columns of one line's timed events; aggregated or out-of-range ones are skipped."""
         starts, durs, names, args, corr, stats_list = [], [], [], [], [], []
-        report = self.b.report
+        report = self.b.load_stats
         for span in ln.events:
             report.read += 1
             mid, offset, dur_ps, stat_spans = _event(self.buf, span)
@@ -360,12 +360,12 @@ def _load_folder(path: Path, progress: Progress) -> Trace:
     for k, f in enumerate(run.files):
         lo = 0.9 * k / len(run.files)
         _load_file(f, progress, b, k if several else -1, (lo, lo + 0.9 / len(run.files)))
-    b.report.notes.append(f"TensorBoard profile run {run.folder.name}: "
+    b.load_stats.notes.append(f"TensorBoard profile run {run.folder.name}: "
                           + ", ".join(f"{'rank ' + str(k) + ' = ' if several else ''}host {h}"
                                       for k, h in enumerate(run.hosts)))
     if len(runs) > 1:
-        b.report.notes.append(describe_others(run, runs, path))
-    progress.report(0.95, "building trace")
+        b.load_stats.notes.append(describe_others(run, runs, path))
+    progress.update(0.95, "building trace")
     trace = b.finish(progress=progress)
     trace.meta.extra["profile_run"] = {"folder": str(run.folder), "hosts": run.hosts,
                                        "other_runs": [str(r.folder) for r in runs[:-1]]}
