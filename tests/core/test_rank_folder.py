@@ -122,12 +122,13 @@ def test_each_file_keeps_its_clock_unless_bases_differ(tmp_path):
     assert any("baseTimeNanoseconds" in n for n in t.meta.load_stats.notes)
 
 
-def test_can_open_only_folders_of_two_or_more_kineto_files(tmp_path):
+def test_can_open_folders_of_kineto_files(tmp_path):
     one = tmp_path / "one"
     one.mkdir()
-    _kineto(one / "r0.json")
     (one / "notes.json").write_text('{"not": "a trace"}')
     assert IMPORTER.can_open(one) == 0
+    _kineto(one / "r0.json")
+    assert 0 < IMPORTER.can_open(one) < 0.9  # one trace: below any folder format's content
     _kineto(one / "r1.json")
     assert IMPORTER.can_open(one) >= 0.9
     sofa = tmp_path / "sofa"
@@ -146,3 +147,19 @@ def test_assign_ranks_helpers():
     assert rank_in_name("RANK_3.pt.trace.json") == 3
     assert rank_in_name("worker0.1623143089861.pt.trace.json.gz") is None
     assert assign_ranks([]) == []
+
+
+def test_a_folder_with_one_trace_opens_as_that_trace(tmp_path):
+    """A TensorBoard plugin run folder holds one ``worker0.*.pt.trace.json.gz``."""
+    src = sorted(RANKS.glob("*.json.gz"))[0]
+    run = tmp_path / "resnet50_num_workers_0"
+    run.mkdir()
+    shutil.copy(src, run / src.name)
+    (run / "events.out.tfevents.1").write_bytes(b"\0\1")
+    folder = load_trace(run, use_cache=False)
+    single = load_trace(src, use_cache=False)
+    assert pick_importer(run).name == "kineto-ranks"
+    assert folder.meta.format == single.meta.format
+    assert len(folder.slices) == len(single.slices)
+    assert folder.lanes.name == single.lanes.name and folder.lanes.group == single.lanes.group
+    assert any("events.out.tfevents.1: left out" in n for n in folder.meta.load_stats.notes)

@@ -21,7 +21,7 @@ from ...progress import Progress
 from ...trace import Trace
 from ..confidence import Confidence
 from .reader import FileData
-from .trace import RankedFile, has_json_suffix, header_rank, load_files, sniff
+from .trace import RankedFile, has_json_suffix, header_rank, load_files, rank_from_header, sniff
 
 _RANK_IN_NAME = re.compile(r"rank[-_ ]?(\d+)", re.IGNORECASE)
 #: Files that make a folder a SOFA logdir (see sofa_logdir) or a recording.
@@ -96,11 +96,18 @@ class RankFolderImporter:
         names = {p.name.lower() for p in path.iterdir()}
         if names & _OTHER_FORMATS:
             return Confidence.NO
-        return Confidence.CONTENT if len(kineto_files(path)) >= 2 else Confidence.NO
+        n = len(kineto_files(path))
+        # one trace in a folder (a TensorBoard plugin run folder): open it, but let any
+        # folder format that recognises more (a SOFA logdir, a profile run) go first
+        return Confidence.CONTENT if n >= 2 else Confidence.OWN_NAMES if n == 1 else Confidence.NO
 
     def load(self, path: Path, progress: Progress) -> Trace:
         path = Path(path)
         files = kineto_files(path)
+        if len(files) == 1:  # one trace: its ranks as the file itself says, as when opened
+            trace = load_files(path, files, progress, rank_of=rank_from_header)
+            trace.meta.load_stats.notes.extend(left_out(path, files))
+            return trace
         trace = load_files(path, files, progress, rank_of=assign_ranks)
         trace.meta.load_stats.notes.extend(left_out(path, files))
         trace.meta.format = "kineto-ranks"

@@ -74,13 +74,13 @@ class ChromeTraceImporter:
         return sniff(Path(path))
 
     def load(self, path: Path, progress: Progress) -> Trace:
-        return load_files(Path(path), [Path(path)], progress, rank_of=_rank_from_header)
+        return load_files(Path(path), [Path(path)], progress, rank_of=rank_from_header)
 
 
 IMPORTER = ChromeTraceImporter()
 
 
-def _rank_from_header(datas: list[FileData]) -> list[RankedFile]:
+def rank_from_header(datas: list[FileData]) -> list[RankedFile]:
     out = []
     for d in datas:
         rank = header_rank(d.header)
