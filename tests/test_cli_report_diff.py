@@ -74,7 +74,11 @@ def test_analyze_json_fills_item_breakdowns(capsys):
     doc = json.loads(capsys.readouterr().out)
     item = doc["iterations"]["items"][0]
     dev = {k: v for k, v in item["breakdown"].items() if not k.startswith("host_")}
-    assert abs(sum(dev.values()) - item["duration_us"]) <= 1.0
+    win = item["device_window"]  # the device lags its host here: device-clock windows
+    assert win["clock"] == doc["breakdown"]["device_window_clock"] == "device"
+    assert abs(sum(dev.values()) - (win["end_us"] - win["start_us"])) <= 1.0
+    host = {k: v for k, v in item["breakdown"].items() if k.startswith("host_")}
+    assert abs(sum(host.values()) - item["duration_us"]) <= 1.0
     assert item["breakdown"]["host_data_loading"] > 50_000
     assert doc["findings"][0]["id"] == "input_pipeline_bound"
     assert doc["breakdown"]["devices"][0]["copies"]["h2d"]["pageable_bytes"] > 0

@@ -52,3 +52,56 @@ def test_no_jitter_finding_from_host_device_skew_alone(rel):
     steps = a.iterations.device_step_times()
     assert steps is not None and steps.max() / steps.min() < 1.1  # the device ran evenly
     assert "iteration_jitter" not in [f.id for f in a.findings]
+
+
+@pytest.mark.parametrize("rel, work_ms", [(NS, 94.5), (MI300, 18.7)])
+def test_device_breakdown_uses_device_windows_and_is_even_per_step(rel, work_ms):
+    """Device rows cover each step's device work finish to finish: busy and idle agree
+    step to step; host rows keep the host windows (each row sums to its own window)."""
+    from sofa_gui.core.analysis.pipeline import analyze
+
+    a = analyze(load_trace(shared_trace(rel)))
+    bd, it = a.breakdown, a.iterations
+    d, h = bd.device, bd.host
+    assert bd.device_clock and bd.window_clock == "device"
+    assert np.array_equal(d.ends, it.device_ends)
+    assert np.array_equal(d.starts[1:], it.device_ends[:-1])
+    assert it.starts[0] <= d.starts[0] <= it.device_starts[0]
+    assert np.array_equal(d.times.sum(axis=1), d.ends - d.starts)
+    assert np.array_equal(h.starts, it.starts) and np.array_equal(bd.starts, it.starts)
+    assert np.array_equal(h.times.sum(axis=1), h.ends - h.starts)
+    busy = d.busy / 1e6
+    assert np.all(np.abs(busy - work_ms) < 0.03 * work_ms), busy  # host windows: 29..183 ms
+    idle = (d.times.sum(axis=1) - d.busy) / 1e6  # the first step also waits for its launches
+    assert idle[1:].max() < 0.05 * work_ms and idle[0] < 0.1 * work_ms, idle
+
+
+def test_json_says_which_clock_the_device_windows_use():
+    from sofa_gui.core.analysis.pipeline import analyze
+
+    a = analyze(load_trace(shared_trace(NS)))
+    j = a.breakdown.to_dict()
+    assert j["device_window_clock"] == "device" and len(j["device_windows"]) == 5
+    assert j["windows"][0]["start_us"] == a.iterations.to_dict()["items"][0]["start_us"]
+    items = a.iterations.to_dict()["items"]
+    a.breakdown.annotate_items(items)
+    first = items[0]
+    assert first["device_window"]["clock"] == "device"
+    assert first["device_window"]["end_us"] == first["device_end_us"]
+    assert items[1]["device_window"]["start_us"] == first["device_end_us"]
+    dev = {k: v for k, v in first["breakdown"].items() if not k.startswith("host_")}
+    span = first["device_window"]["end_us"] - first["device_window"]["start_us"]
+    assert abs(sum(dev.values()) - span) < 0.01 * span
+    host = {k: v for k, v in first["breakdown"].items() if k.startswith("host_")}
+    assert abs(sum(host.values()) - first["duration_us"]) < 0.01 * first["duration_us"]
+
+
+def test_host_clock_kept_when_the_device_keeps_up():
+    from sofa_gui.core.analysis.pipeline import analyze
+
+    rel = "holistic-trace-analysis/trace_diff/control/control.json.gz"
+    a = analyze(load_trace(shared_trace(rel)))
+    assert not a.iterations.device_lags
+    assert not a.breakdown.device_clock
+    assert a.breakdown.to_dict()["device_window_clock"] == "host"
+    assert np.array_equal(a.breakdown.device.starts, a.breakdown.starts)

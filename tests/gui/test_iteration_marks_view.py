@@ -58,3 +58,23 @@ def test_warmup_band_is_hatched_and_steady_ones_are_plain(qtbot, window):  # noq
     steady = max(range(4, 12, 2), key=lambda i: window.timeline.model.iter_ends[i]
                  - window.timeline.model.iter_starts[i])
     assert len(_row_colours(window, steady)) == 1  # an even steady iteration: no band
+
+
+def test_breakdown_panel_says_the_device_windows_use_the_device_clock(qtbot, window):  # noqa: F811
+    """HTA ns_resolution: the GPU lags its host; the device side reads each step's
+    ~95 ms of GPU work, the host side its own (35..185 ms) windows."""
+    from tracedata import shared_trace
+
+    s = open_and_wait(qtbot, window, shared_trace(
+        "holistic-trace-analysis/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    panel = window.panels["breakdown"]
+    s.select_iteration(4)
+    qtbot.wait(20)
+    assert panel.current_side().kind == "device"
+    text = panel.status.text()
+    assert "device clock" in text and "Iteration 4: 95." in text, text
+    host = next(k for k, sd in enumerate(panel._sides) if sd.kind == "host")
+    panel.side_combo.setCurrentIndex(host)
+    qtbot.wait(20)
+    text = panel.status.text()
+    assert "host clock" in text and "Iteration 4: 185 ms" in text, text

@@ -68,7 +68,11 @@ class TraceBreakdown:
     """Everything the breakdown found; what the CLI, reports and GUI read.
 
     ``starts``/``ends`` are the analysed windows (the iterations, or the whole
-    trace when ``whole_trace``).  :attr:`device` and :attr:`host` are the
+    trace when ``whole_trace``) on the host clock.  When the device lags its host
+    (``device_clock``), each device uses its own windows (its ``starts``/``ends``:
+    :meth:`Iterations.device_windows`, finish to finish of each step's device
+    work) so the device side of an iteration is what the device did with that
+    step; host sides keep these.  :attr:`device` and :attr:`host` are the
     primary device / main thread (the busiest device and its rank's host);
     :meth:`times` gives their (n_iter, n_categories) ns matrices.
     """
@@ -83,6 +87,7 @@ class TraceBreakdown:
     counters: list[CounterSummary] = field(default_factory=list)
     device_categories: tuple[str, ...] = DEVICE_CATEGORIES
     host_categories: tuple[str, ...] = HOST_CATEGORIES
+    device_clock: bool = False  # devices use device-clock windows (the device lags its host)
 
     # -- the primary view ---------------------------------------------------------
     def __len__(self) -> int:
@@ -150,6 +155,16 @@ class TraceBreakdown:
             return ""
         return self.categories(side)[int(np.argmax(t[i]))]
 
+    @property
+    def window_clock(self) -> str:
+        """Which clock the device windows are on: "device" or "host"."""
+        return "device" if self.device_clock else "host"
+
+    def windows_of(self, side: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the windows the side's rows cover."""
+        obj = self._side(side)
+        return (obj.starts, obj.ends) if obj is not None else (self.starts, self.ends)
+
     # -- JSON -----------------------------------------------------------------------
     def annotate_items(self, items: list[dict]) -> None:
         """Add ``breakdown`` (µs per category; host ones prefixed ``host_``),
@@ -168,6 +183,10 @@ class TraceBreakdown:
                 bd.update({f"host_{c}": us(v)
                            for c, v in self.iteration_breakdown(i, "host").items()})
             item["breakdown"] = bd
+            if self.device is not None:
+                a, b = self.windows_of("device")
+                item["device_window"] = {"start_us": us(int(a[i])), "end_us": us(int(b[i])),
+                                         "clock": self.window_clock}
             item["dominant"] = self.dominant_category(i)
             moved = {}
             for side, prefix in (("device", ""), ("host", "host_")):
@@ -183,8 +202,10 @@ class TraceBreakdown:
             "overlap_priority": OVERLAP_PRIORITY,
             "launch_gap_max_us": us(LAUNCH_GAP_NS),
             "sync_slack_us": us(SYNC_SLACK_NS),
-            "windows": [{"start_us": us(s), "end_us": us(e)}
-                        for s, e in zip(self.starts.tolist(), self.ends.tolist())],
+            "windows": _windows(self.starts, self.ends),
+            "device_window_clock": self.window_clock,
+            "device_windows": (_windows(*self.windows_of("device"))
+                               if self.device is not None else []),
             "median_iteration": self.median_iteration,
             "device_categories": list(self.device_categories),
             "host_categories": list(self.host_categories),
@@ -193,6 +214,10 @@ class TraceBreakdown:
             "ranks": self.ranks.to_dict() if self.ranks is not None else None,
             "counters": [c.to_dict() for c in self.counters],
         }
+
+
+def _windows(starts: np.ndarray, ends: np.ndarray) -> list[dict]:
+    return [{"start_us": us(s), "end_us": us(e)} for s, e in zip(starts.tolist(), ends.tolist())]
 
 
 def _totals(times: np.ndarray, cats) -> tuple[dict, dict]:
@@ -279,19 +304,33 @@ def compute_breakdown(trace: Trace, iters: Iterations,
         done += 1
         progress.update(done / n_steps, "host breakdown")
     only_host = next(iter(hosts.values())) if len(hosts) == 1 else None
+    dev_w = _device_clock_windows(iters, ws, windows, whole)
     for (r, dev), idx in groups.items():
-        rws, rwe = windows.get(r, (ws, we))
+        rws, rwe = dev_w or windows.get(r, (ws, we))
         host = hosts.get(r, only_host)  # one host process drives all devices
         devices.append(compute_device(trace, idx, r, dev, host, rws, rwe))
         done += 1
         progress.update(done / n_steps, "device breakdown")
     devices.sort(key=lambda d: (-int(d.busy.sum()), d.rank, d.device))
     host_list = _order_hosts(hosts, devices)
+    if dev_w is not None:
+        note += "; device windows on the device clock (the device lags its host)"
     bd = TraceBreakdown(ws, we, whole, note, devices, host_list,
                         _rank_stats(ranks, windows, hosts, devices),
-                        _counter_summaries(trace, ws, we))
+                        _counter_summaries(trace, ws, we), device_clock=dev_w is not None)
     progress.update(1.0, "breakdown done")
     return bd
+
+
+def _device_clock_windows(iters: Iterations, ws: np.ndarray, windows: dict,
+                          whole: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """The device-clock windows when the device lags and every rank uses the global
+    host windows (ranks with their own step spans keep host windows); else None."""
+    if whole or len(ws) != len(iters) or not np.array_equal(ws, iters.starts):
+        return None
+    if any(w[0] is not ws for w in windows.values()):
+        return None
+    return iters.device_windows()
 
 
 def _device_groups(trace: Trace) -> dict[tuple[int, int], np.ndarray]:

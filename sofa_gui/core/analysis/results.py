@@ -68,6 +68,7 @@ class Iterations:
     device_starts: np.ndarray | None = None  # int64 ns per iteration, -1 none
     device_ends: np.ndarray | None = None
     device_lags: bool = False  # device work of a step runs past the host's next step start
+    device_free_at: int = -1  # ns: when the device was free for iteration 0 (-1: unknown)
     periodic_extras: list[PeriodicExtra] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -99,17 +100,27 @@ class Iterations:
         return int(order[(len(order) - 1) // 2])
 
     def device_step_times(self) -> np.ndarray | None:
-        """Step times on the device clock when the device lags its host (else None).
+        """Step times on the device clock when the device lags its host (else None):
+        the durations of :meth:`device_windows`, so host/device skew does not count."""
+        w = self.device_windows()
+        return None if w is None else (w[1] - w[0]).astype(np.int64)
 
-        Start-to-start of each step's device work (the last: its span), so the
-        time between steps on the device counts, and host/device skew does not.
+    def device_windows(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-iteration windows on the device clock when the device lags (else None).
+
+        Step ``k`` runs from the end of step ``k-1``'s device work to the end of
+        its own (finish to finish), so device idle waiting for step ``k``'s host
+        work or input belongs to step ``k``.  Step 0 starts when the device was
+        free for it (``device_free_at``: its host start, or the end of earlier
+        device work still running then).
         """
         if not self.device_lags or self.device_starts is None or len(self) < 2:
             return None
         a, b = self.device_starts, self.device_ends
-        if (a < 0).any() or (np.diff(a) <= 0).any():
+        first = self.device_free_at if self.device_free_at >= 0 else int(self.starts[0])
+        if (a < 0).any() or (np.diff(b) <= 0).any() or b[0] <= first:
             return None
-        return np.r_[np.diff(a), b[-1] - a[-1]].astype(np.int64)
+        return np.r_[first, b[:-1]].astype(np.int64), b.astype(np.int64)
 
     def extra_of(self, i: int) -> PeriodicExtra | None:
         """The periodic extra iteration ``i`` holds, if any."""

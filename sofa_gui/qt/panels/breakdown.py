@@ -193,23 +193,24 @@ class BreakdownPanel(QWidget):
         self._fill_table(side, sel, med)
         for col in (3, 4):  # median and delta mean nothing for a single span
             self.table.setColumnHidden(col, med < 0)
-        self.status.setText(self._status(bd, sel, med))
+        self.status.setText(self._status(bd, side, sel, med))
 
     @staticmethod
     def _caption(bd, i: int) -> str:
         return "Whole trace" if bd.whole_trace else f"Iteration {i}"
 
-    def _status(self, bd, sel: int, med: int) -> str:
+    def _status(self, bd, side: Side, sel: int, med: int) -> str:
         if bd.whole_trace:
             return f"Whole trace as one span ({bd.note})"
-        dur = bd.durations
+        dur = side.durations if side.durations is not None else bd.durations
+        clock = _clock_text(side)
         if sel < 0:
             return (f"Median iteration #{med}: {fmt_ns(dur[med])}. "
-                    "Select an iteration to compare.")
+                    f"Select an iteration to compare. {clock}")
         delta = float(dur[sel] - dur[med])
         sign = "+" if delta >= 0 else "−"
         return (f"Iteration {sel}: {fmt_ns(dur[sel])} · median #{med}: {fmt_ns(dur[med])} "
-                f"({sign}{fmt_ns(abs(delta))})")
+                f"({sign}{fmt_ns(abs(delta))}). {clock}")
 
     def _fill_table(self, side: Side, sel: int, med: int) -> None:
         main = sel if sel >= 0 else med
@@ -239,6 +240,14 @@ class BreakdownPanel(QWidget):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
                                           | Qt.AlignmentFlag.AlignVCenter)
                 self.table.setItem(r, c, item)
+
+
+def _clock_text(side: Side) -> str:
+    """Which clock the side's windows are cut on, in words."""
+    if side.clock == "device":
+        return ("Windows on the device clock: the device lags its host, so each iteration "
+                "runs from the previous step's last device work to its own.")
+    return "Windows on the host clock (the iterations' host spans)."
 
 
 def _delta(a, b) -> str:

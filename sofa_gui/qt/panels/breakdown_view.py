@@ -23,6 +23,8 @@ class Side:
     categories: tuple[str, ...]
     times: np.ndarray  # (n_windows, n_categories) int64 ns
     bytes: np.ndarray | None  # same shape, device copies/memsets only
+    durations: np.ndarray | None = None  # ns per window (rows sum to these)
+    clock: str = "host"  # "device": windows cut on the device clock (the device lags)
 
     def row(self, i: int) -> np.ndarray:
         return self.times[i]
@@ -31,10 +33,13 @@ class Side:
 def sides(bd) -> list[Side]:
     """Every device first (busiest first), then every rank's main thread."""
     out = []
+    clock = "device" if getattr(bd, "device_clock", False) else "host"
     for d in getattr(bd, "devices", []):
-        out.append(Side(f"Device: {d.label}", "device", tuple(d.categories), d.times, d.bytes))
+        out.append(Side(f"Device: {d.label}", "device", tuple(d.categories), d.times, d.bytes,
+                        d.ends - d.starts, clock))
     for h in getattr(bd, "hosts", []):
-        out.append(Side(f"Host: {h.label}", "host", tuple(h.categories), h.times, None))
+        out.append(Side(f"Host: {h.label}", "host", tuple(h.categories), h.times, None,
+                        h.ends - h.starts))
     return out
 
 
@@ -62,7 +67,7 @@ def device_utilisation(bd) -> float | None:
     dev = getattr(bd, "device", None)
     if dev is None:
         return None
-    wall = float(np.sum(bd.durations))
+    wall = float(np.sum(dev.ends - dev.starts))  # its own windows (device clock when it lags)
     return float(np.sum(dev.busy)) / wall if wall > 0 else 0.0
 
 

@@ -82,8 +82,19 @@ def _device_windows(trace: Trace, iters: Iterations) -> None:
     none = hi < 0
     lo[none] = -1
     iters.device_starts, iters.device_ends = lo, hi
+    iters.device_free_at = _device_free_at(s, int(iters.starts[0]), int(lo[0])) if n else -1
     late = (hi[:-1] > iters.starts[1:]) & ~none[:-1]
     iters.device_lags = bool(late.mean() >= 0.5) if n > 1 else False
+
+
+def _device_free_at(s, host_start: int, first_work: int) -> int:
+    """When the device could start iteration 0: its host start, or the end of device
+    work launched earlier that still ran then (never past its own first work)."""
+    if first_work < 0:
+        return host_start
+    dev = np.isin(s.kind, [int(k) for k in DEVICE_KINDS]) & (s.start < first_work)
+    busy_until = int(s.end[dev].max()) if dev.any() else host_start
+    return min(max(host_start, busy_until), first_work)
 
 
 @dataclass
