@@ -26,7 +26,7 @@ from .docks import AREAS, dock_specs
 from .panels.fleet import FleetPanel
 from .panels.load_report import LoadReportDialog
 from .panels.search_bar import SearchBar, SearchHighlighter
-from .panels.summary import SummaryHeader
+from .panels.summary import SummaryHeader, events_loaded
 from .panels.welcome import WelcomePage
 from .recent import RecentFiles
 from .record_dialog import RecordDialog
@@ -37,7 +37,7 @@ from .timeline import TimelineWidget
 log = logging.getLogger(__name__)
 
 DEFAULT_SIZE = QSize(1600, 1000)
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: Statistics and Ranks docks, Details tabbed
 
 
 class MainWindow(QMainWindow):
@@ -46,6 +46,7 @@ class MainWindow(QMainWindow):
     def __init__(self, settings: QSettings, session: Session | None = None,
                  restore_state: bool = True):
         super().__init__()
+        self._shown_once = self._restored = False
         self.settings = settings
         self.session = session or Session(self)
         self.recent = RecentFiles(settings)
@@ -91,7 +92,7 @@ class MainWindow(QMainWindow):
         self.panels: dict[str, QWidget] = {}
         self.docks: dict[str, QDockWidget] = {}
         self.setCorner(Qt.Corner.BottomRightCorner, AREAS["right"][0])
-        for area, (qt_area, direction, thickness) in AREAS.items():
+        for area, (qt_area, direction, _thickness) in AREAS.items():
             specs = [d for d in dock_specs() if d.area == area]
             placed = []
             for spec in specs:
@@ -99,22 +100,38 @@ class MainWindow(QMainWindow):
                 if spec.tab_with in self.docks and spec.tab_with != spec.key:
                     self.tabifyDockWidget(self.docks[spec.tab_with], dock)
                 elif placed:
-                    self.splitDockWidget(self.docks[placed[-1].key], dock, direction)
+                    self.splitDockWidget(self.docks[placed[-1]], dock, direction)
                 if not spec.tab_with:
-                    placed.append(spec)
-            for spec in placed:  # the first tab of each group is the one shown
-                self.docks[spec.key].raise_()
-            specs = placed
-            if specs:
-                across = (Qt.Orientation.Horizontal if direction == Qt.Orientation.Vertical
-                          else Qt.Orientation.Vertical)
-                self.resizeDocks([self.docks[specs[0].key]], [thickness], across)
-                self.resizeDocks([self.docks[d.key] for d in specs], [d.size for d in specs],
-                                 direction)
-
-        # Compare stays out of the way (its tab bar would cost the bottom row height)
-        # until File ▸ Compare with… (or View) shows it
+                    placed.append(spec.key)
+            for key in placed:  # the first tab of each group is the one shown
+                self.docks[key].raise_()
+        # Compare stays out of the way until File ▸ Compare with… (or View) shows it
         self.docks["compare"].hide()
+        self._fit_docks(DEFAULT_SIZE.width(), DEFAULT_SIZE.height())
+
+    def _fit_docks(self, width: int, height: int) -> None:
+        """Dock sizes as shares of the window (fixed pixels squeeze the right column to
+        nothing at 1280x800): right column 27%, bottom row 38%; the bottom docks share
+        the rest of the width by their specs' sizes."""
+        horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
+        specs = [d for d in dock_specs() if not d.tab_with and d.key in self.docks]
+        right = [d for d in specs if d.area == "right"]
+        bottom = [d for d in specs if d.area == "bottom"]
+        if right:
+            self.resizeDocks([self.docks[right[0].key]], [int(width * 0.27)], horizontal)
+        if bottom:
+            self.resizeDocks([self.docks[bottom[0].key]], [int(height * 0.38)], vertical)
+            usable = width * 0.73
+            total = sum(d.size for d in bottom) or 1
+            self.resizeDocks([self.docks[d.key] for d in bottom],
+                             [int(usable * d.size / total) for d in bottom], horizontal)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not self._shown_once:
+            self._shown_once = True
+            if not self._restored:
+                self._fit_docks(self.width(), self.height())
 
     def _add_dock(self, spec, qt_area) -> QDockWidget:
         panel = self.panels[spec.key] = spec.factory(self.session)
@@ -205,6 +222,9 @@ class MainWindow(QMainWindow):
         s.loading_started.connect(self._on_loading_started)
         s.trace_changed.connect(self._on_trace_changed)
         s.on_analysis("iterations", lambda: tl.set_iterations(s.iterations))
+        s.slice_selected.connect(self._raise_details)
+        self.panels["breakdown"].category_clicked.connect(self._open_category)
+        s.range_selected.connect(self._on_range)
         self.highlighter = SearchHighlighter(s, tl, self)
         s.load_failed.connect(self._on_load_failed)
         s.job_crashed.connect(self._on_job_crashed)
@@ -335,7 +355,24 @@ class MainWindow(QMainWindow):
         if s.path:
             self.recent.add(s.path)
             self._refresh_recent()
-        self.statusBar().showMessage(f"Loaded {s.trace.events:,} events; analysing…")
+        self.statusBar().showMessage(f"Loaded {events_loaded(s.trace):,} events; analysing…")
+
+    def _raise_details(self, i: int) -> None:
+        """A selected slice brings the Details tab forward; clearing it, Bottlenecks."""
+        self.docks["details" if i >= 0 else "findings"].raise_()
+
+    def _open_category(self, category: str) -> None:
+        if self.panels["statistics"].open_category(category):
+            self.docks["statistics"].show()
+            self.docks["statistics"].raise_()
+        else:
+            self.statusBar().showMessage(f"No statistics table for {category}", 5000)
+
+    def _on_range(self, rng) -> None:
+        """A range selection (the timeline's Ctrl-drag) brings its statistics forward."""
+        if rng is not None:
+            self.docks["statistics"].show()
+            self.docks["statistics"].raise_()
 
     def _on_analysis_finished(self) -> None:
         s = self.session
@@ -391,7 +428,7 @@ class MainWindow(QMainWindow):
         if isinstance(geo, QByteArray):
             self.restoreGeometry(geo)
         if isinstance(state, QByteArray):
-            self.restoreState(state, STATE_VERSION)
+            self._restored = self.restoreState(state, STATE_VERSION)
 
     def save_window_state(self) -> None:
         if self.stack.currentWidget() is self.fleet_panel:

@@ -46,6 +46,8 @@ class Session(QObject):
     iteration_selected = Signal(int)  # -1: none
     slice_selected = Signal(int)  # -1: none
     view_changed = Signal(object)  # a view.state.Change (window, range, layout, ...)
+    rank_selected = Signal(int)  # -1: none
+    range_selected = Signal(object)  # (start_ns, end_ns, lanes tuple) or None: cleared
     search_changed = Signal()  # the set of matches changed
     match_changed = Signal()  # the current match (position) changed
     fleet_started = Signal()  # a big rank folder: the fleet analysis runs (heat map first)
@@ -186,11 +188,64 @@ class Session(QObject):
         """Show ``[start_ns, end_ns]`` (absolute ns), with the standard padding if ``pad``."""
         self.view.zoom_to(start_ns, end_ns, pad)
 
+    @property
+    def selected_rank(self) -> int:
+        return self.view.selected_rank
+
+    def select_rank(self, rank: int) -> None:
+        """Select a rank of a multi-rank trace (the breakdown and Ranks dock follow)."""
+        self.view.select_rank(rank)
+
+    def finding_rank(self) -> int:
+        """Rank the top finding is about (its first evidence's lanes), -1 if none/unknown."""
+        if not self.findings or self.trace is None:
+            return -1
+        for ev in self.findings[0].evidence:
+            ranks = {int(self.trace.lanes.rank[lane]) for lane in ev.lanes
+                     if 0 <= lane < len(self.trace.lanes)}
+            ranks.discard(-1)
+            if len(ranks) == 1:
+                return ranks.pop()
+        return -1
+
+    @property
+    def selected_range(self) -> tuple[int, int, tuple[int, ...]] | None:
+        """The area selection ``(start_ns, end_ns, lanes)`` in absolute ns, or None."""
+        return self.view.abs_range()
+
+    def select_range(self, start_ns: int, end_ns: int, lanes) -> None:
+        """Mark a time range over some lanes (absolute ns; the timeline's Ctrl-drag);
+        Statistics aggregates it.  An empty range or no lanes clears it."""
+        lanes = tuple(lanes)
+        if end_ns <= start_ns or not lanes:
+            self.view.select_range(None)
+            return
+        t0 = self.view.t0
+        self.view.select_range(float(start_ns - t0), float(end_ns - t0), lanes)
+
+    def clear_range(self) -> None:
+        self.view.select_range(None)
+
+    def show_instances(self, indexes: np.ndarray, focus: int = -1) -> None:
+        """Highlight ``indexes`` like search matches (F3 steps through them) and
+        select and reveal ``focus`` (e.g. the longest instance of a statistics row)."""
+        self.search_query = None
+        self.search_error = ""
+        self.matches = np.asarray(indexes, np.int64)
+        self.match_pos = int(np.searchsorted(self.matches, focus)) if focus >= 0 else -1
+        self.search_changed.emit()
+        if focus >= 0:
+            self.select_slice(int(focus), reveal=True)
+
     def _on_view(self, change: Change) -> None:
         if change is Change.SLICE:
             self.slice_selected.emit(self.view.selected_slice)
         elif change is Change.ITERATION:
             self.iteration_selected.emit(self.view.selected_iteration)
+        elif change is Change.RANGE:
+            self.range_selected.emit(self.selected_range)
+        elif change is Change.RANK:
+            self.rank_selected.emit(self.view.selected_rank)
         self.view_changed.emit(change)
 
     # -- search ---------------------------------------------------------------------
@@ -233,6 +288,9 @@ class Session(QObject):
             self.view.select_iteration(-1)
             self.view.set_iterations(it.starts, it.ends)
         self._part_signal(result.part).emit()
+        if (result.part == "findings" and self.selected_rank < 0
+                and len(self.trace.meta.ranks) > 1):
+            self.select_rank(self.finding_rank())
         if result.part == "iterations" and self._want_iteration:
             self._select_wanted(self.analysis.iterations)
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..core.trace import Kind, Trace
 from ..core.viewport import IntervalPyramid
 from .colors import MARKER_FROM, slice_color_ids
-from .layout import TimelineLayout
+from .layout import HEADER_UNITS, TimelineLayout
 from .lod import TimelineIndex
 from .names import short_label
 from .state import MIN_SPAN_NS, Change, ViewState
@@ -167,6 +167,30 @@ class TimelineModel:
         line_depth = int(self.trace.lanes.depth[lane])
         capped = lane not in self.expanded and line_depth > self.layout.max_rows
         return lane if capped and depth >= self.layout.max_rows else -1
+
+    # -- lanes -------------------------------------------------------------------
+    def _lane_box(self) -> tuple[np.ndarray, np.ndarray]:
+        """(top, bottom) of every lane in row units; a collapsed lane spans its header."""
+        lay = self.layout
+        top = lay.lane_top
+        height = np.where(lay.lane_height > 0, lay.lane_height, HEADER_UNITS)
+        return top, top + height
+
+    def lanes_between(self, y0: float, y1: float) -> np.ndarray:
+        """Lane ids whose line overlaps ``[y0, y1]`` (collapsed groups: all their lanes)."""
+        if self.layout is None:
+            return np.zeros(0, np.int64)
+        top, bottom = self._lane_box()
+        return np.flatnonzero(~np.isnan(top) & (bottom > y0) & (top < y1))
+
+    def lanes_extent(self, lanes) -> tuple[float, float]:
+        """Vertical extent (row units) covering ``lanes``."""
+        top, bottom = self._lane_box()
+        ids = np.asarray(lanes, np.int64)
+        ids = ids[~np.isnan(top[ids])] if len(ids) else ids
+        if not len(ids):
+            return 0.0, 0.0
+        return float(top[ids].min()), float(bottom[ids].max())
 
     # -- slices -----------------------------------------------------------------
     def slice_extent(self, index: int) -> tuple[float, float]:

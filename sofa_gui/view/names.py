@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..core.names import strip_brackets
+from ..core.names import demangle, strip_brackets
 
 _PY_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.+)$")
 
@@ -13,6 +13,7 @@ def short_label(name: str, kernel: bool = False) -> str:
     """``void at::native::foo_kernel<float, 4>(...)`` -> ``foo_kernel``;
     ``torch/nn/module.py(1501): _call_impl`` -> ``_call_impl``; ``aten::conv2d`` ->
     ``conv2d``; others unchanged."""
+    name = demangle(name)
     m = _PY_FRAME.match(name)
     if m:
         return m.group("func")

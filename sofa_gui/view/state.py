@@ -1,10 +1,11 @@
 """ViewState: what the user is looking at, held once and changed only through intents.
 
 One object per open trace (the app's :class:`~sofa_gui.qt.session.Session` owns it;
-a stand-alone timeline makes its own): the visible window, the selected slice and
-iteration, a range selection, collapsed groups / expanded lanes and highlighted
-slices. Widgets call the intent methods (``select_slice``, ``set_window``, ...) and
-render the state when told what changed; nothing keeps a second copy in sync.
+a stand-alone timeline makes its own): the visible window, the selected slice,
+iteration and rank, a range selection (with the lanes it covers), collapsed groups /
+expanded lanes and highlighted slices. Widgets call the intent methods
+(``select_slice``, ``set_window``, ...) and render the state when told what changed;
+nothing keeps a second copy in sync.
 
 Times here are ns from the trace start (floats, like the timeline's x axis);
 ``abs_window`` / ``zoom_to`` convert to and from absolute ns on the trace clock.
@@ -34,7 +35,8 @@ class Change(Enum):
     WINDOW = "window"
     SLICE = "slice"  # selected slice; ``reveal`` says whether to bring it into view
     ITERATION = "iteration"
-    RANGE = "range"  # range selection
+    RANGE = "range"  # range selection (time range + the lanes it covers)
+    RANK = "rank"  # selected rank of a multi-rank trace
     LAYOUT = "layout"  # collapsed groups / expanded lanes
     HIGHLIGHTS = "highlights"
 
@@ -80,6 +82,8 @@ class ViewState:
         self.selected_slice = -1
         self.selected_iteration = -1
         self.range_selection: tuple[float, float] | None = None
+        self.range_lanes: tuple[int, ...] = ()  # lanes the range covers (() = all)
+        self.selected_rank = -1
         self.collapsed: set[str] = set()
         self.expanded: set[int] = set()
         self.highlights: np.ndarray | None = None
@@ -147,12 +151,27 @@ class ViewState:
         if zoom and i >= 0:
             self.show(self.iter_starts[i], self.iter_ends[i])
 
-    def select_range(self, a: float | None, b: float | None = None) -> None:
-        """Select the time range ``[a, b]`` (ns from start); None clears."""
-        new = None if a is None or b is None else (min(a, b), max(a, b))
-        if new != self.range_selection:
-            self.range_selection = new
+    def select_range(self, a: float | None, b: float | None = None, lanes=()) -> None:
+        """Select the time range ``[a, b]`` (ns from start) over ``lanes`` (() = all
+        lanes); None or an empty range clears."""
+        new = None if a is None or b is None or a == b else (min(a, b), max(a, b))
+        lanes = tuple(sorted({int(x) for x in lanes})) if new is not None else ()
+        if (new, lanes) != (self.range_selection, self.range_lanes):
+            self.range_selection, self.range_lanes = new, lanes
             self._notify(Change.RANGE)
+
+    def abs_range(self) -> tuple[int, int, tuple[int, ...]] | None:
+        """The range selection in absolute ns (floor / ceil) with its lanes, or None."""
+        if self.range_selection is None:
+            return None
+        a, b = self.range_selection
+        return self.t0 + int(np.floor(a)), self.t0 + int(np.ceil(b)), self.range_lanes
+
+    def select_rank(self, rank: int) -> None:
+        """Select a rank of a multi-rank trace (-1: none)."""
+        if int(rank) != self.selected_rank:
+            self.selected_rank = int(rank)
+            self._notify(Change.RANK)
 
     def toggle_group(self, group: str) -> None:
         self.collapsed.symmetric_difference_update({group})

@@ -12,7 +12,7 @@ from test_app_window import open_and_wait, settings, window  # noqa: F401 (fixtu
 from sofa_gui.qt.panels.iterations import COLUMNS
 
 LOOPS = Path(__file__).resolve().parents[1] / "data" / "torch-loops"
-LABEL = COLUMNS.index("Label")
+LABEL = COLUMNS.index("Step")
 
 
 def _labels(win) -> list[str]:

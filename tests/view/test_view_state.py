@@ -65,6 +65,28 @@ def test_range_selection_layout_and_highlights():
                      Change.HIGHLIGHTS, Change.HIGHLIGHTS]
 
 
+def test_range_selection_keeps_its_lanes_and_reads_back_in_absolute_ns():
+    v, heard = _state()
+    v.select_range(200.5 * US, 100.2 * US, lanes=[5, 2, 5])
+    assert v.range_selection == (100.2 * US, 200.5 * US) and v.range_lanes == (2, 5)
+    assert v.abs_range() == (5_000_000 + 100_200, 5_000_000 + 200_500, (2, 5))
+    v.select_range(100.2 * US, 200.5 * US, lanes=[2, 5])  # same: no notification
+    v.select_range(100.2 * US, 200.5 * US, lanes=[2])  # other lanes: a change
+    v.select_range(7.0, 7.0, lanes=[1])  # empty: clears, lanes too
+    assert v.range_selection is None and v.range_lanes == () and v.abs_range() is None
+    assert heard == [Change.RANGE, Change.RANGE, Change.RANGE]
+
+
+def test_rank_selection_notifies_and_resets_with_the_trace():
+    v, heard = _state()
+    v.select_rank(1)
+    v.select_rank(1)
+    assert v.selected_rank == 1 and heard == [Change.RANK]
+    v.select_range(1.0, 2.0, [0])
+    v.set_trace(0, 50.0, 2)
+    assert (v.selected_rank, v.range_selection, v.range_lanes) == (-1, None, ())
+
+
 def test_a_new_trace_resets_everything():
     v, heard = _state()
     v.select_slice(1)

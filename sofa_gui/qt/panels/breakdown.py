@@ -10,7 +10,7 @@ each rank's main thread). Observes the session's ``breakdown`` part and
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -25,13 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.units import fmt_bytes, fmt_ns, fmt_pct
+from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import Side, color, label_of, median_index, sides
 from .common import plain_label, set_muted
 
-TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes")
+TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes", "Rate")
 _BAR_H = 26
 _LABEL_W = 150
 
@@ -55,7 +55,7 @@ class StackedBars(QWidget):
         return QSize(400, 12 + max(len(self.rows), 1) * (_BAR_H + 10))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
-        return self.sizeHint()
+        return QSize(160, self.sizeHint().height())
 
     def paintEvent(self, _event) -> None:  # noqa: N802
         p = QPainter(self)
@@ -111,14 +111,19 @@ class StackedBars(QWidget):
 
 
 class BreakdownPanel(QWidget):
-    """The Iteration breakdown dock's widget."""
+    """The Iteration breakdown dock's widget; a click on a category row emits
+    ``category_clicked(category)`` (the Statistics dock opens its rows)."""
+
+    category_clicked = Signal(str)
 
     def __init__(self, session: Session, parent=None):
         super().__init__(parent)
         self.session = session
         self._sides: list[Side] = []
         self.side_combo = QComboBox(self)
-        self.side_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.side_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.side_combo.setMinimumContentsLength(14)
         self.side_combo.currentIndexChanged.connect(lambda _i: self.refresh())
         self.status = plain_label("No trace open", self, wrap=True)
         set_muted(self.status)
@@ -130,6 +135,8 @@ class BreakdownPanel(QWidget):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table.setAlternatingRowColors(True)
         self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 6)
+        self.table.cellClicked.connect(self._on_cell)
+        self.table.setToolTip("Click a category for its kernels, ops or copies in Statistics")
         hdr = self.table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
@@ -148,7 +155,20 @@ class BreakdownPanel(QWidget):
         session.trace_changed.connect(self._reload)
         session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
+        session.rank_selected.connect(self.show_rank)
         self._reload()
+
+    def show_rank(self, rank: int) -> None:
+        """Show the first side (device before host) of ``rank``, if it has one."""
+        for k, side in enumerate(self._sides):
+            if side.rank == rank and rank >= 0:
+                self.side_combo.setCurrentIndex(k)
+                return
+
+    def _on_cell(self, row: int, _col: int) -> None:
+        item = self.table.item(row, 0)
+        if item is not None:
+            self.category_clicked.emit(item.data(Qt.ItemDataRole.UserRole))
 
     def current_side(self) -> Side | None:
         k = self.side_combo.currentIndex()
@@ -165,6 +185,8 @@ class BreakdownPanel(QWidget):
         self.side_label.setVisible(bool(self._sides))
         self.side_combo.setVisible(bool(self._sides))
         self.side_combo.blockSignals(False)
+        if self.session.selected_rank >= 0:
+            self.show_rank(self.session.selected_rank)
         self.refresh()
 
     def refresh(self) -> None:
@@ -223,6 +245,14 @@ class BreakdownPanel(QWidget):
         for r, k in enumerate(shown):
             cat = side.categories[k]
             b = int(side.bytes[main, k]) if side.bytes is not None else 0
+            fig = side.copy_figures(main, cat)
+            rate, tip = "", ""
+            if fig is not None and fig[2] > 0:
+                n, b, busy = fig
+                rate = fmt_rate(b, busy)
+                tip = (f"{n} copies moved {fmt_bytes(b)} in {fmt_ns(busy)} of copy time "
+                       f"({rate}); Time is the part of the window no higher-priority work "
+                       "covered (exposed)")
             cells = [
                 label_of(cat),
                 fmt_ns(cur[k]),
@@ -230,15 +260,19 @@ class BreakdownPanel(QWidget):
                 fmt_ns(ref[k]) if ref is not None else "",
                 _delta(cur[k], ref[k]) if ref is not None and sel >= 0 else "",
                 fmt_bytes(b) if b > 0 else "",
+                rate,
             ]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c == 0:
                     item.setData(Qt.ItemDataRole.DecorationRole, QColor(color(cat)))
+                    item.setData(Qt.ItemDataRole.UserRole, cat)
                     item.setToolTip(cat)
                 else:
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
                                           | Qt.AlignmentFlag.AlignVCenter)
+                    if c >= 5 and tip:
+                        item.setToolTip(tip)
                 self.table.setItem(r, c, item)
 
 

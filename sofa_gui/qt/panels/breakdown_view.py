@@ -25,6 +25,22 @@ class Side:
     bytes: np.ndarray | None  # same shape, device copies/memsets only
     durations: np.ndarray | None = None  # ns per window (rows sum to these)
     clock: str = "host"  # "device": windows cut on the device clock (the device lags)
+    copies: object | None = None  # device_side.CopyStats: bytes and own time per direction
+    rank: int = -1
+
+    def copy_figures(self, i: int, category: str) -> tuple[int, int, int] | None:
+        """(count, bytes, copy time ns) of the copies behind a ``memcpy_*`` category in
+        window ``i`` -- all of them, whatever part of their time is exposed."""
+        if self.copies is None or not category.startswith("memcpy_"):
+            return None
+        from ...core.analysis.device_side import COPY_DIRECTIONS
+
+        direction = category.removeprefix("memcpy_")
+        if direction not in COPY_DIRECTIONS:
+            return None
+        c = COPY_DIRECTIONS.index(direction)
+        cp = self.copies
+        return int(cp.count[i, c]), int(cp.bytes[i, c]), int(cp.busy[i, c])
 
     def row(self, i: int) -> np.ndarray:
         return self.times[i]
@@ -36,10 +52,11 @@ def sides(bd) -> list[Side]:
     clock = "device" if getattr(bd, "device_clock", False) else "host"
     for d in getattr(bd, "devices", []):
         out.append(Side(f"Device: {d.label}", "device", tuple(d.categories), d.times, d.bytes,
-                        d.ends - d.starts, clock))
+                        d.ends - d.starts, clock, getattr(d, "copies", None),
+                        int(getattr(d, "rank", -1))))
     for h in getattr(bd, "hosts", []):
         out.append(Side(f"Host: {h.label}", "host", tuple(h.categories), h.times, None,
-                        h.ends - h.starts))
+                        h.ends - h.starts, rank=int(getattr(h, "rank", -1))))
     return out
 
 

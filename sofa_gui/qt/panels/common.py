@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
@@ -14,8 +15,9 @@ SEVERITY_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#607d8b"}
 
 def plain_label(text: str = "", parent: QWidget | None = None, *, bold: bool = False,
                 wrap: bool = False, selectable: bool = False) -> QLabel:
-    """A QLabel that never interprets its text as HTML (trace names are untrusted)."""
-    lab = QLabel(parent)
+    """A QLabel that never interprets its text as HTML (trace names are untrusted).
+    A wrapping label wraps anything (see :func:`breakable`) and asks for no width."""
+    lab = WrapLabel(parent) if wrap else QLabel(parent)
     lab.setTextFormat(Qt.TextFormat.PlainText)
     lab.setText(text)
     lab.setWordWrap(wrap)
@@ -28,15 +30,51 @@ def plain_label(text: str = "", parent: QWidget | None = None, *, bold: bool = F
     return lab
 
 
+#: Longest trace text a label shows (the rest is cut, with the length said).
+MAX_SHOWN = 2000
+_ZWSP = "\u200b"
+_BREAK_AFTER = re.compile(r"([._/:,;#()\[\]{}+*&|-])(?=\S)")
+_LONG_RUN = re.compile(r"[^\s\u200b]{40}")
+
+
+def breakable(text: str, limit: int = MAX_SHOWN) -> str:
+    """``text`` as a label can wrap it: cut to ``limit`` characters, with invisible break
+    chances after punctuation and inside runs of 40 characters, so one mangled C++ name
+    or a 1 MB string cannot make a label (and the window) wider than its dock."""
+    text = str(text)
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    text = _BREAK_AFTER.sub("\\1" + _ZWSP, text)
+    return _LONG_RUN.sub(lambda m: m.group(0) + _ZWSP, text)
+
+
 def rich_label(parent: QWidget | None = None, *, wrap: bool = True) -> QLabel:
     """A QLabel for HTML we build ourselves (every trace string passed through :func:`esc`)."""
-    lab = QLabel(parent)
+    lab = WrapLabel(parent) if wrap else QLabel(parent)
     lab.setTextFormat(Qt.TextFormat.RichText)
     lab.setWordWrap(wrap)
     lab.setOpenExternalLinks(False)
     lab.setTextInteractionFlags(Qt.TextInteractionFlag.LinksAccessibleByMouse
                                 | Qt.TextInteractionFlag.LinksAccessibleByKeyboard)
     return lab
+
+
+class WrapLabel(QLabel):
+    """A word-wrapping label whose text can always wrap (:func:`breakable`); ``text()``
+    still returns what was set.  Its minimum width is small, never the longest word."""
+
+    def setText(self, text: str) -> None:  # noqa: N802
+        self._raw = str(text)
+        super().setText(breakable(self._raw) if self.textFormat() != Qt.TextFormat.RichText
+                        else text)
+
+    def text(self) -> str:
+        return getattr(self, "_raw", super().text())
+
+    def minimumSizeHint(self):  # noqa: N802
+        hint = super().minimumSizeHint()
+        hint.setWidth(min(hint.width(), 80))
+        return hint
 
 
 def esc(text) -> str:

@@ -19,12 +19,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.names import demangle
 from ...core.trace import CopyKind, Kind, Trace
 from ...core.units import fmt_bytes, fmt_ns, fmt_rate, lane_title
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import esc, fmt_offset, plain_label, rich_label, set_muted
+from .common import breakable, esc, fmt_offset, plain_label, rich_label, set_muted
 
 #: Flow partners listed before "… and N more".
 MAX_PARTNERS = 20
@@ -43,8 +44,8 @@ class DetailsPanel(QWidget):
         self.form = QFormLayout()
         self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
         self.fields: dict[str, object] = {}
-        for key in ("Kind", "Lane", "Start", "Duration", "Depth", "Device", "Copy", "Bytes",
-                    "Correlation"):
+        for key in ("Raw name", "Kind", "Lane", "Start", "Duration", "Depth", "Device", "Copy",
+                    "Bytes", "Correlation"):
             lab = plain_label("", self, selectable=True, wrap=True)
             self.fields[key] = lab
             self.form.addRow(key, lab)
@@ -80,10 +81,13 @@ class DetailsPanel(QWidget):
             return
         self._set_visible(True)
         s = trace.slices
-        self.name.setText(trace.name_of(i))
+        raw = trace.name_of(i)
+        shown = demangle(raw)
+        self.name.setText(shown)
         start, dur = int(s.start[i]), int(s.dur[i])
         kind = int(s.kind[i])
         values = {
+            "Raw name": raw if shown != raw else "",
             "Kind": Kind(kind).label if kind in Kind._value2member_map_ else str(kind),
             "Lane": _lane(trace, int(s.lane[i])),
             "Start": fmt_offset(start - trace.start_ns),
@@ -114,8 +118,8 @@ class DetailsPanel(QWidget):
         for j, arrow in partners[:MAX_PARTNERS]:
             where = (f"{_lane(trace, int(trace.slices.lane[j]))}, "
                      f"{fmt_offset(int(trace.slices.start[j]) - trace.start_ns)}")
-            rows.append(f"{arrow} <a href='slice:{j}'>{esc(trace.name_of(j))}</a> "
-                        f"<small>({esc(where)})</small>")
+            rows.append(f"{arrow} <a href='slice:{j}'>{esc(breakable(trace.name_of(j)))}</a> "
+                        f"<small>({esc(breakable(where))})</small>")
         more = len(partners) - MAX_PARTNERS
         tail = f"<br>… and {more} more" if more > 0 else ""
         self.partners.setText("<b>Flow partners</b> <small>(click to go there)</small><br>"
@@ -164,7 +168,7 @@ def _bytes_text(n: int, dur: int) -> str:
     return f"{fmt_bytes(n)}  ({rate})" if rate else fmt_bytes(n)
 
 
-DOCK = DockSpec("details", "Details", "right", 20, 380, DetailsPanel)
+DOCK = DockSpec("details", "Details", "right", 20, 380, DetailsPanel, tab_with="findings")
 
 
 def _lane(trace: Trace, lane: int) -> str:

@@ -25,7 +25,7 @@ from ...core.analysis.results import Finding
 from ...core.units import fmt_ns, fmt_pct
 from ..docks import DockSpec
 from ..session import Session
-from .common import SEVERITY_COLORS, esc, plain_label, rich_label, set_muted
+from .common import SEVERITY_COLORS, breakable, esc, plain_label, rich_label, set_muted
 
 _FRAMEWORK = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX",
               "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
@@ -102,7 +102,7 @@ class FindingCard(QFrame):
 
 def _fixes_html(f: Finding) -> str:
     items = "".join(
-        f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(x.text)}"
+        f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(breakable(x.text))}"
         + (f" <small><i>({esc(x.because)})</i></small>" if x.because else "") + "</li>"
         for x in f.fixes)
     hidden = (f"<small>{len(f.hidden_fixes)} more do not fit this run's facts.</small>"
@@ -125,7 +125,8 @@ def _evidence_html(f: Finding, origin_ns: int) -> str:
     links = []
     for k, ev in enumerate(f.evidence[:MAX_EVIDENCE]):
         where = f"{(ev.start_ns - origin_ns) / 1e6:,.3f} ms, {fmt_ns(ev.end_ns - ev.start_ns)}"
-        links.append(f"<a href='ev:{k}'>{esc(ev.label)}</a> <small>({esc(where)})</small>")
+        label = esc(breakable(ev.label))
+        links.append(f"<a href='ev:{k}'>{label}</a> <small>({esc(where)})</small>")
     more = len(f.evidence) - MAX_EVIDENCE
     tail = f"<br>… and {more} more" if more > 0 else ""
     return "<b>Evidence</b> <small>(click to zoom)</small><br>" + "<br>".join(links) + tail

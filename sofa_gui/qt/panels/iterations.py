@@ -18,7 +18,7 @@ from ..session import Session
 from .breakdown_view import dominant_labels
 from .common import fmt_offset, plain_label, set_muted
 
-COLUMNS = ("#", "Label", "Start", "Duration", "Δ median", "Dominant")
+COLUMNS = ("#", "Step", "Start", "Duration", "Δ vs median", "Dominant")
 DUR_COLUMNS = (3, 4)  # sorted by duration
 
 
@@ -38,6 +38,7 @@ class IterationsModel(QAbstractTableModel):
         self._labels: list[str] = []
         self._origin = 0
         self._median = 0.0
+        self._median_index = -1
         self._dominant: list[str] = []
         self._marks = IterationMarks()
 
@@ -52,7 +53,8 @@ class IterationsModel(QAbstractTableModel):
             self._durs = np.asarray(iterations.durations, np.int64)
             self._labels = list(iterations.labels or [])
             self._marks = IterationMarks.of(iterations, len(self._starts))
-            self._median = float(np.median(self._durs))
+            self._median_index = iterations.median_index
+            self._median = float(self._durs[self._median_index]) if len(self._durs) else 0.0
             self._dominant = dominant_labels(breakdown, len(self._starts))
         self._origin = origin_ns
         self._apply_sort()
@@ -100,6 +102,8 @@ class IterationsModel(QAbstractTableModel):
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            if section == 4 and self._median_index >= 0:
+                return f"Δ vs #{self._median_index}"
             return COLUMNS[section]
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             return _TIPS[section]
@@ -115,7 +119,16 @@ class IterationsModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and c == 1 and self._marks.extra_of(r):
             return f"periodic extra: {self._marks.extra_of(r)}"
+        if role == Qt.ItemDataRole.ToolTipRole and c in (1, 5):
+            return self._text(r, c) or None
+        if role == Qt.ItemDataRole.ToolTipRole and c == 2:
+            return f"starts {fmt_offset(self._starts[r] - self._origin)} after the trace start"
         return None
+
+    @property
+    def has_labels(self) -> bool:
+        """Whether any iteration has a step name, warm-up or extra (else Step is hidden)."""
+        return any(self._label(r) for r in range(len(self._starts)))
 
     def _label(self, r: int) -> str:
         """The step annotation's name, then what is special about the iteration."""
@@ -132,7 +145,7 @@ class IterationsModel(QAbstractTableModel):
         if c == 1:
             return self._label(r)
         if c == 2:
-            return fmt_offset(self._starts[r] - self._origin)
+            return fmt_ns(self._starts[r] - self._origin)
         if c == 3:
             return fmt_ns(self._durs[r])
         if c == 4:
@@ -144,18 +157,40 @@ class IterationsModel(QAbstractTableModel):
 
 
 _TIPS = (
-    "Iteration index (0-based)",
-    "Step annotation (e.g. ProfilerStep#7), warm-up (left out of steady-state statistics) "
-    "and periodic extra work (evaluation, checkpoint) held by the iteration",
+    "Iteration index (0-based, as `sofa-gui analyze` numbers them)",
+    "The step annotation the trace gives this iteration (e.g. ProfilerStep#7), warm-up "
+    "(left out of steady-state statistics) and periodic extra work (evaluation, "
+    "checkpoint) held by the iteration",
     "Start, as an offset from the start of the trace",
     "Wall time of the iteration",
-    "Difference to the median iteration time",
+    "Difference to the median iteration (lower median by duration; the breakdown "
+    "compares against the same iteration)",
     "The category that takes most of the iteration's time",
 )
 
 
 class _Table(QTableView):
-    """Enter / Return re-selects the current row (and zooms), like a click."""
+    """Enter / Return re-selects the current row (and zooms), like a click.  Columns fit
+    the viewport: numbers keep their width, the Step and Dominant texts give way
+    (elided, full text in the tooltip), so no column hides behind a scroll bar."""
+
+    #: Preferred width of the Step and Dominant columns, set from the font.
+    text_widths = (110, 130)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.fit_columns()
+
+    def fit_columns(self) -> None:
+        hdr = self.horizontalHeader()
+        fixed = sum(hdr.sectionSize(c) for c in (0, 2, 3, 4) if not self.isColumnHidden(c))
+        room = max(self.viewport().width() - fixed, 0)
+        step_pref, dom_pref = self.text_widths
+        step = 0
+        if not self.isColumnHidden(1):
+            step = step_pref if room >= step_pref + dom_pref else max(60, min(step_pref, room - 70))
+            hdr.resizeSection(1, step)
+        hdr.resizeSection(5, max(40, room - step))
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and self.currentIndex().isValid():
@@ -184,7 +219,7 @@ class IterationsPanel(QWidget):
             self.table.fontMetrics().height() + 6)
         hdr = self.table.horizontalHeader()
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        hdr.setStretchLastSection(True)
+        hdr.setStretchLastSection(False)
         self._size_columns()
         self.status = plain_label("No trace open", self, wrap=True)
         set_muted(self.status)
@@ -207,11 +242,14 @@ class IterationsPanel(QWidget):
     def _size_columns(self) -> None:
         """Widths from sample text, not from every row (thousands of iterations stay cheap)."""
         fm = self.table.fontMetrics()
-        samples = ("0000", "ProfilerStep#00 · warm-up", "00,000.000 ms", "000 ms",
-                   "+00.0 ms (+00%)")
+        samples = ("0000", "ProfilerStep#00", "000 ms", "000 ms", "+00.0 ms (+00%)")
         for col, text in enumerate(samples):
             self.table.setColumnWidth(col, max(fm.horizontalAdvance(text),
-                                               fm.horizontalAdvance(COLUMNS[col]) + 24) + 12)
+                                               fm.horizontalAdvance(COLUMNS[col]) + 16) + 10)
+        self.table.text_widths = (self.table.columnWidth(1),
+                                  fm.horizontalAdvance("Compute kernels") + 16)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
     def row_of(self, iteration: int) -> int:
         """View row that shows ``iteration`` (the table may be sorted)."""
@@ -225,6 +263,8 @@ class IterationsPanel(QWidget):
         s = self.session
         origin = s.trace.start_ns if s.trace is not None else 0
         self.model.set_data(s.iterations, origin, s.breakdown)
+        self.table.setColumnHidden(1, not self.model.has_labels)
+        self.table.fit_columns()
         has_rows = self.model.rowCount() > 0
         self.table.setVisible(has_rows)
         self._update_status()
@@ -240,12 +280,12 @@ class IterationsPanel(QWidget):
         elif len(it) == 0:
             text = f"No iterations found: {it.reason}" if it.reason else "No iterations found"
         else:
-            med = float(np.median(it.durations[it.steady]))
+            k = it.median_index
             landmarks = (it.pattern or {}).get("evidence") == "landmarks"
             how = ("at the training loop's landmarks" if landmarks else {
                 "annotations": "from step annotations",
                 "pattern": "from the repeating kernel pattern"}.get(it.method, it.method))
-            text = (f"{len(it)} iterations {how} · steady-state median {fmt_ns(med)}"
+            text = (f"{len(it)} iterations {how} · median #{k}: {fmt_ns(it.durations[k])}"
                     f" · confidence {it.confidence:.0%}")
             if it.uncertain:
                 text = "Iterations uncertain: " + text

@@ -60,6 +60,10 @@ class SummaryHeader(QFrame):
         v.addWidget(self.title, 0, 0)
         self.grid_box = QWidget(inner)
         self.grid_box.setLayout(grid)
+        # the header never sets the window's minimum width: on a narrow window the facts
+        # at the right are cut (each has a tooltip); the title is the file name only
+        for w in (self.grid_box, self.title):
+            w.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         v.addWidget(self.grid_box, 1, 0)
         self.run_line = plain_label("", inner, wrap=True)
         set_muted(self.run_line)
@@ -80,7 +84,8 @@ class SummaryHeader(QFrame):
         s, t = self.session, self.session.trace
         if t is not None:
             self._facts = {"Format": t.meta.format or "?", "Duration": fmt_ns(t.duration_ns),
-                           "Events": f"{t.events:,}"}
+                           "Events": f"{events_loaded(t):,}"}
+            self.values["Events"].setToolTip(literal_html(events_note(t)))
             self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
             self.title.setToolTip(literal_html(s.path or t.meta.source))
         self.refresh()
@@ -129,3 +134,17 @@ def _top_text(s: Session) -> str:
         return "none"
     f = max(s.findings, key=lambda f: f.rank_key)
     return f"{f.title} ({fmt_pct(f.share)})"
+
+
+def events_loaded(trace) -> int:
+    """The one event count the app shows (header and status bar): events of the source
+    that were loaded (the load report's figure; the model's items if it has none)."""
+    return int(trace.meta.report.loaded or trace.events)
+
+
+def events_note(trace) -> str:
+    rep = trace.meta.report
+    return (f"{events_loaded(trace):,} events loaded from the source "
+            f"({rep.skipped_total:,} skipped; File ▸ Load Report), drawn as "
+            f"{len(trace.slices):,} slices, {len(trace.counters):,} counter samples and "
+            f"{len(trace.flows):,} flow arrows")

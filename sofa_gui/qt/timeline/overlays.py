@@ -260,19 +260,52 @@ class RubberBandItem(_ViewItem):
             return
         x0, x1, y0, y1, sx, dx, sy, dy = geo
         a, b = sorted(self.range)
-        left, right = sx * a + dx, sx * b + dx
-        top, bottom = sy * y0 + dy, sy * y1 + dy
-        p.save()
-        p.resetTransform()
-        fill = QtGui.QColor(ACCENT)
-        fill.setAlpha(40)
-        p.setPen(QtGui.QPen(ACCENT, 1.0))
-        p.setBrush(fill)
-        rect = QtCore.QRectF(left, top, max(right - left, 1.0), bottom - top)
-        p.drawRect(rect)
-        p.setFont(self.font)
-        p.setPen(ACCENT.darker(150))
-        p.drawText(rect.adjusted(0, 4, 0, 0),
-                   QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop,
-                   format_time(b - a))
-        p.restore()
+        rect = QtCore.QRectF(sx * a + dx, sy * y0 + dy, max(sx * (b - a), 1.0), sy * (y1 - y0))
+        _paint_span(p, rect, ACCENT, 40, QtCore.Qt.PenStyle.SolidLine, self.font,
+                    format_time(b - a))
+
+
+def _paint_span(p, rect, color: QtGui.QColor, alpha: int, style, font, text: str) -> None:
+    """A translucent box in device pixels with its duration on top (zoom band, area)."""
+    p.save()
+    p.resetTransform()
+    fill = QtGui.QColor(color)
+    fill.setAlpha(alpha)
+    p.setPen(QtGui.QPen(color, 1.0, style))
+    p.setBrush(fill)
+    p.drawRect(rect)
+    p.setFont(font)
+    p.setPen(color.darker(170))
+    p.drawText(rect.adjusted(0, 3, 0, 0),
+               QtCore.Qt.AlignmentFlag.AlignHCenter | QtCore.Qt.AlignmentFlag.AlignTop, text)
+    p.restore()
+
+
+AREA = QtGui.QColor("#f59e0b")
+
+
+class AreaItem(_ViewItem):
+    """The area selection (Ctrl-drag): a time range over the lanes it crosses, kept
+    until Esc or a new one; Statistics aggregates what is inside."""
+
+    def __init__(self, model: TimelineModel):
+        super().__init__(model)
+        self.area: tuple[float, float, float, float] | None = None  # x0, x1, y0, y1
+        self.font = QtGui.QFont()
+        self.font.setPointSizeF(8.5)
+        self.font.setBold(True)
+
+    def set_area(self, area) -> None:
+        self.area = area
+        self.update()
+
+    def paint(self, p, *args):
+        geo = _view_geometry(self, p)
+        if geo is None or self.area is None:
+            return
+        _x0, _x1, _y0, _y1, sx, dx, sy, dy = geo
+        a, b, top, bottom = self.area
+        rect = QtCore.QRectF(sx * a + dx, sy * top + dy, max(sx * (b - a), 1.0),
+                             max(sy * (bottom - top), 1.0))
+        _paint_span(p, rect, AREA, 45, QtCore.Qt.PenStyle.DashLine, self.font,
+                    format_time(b - a))

@@ -1,6 +1,7 @@
 """View boxes that turn mouse gestures into intents; the widget owns the range.
 
-Left-drag draws a rubber band and zooms to it; middle-drag or Shift+drag pans
+Left-drag draws a rubber band and zooms to it; Ctrl+drag selects a time range over
+the lanes it crosses (area selection, aggregated in Statistics); middle-drag or Shift+drag pans
 (time and lanes); the wheel zooms around the cursor (Shift+wheel scrolls the
 lanes, a horizontal wheel pans); click selects; hovering shows a tooltip.
 """
@@ -15,6 +16,7 @@ from PySide6 import QtCore
 _LEFT = QtCore.Qt.MouseButton.LeftButton
 _MIDDLE = QtCore.Qt.MouseButton.MiddleButton
 _SHIFT = QtCore.Qt.KeyboardModifier.ShiftModifier
+_CTRL = QtCore.Qt.KeyboardModifier.ControlModifier
 #: Zoom factor per wheel notch (120 units).
 WHEEL_ZOOM = 0.8
 
@@ -23,6 +25,7 @@ class TimelineIntents(Protocol):
     def zoom_around(self, x: float, factor: float) -> None: ...
     def pan_by(self, dx: float, dy_units: float) -> None: ...
     def rubber_band(self, x_from: float, x_to: float, finished: bool) -> None: ...
+    def area_drag(self, start, end, finished: bool) -> None: ...
     def click_at(self, x: float, y: float, double: bool) -> None: ...
     def hover_at(self, x: float | None, y: float | None, screen_pos) -> None: ...
     def scroll_rows(self, units: float) -> None: ...
@@ -55,6 +58,8 @@ class TimelineViewBox(pg.ViewBox):
             shift = bool(ev.modifiers() & _SHIFT)
             if ev.button() == _MIDDLE or (ev.button() == _LEFT and shift):
                 self._drag_button = "pan"
+            elif ev.button() == _LEFT and ev.modifiers() & _CTRL:
+                self._drag_button = "area"
             elif ev.button() == _LEFT:
                 self._drag_button = "band"
             else:
@@ -67,6 +72,10 @@ class TimelineViewBox(pg.ViewBox):
             here = self.mapSceneToView(ev.scenePos())
             before = self.mapSceneToView(ev.lastScenePos())
             self.owner.pan_by(before.x() - here.x(), before.y() - here.y())
+        elif self._drag_button == "area":
+            a = self.mapSceneToView(ev.buttonDownScenePos(_LEFT))
+            b = self.mapSceneToView(ev.scenePos())
+            self.owner.area_drag((a.x(), a.y()), (b.x(), b.y()), ev.isFinish())
         else:
             x_from = self.mapSceneToView(ev.buttonDownScenePos(_LEFT)).x()
             x_to = self.mapSceneToView(ev.scenePos()).x()

@@ -29,7 +29,13 @@ from ...view.state import Change, ViewState, reveal_window
 from ...view.tooltip import counter_tooltip, iteration_tooltip, literal_html, slice_tooltip
 from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
-from .overlays import IterationBandsItem, IterationStripItem, RubberBandItem, SelectionItem
+from .overlays import (
+    AreaItem,
+    IterationBandsItem,
+    IterationStripItem,
+    RubberBandItem,
+    SelectionItem,
+)
 from .time_axis import TimeAxisItem
 from .view_box import StripViewBox, TimelineViewBox
 
@@ -53,6 +59,8 @@ class TimelineWidget(QtWidgets.QWidget):
     slice_selected = QtCore.Signal("qint64")
     iteration_selected = QtCore.Signal("qint64")
     range_changed = QtCore.Signal("qint64", "qint64")
+    #: Ctrl-drag area selection: (start_ns, end_ns, lane ids crossed), or None when cleared.
+    area_selected = QtCore.Signal(object)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, view: ViewState | None = None):
         super().__init__(parent)
@@ -95,7 +103,9 @@ class TimelineWidget(QtWidgets.QWidget):
         self._lanes = LanesItem(self.model, pal)
         self._selection = SelectionItem(self.model, pal)
         self._rubber = RubberBandItem(self.model)
-        for z, item in enumerate((self._bands, self._lanes, self._selection, self._rubber)):
+        self._area = AreaItem(self.model)
+        for z, item in enumerate((self._bands, self._lanes, self._selection, self._area,
+                                  self._rubber)):
             item.setZValue(z - 1)
             self._vb.addItem(item, ignoreBounds=True)
         self._strip_item = IterationStripItem(self.model, pal)
@@ -119,6 +129,7 @@ class TimelineWidget(QtWidgets.QWidget):
         if isinstance(trace, Trace):
             trace = prepare(trace)
         self.model.set_prepared(trace)
+        self._apply_area()
         self._top = 0.0
         self._data_changed()
         self._apply_window()
@@ -208,6 +219,52 @@ class TimelineWidget(QtWidgets.QWidget):
         if abs(x_to - x_from) / self._ns_per_px() >= MIN_BAND_PX:
             self.view.set_window(min(x_from, x_to), max(x_from, x_to))
 
+    def area_drag(self, start, end, finished: bool) -> None:
+        """Ctrl-drag: draw the area; on release select its time range and crossed lanes."""
+        (xa, ya), (xb, yb) = start, end
+        x0, x1 = sorted((xa, xb))
+        y0, y1 = sorted((ya, yb))
+        if not finished:
+            self._area.set_area((x0, x1, y0, y1))
+            return
+        lanes = self.model.lanes_between(y0, y1)
+        if (x1 - x0) / self._ns_per_px() < MIN_BAND_PX or not len(lanes):
+            self.view.select_range(None)
+            self._apply_area()  # the drawn box goes even when nothing was selected
+            return
+        self.view.select_range(x0, x1, lanes)
+
+    def set_area(self, area) -> None:
+        """Select ``(start_ns, end_ns, lanes)`` (absolute ns; None clears) in the view."""
+        if area is None:
+            self.view.select_range(None)
+            return
+        s, e, lanes = area
+        t0 = self.model.t0
+        self.view.select_range(float(s - t0), float(e - t0), lanes)
+
+    @property
+    def area(self):
+        """The current area selection ``(start_ns, end_ns, lanes)`` or None."""
+        return self.view.abs_range()
+
+    def _apply_area(self) -> None:
+        """Draw the view's range selection over the lines of its lanes."""
+        rng = self.view.range_selection
+        if rng is None or self.model.layout is None:
+            self._area.set_area(None)
+            return
+        lanes = self.view.range_lanes or range(len(self.model.layout.lane_top))
+        y0, y1 = self.model.lanes_extent(lanes)
+        self._area.set_area((rng[0], rng[1], y0, y1))
+
+    def _escape(self) -> None:
+        """Esc clears the range selection first, then the selected slice."""
+        if self.view.range_selection is not None:
+            self.view.select_range(None)
+        else:
+            self.view.select_slice(-1)
+
     def click_at(self, x: float, y: float, double: bool) -> None:
         hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
         self.view.select_slice(hit)
@@ -279,7 +336,7 @@ class TimelineWidget(QtWidgets.QWidget):
             _KEYS.Key_Home: self.reset_zoom,
             _KEYS.Key_0: self.reset_zoom,
             _KEYS.Key_F: self.fit_selection,
-            _KEYS.Key_Escape: lambda: self.view.select_slice(-1),
+            _KEYS.Key_Escape: self._escape,
             _KEYS.Key_Up: lambda: self.scroll_rows(-1),
             _KEYS.Key_Down: lambda: self.scroll_rows(1),
             _KEYS.Key_PageUp: lambda: self.scroll_rows(-self._visible_units() * 0.9),
@@ -313,10 +370,12 @@ class TimelineWidget(QtWidgets.QWidget):
         elif change is Change.LAYOUT:
             self._data_changed()
             self._apply_y()
+            self._apply_area()
         elif change is Change.HIGHLIGHTS:
             self._lanes.invalidate()
         elif change is Change.RANGE:
-            self._overlays_changed()
+            self._apply_area()
+            self.area_selected.emit(self.area)
 
     def _apply_window(self) -> None:
         x0, x1 = self.view.x0, self.view.x1

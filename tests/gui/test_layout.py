@@ -1,0 +1,95 @@
+"""A layout that never breaks: huge and mangled names, 1280x800, docks that fit."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from PySide6.QtWidgets import QAbstractScrollArea
+
+from sofa_gui.core.names import demangle
+from sofa_gui.core.samples import demo_trace_path
+
+MANGLED = "_ZN19cutlass_cudnn_train6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE"
+HUGE = "_ZN19cutlass_cudnn_train" + "x" * 1_000_000
+
+
+@pytest.fixture
+def named_trace(tmp_path, data_dir):
+    """The real MI250 minitoy trace with one kernel renamed to 1 MB and one mangled."""
+    with gzip.open(data_dir / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz") as f:
+        doc = json.load(f)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["name"] = HUGE
+    kernels[1]["name"] = MANGLED
+    out = tmp_path / "names.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _fits(w) -> None:
+    assert (w.width(), w.height()) == (1280, 800)
+    for dock in w.docks.values():
+        assert dock.width() <= 1280 and dock.minimumSizeHint().width() < 640
+
+
+def test_a_1mb_name_leaves_the_window_size_alone(qtbot, open_window, named_trace):
+    w = open_window(named_trace, (1280, 800))
+    s = w.session
+    huge = next(i for i in range(len(s.trace.slices)) if s.trace.name_of(i) == HUGE)
+    s.select_slice(huge, reveal=True)
+    qtbot.wait(50)
+    assert not w.docks["details"].visibleRegion().isEmpty()  # raised on selection
+    assert w.panels["details"].name.text() == HUGE  # the full text is kept
+    assert w.panels["details"].name.width() <= w.docks["details"].width()
+    w.panels["statistics"].show_table("kernel", "trace")
+    w.docks["statistics"].raise_()
+    names = [r.name for r in w.panels["statistics"].model.table.rows]
+    assert any(len(n) > 100_000 for n in names)  # grouped, shown elided in the view
+    w.search_bar.open_bar()
+    w.search_bar.edit.setText("cutlass_cudnn_train")
+    w.search_bar.run_search()
+    qtbot.wait(50)
+    _fits(w)
+
+
+def test_mangled_names_are_demangled_for_display_and_kept_raw(open_window, named_trace):
+    assert demangle(MANGLED) == ("void cutlass_cudnn_train::Kernel<cutlass_cudnn_train::gemm::"
+                                 "kernel::Gemm>(cutlass_cudnn_train::gemm::kernel::Gemm::Params)")
+    assert demangle("aten::conv2d") == "aten::conv2d" and demangle("_Zbad") == "_Zbad"
+    w = open_window(named_trace, (1280, 800))
+    s = w.session
+    i = next(i for i in range(len(s.trace.slices)) if s.trace.name_of(i) == MANGLED)
+    s.select_slice(i)
+    d = w.panels["details"]
+    assert d.name.text() == demangle(MANGLED)
+    assert d.fields["Raw name"].text() == MANGLED
+    assert w.timeline.model.label_of(i) == "cutlass_cudnn_train::Kernel"  # demangled, short
+
+
+def test_1280x800_nothing_is_clipped(qtbot, open_window):
+    w = open_window(demo_trace_path(), (1280, 800))
+    s = w.session
+    s.select_iteration(2)
+    qtbot.wait(100)
+    img = w.grab().toImage()
+    assert (img.width(), img.height()) == (1280, 800)
+    _fits(w)
+    fp = w.panels["findings"]
+    area = fp.findChild(QAbstractScrollArea)
+    assert fp.cards and all(c.width() <= area.viewport().width() for c in fp.cards)
+    for card in fp.cards:  # every label of a card wraps inside it
+        for lab in card.findChildren(type(card.title)):
+            assert lab.geometry().right() <= card.width()
+    it = w.panels["iterations"].table
+    shown = [c for c in range(it.model().columnCount()) if not it.isColumnHidden(c)]
+    assert 5 <= len(shown) and it.horizontalHeader().length() <= it.viewport().width() + 1
+    assert all(it.columnWidth(c) >= 40 for c in shown)  # Dominant included
+    # Details shares the right column as a tab: all of it goes to Bottlenecks until
+    # a slice is selected
+    assert w.docks["details"] in w.tabifiedDockWidgets(w.docks["findings"])
+    assert w.docks["details"].visibleRegion().isEmpty()
+    assert not w.docks["findings"].visibleRegion().isEmpty()
+    assert w.docks["findings"].height() > 600
+    assert w.width() - w.docks["findings"].width() > 800  # the timeline keeps most width
