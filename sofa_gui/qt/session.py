@@ -83,6 +83,7 @@ class Session(QObject):
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
         self.worker.crashed.connect(self._on_crashed)
+        self.worker.cancelled.connect(self._on_cancelled)
         self.worker.cancelled.connect(self.job_cancelled)
         self.worker.progress.connect(self.progress)
         self.worker.busy_changed.connect(self.busy_changed)
@@ -191,6 +192,12 @@ class Session(QObject):
     @property
     def selected_rank(self) -> int:
         return self.view.selected_rank
+
+    def empty_text(self) -> str:
+        """What a panel says while there is no trace: loading (and what) or nothing open."""
+        if self.trace is None and self.pending_path and self.last_error is None:
+            return f"Loading {Path(self.pending_path).name}…"
+        return "No trace open"
 
     def select_rank(self, rank: int) -> None:
         """Select a rank of a multi-rank trace (the breakdown and Ranks dock follow)."""
@@ -334,6 +341,10 @@ class Session(QObject):
     def _on_finished(self) -> None:
         self.analysis_done = True
         self.analysis_finished.emit()
+
+    def _on_cancelled(self) -> None:
+        if self.trace is None:  # nothing is loading any more
+            self.pending_path = None
 
     def _on_failed(self, path: str, reason: str) -> None:
         self.last_error = (path, reason)

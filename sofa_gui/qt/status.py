@@ -8,7 +8,7 @@ elided text, and a bar that only schedules an update.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QPainter, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QWidget
 
@@ -16,18 +16,42 @@ from .session import Session
 
 
 class ProgressBar(QWidget):
-    """A thin determinate bar; ``set_fraction`` schedules a repaint, never forces one."""
+    """A thin bar; ``set_fraction`` schedules a repaint, never forces one.  Until the first
+    fraction above 0 arrives (a child process still starting, a file being opened) a
+    chunk moves back and forth, so the window never looks stuck."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.fraction = 0.0
+        self.phase = 0.0
+        self._tick = QTimer(self)
+        self._tick.setInterval(60)
+        self._tick.timeout.connect(self._advance)
         self.setFixedSize(200, 12)
+
+    @property
+    def indeterminate(self) -> bool:
+        return self._tick.isActive()
 
     def set_fraction(self, fraction: float) -> None:
         fraction = max(0.0, min(1.0, float(fraction)))
+        if fraction > 0:
+            self._tick.stop()
         if abs(fraction - self.fraction) >= 0.002 or fraction in (0.0, 1.0):
             self.fraction = fraction
             self.update()
+
+    def start_waiting(self) -> None:
+        """Show activity with no fraction yet (until ``set_fraction`` gets one > 0)."""
+        self.fraction = 0.0
+        self._tick.start()
+
+    def stop(self) -> None:
+        self._tick.stop()
+
+    def _advance(self) -> None:
+        self.phase = (self.phase + 0.04) % 2.0
+        self.update()
 
     def value(self) -> int:
         """Per mille, like a QProgressBar with range 0..1000."""
@@ -41,7 +65,14 @@ class ProgressBar(QWidget):
         p.setPen(pal.color(QPalette.ColorRole.Mid))
         p.setBrush(pal.color(QPalette.ColorRole.Base))
         p.drawRoundedRect(r, 3, 3)
-        if self.fraction > 0:
+        if self.indeterminate:
+            pos = self.phase if self.phase <= 1.0 else 2.0 - self.phase
+            w = r.width() * 0.25
+            fill = QRectF(r.x() + (r.width() - w) * pos, r.y(), w, r.height())
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(pal.color(QPalette.ColorRole.Highlight))
+            p.drawRoundedRect(fill, 3, 3)
+        elif self.fraction > 0:
             fill = QRectF(r.x(), r.y(), r.width() * self.fraction, r.height())
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(pal.color(QPalette.ColorRole.Highlight))
@@ -76,7 +107,10 @@ class ProgressWidget(QWidget):
     def _on_busy(self, busy: bool) -> None:
         if busy:
             self.bar.set_fraction(0.0)
+            self.bar.start_waiting()
             self._set_text("Starting…")
+        else:
+            self.bar.stop()
         self.setVisible(busy)
 
     def _on_progress(self, fraction: float, message: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pytest
 from PySide6.QtWidgets import QAbstractScrollArea
 
@@ -93,3 +94,44 @@ def test_1280x800_nothing_is_clipped(qtbot, open_window):
     assert not w.docks["findings"].visibleRegion().isEmpty()
     assert w.docks["findings"].height() > 600
     assert w.width() - w.docks["findings"].width() > 800  # the timeline keeps most width
+
+
+def test_search_hits_keep_their_labels(qtbot, open_window):
+    from sofa_gui.view.search import SearchQuery
+
+    w = open_window(demo_trace_path(), (1280, 800))
+    s = w.session
+    s.search(SearchQuery("convolution_backward"))
+    assert len(s.matches) > 10
+    t = s.trace
+    hit = int(s.matches[np.argmax(t.slices.dur[s.matches])])
+    s.select_slice(hit, reveal=True)
+    qtbot.wait(100)
+    w.timeline.grab()  # paint a frame
+    frame = w.timeline._lanes._frame
+    texts = [st.text() for _c, _pos, st in frame.hl_labels]
+    assert frame.dim is not None and any("convolution_backward" in x for x in texts)
+
+
+def test_loading_says_what_it_opens_and_shows_activity(qtbot, open_window, tmp_path):
+    import shutil
+
+    from test_app_window import _loader_children
+
+    w = open_window(None, (1280, 800))
+    fresh = tmp_path / "fresh.pt.trace.json.gz"  # not cached: a real decode in a child
+    shutil.copyfile(demo_trace_path(), fresh)
+    s = w.session
+    s.load_mode = "process"
+    w.open_path(fresh)
+    assert w.summary.title.text() == "Opening fresh.pt.trace.json.gz…"
+    assert w.panels["findings"].status.text() == "Loading fresh.pt.trace.json.gz…"
+    assert w.panels["breakdown"].status.text() == "Loading fresh.pt.trace.json.gz…"
+    assert w.progress_widget.bar.indeterminate  # moving before the first fraction
+    qtbot.waitUntil(lambda: bool(_loader_children()), timeout=20000)
+    with qtbot.waitSignal(s.job_cancelled, timeout=10000):
+        w.progress_widget.cancel_button.click()
+    assert not w.progress_widget.bar.indeterminate
+    qtbot.wait(50)
+    assert w.summary.title.text().startswith("No trace open")
+    assert w.panels["findings"].status.text() == "No trace open"

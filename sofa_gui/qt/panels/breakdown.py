@@ -152,6 +152,8 @@ class BreakdownPanel(QWidget):
         lay.addWidget(self.bars)
         lay.addWidget(self.table, 1)
         lay.addStretch(0)
+        for sig in (session.loading_started, session.job_cancelled, session.load_failed):
+            sig.connect(lambda *_a: self.refresh())
         session.trace_changed.connect(self._reload)
         session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
@@ -193,7 +195,7 @@ class BreakdownPanel(QWidget):
         """Redraw bars and table for the selected iteration and the current side."""
         s, bd, side = self.session, self.session.breakdown, self.current_side()
         if bd is None or side is None or len(side.times) == 0:
-            self.status.setText("No trace open" if s.trace is None else
+            self.status.setText(s.empty_text() if s.trace is None else
                                 "Analysing…" if s.busy else "No breakdown available")
             self.bars.set_rows([])
             self.table.setRowCount(0)

@@ -155,6 +155,9 @@ class FindingsPanel(QWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.status)
         lay.addWidget(scroll, 1)
+        session.loading_started.connect(self._reload)
+        session.job_cancelled.connect(self._reload)
+        session.load_failed.connect(self._reload)
         session.trace_changed.connect(self._reload)
         session.on_analysis("iterations", self._reload)
         session.on_analysis("findings", self._reload)
@@ -183,7 +186,7 @@ class FindingsPanel(QWidget):
     def _status_text(self, findings) -> str:
         s = self.session
         if s.trace is None:
-            return "No trace open"
+            return s.empty_text()
         if s.findings is None:
             return "Analysing…" if s.busy else "Analysis did not finish"
         if not findings:

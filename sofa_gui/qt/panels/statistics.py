@@ -184,6 +184,8 @@ class StatisticsPanel(QWidget):
         self.kind_combo.currentIndexChanged.connect(lambda _i: self.refresh())
         self.scope_combo.currentIndexChanged.connect(lambda _i: self.refresh())
         session.trace_changed.connect(self._on_trace)
+        for sig in (session.loading_started, session.job_cancelled, session.load_failed):
+            sig.connect(lambda *_a: self.refresh())
         session.iterations_changed.connect(self.refresh)
         session.iteration_selected.connect(self._on_iteration)
         session.range_selected.connect(self._on_range)
@@ -274,7 +276,7 @@ class StatisticsPanel(QWidget):
         self.clear_button.setVisible(s.selected_range is not None)
         if s.trace is None:
             self.model.set_table(None)
-            self.caption.setText("No trace open")
+            self.caption.setText(s.empty_text())
             return
         scope, why = self._scope()
         if scope is None:

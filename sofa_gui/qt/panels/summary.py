@@ -19,6 +19,7 @@ from ..session import Session
 from .breakdown_view import device_utilisation
 from .common import plain_label, set_muted
 
+EMPTY_TITLE = "No trace open — File ▸ Open, or drop a trace here"
 FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
           "Top bottleneck")
 
@@ -31,7 +32,7 @@ class SummaryHeader(QFrame):
         self.session = session
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
-        self.title = plain_label("No trace open — File ▸ Open, or drop a trace here", self,
+        self.title = plain_label(EMPTY_TITLE, self,
                                  bold=True)
         f = self.title.font()
         f.setPointSizeF(f.pointSizeF() * 1.15)
@@ -71,6 +72,9 @@ class SummaryHeader(QFrame):
         lay.addWidget(inner)
         self._facts: dict[str, str] = {}
         session.trace_changed.connect(self._on_trace)
+        session.loading_started.connect(self._on_loading)
+        session.load_failed.connect(lambda *_a: self._on_trace())
+        session.job_cancelled.connect(self._on_trace)
         for part in PARTS:
             session.on_analysis(part, self.refresh)
         session.busy_changed.connect(self.refresh)
@@ -78,6 +82,13 @@ class SummaryHeader(QFrame):
 
     def text_of(self, key: str) -> str:
         return self.values[key].text()
+
+    def _on_loading(self, path: str) -> None:
+        name = Path(path).name or path
+        shown = self.session.trace
+        self.title.setText(f"Opening {name}…" if shown is None else
+                           f"Opening {name}… (showing {Path(self.session.path or '').name})")
+        self.title.setToolTip(literal_html(path))
 
     def _on_trace(self) -> None:
         """Facts that do not change with the analysis (computed once per trace)."""
@@ -88,6 +99,8 @@ class SummaryHeader(QFrame):
             self.values["Events"].setToolTip(literal_html(events_note(t)))
             self.title.setText(Path(s.path or t.meta.source).name or t.meta.source)
             self.title.setToolTip(literal_html(s.path or t.meta.source))
+        else:
+            self.title.setText(EMPTY_TITLE)
         self.refresh()
 
     def refresh(self) -> None:

@@ -87,6 +87,7 @@ class _Frame:
         self.dim: np.ndarray | None = None
         self.hl_groups: list = []
         self.hl_outline: np.ndarray | None = None
+        self.hl_labels: list = []  # labels of highlighted (search hit) blocks
         self.block_count = 0
         self.size = (1, 1)
 
@@ -199,6 +200,8 @@ class LanesItem(pg.GraphicsObject):
             hr = self._block_rects(hb, g, top, height)
             f.dim = np.array([[g.left, g.y(g.y0), g.width, (g.y1 - g.y0) * g.sy]])
             f.hl_groups = group_by_color(hr, hb.color, len(PALETTE))
+            # the dim layer covers every label: search hits get theirs drawn again on top
+            f.hl_labels = self._labels(hb, hr, m.layout.row_shared[rows])
             if len(hr):
                 out = hr.copy()
                 out[:, 0] -= 0.5
@@ -344,6 +347,7 @@ class LanesItem(pg.GraphicsObject):
                 p.setBrush(QtCore.Qt.BrushStyle.NoBrush)
                 p.setPen(self._outline)
                 p.drawRects(rects_ptr(f.hl_outline), len(f.hl_outline))
+            self._draw_labels(p, f.hl_labels)
 
     def _static(self, text: str) -> QtGui.QStaticText:
         """Laid-out text, cached: ``drawStaticText`` is ~3x cheaper than ``drawText``."""
