@@ -5,6 +5,7 @@ dock in the main window, an entry in View, and a place in Reset Layout; nothing 
 lists it. Docks of one area are stacked in ``order`` (right: top to bottom, bottom: left
 to right) with ``size`` pixels along that direction; a spec with ``tab_with`` becomes a
 tab of that dock instead (Details with Bottlenecks: it is empty until a slice is clicked).
+A panel sits in a :func:`dock_body`, so no dock has a minimum size from its content.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
 
 #: area -> (Qt area, direction docks of the area are stacked in, its initial thickness px)
 AREAS = {
@@ -49,3 +51,15 @@ def dock_specs() -> list[DockSpec]:
         if isinstance(spec, DockSpec):
             specs.append(spec)
     return sorted(specs, key=lambda s: (list(AREAS).index(s.area), s.order, s.key))
+
+
+def dock_body(panel: QWidget) -> QScrollArea:
+    """``panel`` inside a frameless scroll area: the dock can be made as small as the user
+    likes (the window never grows for a long combo entry or a row of buttons), and when it
+    is smaller than what the panel needs, the panel scrolls instead of being cut."""
+    area = QScrollArea()
+    area.setObjectName(f"{panel.objectName() or type(panel).__name__}Body")
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidgetResizable(True)
+    area.setWidget(panel)
+    return area

@@ -16,13 +16,14 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
     QMessageBox,
+    QSizePolicy,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from ..core.importers import trace_file_filter
-from .docks import AREAS, dock_specs
+from .docks import AREAS, dock_body, dock_specs
 from .panels.fleet import FleetPanel
 from .panels.load_report import LoadReportDialog
 from .panels.search_bar import SearchBar, SearchHighlighter
@@ -78,6 +79,8 @@ class MainWindow(QMainWindow):
         self.stack.addWidget(self.welcome)
         self.stack.addWidget(self.timeline)
         self.stack.addWidget(self.fleet_panel)
+        self.stack.currentChanged.connect(self._size_pages)
+        self._size_pages()
         central = QWidget(self)
         lay = QVBoxLayout(central)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -137,7 +140,7 @@ class MainWindow(QMainWindow):
         panel = self.panels[spec.key] = spec.factory(self.session)
         dock = self.docks[spec.key] = QDockWidget(spec.title, self)
         dock.setObjectName(spec.object_name)
-        dock.setWidget(panel)
+        dock.setWidget(dock_body(panel))
         self.addDockWidget(qt_area, dock)
         return dock
 
@@ -323,6 +326,15 @@ class MainWindow(QMainWindow):
         """The fleet overview of the open rank folder (heat map, ranks, stragglers)."""
         if self.session.fleet_path:
             self._show_page(self.fleet_panel)
+
+    def _size_pages(self, *_args) -> None:
+        """Only the page shown sets the central area's minimum size (a stack takes the
+        largest of all its pages otherwise: the fleet page would raise it with a trace)."""
+        ignored, preferred = QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred
+        for i in range(self.stack.count()):
+            page = self.stack.widget(i)
+            policy = preferred if page is self.stack.currentWidget() else ignored
+            page.setSizePolicy(policy, policy)
 
     def _show_page(self, page: QWidget) -> None:
         """Switch the central page; the per-trace docks and header give the fleet

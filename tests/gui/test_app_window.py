@@ -267,25 +267,19 @@ def test_drop_opens_the_file(qtbot, window, demo_path):
     assert window.session.path == str(demo_path)
 
 
-def near_size(got, want) -> bool:
-    """``got`` is ``want`` within 10%: dock content sets minimums (issue 14 removes them)."""
-    return all(abs(g - w) <= 0.1 * w for g, w in zip(got, want))
-
-
 def test_recent_files_and_window_state_are_remembered(qtbot, window, settings, demo_path):
     from sofa_gui.qt.main_window import MainWindow
 
     open_and_wait(qtbot, window, demo_path)
     window.docks["findings"].hide()
     window.resize(780, 560)  # within the offscreen screen (800x600)
-    closed = (window.width(), window.height())
+    assert (window.width(), window.height()) == (780, 560)  # no dock content forces more
     window.close()
     assert str(demo_path.resolve()) in settings.value("recent/paths")
     again = MainWindow(settings)
     qtbot.addWidget(again)
     assert again.recent_menu.actions()[0].text() == str(demo_path.resolve())
-    # the size it had, give or take what the restored docks' content forces (issue 14)
-    assert near_size((again.width(), again.height()), closed)
+    assert (again.width(), again.height()) == (780, 560)
     assert again.docks["findings"].isHidden()
     again.session.shutdown()
 
@@ -412,7 +406,7 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
     args = argparse.Namespace(command="view", path=str(demo_path), screenshot=None,
                               iteration=None, size="780x560", iterations="auto")
     assert app_mod.run_from_args(args) == 0
-    assert seen["path"] == str(demo_path) and near_size(seen["size"], (780, 560))
+    assert seen == {"path": str(demo_path), "size": (780, 560)}
 
 
 def test_sorting_the_iterations_table_keeps_rows_mapped(qtbot, window, demo_path):

@@ -96,6 +96,79 @@ def test_1280x800_nothing_is_clipped(qtbot, open_window):
     assert w.width() - w.docks["findings"].width() > 800  # the timeline keeps most width
 
 
+def test_docks_take_no_minimum_size_from_content(qtbot, open_window):
+    """Every dock (tabs included, with their widest content shown) can be made small; the
+    window with a trace open shrinks to 640x480 exactly."""
+    w = open_window(demo_trace_path(), (1280, 800))
+    w.session.select_iteration(2)
+    w.panels["statistics"].show_table("copy", "steady")  # the widest table
+    for key, dock in w.docks.items():
+        dock.show()
+        dock.raise_()
+        qtbot.wait(10)
+        hint = dock.minimumSizeHint()
+        assert hint.width() <= 120 and hint.height() <= 120, (key, hint)
+    w.resize(640, 480)
+    qtbot.wait(50)
+    assert (w.width(), w.height()) == (640, 480)
+
+
+def test_details_show_the_whole_lane_title_stream_and_args(qtbot, open_window):
+    from sofa_gui.core.units import lane_title
+
+    w = open_window(demo_trace_path(), (1280, 800))
+    s, t = w.session, w.session.trace
+    d = w.panels["details"]
+    threads = np.flatnonzero(np.char.startswith(np.asarray(t.lanes.name, str), "thread"))
+    cpu = int(np.flatnonzero(np.isin(t.slices.lane, threads) & (t.slices.args >= 0))[0])
+    s.select_slice(cpu)
+    qtbot.wait(50)
+    lane = int(t.slices.lane[cpu])
+    want = lane_title(t.lanes.name[lane], t.lanes.group[lane])
+    assert "thread" in want and "(" in want  # "process python (pid) / thread tid (python)"
+    lab = d.fields["Lane"]
+    assert lab.text() == want
+    assert lab.heightForWidth(lab.width()) <= lab.height()  # wrapped, not cut
+    assert lab.geometry().right() <= d.width()
+    gpu = int(np.flatnonzero((t.slices.device >= 0) & (t.slices.stream >= 0)
+                             & (t.slices.args >= 0))[0])
+    s.select_slice(gpu)
+    qtbot.wait(50)
+    dev = d.fields["Device"]
+    assert f"stream {int(t.slices.stream[gpu])}" in dev.text()
+    assert dev.heightForWidth(dev.width()) <= dev.height()
+    n_args = d.args.topLevelItemCount()
+    row_h = d.args.sizeHintForRow(0)
+    assert n_args >= 5 and d.args.viewport().height() >= min(n_args, 10) * row_h
+
+
+def test_one_event_count_one_median_and_both_iteration_numbers(qtbot, open_window):
+    from test_app_window import open_and_wait
+
+    from sofa_gui.core.units import fmt_ns
+    from sofa_gui.qt.panels.iterations import COLUMNS
+    from sofa_gui.qt.panels.summary import events_loaded
+
+    w = open_window(None, (1280, 800))
+    said = []
+    w.statusBar().messageChanged.connect(said.append)
+    s = open_and_wait(qtbot, w, demo_trace_path())
+    n = f"{events_loaded(s.trace):,}"
+    assert w.summary.text_of("Events") == n
+    counts = [m for m in said if "events" in m]
+    assert counts and all(n in m for m in counts)  # the status bar says the same number
+    s.select_iteration(2)
+    it, med = s.iterations, s.iterations.median_index
+    model = w.panels["iterations"].model
+    row = w.panels["iterations"].row_of(2)
+    cell = lambda col: model.index(row, COLUMNS.index(col)).data()  # noqa: E731
+    assert cell("#") == "2" and cell("Step") == it.labels[2] == "ProfilerStep#7"
+    delta = fmt_ns(abs(int(it.durations[2]) - int(it.durations[med])))
+    assert f"median #{med}" in w.panels["iterations"].status.text()
+    assert f"median #{med}" in w.panels["breakdown"].status.text()
+    assert delta in cell("Δ vs median") and delta in w.panels["breakdown"].status.text()
+
+
 def test_search_hits_keep_their_labels(qtbot, open_window):
     from sofa_gui.view.search import SearchQuery
 

@@ -11,6 +11,7 @@ from test_timeline_interaction import _drag
 from sofa_gui.core.analysis import stats
 from sofa_gui.core.samples import demo_trace_path
 from sofa_gui.core.trace import Kind, LaneKind
+from sofa_gui.core.units import fmt_bytes, fmt_rate
 
 
 @pytest.fixture
@@ -96,9 +97,12 @@ def test_clicking_a_breakdown_category_opens_its_rows(win, qtbot):
     cats = [bp.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole)
             for r in range(bp.table.rowCount())]
     row = cats.index("memcpy_h2d")
-    rate = bp.table.item(row, 6).text()
+    cols = [bp.table.horizontalHeaderItem(c).text() for c in range(bp.table.columnCount())]
+    rate = bp.table.item(row, cols.index("Rate")).text()
     count, nbytes, busy = bp.current_side().copy_figures(2, "memcpy_h2d")
-    assert rate == f"{nbytes / busy:.2f} GB/s" and 1 < nbytes / busy < 50  # bytes and time
+    # bytes and rate of the same copies (not total bytes over the exposed time)
+    assert bp.table.item(row, cols.index("Bytes")).text() == fmt_bytes(nbytes)
+    assert rate == fmt_rate(nbytes, busy) and 1 < nbytes / busy < 50
     rect = bp.table.visualRect(bp.table.model().index(row, 0))  # of the same copies
     qtbot.mouseClick(bp.table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
     panel = win.panels["statistics"]

@@ -42,7 +42,7 @@ class DetailsPanel(QWidget):
         set_muted(self.placeholder)
         self.name = plain_label("", self, bold=True, wrap=True, selectable=True)
         self.form = QFormLayout()
-        self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.fields: dict[str, object] = {}
         for key in ("Raw name", "Kind", "Lane", "Start", "Duration", "Depth", "Device", "Copy",
                     "Bytes", "Correlation"):

@@ -85,7 +85,9 @@ class TfDataPanel(QWidget):
         """The dock is shown for runs with a tf.data pipeline and hidden for the others (it
         would only say "none"); View ▸ tf.data still opens it."""
         dock = self.parentWidget()
-        if isinstance(dock, QDockWidget):
+        while dock is not None and not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()  # the panel sits in the dock's scroll area
+        if dock is not None:
             dock.setVisible(shown)
             if shown:
                 dock.raise_()  # it shares a tab group with the breakdown: bring it forward
