@@ -152,11 +152,11 @@ def _top_text(s: Session) -> str:
 def events_loaded(trace) -> int:
     """The one event count the app shows (header and status bar): events of the source
     that were loaded (the load report's figure; the model's items if it has none)."""
-    return int(trace.meta.report.loaded or trace.events)
+    return int(trace.meta.load_stats.loaded or trace.events)
 
 
 def events_note(trace) -> str:
-    rep = trace.meta.report
+    rep = trace.meta.load_stats
     return (f"{events_loaded(trace):,} events loaded from the source "
             f"({rep.skipped_total:,} skipped; File ▸ Load Report), drawn as "
             f"{len(trace.slices):,} slices, {len(trace.counters):,} counter samples and "
