@@ -164,9 +164,17 @@ def test_one_event_count_one_median_and_both_iteration_numbers(qtbot, open_windo
     cell = lambda col: model.index(row, COLUMNS.index(col)).data()  # noqa: E731
     assert cell("#") == "2" and cell("Step") == it.labels[2] == "ProfilerStep#7"
     delta = fmt_ns(abs(int(it.durations[2]) - int(it.durations[med])))
+    bp = w.panels["breakdown"]
     assert f"median #{med}" in w.panels["iterations"].status.text()
-    assert f"median #{med}" in w.panels["breakdown"].status.text()
-    assert delta in cell("Δ vs median") and delta in w.panels["breakdown"].status.text()
+    assert f"median #{med}" in bp.status.text()  # the same median iteration everywhere
+    assert delta in cell("Δ vs median")
+    # on the host clock (the table's) the breakdown says the same difference; a device
+    # side on the device clock says which clock it uses
+    if bp.current_side().clock == "device":
+        assert "device clock" in bp.status.text()
+    host = next(k for k, side in enumerate(bp._sides) if side.kind == "host")
+    bp.side_combo.setCurrentIndex(host)
+    assert f"median #{med}" in bp.status.text() and delta in bp.status.text()
 
 
 def test_search_hits_keep_their_labels(qtbot, open_window):
