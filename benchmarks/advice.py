@@ -6,7 +6,11 @@ confidence, and for the before/after pairs the measured speed-up against the pre
 Traces: the public ones in ``../shared/traces/public`` (skipped when absent) and the
 CPU runs in ``tests/data/advice`` (``benchmarks/gen_advice_runs.py``).  "measured" is
 ``sofa-gui diff``'s mean-iteration speed-up between the two traces of a pair; for the
-generated pairs the unprofiled timing from ``runs.json`` is printed too.
+generated pairs the unprofiled timing from ``runs.json`` is printed too.  "estimated" is
+the estimate of the fix the AFTER run applied (found from the run facts that changed,
+e.g. dataloader single_process -> workers) when that fix has its own estimate; every
+fix's estimate is listed under the row.  Re-run ``gen_advice_runs.py --only input_nw0
+--only input_nw1`` on a quiet machine, then this script, to check the input-bound pair.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
+from sofa_gui.core.analysis.findings.device_rules import parallel_bound  # noqa: E402
 from sofa_gui.core.analysis.pipeline import analyze  # noqa: E402
 from sofa_gui.core.importers import load_trace  # noqa: E402
 
@@ -67,6 +72,27 @@ def _top(a) -> str:
     return f"{f.id} {100 * f.share:.0f}% {gain} conf {f.confidence:.2f}"
 
 
+def _short(name: str) -> str:
+    return name[7:] if name.startswith("advice/") else name.split("/")[-2]
+
+
+def _per_fix(analysis, fid, timing: dict) -> None:
+    """Every fix's own estimate under the pair's row, and the machine the timing saw."""
+    f = next((f for f in analysis.findings if f.id == fid), None)
+    for x in (f.fixes if f else []):
+        if x.gain:
+            est = "not estimated" if x.estimate is None else f"{x.estimate:.2f}x"
+            print(f"{'':46s}- {x.name}: {est} ({x.estimate_why})")
+    cores = analysis.run.value("cpu_cores")
+    if f is not None and cores and any(x.gain == "cores" for x in f.fixes):
+        print(f"{'':46s}the same {cores}-core machine with no other load "
+              f"({cores - 1} free core{'s' if cores > 2 else ''}), loader workers would be "
+              f"estimated {parallel_bound(f.share, cores - 1):.2f}x")
+    if timing.get("cpu_busy_other_cores") is not None:
+        print(f"{'':46s}unprofiled timing: other processes kept "
+              f"{timing['cpu_busy_other_cores']} cores busy")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
@@ -89,7 +115,7 @@ def main(argv=None) -> int:
         else {}
     print()
     print(f"{'pair (before -> after)':44s} {'finding':22s} {'estimated':>9s} "
-          f"{'measured':>9s} {'error':>7s} {'unprofiled':>10s}")
+          f"{'measured':>9s} {'error':>7s} {'unprofiled':>10s}  estimate for")
     for before, after in PAIRS:
         if before not in done or after not in done:
             continue
@@ -100,10 +126,15 @@ def main(argv=None) -> int:
         err = f"{100 * (est / measured - 1):+.0f}%" if est and measured else "-"
         key = before.split("/")[-1]
         unprof = runs.get(key, {}).get("measured_speedup_unprofiled")
-        label = f"{before.split('/')[-2] if '/' in before else before} -> {after.split('/')[-1]}"
+        fix = pred.get("fix_applied")
+        basis = (f"fix applied: {fix['name']} ({fix['fact']} {fix['before']} -> "
+                 f"{fix['after']})" if fix else
+                 f"best fix: {pred['predicted_by']}" if pred.get("predicted_by") else "finding")
+        label = f"{_short(before)} -> {_short(after)}"
         print(f"{label[-44:]:44s} {pred.get('finding', '-'):22s} "
               f"{(f'{est:.2f}x' if est else '-'):>9s} {measured:8.2f}x {err:>7s} "
-              f"{(f'{unprof:.2f}x' if unprof else '-'):>10s}")
+              f"{(f'{unprof:.2f}x' if unprof else '-'):>10s}  {basis}")
+        _per_fix(done[before][1], pred.get("finding"), runs.get(key, {}))
     return 0
 
 

@@ -8,7 +8,8 @@ vectorised reads, one loader worker).  Each is profiled with ``torch.profiler``
 processes kept busy meanwhile recorded as trace metadata ``cpu_cores`` and
 ``cpu_busy_other_cores``) and written to ``NAME.json.gz``; every run is also
 timed *without* the profiler, so a pair's real speed-up is known.  The timings go
-to ``runs.json`` beside the traces.
+to ``runs.json`` beside the traces, with the cores other processes kept busy while
+they were taken.
 
     nice -n -15 python benchmarks/gen_advice_runs.py [--out tests/data/advice] [--only NAME]
 
@@ -288,12 +289,14 @@ def main(argv=None) -> int:
     for name in names:
         profile_run(name, args.out)
     times = {name: [] for name in names}
+    load = OtherLoad()
     for _ in range(args.repeats):  # pairs interleaved, so both see the same machine load
         for name in names:
             times[name].append(time_run(name, 1)["median_step_s"])
+    other = load.stop()
     for name in names:
         record[name] = {"median_step_s": statistics.median(times[name]),
-                        "repeats": times[name]}
+                        "repeats": times[name], "cpu_busy_other_cores": other}
         print(f"{name:18s} {1e3 * record[name]['median_step_s']:8.2f} ms/step unprofiled",
               file=sys.stderr)
     for name, (_, _, pair) in RUNS.items():

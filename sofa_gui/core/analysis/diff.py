@@ -91,8 +91,13 @@ def _prediction(fnd: dict, measured_mean: float | None) -> dict | None:
         return None
     r = max(rows, key=lambda r: r["saved_per_iteration_us"])
     pred = r["predicted_speedup"]
-    return {"finding": r["id"], "predicted_speedup": pred, "measured_speedup": measured_mean,
-            "error": round(pred / measured_mean - 1.0, 4)}
+    out = {"finding": r["id"], "predicted_speedup": pred, "measured_speedup": measured_mean,
+           "error": round(pred / measured_mean - 1.0, 4)}
+    if "fix_applied" in r:
+        out["fix_applied"] = r["fix_applied"]
+    elif "predicted_by" in r:
+        out["predicted_by"] = r["predicted_by"]
+    return out
 
 
 def _median(analysis: Analysis) -> float:
@@ -134,8 +139,8 @@ def _categories(bda, bdb, side: str) -> list[dict]:
 
 
 def _findings(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis, measured: float | None) -> dict:
-    sa = {f.id: f for f in evaluate_rules(ta, aa.iterations, aa.breakdown)}
-    sb = {f.id: f for f in evaluate_rules(tb, ab.iterations, ab.breakdown)}
+    sa = {f.id: f for f in evaluate_rules(ta, aa.iterations, aa.breakdown, aa.run)}
+    sb = {f.id: f for f in evaluate_rules(tb, ab.iterations, ab.breakdown, ab.run)}
     shown_a = {f.id for f in aa.findings}
     shown_b = {f.id for f in ab.findings}
 
@@ -149,16 +154,25 @@ def _findings(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis, measured: float 
 
     def row(fid: str) -> dict:
         fa, fb = sa.get(fid), sb.get(fid)
-        return {
+        fix = _applied_fix(fa, aa.run, ab.run) if fa else None
+        pred = fix.estimate if fix is not None else (fa.estimated_speedup if fa else None)
+        out = {
             "id": fid,
             "share_before": round(fa.share if fa else 0.0, 4),
             "share_after": round(fb.share if fb else 0.0, 4),
             "severity_before": fa.severity if fa else BELOW,
             "severity_after": fb.severity if fb else BELOW,
-            "predicted_speedup": (round(fa.estimated_speedup, 3)
-                                  if fa and fa.estimated_speedup is not None else None),
+            "predicted_speedup": round(pred, 3) if pred is not None else None,
             "saved_per_iteration_us": us(saved(fid)),
         }
+        if fix is not None:
+            out["fix_applied"] = {"name": fix.name, "fact": fix.fact,
+                                  "before": aa.run.value(fix.fact),
+                                  "after": ab.run.value(fix.fact),
+                                  "estimate_basis": fix.estimate_why}
+        elif fa is not None and fa.estimated_by:
+            out["predicted_by"] = fa.estimated_by
+        return out
 
     total_saved = sum(max(saved(f), 0.0) for f in DISJOINT)
     total_grown = sum(max(-saved(f), 0.0) for f in DISJOINT)
@@ -171,6 +185,19 @@ def _findings(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis, measured: float 
         "explained_speedup": round(explained, 3) if explained else None,
         "grown_per_iteration_us": us(total_grown),
     }
+
+
+def _applied_fix(finding, run_a, run_b):
+    """The fix of ``finding`` that AFTER's run facts show applied (the fact it changes
+    went from a value it fits to one it marks as done), when it has its own estimate:
+    that estimate is the prediction to check, not the finding's best one."""
+    for fix in finding.fixes:
+        if not fix.fact or fix.estimate is None or run_a is None or run_b is None:
+            continue
+        va, vb = run_a.value(fix.fact), run_b.value(fix.fact)
+        if vb in fix.unless and va not in fix.unless:
+            return fix
+    return None
 
 
 def _mean_iteration(analysis: Analysis) -> float:
@@ -238,8 +265,13 @@ def diff_text(result: dict) -> list[str]:
             lines.append(f"  {side}: {len(slow)} slow iteration(s) the median hides: {listed}")
     pred = result.get("prediction")
     if pred:
-        lines.append(f"Predicted by BEFORE's {pred['finding']}: {pred['predicted_speedup']:.2f}x;"
-                     f" measured {pred['measured_speedup']:.2f}x (mean iteration), "
+        fix = pred.get("fix_applied")
+        how = (f" for the fix applied ({fix['name']}: {fix['fact']} {fix['before']} -> "
+               f"{fix['after']}; {fix['estimate_basis']})" if fix else
+               f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else "")
+        lines.append(f"Predicted by BEFORE's {pred['finding']}{how}: "
+                     f"{pred['predicted_speedup']:.2f}x; measured "
+                     f"{pred['measured_speedup']:.2f}x (mean iteration), "
                      f"{100 * pred['error']:+.0f}%")
     if "whole_trace" in (a["scope"], b["scope"]):
         lines.append("  note: a run without iterations is compared as one whole-trace span")

@@ -153,7 +153,8 @@ def _html_findings(findings: list[Finding], trace: Trace) -> list[str]:
                        f"[{escape(evidence_where(e, trace))}]</span></li>")
         out.append("</ul><div class='meta'>Fixes</div><ul>")
         for x in f.fixes:
-            why = f" <span class='meta'>({escape(x.because)})</span>" if x.because else ""
+            why = "".join(f" <span class='meta'>({escape(w)})</span>"
+                          for w in (x.because, x.estimate_label) if w)
             out.append(f"<li><span class='fw'>{escape(x.framework)}:</span> "
                        f"{escape(x.text)}{why}</li>")
         out.append("</ul></div>")
@@ -259,7 +260,8 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
             out.append(f"- {_md(e.label)} ({_md(evidence_where(e, trace))})")
         out += ["", "Fixes:", ""]
         out += [f"- **{x.framework}**: {_md(x.text)}"
-                + (f" ({_md(x.because)})" if x.because else "") for x in f.fixes]
+                + "".join(f" ({_md(w)})" for w in (x.because, x.estimate_label) if w)
+                for x in f.fixes]
         out.append("")
     if bd is not None:
         body = breakdown_text(bd)

@@ -188,6 +188,9 @@ class Fix:
     ``devices``/``modes``: the run facts it fits (empty: any).  ``fact``: the run fact it
     changes; ``unless``: values of that fact under which it is already applied (the fix
     is then not shown).  ``because`` is filled per run with the fact that makes it fit.
+    ``gain``: how its own speed-up is estimated (a key of :data:`GAIN_NEEDS`; "" = the
+    finding's estimate applies to all its fixes), ``name`` a short label for it;
+    ``estimate``/``estimate_why`` are filled per run.
     """
 
     framework: str
@@ -197,6 +200,10 @@ class Fix:
     fact: str = ""
     unless: tuple = ()
     because: str = ""
+    gain: str = ""
+    name: str = ""
+    estimate: float | None = None
+    estimate_why: str = ""
 
     def to_dict(self) -> dict:
         out = {"framework": self.framework, "text": self.text,
@@ -206,7 +213,28 @@ class Fix:
             out["applies_to"]["fact"] = self.fact
         if self.because:
             out["because"] = self.because
+        if self.gain:
+            out["name"] = self.name
+            out["needs"] = GAIN_NEEDS.get(self.gain, "")
+            out["estimated_speedup"] = (None if self.estimate is None
+                                        else round(float(self.estimate), 3))
+            out["estimate_basis"] = self.estimate_why
         return out
+
+    @property
+    def estimate_label(self) -> str:
+        """"this fix alone: 1.65x" / "... not estimated" / "" (no estimate of its own)."""
+        if not self.gain:
+            return ""
+        est = "not estimated" if self.estimate is None else f"{self.estimate:.2f}x"
+        return f"this fix alone: {est}"
+
+
+#: What a fix's estimate model (``Fix.gain``) needs from the machine, in words.
+GAIN_NEEDS = {"cores": "free CPU cores (one per worker)",
+              "core": "one free CPU core (a background thread)",
+              "removes": "no extra core (the work is removed, not moved)",
+              "none": "not estimated"}
 
 
 @dataclass
@@ -250,6 +278,7 @@ class Finding:
     confidence_why: str = ""
     hidden_fixes: list[tuple[Fix, str]] = field(default_factory=list)
     one_off_ns: int = 0
+    estimated_by: str = ""  # the fix whose estimate is the finding's (per-fix estimates)
 
     @property
     def gain(self) -> float:
@@ -281,4 +310,6 @@ class Finding:
         }
         if self.one_off_ns:
             out["one_off_us"] = us(self.one_off_ns)
+        if self.estimated_by:
+            out["estimated_by"] = self.estimated_by
         return out

@@ -190,7 +190,8 @@ def gain_text(f: Finding) -> str:
     if f.estimated_speedup is None:
         return (f"{fmt_ns(f.one_off_ns)} one-off ({100 * f.share:.1f}% of the profiled time), "
                 f"no per-step speed-up")
-    return (f"share {100 * f.share:.1f}%, estimated speed-up {f.estimated_speedup:.2f}x")
+    by = f" (best fix: {f.estimated_by})" if f.estimated_by else ""
+    return f"share {100 * f.share:.1f}%, estimated speed-up {f.estimated_speedup:.2f}x{by}"
 
 
 def findings_text(findings: list[Finding], trace: Trace | None = None) -> list[str]:
@@ -212,7 +213,7 @@ def findings_text(findings: list[Finding], trace: Trace | None = None) -> list[s
             lines.append(f"       - {e.label}  [{evidence_where(e, trace)}]")
         lines.append("     Fixes:")
         for x in f.fixes:
-            why = f" [{x.because}]" if x.because else ""
+            why = "".join(f" [{w}]" for w in (x.because, x.estimate_label) if w)
             lines.append(f"       - ({x.framework}) {x.text}{why}")
         if f.hidden_fixes:
             lines.append(f"     ({len(f.hidden_fixes)} fixes not shown: they contradict the "

@@ -70,7 +70,9 @@ class FindingCard(QFrame):
                        f"profile) · no per-step speed-up")
         else:
             numbers = (f"{fmt_pct(finding.share)} of steady-state iteration time · "
-                       f"up to {finding.estimated_speedup:.2f}× faster if removed")
+                       f"up to {finding.estimated_speedup:.2f}× faster "
+                       + (f"with {finding.estimated_by}" if finding.estimated_by
+                          else "if removed"))
         numbers += f" · confidence {finding.confidence:.2f}"
         self.numbers = plain_label(numbers, self, wrap=True)
         set_muted(self.numbers)
@@ -103,7 +105,8 @@ class FindingCard(QFrame):
 def _fixes_html(f: Finding) -> str:
     items = "".join(
         f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(breakable(x.text))}"
-        + (f" <small><i>({esc(x.because)})</i></small>" if x.because else "") + "</li>"
+        + "".join(f" <small><i>({esc(w)})</i></small>" for w in (x.because, x.estimate_label)
+                  if w) + "</li>"
         for x in f.fixes)
     hidden = (f"<small>{len(f.hidden_fixes)} more do not fit this run's facts.</small>"
               if f.hidden_fixes else "")

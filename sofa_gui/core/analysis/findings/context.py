@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +11,7 @@ from ...trace import Kind, Trace
 from ..breakdown import TraceBreakdown
 from ..device_side import DeviceBreakdown
 from ..host_side import HostBreakdown
-from ..results import Cause, Evidence, Finding, Iterations
+from ..results import Cause, Evidence, Finding, Fix, Iterations
 from ..run_facts import RunFacts
 from .fixes import choose_fixes
 from .registry import RULES
@@ -115,22 +116,63 @@ def amdahl(share: float) -> float:
     return 1.0 / max(1.0 - share, 1e-6)
 
 
+#: (speed-up or None when not estimated, why in words, confidence factor of its assumption)
+FixGain = tuple[float | None, str, float]
+
+
 def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[Evidence],
                  *, speedup: float | None = 0.0, sev: str | None = None,
                  causes: list[Cause] | None = None, title: str | None = None,
                  assumption: float = 1.0, notes: tuple[str, ...] = (),
-                 one_off_ns: int = 0, direct: bool = False) -> Finding:
+                 one_off_ns: int = 0, direct: bool = False,
+                 fix_gain: Callable[[Fix], FixGain] | None = None) -> Finding:
     """A finding with its rule's title and fixes chosen by the run facts.  ``speedup`` 0.0
-    means Amdahl on ``share``; None means no per-iteration gain (one-off work)."""
+    means Amdahl on ``share``; None means no per-iteration gain (one-off work).
+    ``fix_gain``: each shown fix's own estimate (see :func:`best_fix`); the finding's
+    estimate is then that of the best fix, named."""
     rule = RULES[fid]
     if speedup == 0.0:
         speedup = amdahl(share) if rule.per_step else None
-    conf, why = ctx.confidence(len(evidence), assumption, notes, direct)
     shown, hidden = choose_fixes(rule.fixes, ctx.facts, ctx.all_frameworks)
+    by = ""
+    if fix_gain is not None:
+        best, factor = best_fix(shown, fix_gain)
+        if best is not None:
+            speedup, by = best.estimate, best.name
+            assumption *= factor
+            if factor < 1:
+                notes = notes + (f"estimate from '{best.name}': {best.estimate_why}",)
+        summary += per_fix_sentence(shown)
+    conf, why = ctx.confidence(len(evidence), assumption, notes, direct)
     return Finding(fid, title or rule.title, sev or severity(fid, share), share, speedup,
                    summary, evidence[:MAX_EVIDENCE], shown, causes=(causes or [])[:MAX_CAUSES],
                    confidence=conf, confidence_why=why, hidden_fixes=hidden,
-                   one_off_ns=one_off_ns)
+                   one_off_ns=one_off_ns, estimated_by=by)
+
+
+def best_fix(fixes: list[Fix], fix_gain: Callable[[Fix], FixGain]) -> tuple[Fix | None, float]:
+    """Fill each fix's ``estimate``/``estimate_why`` in place; return the one with the
+    largest expected gain (time saved x its assumption's confidence; the first on ties) and
+    that confidence factor."""
+    best, best_key, best_factor = None, 0.0, 1.0
+    for fix in fixes:
+        if not fix.gain:
+            continue
+        est, why, factor = fix_gain(fix)
+        fix.estimate, fix.estimate_why = est, why
+        if est is None:
+            continue
+        key = (1.0 - 1.0 / max(est, 1e-9)) * factor
+        if best is None or key > best_key + 1e-9:
+            best, best_key, best_factor = fix, key, factor
+    return best, best_factor
+
+
+def per_fix_sentence(fixes: list[Fix]) -> str:
+    """" Per fix: loader workers 1.00x (no free core ...); cache ... up to 1.64x (...)."."""
+    parts = [f"{x.name} {'not estimated' if x.estimate is None else f'{x.estimate:.2f}x'} "
+             f"({x.estimate_why})" for x in fixes if x.gain]
+    return f" Per fix: {'; '.join(parts)}." if parts else ""
 
 
 def top_rows(values: np.ndarray, k: int = MAX_EVIDENCE) -> list[int]:

@@ -22,7 +22,16 @@ from ..host_side import HostBreakdown, window_of
 from ..intervals import measure_in, union
 from ..results import Cause, Evidence, Finding
 from .causes import causes_by_name, nested_in, self_times
-from .context import MAX_CAUSES, MAX_EVIDENCE, Ctx, lanes_of, make_finding, severity, top_rows
+from .context import (
+    MAX_CAUSES,
+    MAX_EVIDENCE,
+    Ctx,
+    amdahl,
+    lanes_of,
+    make_finding,
+    severity,
+    top_rows,
+)
 from .registry import rule
 from .tf_data import pipeline_note
 
@@ -71,13 +80,13 @@ def input_pipeline_bound(ctx: Ctx) -> Finding | None:
             f"{ctx.trace.name_of(int(mine[0]))}", a, b, ctx.it(i), lanes))
     tf_note, causes = pipeline_note(ctx, host)
     causes = causes or _loader_causes(ctx, dl)
-    speedup, bound, assumption = _loader_speedup(ctx, share)
     grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(fid, share), "NOT")
     summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
-               f"waiting for input; {where}.{tf_note} {bound} Thresholds: >= 5% moderately, "
-               f">= 20% highly input-bound (TensorFlow profiler).")
-    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
-                        assumption=assumption)
+               f"waiting for input; {where}.{tf_note} Thresholds: >= 5% moderately, "
+               f">= 20% highly input-bound (TensorFlow profiler). The estimate is that of the "
+               f"best fix that fits this machine.")
+    return make_finding(ctx, fid, share, summary, evidence, causes=causes,
+                        fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
 
 
 def _loader_causes(ctx: Ctx, dl: np.ndarray):
@@ -92,29 +101,50 @@ def _loader_causes(ctx: Ctx, dl: np.ndarray):
     return causes_by_name(ctx, dl, ctx.trace.slices.dur[dl], total)
 
 
-def _loader_speedup(ctx: Ctx, share: float) -> tuple[float, str, float]:
+def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, float]:
+    """One input fix's speed-up: work moved to other cores is bounded by the free cores
+    (``cores``: one per worker; ``core``: one background thread); work removed (cached,
+    done once) by Amdahl only; (speed-up, why, confidence factor of the assumption)."""
+    if fix.gain == "removes":
+        return amdahl(share), ("no extra core needed: the work is done once instead of every "
+                               "step; upper bound, reading the prepared batch still costs a "
+                               "little, and it assumes the data can be prepared ahead"), 0.9
+    if fix.gain in ("cores", "core"):
+        return _parallel_speedup(ctx, share, one=fix.gain == "core")
+    return None, f"not estimated: {fix.name} shortens only part of the wait", 1.0
+
+
+def parallel_bound(share: float, free: float) -> float:
+    """Speed-up when the loading share ``share`` of a step moves to ``free`` idle cores:
+    the step cannot get shorter than the rest of it, nor than the loading spread over
+    those cores (``1 / max(1 - L, L / f)``)."""
+    if free < 0.05:
+        return 1.0
+    return min(1.0 / max(1.0 - share, share / free, 1e-6), amdahl(share))
+
+
+def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, float]:
     """Amdahl on the loading share, bounded by the cores that can take the loading over:
     with ``f`` free cores (cores, minus the main process, minus what other processes
-    keep busy) the step cannot get shorter than ``max(T - L, L / f)``."""
+    keep busy; at most 1 for one background thread) the step cannot get shorter than
+    ``max(T - L, L / f)``."""
     cores = ctx.facts.get("cpu_cores")
-    plain = 1.0 / max(1.0 - share, 1e-6)
     if not cores.known:
-        return plain, ("The speed-up assumes each loader worker gets a free CPU core; the "
-                       "trace does not say how many cores the machine has."), 0.8
+        return amdahl(share), ("assumes each worker gets a free CPU core; the trace does "
+                               "not say how many cores the machine has"), 0.8
     n = int(cores.value)
     other = ctx.facts.get("cpu_other")
     busy = float(other.value) if other.known else 0.0
     free = max(n - 1 - busy, 0.0)
     held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
     if free < 0.05:
-        return 1.0, (f"No CPU core is free for loader workers ({n} cores: {cores.proof}"
-                     f"{held}), so no speed-up is expected from them."), 1.0
-    floor = max(1.0 - share, share / free)
-    sp = min(1.0 / max(floor, 1e-6), plain)
-    unsure = "" if other.known else " (other processes' load unknown)"
-    return sp, (f"Bounded by {free:.1f} free core{'s' if free != 1 else ''} for loader "
-                f"workers ({n} cores: {cores.proof}{held}){unsure}."), (1.0 if other.known
-                                                                         else 0.9)
+        return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
+                     f"speed-up is expected"), 1.0
+    use = min(free, 1.0) if one else free
+    sp = parallel_bound(share, use)
+    unsure = "" if other.known else "; other processes' load unknown"
+    return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
+                f"{cores.proof}{held}{unsure})"), (1.0 if other.known else 0.9)
 
 
 # -- copies ----------------------------------------------------------------------------------
@@ -646,13 +676,23 @@ def _top_host_ops(ctx: Ctx, host: HostBreakdown):
 
 
 # -- variation -------------------------------------------------------------------------------
+#: Fewer steady iterations than this cannot tell jitter from noise.
+JITTER_MIN_STEPS = 5
+#: Slow = this much over the median; jitter needs at least this many / this share of them.
+JITTER_SLOW, JITTER_MIN_SLOW, JITTER_MIN_SLOW_SHARE = 1.1, 3, 0.2
+#: Isolated outliers count only up to the median + this many robust deviations (MAD).
+JITTER_OUTLIER_MADS = 3.0
+
+
 @rule("iteration_jitter", "Unstable iteration times", 0.05, 0.20,
-      "same grading as input-bound, on the time lost to slower-than-median iterations")
+      "same grading as input-bound, on the time lost to slower-than-median iterations; "
+      f">= {JITTER_MIN_STEPS} steady iterations, >= {JITTER_MIN_SLOW} slow ones or isolated "
+      f"outliers clipped at {JITTER_OUTLIER_MADS:g} MADs")
 def iteration_jitter(ctx: Ctx) -> Finding | None:
     fid = "iteration_jitter"
     bd = ctx.bd
     r = ctx.rows
-    if bd.whole_trace or len(r) < 3:
+    if bd.whole_trace or len(r) < JITTER_MIN_STEPS:
         return None
     dur_all = bd.durations.astype(np.float64)
     on_device = ctx.iters.device_step_times()  # a lagging device sets the pace: its clock,
@@ -660,15 +700,52 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
         dur_all = on_device.astype(np.float64)
     dur = dur_all[r]
     med = float(np.median(dur))
+    slow = dur > JITTER_SLOW * med
+    isolated = int(slow.sum()) < max(JITTER_MIN_SLOW, JITTER_MIN_SLOW_SHARE * len(dur))
+    counted = np.minimum(dur, _outlier_clip(dur, slow, med)) if isolated else dur
+    excess = np.maximum(counted - med, 0.0)
+    share = float(excess.sum() / counted.sum()) if counted.sum() else 0.0
+    speedup = float(counted.sum() / np.minimum(counted, med).sum()) if med > 0 else 1.0
+    evidence = _jitter_evidence(ctx, r, dur, dur_all, med)
+    from .run_rules import grown_work
+    causes = grown_work(ctx, r[slow], r[~slow], "slow") if slow.any() else []
+    cv = float(np.std(dur) / np.mean(dur)) if np.mean(dur) else 0.0
+    summary = (f"Steady-state iteration times vary (coefficient of variation {pct(cv)}, median "
+               f"{fmt_ns(med)}); iterations slower than the median lose {pct(share)} of the "
+               f"time. The speed-up is what running every iteration at the median would give.")
+    notes: tuple[str, ...] = ()
+    assumption = 1.0
+    if isolated:
+        lost = float(np.maximum(dur - med, 0).sum() / dur.sum())
+        summary += (f" Only {int(slow.sum())} of {len(dur)} iterations are slow (up to "
+                    f"{dur.max() / med:.1f}x the median, {pct(lost)} of the time): isolated "
+                    f"outliers (the OS, garbage collection, the profiler) that too few steps "
+                    f"show to say they recur, so each counts only up to "
+                    f"{JITTER_OUTLIER_MADS:g} median absolute deviations over the median.")
+        notes, assumption = (f"{int(slow.sum())} isolated slow iteration(s)",), 0.3
+    elif excess.max() > 0.5 * excess.sum():
+        notes, assumption = ("one iteration makes most of it",), 0.6
+    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
+                        assumption=assumption, notes=notes)
+
+
+def _outlier_clip(dur: np.ndarray, slow: np.ndarray, med: float) -> float:
+    """Median + a few robust deviations (MAD of the iterations that are not slow)."""
+    rest = dur[~slow] if (~slow).any() else dur
+    mad = 1.4826 * float(np.median(np.abs(rest - np.median(rest))))
+    return med + JITTER_OUTLIER_MADS * mad
+
+
+def _jitter_evidence(ctx: Ctx, r, dur, dur_all, med) -> list[Evidence]:
+    """The slowest iterations, each with the breakdown category that grew most."""
+    bd = ctx.bd
     excess = np.maximum(dur - med, 0.0)
-    share = float(excess.sum() / dur.sum()) if dur.sum() else 0.0
-    speedup = float(dur.sum() / np.minimum(dur, med).sum()) if med > 0 else 1.0
-    evidence = []
     side_times, cats = bd.times(), bd.categories()
     m = int(r[np.argmin(np.abs(dur - med))])
     lanes = bd.device.lanes if bd.device is not None else ([bd.host.lane] if bd.host else [])
     ex_all = np.zeros(len(dur_all))
-    ex_all[r] = np.where(dur > 1.1 * med, excess, 0.0)
+    ex_all[r] = np.where(dur > JITTER_SLOW * med, excess, 0.0)
+    evidence = []
     for i in top_rows(ex_all):
         label = f"iteration {i}: {fmt_ns(dur_all[i])} (+{pct(ex_all[i] / med)} vs median)"
         if side_times.shape[1]:
@@ -680,18 +757,7 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
             label += (f"; slowest rank {int(bd.ranks.straggler[i])} "
                       f"(+{fmt_ns(bd.ranks.lag[i])} busy vs median rank)")
         evidence.append(Evidence(label, int(bd.starts[i]), int(bd.ends[i]), i, list(lanes)))
-    from .run_rules import grown_work
-    slow = r[dur > 1.1 * med]
-    causes = grown_work(ctx, slow, r[dur <= 1.1 * med], "slow") if len(slow) else []
-    cv = float(np.std(dur) / np.mean(dur)) if np.mean(dur) else 0.0
-    summary = (f"Steady-state iteration times vary (coefficient of variation {pct(cv)}, median "
-               f"{fmt_ns(med)}); iterations slower than the median lose {pct(share)} of the "
-               f"time. The speed-up is what running every iteration at the median would give.")
-    top = float(excess.max() / excess.sum()) if excess.sum() else 0.0
-    lone = top > 0.8  # one slow iteration: could be the OS or the profiler, not the program
-    return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
-                        assumption=0.5 if lone else 1.0,
-                        notes=("one iteration makes most of it",) if lone else ())
+    return evidence
 
 
 # -- unexplained idle ------------------------------------------------------------------------

@@ -21,41 +21,46 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Load batches in worker processes: DataLoader(num_workers=N) with N about the "
                  "number of free CPU cores, persistent_workers=True (no respawn each epoch) and "
                  "prefetch_factor=2..4 so batches are ready before the step asks for them.",
-            fact="dataloader", unless=("workers",)),
+            fact="dataloader", unless=("workers",), gain="cores", name="loader workers"),
         Fix(_PT, "Raise prefetch_factor and num_workers, or make each sample cheaper: the "
                  "workers exist but do not keep up.", fact="dataloader",
-            unless=("single_process",)),
+            unless=("single_process",), gain="cores", name="more loader workers"),
         Fix(_PT, "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True) so the "
                  "host-to-device copy overlaps compute.", devices=_GPU,
-            fact="host_copies", unless=("pinned",)),
+            fact="host_copies", unless=("pinned",), gain="none", name="pinned memory"),
         Fix(_PT, "Move decoding/augmentation to the GPU (torchvision.transforms.v2 on CUDA "
                  "tensors, NVIDIA DALI) or pre-process the dataset once and cache it.",
-            devices=_GPU),
+            devices=_GPU, gain="none", name="preprocessing on the GPU"),
         Fix(_ANY, "Pre-process the dataset once (decoded, augmented offline) and cache it, so "
-                  "the step only reads ready tensors."),
+                  "the step only reads ready tensors.", gain="removes",
+            name="cache pre-processed data"),
         Fix(_TF, "Move the Python preprocessing into tf.data ops: read with "
                  "from_tensor_slices / TFRecordDataset and do the work in "
                  "dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE) with tf.image / tf.io ops "
                  "instead of from_generator / py_function; the GIL keeps Python input to about "
-                 "one core.", fact="tf_data", unless=("tf_ops",)),
+                 "one core.", fact="tf_data", unless=("tf_ops",), gain="cores",
+            name="tf.data ops in parallel"),
         Fix(_TF, "Parallelise the slow stage: dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE)"
                  " (and .interleave(..., num_parallel_calls=tf.data.AUTOTUNE, "
                  "deterministic=False) when reading many files).", fact="tf_data_parallel",
-            unless=("parallel", "python")),
+            unless=("parallel", "python"), gain="cores", name="parallel map"),
         Fix(_TF, "End the pipeline with .prefetch(tf.data.AUTOTUNE) so the next batch is made "
-                 "while the step runs.", fact="tf_data_prefetch", unless=("prefetch",)),
+                 "while the step runs.", fact="tf_data_prefetch", unless=("prefetch",),
+            gain="core", name="prefetch"),
         Fix(_TF, "If the preprocessed elements fit in memory or on local disk, .cache() right "
                  "after the expensive map (before random augmentation): later epochs only "
-                 "read them.", fact="tf_data_cache", unless=("cache",)),
+                 "read them.", fact="tf_data_cache", unless=("cache",), gain="removes",
+            name="cache"),
         Fix(_TF, "The pipeline already runs in parallel and still cannot keep up: make each "
                  "sample cheaper (preprocess offline into TFRecords of decoded, resized "
                  "examples; smaller images; vectorise per-sample ops with .batch() before "
                  ".map()), or give it more CPU (more cores, or tf.data service: "
                  "dataset.apply(tf.data.experimental.service.distribute(...)) on other hosts).",
-            fact="tf_data_parallel", unless=("serial", "python")),
+            fact="tf_data_parallel", unless=("serial", "python"), gain="removes",
+            name="cheaper samples"),
         Fix(_JAX, "Feed batches from a background thread (flax.jax_utils.prefetch_to_device or "
                   "a grain / tf.data pipeline) so the next batch is on device before the jitted "
-                  "step returns."),
+                  "step returns.", gain="core", name="background prefetch"),
     ],
     "host_device_copy_bound": [
         Fix(_PT, "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(); "
