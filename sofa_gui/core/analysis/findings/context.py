@@ -76,6 +76,18 @@ class Ctx:
         out[ok] = self.ph.steady[w[ok]]
         return out
 
+    #: Below this the iterations are "uncertain" (issue 11's wording) and every finding
+    #: that rests on them says so.
+    UNCERTAIN = 0.5
+
+    @property
+    def iters_uncertain(self) -> float | None:
+        """The iterations' confidence when it is below :attr:`UNCERTAIN`, else None."""
+        c = self.iters.confidence
+        if self.bd.whole_trace or not c or c >= self.UNCERTAIN:
+            return None
+        return float(c)
+
     def confidence(self, n_evidence: int, assumption: float = 1.0,
                    notes: tuple[str, ...] = (), direct: bool = False) -> tuple[float, str]:
         """0..1 and why: iteration detection, steady iterations, evidence, assumptions.
@@ -144,6 +156,10 @@ def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[
                 notes = notes + (f"estimate from '{best.name}': {best.estimate_why}",)
         summary += per_fix_sentence(shown)
     conf, why = ctx.confidence(len(evidence), assumption, notes, direct)
+    unsure = ctx.iters_uncertain
+    if unsure is not None and not direct:
+        summary = (f"Iterations uncertain (found with confidence {unsure:.2f}): the shares and "
+                   f"the estimate below rest on them. " + summary)
     return Finding(fid, title or rule.title, sev or severity(fid, share), share, speedup,
                    summary, evidence[:MAX_EVIDENCE], shown, causes=(causes or [])[:MAX_CAUSES],
                    confidence=conf, confidence_why=why, hidden_fixes=hidden,

@@ -203,8 +203,8 @@ def _copy_label(trace: Trace, j: int) -> str:
 def launch_overhead_bound(ctx: Ctx) -> Finding | None:
     fid = "launch_overhead_bound"
     d, share = ctx.best_device(LAUNCH_CATEGORIES)
-    if d is None:
-        return None
+    if d is None or _runtime_lanes(ctx):
+        return None  # XLA/PjRt runs: host_dispatch_bound measures the host issuing work
     dispatch = _runtime_thread_share(ctx, d, ("idle_host",))
     one_off = _one_off_in_gaps(ctx, d)
     share = max(share - dispatch - one_off, 0.0)
@@ -364,10 +364,78 @@ def synchronization_stalls(ctx: Ctx) -> Finding | None:
     if dispatch:
         notes.append(f"{pct(dispatch)} while runtime threads still dispatch is host work")
     extra = f" Not counted here: {'; '.join(notes)}." if notes else ""
+    empty, waits, idle = _empty_waits(ctx, d)
+    if share and empty > 0.5 * share:
+        return _empty_wait_finding(ctx, d, share, empty, waits, idle, extra)
     summary = (f"The device idles after host synchronisations {pct(share)} of steady-state "
                f"iteration time: the host blocks until the queue drains (explicit syncs, "
                f".item(), blocking copies), then has to refill it.{extra}")
     return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+def _empty_wait_finding(ctx: Ctx, d: DeviceBreakdown, share: float, empty: float,
+                        waits: np.ndarray, idle: np.ndarray, extra: str) -> Finding:
+    """Sync stalls in which the device had nothing queued: the waits are the causes, and
+    what they wait for is not in the trace (half confidence, the gain an upper bound)."""
+    s = ctx.trace.slices
+    causes = causes_by_name(ctx, waits, idle, float(idle.sum()) or 1.0,
+                            label=lambda n, j: f"{_call_site(ctx, j)} with the device idle")
+    evidence = [Evidence(f"{_call_site(ctx, j)} waits {fmt_ns(int(s.dur[j]))}; {d.label} idle "
+                         f"{fmt_ns(int(x))} of it", int(s.start[j]), int(s.end[j]),
+                         ctx.it(int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])),
+                         lanes_of([int(s.lane[j])], d.lanes))
+                for j, x in sorted(zip(waits.tolist(), idle.tolist()),
+                                   key=lambda t: -t[1])[:MAX_EVIDENCE]]
+    summary = (f"The host waits in synchronisations while {d.label} has nothing left to do, "
+               f"{pct(share)} of steady-state iteration time: in {pct(min(empty / share, 1.0))} "
+               f"of it the device stays idle through the whole wait (it is busy "
+               f"{pct(ctx.share(d, ['compute']))} overall). The wait is for something the "
+               f"trace does not show (completion noticed late by the runtime"
+               f"{_waiting_threads(ctx)}, or untraced work), so removing it is not a known "
+               f"fix: the estimate is an upper bound.{extra}")
+    return make_finding(ctx, "synchronization_stalls", share, summary, evidence,
+                        causes=causes, assumption=0.5,
+                        notes=("cause of the wait not in the trace",))
+
+
+def _empty_waits(ctx: Ctx, d: DeviceBreakdown) -> tuple[float, np.ndarray, np.ndarray]:
+    """Sync calls in steady state during which ``d`` stays idle (>= 90% of the call):
+    waits with no queued device work to wait for.  (share of steady time, calls, idle ns
+    per call)."""
+    host = ctx.host_of(d.rank)
+    calls = host.role_slices.get("sync", np.zeros(0, np.int64)) if host else np.zeros(0, int)
+    s = ctx.trace.slices
+    calls = calls[ctx.in_steady(s.start[calls], d.starts, d.ends)] if len(calls) else calls
+    if not len(calls):
+        return 0.0, calls, np.zeros(0)
+    calls = calls[np.argsort(s.start[calls], kind="stable")]
+    reach = np.maximum.accumulate(s.end[calls])  # outermost only (try_to_block in
+    calls = calls[np.concatenate([[True], s.end[calls[1:]] > reach[:-1]])]  # block_until..)
+    busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
+        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
+    bs, be = union(s.start[busy], s.end[busy])
+    span = (s.end[calls] - s.start[calls]).astype(np.int64)
+    idle = span - measure_in(bs, be, s.start[calls], s.end[calls])
+    keep = idle >= 0.9 * span
+    r = ctx.rows
+    wall = int((d.ends[r] - d.starts[r]).sum()) or 1
+    return float(idle[keep].sum()) / wall, calls[keep], idle[keep].astype(np.float64)
+
+
+def _waiting_threads(ctx: Ctx) -> str:
+    """", while the XLA/PjRt runtime threads wait in BufferSequencingEvent::Execute" when
+    the runtime threads have such waits."""
+    lanes = _runtime_lanes(ctx)
+    if not lanes:
+        return ""
+    s = ctx.trace.slices
+    mine = np.flatnonzero(np.isin(s.lane, lanes))
+    waits = mine[np.isin(s.name[mine], ctx.trace.name_ids(_RUNTIME_WAIT.match))]
+    if not len(waits):
+        return ""
+    j = int(waits[np.argmax(s.dur[waits])])
+    return (f"; meanwhile the XLA/PjRt runtime threads wait in {ctx.trace.name_of(j)} "
+            f"(up to {fmt_ns(int(s.dur[j]))}, nothing running inside)")
 
 
 def _call_site(ctx: Ctx, j: int) -> str:
@@ -461,6 +529,19 @@ def _readback_label(ctx: Ctx, j: int, copy_of: dict) -> str:
 
 # -- JAX / XLA host dispatch -----------------------------------------------------------------
 _RUNTIME_THREAD = re.compile(r"^(py_xla_execute|tf_pjrt|pjrt|Host Threads|tf_XLA|xla_)", re.I)
+#: Runtime-thread spans that wait rather than work: a BufferSequencingEvent task waits for
+#: its buffer's definition event (the copy it runs, when there is one, is its own child
+#: span), thread-pool markers are instants.
+_RUNTIME_WAIT = re.compile(r"^(BufferSequencingEvent::Execute|ThreadpoolListener::|"
+                           r"Wait for |.*::Await|.*BlockHostUntilDone)")
+
+
+def _runtime_work(ctx: Ctx, lanes) -> np.ndarray:
+    """Slices of the runtime threads that are work (dispatch, copies, allocation), not
+    waits (:data:`_RUNTIME_WAIT`)."""
+    s = ctx.trace.slices
+    work = np.flatnonzero(np.isin(s.lane, lanes))
+    return work[~np.isin(s.name[work], ctx.trace.name_ids(_RUNTIME_WAIT.match))]
 
 
 def _runtime_lanes(ctx: Ctx) -> list[int]:
@@ -483,7 +564,7 @@ def _dispatch_idle(ctx: Ctx, d: DeviceBreakdown) -> float:
         cache[key] = 0.0
         return 0.0
     s = ctx.trace.slices
-    work = np.flatnonzero(np.isin(s.lane, lanes))
+    work = _runtime_work(ctx, lanes)
     ws, we = union(s.start[work], s.end[work])
     busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
         s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
@@ -525,24 +606,36 @@ def host_dispatch_bound(ctx: Ctx) -> Finding | None:
     lanes = _runtime_lanes(ctx)
     if not lanes or not ctx.bd.devices:
         return None
-    best = max(ctx.bd.devices, key=lambda d: _runtime_thread_share(
-        ctx, d, ("idle_sync", "idle_host")))
-    share = _runtime_thread_share(ctx, best, ("idle_sync", "idle_host"))
+    best = max(ctx.bd.devices, key=lambda d: _dispatch_share(ctx, d))
+    share = _dispatch_share(ctx, best)
     s = ctx.trace.slices
-    work = np.flatnonzero(np.isin(s.lane, lanes))
+    work = _runtime_work(ctx, lanes)
     work = work[ctx.in_steady(s.start[work], best.starts, best.ends)]
     own = self_times(ctx, work)
     total = float(own.sum()) or 1.0
     causes = causes_by_name(ctx, work, own, total)
+    host = ctx.host_of(best.rank)
+    calls = ""
+    if host is not None:  # what the main thread does meanwhile (the jitted call itself)
+        calls, _, main = _runtime_in_gaps(ctx, best, host)
+        causes = sorted(causes + main, key=lambda c: -c.total_ns)
     evidence = [c.instance for c in causes if c.instance is not None]
     busy = ctx.share(best, ["compute"])
     summary = (f"{best.label} is busy only {pct(busy)} of steady-state iteration time; it idles "
-               f"{pct(share)} while the XLA/PjRt runtime threads "
+               f"{pct(share)} while the host issues work: the main thread in the jitted call "
+               f"and the XLA/PjRt runtime threads "
                f"({', '.join(sorted({ctx.trace.lanes.name[k].split('/')[0] for k in lanes}))}) "
-               f"still dispatch executables, allocate and release buffers. The main thread "
-               f"waiting (block_until_ready) is not the cause: the host issues too little work "
-               f"per call.")
+               f"dispatching executables, copying arguments, allocating and releasing buffers "
+               f"(their waits for buffer events not counted).{calls} The host issues too "
+               f"little work per call: dispatch takes longer than the device work it issues.")
     return make_finding(ctx, fid, share, summary, evidence, causes=causes)
+
+
+def _dispatch_share(ctx: Ctx, d: DeviceBreakdown) -> float:
+    """Host-bound idle of an XLA/PjRt run: launch gaps and host-side idle (one-off calls
+    left out) plus the sync idle during which runtime threads still dispatch."""
+    host_idle = ctx.share(d, LAUNCH_CATEGORIES) - _one_off_in_gaps(ctx, d)
+    return max(host_idle, 0.0) + _runtime_thread_share(ctx, d, SYNC_CATEGORIES)
 
 
 # -- communication / compute -----------------------------------------------------------------

@@ -64,8 +64,10 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                f"{fmt_ns(profiled)}. It is paid once (first-use compilation, context and "
                f"allocator setup, autotuning), so it gives no per-step speed-up and is "
                f"left out of every other finding.")
+    # warm-up excess rests on the iterations: uncertain ones make it uncertain too
+    direct = not (warm_ns and ctx.iters_uncertain is not None)
     return make_finding(ctx, "startup_cost", share, summary, evidence, speedup=None,
-                        causes=causes, one_off_ns=int(total), direct=True)
+                        causes=causes, one_off_ns=int(total), direct=direct)
 
 
 def one_off_calls(ctx: Ctx) -> np.ndarray:
