@@ -71,6 +71,13 @@ def test_tiny_ops_are_op_overhead_bound_with_the_ops_as_causes():
     # one preempted 0.4 ms step among 30 µs ones is an outlier, not a 13x jitter
     jitter = _ids(dense).get("iteration_jitter")
     assert jitter is None or (jitter.estimated_speedup < 1.2 and jitter.confidence <= 0.3)
+    # the machine was shared (recorded with the run): the loop's ms-long gaps with no op
+    # running are descheduled time, which shrinks with the work, so they are left out and
+    # the estimate meets the profiled pair (the unprofiled gain is larger: profiler cost)
+    assert "descheduled" in top.summary
+    r = diff_analyses(_run(ADVICE / "tiny_ops.json.gz"), _run(ADVICE / "tiny_ops_dense.json.gz"))
+    assert r["prediction"]["finding"] == "op_overhead_bound"
+    assert abs(r["prediction"]["error"]) <= 0.25, r["prediction"]
     _no_gain_from_one_off(a)
     _fits_facts(a)
 

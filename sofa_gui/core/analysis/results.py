@@ -226,8 +226,9 @@ class Fix:
         """"this fix alone: 1.65x" / "... not estimated" / "" (no estimate of its own)."""
         if not self.gain:
             return ""
-        est = "not estimated" if self.estimate is None else f"{self.estimate:.2f}x"
-        return f"this fix alone: {est}"
+        if self.estimate is None:
+            return f"not estimated: {self.estimate_why}"
+        return f"this fix alone: {self.estimate:.2f}x"
 
 
 #: What a fix's estimate model (``Fix.gain``) needs from the machine, in words.

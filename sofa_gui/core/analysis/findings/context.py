@@ -185,9 +185,10 @@ def best_fix(fixes: list[Fix], fix_gain: Callable[[Fix], FixGain]) -> tuple[Fix 
 
 
 def per_fix_sentence(fixes: list[Fix]) -> str:
-    """" Per fix: loader workers 1.00x (no free core ...); cache ... up to 1.64x (...)."."""
-    parts = [f"{x.name} {'not estimated' if x.estimate is None else f'{x.estimate:.2f}x'} "
-             f"({x.estimate_why})" for x in fixes if x.gain]
+    """" Per fix: loader workers 1.00x (no free core ...); cache ... 1.64x (...)." (fixes
+    without an estimate say so in their own line)."""
+    parts = [f"{x.name} {x.estimate:.2f}x ({x.estimate_why})" for x in fixes
+             if x.gain and x.estimate is not None]
     return f" Per fix: {'; '.join(parts)}." if parts else ""
 
 

@@ -106,12 +106,11 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
     (``cores``: one per worker; ``core``: one background thread); work removed (cached,
     done once) by Amdahl only; (speed-up, why, confidence factor of the assumption)."""
     if fix.gain == "removes":
-        return amdahl(share), ("no extra core needed: the work is done once instead of every "
-                               "step; upper bound, reading the prepared batch still costs a "
-                               "little, and it assumes the data can be prepared ahead"), 0.9
+        return amdahl(share), ("no extra core: the work is done once, not every step, if "
+                               "the data can be prepared ahead"), 0.9
     if fix.gain in ("cores", "core"):
         return _parallel_speedup(ctx, share, one=fix.gain == "core")
-    return None, f"not estimated: {fix.name} shortens only part of the wait", 1.0
+    return None, f"{fix.name} shortens only part of the wait", 1.0
 
 
 def parallel_bound(share: float, free: float) -> float:
@@ -130,8 +129,8 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
     ``max(T - L, L / f)``."""
     cores = ctx.facts.get("cpu_cores")
     if not cores.known:
-        return amdahl(share), ("assumes each worker gets a free CPU core; the trace does "
-                               "not say how many cores the machine has"), 0.8
+        return amdahl(share), ("assumes a free CPU core per worker: the trace does not say "
+                               "how many cores the machine has"), 0.8
     n = int(cores.value)
     other = ctx.facts.get("cpu_other")
     busy = float(other.value) if other.known else 0.0
