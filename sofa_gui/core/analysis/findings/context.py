@@ -187,8 +187,11 @@ def best_fix(fixes: list[Fix], fix_gain: Callable[[Fix], FixGain]) -> tuple[Fix 
 def per_fix_sentence(fixes: list[Fix]) -> str:
     """" Per fix: loader workers 1.00x (no free core ...); cache ... 1.64x (...)." (fixes
     without an estimate say so in their own line)."""
-    parts = [f"{x.name} {x.estimate:.2f}x ({x.estimate_why})" for x in fixes
-             if x.gain and x.estimate is not None]
+    groups: dict[tuple[str, str], list[str]] = {}  # same figure and reason: said once
+    for x in fixes:
+        if x.gain and x.estimate is not None:
+            groups.setdefault((f"{x.estimate:.2f}x", x.estimate_why), []).append(x.name)
+    parts = [f"{' / '.join(names)} {est} ({why})" for (est, why), names in groups.items()]
     return f" Per fix: {'; '.join(parts)}." if parts else ""
 
 

@@ -64,8 +64,9 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                f"{fmt_ns(profiled)}. It is paid once (first-use compilation, context and "
                f"allocator setup, autotuning), so it gives no per-step speed-up and is "
                f"left out of every other finding.")
-    # warm-up excess rests on the iterations: uncertain ones make it uncertain too
-    direct = not (warm_ns and ctx.iters_uncertain is not None)
+    # warm-up excess rests on the iterations: when it is most of the finding, uncertain
+    # iterations make it uncertain too (one-off calls are measured from the events)
+    direct = not (warm_ns > extra_ns and ctx.iters_uncertain is not None)
     return make_finding(ctx, "startup_cost", share, summary, evidence, speedup=None,
                         causes=causes, one_off_ns=int(total), direct=direct)
 
@@ -244,7 +245,7 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
     span = np.where(tiny, s.dur[ops] + np.clip(gap, 0, TINY_NS), 0)
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
-    away, away_note = _descheduled(ctx, gap)
+    away, away_note = _descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
@@ -267,22 +268,43 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
 DESCHED_NS, DESCHED_BUSY = 1_000_000, 0.5
 
 
-def _descheduled(ctx: Ctx, gap: np.ndarray) -> tuple[int, str]:
-    """(ns, note): gaps >= 1 ms between the loop's ops when the run facts show other
-    processes holding cores.  Descheduled time grows with the work (the thread gets a
-    share of a core), so it is left out of the wall the share is taken of; without that
-    proof a gap may be untraced Python and stays in."""
+def _descheduled(ctx: Ctx, host, ops: np.ndarray, gap: np.ndarray) -> tuple[int, str]:
+    """(ns, note): gaps >= 1 ms between the loop's ops, inside no region but the step
+    itself, when the run facts show other processes holding cores.  Descheduled time
+    grows with the work (the thread gets a share of a core), so it is left out of the
+    wall the share is taken of; a gap inside some region (a DataLoader ``__next__``, a
+    Python function) is that code running and stays in, as does every gap without proof
+    of a shared machine."""
     other, cores = ctx.facts.get("cpu_other"), ctx.facts.get("cpu_cores")
     if not other.known or float(other.value) < DESCHED_BUSY:
         return 0, ""
-    big = gap[gap >= DESCHED_NS]
+    s = ctx.trace.slices
+    big = np.flatnonzero(gap >= DESCHED_NS)
+    big = big[[_bare(ctx, host, int(s.end[ops[k]]), int(s.start[ops[k + 1]]))
+               for k in big.tolist()]] if len(big) else big
     if not len(big):
         return 0, ""
+    ns = int(gap[big].sum())
     held = f"{float(other.value):.1f}" + (f" of {cores.value}" if cores.known else "")
-    return int(big.sum()), (f" while it runs ({len(big)} gaps >= {fmt_ns(DESCHED_NS)} with no op "
-                            f"running, {fmt_ns(int(big.sum()))} in all, are left out: other "
-                            f"processes held {held} cores ({other.proof}), so the thread was "
-                            f"descheduled, and that time shrinks with the work)")
+    return ns, (f" while it runs ({len(big)} gaps >= {fmt_ns(DESCHED_NS)} with no op or region "
+                f"but the step open, {fmt_ns(ns)} in all, are left out: other processes held "
+                f"{held} cores ({other.proof}), so the thread was descheduled, and that time "
+                f"shrinks with the work)")
+
+
+def _bare(ctx: Ctx, host, lo: int, hi: int) -> bool:
+    """No slice of the main thread covers ``[lo, hi)`` except the iteration's own marker
+    (a span as long as the iteration, e.g. ``ProfilerStep#N``)."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    cover = mine[(s.start[mine] <= lo) & (s.end[mine] >= hi)]
+    if not len(cover):
+        return True
+    w = window_of(np.array([lo]), host.starts, host.ends)[0]
+    if w < 0:
+        return False
+    step = int(host.ends[w] - host.starts[w])
+    return bool((s.dur[cover] >= 0.9 * step).all())
 
 
 _READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist)$")

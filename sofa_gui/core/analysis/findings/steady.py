@@ -5,8 +5,8 @@ compile, allocate, autotune) is one-off work with no per-step speed-up, and ever
 N-th-step extras (checkpoint, evaluation) are reported on their own.  When the
 iteration detector marks warm-up and extras itself (``Iterations.steady_state_from``
 and ``periodic_extras``), those are used, together with a simple rule it lacks:
-leading iterations more than :data:`OUTLIER` x the median of the rest, and slower than
-any of them, are warm-up (the detector needs several iterations to compare); later
+leading iterations each more than :data:`OUTLIER` x the median of the rest, and slower
+than any of them, are warm-up (the detector needs several iterations to compare); later
 iterations that recur every p-th step and are all clearly slower than the rest are
 extras (one slow iteration is jitter).
 """
@@ -58,11 +58,12 @@ def _leading_outliers(iters, durations: np.ndarray) -> Phases:
     n = len(durations)
     d = durations.astype(np.float64)
     k = 0
-    # slower than every later iteration too: with widely varying steps (a 27 ms step
-    # between 4 ms and 46 ms ones) a step above the median is not warm-up
-    while k < n - 1 and d[k] > OUTLIER * float(np.median(d[k + 1:])) \
-            and d[k] > float(d[k + 1:].max()):
-        k += 1
+    # the leading group is warm-up when even its fastest step is slower than every later
+    # one and than OUTLIER x their median (with widely varying steps, a 27 ms step between
+    # 4 ms and 46 ms ones is not warm-up); the longest such group, at most half the run
+    for j in range(1, max(n // 2, 1) + 1):
+        if j < n and d[:j].min() > max(OUTLIER * float(np.median(d[j:])), float(d[j:].max())):
+            k = j
     steady = np.ones(n, bool)
     steady[:k] = False
     rest = np.arange(k, n)
