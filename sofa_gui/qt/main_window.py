@@ -6,6 +6,7 @@ the panels and the timeline show it.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -226,6 +227,7 @@ class MainWindow(QMainWindow):
         s.trace_changed.connect(self._on_trace_changed)
         s.on_analysis("iterations", lambda: tl.set_iterations(s.iterations))
         s.slice_selected.connect(self._raise_details)
+        tl.tracks_changed.connect(self._remember_tracks)
         self.panels["breakdown"].category_clicked.connect(self._open_category)
         s.range_selected.connect(self._on_range)
         self.highlighter = SearchHighlighter(s, tl, self)
@@ -359,6 +361,7 @@ class MainWindow(QMainWindow):
         self._show_page(self.timeline)
         self.timeline.set_trace(s.prepared if s.prepared is not None else s.trace)
         self.timeline.set_iterations(None)
+        self.timeline.set_track_state(self._remembered_tracks())
         title = Path(s.path or "").name
         if s.open_ranks:
             ranks = ", ".join(str(r) for r in s.open_ranks)
@@ -368,6 +371,22 @@ class MainWindow(QMainWindow):
             self.recent.add(s.path)
             self._refresh_recent()
         self.statusBar().showMessage(f"Loaded {events_loaded(s.trace):,} events; analysing…")
+
+    def _tracks_key(self) -> str:
+        t = self.session.trace
+        return f"tracks/{(t.meta.format if t is not None else '') or 'unknown'}"
+
+    def _remembered_tracks(self) -> dict | None:
+        """Lane group order, pins and label width last used for this kind of trace."""
+        raw = self.settings.value(self._tracks_key())
+        try:
+            state = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            return None
+        return state if isinstance(state, dict) else None
+
+    def _remember_tracks(self) -> None:
+        self.settings.setValue(self._tracks_key(), json.dumps(self.timeline.track_state()))
 
     def _raise_details(self, i: int) -> None:
         """A selected slice brings the Details tab forward; clearing it, Bottlenecks."""

@@ -45,7 +45,8 @@ class TimelineLayout:
     """Where every lane and row sits, given the collapsed groups."""
 
     def __init__(self, lanes: Lanes, row_base: np.ndarray, collapsed: frozenset = frozenset(),
-                 expanded: frozenset = frozenset(), max_rows: int = MAX_ROWS):
+                 expanded: frozenset = frozenset(), max_rows: int = MAX_ROWS,
+                 group_order: tuple = (), pinned: tuple = ()):
         self.collapsed = frozenset(collapsed)
         self.expanded = frozenset(expanded)
         self.max_rows = max(int(max_rows), 1)
@@ -58,7 +59,7 @@ class TimelineLayout:
         self.lines: list[LaneLine] = []
         self.groups: list[str] = []
         y = 0.0
-        for group, members in _grouped(lanes):
+        for group, members in ordered_groups(lanes, group_order, pinned):
             if group:
                 self.groups.append(group)
                 closed = group in self.collapsed
@@ -113,6 +114,26 @@ class TimelineLayout:
             if line.top <= y < line.top + line.height:
                 return line
         return None
+
+
+def ordered_groups(lanes: Lanes, order=(), pinned=()) -> list[tuple[str, list[int]]]:
+    """Groups top to bottom: pinned ones (in pin order), then those named in ``order``
+    (a user's drag order), then device groups (GPU streams, copies) before host ones."""
+    groups = _grouped(lanes)
+    device = {g for g, members in groups
+              if any(int(lanes.kind[m]) in (LaneKind.GPU, LaneKind.MEMCPY) for m in members)}
+    pos = {g: i for i, g in enumerate(order)}
+    pin = {g: i for i, g in enumerate(pinned)}
+
+    def key(item):
+        g = item[0]
+        if g in pin:
+            return (0, pin[g], 0)
+        if g in pos:
+            return (1, pos[g], 0)
+        return (2, 0 if g in device else 1, 0)
+
+    return sorted(groups, key=key)  # stable: the trace's own order within each class
 
 
 def _grouped(lanes: Lanes) -> list[tuple[str, list[int]]]:

@@ -107,6 +107,8 @@ class TimelineModel:
     selected_iteration = property(lambda self: self.state.selected_iteration)
     collapsed = property(lambda self: self.state.collapsed)
     expanded = property(lambda self: self.state.expanded)
+    group_order = property(lambda self: self.state.group_order)
+    pinned = property(lambda self: self.state.pinned)
     iter_starts = property(lambda self: self.state.iter_starts)
     iter_ends = property(lambda self: self.state.iter_ends)
 
@@ -128,7 +130,9 @@ class TimelineModel:
             self.layout = None
         else:
             self.layout = TimelineLayout(self.trace.lanes, self.index.row_base,
-                                         frozenset(self.collapsed), frozenset(self.expanded))
+                                         frozenset(self.collapsed), frozenset(self.expanded),
+                                         group_order=tuple(self.group_order),
+                                         pinned=tuple(self.pinned))
         self.version += 1
 
     @property
@@ -159,6 +163,23 @@ class TimelineModel:
         else:
             self.highlight = self.index.subset(self.trace, np.asarray(indexes))
         self.version += 1
+
+    def groups(self) -> list[str]:
+        """Group headers top to bottom, as drawn."""
+        return list(self.layout.groups) if self.layout is not None else []
+
+    def move_group(self, group: str, before: str | None) -> None:
+        """Drag a group header: put ``group`` just above ``before`` (None: at the end)."""
+        if group not in self.groups():
+            return
+        order = [g for g in self.groups() if g != group]
+        order.insert(order.index(before) if before in order else len(order), group)
+        self.state.set_tracks(order, self.pinned)
+
+    def set_order(self, order, pinned) -> None:
+        """Restore a remembered order (names not in this trace are ignored)."""
+        have = set(self.groups())
+        self.state.set_tracks([g for g in order if g in have], [g for g in pinned if g in have])
 
     def row_hidden_by_cap(self, row: int) -> int:
         """Lane whose depth cap merges ``row`` into its last shown row, else -1."""

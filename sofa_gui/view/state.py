@@ -3,7 +3,7 @@
 One object per open trace (the app's :class:`~sofa_gui.qt.session.Session` owns it;
 a stand-alone timeline makes its own): the visible window, the selected slice,
 iteration and rank, a range selection (with the lanes it covers), collapsed groups /
-expanded lanes and highlighted slices. Widgets call the intent methods
+expanded lanes / group order and pins, and highlighted slices. Widgets call the intent methods
 (``select_slice``, ``set_window``, ...) and render the state when told what changed;
 nothing keeps a second copy in sync.
 
@@ -37,7 +37,7 @@ class Change(Enum):
     ITERATION = "iteration"
     RANGE = "range"  # range selection (time range + the lanes it covers)
     RANK = "rank"  # selected rank of a multi-rank trace
-    LAYOUT = "layout"  # collapsed groups / expanded lanes
+    LAYOUT = "layout"  # collapsed groups / expanded lanes / group order and pins
     HIGHLIGHTS = "highlights"
 
 
@@ -86,6 +86,8 @@ class ViewState:
         self.selected_rank = -1
         self.collapsed: set[str] = set()
         self.expanded: set[int] = set()
+        self.group_order: list[str] = []  # the user's order of group headers (drag)
+        self.pinned: list[str] = []  # groups pinned to the top, in pin order
         self.highlights: np.ndarray | None = None
         self.reveal = False  # the last SLICE change asked to bring the slice into view
 
@@ -181,6 +183,18 @@ class ViewState:
         """Show all nesting rows of a deep lane, or cap them again."""
         self.expanded.symmetric_difference_update({int(lane)})
         self._notify(Change.LAYOUT)
+
+    def set_tracks(self, order, pinned=()) -> None:
+        """The group order the user dragged to and the groups pinned to the top."""
+        order, pinned = [str(g) for g in order], list(dict.fromkeys(str(g) for g in pinned))
+        if (order, pinned) != (self.group_order, self.pinned):
+            self.group_order, self.pinned = order, pinned
+            self._notify(Change.LAYOUT)
+
+    def toggle_pin(self, group: str) -> None:
+        """Pin ``group`` to the top (below earlier pins), or unpin it."""
+        pins = [g for g in self.pinned if g != group]
+        self.set_tracks(self.group_order, pins if group in self.pinned else [*pins, group])
 
     def set_highlights(self, indexes) -> None:
         """Slices to highlight (e.g. search matches on screen); None clears."""

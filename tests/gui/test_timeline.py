@@ -93,8 +93,9 @@ def test_selection_outline_and_flow_arrow(make_timeline, qtbot):
     kernel = _index(trace, "void gemm_kernel<float>(float*)")
     launch = _index(trace, "cudaLaunchKernel")
     p_launch, p_kernel = _inside(w, launch, 0.0), _inside(w, kernel, 0.0)
-    between = QtCore.QRect(p_launch.x() - 4, p_launch.y() + 12, p_kernel.x() - p_launch.x() + 8,
-                           p_kernel.y() - p_launch.y() - 20)
+    top, bottom = sorted((p_launch.y(), p_kernel.y()))  # device lanes are drawn first
+    between = QtCore.QRect(p_launch.x() - 4, top + 12, p_kernel.x() - p_launch.x() + 8,
+                           bottom - top - 20)
     before = _grab(w)
     assert _count(before, ACCENT.name(), between) == 0
     with qtbot.waitSignal(w.slice_selected):

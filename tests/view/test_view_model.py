@@ -44,11 +44,33 @@ def test_the_view_layer_imports_no_qt():
 def test_layout_lists_groups_then_lanes_and_a_group_collapses():
     m = _model()
     texts = [ln.text for ln in m.layout.lines]
-    assert texts.index("host 1") < texts.index("python main") < texts.index("GPU 0")
+    # device groups first (GPU streams), then host processes with their threads
+    assert texts.index("GPU 0") < texts.index("host 1") < texts.index("python main")
     m.state.toggle_group("host 1")
     assert "python main" not in [ln.text for ln in m.layout.lines]
     m.state.toggle_group("host 1")
     assert "python main" in [ln.text for ln in m.layout.lines]
+
+
+def test_group_order_and_pins_live_in_the_view_state():
+    from sofa_gui.view.state import Change
+
+    m = _model()
+    heard = []
+    m.state.subscribe(heard.append)
+    first = m.groups()
+    assert first[0] == "GPU 0" and len(first) >= 2
+    m.move_group(first[-1], first[0])  # drag the last header onto the first
+    assert m.groups()[0] == first[-1] and m.state.group_order == m.groups()
+    m.state.toggle_pin(first[1])
+    assert m.groups()[0] == first[1] and m.state.pinned == [first[1]]
+    m.state.toggle_pin(first[1])
+    assert m.state.pinned == [] and m.groups()[0] == first[-1]
+    assert heard == [Change.LAYOUT] * 3
+    m.set_order(["no such group", *reversed(first)], ["nope"])  # unknown names dropped
+    assert m.groups() == list(reversed(first)) and m.state.pinned == []
+    m.set_prepared(prepare(small_trace()))  # a new trace starts from the default order
+    assert m.groups() == first
 
 
 def test_hit_testing_finds_the_slice_and_its_flow_partner():

@@ -22,6 +22,10 @@ KIND_COLORS = {
     LaneKind.NETWORK: "#7c9c9a", LaneKind.COUNTER: "#c9b458",
 }
 WIDTH = 210
+#: Limits of the label column when its right edge is dragged.
+MIN_WIDTH, MAX_WIDTH = 90, 640
+#: How close to the right edge (px) a drag resizes the column instead of moving a group.
+EDGE_PX = 6
 
 
 def _value_text(v: float, unit: str) -> str:
@@ -40,13 +44,15 @@ class LaneLabelsItem(pg.GraphicsWidget):
 
     def __init__(self, model: TimelineModel, vb: pg.ViewBox, palette: QtGui.QPalette,
                  on_toggle: Callable[[str], None], on_scroll: Callable[[float], None],
-                 on_toggle_lane: Callable[[int], None]):
+                 on_toggle_lane: Callable[[int], None],
+                 on_changed: Callable[[], None] = lambda: None):
         super().__init__()
         self.model = model
         self.vb = vb
         self.on_toggle = on_toggle
         self.on_scroll = on_scroll
         self.on_toggle_lane = on_toggle_lane
+        self.on_changed = on_changed  # group order, pins or column width changed
         self.setFixedWidth(WIDTH)
         # repainted only when the lanes scroll or change; otherwise a cached pixmap
         self.setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -161,6 +167,15 @@ class LaneLabelsItem(pg.GraphicsWidget):
 
     # -- interaction -----------------------------------------------------------------
     def mouseClickEvent(self, ev):  # noqa: N802
+        if ev.button() == QtCore.Qt.MouseButton.RightButton and self.model.layout is not None:
+            line = self._line_at(ev.scenePos())
+            if line is not None and line.group:
+                ev.accept()
+                menu = QtWidgets.QMenu()
+                for text, fn in self.pin_actions(line.group):
+                    menu.addAction(text, fn)
+                menu.exec(ev.screenPos().toPoint())
+            return
         if ev.button() != QtCore.Qt.MouseButton.LeftButton or self.model.layout is None:
             return
         units = self.vb.mapSceneToView(ev.scenePos()).y()
@@ -177,6 +192,57 @@ class LaneLabelsItem(pg.GraphicsWidget):
     def wheelEvent(self, ev):  # noqa: N802
         self.on_scroll(-ev.delta() / 120.0 * 3.0)
         ev.accept()
+
+    def hoverEvent(self, ev):  # noqa: N802
+        near = not ev.isExit() and ev.pos().x() >= self.width() - EDGE_PX
+        self.setCursor(QtCore.Qt.CursorShape.SplitHCursor if near
+                       else QtCore.Qt.CursorShape.ArrowCursor)
+
+    def mouseDragEvent(self, ev):  # noqa: N802
+        """Drag the right edge to resize the column; drag a group header onto another to
+        move it there (device groups start on top; the order is remembered)."""
+        if ev.button() != QtCore.Qt.MouseButton.LeftButton or self.model.layout is None:
+            ev.ignore()
+            return
+        if ev.isStart():
+            self._drag = None
+            if ev.buttonDownPos().x() >= self.width() - EDGE_PX:
+                self._drag = ("resize", None)
+            else:
+                line = self._line_at(ev.buttonDownScenePos())
+                if line is not None and line.kind == "group":
+                    self._drag = ("move", line.group)
+        drag = getattr(self, "_drag", None)
+        if drag is None:
+            ev.ignore()
+            return
+        ev.accept()
+        if drag[0] == "resize":
+            self.set_column_width(ev.pos().x())
+            if ev.isFinish():
+                self.on_changed()
+        elif ev.isFinish():
+            target = self._line_at(ev.scenePos())
+            if target is not None and target.group != drag[1]:
+                self.model.move_group(drag[1], target.group)
+                self.on_changed()
+
+    def set_column_width(self, width: float) -> None:
+        self.setFixedWidth(int(min(max(width, MIN_WIDTH), MAX_WIDTH)))
+        self._repaint()
+
+    def _line_at(self, scene_pos):
+        return self.model.layout.line_at(self.vb.mapSceneToView(scene_pos).y())
+
+    def pin_actions(self, group: str) -> list[tuple[str, Callable[[], None]]]:
+        """The header's context menu: pin to the top / unpin."""
+        text = "Unpin" if group in self.model.pinned else "Pin to top"
+
+        def act():
+            self.model.state.toggle_pin(group)
+            self.on_changed()
+
+        return [(text, act)]
 
 
 _LEFT_VCENTER = QtCore.Qt.AlignmentFlag.AlignLeft | QtCore.Qt.AlignmentFlag.AlignVCenter

@@ -59,6 +59,8 @@ class TimelineWidget(QtWidgets.QWidget):
     slice_selected = QtCore.Signal("qint64")
     iteration_selected = QtCore.Signal("qint64")
     range_changed = QtCore.Signal("qint64", "qint64")
+    #: The user moved/pinned a group or resized the label column: ``track_state()`` changed.
+    tracks_changed = QtCore.Signal()
     #: Ctrl-drag area selection: (start_ns, end_ns, lane ids crossed), or None when cleared.
     area_selected = QtCore.Signal(object)
 
@@ -87,7 +89,8 @@ class TimelineWidget(QtWidgets.QWidget):
         self._strip.setFixedHeight(20)
         self._axis = TimeAxisItem(self._vb, pal)
         self._labels = LaneLabelsItem(self.model, self._vb, pal, self._toggle_group,
-                                      self.scroll_rows, self._toggle_lane)
+                                      self.scroll_rows, self._toggle_lane,
+                                      self._tracks_changed)
         corner = pg.LabelItem("time from start", size="8pt", justify="left")
         corner.setFixedHeight(22)
         iter_caption = pg.LabelItem("iterations", size="8pt", justify="left")
@@ -409,6 +412,27 @@ class TimelineWidget(QtWidgets.QWidget):
 
     def _on_resized(self) -> None:
         self._apply_y()
+
+    def _tracks_changed(self) -> None:
+        self.tracks_changed.emit()  # the view state's LAYOUT change already redrew
+
+    def track_state(self) -> dict:
+        """Group order, pins and label width, to remember per trace kind."""
+        m = self.model
+        return {"order": m.groups(), "pinned": list(m.pinned),
+                "width": int(self._labels.maximumWidth())}
+
+    def set_track_state(self, state: dict | None) -> None:
+        """Apply a remembered :meth:`track_state` (unknown groups ignored)."""
+        if not state:
+            return
+        self.model.set_order(state.get("order", []), state.get("pinned", []))
+        if state.get("width"):
+            self._labels.set_column_width(int(state["width"]))
+
+    def label_column(self):
+        """The lane label column (tests drag its edge and headers)."""
+        return self._labels
 
     def _toggle_group(self, group: str) -> None:
         self.view.toggle_group(group)
