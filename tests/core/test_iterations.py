@@ -84,6 +84,68 @@ def test_suffix_array_over_integers_not_characters():
     assert cls[0] == cls[4] >= 0 and cls[2] == -1
 
 
+def _partition(cls: np.ndarray) -> list[int]:
+    """Each position's class as the first position holding it (-1 stays -1)."""
+    first: dict[int, int] = {}
+    return [first.setdefault(c, i) if c >= 0 else -1 for i, c in enumerate(cls.tolist())]
+
+
+def test_hashed_contexts_equal_the_suffix_array_grouping():
+    from sofa_gui.core.analysis.iterations.suffix import context_groups, exact_context_classes
+
+    rng = np.random.default_rng(11)
+    thue_morse = np.array([bin(i).count("1") % 2 for i in range(1 << 12)])  # breaks mod-2^64
+    cases = [(thue_morse, k) for k in (3, 8, 17, 32)]  # polynomial hashes; not this one
+    for _ in range(120):
+        n, a, k = int(rng.integers(1, 500)), int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        seq = rng.integers(0, a, n)
+        if rng.random() < 0.5:
+            seq = np.tile(seq[: max(1, n // 7)], 8)[:n]
+        cases.append((seq, k))
+    for seq, k in cases:
+        cls, key = context_groups(seq, k)
+        assert _partition(cls) == _partition(exact_context_classes(seq, k))
+        pos = np.flatnonzero(cls >= 0)
+        assert key.tolist() == sorted((cls[pos] * (len(seq) + 1) + pos).tolist())
+
+
+def test_contexts_sharing_the_short_sort_key_are_split_by_the_full_hash(monkeypatch):
+    """Force every context into one shortened key (hashes below 2^(position bits)):
+    the runs are re-ordered by the full hash and the classes stay exact."""
+    from sofa_gui.core.analysis.iterations import suffix
+
+    rng = np.random.default_rng(4)
+    seq = np.tile(rng.integers(0, 5, 37), 30)
+    seq[rng.random(len(seq)) < 0.05] = 7
+    exact = suffix.exact_context_classes(seq, 6)
+    m = len(seq) - 6 + 1
+    ids = np.where(exact >= 0, exact, len(seq) + np.arange(len(seq)))[:m]
+    monkeypatch.setattr(suffix, "context_hashes", lambda s, k: ids.astype(np.uint64))
+    cls, key = suffix.context_groups(seq, 6)
+    assert _partition(cls) == _partition(exact)
+    pos = np.flatnonzero(cls >= 0)
+    assert key.tolist() == sorted((cls[pos] * (len(seq) + 1) + pos).tolist())
+
+
+def test_context_neighbours_answer_like_the_binary_search():
+    """The sampled recurrence test (neighbour offsets first) equals the plain search."""
+    from sofa_gui.core.analysis.iterations.pattern import Contexts
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        n, a = int(rng.integers(1, 3000)), int(rng.integers(1, 8))
+        base = rng.integers(0, a, int(rng.integers(1, 60)))
+        seq = np.tile(base, n // len(base) + 1)[:n]
+        flip = rng.random(n) < rng.choice([0.0, 0.01, 0.2])
+        seq[flip] = rng.integers(0, a, int(flip.sum()))
+        ctx = Contexts(seq, int(rng.integers(1, 8)))
+        for d in rng.integers(1, 200, 4).tolist():
+            for tol in (0, 1, 5):
+                for shift in (d, -d, 2 * d, -2 * d):
+                    assert np.array_equal(ctx._sample_recurs(shift, tol),
+                                          ctx.recurs(ctx.sample, shift, tol))
+
+
 def test_context_classes_group_equal_contexts():
     seq = np.array([1, 2, 3, 1, 2, 3, 1, 2, 4])
     cls = context_classes(seq, 3)
