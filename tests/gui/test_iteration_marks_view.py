@@ -78,3 +78,28 @@ def test_breakdown_panel_says_the_device_windows_use_the_device_clock(qtbot, win
     qtbot.wait(20)
     text = panel.status.text()
     assert "host clock" in text and "Iteration 4: 185 ms" in text, text
+
+
+def test_status_says_iterations_uncertain_when_steps_differ(qtbot, window, tmp_path):  # noqa: F811
+    """periodic_eval with steps #4..#11 running ops no other step runs (the landmarks,
+    optimizer and DataLoader, kept): the status line starts "Iterations uncertain"."""
+    import gzip
+    import json
+
+    from loop_truth import truth
+
+    doc = json.loads(gzip.decompress((LOOPS / "periodic_eval.json.gz").read_bytes()))
+    steps = truth("periodic_eval")["steps"][4:12]
+    for ev in doc["traceEvents"]:
+        name, ts = ev.get("name", ""), ev.get("ts")
+        if (ev.get("ph") == "X" and ev.get("cat") in ("cpu_op", "user_annotation")
+                and not name.startswith(("Optimizer.", "enumerate(DataLoader)"))):
+            k = next((j for j, x in enumerate(steps)
+                      if x["start_us"] <= float(ts) < x["end_us"]), None)
+            if k is not None:
+                ev["name"] = f"custom::step{k}_{name}"
+    path = tmp_path / "periodic_eval_altered.json"
+    path.write_text(json.dumps(doc))
+    s = open_and_wait(qtbot, window, path)
+    assert s.iterations.uncertain and len(s.iterations) == 16
+    assert window.panels["iterations"].status.text().startswith("Iterations uncertain: ")

@@ -25,6 +25,7 @@ from .stream import is_step_name
 
 MIN_STEPS = 2
 FETCH_SHARE = 0.8  # steps whose head is an input fetch, for the fetch to be the head
+MIN_USUAL_CONTENT = 0.5  # a step running less of the usual ops than this looks unlike the rest
 
 
 @dataclass
@@ -77,7 +78,7 @@ def _training_steps(trace: Trace, lm: Landmarks, ops: MainOps) -> Iterations | N
     oa, ob = lm.optimizer
     k = len(oa)
     gap_lo = np.r_[np.iinfo(np.int64).min, ob[:-1]]  # each step's body lies in (gap_lo, oa)
-    first_fwd, how = _first_forward(lm, ops, gap_lo, oa)
+    first_fwd, how, has_fwd = _first_forward(lm, ops, gap_lo, oa)
     lo_op = np.searchsorted(ops.start, gap_lo, side="right")  # first op after the last update
     head, rule = _heads(lm, ops, lo_op, first_fwd)
     starts = ops.start[head]
@@ -92,14 +93,16 @@ def _training_steps(trace: Trace, lm: Landmarks, ops: MainOps) -> Iterations | N
     conf = 0.9 if how == "autograd links" else 0.8
     if k < 3:
         conf *= 0.85
+    conf = _consistency(ops, starts, ends, has_fwd, conf, pattern, notes)
     return Iterations("pattern", f"host ops of {trace.lanes.name[lm.main_lane]} "
                       f"({len(ops):,} top-level ops)", starts.astype(np.int64),
                       ends.astype(np.int64), conf, pattern, None, "; ".join(notes))
 
 
 def _first_forward(lm: Landmarks, ops: MainOps, lo: np.ndarray,
-                   hi: np.ndarray) -> tuple[np.ndarray, str]:
-    """Per step: index of the first op of its forward pass (in ``(lo, hi)``)."""
+                   hi: np.ndarray) -> tuple[np.ndarray, str, np.ndarray]:
+    """Per step: index of the first op of its forward pass (in ``(lo, hi)``), how it
+    was found, and whether the step had one (all True when nothing can tell)."""
     if len(lm.forward_ops):
         fwd = np.unique(ops.at(lm.forward_ops))
         fwd = fwd[fwd >= 0]
@@ -108,13 +111,57 @@ def _first_forward(lm: Landmarks, ops: MainOps, lo: np.ndarray,
         cand = np.where(got, fwd[np.minimum(j, len(fwd) - 1)], -1)
         ok = got & (ops.start[np.maximum(cand, 0)] < hi)
         if ok.mean() >= FETCH_SHARE:
-            return np.where(ok, cand, ops.at(hi)), "autograd links"
+            return np.where(ok, cand, ops.at(hi)), "autograd links", ok
     if lm.has_backward:
         ba = lm.backward[0]
         j = np.searchsorted(ba, lo, side="right")
-        t = np.where(j < len(ba), ba[np.minimum(j, len(ba) - 1)], hi)
-        return np.maximum(ops.at(np.minimum(t, hi)), 0), "the first backward pass"
-    return np.searchsorted(ops.start, lo, side="right"), "the first op after the update"
+        ok = (j < len(ba)) & (ba[np.minimum(j, len(ba) - 1)] < hi)
+        t = np.where(ok, ba[np.minimum(j, len(ba) - 1)], hi)
+        return np.maximum(ops.at(t), 0), "the first backward pass", ok
+    return (np.searchsorted(ops.start, lo, side="right"), "the first op after the update",
+            np.ones(len(lo), bool))
+
+
+def _consistency(ops: MainOps, starts: np.ndarray, ends: np.ndarray, has_fwd: np.ndarray,
+                 conf: float, pattern: dict, notes: list[str]) -> float:
+    """Lower ``conf`` when steps look unlike each other: a step with no forward pass,
+    or one holding under half of the op names most steps run (extra
+    work, variable lengths and warm-up only add names, so they do not count).
+    The confidence is multiplied by the squared share of consistent steps."""
+    k = len(starts)
+    same = _usual_content(ops, starts, ends) >= MIN_USUAL_CONTENT
+    ok = same & has_fwd
+    share = float(ok.mean()) if k else 1.0
+    pattern["consistent_steps"] = round(share, 4)
+    if share < 1.0:
+        bad = np.flatnonzero(~ok)
+        shown = ", ".join(f"#{i}" for i in bad[:6].tolist()) + (", ..." if len(bad) > 6 else "")
+        what = []
+        if (~has_fwd).any():
+            what.append(f"{int((~has_fwd).sum())} without a forward pass")
+        if (~same).any():
+            what.append(f"{int((~same).sum())} with under {MIN_USUAL_CONTENT:.0%} of the ops "
+                        "most steps run")
+        notes.append(f"{len(bad)} of {k} steps look unlike the others ({shown}: "
+                     f"{'; '.join(what)}): confidence x{share ** 2:.2f}")
+    return conf * share ** 2
+
+
+def _usual_content(ops: MainOps, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per step: share of the usual op names (those in at least half the steps) it runs."""
+    k = len(starts)
+    w = np.searchsorted(starts, ops.start, side="right") - 1
+    inside = (w >= 0) & (ops.start < ends[np.maximum(w, 0)])
+    if k == 0 or not inside.any():
+        return np.ones(k)
+    m = int(ops.name.max()) + 1
+    pairs = np.unique(w[inside].astype(np.int64) * m + ops.name[inside])
+    step, name = pairs // m, pairs % m
+    steps_with = np.bincount(name, minlength=m)
+    usual = steps_with >= 0.5 * k
+    if not usual.any():
+        return np.ones(k)
+    return np.bincount(step[usual[name]], minlength=k) / int(usual.sum())
 
 
 def _heads(lm: Landmarks, ops: MainOps, lo_op: np.ndarray,
@@ -170,9 +217,11 @@ def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
     pattern = {"symbols": None, "occurrences": len(starts), "evidence": "landmarks",
                "coverage": 1.0, "duration_cv": round(_cv(ends - starts), 4),
                "landmark": what, "cut": f"at each {what}"}
+    notes = [f"one iteration per {what} (no backward, no optimizer update)"]
+    conf = _consistency(ops, starts, ends, np.ones(len(starts), bool), 0.7, pattern, notes)
     return Iterations("pattern", f"host ops of the loop's thread ({what}es)",
-                      starts.astype(np.int64), ends.astype(np.int64), 0.7, pattern, None,
-                      f"one iteration per {what} (no backward, no optimizer update)")
+                      starts.astype(np.int64), ends.astype(np.int64), conf, pattern, None,
+                      "; ".join(notes))
 
 
 def _tail_end(ops: MainOps, last_update: int) -> int:
