@@ -81,7 +81,7 @@ def test_steps_running_other_ops_make_iterations_uncertain():
 
 def test_report_says_iterations_uncertain():
     """The same altered capture through the whole analysis: the Markdown and HTML
-    reports say the iterations are uncertain."""
+    reports say the iterations are uncertain, and so does every finding."""
     from sofa_gui.core.analysis.pipeline import analyze
     from sofa_gui.core.analysis.report import html_report, markdown_report
 
@@ -90,3 +90,5 @@ def test_report_says_iterations_uncertain():
     assert a.iterations.uncertain
     assert "iterations uncertain" in markdown_report(t, a)
     assert "iterations uncertain" in html_report(t, a)
+    # and the advisor (issue 12) marks every finding that rests on them
+    assert a.findings and all(f.summary.startswith("Iterations uncertain") for f in a.findings)
