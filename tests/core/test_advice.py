@@ -121,6 +121,9 @@ def test_input_bound_estimate_within_25_percent_of_the_measured_diff():
     assert pred["fix_applied"]["before"] == "single_process"
     assert pred["predicted_speedup"] == pytest.approx(workers.estimate, abs=1e-3)
     assert abs(pred["error"]) <= 0.25, pred
+    from sofa_gui.core.analysis.diff import diff_text
+    line = next(x for x in diff_text(r) if x.startswith("Predicted by BEFORE's"))
+    assert "for the fix applied (loader workers: dataloader single_process -> workers" in line
     # the timing without the profiler, taken with the traces, agrees too
     runs = json.loads((ADVICE / "runs.json").read_text())
     unprofiled = runs["input_nw0"]["measured_speedup_unprofiled"]
