@@ -6,7 +6,8 @@ measured on steady-state iterations only (:mod:`.steady`: warm-up and every-N-th
 extras are left out and reported as ``startup_cost`` / ``periodic_extra``), on the
 device side where there is a device, on the host otherwise.  ``estimated_speedup`` is
 Amdahl's ``1 / (1 - share)`` over steady-state time, bounded by what the fix needs
-(loader workers need free cores); one-off work has none.  Every finding has
+(loader workers need free cores, caching needs none: each such fix has its own estimate
+and the finding takes the best); one-off work has none.  Every finding has
 ``causes`` (what makes up its time), ``confidence`` (iterations, evidence,
 assumptions) and fixes chosen by the run's facts (:mod:`..run_facts`); findings are
 ranked by expected gain x confidence, measured ones before hypotheses (``compute_bound``
@@ -26,7 +27,10 @@ Adding a fix
     (pytorch / tensorflow / jax / "tensorflow/jax" / any), the ``devices`` and
     ``modes`` it fits, and the run fact it changes (``fact``) with the values under which
     it is already applied (``unless``).  A new run fact is a ``@probe`` function in
-    :mod:`..run_facts`.
+    :mod:`..run_facts`.  A fix whose gain differs from the finding's (it needs free
+    cores, or removes the work without any) sets ``gain`` and ``name``; its rule passes
+    ``fix_gain`` to ``make_finding``, which estimates each fix and gives the finding the
+    best one (``input_pipeline_bound`` does).
 
 Rules (share thresholds; "partition" rules measure disjoint time, so their savings
 add up in ``diff``):
