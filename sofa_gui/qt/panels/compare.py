@@ -131,8 +131,7 @@ class ComparePanel(QWidget):
         _fill(self.categories, rows)
         f = d["findings"]
         rows = [(x["id"].replace("_", " "), status,
-                 f"{x['share_before']:.1%} → {x['share_after']:.1%}",
-                 f"{x['predicted_speedup']:.2f}x" if x.get("predicted_speedup") else "")
+                 f"{x['share_before']:.1%} → {x['share_after']:.1%}", _predicted(x))
                 for status in ("resolved", "new", "persisting") for x in f.get(status, [])]
         _fill(self.findings, rows)
         rows = [(c["kind"], c["name"], _us(c["before_us"]), _us(c["after_us"]),
@@ -199,3 +198,13 @@ def _delta(v: float) -> str:
 
 
 DOCK = DockSpec("compare", "Compare", "bottom", 50, 600, ComparePanel, tab_with="breakdown")
+
+
+def _predicted(row: dict) -> str:
+    """"1.50x (loader workers)": the estimate of the fix the other run applied, when the
+    run facts show which one (see ``diff``), else the finding's."""
+    sp = row.get("predicted_speedup")
+    if not sp:
+        return ""
+    fix = (row.get("fix_applied") or {}).get("name") or row.get("predicted_by")
+    return f"{sp:.2f}x ({fix})" if fix else f"{sp:.2f}x"
