@@ -186,6 +186,13 @@ class TraceBuilder:
                 k += 1
         return idx
 
+    def share_args(self, data: bytes) -> int:
+        """Store one args row that no slice owns and return its id: what many events
+        carry (an XPlane metadata stat) is kept once and referred to with
+        :data:`~sofa_gui.core.trace.SHARED` (see :meth:`ArgsStore.get`)."""
+        self._args.append(data)
+        return self._n_segment_args + len(self._args) - 1
+
     def _add_arrow_args(self, args: pa.Array) -> np.ndarray:
         """A binary Arrow chunk is kept as is (zero-copy, e.g. memory-mapped); empty = none."""
         self._flush_args()

@@ -255,11 +255,22 @@ class TraceMeta:
         )
 
 
+#: Key of an args row's references to rows stored once and shared (see
+#: :meth:`ArgsStore.get`): at the top level a list of row ids whose keys are merged in
+#: under the row's own; as a value, ``{SHARED: row}`` stands for that row's ``SHARED_TEXT``.
+#: NUL-prefixed so that no real trace's key collides with it.
+SHARED = "\u0000shared"
+SHARED_TEXT = "\u0000text"
+_MAX_SHARED_REFS = 64
+
+
 class ArgsStore:
     """Raw event arguments as JSON bytes, decoded one event at a time.
 
     Backed by any sequence of ``bytes`` (a list while importing, a memory-mapped
-    pyarrow array after a cached reopen), so opening never decodes them all.
+    pyarrow array after a cached reopen), so opening never decodes them all. A row
+    may refer to shared rows (one copy of what many events carry, e.g. XPlane
+    metadata stats); :meth:`get` resolves them, one level deep.
     """
 
     def __init__(self, raw=None):
@@ -275,7 +286,24 @@ class ArgsStore:
         return v or b"{}"
 
     def get(self, i: int) -> dict:
-        if i < 0 or i >= len(self):
+        """Row ``i`` as a dict, shared rows it refers to resolved."""
+        own = self._plain(i)
+        refs = own.pop(SHARED, None)
+        if not isinstance(refs, list) and not any(_is_ref(v) for v in own.values()):
+            return own
+        out: dict = {}
+        for r in refs[:_MAX_SHARED_REFS] if isinstance(refs, list) else ():
+            shared = self._plain(r)
+            shared.pop(SHARED, None)
+            out.update(shared)
+        out.update(own)
+        for k, v in out.items():
+            if _is_ref(v):
+                out[k] = self._plain(v[SHARED]).get(SHARED_TEXT, "")
+        return out
+
+    def _plain(self, i) -> dict:
+        if not isinstance(i, int) or i < 0 or i >= len(self):
             return {}
         try:
             out = json.loads(self.raw(i))
@@ -286,6 +314,10 @@ class ArgsStore:
     @property
     def backing(self):
         return self._raw
+
+
+def _is_ref(v) -> bool:
+    return isinstance(v, dict) and len(v) == 1 and isinstance(v.get(SHARED), int)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..background_load import ChildLoad, child_available, source_bytes
+from ..background_load import ChildLoad, child_available, decoded_bytes
 from ..core.analysis.cache import analyze_cached
 from ..core.analysis.pipeline import Analysis, Options
 from ..core.progress import subrange
@@ -23,8 +23,9 @@ from ..view.model import Prepared, prepare
 
 log = logging.getLogger(__name__)
 
-#: Sources at least this big (bytes on disk, x20 for gzip) are decoded in a child
-#: process; smaller ones decode in well under the 100 ms a GUI may stall.
+#: Sources at least this big (gzip counted decompressed; other compressed files x20)
+#: are decoded in a child process; smaller ones decode in well under the 100 ms a GUI
+#: may stall, and what an importer allocates per input byte is bounded (tests/robustness).
 CHILD_MIN_DECODED_BYTES = 4 * 1024 * 1024
 
 
@@ -34,10 +35,9 @@ def wants_child(path: Path, load_mode: str) -> bool:
         return False
     if load_mode == "process":
         return True
-    size = source_bytes(path)
-    if path.is_file() and path.suffix in (".gz", ".zst", ".xz", ".bz2"):
-        size *= 20
-    return size >= CHILD_MIN_DECODED_BYTES
+    if path.is_file() and path.suffix in (".zst", ".xz", ".bz2"):
+        return decoded_bytes(path, CHILD_MIN_DECODED_BYTES) * 20 >= CHILD_MIN_DECODED_BYTES
+    return decoded_bytes(path, CHILD_MIN_DECODED_BYTES) >= CHILD_MIN_DECODED_BYTES
 
 
 def load(state, path: str, load_mode: str = "auto"):

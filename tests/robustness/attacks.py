@@ -114,6 +114,44 @@ def symlink_loop(folder: Path) -> Path:
     return folder / "loop-a"
 
 
+def _pb(num: int, value) -> bytes:
+    """One protobuf field: an int as a varint, bytes/str length-delimited."""
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not n:
+                return bytes(out)
+    if isinstance(value, int):
+        return varint(num << 3) + varint(value)
+    data = value.encode() if isinstance(value, str) else value
+    return varint(num << 3 | 2) + varint(len(data)) + data
+
+
+def xplane_shared_stats(folder: Path, size: int, events: int, how: str = "metadata") -> Path:
+    """One XSpace whose events all carry a ``size``-byte string: as a stat of their event
+    *metadata* (``how="metadata"``) or as an interned string each event's own stat refers to
+    (``how="ref"``). Copied into each event's args, a 1 MB file took 1.3 GB for 300 events."""
+    big = "x" * size
+    if how == "metadata":
+        meta_stats = _pb(5, _pb(1, 2) + _pb(5, big))
+        event_stats, names = b"", [(2, "big")]
+    else:
+        meta_stats, event_stats = b"", _pb(4, _pb(1, 2) + _pb(7, 3))
+        names = [(2, "big"), (3, big)]
+    line = _pb(1, 1) + _pb(2, "thread") + _pb(3, 1000) + b"".join(
+        _pb(4, _pb(1, 1) + _pb(2, k * 2_000_000) + _pb(3, 1_000_000) + event_stats)
+        for k in range(events))
+    plane = _pb(1, 1) + _pb(2, "/host:CPU") + _pb(3, line)
+    plane += _pb(4, _pb(1, 1) + _pb(2, _pb(1, 1) + _pb(2, "op") + meta_stats))
+    for sid, text in names:
+        plane += _pb(5, _pb(1, sid) + _pb(2, _pb(1, sid) + _pb(2, text)))
+    path = folder / f"shared-{how}-{size}-{events}.xplane.pb"
+    path.write_bytes(_pb(1, plane))
+    return path
+
+
 #: (family, generator, args at full size, args at test size, env) for fuzz.py --attacks
 FAMILIES = [
     ("gzip: 1 event + blank space after the document", trailing_blank_gzip,
@@ -128,6 +166,10 @@ FAMILIES = [
      {"SOFA_GUI_MAX_DECOMPRESSED_BYTES": str(256 << 20)}),
     ("args nested 990 deep", nested_args, (990,), (990,), {}),
     ("args nested 100,000 deep", nested_args, (100_000,), (5_000,), {}),
+    ("xplane: 1 MB metadata stat, 3,000 events", xplane_shared_stats,
+     (1 << 20, 3000), (1 << 20, 300), {}),
+    ("xplane: 1 MB interned string, 3,000 events refer to it", xplane_shared_stats,
+     (1 << 20, 3000, "ref"), (1 << 20, 300, "ref"), {}),
     ("100,000 threads", many_threads, (100_000, 1), (2_000, 1), {}),
     ("SQLite: kernel table is a recursive VIEW", recursive_view_sqlite, (), (), {}),
     ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),

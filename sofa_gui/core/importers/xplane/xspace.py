@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import ChainMap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
-from ...trace import CopyKind, Kind, LaneKind, Trace
+from ...trace import SHARED, SHARED_TEXT, CopyKind, Kind, LaneKind, Trace
 from ..confidence import Confidence
 from . import wire as w
 from .folder import describe_others, find_runs
@@ -35,6 +36,11 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: ``tf_data_private_threadpool/...``; their lanes are grouped under this name.
 _TF_DATA_THREAD = "tf_data"
 TF_DATA_GROUP = "tf.data"
+#: Stat names longer than this are cut in args keys (real ones are identifiers of a few
+#: dozen characters); interned strings (``ref_value``) longer than ``_SHARE_TEXT`` are
+#: stored once and referred to, so that no event copies a long string (issue 15 item 5).
+_MAX_KEY = 100
+_SHARE_TEXT = 32
 
 
 @dataclass
@@ -45,6 +51,8 @@ class _Plane:
     event_names: dict = field(default_factory=dict)  # id -> name
     event_stats: dict = field(default_factory=dict)  # id -> [stat spans]
     stat_names: dict = field(default_factory=dict)  # id -> name
+    meta_args: dict = field(default_factory=dict)  # event metadata id -> (stats, shared row)
+    text_rows: dict = field(default_factory=dict)  # interned string id -> shared row
 
 
 @dataclass
@@ -119,9 +127,9 @@ def _event(buf: bytes, span):
 
 
 def _stat(buf: bytes, span, names: dict):
-    """(name, JSON-safe value) of one XStat."""
+    """(name, JSON-safe value, interned string id or None) of one XStat."""
     m = w.message(buf, span, _STAT, name="XStat")
-    value = None
+    value, ref = None, None
     for kind in _STAT_VALUES:  # a oneof: at most one is present
         if kind in m:
             value = m[kind]
@@ -129,11 +137,12 @@ def _stat(buf: bytes, span, names: dict):
     if kind == "double" and not math.isfinite(value):
         value = None
     elif kind == "ref":  # ref_value names an interned string
-        value = names.get(value, value)
+        ref, value = value, names.get(value, value)
     elif kind == "bytes":
         value = f"<{value[1] - value[0]} bytes>"
     mid = m.get("metadata_id", 0)
-    return names.get(mid, f"stat#{mid}"), value
+    key = names.get(mid, f"stat#{mid}")
+    return (key if len(key) <= _MAX_KEY else key[:_MAX_KEY] + "…"), value, ref
 
 
 def _host_kind(name: str, stats: dict) -> Kind:
@@ -290,17 +299,44 @@ class _Loader:
             if not (_INT64_MIN < start < _INT64_MAX) or not (0 <= dur_ps < 1 << 62):
                 report.skip("timestamp or duration out of range")
                 continue
-            stats = {}
-            for s in [*p.event_stats.get(mid, ()), *stat_spans]:
-                key, value = _stat(self.buf, s, p.stat_names)
-                stats[key] = value
+            meta, meta_row = self._meta_stats(p, mid)
+            own, doc = self._stats(p, stat_spans)
+            stats = ChainMap(own, meta) if meta else own
+            if meta_row is not None:
+                doc[SHARED] = [meta_row]
             starts.append(start)
             durs.append(dur_ps // 1000)
             names.append(p.event_names.get(mid, f"event #{mid}"))
             corr.append(_int(stats.get("correlation_id")))
-            args.append(json.dumps(stats, separators=(",", ":")).encode() if stats else None)
+            args.append(json.dumps(doc, separators=(",", ":")).encode() if doc else None)
             stats_list.append(stats)
         return (starts, durs, names, args, corr, stats_list) if starts else None
+
+    def _stats(self, p: _Plane, spans) -> tuple[dict, dict]:
+        """(name -> value, the same as stored: long interned strings as shared refs)."""
+        stats, doc = {}, {}
+        for span in spans:
+            key, value, ref = _stat(self.buf, span, p.stat_names)
+            stats[key] = value
+            doc[key] = value
+            if ref is not None and isinstance(value, str) and len(value) > _SHARE_TEXT:
+                row = p.text_rows.get(ref)
+                if row is None:
+                    row = p.text_rows[ref] = self.b.share_args(
+                        json.dumps({SHARED_TEXT: value}, separators=(",", ":")).encode())
+                doc[key] = {SHARED: row}
+        return stats, doc
+
+    def _meta_stats(self, p: _Plane, mid: int) -> tuple[dict, int | None]:
+        """Stats of event metadata ``mid``, read once and stored once (a shared args row):
+        copied into each event they made a 1 MB file take 1.3 GB for 300 events."""
+        got = p.meta_args.get(mid)
+        if got is None:
+            stats, doc = self._stats(p, p.event_stats.get(mid, ()))
+            row = self.b.share_args(json.dumps(doc, separators=(",", ":")).encode()) \
+                if doc else None
+            got = p.meta_args[mid] = (stats, row)
+        return got
 
 
 class XPlaneImporter:
