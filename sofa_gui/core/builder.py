@@ -8,6 +8,8 @@ remaps flows to sorted indexes and derives launch flows from correlation ids.
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -17,6 +19,9 @@ from .nesting import assign_depths
 from .progress import NullProgress, Progress
 from .trace import (
     DEVICE_KINDS,
+    FULL_NAMES,
+    MAX_NAME_CHARS,
+    SHARED_TEXT,
     ArgsStore,
     Counters,
     CounterSeries,
@@ -81,11 +86,23 @@ class TraceBuilder:
 
     # -- strings and lanes ------------------------------------------------------
     def intern(self, name: str) -> int:
+        """Id of ``name`` in the string table. Names over :data:`MAX_NAME_CHARS` are cut
+        there for display and matching (a 200 MB name froze the app and took minutes of
+        regex work); the full text is kept once in the args store, see
+        :meth:`Trace.full_name`."""
         i = self._names.get(name)
         if i is None:
             i = self._names[name] = len(self._name_list)
+            if len(name) > MAX_NAME_CHARS:
+                row = self.share_args(json.dumps({SHARED_TEXT: name}).encode())
+                self.meta.extra.setdefault(FULL_NAMES, {})[str(i)] = row
+                name = cut_name(name)
             self._name_list.append(name)
         return i
+
+    def name_text(self, i: int) -> str:
+        """The string table's text for id ``i`` (cut when long)."""
+        return self._name_list[i]
 
     def intern_many(self, names: Sequence[str]) -> np.ndarray:
         get = self._names.get
@@ -322,6 +339,14 @@ class TraceBuilder:
             return Counters(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0), table)
         sid, t, v = (np.concatenate(x) for x in zip(*self._counter_chunks))
         return Counters(sid, t, v, table)
+
+
+def cut_name(name: str) -> str:
+    """``name`` cut to :data:`MAX_NAME_CHARS` with its length and a checksum, so that two
+    long names sharing a prefix stay two names (and a cut name is never cut again)."""
+    crc = zlib.crc32(name.encode("utf-8", "surrogatepass"))
+    tail = f"… [{len(name):,} characters, crc {crc:08x}]"
+    return name[:MAX_NAME_CHARS - len(tail)] + tail
 
 
 def start_order(start: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -262,6 +262,10 @@ class TraceMeta:
 SHARED = "\u0000shared"
 SHARED_TEXT = "\u0000text"
 _MAX_SHARED_REFS = 64
+#: Longest name kept in the string table; ``meta.extra[FULL_NAMES]`` maps the id of each
+#: longer (cut) name to the args row holding its full text.
+MAX_NAME_CHARS = 4096
+FULL_NAMES = "full_names"
 
 
 class ArgsStore:
@@ -301,6 +305,11 @@ class ArgsStore:
             if _is_ref(v):
                 out[k] = self._plain(v[SHARED]).get(SHARED_TEXT, "")
         return out
+
+    def get_text(self, i: int) -> str | None:
+        """The text of shared text row ``i`` (None if it is not one)."""
+        text = self._plain(i).get(SHARED_TEXT)
+        return text if isinstance(text, str) else None
 
     def _plain(self, i) -> dict:
         if not isinstance(i, int) or i < 0 or i >= len(self):
@@ -371,6 +380,16 @@ class Trace:
     # -- lookups --------------------------------------------------------------
     def name_of(self, slice_index: int) -> str:
         return self.names[int(self.slices.name[slice_index])]
+
+    def full_name(self, slice_index: int) -> str:
+        """The slice's name uncut (``names`` holds names over ``MAX_NAME_CHARS`` cut)."""
+        i = int(self.slices.name[slice_index])
+        row = self.meta.extra.get(FULL_NAMES, {}).get(str(i))
+        if isinstance(row, int):
+            text = self.args.get_text(row)
+            if text is not None:
+                return text
+        return self.names[i]
 
     def name_ids(self, predicate) -> np.ndarray:
         """Ids of names for which ``predicate(name)`` is true (over the string table)."""

@@ -108,6 +108,16 @@ def hostile_names(folder: Path) -> Path:
     return path
 
 
+def huge_name(folder: Path, size: int, events: int = 40) -> Path:
+    """Every third event named by one ``size``-character string (the others ``aten::mm``);
+    a 20 MB name took 8 s to analyze, 200 MB over 115 s, and froze the app."""
+    name = ("ncclKernel_AllReduce " + "ab" * size)[:size]
+    evs = [_event(name if i % 3 == 0 else "aten::mm", i * 10.0, 1, 5.0) for i in range(events)]
+    path = folder / f"huge-name-{size}.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    return path
+
+
 def symlink_loop(folder: Path) -> Path:
     (folder / "loop-a").symlink_to(folder / "loop-b")
     (folder / "loop-b").symlink_to(folder / "loop-a")
@@ -173,5 +183,6 @@ FAMILIES = [
     ("100,000 threads", many_threads, (100_000, 1), (2_000, 1), {}),
     ("SQLite: kernel table is a recursive VIEW", recursive_view_sqlite, (), (), {}),
     ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),
+    ("one 200 MB slice name", huge_name, (200 << 20, 2), (4 << 20, 4), {}),
     ("symlink loop as the path", symlink_loop, (), (), {}),
 ]

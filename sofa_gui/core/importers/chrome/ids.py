@@ -149,7 +149,7 @@ class NameTable:
             self._coll = np.resize(self._coll, grow)
             self._copy = np.resize(self._copy, grow)
         self._names.extend([""] * (i + 1 - len(self._names)))
-        self._names[i] = name
+        self._names[i] = name = self._b.name_text(i)  # cut when huge: regexes below
         self._step[i] = kind_for("", name) == Kind.ANNOTATION
         self._coll[i] = -1
         self._copy[i] = -1

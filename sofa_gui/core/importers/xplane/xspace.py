@@ -20,7 +20,7 @@ from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
-from ...trace import SHARED, SHARED_TEXT, CopyKind, Kind, LaneKind, Trace
+from ...trace import MAX_NAME_CHARS, SHARED, SHARED_TEXT, CopyKind, Kind, LaneKind, Trace
 from ..confidence import Confidence
 from . import wire as w
 from .folder import describe_others, find_runs
@@ -275,7 +275,7 @@ class _Loader:
         starts, durs, names, args, corr, stats_list = rows
         kinds, copies, nbytes = [], [], []
         for n, s in zip(names, stats_list):
-            k, c = _device_kind(ln.name, n, s)
+            k, c = _device_kind(ln.name, n[:MAX_NAME_CHARS], s)  # regexes: never a huge name
             kinds.append(int(k))
             copies.append(int(c))
             nbytes.append(_copy_bytes(s) if k == Kind.MEMCPY else -1)
