@@ -10,7 +10,7 @@ host-side work that starts the step.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -141,7 +141,7 @@ class HostOps:
     """
 
     trace: Trace
-    _top: dict = field(default_factory=dict)
+    _level: tuple | None = None
 
     def __post_init__(self):
         s = self.trace.slices
@@ -155,7 +155,7 @@ class HostOps:
         # grouped by lane once (start order kept): per-lane scans of all ops were
         # quadratic in the thread count (100k threads: minutes)
         lane_of = s.lane[self._idx]
-        order = np.argsort(lane_of, kind="stable")
+        order = self._order = np.argsort(lane_of, kind="stable")
         self._by_lane = self._idx[order]
         self._lane_ids, self._first, self._count = np.unique(
             lane_of[order], return_index=True, return_counts=True)
@@ -167,50 +167,54 @@ class HostOps:
         """The lane with most top-level ops (at least ``min_top``), or -1.
 
         With ``priority`` (per lane) the key is (priority, top-level count); ties go
-        to the lowest lane id. Lanes are tried by (priority, op count), highest first,
-        and the search stops once no lane left can win: one pass over 100k threads.
+        to the lowest lane id. Top-level counts of all lanes come from one nesting
+        pass (per lane, 100k one-op threads took minutes in the CLI).
         """
         ids = self._lane_ids
+        top = self._levels()[2]
         pri = priority[ids] if priority is not None else np.zeros(len(ids), np.int64)
-        order = np.lexsort((ids, -self._count, -pri)).tolist()
-        pri, counts, ids = pri.tolist(), self._count.tolist(), ids.tolist()
-        best, best_key = -1, None
-        for i in order:
-            lane = ids[i]
-            if best_key is not None:
-                if (pri[i], counts[i]) < best_key:
-                    break  # sorted: no later lane has a higher (priority, count)
-                if (pri[i], counts[i]) == best_key and lane > best:
-                    continue  # at most a tie, and ties go to the lower id
-            n = len(self.top_level(lane))
-            if n < min_top:
-                continue
-            key = (pri[i], n)
-            if best_key is None or key > best_key or (key == best_key and lane < best):
-                best, best_key = lane, key
-        return best
+        cand = np.flatnonzero(top >= min_top)
+        if not len(cand):
+            return -1
+        first = np.lexsort((ids[cand], -top[cand], -pri[cand]))[0]
+        return int(ids[cand[first]])
 
-    def _ops(self, lane: int) -> np.ndarray:
-        i = int(np.searchsorted(self._lane_ids, lane))
-        if i == len(self._lane_ids) or self._lane_ids[i] != lane:
-            return self._idx[:0]
-        return self._by_lane[self._first[i]:self._first[i] + self._count[i]]
+    def _levels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(depth of each op in ``_by_lane`` order, top level per lane, ops at it per lane).
+
+        A lane's top level is its shallowest depth holding at least a quarter as many
+        ops as its fullest depth (Python frames and wrappers sit above the real ops).
+        """
+        if self._level is None:
+            s = self.trace.slices
+            pos = np.searchsorted(self._lane_ids, s.lane[self._idx])
+            depth, _ = assign_depths(s.start[self._idx], s.dur[self._idx], pos,
+                                     len(self._lane_ids))
+            depth = depth.astype(np.int64)[self._order]
+            lane_pos = pos[self._order]
+            width = int(depth.max()) + 1 if len(depth) else 1
+            keys, counts = np.unique(lane_pos * width + depth, return_counts=True)
+            pair_lane, pair_depth = keys // width, keys % width
+            heads = np.flatnonzero(np.r_[True, pair_lane[1:] != pair_lane[:-1]])
+            fullest = np.maximum.reduceat(counts, heads) if len(heads) else counts
+            ok = counts >= 0.25 * fullest[np.searchsorted(pair_lane[heads], pair_lane)]
+            lanes_ok, at = np.unique(pair_lane[ok], return_index=True)
+            level = np.zeros(len(self._lane_ids), np.int64)
+            top = np.zeros(len(self._lane_ids), np.int64)
+            level[lanes_ok] = pair_depth[ok][at]
+            top[lanes_ok] = counts[ok][at]
+            self._level = (depth, level, top)
+        return self._level
 
     def top_level(self, lane: int) -> np.ndarray:
         """Slice indexes of the lane's top-level ops, in start order."""
-        if lane not in self._top:
-            self._top[lane] = self._compute(lane)
-        return self._top[lane]
-
-    def _compute(self, lane: int) -> np.ndarray:
-        s = self.trace.slices
-        idx = self._ops(lane)
-        if len(idx) == 0:
-            return idx
-        depth, _ = assign_depths(s.start[idx], s.dur[idx], np.zeros(len(idx), np.int32), 1)
-        counts = np.bincount(depth)
-        level = int(np.flatnonzero(counts >= 0.25 * counts.max())[0])
-        return idx[depth == level]
+        i = int(np.searchsorted(self._lane_ids, lane))
+        if i == len(self._lane_ids) or self._lane_ids[i] != lane:
+            return self._idx[:0]
+        depth, level, _ = self._levels()
+        lo, hi = self._first[i], self._first[i] + self._count[i]
+        seg = self._by_lane[lo:hi]
+        return seg[depth[lo:hi] == level[i]]
 
     def optimizer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """Merged (start, end) ranges of optimizer steps on any host thread."""
