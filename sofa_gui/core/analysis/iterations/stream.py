@@ -185,6 +185,9 @@ class HostOps:
         A lane's top level is its shallowest depth holding at least a quarter as many
         ops as its fullest depth (Python frames and wrappers sit above the real ops).
         """
+        if self._level is None and not len(self._idx):
+            empty = np.zeros(0, np.int64)
+            self._level = (empty, empty, empty)
         if self._level is None:
             s = self.trace.slices
             pos = np.searchsorted(self._lane_ids, s.lane[self._idx])
@@ -196,7 +199,7 @@ class HostOps:
             keys, counts = np.unique(lane_pos * width + depth, return_counts=True)
             pair_lane, pair_depth = keys // width, keys % width
             heads = np.flatnonzero(np.r_[True, pair_lane[1:] != pair_lane[:-1]])
-            fullest = np.maximum.reduceat(counts, heads) if len(heads) else counts
+            fullest = np.maximum.reduceat(counts, heads)
             ok = counts >= 0.25 * fullest[np.searchsorted(pair_lane[heads], pair_lane)]
             lanes_ok, at = np.unique(pair_lane[ok], return_index=True)
             level = np.zeros(len(self._lane_ids), np.int64)
