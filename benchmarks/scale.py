@@ -39,7 +39,7 @@ def write_tiny(path: Path, n: int) -> Path:
         step = 1 << 16
         for lo in range(0, n, step):
             f.write(("," if lo else "") + ",".join(
-                '{"ph":"X","name":"a","ts":%d,"dur":1,"pid":1,"tid":1}' % i
+                f'{{"ph":"X","name":"a","ts":{i},"dur":1,"pid":1,"tid":1}}'
                 for i in range(lo, min(n, lo + step))))
         f.write("]}")
     return path
@@ -48,7 +48,7 @@ def write_tiny(path: Path, n: int) -> Path:
 def write_threads(path: Path, n: int) -> Path:
     with open(path, "w") as f:
         f.write('{"traceEvents":[' + ",".join(
-            '{"ph":"X","name":"op","ts":%d,"dur":2,"pid":1,"tid":%d}' % (t * 10, t)
+            f'{{"ph":"X","name":"op","ts":{t * 10},"dur":2,"pid":1,"tid":{t}}}'
             for t in range(n)) + "]}")
     return path
 

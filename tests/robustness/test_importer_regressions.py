@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,26 @@ def test_rank_folder_lists_every_file_it_left_out(tmp_path):
     assert "broken.json: left out (not a Chrome/Kineto trace)" in notes
     assert "sub: left out (a folder)" in notes
     assert "pipe.json: left out (not a regular file)" in notes
+
+
+@pytest.mark.parametrize("csv", ["gputrace.csv", "cputrace.csv"])
+def test_a_csv_cell_longer_than_the_read_block_skips_that_row(tmp_path, csv):
+    # A 9 MiB cell (pyarrow reads 4 MiB blocks; a row over two of them "straddles") made
+    # the whole file unreadable: every row lost, "(0 skipped)", a note at most.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from ingest_sofa_nsys import write_sofa
+    folder = tmp_path / "logdir"
+    write_sofa(folder, 300)
+    good = load_trace(folder, use_cache=False)
+    path = folder / csv
+    lines = path.read_bytes().split(b"\n")
+    cells = lines[150].split(b",")
+    cells[-2] = b"x" * (9 << 20)  # the name column
+    lines[150] = b",".join(cells)
+    path.write_bytes(b"\n".join(lines))
+    trace = load_trace(folder, use_cache=False)
+    assert trace.events == good.events - 1
+    assert trace.meta.report.skipped == {**good.meta.report.skipped,
+                                         f"{csv}: row longer than 4 MiB": 1}
+    assert trace.meta.report.read == good.meta.report.read
+    assert not any("unreadable" in n for n in trace.meta.report.notes)

@@ -93,15 +93,39 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None,
     try:
         with _quiet_undecodable_rows():
             return _read_rows(path, path, schema, progress, columns)
-    except pa.ArrowInvalid:
+    except pa.ArrowInvalid as exc:
         # pyarrow decodes a malformed row as UTF-8 before calling the invalid-row handler;
-        # when that fails the handler never runs and the whole file errors. Retry on a
-        # copy whose undecodable bytes are replaced, so that row is skipped like others.
+        # when that fails the handler never runs and the whole file errors. And a row
+        # longer than the read block "straddles" blocks: the whole file errors too. Retry
+        # on a copy with undecodable bytes replaced and over-long rows cut out, so those
+        # rows are skipped (and counted) like others.
         data = Path(path).read_bytes()
         clean = data.decode("utf-8", "replace").encode("utf-8")
+        long_rows = 0
+        if "straddl" in str(exc):
+            clean, long_rows = _without_long_lines(clean, _BLOCK)
         if clean == data:
             raise
-        return _read_rows(path, pa.BufferReader(clean), schema, progress, columns)
+        rows = _read_rows(path, pa.BufferReader(clean), schema, progress, columns)
+        rows.read += long_rows
+        rows.skip(f"row longer than {_BLOCK >> 20} MiB", long_rows)
+        return rows
+
+
+def _without_long_lines(data: bytes, limit: int) -> tuple[bytes, int]:
+    """``data`` without its lines (newline included) longer than ``limit``, and how many."""
+    nl = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    starts = np.r_[0, nl + 1]
+    ends = np.r_[nl + 1, len(data)]
+    long = np.flatnonzero(ends - starts > limit)
+    if not len(long):
+        return data, 0
+    view, pieces, at = memoryview(data), [], 0
+    for i in long.tolist():
+        pieces.append(view[at:starts[i]])
+        at = int(ends[i])
+    pieces.append(view[at:])
+    return b"".join(pieces), len(long)
 
 
 @contextmanager
