@@ -118,6 +118,24 @@ def huge_name(folder: Path, size: int, events: int = 40) -> Path:
     return path
 
 
+SOFA_HEADER = ("timestamp,event,duration,deviceId,copyKind,payload,bandwidth,pkt_src,pkt_dst,"
+               "pid,tid,name,category\n")
+
+
+def sofa_long_cell(folder: Path, cell: int, rows: int = 200) -> Path:
+    """A SOFA logdir whose ``gputrace.csv`` has one ``cell``-byte name among ``rows`` rows:
+    past two 4 MiB read blocks the whole file was lost ("(0 skipped)")."""
+    d = folder / f"sofa-long-cell-{cell}"
+    d.mkdir()
+    (d / "sofa_time.txt").write_text("1700000000.0\n")
+    with open(d / "gputrace.csv", "w") as f:
+        f.write(SOFA_HEADER)
+        for i in range(rows):
+            name = "x" * cell if i == rows // 2 else f"kernel_{i % 7}"
+            f.write(f"{i * 1e-5:.6f},0,0.000008,1,0,0,0,-1,-1,1,7,{name},0\n")
+    return d
+
+
 def symlink_loop(folder: Path) -> Path:
     (folder / "loop-a").symlink_to(folder / "loop-b")
     (folder / "loop-b").symlink_to(folder / "loop-a")
@@ -184,5 +202,6 @@ FAMILIES = [
     ("SQLite: kernel table is a recursive VIEW", recursive_view_sqlite, (), (), {}),
     ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),
     ("one 200 MB slice name", huge_name, (200 << 20, 2), (4 << 20, 4), {}),
+    ("SOFA CSV: one 9 MiB cell", sofa_long_cell, (9 << 20,), (9 << 20,), {}),
     ("symlink loop as the path", symlink_loop, (), (), {}),
 ]

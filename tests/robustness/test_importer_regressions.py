@@ -253,7 +253,7 @@ def test_a_csv_cell_longer_than_the_read_block_skips_that_row(tmp_path, csv):
     path.write_bytes(b"\n".join(lines))
     trace = load_trace(folder, use_cache=False)
     assert trace.events == good.events - 1
-    assert trace.meta.report.skipped == {**good.meta.report.skipped,
+    assert trace.meta.load_stats.skipped == {**good.meta.load_stats.skipped,
                                          f"{csv}: row longer than 4 MiB": 1}
-    assert trace.meta.report.read == good.meta.report.read
-    assert not any("unreadable" in n for n in trace.meta.report.notes)
+    assert trace.meta.load_stats.read == good.meta.load_stats.read
+    assert not any("unreadable" in n for n in trace.meta.load_stats.notes)
