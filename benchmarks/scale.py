@@ -108,8 +108,9 @@ def _cli(code: Path, path: Path) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(code))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
+    # cwd outside any checkout: ``-m`` puts the cwd first on sys.path, before PYTHONPATH
     subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", "--json", "--no-cache",
-                    str(path)], env=env, stdout=subprocess.DEVNULL, check=True)
+                    str(path)], env=env, stdout=subprocess.DEVNULL, check=True, cwd=path.parent)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
