@@ -2,9 +2,13 @@
 
     python docs/screenshots/render.py            # writes docs/screenshots/*.png
 
-``main.png`` is exactly what ``sofa-gui demo --screenshot main.png --iteration 2`` writes;
-the others drive the window through its public API (search, slice selection, dark theme);
-``iterations-periodic-eval.png`` is the app on a real CPU loop with evaluation every 4th step.
+``main.png`` is exactly what ``sofa-gui demo --screenshot main.png --iteration 2`` writes
+(``main-1280x800.png`` the same at 1280x800); the others drive the window through its
+public API (search, slice selection, dark theme, an area selection with Statistics, the
+Ranks heat map of the two-rank HTA folder, Compare on the ResNet num_workers 0/4 pair);
+``iterations-periodic-eval.png`` is the app on a real CPU loop with evaluation every 4th step,
+``tfdata-generator.png`` on the tf.data generator capture. ``fleet.png`` is not made here
+(a generated 32-rank folder: docs/handoff/issue-17-notes.md).
 """
 
 from __future__ import annotations
@@ -76,9 +80,95 @@ def periodic_eval() -> None:
     subprocess.run(cmd, check=True, cwd=ROOT, env=dict(os.environ))
 
 
+def tfdata_generator() -> None:
+    """The tf.data generator capture: tf.data lanes, the input finding, the tf.data dock."""
+    cmd = [sys.executable, "-m", "sofa_gui", "view", str(ROOT / "tests" / "data" / "tf" /
+           "generator"), "--size", "1600x1000", "--screenshot", str(HERE / "tfdata-generator.png")]
+    subprocess.run(cmd, check=True, cwd=ROOT, env=dict(os.environ))
+
+
+def _window(path, size=(1280, 800)):
+    from PySide6.QtCore import QSettings
+
+    from sofa_gui.qt.application import make_app
+    from sofa_gui.qt.main_window import MainWindow
+    from sofa_gui.qt.screenshot import _open_and_wait
+
+    make_app()
+    win = MainWindow(QSettings(str(HERE / ".render.ini"), QSettings.Format.IniFormat),
+                     restore_state=False)
+    win.resize(*size)
+    win.show()
+    assert _open_and_wait(win, str(path)) == ""
+    return win
+
+
+def _settle(ms: int = 500) -> None:
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop = QEventLoop()
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+
+
+def _done(win, name: str) -> None:
+    from sofa_gui.qt.screenshot import _save
+
+    _settle()
+    _save(win, str(HERE / name))
+    win.session.shutdown()
+    win.close()
+    (HERE / ".render.ini").unlink(missing_ok=True)
+
+
+def statistics_range() -> None:
+    """Iteration 2 zoomed, an area over the GPU stream selected: its kernels in Statistics."""
+    import numpy as np
+
+    from sofa_gui.core.samples import demo_trace_path
+    from sofa_gui.core.trace import LaneKind
+
+    win = _window(demo_trace_path())
+    s, t = win.session, win.session.trace
+    s.select_iteration(2, zoom=True)
+    gpu = int(np.flatnonzero(np.asarray(t.lanes.kind) == LaneKind.GPU)[0])
+    a, b = int(s.iterations.starts[2]), int(s.iterations.ends[2])
+    win.timeline.set_area((a + (b - a) * 6 // 10, a + (b - a) * 9 // 10, (gpu,)))
+    _done(win, "statistics-range.png")
+
+
+def ranks_heatmap() -> None:
+    """The two sampled ranks of HTA's 128-rank NCCL job: iteration time per rank."""
+    win = _window(ROOT / "tests" / "data" / "ranks")
+    win.docks["ranks"].raise_()
+    win.session.select_iteration(1, zoom=True)
+    _done(win, "ranks-heatmap.png")
+
+
+def compare_pair() -> None:
+    """ResNet-50 with num_workers=0 compared with num_workers=4."""
+    from PySide6.QtCore import QEventLoop
+
+    from sofa_gui.core.samples import demo_trace_path
+
+    other = (ROOT / "tests" / "data" / "real" / "kineto-tb-plugin" / "resnet50_num_workers_4"
+             / "worker0.1623212756351.pt.trace.json.gz")
+    win = _window(demo_trace_path())
+    loop = QEventLoop()
+    win.panels["compare"].compared.connect(loop.quit)
+    win.compare_with(other)
+    loop.exec()
+    _done(win, "compare.png")
+
+
 def main() -> None:
     cli_shot("main.png", "--iteration", "2")
     periodic_eval()
+    tfdata_generator()
+    cli_shot("main-1280x800.png", "--iteration", "2", "--size", "1280x800")
+    statistics_range()
+    ranks_heatmap()
+    compare_pair()
     cli_shot("dark.png", "--iteration", "3", env={"SOFA_GUI_COLOR_SCHEME": "dark"})
     search_and_details()
 

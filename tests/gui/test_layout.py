@@ -74,6 +74,26 @@ def test_mangled_names_are_demangled_for_display_and_kept_raw(open_window, named
     assert w.timeline.model.label_of(i) == "cutlass_cudnn_train::Kernel"  # demangled, short
 
 
+def _text_fits(lab) -> None:
+    """The label's rich text laid out at the label's width needs no more width (a long
+    unbreakable word would be painted past the label's edge and cut)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QTextDocument, QTextOption
+
+    if lab.textFormat() != Qt.TextFormat.RichText or not lab.isVisible():
+        return
+    doc = QTextDocument()
+    doc.setDefaultFont(lab.font())
+    doc.setDocumentMargin(0)
+    opt = doc.defaultTextOption()
+    opt.setWrapMode(QTextOption.WrapMode.WordWrap)  # as a word-wrapping QLabel lays out
+    doc.setDefaultTextOption(opt)
+    doc.setHtml(lab.text())
+    width = lab.contentsRect().width()
+    doc.setTextWidth(width)
+    assert doc.idealWidth() <= width + 1, lab.text()[:200]
+
+
 def test_1280x800_nothing_is_clipped(qtbot, open_window):
     w = open_window(demo_trace_path(), (1280, 800))
     s = w.session
@@ -88,6 +108,7 @@ def test_1280x800_nothing_is_clipped(qtbot, open_window):
     for card in fp.cards:  # every label of a card wraps inside it
         for lab in card.findChildren(type(card.title)):
             assert lab.geometry().right() <= card.width()
+            _text_fits(lab)
     it = w.panels["iterations"].table
     shown = [c for c in range(it.model().columnCount()) if not it.isColumnHidden(c)]
     assert 5 <= len(shown) and it.horizontalHeader().length() <= it.viewport().width() + 1

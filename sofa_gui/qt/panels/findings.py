@@ -103,11 +103,13 @@ class FindingCard(QFrame):
 
 
 def _fixes_html(f: Finding) -> str:
+    def notes(x) -> str:  # trace names inside (e.g. a DataLoader's) must wrap too
+        return "".join(f" <small><i>({esc(breakable(w))})</i></small>"
+                       for w in (x.because, x.estimate_label) if w)
+
     items = "".join(
         f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(breakable(x.text))}"
-        + "".join(f" <small><i>({esc(w)})</i></small>" for w in (x.because, x.estimate_label)
-                  if w) + "</li>"
-        for x in f.fixes)
+        f"{notes(x)}</li>" for x in f.fixes)
     hidden = (f"<small>{len(f.hidden_fixes)} more do not fit this run's facts.</small>"
               if f.hidden_fixes else "")
     return f"<b>Suggested fixes</b><ul style='margin-left:-20px'>{items}</ul>{hidden}"

@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QHeaderView,
-    QSizePolicy,
     QTableView,
     QToolButton,
     QVBoxLayout,
@@ -148,8 +147,7 @@ class StatisticsPanel(QWidget):
         self.clear_button.setText("Clear range")
         self.clear_button.setToolTip("Clear the area selection (Esc on the timeline)")
         self.clear_button.clicked.connect(session.clear_range)
-        self.caption = plain_label("", self)
-        self.caption.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.caption = plain_label("", self, wrap=True)  # a line of its own: never cut
         set_muted(self.caption)
         self.model = StatsModel(self)
         self.proxy = QSortFilterProxyModel(self)
@@ -176,10 +174,11 @@ class StatisticsPanel(QWidget):
         top.addWidget(self.kind_combo)
         top.addWidget(self.scope_combo)
         top.addWidget(self.clear_button)
-        top.addWidget(self.caption, 1)
+        top.addStretch(1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(top)
+        lay.addWidget(self.caption)
         lay.addWidget(self.view, 1)
         self.kind_combo.currentIndexChanged.connect(lambda _i: self.refresh())
         self.scope_combo.currentIndexChanged.connect(lambda _i: self.refresh())
