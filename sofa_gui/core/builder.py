@@ -280,7 +280,7 @@ class TraceBuilder:
         flows = self._flows(rank_of)
         if correlate and len(flows) == 0:
             flows = correlation_flows(slices, lanes)
-        self.meta.load_stats.loaded = len(slices) + sum(len(c[1]) for c in self._counter_chunks)
+        self._count_loaded(len(slices) + sum(len(c[1]) for c in self._counter_chunks))
         if not self.meta.ranks:
             self.meta.ranks = sorted({int(r) for r in lanes.rank if r >= 0})
         return Trace(
@@ -304,6 +304,14 @@ class TraceBuilder:
         out = {k: np.concatenate([c.pop(k) for c in self._chunks]) for k in keys}
         self._chunks = []
         return out
+
+    def _count_loaded(self, events: int) -> None:
+        """``loaded`` is one thing everywhere: source records that made it in (read minus
+        skipped). One record may give several events (a SOFA mpstat row adds an all-core
+        mean, an old nvsmi row two samples), so the event count is not it; it stands in
+        only for importers that do not count what they read."""
+        st = self.meta.load_stats
+        st.loaded = max(st.read - st.skipped_total, 0) if st.read else events
 
     def _lanes_table(self, lane_depth: np.ndarray) -> Lanes:
         rows = self._lanes

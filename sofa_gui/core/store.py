@@ -42,7 +42,7 @@ from .trace import (
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4  # 4: load_stats.loaded counts records read minus skipped for every importer
 #: Files whose bytes are checksummed (CRC-32 in the manifest) and checked on every open:
 #: a flipped byte in a cached entry must not give wrong results or crash later opens.
 #: ``args.arrow`` (often the largest, paged in only when an event's args are shown) is

@@ -57,8 +57,8 @@ def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
         f"Trace:    {d['path']}",
         f"Format:   {d['format']}",
         f"Duration: {fmt_ns(trace.duration_ns)}{_when(trace)}",
-        f"Events:   {rep.loaded:,} loaded of {rep.read:,} read "
-        f"({d['slices']:,} slices, {d['counter_samples']:,} counter samples)"
+        f"Records:  {rep.loaded:,} loaded of {rep.read:,} read -> "
+        f"{d['slices']:,} slices, {d['counter_samples']:,} counter samples"
         + (f"; ranks {d['ranks']}" if d["ranks"] else ""),
     ]
     if d["kinds"]:

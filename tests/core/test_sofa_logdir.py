@@ -57,6 +57,8 @@ def test_demo_counts_match_plain_csv(demo):
     files = ["cputrace.csv", "strace.csv", "mpstat.csv", "vmstat.csv", "nvsmi_trace.csv"]
     assert t.meta.load_stats.read == sum(len(_rows(DEMO / f)) for f in files)
     assert not t.meta.load_stats.skipped
+    # loaded counts records, as for every importer (derived means add events, not records)
+    assert t.meta.load_stats.loaded == t.meta.load_stats.read < t.events
     cpu = _rows(DEMO / "cputrace.csv")
     threads = {(int(r["pid"]), int(r["tid"])) for r in cpu}
     cpu_lanes = {(int(t.lanes.pid[i]), int(t.lanes.tid[i])) for i in range(len(t.lanes))
