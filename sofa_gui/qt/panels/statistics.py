@@ -188,6 +188,7 @@ class StatisticsPanel(QWidget):
         session.iterations_changed.connect(self.refresh)
         session.iteration_selected.connect(self._on_iteration)
         session.range_selected.connect(self._on_range)
+        self._stale = True
         self.refresh()
 
     # -- public ------------------------------------------------------------------------
@@ -206,7 +207,7 @@ class StatisticsPanel(QWidget):
             combo.blockSignals(True)
             combo.setCurrentIndex(max(combo.findData(value), 0))
             combo.blockSignals(False)
-        self.refresh()
+        self._compute()
 
     def open_category(self, category: str) -> bool:
         """Show the rows behind a breakdown category in the iteration the breakdown shows
@@ -271,6 +272,21 @@ class StatisticsPanel(QWidget):
         return stats.iteration_scope(iters, s.selected_iteration), ""
 
     def refresh(self) -> None:
+        """Recompute now when the panel is on screen, else when it is next shown: at 1e6
+        events one table costs ~0.4 s of the GUI thread, which an open must not pay for a
+        tab nobody is looking at (it was the longest stall of a cached reopen)."""
+        if self.isVisible():
+            self._compute()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale:
+            self._compute()
+
+    def _compute(self) -> None:
+        self._stale = False
         s = self.session
         self.clear_button.setVisible(s.selected_range is not None)
         if s.trace is None:
