@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# tests/core's truth helpers (loop_truth, kineto_truth) are used by GUI tests too: importable
+# however the suite is started (pytest adds tests/core to the path only when it collects it)
+sys.path.insert(0, str(Path(__file__).resolve().parent / "core"))
 
 from tracedata import DATA, SHARED, shared_trace  # noqa: F401  (re-exported)
 

@@ -142,6 +142,8 @@ class MainWindow(QMainWindow):
         dock = self.docks[spec.key] = QDockWidget(spec.title, self)
         dock.setObjectName(spec.object_name)
         dock.setWidget(dock_body(panel))
+        if hasattr(panel, "dock_visibility_changed"):  # panels that compute only when seen
+            dock.visibilityChanged.connect(panel.dock_visibility_changed)
         self.addDockWidget(qt_area, dock)
         return dock
 

@@ -27,8 +27,8 @@ def _click_row(qtbot, view, row: int) -> None:
 def test_table_matches_the_core_and_a_click_highlights_every_instance(win, qtbot):
     panel = win.panels["statistics"]
     assert panel.kind == "kernel" and panel.scope_key == "trace"
-    if not panel.isVisible():  # a hidden tab computes nothing until it is shown
-        assert panel.model.table is None
+    # a tab behind another (moved off screen, still 'visible') computes nothing until chosen
+    assert panel.visibleRegion().isEmpty() and panel.model.table is None
     win.docks["statistics"].raise_()
     qtbot.waitUntil(lambda: panel.model.table is not None)
     want = stats.compute_table(win.session.trace, "kernel")
@@ -85,6 +85,7 @@ def test_ctrl_drag_selects_a_range_over_the_crossed_lanes_and_esc_clears(win, qt
 
 def test_iteration_and_steady_scopes_follow_the_selection(win, qtbot):
     panel = win.panels["statistics"]
+    win.docks["statistics"].raise_()  # an off-screen tab follows the selection when chosen
     panel.show_table("op", "iteration")
     assert "no iteration selected" in panel.caption.text()
     win.session.select_iteration(2)
@@ -120,3 +121,14 @@ def test_clicking_a_breakdown_category_opens_its_rows(win, qtbot):
     win.docks["breakdown"].raise_()
     qtbot.mouseClick(bp.table.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
     assert panel.kind == "kernel" and panel.caption.text().startswith("iteration 2")
+
+
+def test_an_off_screen_tab_catches_up_when_chosen(win, qtbot):
+    panel = win.panels["statistics"]
+    win.docks["statistics"].raise_()
+    panel.show_table("op", "iteration")
+    win.docks["breakdown"].raise_()  # Statistics goes behind: selections only mark it stale
+    win.session.select_iteration(2)
+    assert "no iteration selected" in panel.caption.text()
+    win.docks["statistics"].raise_()
+    qtbot.waitUntil(lambda: panel.caption.text().startswith("iteration 2 (ProfilerStep#7)"))

@@ -275,14 +275,20 @@ class StatisticsPanel(QWidget):
         """Recompute now when the panel is on screen, else when it is next shown: at 1e6
         events one table costs ~0.4 s of the GUI thread, which an open must not pay for a
         tab nobody is looking at (it was the longest stall of a cached reopen)."""
-        if self.isVisible():
+        if self.isVisible() and not self.visibleRegion().isEmpty():
             self._compute()
         else:
             self._stale = True
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
-        if self._stale:
+        if self._stale and not self.visibleRegion().isEmpty():
+            self._compute()
+
+    def dock_visibility_changed(self, visible: bool) -> None:
+        """Its dock's tab was chosen (a tabbed dock that is not the current tab stays
+        'visible', moved off screen, so no show event comes)."""
+        if visible and self._stale:
             self._compute()
 
     def _compute(self) -> None:
