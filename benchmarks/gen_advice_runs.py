@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import torch
+from gen_torch_loops import train_step as sgd_step  # one optimizer step, as in the loop captures
 from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.data import DataLoader, Dataset
 
@@ -51,14 +52,6 @@ def run(name: str, steps: int, pair: str = ""):
 def mlp(d_in=256, width=512):
     return torch.nn.Sequential(torch.nn.Linear(d_in, width), torch.nn.ReLU(),
                                torch.nn.Linear(width, 1))
-
-
-def sgd_step(model, opt, x, y):
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
 
 
 # -- warm-up: a scripted model optimises itself on its first calls, a lazy cache fills --------

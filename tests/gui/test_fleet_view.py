@@ -27,21 +27,10 @@ def run32(tmp_path):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, monkeypatch):
-    from PySide6.QtCore import QSettings
-
-    from sofa_gui.qt.main_window import MainWindow
-
+def window(open_window, monkeypatch):
     monkeypatch.setenv("SOFA_GUI_FLEET_WORKERS", "1")
     monkeypatch.delenv("SOFA_GUI_SCHEDULER", raising=False)
-    win = MainWindow(QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
-                     restore_state=False)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.session.shutdown()
+    return open_window(None)
 
 
 def _row_of(panel, rank: int) -> int:
