@@ -77,7 +77,7 @@ def _child_main(path: str, conn, cancel_event, options=None) -> None:
     progress = _PipeProgress(conn, cancel_event)
     try:
         trace = load_trace(path, progress, use_cache=True)
-        cached = store.is_cached(Path(path).expanduser())
+        cached = trace.cache_entry is not None  # load_trace read or wrote the cache
         handoff = None if cached else store.write_handoff(trace)
         conn.send(("done", cached, handoff and str(handoff)))
         if options is not None and cached:

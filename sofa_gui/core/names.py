@@ -55,9 +55,14 @@ def _cxa_demangle():
 
 
 def _libc_free(ptr: int) -> None:
+    _free()(ptr)
+
+
+@functools.cache
+def _free():
     free = ctypes.CDLL(None).free
     free.argtypes = [ctypes.c_void_p]
-    free(ptr)
+    return free
 
 
 # Untrusted text (trace names, paths) must not steer a terminal or a document: C0/C1

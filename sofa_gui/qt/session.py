@@ -45,7 +45,6 @@ class Session(QObject):
     progress = Signal(float, str)
     iteration_selected = Signal(int)  # -1: none
     slice_selected = Signal(int)  # -1: none
-    view_changed = Signal(object)  # a view.state.Change (window, range, layout, ...)
     rank_selected = Signal(int)  # -1: none
     range_selected = Signal(object)  # (start_ns, end_ns, lanes tuple) or None: cleared
     search_changed = Signal()  # the set of matches changed
@@ -253,7 +252,6 @@ class Session(QObject):
             self.range_selected.emit(self.selected_range)
         elif change is Change.RANK:
             self.rank_selected.emit(self.view.selected_rank)
-        self.view_changed.emit(change)
 
     # -- search ---------------------------------------------------------------------
     def search(self, query: SearchQuery | None) -> None:

@@ -37,7 +37,7 @@ from .device_side import (
 from .host_side import HOST_CATEGORIES, HostBreakdown, compute_host, window_of
 from .intervals import clean_windows
 from .ranks import RankStats, rank_stats, rank_windows
-from .results import Iterations, us
+from .results import Iterations, lower_median_index, us
 
 OVERLAP_PRIORITY = ("device: compute > communication > memcpy (h2d > d2h > d2d > p2p > other) "
                     "> memset > idle (input > copy call > sync / launch / host / other); "
@@ -134,10 +134,7 @@ class TraceBreakdown:
     @property
     def median_iteration(self) -> int:
         """Index of the iteration with the median duration (lower median), -1 if none."""
-        if not len(self):
-            return -1
-        order = np.argsort(self.durations, kind="stable")
-        return int(order[(len(order) - 1) // 2])
+        return lower_median_index(self.durations)
 
     def iteration_breakdown(self, i: int, side: str | None = None) -> dict[str, int]:
         """{category: ns} of iteration ``i``."""

@@ -101,8 +101,7 @@ def _prediction(fnd: dict, measured_mean: float | None) -> dict | None:
 
 
 def _median(analysis: Analysis) -> float:
-    bd = analysis.breakdown
-    d = bd.durations if bd is not None else analysis.iterations.durations
+    d = _durations(analysis)
     return float(np.median(d)) if len(d) else 0.0
 
 
@@ -201,8 +200,7 @@ def _applied_fix(finding, run_a, run_b):
 
 
 def _mean_iteration(analysis: Analysis) -> float:
-    bd = analysis.breakdown
-    d = bd.durations if bd is not None else analysis.iterations.durations
+    d = _durations(analysis)
     return float(np.mean(d)) if len(d) else 0.0
 
 

@@ -15,6 +15,15 @@ from ..units import us
 __all__ = ["us"]  # re-exported: analysis modules import it from here
 
 
+
+def lower_median_index(durations: np.ndarray) -> int:
+    """Index of the median duration (lower median, stable), -1 if none: the one "median
+    iteration" every view and the breakdown compare against."""
+    if not len(durations):
+        return -1
+    order = np.argsort(durations, kind="stable")
+    return int(order[(len(order) - 1) // 2])
+
 @dataclass
 class PeriodicExtra:
     """Work that comes every ``every``-th iteration (evaluation, checkpoint, logging).
@@ -94,10 +103,7 @@ class Iterations:
     def median_index(self) -> int:
         """The median iteration: lower median by duration (stable), -1 if none.  The one
         "median" every view compares against (the breakdown uses the same rule)."""
-        if not len(self):
-            return -1
-        order = np.argsort(self.durations, kind="stable")
-        return int(order[(len(order) - 1) // 2])
+        return lower_median_index(self.durations)
 
     def device_step_times(self) -> np.ndarray | None:
         """Step times on the device clock when the device lags its host (else None):

@@ -200,7 +200,8 @@ def analyze_input_pipeline(trace: Trace, starts=None, ends=None,
     """The tf.data pipeline seen in ``trace`` within the iteration windows (the whole trace
     when none); None when the trace has no ``Iterator::`` events."""
     cache = trace.memo("tfdata", dict)
-    key = (None if starts is None else (len(starts), int(np.sum(starts))), main_lane)
+    key = (None if starts is None else (np.asarray(starts, np.int64).tobytes(),
+                                        np.asarray(ends, np.int64).tobytes()), main_lane)
     if key not in cache:
         cache[key] = _analyze(trace, starts, ends, main_lane)
     return cache[key]

@@ -7,7 +7,7 @@ import re
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
 
 #: Severity colours (badge background); readable with white text in light and dark themes.
 SEVERITY_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#607d8b"}
@@ -93,3 +93,10 @@ def set_muted(label: QLabel) -> None:
     pal.setColor(QPalette.ColorRole.WindowText, pal.color(QPalette.ColorRole.PlaceholderText))
     label.setPalette(pal)
 
+
+def row_picker(view: QAbstractItemView) -> QAbstractItemView:
+    """A read-only table where a click picks one whole row (the panels' tables)."""
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    return view

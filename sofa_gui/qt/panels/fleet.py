@@ -13,9 +13,8 @@ rank" load it alongside others.
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -28,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from ...core.units import fmt_ns
 from ..session import Session
-from .common import plain_label
+from .common import plain_label, row_picker
 from .rank_heatmap import RankHeatmap
 
 #: Partial heat maps while ranks finish: at most one redraw per this many ms.
@@ -61,7 +60,6 @@ def _item(text: str, key: float | None = None) -> QTableWidgetItem:
 class FleetPanel(QWidget):
     """The fleet overview (central widget while a big rank folder is shown)."""
 
-    rank_chosen = Signal(int)  # the selected rank changed
 
     def __init__(self, session: Session, parent: QWidget | None = None):
         super().__init__(parent)
@@ -72,9 +70,7 @@ class FleetPanel(QWidget):
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().hide()
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        row_picker(self.table)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setWordWrap(False)
@@ -280,8 +276,6 @@ class FleetPanel(QWidget):
         for b in (self.open_btn, self.neigh_btn, self.median_btn):
             b.setEnabled(rank is not None)
         self.median_btn.setEnabled(rank is not None and self.session.fleet is not None)
-        if rank is not None:
-            self.rank_chosen.emit(rank)
 
     def _open(self, alongside: str) -> None:
         if self.selected_rank is not None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QKeyEvent
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QTableView, QVBoxLayout, QWidget
 
 from ...core.units import fmt_ns
 from ...view.model import IterationMarks
+from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
 from .breakdown_view import dominant_labels
-from .common import fmt_offset, plain_label, set_muted
+from .common import fmt_offset, plain_label, row_picker, set_muted
 
 COLUMNS = ("#", "Step", "Start", "Duration", "Δ vs median", "Dominant")
 DUR_COLUMNS = (3, 4)  # sorted by duration
@@ -118,9 +119,9 @@ class IterationsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.TextAlignmentRole and c in (0, 2, 3, 4):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and c == 1 and self._marks.extra_of(r):
-            return f"periodic extra: {self._marks.extra_of(r)}"
+            return literal_html(f"periodic extra: {self._marks.extra_of(r)}")
         if role == Qt.ItemDataRole.ToolTipRole and c in (1, 5):
-            return self._text(r, c) or None
+            return literal_html(self._text(r, c)) if self._text(r, c) else None
         if role == Qt.ItemDataRole.ToolTipRole and c == 2:
             return f"starts {fmt_offset(self._starts[r] - self._origin)} after the trace start"
         return None
@@ -210,9 +211,7 @@ class IterationsPanel(QWidget):
         self.table.setModel(self.model)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        row_picker(self.table)
         self.table.setAlternatingRowColors(True)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setDefaultSectionSize(

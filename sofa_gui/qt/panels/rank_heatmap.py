@@ -25,6 +25,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from ...core.units import fmt_ns
+from ...view.tooltip import literal_html
 
 _LOW = QColor("#fff5e6")  # fastest
 _HIGH = QColor("#c2410c")  # slowest
@@ -226,7 +227,7 @@ class RankHeatmap(QWidget):
         if ev.type() == QEvent.Type.ToolTip:
             text = self.tooltip_at(QPointF(ev.pos()))
             if text:
-                QToolTip.showText(ev.globalPos(), text, self)
+                QToolTip.showText(ev.globalPos(), literal_html(text), self)
             else:
                 QToolTip.hideText()
             return True

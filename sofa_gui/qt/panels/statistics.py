@@ -9,10 +9,8 @@ of :mod:`sofa_gui.core.analysis.stats`, so the app and the CLI agree.
 
 from __future__ import annotations
 
-import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -23,11 +21,11 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis import stats
-from ...core.units import fmt_ns
+from ...core.units import fmt_bytes, fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, set_muted
+from .common import plain_label, row_picker, set_muted
 
 KINDS = (("kernel", "Kernels"), ("op", "CPU ops"), ("copy", "Copies"),
          ("collective", "Collectives"))
@@ -114,11 +112,11 @@ def _text(r: stats.StatRow, col: str) -> str:
     if col == "Count":
         return f"{r.count:,}"
     if col == "Share":
-        return f"{100 * r.share:.1f}%"
+        return fmt_pct(r.share)
     if col == "Direction":
         return r.copy_kind
     if col == "Bytes":
-        return stats.fmt_bytes(r.bytes) if r.bytes >= 0 else "unknown"
+        return fmt_bytes(r.bytes) if r.bytes >= 0 else "unknown"
     if col == "Rate":
         return f"{r.gbps:.2f} GB/s" if r.gbps is not None else "unknown"
     return fmt_ns(_key(r, col))
@@ -157,9 +155,7 @@ class StatisticsPanel(QWidget):
         self.view.setModel(self.proxy)
         self.view.setSortingEnabled(True)
         self.view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
-        self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        row_picker(self.view)
         self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.view.verticalHeader().hide()
         self.view.setWordWrap(False)
@@ -203,11 +199,14 @@ class StatisticsPanel(QWidget):
     def show_table(self, kind: str, scope: str) -> None:
         """Switch to ``kind`` (kernel|op|copy|collective) in ``scope`` (trace|iteration|
         steady|range), e.g. when a breakdown category is clicked."""
+        self._choose(kind, scope)
+        self._compute()
+
+    def _choose(self, kind: str, scope: str) -> None:
         for combo, value in ((self.kind_combo, kind), (self.scope_combo, scope)):
             combo.blockSignals(True)
             combo.setCurrentIndex(max(combo.findData(value), 0))
             combo.blockSignals(False)
-        self._compute()
 
     def open_category(self, category: str) -> bool:
         """Show the rows behind a breakdown category in the iteration the breakdown shows
@@ -222,19 +221,11 @@ class StatisticsPanel(QWidget):
         self.show_table(kind, "iteration" if s.selected_iteration >= 0 else "trace")
         return True
 
-    def row_of(self, name: str) -> int:
-        """View row showing group ``name`` (-1 if absent)."""
-        for row in range(self.proxy.rowCount()):
-            if self.proxy.index(row, 0).data() == name:
-                return row
-        return -1
-
     # -- reactions ------------------------------------------------------------------------
     def _on_trace(self) -> None:
         if self.scope_key in ("range", "iteration"):
-            self.show_table(self.kind, "trace")
-        else:
-            self.refresh()
+            self._choose(self.kind, "trace")
+        self.refresh()
 
     def _on_iteration(self, _i: int) -> None:
         if self.scope_key == "iteration":
@@ -244,7 +235,8 @@ class StatisticsPanel(QWidget):
         if rng is not None:
             self.show_table(self.kind, "range")
         elif self.scope_key == "range":
-            self.show_table(self.kind, "trace")
+            self._choose(self.kind, "trace")
+            self.refresh()
 
     def _scope(self) -> tuple[stats.Scope | None, str]:
         """The scope chosen, or None and why it cannot be shown."""
@@ -331,14 +323,6 @@ class StatisticsPanel(QWidget):
         members = table.members(row)
         self.session.show_instances(members, focus=table.rows[row].longest)
 
-
-def instances_of(panel: StatisticsPanel, name: str) -> np.ndarray:
-    """Slice indexes of the group ``name`` in the panel's current table (tests, tools)."""
-    t = panel.model.table
-    for i, r in enumerate(t.rows if t is not None else []):
-        if r.name == name:
-            return t.members(i)
-    return np.zeros(0, np.int64)
 
 
 DOCK = DockSpec("statistics", "Statistics", "bottom", 30, 600, StatisticsPanel,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
@@ -114,7 +113,7 @@ class SummaryHeader(QFrame):
             **self._facts,
             "Iterations": "…" if it is None else f"{len(it)} ({it.method})",
             "Median iteration": "…" if it is None else (
-                fmt_ns(float(np.median(it.durations))) if len(it) else "—"),
+                fmt_ns(int(it.durations[it.median_index])) if len(it) else "—"),
             "Device busy": _util_text(s),
             "Top bottleneck": _top_text(s),
         }

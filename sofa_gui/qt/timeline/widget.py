@@ -62,7 +62,6 @@ class TimelineWidget(QtWidgets.QWidget):
     #: The user moved/pinned a group or resized the label column: ``track_state()`` changed.
     tracks_changed = QtCore.Signal()
     #: Ctrl-drag area selection: (start_ns, end_ns, lane ids crossed), or None when cleared.
-    area_selected = QtCore.Signal(object)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, view: ViewState | None = None):
         super().__init__(parent)
@@ -378,7 +377,6 @@ class TimelineWidget(QtWidgets.QWidget):
             self._lanes.invalidate()
         elif change is Change.RANGE:
             self._apply_area()
-            self.area_selected.emit(self.area)
 
     def _apply_window(self) -> None:
         x0, x1 = self.view.x0, self.view.x1

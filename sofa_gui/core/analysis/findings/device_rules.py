@@ -204,9 +204,8 @@ def launch_overhead_bound(ctx: Ctx) -> Finding | None:
     d, share = ctx.best_device(LAUNCH_CATEGORIES)
     if d is None or _runtime_lanes(ctx):
         return None  # XLA/PjRt runs: host_dispatch_bound measures the host issuing work
-    dispatch = _runtime_thread_share(ctx, d, ("idle_host",))
     one_off = _one_off_in_gaps(ctx, d)
-    share = max(share - dispatch - one_off, 0.0)
+    share = max(share - one_off, 0.0)
     g = d.gaps
     sel = np.concatenate([g.of("idle_launch"), g.of("idle_host")])
     gw = window_of(g.start[sel], d.starts, d.ends)
@@ -333,7 +332,7 @@ def synchronization_stalls(ctx: Ctx) -> Finding | None:
     if d is None:
         return None
     readback = _readbacks(ctx, d)[1]
-    dispatch = _runtime_thread_share(ctx, d, SYNC_CATEGORIES)
+    dispatch = _runtime_dispatch_in_sync(ctx, d)
     share = max(share - readback - dispatch, 0.0)
     g = d.gaps
     sel = g.of("idle_sync")
@@ -377,9 +376,10 @@ def _empty_wait_finding(ctx: Ctx, d: DeviceBreakdown, share: float, empty: float
     """Sync stalls in which the device had nothing queued: the waits are the causes, and
     what they wait for is not in the trace (half confidence, the gain an upper bound)."""
     s = ctx.trace.slices
+    site = dict(zip(waits.tolist(), _call_sites(ctx, waits)))  # one lookup per lane
     causes = causes_by_name(ctx, waits, idle, float(idle.sum()) or 1.0,
-                            label=lambda n, j: f"{_call_site(ctx, j)} with the device idle")
-    evidence = [Evidence(f"{_call_site(ctx, j)} waits {fmt_ns(int(s.dur[j]))}; {d.label} idle "
+                            label=lambda n, j: f"{site[int(j)]} with the device idle")
+    evidence = [Evidence(f"{site[j]} waits {fmt_ns(int(s.dur[j]))}; {d.label} idle "
                          f"{fmt_ns(int(x))} of it", int(s.start[j]), int(s.end[j]),
                          ctx.it(int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])),
                          lanes_of([int(s.lane[j])], d.lanes))
@@ -498,6 +498,7 @@ def blocking_readback(ctx: Ctx) -> Finding | None:
     copy_of = {int(c): int(j) for j, c in zip(
         np.flatnonzero(s.kind == int(Kind.MEMCPY)).tolist(),
         s.correlation[s.kind == int(Kind.MEMCPY)].tolist())}
+    site = dict(zip(calls.tolist(), _call_sites(ctx, calls)))  # one lookup per lane
     evidence = []
     for k in np.argsort(-idle, kind="stable")[:MAX_EVIDENCE].tolist():
         j = int(calls[k])
@@ -505,12 +506,13 @@ def blocking_readback(ctx: Ctx) -> Finding | None:
         what = (f"{ctx.trace.name_of(cp)} of {int(s.bytes[cp])} bytes" if cp >= 0 else "copy")
         it = int(window_of(s.start[j:j + 1], d.starts, d.ends)[0])
         evidence.append(Evidence(
-            f"{_call_site(ctx, j)} blocks the host {fmt_ns(int(s.dur[j]))} for a {what}; "
+            f"{site[j]} blocks the host {fmt_ns(int(s.dur[j]))} for a {what}; "
             f"{d.label} idles {fmt_ns(int(idle[k]))} meanwhile", int(s.start[j]),
             int(s.end[j]), None if it < 0 else ctx.it(it),
             lanes_of([int(s.lane[j])], [int(s.lane[cp])] if cp >= 0 else [], d.lanes)))
     causes = causes_by_name(ctx, calls, idle, float(idle.sum()) or 1.0,
-                            label=lambda n, j: _readback_label(ctx, j, copy_of), by_label=True)
+                            label=lambda n, j: _readback_label(ctx, site[int(j)], j, copy_of),
+                            by_label=True)
     per = len(calls) / max(ctx.ph.n_steady, 1)
     summary = (f"{per:.1f} device-to-host read-backs per steady-state iteration block the host "
                f"until the device queue drains ({fmt_ns(float(np.median(s.dur[calls])))} "
@@ -519,11 +521,11 @@ def blocking_readback(ctx: Ctx) -> Finding | None:
     return make_finding(ctx, fid, share, summary, evidence, causes=causes)
 
 
-def _readback_label(ctx: Ctx, j: int, copy_of: dict) -> str:
+def _readback_label(ctx: Ctx, site: str, j: int, copy_of: dict) -> str:
     s = ctx.trace.slices
     cp = copy_of.get(int(s.correlation[j]), -1)
     size = f", {int(s.bytes[cp])} B {ctx.trace.name_of(cp)}" if cp >= 0 else ""
-    return f"{_call_site(ctx, j)}{size}"
+    return f"{site}{size}"
 
 
 # -- JAX / XLA host dispatch -----------------------------------------------------------------
@@ -581,20 +583,15 @@ def _dispatch_idle(ctx: Ctx, d: DeviceBreakdown) -> float:
     return cache[key]
 
 
-def _runtime_thread_share(ctx: Ctx, d: DeviceBreakdown, categories) -> float:
-    """The part of ``categories``' idle that is runtime-thread dispatch: sync idle first
-    (the main thread waiting while the runtime still works), the rest from host idle."""
+def _runtime_dispatch_in_sync(ctx: Ctx, d: DeviceBreakdown) -> float:
+    """The part of sync idle that is runtime-thread dispatch (the main thread waiting while
+    the XLA/PjRt runtime still works): host work, not a sync."""
     dispatch = _dispatch_idle(ctx, d)
     if not dispatch:
         return 0.0
     r = ctx.rows
     wall = int((d.ends[r] - d.starts[r]).sum()) or 1
-    sync = float(d.column("idle_sync")[r].sum()) / wall
-    if tuple(categories) == ("idle_sync",):
-        return min(dispatch, sync)
-    if tuple(categories) == ("idle_host",):
-        return max(dispatch - sync, 0.0)
-    return dispatch
+    return min(dispatch, float(d.column("idle_sync")[r].sum()) / wall)
 
 
 @rule("host_dispatch_bound", "Host dispatch bound (XLA/PjRt runtime threads)", 0.03, 0.15,
@@ -634,7 +631,7 @@ def _dispatch_share(ctx: Ctx, d: DeviceBreakdown) -> float:
     """Host-bound idle of an XLA/PjRt run: launch gaps and host-side idle (one-off calls
     left out) plus the sync idle during which runtime threads still dispatch."""
     host_idle = ctx.share(d, LAUNCH_CATEGORIES) - _one_off_in_gaps(ctx, d)
-    return max(host_idle, 0.0) + _runtime_thread_share(ctx, d, SYNC_CATEGORIES)
+    return max(host_idle, 0.0) + _runtime_dispatch_in_sync(ctx, d)
 
 
 # -- communication / compute -----------------------------------------------------------------
