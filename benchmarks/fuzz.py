@@ -258,7 +258,7 @@ def _wait_with_usage(proc, timeout_s: float):
         time.sleep(0.05)
 
 
-def attacks_main(small: bool, timeout_s: float) -> int:
+def attacks_main(small: bool, timeout_s: float, only: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="sofa-attacks-"))
     head = f"{'attack family':<50} {'input':>10} {'exit':>5} {'wall s':>7} {'peak RSS':>9}  ends"
     print(head)
@@ -266,6 +266,8 @@ def attacks_main(small: bool, timeout_s: float) -> int:
     ok = True
     try:
         for fam in attacks.FAMILIES:
+            if only and not any(o.lower() in fam[0].lower() for o in only):
+                continue
             r = run_attack(fam, work, small, timeout_s)
             ok &= r["ok"]
             print(f"{r['name']:<50} {r['size'] / 1024:>8.0f}KB {r['code']!s:>5} "
@@ -283,13 +285,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cli", type=int, default=20, help="extra cases per importer via the CLI")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds per case")
-    ap.add_argument("--only", action="append", help="importer module name(s)")
+    ap.add_argument("--only", action="append",
+                    help="importer module name(s); with --attacks: part of a family's name")
     ap.add_argument("--no-analyze", action="store_true", help="load only, skip analyze()")
     ap.add_argument("--seeds", default=os.path.join(tempfile.gettempdir(), "sofa-fuzz-seeds"))
     ap.add_argument("--replay", metavar="IMPORTER:CASE")
     args = ap.parse_args(argv)
     if args.attacks:
-        return attacks_main(args.small, max(args.timeout, 600.0))
+        return attacks_main(args.small, max(args.timeout, 600.0), args.only)
 
     t0 = time.perf_counter()
     seeds = fuzz_seeds.build_seeds(Path(args.seeds))

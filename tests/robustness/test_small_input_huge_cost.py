@@ -10,7 +10,7 @@ from __future__ import annotations
 import tracemalloc
 
 import pytest
-from attacks import huge_header_value, nested_args, trailing_blank_gzip
+from attacks import ONE_EVENT, _gzip_stream, huge_header_value, nested_args, trailing_blank_gzip
 from hostile import assert_one_line_error, run_cli
 
 from sofa_gui.core.errors import TraceFormatError
@@ -91,3 +91,35 @@ def test_deep_args_are_never_decoded_into_a_crash(tmp_path):
 
     store = ArgsStore([b'{"x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"])
     assert store.get(0) == {}
+
+
+
+_BETWEEN = {  # where the blanks go, and how many events the file holds
+    "after the comma": ([b",", None, b"E", b"]}"], 2),
+    "before the comma": ([None, b",", b"E", b"]}"], 2),
+    "before the closing bracket": ([None, b"]}"], 1),
+}
+
+
+@pytest.mark.parametrize("where", list(_BETWEEN))
+def test_blank_space_between_events_streams_by(tmp_path, where):
+    # main held blanks between events in one piece (buffer, joined copy, decode):
+    # 200 MB of them -> 737 MB RSS. Bound: the events around the blanks plus a few
+    # 4 MiB read blocks, whatever the blank size.
+    layout, events = _BETWEEN[where]
+    parts = [b'{"traceEvents": [', ONE_EVENT] + [
+        (b" ", BLANK) if p is None else ONE_EVENT if p == b"E" else p for p in layout]
+    path = _gzip_stream(tmp_path / "blank-between.json.gz", parts)
+    trace, peak = _peak(lambda: load_trace(path, use_cache=False))
+    assert trace.events == events
+    assert peak < 32 << 20, f"{peak / 2**20:.0f} MiB peak for {BLANK >> 20} MiB of blanks"
+
+
+def test_blank_space_inside_a_string_is_kept(tmp_path):
+    # a name holding '},' then megabytes of blanks is text, not a place to cut
+    name = b'{"ph": "X", "name": "a},' + b" " * (3 << 20) + b'b}", "ts": 5, "dur": 1}'
+    path = _gzip_stream(tmp_path / "blank-string.json.gz",
+                        [b'{"traceEvents": [', ONE_EVENT, b",", name, b",", ONE_EVENT, b"]}"])
+    trace = load_trace(path, use_cache=False)
+    assert trace.events == 3
+    assert any(len(trace.full_name(i)) == (3 << 20) + 5 for i in range(3))

@@ -15,8 +15,9 @@ not the whole file. Real syntax errors and truncation raise
 
 Untrusted files may be built to cost far more than their size: blank space is
 skipped as it streams by (never held), a value outside ``traceEvents`` may not
-exceed :data:`MAX_HEADER_VALUE`, one event (with the blanks after it) may not
-exceed :data:`MAX_PIECE`, and gzip data may not decompress past
+exceed :data:`MAX_HEADER_VALUE`, a long run of blanks between events ends the
+piece before it (the blanks then stream by), one event may not exceed
+:data:`MAX_PIECE`, and gzip data may not decompress past
 :func:`decompressed_limit` (the machine's memory, or ``SOFA_GUI_MAX_DECOMPRESSED_BYTES``).
 """
 
@@ -49,6 +50,8 @@ _NON_WS_END = re.compile(rb"[^ \t\r\n](?=[ \t\r\n]*\Z)")  # last non-blank byte
 MAX_HEADER_VALUE = 32 << 20
 #: Largest piece of the events array without an event boundary (one event + blanks).
 MAX_PIECE = 256 << 20
+#: A run of blanks this long after an event ends the piece there (and streams by).
+BLANK_RUN = 1 << 20
 _BYTE = re.compile(r"\(byte (\d+)\)")
 _JSON_SCALAR = re.compile(rb'"|-?\d|true\b|false\b|null\b')
 
@@ -280,6 +283,9 @@ class EventStream:
         self._base = 0  # decompressed offset of _buf[0]
         self._eof = False
         self._decoder = -1  # index into _DECODERS; chosen on the first piece
+        self._blank_scan = (0, 0)  # (scanned up to, blank run from): decompressed offsets
+        self._sep_due = False  # a piece was cut at '}': ',' or ']' comes next
+        self._tail_tried = -1  # where a cut before blanks was last tried
 
     # -- reading ----------------------------------------------------------------
     def close(self) -> None:
@@ -476,6 +482,10 @@ class EventStream:
             if self._skip_ws() < 0:
                 self._array_unterminated()
                 return
+            if self._sep_due:
+                if self._after_cut():
+                    return
+                continue
             piece, done = self._next_piece()
             if piece.events or piece.skipped:
                 yield piece
@@ -491,6 +501,10 @@ class EventStream:
             if m is None and len(self._buf) - start > MAX_PIECE:
                 raise self._fail(f"an event (with the blank space after it) is larger than "
                                  f"{MAX_PIECE >> 20} MiB, at byte {self._offset(start)}")
+            if m is None and not self._array_ends_in(start):
+                cut = self._cut_at_blanks(start)
+                if cut is not None:
+                    return cut, False
             if m is None and not self._array_ends_in(start) and self._more():
                 search -= start - self._pos  # the buffer may have been compacted
                 start = self._pos
@@ -553,6 +567,58 @@ class EventStream:
             return piece, True
         self._pos = m.end() - 1
         return piece, False
+
+    def _blank_tail(self, start: int) -> int:
+        """Where the run of blanks that ends the buffer begins (>= ``start``); only
+        the bytes read since the last call are scanned."""
+        scanned, run = (max(v - self._base, start) for v in self._blank_scan)
+        last = _last_non_blank(self._buf, scanned)
+        run = last + 1 if last >= 0 else run
+        self._blank_scan = (self._base + len(self._buf), self._base + run)
+        return run
+
+    def _cut_at_blanks(self, start: int) -> Piece | None:
+        """The piece up to a long run of blanks after an event, or None.
+
+        The blanks are then skipped as they stream by instead of being held
+        (and copied) with the piece. Cut only where the text before the blanks
+        decodes as whole events: blanks inside a string are kept.
+        """
+        run = self._blank_tail(start)
+        q = run - 1
+        if len(self._buf) - run < BLANK_RUN or q <= start or self._buf[q] not in b",}":
+            return None
+        if self._tail_tried == self._base + q:
+            return None
+        self._tail_tried = self._base + q
+        end = q if self._buf[q] == ord(",") else q + 1
+        doc = b"".join((b"[", memoryview(self._buf)[start:end], b"]"))
+        outcome, value = _try_decode(doc, max(self._decoder, 0))
+        if outcome == "events":
+            self._decoder, value = value
+        elif outcome != "raws":
+            try:
+                outcome, value = self._json_fallback(doc, start)
+            except TraceFormatError:
+                return None
+            if outcome != "items":
+                return None
+        self._pos = q + 1
+        self._sep_due = self._buf[q] == ord("}")
+        return self._piece(outcome, value, doc)
+
+    def _after_cut(self) -> bool:
+        """The ',' (or the array's ']') after a piece cut before blanks; True at ']'."""
+        self._sep_due = False
+        p = self._pos
+        c = self._buf[p:p + 1]
+        self._pos = p + 1
+        if c == b",":
+            return False
+        if c == b"]":
+            self._after_array()
+            return True
+        raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected ',' or ']'")
 
     def _array_ends_in(self, start: int) -> bool:
         """Whether the events array closes in the buffer after ``start`` (so the rest of
@@ -660,6 +726,18 @@ class EventStream:
             raise self._fail(f"invalid JSON at byte {self._offset(p)}: expected ','")
         self._pos = p + 1
         self._members(before=False)
+
+
+def _last_non_blank(buf: bytearray, lo: int) -> int:
+    """Index of the last non-blank byte of ``buf[lo:]``, -1 if none (scans backwards)."""
+    end, step = len(buf), 1 << 16
+    while end > lo:
+        a = max(lo, end - step)
+        m = _NON_WS_END.search(buf, a, end)
+        if m is not None:
+            return m.start()
+        end, step = a, step * 2
+    return -1
 
 
 def _try_decode(text: bytes, first: int = 3) -> tuple[str, Any]:
