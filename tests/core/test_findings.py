@@ -566,3 +566,32 @@ def test_real_alexnet_waits_on_host_calls_not_on_stream_waits(data_dir):
     assert f.id == "startup_cost" and f.estimated_speedup is None
     assert {c.label for c in f.causes} >= {"cudaFree", "cudaLaunchKernel", "cudaMalloc"}
     assert all(x.estimated_speedup is None or x.confidence < 0.2 for x in a.findings)
+
+
+def test_ranking_tiers_measured_then_hypotheses_then_tentative_then_noise():
+    """Measured findings (per-step or proven one-off) by gain x confidence first; a
+    hypothesis (compute_bound) next; a tentative reading (same calls, slower) after it;
+    anything whose gain x confidence is under the 5% noise floor last."""
+    from sofa_gui.core.analysis.findings import (
+        HYPOTHESIS,
+        MEASURED,
+        MINOR,
+        NOISE_FLOOR,
+        TENTATIVE,
+        rank_tier,
+    )
+    from sofa_gui.core.analysis.results import Finding
+
+    def f(fid, share, sp, conf, tentative=""):
+        return Finding(fid, fid, "medium", share, sp, "", [], [], confidence=conf,
+                       tentative=tentative)
+
+    assert NOISE_FLOOR == 0.05
+    assert rank_tier(f("input_pipeline_bound", 0.3, 1 / 0.7, 0.9)) == MEASURED
+    assert rank_tier(f("startup_cost", 0.3, None, 0.9)) == MEASURED  # proven one-off work
+    assert rank_tier(f("compute_bound", 0.47, 1.9, 0.17)) == HYPOTHESIS
+    assert rank_tier(f("iteration_jitter", 0.3, 1 / 0.7, 0.5, "same calls")) == TENTATIVE
+    assert rank_tier(f("startup_cost", 0.33, None, 0.45, "slow start")) == TENTATIVE
+    # 11% at confidence 0.35 would save ~4% at the confidence it has: under the floor
+    assert rank_tier(f("iteration_jitter", 0.114, 1.129, 0.35)) == MINOR
+    assert rank_tier(f("compute_bound", 0.1, 1.11, 0.2)) == MINOR

@@ -286,6 +286,9 @@ class Finding:
     hidden_fixes: list[tuple[Fix, str]] = field(default_factory=list)
     one_off_ns: int = 0
     estimated_by: str = ""  # the fix whose estimate is the finding's (per-fix estimates)
+    #: what makes its reading (not only its size) unproven, e.g. slow steps that make the
+    #: same calls as fast ones: such findings rank after the hypotheses
+    tentative: str = ""
 
     @property
     def gain(self) -> float:
@@ -317,6 +320,8 @@ class Finding:
         }
         if self.one_off_ns:
             out["one_off_us"] = us(self.one_off_ns)
+        if self.tentative:
+            out["tentative"] = self.tentative
         if self.estimated_by:
             out["estimated_by"] = self.estimated_by
         return out

@@ -10,8 +10,11 @@ Amdahl's ``1 / (1 - share)`` over steady-state time, bounded by what the fix nee
 and the finding takes the best); one-off work has none.  Every finding has
 ``causes`` (what makes up its time), ``confidence`` (iterations, evidence,
 assumptions) and fixes chosen by the run's facts (:mod:`..run_facts`); findings are
-ranked by expected gain x confidence, measured ones before hypotheses (``compute_bound``
-assumes a 2x faster compute that nothing in the trace proves).
+ranked by expected gain x confidence in tiers (:func:`rank_tier`): measured findings,
+then hypotheses (``compute_bound`` assumes a 2x faster compute that nothing in the trace
+proves), then tentative ones (slow steps that make the same calls as the others: the
+cause is likely outside the program), then whatever is under the noise floor (gain x
+confidence < :data:`NOISE_FLOOR`, 5%).
 
 Adding a rule
     Write one function ``check(ctx) -> Finding | None`` (``ctx``:
@@ -57,8 +60,9 @@ from .steady import phases
 __doc__ += rules_table() + "\n"
 
 THRESHOLDS = thresholds()
-__all__ = ["BELOW", "RULES", "THRESHOLDS", "disjoint_ids", "evaluate_rules",
-           "find_bottlenecks", "make_context"]
+__all__ = ["BELOW", "HYPOTHESIS", "MEASURED", "MINOR", "NOISE_FLOOR", "RULES", "TENTATIVE",
+           "THRESHOLDS", "disjoint_ids", "evaluate_rules",
+           "find_bottlenecks", "make_context", "rank_tier"]
 
 
 def make_context(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
@@ -74,8 +78,32 @@ def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
     confidence first."""
     out = [f for f in evaluate_rules(trace, iters, breakdown, facts, all_frameworks)
            if f.severity != BELOW and f.evidence]
-    out.sort(key=lambda f: (RULES[f.id].hypothesis, -f.rank_key))
+    for f in out:
+        if rank_tier(f) == MINOR:
+            f.confidence_why = "; ".join(x for x in (f.confidence_why, (
+                f"expected gain x confidence {100 * f.rank_key:.1f}% is under the "
+                f"{100 * NOISE_FLOOR:.0f}% noise floor: ranked after the others")) if x)
+    out.sort(key=lambda f: (rank_tier(f), -f.rank_key))
     return out
+
+
+#: A finding whose expected gain x confidence is under this (it would save under 5% of the
+#: time at the confidence it has: the "moderate" threshold of most rules at full confidence)
+#: is within what a few profiled steps vary by on their own.
+NOISE_FLOOR = 0.05
+#: Ranking tiers: measured findings (per-step, and one-off work the program does), then
+#: hypotheses (their gain assumes a change the trace does not show), then tentative
+#: findings (their reading is unproven: slow steps that make the same calls as the
+#: others), then everything under the noise floor.
+MEASURED, HYPOTHESIS, TENTATIVE, MINOR = range(4)
+
+
+def rank_tier(f: Finding) -> int:
+    if f.rank_key < NOISE_FLOOR:
+        return MINOR
+    if f.tentative:
+        return TENTATIVE
+    return HYPOTHESIS if RULES[f.id].hypothesis else MEASURED
 
 
 def evaluate_rules(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,

@@ -136,12 +136,13 @@ def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[
                  *, speedup: float | None = 0.0, sev: str | None = None,
                  causes: list[Cause] | None = None, title: str | None = None,
                  assumption: float = 1.0, notes: tuple[str, ...] = (),
-                 one_off_ns: int = 0, direct: bool = False,
+                 one_off_ns: int = 0, direct: bool = False, tentative: str = "",
                  fix_gain: Callable[[Fix], FixGain] | None = None) -> Finding:
     """A finding with its rule's title and fixes chosen by the run facts.  ``speedup`` 0.0
     means Amdahl on ``share``; None means no per-iteration gain (one-off work).
     ``fix_gain``: each shown fix's own estimate (see :func:`best_fix`); the finding's
-    estimate is then that of the best fix, named."""
+    estimate is then that of the best fix, named.  ``tentative``: why its reading is
+    unproven (it then ranks after the hypotheses)."""
     rule = RULES[fid]
     if speedup == 0.0:
         speedup = amdahl(share) if rule.per_step else None
@@ -163,7 +164,7 @@ def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[
     return Finding(fid, title or rule.title, sev or severity(fid, share), share, speedup,
                    summary, evidence[:MAX_EVIDENCE], shown, causes=(causes or [])[:MAX_CAUSES],
                    confidence=conf, confidence_why=why, hidden_fixes=hidden,
-                   one_off_ns=one_off_ns, estimated_by=by)
+                   one_off_ns=one_off_ns, estimated_by=by, tentative=tentative)
 
 
 def best_fix(fixes: list[Fix], fix_gain: Callable[[Fix], FixGain]) -> tuple[Fix | None, float]:

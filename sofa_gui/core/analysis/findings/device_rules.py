@@ -771,6 +771,11 @@ JITTER_MIN_STEPS = 5
 JITTER_SLOW, JITTER_MIN_SLOW, JITTER_MIN_SLOW_SHARE = 1.1, 3, 0.2
 #: Isolated outliers count only up to the median + this many robust deviations (MAD).
 JITTER_OUTLIER_MADS = 3.0
+#: Below this fraction of the slow iterations' extra host time in extra calls, the slow
+#: steps are the same work run slower: likely the machine, not the program.
+JITTER_OWN_WORK = 1 / 3
+SAME_CALLS = "the slow steps make the same calls as the others, slower: cause likely " \
+             "outside the program"
 
 
 @rule("iteration_jitter", "Unstable iteration times", 0.05, 0.20,
@@ -814,8 +819,17 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
         notes, assumption = (f"{int(slow.sum())} isolated slow iteration(s)",), 0.3
     elif excess.max() > 0.5 * excess.sum():
         notes, assumption = ("one iteration makes most of it",), 0.6
+    from .run_rules import extra_calls_share
+    own = extra_calls_share(ctx, r[slow], r[~slow]) if slow.any() and (~slow).any() else 1.0
+    if own < JITTER_OWN_WORK:
+        summary += (f" The slow iterations make the same calls as the others, each slower "
+                    f"(only {pct(own)} of their extra host time is calls the others lack): "
+                    f"that points outside the program (other processes, CPU clock, the "
+                    f"profiler), which the trace cannot show.")
+        notes, assumption = notes + (SAME_CALLS,), assumption * 0.5
     return make_finding(ctx, fid, share, summary, evidence, speedup=speedup, causes=causes,
-                        assumption=assumption, notes=notes)
+                        assumption=assumption, notes=notes,
+                        tentative=SAME_CALLS if own < JITTER_OWN_WORK else "")
 
 
 def _outlier_clip(dur: np.ndarray, slow: np.ndarray, med: float) -> float:

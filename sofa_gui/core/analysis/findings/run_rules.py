@@ -23,6 +23,10 @@ ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|c
 #: A call this long and this many times its name's median is a one-off.
 ONE_OFF_NS = 10_000_000
 ONE_OFF_RATIO = 100
+#: Warm-up whose extra host time is under this fraction extra calls is a slow start.
+SLOW_START_OWN_WORK = 1 / 3
+SLOW_START = "warm-up makes the same calls as later steps, slower: a slow start, not " \
+             "proven one-off work"
 
 
 @rule("startup_cost", "One-off start-up work (no per-step gain)", 0.05, 0.20,
@@ -64,11 +68,24 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                f"{fmt_ns(profiled)}. It is paid once (first-use compilation, context and "
                f"allocator setup, autotuning), so it gives no per-step speed-up and is "
                f"left out of every other finding.")
+    assumption, notes = 1.0, ()
+    named = len(every) and bool(np.isin(window_of(s.start[every], bd.starts, bd.ends),
+                                        warm).any())
+    own = extra_calls_share(ctx, warm, r) if warm_ns > extra_ns and not named else 1.0
+    if own < SLOW_START_OWN_WORK:
+        summary += (f" But the warm-up iterations make the same calls as later ones, each "
+                    f"slower (only {pct(own)} of their extra host time is calls later ones "
+                    f"lack, and no compile or set-up call is among them): a slow start of "
+                    f"the profile (profiler start-up, cold caches, CPU clock) as much as "
+                    f"one-off work of the program.")
+        assumption, notes = 0.5, (SLOW_START,)
     # warm-up excess rests on the iterations: when it is most of the finding, uncertain
     # iterations make it uncertain too (one-off calls are measured from the events)
     direct = not (warm_ns > extra_ns and ctx.iters_uncertain is not None)
     return make_finding(ctx, "startup_cost", share, summary, evidence, speedup=None,
-                        causes=causes, one_off_ns=int(total), direct=direct)
+                        causes=causes, one_off_ns=int(total), direct=direct,
+                        assumption=assumption, notes=notes,
+                        tentative=SLOW_START if notes else "")
 
 
 def one_off_calls(ctx: Ctx) -> np.ndarray:
@@ -196,6 +213,41 @@ def grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray,
                                   ctx.it(i), [host.lane])))
     out.sort(key=lambda c: -c.total_ns)
     return out[:MAX_CAUSES]
+
+
+def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> float:
+    """Fraction of the host time the ``extra_rows`` iterations have on top of a steady one
+    that is work the steady ones do not do (more calls of a name, a name they lack);
+    the rest is the same calls, each slower, which points outside the program (other
+    processes, CPU clock, the profiler).  Names are compared without trailing numbers
+    (``ProfilerStep#4``, ``train step 4``, ``fusion.2``); 1.0 when nothing grew."""
+    host = ctx.bd.host
+    if host is None or not len(extra_rows) or not len(steady_rows):
+        return 1.0
+    s = ctx.trace.slices
+    idx = np.flatnonzero(np.isin(s.lane, [host.lane] + list(host.helper_lanes)))
+    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
+    own = self_times(ctx, idx).astype(np.float64)
+    base = ctx.trace.memo("name_base", lambda: _name_base(ctx.trace.names))
+    names, n = base[s.name[idx]], int(base.max()) + 1 if len(base) else 1
+    ex, st = np.isin(w, extra_rows), np.isin(w, steady_rows)
+    cnt_ex = np.bincount(names[ex], minlength=n) / len(extra_rows)
+    cnt_st = np.bincount(names[st], minlength=n) / len(steady_rows)
+    t_ex = np.bincount(names[ex], weights=own[ex], minlength=n) / len(extra_rows)
+    t_st = np.bincount(names[st], weights=own[st], minlength=n) / len(steady_rows)
+    grown = float(np.maximum(t_ex - t_st, 0.0).sum())
+    if grown <= 0:
+        return 1.0
+    per_call = np.divide(t_ex, cnt_ex, out=np.zeros(n), where=cnt_ex > 0)
+    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, np.maximum(t_ex - t_st, 0))
+    return min(float(calls.sum()) / grown, 1.0)
+
+
+def _name_base(names: list[str]) -> np.ndarray:
+    """Name id -> id of the name without trailing digits and separators."""
+    strip = [re.sub(r"[\s#._-]*\d+$", "", n) for n in names]
+    _, inv = np.unique(np.asarray(strip, dtype=object), return_inverse=True)
+    return inv.astype(np.int64)
 
 
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
