@@ -9,6 +9,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from ..host_side import window_of
 from ..results import Cause, Evidence
+from ..self_time import self_times as exclusive
 from .context import MAX_CAUSES, Ctx
 
 #: Slice kinds that name work (ops, Python functions, runtime calls, annotations).
@@ -33,20 +34,8 @@ def self_times(ctx: Ctx, idx: np.ndarray) -> np.ndarray:
 
 
 def _lane_self(ctx: Ctx, lane: int) -> tuple[np.ndarray, np.ndarray]:
-    s = ctx.trace.slices
     mine = np.sort(ctx.trace.lane_slices(lane))
-    own = s.dur[mine].astype(np.int64).copy()
-    depth = s.depth[mine]
-    for d in np.unique(depth).tolist():
-        par, kid = np.flatnonzero(depth == d), np.flatnonzero(depth == d + 1)
-        if not len(par) or not len(kid):
-            continue
-        order = np.argsort(s.start[mine[par]], kind="stable")
-        par = par[order]
-        p = np.searchsorted(s.start[mine[par]], s.start[mine[kid]], side="right") - 1
-        ok = p >= 0
-        np.subtract.at(own, par[p[ok]], s.dur[mine[kid[ok]]].astype(np.int64))
-    return mine, np.maximum(own, 0)
+    return mine, exclusive(ctx.trace, mine, cand=mine)
 
 
 def nested_in(ctx: Ctx, parents: np.ndarray, kinds=WORK_KINDS) -> np.ndarray:

@@ -85,26 +85,40 @@ MIN_FOR_PERIOD = 6
 def _periodic(d: np.ndarray, rest: np.ndarray) -> np.ndarray:
     """Rows of ``rest`` that recur every p-th iteration (p >= 2, at least two of them) and
     are all slower than every other iteration and clearly slower than their median; the
-    period with the largest excess wins."""
-    best, best_excess = np.zeros(0, np.int64), 0.0
+    period with the largest excess wins.
+
+    Being slower than every other iteration makes such a class the k slowest rows for
+    its size k, so only the n/2 top-k sets are tried (each checked for being one whole
+    residue class), not every (period, phase) pair."""
     if len(rest) < MIN_FOR_PERIOD:
-        return best
+        return np.zeros(0, np.int64)
     dr = d[rest]
-    pos = np.arange(len(rest))
-    for p in range(2, len(rest) // 2 + 1):
-        for phase in range(p):
-            mask = pos % p == phase
-            if mask.sum() < 2 or mask.all():
-                continue
-            hold, other = dr[mask], dr[~mask]
-            med = float(np.median(other))
-            clean = hold.min() > other.max()  # no regular iteration is as slow
-            if clean and hold.min() > PERIODIC_MIN * med \
-                    and np.median(hold) > PERIODIC_MEDIAN * med:
-                excess = float((hold - med).sum())
-                if excess > best_excess:
-                    best, best_excess = rest[mask], excess
+    order = np.argsort(-dr, kind="stable")
+    best, best_key = np.zeros(0, np.int64), (0.0, 0, 0)
+    for k in range(2, (len(rest) + 1) // 2 + 1):
+        if dr[order[k - 1]] <= dr[order[k]]:
+            continue  # a tie at the cut: some regular iteration is as slow
+        cls = _residue_class(np.sort(order[:k]), len(rest))
+        if cls is None:
+            continue
+        hold, other = dr[cls[2]], np.delete(dr, cls[2])
+        med = float(np.median(other))
+        if hold.min() > PERIODIC_MIN * med and np.median(hold) > PERIODIC_MEDIAN * med:
+            key = (float((hold - med).sum()), -cls[0], -cls[1])
+            if key > best_key:
+                best, best_key = rest[cls[2]], key
     return best
+
+
+def _residue_class(pos: np.ndarray, n: int) -> tuple[int, int, np.ndarray] | None:
+    """(period, phase, pos) when the sorted positions are every p-th of ``range(n)`` from
+    their first (p from 2 to n/2, none missing at either end); else None."""
+    p = int(pos[1] - pos[0])
+    if p < 2 or p > n // 2 or pos[0] >= p or pos[-1] + p < n:
+        return None
+    if not np.all(np.diff(pos) == p):
+        return None
+    return p, int(pos[0]), pos
 
 
 def _marked(iters, n: int) -> Phases | None:
