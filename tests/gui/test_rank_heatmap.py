@@ -64,3 +64,36 @@ def test_long_labels_do_not_widen_it(heat):
     assert heat.minimumSizeHint().width() <= 100 and heat.width() == 500
     heat.grab()  # paints without error; labels are elided
     assert heat.cell_rect(0, 0).left() <= 500 * 0.3 + 1
+
+
+def test_redraw_of_the_same_grid_keeps_the_selected_cell(heat, qtbot):
+    v = np.arange(12, dtype=float).reshape(3, 4) * 1e6
+    rows, cols = ["rank 0", "rank 1", "rank 2"], ["#0", "#1", "#2", "#3"]
+    heat.set_matrix(v, rows, cols)
+    qtbot.mouseClick(heat, Qt.MouseButton.LeftButton, pos=heat.cell_rect(2, 1).center().toPoint())
+    assert heat.selected() == (2, 1)
+    heat.set_matrix(v[::-1].copy(), rows, cols, title="another metric")  # same grid
+    assert heat.selected() == (2, 1)
+    img = heat.grab().toImage()
+    rect = heat.cell_rect(2, 1)
+    sel = heat.palette().color(heat.palette().ColorRole.Highlight)
+    edge = img.pixelColor(int(rect.left() + 1), int(rect.center().y()))
+    assert abs(edge.hue() - sel.hue()) < 10  # the outline is still painted
+    heat.set_matrix(v[:2], rows[:2], cols)  # another grid: nothing selected
+    assert heat.selected() == (-1, -1)
+
+
+def test_colours_follow_the_new_matrix(heat):
+    heat.set_matrix(np.array([[1.0, 2.0]]), ["a"], ["0", "1"])
+    dark = heat.color_of(0, 1).lightness()
+    heat.set_matrix(np.array([[2.0, 1.0]]), ["a"], ["0", "1"])
+    assert heat.color_of(0, 0).lightness() == dark
+    assert heat.color_of(0, 1).lightness() > dark
+
+
+def test_a_large_fleet_paints(heat):
+    v = np.random.default_rng(0).random((256, 200))
+    v[5, 7] = np.nan
+    heat.set_matrix(v, [f"rank {i}" for i in range(256)], [str(i) for i in range(200)])
+    heat.grab()
+    assert heat.color_of(5, 7) == heat.color_of(5, 7) and heat.shape() == (256, 200)

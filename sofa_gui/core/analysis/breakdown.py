@@ -325,8 +325,8 @@ def _device_clock_windows(iters: Iterations, ws: np.ndarray, windows: dict,
     host windows (ranks with their own step spans keep host windows); else None."""
     if whole or len(ws) != len(iters) or not np.array_equal(ws, iters.starts):
         return None
-    if any(w[0] is not ws for w in windows.values()):
-        return None
+    if any(not np.array_equal(w[0], ws) for w in windows.values()):
+        return None  # some rank has its own step spans
     return iters.device_windows()
 
 

@@ -57,6 +57,8 @@ class RankHeatmap(QWidget):
         self._fmt = fmt_ns
         self._title = ""
         self._sel = (-1, -1)
+        self._label_px: float | None = None  # widest rank label, measured once per matrix
+        self._colors: list[list[QColor]] | None = None  # per cell, built once per matrix
 
     # -- data ------------------------------------------------------------------------
     def set_matrix(self, values, rank_labels, iteration_labels, stragglers=None,
@@ -70,10 +72,14 @@ class RankHeatmap(QWidget):
         if s.shape != v.shape:
             raise ValueError(f"stragglers shape {s.shape} != values shape {v.shape}")
         self._stragglers = s
-        self._rows, self._cols = [str(x) for x in rank_labels], [str(x) for x in iteration_labels]
+        rows, cols = [str(x) for x in rank_labels], [str(x) for x in iteration_labels]
+        if (rows, cols) != (self._rows, self._cols):
+            self._sel = (-1, -1)  # a redraw of the same grid (new metric, more ranks) keeps it
+        self._rows, self._cols = rows, cols
         self._fmt = fmt or fmt_ns
         self._title = title
-        self._sel = (-1, -1)
+        self._label_px = None
+        self._colors = None
         self.update()
 
     def shape(self) -> tuple[int, int]:
@@ -94,9 +100,15 @@ class RankHeatmap(QWidget):
         return QSize(80, 60)
 
     def _label_width(self) -> float:
-        fm = QFontMetrics(self.font())
-        want = max((fm.horizontalAdvance(r) for r in self._rows), default=0) + 3 * _PAD + 2
-        return min(want, self.width() * 0.3)
+        if self._label_px is None:
+            fm = QFontMetrics(self.font())
+            self._label_px = max((fm.horizontalAdvance(r) for r in self._rows), default=0)
+        return min(self._label_px + 3 * _PAD + 2, self.width() * 0.3)
+
+    def changeEvent(self, ev) -> None:
+        if ev.type() == ev.Type.FontChange:
+            self._label_px = None
+        super().changeEvent(ev)
 
     def _grid(self) -> QRectF:
         fm = QFontMetrics(self.font())
@@ -167,11 +179,17 @@ class RankHeatmap(QWidget):
         return float(finite.min()), float(finite.max())
 
     def color_of(self, row: int, col: int) -> QColor:
-        v = self._values[row, col]
-        if not np.isfinite(v):
-            return _MISSING
+        if self._colors is None:
+            self._colors = self._cell_colors()
+        return self._colors[row][col]
+
+    def _cell_colors(self) -> list[list[QColor]]:
         lo, hi = self._range()
-        return _mix(_LOW, _HIGH, (v - lo) / (hi - lo) if hi > lo else 0.0)
+        v = self._values
+        t = np.clip((v - lo) / (hi - lo), 0.0, 1.0) if hi > lo else np.zeros(v.shape)
+        ok = np.isfinite(v)
+        return [[_mix(_LOW, _HIGH, float(t[r, c])) if ok[r, c] else _MISSING
+                 for c in range(v.shape[1])] for r in range(v.shape[0])]
 
     def _paint_cell(self, p: QPainter, r: int, c: int, lo: float, hi: float) -> None:
         rect = self.cell_rect(r, c).adjusted(0.5, 0.5, -0.5, -0.5)
