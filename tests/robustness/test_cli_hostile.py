@@ -49,8 +49,8 @@ def test_analyze_json_into_a_closed_pipe_is_quiet(cache_env):
     proc = subprocess.Popen([sys.executable, "-m", "sofa_gui", "analyze", "--json",
                              str(demo_trace_path())], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    proc.stdout.read(10)
-    proc.stdout.close()  # like `| head -c 10`
+    proc.stdout.close()  # like `| true`: closed before the analysis writes (reading a few
+    # bytes first raced: under load the whole report fit the pipe buffer before the close)
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err, err
