@@ -46,9 +46,14 @@ def _temp_file():
 
 
 class ArgsSpill:
-    """Append-only store of JSON ``bytes`` values, one per event."""
+    """Append-only store of JSON ``bytes`` values, one per event.
 
-    def __init__(self):
+    ``path``: spill into this (named) file instead of an anonymous one, so another
+    process can map it (a decode worker, see :meth:`export` and :func:`part_array`).
+    """
+
+    def __init__(self, path: str | None = None):
+        self._path = path
         self._file = None
         self._memory: list[bytes] | None = None  # set when the disk refused the spill
         self._lengths: list[np.ndarray] = []
@@ -78,7 +83,7 @@ class ArgsSpill:
             return
         try:
             if self._file is None:
-                self._file = _temp_file()
+                self._file = open(self._path, "w+b") if self._path else _temp_file()
             self._file.write(blob)
             self._file.flush()  # so a full disk shows here, not in array()
         except OSError as exc:
@@ -98,12 +103,16 @@ class ArgsSpill:
                 self._file.close()
                 self._file = None
 
-    def array(self) -> pa.LargeBinaryArray:
-        """All values as one Arrow array over the mapped file (call once, at the end)."""
+    def _offsets(self) -> np.ndarray:
         offsets = np.zeros(self._n + 1, np.int64)
         if self._lengths:
             np.cumsum(np.concatenate(self._lengths), out=offsets[1:])
         self._lengths = []
+        return offsets
+
+    def array(self) -> pa.LargeBinaryArray:
+        """All values as one Arrow array over the mapped file (call once, at the end)."""
+        offsets = self._offsets()
         if self._memory is not None:
             data = pa.py_buffer(b"".join(self._memory))
             self._memory = None
@@ -114,8 +123,15 @@ class ArgsSpill:
             data = pa.py_buffer(mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ))
             self._file.close()  # the mapping keeps the (already unlinked) data alive
             self._file = None
-        return pa.LargeBinaryArray.from_buffers(
-            pa.large_binary(), self._n, [None, pa.py_buffer(offsets), data])
+        return _binary(offsets, data)
+
+    def export(self) -> tuple[np.ndarray, bytes | None]:
+        """(offsets, values kept in memory or None) of a spill made with ``path``: the
+        file is closed, for :func:`part_array` in another process to map."""
+        offsets = self._offsets()
+        blob = b"".join(self._memory) if self._memory is not None else None
+        self.close()
+        return offsets, blob
 
     def close(self) -> None:
         """Drop the temp file without building the array (e.g. after an error)."""
@@ -124,3 +140,22 @@ class ArgsSpill:
             self._file = None
         self._lengths = []
         self._memory = None
+
+
+def part_array(path: str, offsets: np.ndarray, blob: bytes | None) -> pa.LargeBinaryArray:
+    """The Arrow array of an exported spill (see :meth:`ArgsSpill.export`); maps the
+    file, which the caller may unlink at once."""
+    size = int(offsets[-1])
+    if blob is not None:
+        data = pa.py_buffer(blob)
+    elif size == 0:
+        data = pa.py_buffer(b"")
+    else:
+        with open(path, "rb") as f:
+            data = pa.py_buffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    return _binary(offsets, data)
+
+
+def _binary(offsets: np.ndarray, data) -> pa.LargeBinaryArray:
+    return pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), data])

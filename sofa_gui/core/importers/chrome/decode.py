@@ -271,13 +271,21 @@ class EventStream:
     keys, e.g. ``displayTimeUnit``, after the events).
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, source=None):
+        """``source``: (stream, raw, size) to read instead of the file (a byte range of
+        it, see :mod:`.parallel`); ``path`` then only names the file in messages."""
         self.path = Path(path)
         self.header: dict = {}
         self.form = ""  # "object" | "array"
         self.notes: list[str] = []
-        self.size = self.path.stat().st_size
-        self._stream, self._raw = open_text(self.path)
+        if source is None:
+            self.size = self.path.stat().st_size
+            self._stream, self._raw = open_text(self.path)
+        else:
+            self._stream, self._raw, self.size = source
+        #: typed decoders the pieces were decoded with (indexes into the decoder list)
+        self.decoders_used: set[int] = set()
+        self.chunk = CHUNK  # target piece size, read at creation (tests make it small)
         self._buf = bytearray()  # one buffer for the whole read: no page faults per block
         self._pos = 0
         self._base = 0  # decompressed offset of _buf[0]
@@ -343,6 +351,21 @@ class EventStream:
             self.close()
 
     def _document(self) -> Iterator[Piece]:
+        self._open_document()
+        yield from self._events()
+
+    def events_offset(self) -> int:
+        """Offset in the (decompressed) text of the first event's first byte, -1 when
+        the array is empty; reads only the header. For a fresh stream, then closed."""
+        try:
+            self._open_document()
+            p = self._skip_ws()
+            return -1 if p < 0 or self._buf[p:p + 1] == b"]" else self._offset(p)
+        finally:
+            self.close()
+
+    def _open_document(self) -> None:
+        """Top level up to the events array's '[' (the object form's keys before it)."""
         p = self._skip_ws()
         if p >= 0 and self._buf.startswith(b"\xef\xbb\xbf", p):
             self._pos += 3
@@ -362,7 +385,6 @@ class EventStream:
                              "or an array of events")
         else:
             raise self._fail(f"not JSON: the text starts with {bytes(self._buf[p:p + 12])!r}")
-        yield from self._events()
 
     def _value_at(self) -> tuple[Any, int]:
         """Decode the JSON value starting at ``_pos``; returns (value, end position)."""
@@ -495,7 +517,7 @@ class EventStream:
     def _next_piece(self) -> tuple[Piece, bool]:
         """Decode the next piece from ``_pos``; (piece, whether the array is finished)."""
         start = self._pos
-        search = start + CHUNK
+        search = start + self.chunk
         while True:
             m = _SEP.search(self._buf, min(search, len(self._buf)))
             if m is None and len(self._buf) - start > MAX_PIECE:
@@ -518,7 +540,7 @@ class EventStream:
                 return self._deep_piece(text, m, start)
             if outcome == "events":
                 self._decoder, value = value  # other phases/categories: stay with the broader
-            if outcome == "artifact" and len(text) > 2 * CHUNK:
+            if outcome == "artifact" and len(text) > 2 * self.chunk:
                 outcome, value = self._json_fallback(text, start)
             if outcome == "artifact":
                 if m is not None:
@@ -625,11 +647,15 @@ class EventStream:
         the file, e.g. a gigabyte of blank space, need not be read to find a boundary)."""
         if self._buf.find(b"]", start) < 0:
             return False
+        if len(self._buf) - start < 4 * max(self.chunk, CHUNK) and _NON_WS.search(
+                self._buf, max(start, len(self._buf) - _BLANK_TAIL)):
+            return False  # a usual piece, not yet in a run of blanks: reading on is cheap
         text = b"".join((b"[", memoryview(self._buf)[start:], b"]"))
         return _try_decode(text)[0] == "end"
 
     def _piece(self, outcome: str, value, text: bytes) -> Piece:
         if outcome == "events":
+            self.decoders_used.add(self._decoder)
             return Piece(value, Counter(), text, _DECODERS[self._decoder][1])
         skipped: Counter = Counter()
         events = []
@@ -763,6 +789,12 @@ def _try_decode(text: bytes, first: int = 3) -> tuple[str, Any]:
         return _classify(exc, text)
     except RecursionError:
         return "deep", None
+
+
+#: :meth:`EventStream._array_ends_in` decodes the whole buffer, too costly for every
+#: block read: it looks only once the buffer ends in this many blank bytes or a piece has
+#: grown past four times the piece size (a huge event or the text after the array).
+_BLANK_TAIL = 4096
 
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')

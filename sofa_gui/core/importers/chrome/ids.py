@@ -101,6 +101,10 @@ class IdCodes:
     def label(self, c: int) -> str:
         return self.labels.get(c, str(c))
 
+    def synthetic(self) -> dict[int, object]:
+        """Code -> the value it was made for, for every text (synthetic) code."""
+        return {c: v for v, c in self._map.items() if c < SYNTHETIC_BELOW}
+
     def number(self, c: int) -> int:
         """The numeric value behind a code, -1 for text (``"stream 7"`` gives 7)."""
         text = self.labels.get(c)
@@ -139,6 +143,13 @@ class NameTable:
 
     def id(self, name: str) -> int:
         return self._ids[name]
+
+    def texts(self) -> list[str]:
+        """Every name added, in id order (the table's own builder must be fresh)."""
+        names = list(self._ids)
+        if [self._ids[n] for n in names] != list(range(len(names))):
+            raise ValueError("name ids are not 0..n-1 in insertion order")
+        return names
 
     def _add(self, name: str) -> int:
         i = self._b.intern(name)

@@ -141,7 +141,7 @@ def _add_slices(data: FileData, builder: TraceBuilder, args: pa.Array, lane_map,
         rows = builder.add_slices(
             chunk["start"] + shift_ns if shift_ns else chunk["start"], chunk["dur"],
             lane_map[chunk["lane"]], chunk["name"],
-            args=args.slice(chunk["args_first"], chunk["n"]),
+            args=chunk.get("args", args).slice(chunk["args_first"], chunk["n"]),
             kind=chunk["kind"], device=chunk["device"], stream=chunk["stream"],
             bytes=chunk["bytes"], copy_kind=chunk["copy_kind"],
             correlation=chunk["correlation"])

@@ -297,8 +297,11 @@ class FileReader:
         self._n_cats = 0
 
     # -- driver -----------------------------------------------------------------
-    def read(self, progress: Progress, lo: float = 0.0, hi: float = 1.0) -> FileData:
-        stream = EventStream(self.data.path)
+    def read(self, progress: Progress, lo: float = 0.0, hi: float = 1.0,
+             stream: EventStream | None = None, finish: bool = True) -> FileData:
+        """Read the file (or ``stream``: a part of it); ``finish=False`` leaves B/E
+        events unmatched, for :mod:`.parallel` to match once every part is in."""
+        stream = stream if stream is not None else EventStream(self.data.path)
         for piece in stream:
             self._piece(piece)
             progress.update(lo + (hi - lo) * stream.fraction,
@@ -307,7 +310,8 @@ class FileReader:
         self.data.header = stream.header
         self.data.notes = stream.notes
         self.data.category_names = list(self.cats.names)
-        self._finish_begin_end()
+        if finish:
+            self._finish_begin_end()
         return self.data
 
     def _skip(self, mask: np.ndarray, reason: str) -> None:

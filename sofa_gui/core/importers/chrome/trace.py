@@ -27,7 +27,8 @@ from .decode import sniff_head
 from .flows import link_flows
 from .ids import NameTable
 from .lanes import commit
-from .reader import FileData, FileReader
+from .parallel import read_file
+from .reader import FileData
 
 _SUFFIXES = (".json", ".json.gz")
 _KINETO_CATS = {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "operator", "runtime",
@@ -138,7 +139,7 @@ def _load_files(source: Path, paths: list[Path], progress: Progress, rank_of) ->
         datas = []
         for i, p in enumerate(paths):
             lo, hi = 0.85 * i / len(paths), 0.85 * (i + 1) / len(paths)
-            datas.append(FileReader(p, names, builder.load_stats, spill).read(progress, lo, hi))
+            datas.append(read_file(p, names, builder.load_stats, spill, progress, lo, hi))
         progress.update(0.86, "building lanes")
         args = spill.array()
         release_free_memory()

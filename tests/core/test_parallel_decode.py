@@ -1,0 +1,193 @@
+"""Parallel decode of plain Chrome/Kineto JSON gives the serial read's trace, or falls back.
+
+Every JSON trace of the analysis-cache list is decompressed to a plain file and read
+serially and in 2-4 parts (small pieces, so even small files have cuts); the trace and
+the ``analyze --json`` document must be identical. Crafted files put ``},{`` inside
+strings and inside args' arrays of objects: every cut that is not between two events
+must fail the part that ends there (the correctness argument of :mod:`.parallel`), and
+such a file still loads to the serial read's trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+from test_analysis_cache import AUTO, _cli_doc, _traces
+from test_store import assert_same_trace
+
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.errors import TraceFormatError
+from sofa_gui.core.importers import load_trace
+from sofa_gui.core.importers.chrome import decode, parallel
+
+LOGGER = "sofa_gui.core.importers.chrome.parallel"
+
+
+def _json_traces() -> list[Path]:
+    out = []
+    for p in _traces():
+        if p.is_dir():
+            out += sorted(p.glob("*.json.gz")) + sorted(p.glob("*.json"))
+        elif p.name.endswith((".json.gz", ".json")):
+            out.append(p)
+    return out
+
+
+def _plain(src: Path, dst_dir: Path) -> Path:
+    dst = dst_dir / src.name.removesuffix(".gz")
+    opener = gzip.open if src.name.endswith(".gz") else open
+    with opener(src, "rb") as f:
+        dst.write_bytes(f.read())
+    return dst
+
+
+def _load(path: Path, parts: int, monkeypatch, caplog):
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", str(parts))
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger=LOGGER):
+        trace = load_trace(path, use_cache=False)
+    parallel_used = any("decoded in" in r.getMessage() for r in caplog.records)
+    return trace, parallel_used
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """16 KiB pieces: cut points even in small test traces."""
+    monkeypatch.setattr(decode, "CHUNK", 16 << 10)
+
+
+@pytest.mark.parametrize(("src", "parts"), [(p, 2 + i % 3) for i, p in enumerate(_json_traces())],
+                         ids=lambda v: v.name if isinstance(v, Path) else str(v))
+def test_parallel_equals_serial_on_every_json_trace(src, parts, tmp_path, monkeypatch, caplog,
+                                                    small_pieces):
+    """2, 3 or 4 parts in turn; the trace and the analysis as the serial read's."""
+    path = _plain(src, tmp_path)
+    serial, used = _load(path, 1, monkeypatch, caplog)
+    assert not used
+    par, used = _load(path, parts, monkeypatch, caplog)
+    if path.stat().st_size > 4 * parts * decode.CHUNK:
+        assert used, f"{parts} parts: fell back to the serial read"
+    assert_same_trace(serial, par)
+    assert _cli_doc(par, analyze(par, AUTO)) == _cli_doc(serial, analyze(serial, AUTO))
+
+
+def test_a_pool_that_cannot_start_means_a_serial_read(tmp_path, monkeypatch, caplog,
+                                                     small_pieces):
+    class NoPool:
+        def __init__(self, *a, **k):
+            raise OSError("no processes here")
+
+    path = _plain(_json_traces()[0], tmp_path)
+    serial, _ = _load(path, 1, monkeypatch, caplog)
+    monkeypatch.setattr(parallel, "ProcessPoolExecutor", NoPool)
+    par, used = _load(path, 3, monkeypatch, caplog)
+    assert not used
+    assert_same_trace(serial, par)
+
+
+def test_default_threshold_keeps_small_files_serial(monkeypatch):
+    monkeypatch.delenv("SOFA_GUI_DECODE_PARTS", raising=False)
+    monkeypatch.delenv("SOFA_GUI_PARALLEL_MIN_BYTES", raising=False)
+    assert parallel.decode_parts(parallel.PARALLEL_MIN_BYTES - 1) == 1
+    monkeypatch.setenv("SOFA_GUI_PARALLEL_MIN_BYTES", "0")
+    assert parallel.decode_parts(10) >= 1
+
+
+# -- crafted files --------------------------------------------------------------------------
+def _tricky_events(n: int) -> list[dict]:
+    """X events whose args hold ``},{`` in strings and arrays of objects, nested."""
+    out = []
+    for i in range(n):
+        args = {"shapes": [{"a": [i, {"b": i}]}, {"c": "x},{y"}, {"d": []}],
+                "note": "},{" * (i % 3 + 1), "plain": i}
+        if i % 7 == 0:
+            args["nested"] = {"k": [{"m": [{"n": "},{\"ph\":\"X\"}"}]}, {}]}
+        out.append({"ph": "X", "name": f"op{i % 11} }},{{", "cat": "cpu_op", "pid": 1,
+                    "tid": i % 3, "ts": 1000 + 10 * i, "dur": 5, "args": args})
+    return out
+
+
+def _write(path: Path, events: list[dict], form: str = "object", indent=None) -> Path:
+    doc = {"traceEvents": events, "displayTimeUnit": "ms"} if form == "object" else events
+    path.write_text(json.dumps(doc, indent=indent))
+    return path
+
+
+@pytest.mark.parametrize("form", ["object", "array"])
+def test_every_wrong_cut_fails_the_part_that_ends_there(tmp_path, form):
+    """The induction step of the correctness argument, for every ``},{`` in the file."""
+    events = _tricky_events(16)
+    path = _write(tmp_path / "tricky.json", events, form)
+    text = path.read_bytes()
+    opening, closing = (b'{"traceEvents":[', b"]}") if form == "object" else (b"[", b"]")
+    first = text.index(b"{", 1 if form == "object" else 0)
+    first = text.index(b'{"ph"', first)
+    # true boundaries: where the serial dump puts ", " between two events
+    true_ends = {first + len(json.dumps(events[:k])[1:-1]) for k in range(1, len(events))}
+    seps = list(re.finditer(rb"\}\s*,\s*\{", text))
+    assert len(seps) > 5 * len(true_ends)  # most candidates are wrong ones
+    starts = [first, *sorted(m.end() - 1 for m in seps if m.start() + 1 in true_ends)[:2]]
+    for start in starts:
+        for m in seps:
+            end = m.start() + 1
+            if end <= start:
+                continue
+            if start == first:
+                part = parallel.Part(b"", 0, end, closing, decode.CHUNK)
+            else:
+                part = parallel.Part(opening, start, end, closing, decode.CHUNK)
+            spill = tmp_path / "spill.bin"
+            if end in true_ends:
+                got = parallel.read_part(str(path), part, str(spill))
+                assert sum(c["n"] for c in got.data.chunks) == sum(
+                    1 for e in text[start:end].split(b'{"ph": "X"')[1:])
+            else:
+                with pytest.raises(TraceFormatError):
+                    parallel.read_part(str(path), part, str(spill))
+
+
+@pytest.mark.parametrize("indent", [None, 1])
+def test_cuts_inside_strings_and_args_fall_back_to_the_serial_trace(tmp_path, monkeypatch,
+                                                                    caplog, indent):
+    """Cuts land on ``},{`` inside strings and args arrays: the file still loads right."""
+    monkeypatch.setattr(decode, "CHUNK", 2 << 10)
+    path = _write(tmp_path / "tricky.json", _tricky_events(400), indent=indent)
+    serial, _ = _load(path, 1, monkeypatch, caplog)
+    assert len(serial.slices) == 400
+    for parts in (2, 3, 4):
+        monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", str(parts))
+        cuts = parallel.plan(path, parts)
+        text = path.read_bytes()
+        inside = [c for c in cuts[1:] if not text[c.lo:].startswith(b'{"ph"')]
+        assert inside, "the crafted file should put a cut inside an event"
+        par, used = _load(path, parts, monkeypatch, caplog)
+        assert not used
+        assert_same_trace(serial, par)
+        assert _cli_doc(par, analyze(par, AUTO)) == _cli_doc(serial, analyze(serial, AUTO))
+
+
+def test_cut_inside_a_string_alone_falls_back(tmp_path, monkeypatch, caplog):
+    """A 40 kB string dense with ``}, {`` in the middle of the file holds the cut."""
+    monkeypatch.setattr(decode, "CHUNK", 1 << 10)
+    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 1, "tid": 1,
+               "ts": 10 * i, "dur": 5, "args": {"i": i}} for i in range(400)]
+    events[200]["args"] = {"s": "a}, {b" * 6000}
+    path = _write(tmp_path / "t.json", events)
+    text = path.read_bytes()
+    cut = parallel.plan(path, 2)[1].lo
+    assert text.rfind(b'"s": "', 0, cut) > text.rfind(b'{"ph"', 0, cut)  # inside the string
+    serial, _ = _load(path, 1, monkeypatch, caplog)
+    par, used = _load(path, 2, monkeypatch, caplog)
+    assert not used
+    assert len(par.slices) == 400
+    assert_same_trace(serial, par)
+
+
+def test_gzip_stays_serial(small_pieces):
+    src = _traces()[0]  # the bundled sample, gzip
+    assert src.name.endswith(".gz") and parallel.plan(src, 2) is None
