@@ -122,18 +122,29 @@ SOFA_HEADER = ("timestamp,event,duration,deviceId,copyKind,payload,bandwidth,pkt
                "pid,tid,name,category\n")
 
 
-def sofa_long_cell(folder: Path, cell: int, rows: int = 200) -> Path:
-    """A SOFA logdir whose ``gputrace.csv`` has one ``cell``-byte name among ``rows`` rows:
-    past two 4 MiB read blocks the whole file was lost ("(0 skipped)")."""
-    d = folder / f"sofa-long-cell-{cell}"
+def _sofa_logdir(folder: Path, tag: str, odd_name: str, rows: int) -> Path:
+    """A SOFA logdir whose ``gputrace.csv`` has ``odd_name`` in its middle row."""
+    d = folder / f"sofa-{tag}"
     d.mkdir()
     (d / "sofa_time.txt").write_text("1700000000.0\n")
     with open(d / "gputrace.csv", "w") as f:
         f.write(SOFA_HEADER)
         for i in range(rows):
-            name = "x" * cell if i == rows // 2 else f"kernel_{i % 7}"
+            name = odd_name if i == rows // 2 else f"kernel_{i % 7}"
             f.write(f"{i * 1e-5:.6f},0,0.000008,1,0,0,0,-1,-1,1,7,{name},0\n")
     return d
+
+
+def sofa_long_cell(folder: Path, cell: int, rows: int = 200) -> Path:
+    """One ``cell``-byte name among ``rows`` rows: past two 4 MiB read blocks the
+    whole file was lost ("(0 skipped)")."""
+    return _sofa_logdir(folder, f"long-cell-{cell}", "x" * cell, rows)
+
+
+def sofa_quoted_breaks(folder: Path, breaks: int, rows: int = 1200) -> Path:
+    """A quoted name holding ``breaks`` line breaks: across a 4 MiB read block the
+    real rows after it were lost."""
+    return _sofa_logdir(folder, f"quoted-breaks-{breaks}", '"' + "x\n" * breaks + '"', rows)
 
 
 def symlink_loop(folder: Path) -> Path:
@@ -203,5 +214,7 @@ FAMILIES = [
     ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),
     ("one 200 MB slice name", huge_name, (200 << 20, 2), (4 << 20, 4), {}),
     ("SOFA CSV: one 9 MiB cell", sofa_long_cell, (9 << 20,), (9 << 20,), {}),
+    ("SOFA CSV: quoted cell of 2.5M line breaks (5 MB)", sofa_quoted_breaks,
+     (2_500_000,), (2_500_000,), {}),
     ("symlink loop as the path", symlink_loop, (), (), {}),
 ]

@@ -8,7 +8,9 @@ dropped and counted by reason -- never silently.
 
 from __future__ import annotations
 
+import mmap
 import sys
+from bisect import bisect_left
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -92,7 +94,7 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None,
     progress = progress or NullProgress()
     try:
         with _quiet_undecodable_rows():
-            return _read_rows(path, path, schema, progress, columns)
+            rows = _read_rows(path, path, schema, progress, columns)
     except pa.ArrowInvalid as exc:
         # pyarrow decodes a malformed row as UTF-8 before calling the invalid-row handler;
         # when that fails the handler never runs and the whole file errors. And a row
@@ -101,15 +103,89 @@ def read_rows(path: Path, schema: str, progress: Progress | None = None,
         # rows are skipped (and counted) like others.
         data = Path(path).read_bytes()
         clean = data.decode("utf-8", "replace").encode("utf-8")
-        long_rows = 0
+        long_rows = quoted = 0
         if "straddl" in str(exc):
             clean, long_rows = _without_long_lines(clean, _BLOCK)
+        if "out of sync" in str(exc):  # a quoted cell with line breaks across blocks
+            clean, quoted = _cut_quoted_breaks(clean)
         if clean == data:
             raise
         rows = _read_rows(path, pa.BufferReader(clean), schema, progress, columns)
-        rows.read += long_rows
+        rows.read += long_rows + quoted
         rows.skip(f"row longer than {_BLOCK >> 20} MiB", long_rows)
+        rows.skip(_QUOTED_BREAK, quoted)
+    return _without_quoted_line_breaks(path, rows, schema, progress, columns)
+
+
+_BAD_COUNT = "wrong number of columns"
+_QUOTED_BREAK = "row with a line break inside quotes"
+
+
+def _without_quoted_line_breaks(path: Path, rows: CsvRows, schema: str, progress: Progress,
+                                columns: tuple[str, ...] | None) -> CsvRows:
+    """``rows``, or a re-read without records whose quoted cells hold line breaks.
+
+    pyarrow splits the file into blocks at line breaks without looking at quotes
+    (SOFA's writer never quotes), so such a cell across a block boundary turns
+    the rest of that block into garbage rows. Only a read that already skipped
+    rows for their column count is checked (a byte search for '"'); the re-read
+    wins if it keeps more rows.
+    """
+    if not rows.skipped.get(f"{rows.file}: {_BAD_COUNT}"):
         return rows
+    if not _has_quote(Path(path)):
+        return rows
+    clean, cut = _cut_quoted_breaks(Path(path).read_bytes())
+    if not cut:
+        return rows
+    again = _read_rows(path, pa.BufferReader(clean), schema, progress, columns)
+    if len(again) <= len(rows):
+        return rows
+    again.read += cut
+    again.skip(_QUOTED_BREAK, cut)
+    return again
+
+
+def _has_quote(path: Path) -> bool:
+    with open(path, "rb") as f:
+        try:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                return m.find(b'"') >= 0
+        except (ValueError, OSError):  # empty, or not mappable
+            return b'"' in f.read()
+
+
+def _cut_quoted_breaks(data: bytes) -> tuple[bytes, int]:
+    """``data`` without its records that have a quoted cell holding a line break.
+
+    Quotes are read as CSV does: one opens a cell at the start of a field, ``""``
+    inside is a quote, the next lone one closes it (an unclosed one: to the end).
+    """
+    arr = np.frombuffer(data, np.uint8)
+    quotes = np.flatnonzero(arr == 34).tolist()
+    nl = np.flatnonzero(arr == 10).tolist()
+    size, n = len(data), len(quotes)
+    keep, at, cut, k = [], 0, 0, 0
+    while k < n:
+        q = quotes[k]
+        k += 1
+        if q < at or (q and data[q - 1] not in b",\n\r"):
+            continue  # inside a record already cut, or a quote inside a bare cell
+        while k + 1 < n and quotes[k + 1] == quotes[k] + 1:
+            k += 2  # an escaped quote: ""
+        close = quotes[k] if k < n else size
+        k += 1
+        first = bisect_left(nl, q)
+        if first == len(nl) or nl[first] > close:
+            continue  # no line break inside this cell
+        after = bisect_left(nl, close)
+        keep.append((at, nl[first - 1] + 1 if first else 0))
+        at, cut = (nl[after] + 1 if after < len(nl) else size), cut + 1
+    if not cut:
+        return data, 0
+    keep.append((at, size))
+    view = memoryview(data)
+    return b"".join(view[a:b] for a, b in keep), cut
 
 
 def _without_long_lines(data: bytes, limit: int) -> tuple[bytes, int]:
@@ -173,7 +249,7 @@ def _read_rows(path: Path, source, schema: str, progress: Progress,
         progress.update(min((i + 1) * _BLOCK / size, 1.0), f"reading {rows.file}")
     table = pa.Table.from_batches(batches, schema=reader.schema)
     rows.columns = {c: table.column(c).combine_chunks() for c in wanted}
-    rows.skip("wrong number of columns", bad[0])
+    rows.skip(_BAD_COUNT, bad[0])
     repeats = pc.equal(rows.columns[cols[0]], cols[0]).to_numpy(zero_copy_only=False)
     rows.header_repeats = int(repeats.sum())
     rows.keep(~repeats)
