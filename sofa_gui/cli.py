@@ -267,11 +267,14 @@ def _stats_scope(trace, args, window):
 
 
 def _parse_range(text: str) -> tuple[int, int] | None:
-    """``START_US:END_US`` -> ns, or None when malformed."""
+    """``START_US:END_US`` -> ns, or None when malformed (or not finite ns in int64)."""
     try:
-        a, b = (round(float(x) * 1000) for x in text.split(":"))
+        a, b = (float(x) for x in text.split(":"))
     except ValueError:
         return None
+    if not (abs(a) < 9.2e15 and abs(b) < 9.2e15):  # µs; false for inf and nan too
+        return None
+    a, b = round(a * 1000), round(b * 1000)
     return (a, b) if a < b else None
 
 

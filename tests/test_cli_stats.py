@@ -131,6 +131,10 @@ def test_text_and_csv_use_the_app_units(capsys):
 @pytest.mark.parametrize("args, msg", [
     (["--iteration", "99"], "iteration 99 out of range (the trace has 6)"),
     (["--range", "5:1"], "--range wants START_US:END_US"),
+    (["--range", "0:inf"], "--range wants START_US:END_US"),  # was an OverflowError
+    (["--range=-inf:5"], "--range wants START_US:END_US"),
+    (["--range", "0:1e300"], "--range wants START_US:END_US"),  # past int64 ns
+    (["--range", "nan:5"], "--range wants START_US:END_US"),
     (["--top", "-1"], "--top must be >= 0"),
 ])
 def test_bad_scope_is_one_line_and_exit_2(capsys, args, msg):
