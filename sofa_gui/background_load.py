@@ -103,16 +103,19 @@ def decoded_bytes(path: Path, enough: int) -> int:
     file decode inside the app's process (issue 15 item 5). Counting costs at most
     ``enough`` bytes of decompression, in 64 KiB reads.
     """
+    total = 0
     try:
         files = [path] if not path.is_dir() else (f for f in path.rglob("*") if f.is_file())
-        total = 0
         for f in files:
-            total += _decoded_size(f, enough - total)
+            try:
+                total += _decoded_size(f, enough - total)
+            except OSError:
+                continue  # unreadable: the importer says so; the others still count
             if total >= enough:
                 break
-        return total
     except OSError:
-        return 0
+        pass  # the folder cannot be listed (further): count what was seen
+    return total
 
 
 def _decoded_size(path: Path, budget: int) -> int:

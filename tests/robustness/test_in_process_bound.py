@@ -38,6 +38,26 @@ def test_folder_counts_its_gzip_files_decompressed(tmp_path):
     assert wants_child(tmp_path, "auto")
 
 
+def test_one_unreadable_file_does_not_hide_the_folder_size(tmp_path, monkeypatch):
+    # decoded_bytes returned 0 for the whole folder when one file could not be opened,
+    # so a folder of gigabytes would have loaded inside the app's process
+    import builtins
+
+    import sofa_gui.background_load as bl
+    for k in range(3):
+        attacks.trailing_blank_gzip(tmp_path, 2 << 20, "after").rename(tmp_path / f"r{k}.gz")
+    (tmp_path / "locked.json").write_text("{}")
+
+    def no_access(file, *args, **kw):
+        if str(file).endswith("locked.json"):
+            raise PermissionError(13, "Permission denied", str(file))
+        return builtins.open(file, *args, **kw)
+
+    monkeypatch.setattr(bl, "open", no_access, raising=False)
+    assert decoded_bytes(tmp_path, 1 << 30) > 6 << 20
+    assert wants_child(tmp_path, "auto")
+
+
 @pytest.mark.parametrize("family", IN_PROCESS, ids=[f[0] for f in IN_PROCESS])
 def test_what_loads_in_process_is_bounded_per_input_byte(tmp_path, family, monkeypatch):
     _, make, _, small_args, env = family
