@@ -132,3 +132,28 @@ def test_fleet_usage_errors_exit_2(args, msg):
     assert proc.returncode == 2
     assert msg in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["cancelled()", "Engine.cancel"])
+def test_cancelled_ranks_are_not_reported_as_failed(tmp_path, monkeypatch, how):
+    # run_ranks turned every rank still pending at a cancel into a failed summary
+    # ("task cancelled"), handed to on_done and returned with the results
+    from sofa_gui.core.fleet.engine import open_engine, run_ranks
+    from sofa_gui.core.fleet.runset import rank_files
+    from sofa_gui.core.progress import Cancelled
+
+    run = tmp_path / "run"
+    make_rank_folder(run, SOURCES, 6)
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    seen, stop_now = [], threading.Event()
+
+    def done(summary):
+        seen.append(summary)
+        if how == "Engine.cancel":
+            engine.cancel()  # as the app's Cancel button does, from another thread
+        stop_now.set()
+
+    with open_engine(workers=1) as engine, pytest.raises(Cancelled):
+        run_ranks(engine, rank_files(run), on_done=done,
+                  cancelled=stop_now.is_set if how == "cancelled()" else None)
+    assert seen and all(s.error is None for s in seen), [s.error for s in seen]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..progress import Cancelled
 from .runset import RankFile
 from .summary import RankSummary
 from .task import rank_task
@@ -116,7 +117,12 @@ def _check_workers(client) -> None:
 def run_ranks(engine: Engine, files: list[RankFile], mode: str = "auto", use_cache: bool = True,
               on_done: Callable[[RankSummary], None] | None = None,
               cancelled: Callable[[], bool] | None = None) -> list[RankSummary]:
-    """One task per rank file; summaries in rank order (failed ranks carry ``error``)."""
+    """One task per rank file; summaries in rank order (failed ranks carry ``error``).
+
+    Raises :class:`~sofa_gui.core.progress.Cancelled` once ``cancelled()`` is true or
+    the tasks were cancelled (:meth:`Engine.cancel`): a cancelled rank did not fail,
+    so it is never reported (nor handed to ``on_done``) as a failed summary.
+    """
     from distributed import as_completed
 
     run = uuid.uuid4().hex[:8]
@@ -131,10 +137,10 @@ def run_ranks(engine: Engine, files: list[RankFile], mode: str = "auto", use_cac
     try:
         for fut in as_completed(list(engine.pending)):
             _, f = futures.pop(fut.key)
+            if fut.status == "cancelled" or (cancelled is not None and cancelled()):
+                raise Cancelled
             out.append(_result(fut, f, t0))
             fut.release()
-            if cancelled is not None and cancelled():
-                engine.cancel()
             if on_done is not None:
                 on_done(out[-1])  # may raise (the app's Cancelled): tasks are cancelled below
     finally:
