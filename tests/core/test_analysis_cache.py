@@ -155,3 +155,25 @@ def test_codec_refuses_foreign_classes_and_objects(tmp_path):
     (entry / "manifest.json").write_text("{}")
     assert cache.save(entry, KEY, Path("x")) is False
     assert [p.name for p in entry.iterdir()] == ["manifest.json"]
+
+
+@pytest.mark.parametrize("module", ["units.py", "names.py", "kinds.py", "nesting.py",
+                                    "trace.py"])
+def test_code_version_follows_the_trace_model_modules(tmp_path, monkeypatch, module):
+    # results also depend on the model modules the analysis reads: an edited units.py
+    # (say) must not serve results computed by the old one
+    import shutil
+    core = Path(cache.__file__).resolve().parents[1]
+    copy = tmp_path / "core"
+    shutil.copytree(core / "analysis", copy / "analysis",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for f in core.glob("*.py"):
+        shutil.copy(f, copy / f.name)
+    monkeypatch.setattr(cache, "_CODE_ROOT", copy / "analysis")
+    monkeypatch.setattr(cache, "_MODEL_ROOT", copy, raising=False)
+    monkeypatch.setattr(cache, "_code_hash", None)
+    before = cache.code_version()
+    with open(copy / module, "a") as f:
+        f.write("\n# changed\n")
+    monkeypatch.setattr(cache, "_code_hash", None)
+    assert cache.code_version() != before

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 ANALYSIS_VERSION = 1
 _PACKAGE = "sofa_gui."
 _CODE_ROOT = Path(__file__).resolve().parent
+#: The trace model modules the results also depend on (what a slice, a kind, a unit or
+#: a nesting level is): every module directly in ``sofa_gui/core``.
+_MODEL_ROOT = _CODE_ROOT.parent
 _code_hash: str | None = None
 
 
@@ -42,12 +45,14 @@ class Unsupported(TypeError):
 
 
 def code_version() -> str:
-    """:data:`ANALYSIS_VERSION` and a hash of every module of the analysis package."""
+    """:data:`ANALYSIS_VERSION` and a hash of every module of the analysis package and
+    of the trace model it reads (``core/*.py``: trace, units, names, kinds, nesting...)."""
     global _code_hash
     if _code_hash is None:
         h = hashlib.sha256(f"v{ANALYSIS_VERSION}".encode())
-        for f in sorted(_CODE_ROOT.rglob("*.py")):
-            h.update(f.relative_to(_CODE_ROOT).as_posix().encode() + b"\0" + f.read_bytes())
+        files = [*_CODE_ROOT.rglob("*.py"), *_MODEL_ROOT.glob("*.py")]
+        for f in sorted(files):
+            h.update(f.relative_to(_MODEL_ROOT).as_posix().encode() + b"\0" + f.read_bytes())
         _code_hash = h.hexdigest()[:16]
     return _code_hash
 
