@@ -16,15 +16,24 @@ its own empty cache:
 Columns: the longest heartbeat gap (ms) and the main thread's own CPU time during
 it (a gap with little CPU is time spent waiting: for the GIL, or for a core on a
 busy machine), the most main-thread CPU between two beats, p99 gap, gaps over
-100 ms, the load average during the run, and seconds until the trace, the
-iterations and the findings are shown. The goal is max gap <= 100 ms.
+100 ms, the load average during the run, seconds until the trace, the iterations
+and the findings are shown, until the analysis is done and until every panel is
+built (some are built a few widgets per event-loop turn, see sofa_gui/qt/sliced.py),
+and the CPU seconds of the app and its loader child together (a figure that a busy
+machine inflates far less than wall time). The goal is max gap <= 100 ms.
 
-The heartbeat goes on for 0.5 s after the analysis is done, so the panels' updates
-and repaints that follow it count as part of the open. ``--tiles 13`` opens the
-bundled ResNet-50 sample tiled 13 times (984,094 real-content events) instead.
+Below the table, each of the longest gaps is listed with what the GUI thread was
+seen running during it (a watchdog thread samples its Python stack every 5 ms; a
+stack that is only the benchmark's own frame is Qt's C++ code or a wait for the
+GIL); ``--phases`` also lists when each progress message first showed.
+
+The heartbeat goes on for 0.5 s after every panel is built, so the repaints that
+follow count as part of the open. ``--tiles 13`` opens the bundled ResNet-50 sample
+tiled 13 times (984,094 real-content events) instead; ``--trace PATH`` opens an
+existing file (e.g. one ``ingest.py`` wrote) without generating anything.
 
 Usage: ``python benchmarks/responsiveness.py [--events 1000000] [--modes thread process cached]
-[--repeat N] [--tiles N]``
+[--repeat N] [--tiles N | --trace PATH] [--phases]``
 """
 
 from __future__ import annotations
@@ -96,14 +105,77 @@ def generate(path: Path, n_events: int, seed: int = 0) -> int:
     return len(events)
 
 
+class Blame:
+    """A watchdog thread naming what the GUI thread runs while a heartbeat is late.
+
+    Every 5 ms it samples the main thread's Python stack (outermost and innermost
+    ``sofa_gui`` frames); a heartbeat gap over ``late_ms`` is reported with the
+    stacks seen during it, most seen first: which slot stalls, not just how long.
+    A stack that is only the benchmark's own frame means Qt's C++ code (layout,
+    painting) or a wait for the GIL.
+    """
+
+    def __init__(self, late_ms: float = 60.0):
+        import threading
+
+        self.late = late_ms / 1e3
+        self.last = time.perf_counter()
+        self.seen: list[str] = []
+        self.gaps: list[tuple[float, float, list]] = []  # (at s, ms, [(n, stack)])
+        self._t0 = self.last
+        self._main = threading.get_ident()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def beat(self) -> None:
+        now = time.perf_counter()
+        if now - self.last > self.late and self.seen:
+            from collections import Counter
+
+            top = Counter(self.seen).most_common(3)
+            self.gaps.append((round(self.last - self._t0, 2), round((now - self.last) * 1e3),
+                              [(n * 5, k) for k, n in top]))
+        self.last, self.seen = now, []
+
+    def start(self) -> None:
+        self._t0 = self.last = time.perf_counter()
+        self._thread.start()
+
+    def stop(self) -> list:
+        self._stop.set()
+        self._thread.join(1.0)
+        return sorted(self.gaps, key=lambda g: -g[1])[:6]
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.005):
+            if time.perf_counter() - self.last > 0.02:
+                self.seen.append(_where(sys._current_frames().get(self._main)))
+
+
+def _where(frame) -> str:
+    """'outermost sofa_gui function > ... > innermost function' of a stack."""
+    names = []
+    while frame is not None:
+        code = frame.f_code
+        if "sofa_gui" in code.co_filename or not names:
+            names.append(f"{Path(code.co_filename).stem}.{code.co_name}")
+        frame = frame.f_back
+    if len(names) > 3:
+        names = [names[-1], "…", names[1], names[0]]
+    return " > ".join(reversed(names)) if names else "?"
+
+
 def run_one(path: Path, mode: str) -> dict:
     """Open ``path`` in a main window and measure the heartbeat (in this process)."""
     from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
 
+    from sofa_gui.background_load import prestart
+    from sofa_gui.qt import sliced
     from sofa_gui.qt.app import freeze_startup_objects
     from sofa_gui.qt.application import make_app
     from sofa_gui.qt.main_window import MainWindow
 
+    prestart()  # as run_window does: a loader child starts while the window is built
     app = make_app()
     tmp = tempfile.mkdtemp(prefix="sofa-bench-")
     win = MainWindow(QSettings(os.path.join(tmp, "s.ini"), QSettings.Format.IniFormat),
@@ -121,25 +193,44 @@ def run_one(path: Path, mode: str) -> dict:
     def mark(name):
         marks.setdefault(name, clock.nsecsElapsed() / 1e9)
 
+    phases: list = []  # (s, progress message) each time the message changes
+
+    def phase(_f, msg):
+        if not phases or phases[-1][1] != msg:
+            phases.append((round(clock.nsecsElapsed() / 1e9, 2), msg))
+
+    s.progress.connect(phase)
     s.trace_changed.connect(lambda: mark("trace"))
     s.on_analysis("iterations", lambda: mark("iterations"))
     s.on_analysis("findings", lambda: mark("findings"))
     # keep beating a while after the analysis: the panels' updates and the repaint that
     # follow it are part of the open
-    s.analysis_finished.connect(lambda: (mark("done"), QTimer.singleShot(TAIL_MS, app.quit)))
+    s.analysis_finished.connect(lambda: mark("done"))
     s.load_failed.connect(lambda p, r: (marks.setdefault("error", r), app.quit()))
     s.job_crashed.connect(lambda m: (marks.setdefault("error", m), app.quit()))
     cpu: list[float] = []
+    blame = Blame()
     hb = QTimer()
     hb.setInterval(HEARTBEAT_MS)
-    hb.timeout.connect(lambda: (beats.append(clock.nsecsElapsed()), cpu.append(time.thread_time())))
+
+    def heartbeat():
+        beats.append(clock.nsecsElapsed())
+        cpu.append(time.thread_time())
+        blame.beat()
+        if "done" in marks and "panels" not in marks and not sliced.pending():
+            mark("panels")  # every panel built, including those built in slices
+            QTimer.singleShot(TAIL_MS, app.quit)
+
+    hb.timeout.connect(heartbeat)
     load0 = os.getloadavg()[0]
     clock.start()
     cpu0 = time.thread_time()
     hb.start()
+    blame.start()
     win.open_path(path)
     app.exec()
     hb.stop()
+    stalls = blame.stop()
     beats = [0] + beats + [clock.nsecsElapsed()]
     cpu = [cpu0] + cpu + [time.thread_time()]
     pairs = sorted(((b - a) / 1e6, (d - c) * 1e3, a / 1e9)
@@ -149,11 +240,20 @@ def run_one(path: Path, mode: str) -> dict:
            "gaps_over_100ms": sum(g > 100 for g in gaps),
            "max_gap_main_cpu_ms": pairs[-1][1], "max_main_cpu_ms": max(c for _g, c, _t in pairs),
            "slow_gaps": [(round(t, 2), round(g)) for g, _c, t in pairs if g > 100],
+           "stalls": stalls, "phases": phases, "cpu_s": _cpu_seconds(),
            "load": (load0 + os.getloadavg()[0]) / 2,
            "events": s.trace.events if s.trace is not None else 0,
            **{f"t_{k}": v for k, v in marks.items()}}
     win.session.shutdown()
     return out
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (the loader)."""
+    import resource
+
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 def main() -> None:
@@ -163,6 +263,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs per mode (one row each)")
     ap.add_argument("--tiles", type=int, default=0,
                     help="open the bundled sample tiled N times (see ingest.py) instead")
+    ap.add_argument("--trace", type=Path,
+                    help="open this existing trace instead of generating one")
+    ap.add_argument("--phases", action="store_true",
+                    help="print when each progress message first showed")
     ap.add_argument("--child", nargs=2, metavar=("PATH", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -170,7 +274,9 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="sofa-resp-"))
     t0 = time.perf_counter()
-    if args.tiles:
+    if args.trace:
+        trace, n = args.trace, 0
+    elif args.tiles:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from ingest import write_tiled
 
@@ -179,8 +285,9 @@ def main() -> None:
     else:
         trace = work / "synthetic_1e6.pt.trace.json"
         n = generate(trace, int(args.events))
-    print(f"generated {n:,} events, {trace.stat().st_size / 1e6:.0f} MB JSON "
-          f"in {time.perf_counter() - t0:.1f} s")
+    if n:
+        print(f"generated {n:,} events, {trace.stat().st_size / 1e6:.0f} MB JSON "
+              f"in {time.perf_counter() - t0:.1f} s")
     rows = []
     for mode in [m for m in args.modes for _ in range(args.repeat)]:
         cache = work / ("cache-shared" if mode in ("process", "cached") else f"cache-{mode}")
@@ -199,20 +306,27 @@ def main() -> None:
     print()
     print("| mode | max gap ms | its main-thread CPU ms | max main CPU between beats ms |"
           " p99 gap ms | gaps > 100 ms | load avg | trace shown s | iterations s | findings s |"
-          " all done s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          " analysis done s | all panels s | CPU s (app + loader) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['mode']} | {r['max_gap_ms']:.0f} | {r['max_gap_main_cpu_ms']:.0f} | "
               f"{r['max_main_cpu_ms']:.0f} | {r['p99_gap_ms']:.0f} | "
               f"{r['gaps_over_100ms']} | {r['load']:.1f} | {r.get('t_trace', float('nan')):.2f} | "
               f"{r.get('t_iterations', float('nan')):.2f} | "
               f"{r.get('t_findings', float('nan')):.2f} | "
-              f"{r.get('t_done', float('nan')):.2f} |" + (f" error: {r['error']}"
+              f"{r.get('t_done', float('nan')):.2f} | {r.get('t_panels', float('nan')):.2f} | "
+              f"{r['cpu_s']:.2f} |" + (f" error: {r['error']}"
                                                                if "error" in r else ""))
     print()
     for r in rows:
         print(f"{r['mode']}: gaps over 100 ms at (s, ms): {r['slow_gaps']}; trace shown at "
               f"{r.get('t_trace', 0):.2f} s")
+        if args.phases:
+            for at, msg in r["phases"]:
+                print(f"    {at:6.2f} s  {msg}")
+        for at, ms, where in r["stalls"]:
+            print(f"    {ms:5d} ms gap at {at:.2f} s: " + "; ".join(
+                f"{n} ms in {w}" for n, w in where))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import gzip
 import logging
 import multiprocessing as mp
 import os
+import threading
 import time
 import traceback
 import zlib
@@ -43,17 +44,24 @@ BACKGROUND_NICE = 10
 
 
 class _PipeProgress:
-    """Core ``Progress`` in the child: throttled reports up the pipe, cancel via an event."""
+    """Core ``Progress`` in the child: throttled reports up the pipe, cancel via an event.
 
-    def __init__(self, conn, cancel_event):
+    ``tag`` is "progress" for the load, "aprogress" for the analysis (which may run
+    while the parent still waits for the trace); ``lock`` serialises sends from the
+    child's two threads (see :func:`_analyse_while_writing`).
+    """
+
+    def __init__(self, conn, cancel_event, lock=None, tag: str = "progress"):
         self._conn, self._cancel = conn, cancel_event
+        self._lock = lock or threading.Lock()
+        self._tag = tag
         self._last = 0.0
 
     def update(self, fraction: float, message: str = "") -> None:
         now = time.monotonic()
         if now - self._last >= _SEND_INTERVAL_S or fraction >= 1.0:
             self._last = now
-            self._conn.send(("progress", float(fraction), message))
+            _send(self._conn, self._lock, (self._tag, float(fraction), message))
         self.check_cancelled()
 
     def check_cancelled(self) -> None:
@@ -61,7 +69,15 @@ class _PipeProgress:
             raise Cancelled()
 
 
-def _child_main(path: str, conn, cancel_event, options=None) -> None:
+def _send(conn, lock, msg: tuple) -> None:
+    with lock:
+        try:
+            conn.send(msg)
+        except OSError:  # the parent stopped listening (took a handoff, cancelled, exited)
+            pass
+
+
+def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True) -> None:
     """Child entry point: load (and cache) ``path``, send one outcome message; then, with
     analysis ``options``, analyze it into the analysis cache (the parent meanwhile
     indexes the timeline on the other core) and send ``("analysed",)``.
@@ -70,29 +86,71 @@ def _child_main(path: str, conn, cancel_event, options=None) -> None:
     over in a private temp folder instead, so the parent never decodes twice.
     """
     from .core import store
-    from .core.importers import load_trace
+    from .core.importers import open_trace
 
-    if hasattr(os, "nice"):
+    if renice and hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
-    progress = _PipeProgress(conn, cancel_event)
+    lock = threading.Lock()
+    progress = _PipeProgress(conn, cancel_event, lock)
     try:
-        trace = load_trace(path, progress, use_cache=True)
-        cached = trace.cache_entry is not None  # load_trace read or wrote the cache
-        handoff = None if cached else store.write_handoff(trace)
-        conn.send(("done", cached, handoff and str(handoff)))
-        if options is not None and cached:
+        trace, entry = open_trace(path, progress, use_cache=True)
+        if options is not None and entry is not None:
+            _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock)
+            return
+        if entry is not None:
+            trace.cache_entry = store.save_cached(path, trace, entry)
+        _send_trace(trace, conn, lock)
+        if options is not None and trace.cache_entry is not None:  # it came from the cache
             from .core.analysis.cache import analyze_cached
 
-            analyze_cached(trace, options, progress=progress)
-            conn.send(("analysed",))
+            analyze_cached(trace, options, _PipeProgress(conn, cancel_event, lock, "aprogress"))
+            _send(conn, lock, ("analysed",))
     except Cancelled:
-        conn.send(("cancelled",))
+        _send(conn, lock, ("cancelled",))
     except TraceFormatError as exc:
-        conn.send(("error", exc.path, exc.reason))
+        _send(conn, lock, ("error", exc.path, exc.reason))
     except BaseException as exc:  # report, never hang the parent
-        conn.send(("crash", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        _send(conn, lock, ("crash", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
     finally:
         conn.close()
+
+
+def _send_trace(trace, conn, lock) -> None:
+    """Tell the parent where the trace is: its cache entry, else a handoff folder."""
+    from .core import store
+
+    cached = trace.cache_entry is not None
+    handoff = None if cached else store.write_handoff(trace)
+    _send(conn, lock, ("done", cached, handoff and str(handoff)))
+
+
+def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock) -> None:
+    """Write the trace cache on a thread while this one analyses the trace.
+
+    The write is mostly Arrow IPC and zlib, which release the GIL, so it overlaps
+    the analysis instead of coming before it (the CLI's ``analyze --no-cache``
+    writes nothing; this keeps the app's cold open close to it). The parent gets
+    "done" once the cache is written, "analysed" once the results are stored.
+    """
+    import dataclasses
+
+    from .core import store
+    from .core.analysis import cache
+    from .core.analysis.pipeline import analyze
+
+    def write():
+        trace.cache_entry = store.save_cached(path, trace, entry)
+        _send_trace(trace, conn, lock)
+
+    writer = threading.Thread(target=write, name="sofa-cache-writer")
+    writer.start()
+    try:
+        result = analyze(trace, options, _PipeProgress(conn, cancel_event, lock, "aprogress"))
+    finally:
+        writer.join()
+    if trace.cache_entry is not None:  # else the parent read the handoff and stopped us
+        cache.save(trace.cache_entry, dataclasses.asdict(options), result)
+        _send(conn, lock, ("analysed",))  # stored or not: the parent reads the cache or redoes it
 
 
 def decoded_bytes(path: Path, enough: int) -> int:
@@ -136,6 +194,100 @@ def _decoded_size(path: Path, budget: int) -> int:
         return n
 
 
+#: What a loader child imports before it is given a path (see :func:`prestart`).
+LOADER_MODULES = (
+    "sofa_gui.core.store",
+    "sofa_gui.core.importers.chrome.trace",
+    "sofa_gui.core.analysis.cache",
+    "sofa_gui.core.analysis.pipeline",
+    "sofa_gui.core.analysis.iterations",
+    "sofa_gui.core.analysis.breakdown",
+    "sofa_gui.core.analysis.run_facts",
+    "sofa_gui.core.analysis.findings",
+)
+
+
+def _standby_main(jobs, conn, cancel_event) -> None:
+    """A loader started ahead of time: import what a load needs, then wait for the
+    ``(path, options)`` to load; the parent closing ``jobs`` instead ends it."""
+    import importlib
+
+    if hasattr(os, "nice"):
+        os.nice(BACKGROUND_NICE)
+    for name in LOADER_MODULES:
+        importlib.import_module(name)
+    try:
+        path, options = jobs.recv()
+    except (EOFError, OSError):
+        conn.close()
+        return
+    finally:
+        jobs.close()
+    _child_main(path, conn, cancel_event, options, renice=False)
+
+
+class _Spare:
+    """A started :func:`_standby_main` child and the parent's ends of its pipes."""
+
+    def __init__(self):
+        ctx = mp.get_context("spawn")
+        self.recv, send = ctx.Pipe(duplex=False)
+        jobs, self.jobs = ctx.Pipe(duplex=False)
+        self.cancel = ctx.Event()
+        self.proc = ctx.Process(target=_standby_main, args=(jobs, send, self.cancel),
+                                name="sofa-gui-loader", daemon=True)
+        self.proc.start()
+        send.close()
+        jobs.close()
+
+
+_spare_lock = threading.Lock()
+_spare: _Spare | None = None
+_keep_spare = False
+
+
+def prestart() -> None:
+    """Start a loader child now, so that the first open (and each open after it) finds
+    one with Python started and its modules imported (~0.6 s CPU saved on the path
+    to the first panel). The app calls it before it builds its window."""
+    global _keep_spare
+    if not child_available():
+        return
+    _keep_spare = True
+    _replace_spare()
+
+
+def _replace_spare() -> None:
+    global _spare
+    with _spare_lock:
+        if _keep_spare and (_spare is None or not _spare.proc.is_alive()):
+            _spare = _Spare()
+
+
+def stop_spares() -> None:
+    """No more spare loaders; the waiting one (if any) is told to exit."""
+    global _keep_spare
+    _keep_spare = False
+    spare = _take_spare()
+    if spare is not None:
+        spare.jobs.close()  # it sees EOF and exits
+        spare.recv.close()
+        spare.proc.join(5.0)
+        if spare.proc.is_alive():
+            spare.proc.kill()
+
+
+def _take_spare() -> _Spare | None:
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None and not spare.proc.is_alive():
+        spare.recv.close()
+        spare.jobs.close()
+        return None
+    return spare
+
+
 class ChildLoad:
     """A child decoding ``path`` into the cache and, with ``options``, analyzing it after.
 
@@ -146,14 +298,21 @@ class ChildLoad:
     """
 
     def __init__(self, path: Path, state, options=None):
-        ctx = mp.get_context("spawn")
-        self._recv, send = ctx.Pipe(duplex=False)
-        self._cancel = ctx.Event()
         self._state = state
-        self._proc = ctx.Process(target=_child_main, args=(str(path), send, self._cancel, options),
-                                 name="sofa-gui-loader", daemon=True)
-        self._proc.start()
-        send.close()
+        spare = _take_spare()
+        if spare is not None:  # started ahead of time: hand it the path
+            self._recv, self._cancel, self._proc = spare.recv, spare.cancel, spare.proc
+            spare.jobs.send((str(path), options))
+            spare.jobs.close()
+        else:
+            ctx = mp.get_context("spawn")
+            self._recv, send = ctx.Pipe(duplex=False)
+            self._cancel = ctx.Event()
+            self._proc = ctx.Process(target=_child_main,
+                                     args=(str(path), send, self._cancel, options),
+                                     name="sofa-gui-loader", daemon=True)
+            self._proc.start()
+            send.close()
         state.on_cancel(self._cancel.set)
 
     def wait_trace(self, progress=None):
@@ -176,12 +335,29 @@ class ChildLoad:
         return True
 
     def stop(self) -> None:
+        """End the child now (waits up to ~1.3 s: grace, then kill)."""
         _stop(self._proc, self._cancel)
         self._recv.close()
+        _replace_spare()
+
+    def finish(self) -> None:
+        """The child has sent all we need: let it exit without waiting for it (a big
+        child takes a few hundred ms to tear down); a thread reaps or kills it, then
+        starts the next spare loader if :func:`prestart` asked for them."""
+        self._recv.close()
+
+        def reap():
+            _stop(self._proc, self._cancel)
+            _replace_spare()
+
+        threading.Thread(target=reap, daemon=True, name="sofa-loader-reaper").start()
 
 
 def _pump(proc, recv, state, progress, until: str) -> tuple:
-    """Forward the child's progress until its ``until`` message, which is returned."""
+    """Forward the child's progress until its ``until`` message, which is returned.
+    While waiting for the trace ("done") only load progress is shown; the analysis's
+    ("aprogress", which may already run) only while waiting for it."""
+    shown = "progress" if until == "done" else "aprogress"
     while True:
         if state.cancelled:
             raise Cancelled()
@@ -195,8 +371,9 @@ def _pump(proc, recv, state, progress, until: str) -> tuple:
             raise RuntimeError(
                 f"trace loader process died (exit code {proc.exitcode})") from None
         tag = msg[0]
-        if tag == "progress":
-            progress.update(msg[1], msg[2])
+        if tag in ("progress", "aprogress"):
+            if tag == shown:
+                progress.update(msg[1], msg[2])
         elif tag == until:
             return msg
         elif tag == "cancelled":

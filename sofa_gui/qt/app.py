@@ -34,15 +34,36 @@ def parse_size(text: str) -> tuple[int, int]:
     return w, h
 
 
+#: Modules the first open of a trace imports (the Chrome/Kineto reader, the trace
+#: cache, the analysis results the analysis cache holds). Imported at start-up: on
+#: the job thread they held the GIL ~110 ms against the GUI thread mid-open.
+OPEN_MODULES = (
+    "sofa_gui.core.store",
+    "sofa_gui.core.fleet.runset",
+    "sofa_gui.core.importers.chrome.rank_folder",
+    "sofa_gui.core.importers.chrome.trace",
+    "sofa_gui.core.analysis.breakdown",
+    "sofa_gui.core.analysis.ranks",
+    "sofa_gui.core.analysis.run_facts",
+    "sofa_gui.core.analysis.cache",
+    "sofa_gui.view.model",
+    "sofa_gui.qt.fleet_jobs",
+)
+
+
 def freeze_startup_objects() -> None:
-    """Move every object alive after start-up out of the cyclic GC's reach.
+    """Import what an open needs, then move every object alive after start-up out of
+    the cyclic GC's reach.
 
     Qt, pyqtgraph and numpy leave ~100k long-lived objects; a full collection
     walks them all (60-110 ms measured), holding the GIL, which would stall the
     GUI thread whichever thread triggered it.
     """
     import gc
+    import importlib
 
+    for name in OPEN_MODULES:
+        importlib.import_module(name)
     gc.collect()
     gc.freeze()
 
@@ -82,6 +103,9 @@ def run_from_args(args) -> int:
 
 def run_window(path: str | None, size: tuple[int, int], mode: str = "auto") -> int:
     """Show the main window (opening ``path`` if given) and run the event loop."""
+    from ..background_load import prestart
+
+    prestart()  # a loader child imports its modules while the window is built
     app = make_app()
     from .main_window import MainWindow
 

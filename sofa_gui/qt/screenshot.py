@@ -22,6 +22,7 @@ def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: in
     """Exit code: 0 saved, 2 bad input (trace, iteration, output path), 1 internal error."""
     from PySide6.QtCore import QSettings
 
+    from . import sliced
     from .application import make_app
     from .main_window import MainWindow
 
@@ -48,6 +49,8 @@ def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: in
                 print(f"error: {err}", file=sys.stderr)
                 return 2
         _settle(SETTLE_MS)
+        sliced.drain()  # panels still being built a few widgets per turn
+        _settle(SETTLE_MS // 4)
         return _save(win, out)
     finally:
         win.session.shutdown()

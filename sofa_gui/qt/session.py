@@ -6,12 +6,15 @@ selection, collapsed groups, highlights) is one Qt-free
 :class:`~sofa_gui.view.state.ViewState`, ``session.view``, which the timeline renders.
 The session starts and cancels background work through a
 :class:`~sofa_gui.qt.worker.Worker` and keeps only results of the request it is
-currently waiting for.
+currently waiting for. It hands results to the panels one per event-loop turn
+(a cached reopen delivers every analysis part at once; their panel updates back
+to back stalled the GUI for 250+ ms), and stays ``busy`` until the last is shown.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +26,7 @@ from ..view.search import SearchQuery, find_matches
 from ..view.state import Change, ViewState
 from . import jobs
 from .fleet_jobs import FleetEvent
+from .sliced import SlicedWork
 from .worker import Worker
 
 log = logging.getLogger(__name__)
@@ -78,14 +82,17 @@ class Session(QObject):
         self.open_ranks: list[int] = []  # ranks of the trace shown, when opened from a fleet
         self._want_iteration: tuple | None = None  # (alignment, label, column) to select
         self.worker = Worker(self)
-        self.worker.result.connect(self._on_result)
-        self.worker.finished.connect(self._on_finished)
-        self.worker.failed.connect(self._on_failed)
-        self.worker.crashed.connect(self._on_crashed)
+        # results, then the outcome, reach the panels one per event-loop turn, in order
+        self._inbox: deque = deque()
+        self._delivery = SlicedWork(self, per_turn=1)
+        self.worker.result.connect(lambda r: self._deliver(self._on_result, r))
+        self.worker.finished.connect(lambda: self._deliver(self._on_finished))
+        self.worker.failed.connect(lambda p, r: self._deliver(self._on_failed, p, r))
+        self.worker.crashed.connect(lambda m: self._deliver(self._on_crashed, m))
         self.worker.cancelled.connect(self._on_cancelled)
         self.worker.cancelled.connect(self.job_cancelled)
         self.worker.progress.connect(self.progress)
-        self.worker.busy_changed.connect(self.busy_changed)
+        self.worker.busy_changed.connect(self._on_busy)
 
     # -- requests -------------------------------------------------------------------
     def open(self, path: str | Path) -> None:
@@ -96,6 +103,7 @@ class Session(QObject):
         self.last_error = None
         self.analysis_done = False
         self.loading_started.emit(path)
+        self._drop_undelivered()
         self.worker.start(jobs.open_job, path, self.options, self.load_mode)
 
     def open_rank(self, rank: int, alongside: str = "", iteration: tuple | None = None) -> None:
@@ -120,6 +128,7 @@ class Session(QObject):
         self.last_error = None
         self.analysis_done = False
         self.loading_started.emit(", ".join(Path(p).name for p in paths))
+        self._drop_undelivered()
         self.worker.start(open_ranks_job, paths, self.options)
 
     def reanalyze(self, mode: str | None = None) -> None:
@@ -129,10 +138,18 @@ class Session(QObject):
         if self.trace is None:
             return
         self.analysis_done = False
+        self._drop_undelivered()
         self.worker.start(jobs.analysis_job, self.trace, self.options)
 
     def cancel(self) -> None:
+        """Stop the request: its job, and what it still had to show."""
+        shown_only = self.busy and not self.worker.busy  # the job ended; results pending
+        self._drop_undelivered()
         self.worker.cancel()
+        if shown_only:
+            self._on_cancelled()
+            self.job_cancelled.emit()
+            self.busy_changed.emit(False)
 
     @property
     def options(self) -> Options:
@@ -162,7 +179,34 @@ class Session(QObject):
 
     @property
     def busy(self) -> bool:
-        return self.worker.busy
+        """A request is running, or its results are not all shown yet."""
+        return self.worker.busy or any(h != self._idle for h, _a in self._inbox)
+
+    # -- delivery: one result per event-loop turn -------------------------------------
+    def _deliver(self, handler, *args) -> None:
+        self._inbox.append((handler, args))
+        if not self._delivery.pending:
+            self._delivery.start(self._deliveries)
+
+    def _deliveries(self):
+        while self._inbox:
+            handler, args = self._inbox.popleft()
+            handler(*args)
+            yield
+
+    def _drop_undelivered(self) -> None:
+        """A new request replaces the old one: what it still had to show is dropped."""
+        self._inbox.clear()
+        self._delivery.cancel()
+
+    def _on_busy(self, busy: bool) -> None:
+        if busy or not self._inbox:  # e.g. a cancel (it drops what was left to show)
+            self.busy_changed.emit(busy)
+        else:  # idle once the last result is shown
+            self._deliver(self._idle)
+
+    def _idle(self) -> None:
+        self.busy_changed.emit(self.busy)
 
     def shutdown(self) -> None:
         self.worker.shutdown()
@@ -341,6 +385,7 @@ class Session(QObject):
         self.analysis_finished.emit()
 
     def _on_cancelled(self) -> None:
+        self._drop_undelivered()
         if self.trace is None:  # nothing is loading any more
             self.pending_path = None
 

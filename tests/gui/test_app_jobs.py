@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 from tracedata import DATA
 
 from sofa_gui.core.analysis.pipeline import PARTS, STEPS, Options
@@ -44,3 +47,65 @@ def test_analysis_job_reruns_with_the_given_options():
     jobs.analysis_job(state, trace, Options(iterations="pattern"))
     assert [r.part for r in state.results] == [s.part for s in STEPS]
     assert state.results[0].analysis.iterations.method in ("pattern", "none")
+
+
+_REOPEN = """
+import json, sys
+import time
+from pathlib import Path
+from sofa_gui.core.analysis.pipeline import Options
+from sofa_gui.qt import jobs
+from sofa_gui.qt.app import freeze_startup_objects
+freeze_startup_objects()
+before = set(sys.modules)
+
+class State:
+    def update(self, *a): pass
+    def check_cancelled(self): pass
+    def partial(self, payload): pass
+
+jobs.open_job(State(), sys.argv[1], Options(), load_mode="thread")
+print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith("sofa_gui"))))
+"""
+
+
+def test_a_cached_reopen_imports_nothing_after_start_up(tmp_path):
+    """The job thread of a reopen imports no module (imports hold the GIL against the GUI
+    thread): start-up (freeze_startup_objects) imported them all."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SOFA_GUI_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(Path(jobs.__file__).resolve().parents[2]))
+    run = [sys.executable, "-c", _REOPEN, str(TRACE)]
+    subprocess.run(run, env=env, capture_output=True, text=True, check=True)  # fills the cache
+    again = subprocess.run(run, env=env, capture_output=True, text=True, check=True)
+    assert json.loads(again.stdout.splitlines()[-1]) == []
+
+
+def test_a_prestarted_loader_takes_the_next_open_and_is_replaced(tmp_path, monkeypatch):
+    import shutil
+
+    from sofa_gui import background_load as bl
+    from sofa_gui.qt.worker import JobState
+
+    monkeypatch.setattr(bl, "_spare", None)
+    copy = tmp_path / "fresh.json.gz"  # not cached: decoded by a loader child
+    shutil.copyfile(TRACE, copy)
+    try:
+        bl.prestart()
+        spare = bl._spare
+        assert spare is not None and spare.proc.is_alive()
+        trace = jobs.load(JobState(0, lambda *a: None), str(copy), load_mode="process")
+        assert trace.events == jobs.load(JobState(0, lambda *a: None), str(TRACE),
+                                         load_mode="thread").events
+        assert bl._spare is not spare  # taken by the load
+        deadline = time.monotonic() + 60
+        while (bl._spare is None or bl._spare is spare) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert bl._spare is not None and bl._spare.proc.is_alive()  # the next one waits
+    finally:
+        bl.stop_spares()
+    assert bl._spare is None

@@ -11,6 +11,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
 from sofa_gui.core.samples import demo_trace_path
+from sofa_gui.qt import sliced
 from sofa_gui.qt.panels.iterations import COLUMNS
 from sofa_gui.view.search import SearchQuery
 
@@ -46,6 +47,7 @@ def open_and_wait(qtbot, win, path, timeout=LOAD_TIMEOUT_MS):
     assert s.busy
     qtbot.waitUntil(lambda: not s.busy, timeout=timeout)
     assert s.analysis_done, f"open failed: {s.last_error}"
+    qtbot.waitUntil(lambda: not sliced.pending(), timeout=timeout)  # panels built in slices
     return s
 
 

@@ -104,3 +104,25 @@ def test_app_with_unwritable_cache_decodes_once(tmp_path, monkeypatch):
     assert trace.meta.source == str(demo_trace_path())
     assert trace.args.raw(len(reference.args) - 1) == reference.args.raw(len(reference.args) - 1)
     assert handoffs and not handoffs[0].exists()  # the temp folder is gone, the maps remain
+
+
+def test_app_open_with_unwritable_cache_analyses_once_in_process(tmp_path, monkeypatch, capfd):
+    # the loader child writes the cache on a thread while it analyses; when the write
+    # fails it hands the trace over and is stopped, and the app analyses the trace itself
+    from sofa_gui.core import importers
+    from sofa_gui.core.analysis.pipeline import Options
+    from sofa_gui.qt import jobs
+    from sofa_gui.qt.worker import JobState
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(importers, "pick_importer", lambda p: (_ for _ in ()).throw(
+        AssertionError(f"{p} decoded again in the app process")))
+    results = []
+    jobs.open_job(JobState(0, lambda gen, kind, payload: kind == "result" and results.append(
+        payload)), str(demo_trace_path()), Options(), load_mode="process")
+    ready = [r for r in results if isinstance(r, jobs.AnalysisReady)]
+    assert isinstance(results[0], jobs.TraceReady) and results[0].trace.events > 0
+    assert ready and ready[-1].analysis.findings  # analysed here, from the handed-over trace
+    assert "Traceback" not in capfd.readouterr().err

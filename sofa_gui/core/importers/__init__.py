@@ -109,6 +109,19 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
     from .. import store
 
     path = Path(path).expanduser()
+    trace, entry = open_trace(path, progress, use_cache)
+    if entry is not None:
+        trace.cache_entry = store.save_cached(path, trace, entry)
+    return trace
+
+
+def open_trace(path, progress: Progress | None = None,
+               use_cache: bool = True) -> tuple[Trace, Path | None]:
+    """(trace, the cache entry to write it to or None): :func:`load_trace` without the
+    cache write, for a caller that writes it while doing something else."""
+    from .. import store
+
+    path = Path(path).expanduser()
     progress = progress or NullProgress()
     # fingerprint once, before reading: the entry then matches the bytes actually read
     entry = store.try_entry_dir(path) if use_cache else None
@@ -118,7 +131,7 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
             cached.meta.source = str(path)  # as asked for now, not as first opened
             cached.cache_entry = entry
             progress.update(1.0, "loaded from cache")
-            return cached
+            return cached, None
     imp = pick_importer(path)
     try:
         trace = imp.load(path, progress)
@@ -134,6 +147,4 @@ def load_trace(path, progress: Progress | None = None, use_cache: bool = True) -
         raise TraceFormatError(path, why) from None
     trace.meta.source = str(path)
     trace.meta.format = trace.meta.format or imp.name
-    if entry is not None:
-        trace.cache_entry = store.save_cached(path, trace, entry)
-    return trace
+    return trace, entry

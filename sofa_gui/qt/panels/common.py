@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
 
@@ -61,20 +61,67 @@ def rich_label(parent: QWidget | None = None, *, wrap: bool = True) -> QLabel:
 
 class WrapLabel(QLabel):
     """A word-wrapping label whose text can always wrap (:func:`breakable`); ``text()``
-    still returns what was set.  Its minimum width is small, never the longest word."""
+    still returns what was set.  Its minimum width is small, never the longest word.
+
+    Its size hints are remembered until the text, font, style or wrapping changes:
+    Qt asks a wrapped rich-text label for them again and again while a layout settles
+    (~600 calls for three finding cards, each laying the HTML out anew, ~200 ms).
+    """
+
+    _sizes: dict | None = None
+
+    def _remembered(self, key, compute):
+        sizes = self._sizes
+        if sizes is None:
+            sizes = self._sizes = {}
+        got = sizes.get(key)
+        if got is None:
+            got = sizes[key] = compute()
+        return got
+
+    def forget_sizes(self) -> None:
+        self._sizes = None
 
     def setText(self, text: str) -> None:  # noqa: N802
         self._raw = str(text)
+        self._sizes = None
         super().setText(breakable(self._raw) if self.textFormat() != Qt.TextFormat.RichText
                         else text)
+
+    def setTextFormat(self, fmt) -> None:  # noqa: N802
+        self._sizes = None
+        super().setTextFormat(fmt)
+
+    def setWordWrap(self, on: bool) -> None:  # noqa: N802
+        self._sizes = None
+        super().setWordWrap(on)
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        if event.type() in _SIZE_EVENTS:
+            self._sizes = None
+        super().changeEvent(event)
 
     def text(self) -> str:
         return getattr(self, "_raw", super().text())
 
+    def sizeHint(self):  # noqa: N802
+        return QSize(self._remembered("hint", lambda: QLabel.sizeHint(self)))
+
     def minimumSizeHint(self):  # noqa: N802
-        hint = super().minimumSizeHint()
-        hint.setWidth(min(hint.width(), 80))
-        return hint
+        def small():
+            hint = QLabel.minimumSizeHint(self)
+            hint.setWidth(min(hint.width(), 80))
+            return hint
+
+        return QSize(self._remembered("min", small))
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802
+        return self._remembered(width, lambda: QLabel.heightForWidth(self, width))
+
+
+#: Events after which a label's size hints must be computed again.
+_SIZE_EVENTS = (QEvent.Type.FontChange, QEvent.Type.StyleChange,
+                QEvent.Type.ContentsRectChange, QEvent.Type.LayoutDirectionChange)
 
 
 def esc(text) -> str:

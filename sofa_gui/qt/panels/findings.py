@@ -25,12 +25,16 @@ from ...core.analysis.results import Finding
 from ...core.units import fmt_ns, fmt_pct
 from ..docks import DockSpec
 from ..session import Session
+from ..sliced import SlicedWork
 from .common import SEVERITY_COLORS, breakable, esc, plain_label, rich_label, set_muted
 
 _FRAMEWORK = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX",
               "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
 #: Evidence links shown per card before "… and N more".
 MAX_EVIDENCE = 8
+#: Cards built per event-loop turn: laying one out takes ~10-30 ms, six at once stalled
+#: the GUI for 100-250 ms right after the analysis.
+CARDS_PER_TURN = 1
 
 
 class SeverityBadge(QLabel):
@@ -144,6 +148,8 @@ class FindingsPanel(QWidget):
         super().__init__(parent)
         self.session = session
         self.cards: list[FindingCard] = []
+        self._shown: tuple = (None, None)  # (trace, findings) the cards are built for
+        self._build = SlicedWork(self, per_turn=CARDS_PER_TURN)
         self.status = plain_label("No trace open", self, wrap=True)
         set_muted(self.status)
         self._inner = QWidget()
@@ -176,17 +182,26 @@ class FindingsPanel(QWidget):
         self.cards = []
 
     def _reload(self, *_args) -> None:
-        self._clear()
+        """Status now; cards only when the findings changed, one per event-loop turn."""
         s = self.session
         findings = list(s.findings or [])  # ranked by the advisor (gain x confidence)
+        self.status.setText(self._status_text(findings))
+        if s.trace is self._shown[0] and s.findings is self._shown[1]:
+            return  # e.g. analysis_finished after the findings part: same cards
+        self._shown = (s.trace, s.findings)
+        self._clear()
         origin = s.trace.start_ns if s.trace is not None else 0
+        self._build.start(lambda: self._add_cards(findings, origin))
+
+    def _add_cards(self, findings: list[Finding], origin: int):
+        """Add one card per step (see :class:`~sofa_gui.qt.sliced.SlicedWork`)."""
         for rank, f in enumerate(findings, 1):
             card = FindingCard(f, rank, origin, self._inner)
             card.evidence_clicked.connect(lambda k, f=f: self.open_evidence(f, k))
             card.cause_clicked.connect(lambda k, f=f: self.open_cause(f, k))
             self._list.insertWidget(self._list.count() - 1, card)
             self.cards.append(card)
-        self.status.setText(self._status_text(findings))
+            yield
 
     def _status_text(self, findings) -> str:
         s = self.session
