@@ -217,13 +217,34 @@ def _standby_main(jobs, conn, cancel_event) -> None:
     for name in LOADER_MODULES:
         importlib.import_module(name)
     try:
-        path, options = jobs.recv()
+        path, options, env = jobs.recv()
     except (EOFError, OSError):
         conn.close()
         return
     finally:
         jobs.close()
+    _adopt_env(env)
     _child_main(path, conn, cancel_event, options, renice=False)
+
+
+#: Environment a load depends on (the cache and temp folders): a spare loader started
+#: earlier takes the parent's values at the time of the open.
+_LOAD_ENV = ("SOFA_GUI_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "TMPDIR", "TEMP", "TMP")
+
+
+def _load_env() -> dict:
+    return {k: os.environ.get(k) for k in _LOAD_ENV}
+
+
+def _adopt_env(env: dict) -> None:
+    import tempfile
+
+    for k, v in env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    tempfile.tempdir = None  # computed again from the adopted TMPDIR
 
 
 class _Spare:
@@ -302,7 +323,7 @@ class ChildLoad:
         spare = _take_spare()
         if spare is not None:  # started ahead of time: hand it the path
             self._recv, self._cancel, self._proc = spare.recv, spare.cancel, spare.proc
-            spare.jobs.send((str(path), options))
+            spare.jobs.send((str(path), options, _load_env()))
             spare.jobs.close()
         else:
             ctx = mp.get_context("spawn")

@@ -98,10 +98,13 @@ def test_a_prestarted_loader_takes_the_next_open_and_is_replaced(tmp_path, monke
         bl.prestart()
         spare = bl._spare
         assert spare is not None and spare.proc.is_alive()
+        later = tmp_path / "later-cache"  # set after the spare started: it must follow
+        monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(later))
         trace = jobs.load(JobState(0, lambda *a: None), str(copy), load_mode="process")
         assert trace.events == jobs.load(JobState(0, lambda *a: None), str(TRACE),
                                          load_mode="thread").events
         assert bl._spare is not spare  # taken by the load
+        assert list(later.glob("*/manifest.json"))  # it wrote the cache where asked now
         deadline = time.monotonic() + 60
         while (bl._spare is None or bl._spare is spare) and time.monotonic() < deadline:
             time.sleep(0.05)

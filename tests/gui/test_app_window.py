@@ -392,6 +392,7 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
                                                         monkeypatch):
     import argparse
 
+    from sofa_gui.background_load import stop_spares
     from sofa_gui.qt import app as app_mod
     from sofa_gui.qt.main_window import MainWindow
 
@@ -410,7 +411,10 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
     monkeypatch.setattr(type(qapp), "exec", fake_exec)
     args = argparse.Namespace(command="view", path=str(demo_path), screenshot=None,
                               iteration=None, size="780x560", iterations="auto")
-    assert app_mod.run_from_args(args) == 0
+    try:
+        assert app_mod.run_from_args(args) == 0
+    finally:
+        stop_spares()  # run_window started a spare loader for the next open
     assert seen == {"path": str(demo_path), "size": (780, 560)}
 
 
