@@ -4,13 +4,17 @@ confidence, and for the before/after pairs the measured speed-up against the pre
     python benchmarks/advice.py [--only SUBSTRING]
 
 Traces: the public ones in ``../shared/traces/public`` (skipped when absent) and the
-CPU runs in ``tests/data/advice`` (``benchmarks/gen_advice_runs.py``).  "measured" is
-``sofa-gui diff``'s mean-iteration speed-up between the two traces of a pair; for the
-generated pairs the unprofiled timing from ``runs.json`` is printed too.  "estimated" is
+CPU runs in ``tests/data/advice`` (``benchmarks/gen_advice_runs.py``; ``quiet/``: the
+input-bound pair made on the machine with nothing else running).  "measured" is the
+speed-up ``sofa-gui diff`` checks the prediction against: the mean of the steady-state
+iterations (warm-up left out by the advisor's own rule, e.g. a loader worker's start-up
+in AFTER's first step); the mean of all iterations and the median follow, and for the
+generated pairs the unprofiled timing from ``runs.json``.  "estimated" is
 the estimate of the fix the AFTER run applied (found from the run facts that changed,
 e.g. dataloader single_process -> workers) when that fix has its own estimate; every
-fix's estimate is listed under the row.  Re-run ``gen_advice_runs.py --only input_nw0
---only input_nw1`` on a quiet machine, then this script, to check the input-bound pair.
+fix's estimate is listed under the row.  To check the input-bound pair on a quiet machine:
+``gen_advice_runs.py --out tests/data/advice/quiet --only input_nw0 --only input_nw1``,
+then this script.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
-from sofa_gui.core.analysis.findings.device_rules import parallel_bound  # noqa: E402
+from sofa_gui.core.analysis.findings.device_rules import (  # noqa: E402
+    DEFAULT_INTERFERENCE,
+    parallel_bound,
+)
 from sofa_gui.core.analysis.pipeline import analyze  # noqa: E402
 from sofa_gui.core.importers import load_trace  # noqa: E402
 
@@ -50,10 +57,12 @@ TRACES = [
     "sofa-demo-sofalog",
 ]
 GENERATED = ["warmup", "tiny_ops", "tiny_ops_dense", "item_loop", "item_vectorised",
-             "checkpoint", "input_nw0", "input_nw1"]
+             "checkpoint", "input_nw0", "input_nw1", "quiet/input_nw0", "quiet/input_nw1"]
 PAIRS = [("kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
           "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"),
-         ("advice/input_nw0", "advice/input_nw1"), ("advice/item_loop", "advice/item_vectorised"),
+         ("advice/input_nw0", "advice/input_nw1"),
+         ("advice/quiet/input_nw0", "advice/quiet/input_nw1"),
+         ("advice/item_loop", "advice/item_vectorised"),
          ("advice/tiny_ops", "advice/tiny_ops_dense")]
 
 
@@ -72,6 +81,12 @@ def _top(a) -> str:
     return f"{f.id} {100 * f.share:.0f}% {gain} conf {f.confidence:.2f}"
 
 
+def _runs(name: str) -> dict:
+    """The unprofiled timings (runs.json) beside a generated capture."""
+    f = _path(name).parent / "runs.json"
+    return json.loads(f.read_text()) if name.startswith("advice/") and f.exists() else {}
+
+
 def _short(name: str) -> str:
     return name[7:] if name.startswith("advice/") else name.split("/")[-2]
 
@@ -85,9 +100,13 @@ def _per_fix(analysis, fid, timing: dict) -> None:
             print(f"{'':46s}- {x.name}: {est} ({x.estimate_why})")
     cores = analysis.run.value("cpu_cores")
     if f is not None and cores and any(x.gain == "cores" for x in f.fixes):
+        slow = analysis.run.value("cpu_interf")
+        how = "measured" if slow else "assumed"
+        slow = slow or DEFAULT_INTERFERENCE
         print(f"{'':46s}the same {cores}-core machine with no other load "
               f"({cores - 1} free core{'s' if cores > 2 else ''}), loader workers would be "
-              f"estimated {parallel_bound(f.share, cores - 1):.2f}x")
+              f"estimated {parallel_bound(f.share, cores - 1, slow):.2f}x (interference "
+              f"{slow:.2f}x, {how}; {parallel_bound(f.share, cores - 1):.2f}x without it)")
     if timing.get("cpu_busy_other_cores") is not None:
         print(f"{'':46s}unprofiled timing: other processes kept "
               f"{timing['cpu_busy_other_cores']} cores busy")
@@ -111,21 +130,21 @@ def main(argv=None) -> int:
         done[name] = (trace, a)
         secs = time.perf_counter() - t0
         print(f"{name[-58:]:58s} {secs:5.1f}  {_top(a)}; {a.run.header()[:90]}")
-    runs = json.loads((ADVICE / "runs.json").read_text()) if (ADVICE / "runs.json").exists() \
-        else {}
     print()
     print(f"{'pair (before -> after)':44s} {'finding':22s} {'estimated':>9s} "
-          f"{'measured':>9s} {'error':>7s} {'unprofiled':>10s}  estimate for")
+          f"{'measured':>9s} {'error':>7s} {'all mean':>8s} {'median':>7s} {'unprofiled':>10s}"
+          f"  estimate for")
     for before, after in PAIRS:
         if before not in done or after not in done:
             continue
         r = diff_analyses(done[before], done[after])
         pred = r["prediction"] or {}
-        measured = r["iteration_time"]["speedup"]["mean_us"]
+        sp = r["iteration_time"]["speedup"]
+        measured = pred.get("measured_speedup") or sp["mean_us"]
         est = pred.get("predicted_speedup")
         err = f"{100 * (est / measured - 1):+.0f}%" if est and measured else "-"
-        key = before.split("/")[-1]
-        unprof = runs.get(key, {}).get("measured_speedup_unprofiled")
+        timing = _runs(before).get(before.split("/")[-1], {})
+        unprof = timing.get("measured_speedup_unprofiled")
         fix = pred.get("fix_applied")
         basis = (f"fix applied: {fix['name']} ({fix['fact']} {fix['before']} -> "
                  f"{fix['after']})" if fix else
@@ -133,8 +152,9 @@ def main(argv=None) -> int:
         label = f"{_short(before)} -> {_short(after)}"
         print(f"{label[-44:]:44s} {pred.get('finding', '-'):22s} "
               f"{(f'{est:.2f}x' if est else '-'):>9s} {measured:8.2f}x {err:>7s} "
+              f"{sp['mean_us']:7.2f}x {sp['median_us']:6.2f}x "
               f"{(f'{unprof:.2f}x' if unprof else '-'):>10s}  {basis}")
-        _per_fix(done[before][1], pred.get("finding"), runs.get(key, {}))
+        _per_fix(done[before][1], pred.get("finding"), timing)
     return 0
 
 

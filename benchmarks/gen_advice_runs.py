@@ -4,14 +4,22 @@ Each run is an ordinary small training loop with one problem built in (warm-up
 steps, thousands of tiny ops, a per-sample ``.item()`` loop, a checkpoint every N
 steps, a DataLoader without workers), and most have a fixed twin (dense op,
 vectorised reads, one loader worker).  Each is profiled with ``torch.profiler``
-(its ``ProfilerStep#N`` annotations kept; the machine's core count and the cores other
-processes kept busy meanwhile recorded as trace metadata ``cpu_cores`` and
-``cpu_busy_other_cores``) and written to ``NAME.json.gz``; every run is also
+(its ``ProfilerStep#N`` annotations kept; the machine's core count, the cores other
+processes kept busy meanwhile and how much slower one core computes while another is
+busy -- a calibration run once before the captures, ``sofa_gui.recorder.calibrate`` --
+recorded as trace metadata ``cpu_cores``, ``cpu_busy_other_cores`` and
+``cpu_core_interference``) and written to ``NAME.json.gz``; every run is also
 timed *without* the profiler, so a pair's real speed-up is known.  The timings go
 to ``runs.json`` beside the traces, with the cores other processes kept busy while
 they were taken.
 
     nice -n -15 python benchmarks/gen_advice_runs.py [--out tests/data/advice] [--only NAME]
+                                                     [--no-calibrate]
+
+The input-bound pair on a quiet machine (the check of issue 12's estimate), then the table:
+
+    python benchmarks/gen_advice_runs.py --out tests/data/advice/quiet \
+        --only input_nw0 --only input_nw1 && python benchmarks/advice.py --only input
 
 Timings on a shared machine are noisy: the script takes the median step time of
 several unprofiled repeats.
@@ -37,6 +45,9 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.data import DataLoader, Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from sofa_gui.recorder.calibrate import core_interference  # noqa: E402
+
 OUT = ROOT / "tests" / "data" / "advice"
 RUNS = {}
 
@@ -194,7 +205,7 @@ def input_nw1():
 
 
 # -- driver ----------------------------------------------------------------------------------
-def profile_run(name: str, out: Path) -> None:
+def profile_run(name: str, out: Path, calib: dict | None = None) -> None:
     fn, steps, _ = RUNS[name]
     step = fn()
     dest = out / f"{name}.json.gz"
@@ -211,6 +222,11 @@ def profile_run(name: str, out: Path) -> None:
                  schedule=schedule(wait=0, warmup=1, active=steps),
                  on_trace_ready=export) as prof:
         prof.add_metadata_json("cpu_cores", json.dumps(os.cpu_count()))
+        if calib:  # read by the advisor as the run fact cpu_interf
+            prof.add_metadata_json("cpu_core_interference", json.dumps(calib["factor"]))
+            prof.add_metadata_json("cpu_core_interference_how", json.dumps(
+                f"calibration: {calib['kernel']}, {calib['alone_ms']} ms alone, "
+                f"{calib['together_ms']} ms with another core busy"))
         prof.step()  # the profiler's own warm-up step: nothing of the loop runs in it
         for i in range(steps):
             step(i)
@@ -271,16 +287,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--only", action="append", help="run only these (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="unprofiled timings per run")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="do not measure (nor record) how much a busy core slows another")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # one intra-op thread: the second core is the "free" one
     names = args.only or list(RUNS)
     record_path = args.out / "runs.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    calib = None if args.no_calibrate else core_interference()
     record["_machine"] = {"cpu_cores": os.cpu_count(), "torch": torch.__version__,
-                          "intra_op_threads": 1}
+                          "intra_op_threads": 1, "core_interference": calib}
+    if calib:
+        print(f"calibration: compute {calib['factor']:.2f}x slower with another core busy "
+              f"({calib['alone_ms']} -> {calib['together_ms']} ms)", file=sys.stderr)
     for name in names:
-        profile_run(name, args.out)
+        profile_run(name, args.out, calib)
     times = {name: [] for name in names}
     load = OtherLoad()
     for _ in range(args.repeats):  # pairs interleaved, so both see the same machine load

@@ -1,8 +1,8 @@
 """``sofa-gui diff BEFORE AFTER``: did the fix work, and what changed?
 
 Compares two analysed runs: iteration time (mean, median and p90, with the slow
-iterations a median hides), the BEFORE run's predicted speed-up against the
-measured one, the
+iterations a median hides, and the mean of the steady-state iterations), the BEFORE
+run's predicted speed-up against the measured steady-state mean one, the
 mean per-iteration time of every breakdown category, findings resolved / new /
 persisting (with the speed-up each finding predicted against the one
 measured), and the kernels and ops whose time per iteration changed most.
@@ -33,6 +33,8 @@ def diff_analyses(before: tuple[Trace, Analysis], after: tuple[Trace, Analysis])
     med_a, med_b = _median(aa), _median(ab)
     sa, sb = _stats(aa), _stats(ab)
     fnd = _findings(ta, aa, tb, ab, med_a / med_b if med_b else None)
+    steady = _ratio(sa.get("steady_mean_us"), sb.get("steady_mean_us"))
+    mean = _ratio(sa.get("mean_us"), sb.get("mean_us"))
     return {
         "before": _run(ta, aa, med_a),
         "after": _run(tb, ab, med_b),
@@ -40,9 +42,10 @@ def diff_analyses(before: tuple[Trace, Analysis], after: tuple[Trace, Analysis])
         "speedup": round(med_a / med_b, 4) if med_b else None,
         "iteration_time": {"before": sa, "after": sb,
                            "speedup": {k: _ratio(sa.get(k), sb.get(k))
-                                       for k in ("mean_us", "median_us", "p90_us")}},
+                                       for k in ("mean_us", "median_us", "p90_us",
+                                                 "steady_mean_us")}},
         "hidden_slow_iterations": {"before": _slow(aa), "after": _slow(ab)},
-        "prediction": _prediction(fnd, _ratio(sa.get("mean_us"), sb.get("mean_us"))),
+        "prediction": _prediction(fnd, steady or mean, "steady_mean" if steady else "mean"),
         "categories": {side: _categories(aa.breakdown, ab.breakdown, side)
                        for side in ("device", "host")},
         "findings": fnd,
@@ -63,9 +66,25 @@ def _stats(analysis) -> dict:
     d = _durations(analysis)
     if not len(d):
         return {}
-    return {"n": int(len(d)), "mean_us": us(float(d.mean())),
-            "median_us": us(float(np.median(d))),
-            "p90_us": us(float(np.percentile(d, 90))), "max_us": us(float(d.max()))}
+    out = {"n": int(len(d)), "mean_us": us(float(d.mean())),
+           "median_us": us(float(np.median(d))),
+           "p90_us": us(float(np.percentile(d, 90))), "max_us": us(float(d.max()))}
+    steady = _steady(analysis)
+    if steady is not None and steady.any():
+        out["steady_n"] = int(steady.sum())
+        out["steady_mean_us"] = us(float(d[steady].mean()))
+        out["left_out"] = np.flatnonzero(~steady).tolist()
+    return out
+
+
+def _steady(analysis) -> np.ndarray | None:
+    """Steady-state rows by the advisor's own rule (warm-up and periodic extras left out):
+    the iterations its predictions are about."""
+    bd = analysis.breakdown
+    if bd is None or bd.whole_trace or analysis.iterations is None:
+        return None
+    from .findings.steady import phases
+    return phases(analysis.iterations, bd.durations, bd.whole_trace).steady
 
 
 def _ratio(a, b):
@@ -82,9 +101,11 @@ def _slow(analysis) -> list[dict]:
             for i in np.flatnonzero(d >= SLOW * med).tolist()]
 
 
-def _prediction(fnd: dict, measured_mean: float | None) -> dict | None:
+def _prediction(fnd: dict, measured_mean: float | None, basis: str = "mean") -> dict | None:
     """The BEFORE run's prediction for the finding that shrank most, against the measured
-    mean speed-up (the total time a user waits)."""
+    mean speed-up (the total time a user waits) of the steady-state iterations when the
+    advisor left warm-up or periodic extras out (the prediction is about those; a worker's
+    start-up in AFTER's first step is one-off work), else of all iterations."""
     rows = [r for r in fnd["resolved"] + fnd["persisting"]
             if r["predicted_speedup"] and r["saved_per_iteration_us"] > 0]
     if not rows or not measured_mean:
@@ -92,7 +113,7 @@ def _prediction(fnd: dict, measured_mean: float | None) -> dict | None:
     r = max(rows, key=lambda r: r["saved_per_iteration_us"])
     pred = r["predicted_speedup"]
     out = {"finding": r["id"], "predicted_speedup": pred, "measured_speedup": measured_mean,
-           "error": round(pred / measured_mean - 1.0, 4)}
+           "measured_over": basis, "error": round(pred / measured_mean - 1.0, 4)}
     if "fix_applied" in r:
         out["fix_applied"] = r["fix_applied"]
     elif "predicted_by" in r:
@@ -251,10 +272,13 @@ def diff_text(result: dict) -> list[str]:
                  f"{_f(b['median_iteration_us'])}  ({verdict})")
     it = result.get("iteration_time") or {}
     ia, ib, sp = it.get("before") or {}, it.get("after") or {}, it.get("speedup") or {}
-    for key, label in (("mean_us", "Mean"), ("p90_us", "p90")):
+    for key, label in (("mean_us", "Mean"), ("p90_us", "p90"),
+                       ("steady_mean_us", "Steady-state mean")):
+        if key == "steady_mean_us" and not (ia.get("left_out") or ib.get("left_out")):
+            continue  # the same as the mean
         if ia.get(key) and ib.get(key) and sp.get(key):
             lines.append(f"{label} iteration: {_f(ia[key])} -> {_f(ib[key])}  "
-                         f"({_times(sp[key])})")
+                         f"({_times(sp[key])})" + _left_out(ia, ib, key))
     for side in ("before", "after"):
         slow = (result.get("hidden_slow_iterations") or {}).get(side) or []
         if slow:
@@ -269,7 +293,8 @@ def diff_text(result: dict) -> list[str]:
                f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else "")
         lines.append(f"Predicted by BEFORE's {pred['finding']}{how}: "
                      f"{pred['predicted_speedup']:.2f}x; measured "
-                     f"{pred['measured_speedup']:.2f}x (mean iteration), "
+                     f"{pred['measured_speedup']:.2f}x ("
+                     f"{_OVER.get(pred.get('measured_over'), 'mean iteration')}), "
                      f"{100 * pred['error']:+.0f}%")
     if "whole_trace" in (a["scope"], b["scope"]):
         lines.append("  note: a run without iterations is compared as one whole-trace span")
@@ -301,6 +326,18 @@ def diff_text(result: dict) -> list[str]:
         for r in result["top_changes"]:
             lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}")
     return lines
+
+
+_OVER = {"mean": "mean iteration", "steady_mean": "steady-state mean iteration"}
+
+
+def _left_out(ia: dict, ib: dict, key: str) -> str:
+    """"; left out: before #0, after #0" for the steady-state line."""
+    if key != "steady_mean_us":
+        return ""
+    parts = [f"{side} " + ", ".join(f"#{i}" for i in x["left_out"][:5])
+             for side, x in (("before", ia), ("after", ib)) if x.get("left_out")]
+    return f"; warm-up / periodic iterations left out: {'; '.join(parts)}" if parts else ""
 
 
 def _times(sp: float) -> str:

@@ -20,6 +20,8 @@ cpu_cores    logical cores of the profiled machine            recording manifest
 cpu_other    cores other processes kept busy (mean)               trace metadata
                                                               ``cpu_busy_other_cores``,
                                                               recording counters
+cpu_interf   how much slower one core computes while another      trace metadata
+             core is busy (a calibration, ``recorder.calibrate``) ``cpu_core_interference``
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
 precision    low (fp16/bf16 kernels) / tf32                   kernel names
@@ -107,7 +109,8 @@ class RunFacts:
         return "; ".join(parts) if parts else "nothing about the run is proven by the trace"
 
 
-FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "dataloader",
+FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "cpu_interf",
+             "dataloader",
              "host_copies", "precision", "compiled", "optimizer", "collectives", "tf_data",
              "tf_data_parallel", "tf_data_prefetch", "tf_data_cache")
 PROBES: list[Callable[[Trace], list[Fact]]] = []
@@ -277,6 +280,21 @@ def _cpu_other(trace: Trace) -> list[Fact]:
     value = round(max(float((other * w).sum() / w.sum()), 0.0), 2)
     return [Fact("cpu_other", value, "cores", "recording counters (all cores busy minus "
                  f"{sig.proc_name})")]
+
+
+@probe
+def _cpu_interference(trace: Trace) -> list[Fact]:
+    """Compute on one core this many times slower while another core is busy: measured
+    on the machine by a calibration stored with the trace (work moved to a "free" core
+    slows the step left on the first one)."""
+    h = _header(trace)
+    v = h.get("cpu_core_interference")
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.5 <= v <= 10:
+        return [Fact("cpu_interf")]
+    how = h.get("cpu_core_interference_how")
+    return [Fact("cpu_interf", round(float(v), 2), "x, compute with another core busy",
+                 "trace metadata cpu_core_interference"
+                 + (f" ({how})" if isinstance(how, str) and how else ""))]
 
 
 @probe

@@ -113,24 +113,41 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
     return None, f"{fix.name} shortens only part of the wait", 1.0
 
 
-def parallel_bound(share: float, free: float) -> float:
+def parallel_bound(share: float, free: float, slow: float = 1.0,
+                   paced: float | None = None) -> float:
     """Speed-up when the loading share ``share`` of a step moves to ``free`` idle cores:
     the step cannot get shorter than the rest of it, nor than the loading spread over
-    those cores (``1 / max(1 - L, L / f)``)."""
+    those cores; with the other cores busy, the host-paced part ``paced`` of the rest (all
+    of it by default) and the moved loading run ``slow`` x slower
+    (``1 / max(1 - L + (s - 1) P, s L / f)``, at most Amdahl's)."""
     if free < 0.05:
         return 1.0
-    return min(1.0 / max(1.0 - share, share / free, 1e-6), amdahl(share))
+    p = 1.0 - share if paced is None else paced
+    rest = 1.0 - share + (slow - 1.0) * p
+    return min(1.0 / max(rest, slow * share / free, 1e-6), amdahl(share))
+
+
+#: Compute on one core runs this much slower while another core is busy, when the trace
+#: carries no measured factor (run fact ``cpu_interf``): separate cores still share the
+#: last-level cache and memory bandwidth, SMT siblings and many VMs' vCPUs share a core.
+#: A stated assumption (the order of what ``recorder.calibrate`` measures on machines
+#: with shared caches), not a figure fitted to any run.
+DEFAULT_INTERFERENCE = 1.15
 
 
 def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, float]:
     """Amdahl on the loading share, bounded by the cores that can take the loading over:
     with ``f`` free cores (cores, minus the main process, minus what other processes
     keep busy; at most 1 for one background thread) the step cannot get shorter than
-    ``max(T - L, L / f)``."""
+    ``max(T - L, L / f)``; the rest of the step slows while the moved work runs beside it
+    (:func:`_interference`), and work the workers already do hands each batch over."""
     cores = ctx.facts.get("cpu_cores")
+    slow, slow_why, slow_conf = _interference(ctx)
+    moved, moved_why = _moved_share(ctx, share)
     if not cores.known:
-        return amdahl(share), ("assumes a free CPU core per worker: the trace does not say "
-                               "how many cores the machine has"), 0.8
+        return parallel_bound(moved, float("inf"), slow, _host_paced(ctx, share)), (
+            f"assumes a free CPU core per worker: the trace does not say how many cores the "
+            f"machine has; {slow_why}{moved_why}"), 0.8 * slow_conf
     n = int(cores.value)
     other = ctx.facts.get("cpu_other")
     busy = float(other.value) if other.known else 0.0
@@ -140,10 +157,56 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
         return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
                      f"speed-up is expected"), 1.0
     use = min(free, 1.0) if one else free
-    sp = parallel_bound(share, use)
+    sp = parallel_bound(moved, use, slow, _host_paced(ctx, share))
     unsure = "" if other.known else "; other processes' load unknown"
     return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
-                f"{cores.proof}{held}{unsure})"), (1.0 if other.known else 0.9)
+                f"{cores.proof}{held}{unsure}); {slow_why}{moved_why}"), \
+        (1.0 if other.known else 0.9) * slow_conf
+
+
+def _interference(ctx: Ctx) -> tuple[float, str, float]:
+    """(slow-down of the work left on the main core while another core works, why, its
+    confidence factor).  1.0 when workers already run beside the step: the trace has the
+    slow-down in it."""
+    if ctx.facts.value("dataloader") == "workers":
+        return 1.0, "the workers already running beside the step are in its times", 1.0
+    f = ctx.facts.get("cpu_interf")
+    if f.known:  # under 1 is the calibration's noise: a busy core never speeds another up
+        slow = max(float(f.value), 1.0)
+        return slow, (f"the main thread's work {slow:.2f}x slower while another core works "
+                      f"({f.proof})"), 1.0
+    return DEFAULT_INTERFERENCE, (f"the main thread's work assumed {DEFAULT_INTERFERENCE:.2f}x "
+                                  f"slower while another core works (not measured on this "
+                                  f"machine)"), 0.9
+
+
+def _host_paced(ctx: Ctx, share: float) -> float:
+    """Share of steady time whose pace the host sets, which a busy neighbour core slows:
+    all of the rest on a run without a device, the device's waits for the host otherwise
+    (kernels do not slow)."""
+    d, _ = ctx.best_device(INPUT_CATEGORIES)
+    return 1.0 - share if d is None else ctx.share(d, LAUNCH_CATEGORIES)
+
+
+def _moved_share(ctx: Ctx, share: float) -> tuple[float, str]:
+    """The loading share more workers can take over, and why: with workers already, the
+    main thread still unpickles each batch they hand over, at least as long as its
+    shortest wait for a batch (the workers were ahead then); without workers, that
+    hand-over is not in the trace."""
+    dl = ctx.facts.value("dataloader")
+    if dl == "single_process":
+        return share, "; the hand-over of each batch from a worker is not in this trace"
+    host = ctx.bd.host
+    r = ctx.rows
+    if dl != "workers" or host is None or not len(r):
+        return share, ""
+    per = host.column("data_loading")[r].astype(np.float64)
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    hand = float(per.min()) * len(r) / wall
+    if hand <= 0:
+        return share, ""
+    return max(share - hand, 0.0), (f"; {fmt_ns(per.min())} per step stays on the main "
+                                    f"thread (the shortest wait for a batch: its hand-over)")
 
 
 # -- copies ----------------------------------------------------------------------------------
@@ -279,15 +342,28 @@ def _runtime_in_gaps(ctx: Ctx, d: DeviceBreakdown, host: HostBreakdown):
     gs, ge = union(g.start[sel], g.end[sel])
     gap_ns = int((ge - gs).sum())
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[np.isin(s.kind[mine], [int(Kind.CPU_OP), int(Kind.RUNTIME)])]
-    mine = ops if len(ops) else mine[s.kind[mine] == int(Kind.PYTHON)]
-    if not gap_ns or not len(mine):
+    outer = every = np.zeros(0, np.int64)
+    lanes = [host.lane] + list(host.helper_lanes)  # the autograd thread runs backward
+    waits = ctx.trace.name_ids(_RUNTIME_WAIT.match)  # runtime threads' waits are not work
+    for lane in lanes:
+        mine = ctx.trace.lane_slices(lane)
+        mine = mine[~np.isin(s.name[mine], waits)]
+        ops = mine[np.isin(s.kind[mine], [int(Kind.CPU_OP), int(Kind.RUNTIME)])]
+        mine = ops if len(ops) or lane != host.lane else mine[s.kind[mine] == int(Kind.PYTHON)]
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(s.start[mine], kind="stable")]
+        every = np.concatenate([every, mine])
+        end = s.end[mine]
+        reach = np.maximum.accumulate(end)
+        outer = np.concatenate([outer, mine[np.concatenate([[True], end[1:] > reach[:-1]])]])
+    if not gap_ns or not len(outer):
         return "", [], []
-    end = s.end[mine]
-    reach = np.maximum.accumulate(end)
-    outer = mine[np.concatenate([[True], end[1:] > reach[:-1]])]  # not inside another
-    text, j = _top_in_gaps(ctx, outer, gs, ge, gap_ns, "the host runs")
+    mine = every  # runtime calls below: on any of these threads
+    used = [_thread(ctx.trace.lanes.name[x]) for x in lanes if np.any(s.lane[outer] == x)]
+    who = ("the host" if len(used) < 2 else f"the host ({', '.join(used)})" if len(used) <= 3
+           else f"the host ({used[0]} and {len(used) - 1} other threads)")
+    text, j = _top_in_gaps(ctx, outer, gs, ge, gap_ns, f"{who} runs")
     inside = measure_in(gs, ge, s.start[outer], s.end[outer])
     causes = causes_by_name(ctx, outer[inside > 0], inside[inside > 0], gap_ns)
     calls = mine[s.kind[mine] == int(Kind.RUNTIME)]
@@ -303,13 +379,21 @@ def _runtime_in_gaps(ctx: Ctx, d: DeviceBreakdown, host: HostBreakdown):
     return text, [ev], causes
 
 
+def _thread(name: str) -> str:
+    """"pt_autograd_0" from "thread 2919752 (pt_autograd_0)"."""
+    m = re.search(r"\(([^()]+)\)\s*$", name)
+    return m.group(1) if m else name
+
+
 def _top_in_gaps(ctx: Ctx, idx: np.ndarray, gs, ge, gap_ns: int, what: str) -> tuple[str, int]:
     s = ctx.trace.slices
+    cs, ce = union(s.start[idx], s.end[idx])  # threads overlap: time covered, once
+    covered = float(measure_in(gs, ge, cs, ce).sum())
     inside = measure_in(gs, ge, s.start[idx], s.end[idx])
     by_name = np.bincount(s.name[idx], weights=inside.astype(np.float64))
     top = [int(n) for n in np.argsort(-by_name)[:3] if by_name[n] > 0]
     listed = ", ".join(f"{ctx.trace.names[n]} {fmt_ns(by_name[n])}" for n in top)
-    text = (f" In the long gaps {what} {pct(inside.sum() / gap_ns)} of the time"
+    text = (f" In the long gaps {what} {pct(covered / gap_ns)} of the time"
             + (f": {listed}." if listed else "."))
     return text, int(idx[np.argmax(inside)])
 
@@ -391,7 +475,7 @@ def _empty_wait_finding(ctx: Ctx, d: DeviceBreakdown, share: float, empty: float
                f"{pct(ctx.share(d, ['compute']))} overall). The wait is for something the "
                f"trace does not show (completion noticed late by the runtime"
                f"{_waiting_threads(ctx)}, or untraced work), so removing it is not a known "
-               f"fix: the estimate is an upper bound.{extra}")
+               f"fix: the estimate is an upper bound.{_inside_waits(ctx, waits)}{extra}")
     return make_finding(ctx, "synchronization_stalls", share, summary, evidence,
                         causes=causes, assumption=0.5,
                         notes=("cause of the wait not in the trace",))
@@ -419,6 +503,38 @@ def _empty_waits(ctx: Ctx, d: DeviceBreakdown) -> tuple[float, np.ndarray, np.nd
     r = ctx.rows
     wall = int((d.ends[r] - d.starts[r]).sum()) or 1
     return float(idle[keep].sum()) / wall, calls[keep], idle[keep].astype(np.float64)
+
+
+_DEVICE_WORK = [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]
+
+
+def _inside_waits(ctx: Ctx, waits: np.ndarray) -> str:
+    """What the trace shows inside the empty waits, over every device and host thread:
+    how soon after a wait begins the last device work ends, and how much of the wait
+    time the other host threads do work (their waits and markers not counted)."""
+    s = ctx.trace.slices
+    if not len(waits):
+        return ""
+    devs = [lane for d in ctx.bd.devices for lane in d.lanes]
+    ws, we = s.start[waits].astype(np.int64), s.end[waits].astype(np.int64)
+    busy = np.flatnonzero(np.isin(s.lane, devs) & np.isin(s.kind, _DEVICE_WORK))
+    bs, be = union(s.start[busy], s.end[busy])
+    k = np.searchsorted(bs, we, side="left") - 1  # last device interval starting inside
+    ok = k >= 0
+    tail = np.zeros(len(waits), np.int64)
+    tail[ok] = np.clip(np.minimum(be[k[ok]], we[ok]) - ws[ok], 0, None)
+    own = set(s.lane[waits].tolist())
+    other = np.flatnonzero(~np.isin(s.lane, devs + list(own)) & (s.dur > 0))
+    other = other[~np.isin(s.name[other], ctx.trace.name_ids(_RUNTIME_WAIT.match))]
+    hs, he = union(s.start[other], s.end[other])
+    host = float(measure_in(hs, he, ws, we).sum()) / max(float((we - ws).sum()), 1.0)
+    n = len(ctx.bd.devices)
+    return (f" Inside these waits the trace shows no work: the last device work (all {n} "
+            f"devices) ends at most {fmt_ns(int(tail.max()))} after a wait begins, and the "
+            f"other host threads work {pct(host)} of the wait time (their waits not "
+            f"counted)." if tail.max() <= 0.1 * (we - ws).max() and host < 0.05 else
+            f" Inside these waits the last device work ends up to {fmt_ns(int(tail.max()))} "
+            f"after a wait begins; other host threads work {pct(host)} of the wait time.")
 
 
 def _waiting_threads(ctx: Ctx) -> str:

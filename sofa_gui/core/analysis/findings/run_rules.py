@@ -201,8 +201,10 @@ def grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray,
         ev = (Evidence(f"{ctx.trace.names[nid]} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
                        int(s.start[j] + s.dur[j]), ctx.it(int(w[idx == j][0])),
                        [int(s.lane[j])]) if j >= 0 else None)
+        threads = len(np.unique(s.lane[mine]))
+        par = f", summed over {threads} threads" if threads > 1 else ""
         out.append(Cause(f"{ctx.trace.names[nid]}: +{fmt_ns(grown[nid])} per {what} "
-                         f"iteration", int(grown[nid] * len(extra_rows)), int(len(mine)),
+                         f"iteration{par}", int(grown[nid] * len(extra_rows)), int(len(mine)),
                          float(grown[nid]) / total, ev))
     if bare > 0.05 * total:
         i = int(extra_rows[0])
