@@ -33,7 +33,7 @@ def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_windo
     # the estimate checked is that of the fix the other run applied (num_workers 0 -> 4)
     row = next(r for r in range(panel.findings.rowCount())
                if panel.findings.item(r, 0).text() == "input pipeline bound")
-    assert panel.findings.item(row, 3).text() == "1.50x (loader workers)"
+    assert panel.findings.item(row, 3).text() == "1.47x (loader workers)"
     assert panel.changes.item(0, 1).text() == want["top_changes"][0]["name"]
     times = panel.iteration_times()
     assert [len(t) for t in times] == [6, 6]

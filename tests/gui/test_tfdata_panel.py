@@ -53,3 +53,13 @@ def test_without_tf_data_the_panel_says_so(qtbot, request):
     open_and_wait(qtbot, win, TF / "serial_map")
     assert not win.docks["tfdata"].isHidden()
     assert "MapAndBatch" in panel.header.text()
+
+
+def test_header_top_bottleneck_is_the_advisors_first_finding(qtbot, request):
+    """jax_train: its slow first profiled steps (a tentative slow start, gain x confidence
+    0.15) must not be shown over compute_bound, the advisor's first finding."""
+    win = request.getfixturevalue("window")
+    s = open_and_wait(qtbot, win, TF / "jax_train")
+    assert s.findings[0].id == "compute_bound"
+    assert max(s.findings, key=lambda f: f.rank_key).id != "compute_bound"  # the old pick
+    assert win.summary.text_of("Top bottleneck").startswith(s.findings[0].title)

@@ -144,7 +144,7 @@ def _top_text(s: Session) -> str:
         return "…" if s.busy else "—"
     if not s.findings:
         return "none"
-    f = max(s.findings, key=lambda f: f.rank_key)
+    f = s.findings[0]  # the advisor's order (tiers, then gain x confidence)
     return f"{f.title} ({fmt_pct(f.share)})"
 
 
