@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--py-spy-rate", type=int, default=100, metavar="HZ",
                    help="py-spy samples per second (default 100)")
     p.add_argument("-C", "--cwd", metavar="DIR", help="working directory of the command")
+    p.add_argument("--calibrate-cores", action="store_true",
+                   help="after the command ends, measure (~3 s) how much slower one core "
+                        "computes while another is busy; the advisor's DataLoader-worker "
+                        "estimates use it")
     return p
 
 
@@ -68,7 +72,7 @@ def parse(argv: list[str]) -> RecordConfig:
             command=tuple(command), cwd=Path(args.cwd) if args.cwd else None,
             output=Path(args.output) if args.output else None, interval_s=args.interval,
             torch=args.torch or window is not None, torch_window=window, py_spy=args.py_spy,
-            py_spy_rate=args.py_spy_rate)
+            py_spy_rate=args.py_spy_rate, calibrate_cores=args.calibrate_cores)
     except ValueError as exc:
         _parser().error(str(exc))
         raise  # unreachable: error() exits

@@ -37,6 +37,7 @@ class RecordConfig:
     py_spy_rate: int = 100
     env: dict[str, str] = field(default_factory=dict)  # extra variables for the child
     stop_grace_s: float = 10.0  # Stop: SIGINT, then SIGTERM after this, then SIGKILL
+    calibrate_cores: bool = False  # after the run: how much a busy core slows another
 
     def __post_init__(self):
         if not self.command:

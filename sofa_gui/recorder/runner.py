@@ -321,6 +321,12 @@ class Recorder:
                          f"could not be written ({self.pump.error})")
         m["processes"] = self.host.process_list()
         m["sources"] = self._sources(rows)
+        if self.config.calibrate_cores:  # after the run: the program is not slowed by it
+            from .calibrate import core_interference
+            calib = core_interference()
+            m["host"]["core_interference"] = calib
+            if calib is None:
+                notes.append("--calibrate-cores: could not measure (one core, or no numpy)")
         m["files"] = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
                             if p.is_file() and not p.name.startswith("."))
         try:

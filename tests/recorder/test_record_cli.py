@@ -209,3 +209,23 @@ def test_process_tree_children_are_found(tmp_path):
     total = _series(trace, lambda n: n == "process tree CPU %")["process tree CPU %"]
     workers = _series(trace, lambda n: n.endswith("] CPU %"))
     assert len(workers) == 3 and float(total.max()) > 20.0
+
+
+def test_calibrate_cores_stores_the_factor_the_advisor_reads(tmp_path):
+    """``--calibrate-cores``: after the command, the manifest's host gets the measured
+    interference and the opened recording proves the run fact ``cpu_interf`` with it."""
+    from sofa_gui.core.analysis.run_facts import run_facts
+    out = tmp_path / "calib"
+    rc = record_main(["-o", str(out), "--calibrate-cores", "--", *py("print('hi')")])
+    assert rc == 0
+    m = _assert_complete(out)
+    calib = m["host"]["core_interference"]
+    assert 0.3 < calib["factor"] < 10 and calib["alone_ms"] > 0
+    fact = run_facts(load_trace(out)).get("cpu_interf")
+    if 0.5 <= calib["factor"] <= 10:  # outside that a calibration is not believed
+        assert fact.value == round(calib["factor"], 2)
+        assert fact.proof.startswith("recording manifest host.core_interference")
+    plain = tmp_path / "plain"
+    assert record_main(["-o", str(plain), "--", *py("print('hi')")]) == 0
+    assert "core_interference" not in manifest(plain)["host"]
+    assert not run_facts(load_trace(plain)).get("cpu_interf").known

@@ -21,7 +21,9 @@ cpu_other    cores other processes kept busy (mean)               trace metadata
                                                               ``cpu_busy_other_cores``,
                                                               recording counters
 cpu_interf   how much slower one core computes while another      trace metadata
-             core is busy (a calibration, ``recorder.calibrate``) ``cpu_core_interference``
+             core is busy (a calibration, ``recorder.calibrate``) ``cpu_core_interference``,
+                                                              recording manifest
+                                                              (``--calibrate-cores``)
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
 precision    low (fp16/bf16 kernels) / tf32                   kernel names
@@ -288,13 +290,19 @@ def _cpu_interference(trace: Trace) -> list[Fact]:
     on the machine by a calibration stored with the trace (work moved to a "free" core
     slows the step left on the first one)."""
     h = _header(trace)
-    v = h.get("cpu_core_interference")
+    v, how = h.get("cpu_core_interference"), h.get("cpu_core_interference_how")
+    proof = "trace metadata cpu_core_interference"
+    rec = trace.meta.extra.get("recording")
+    calib = ((rec.get("host") or {}).get("core_interference")
+             if isinstance(rec, dict) else None)
+    if v is None and isinstance(calib, dict):  # sofa-gui record --calibrate-cores
+        v, proof = calib.get("factor"), "recording manifest host.core_interference"
+        how = (f"calibration: {calib.get('kernel')}, {calib.get('alone_ms')} ms alone, "
+               f"{calib.get('together_ms')} ms with another core busy")
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.5 <= v <= 10:
         return [Fact("cpu_interf")]
-    how = h.get("cpu_core_interference_how")
     return [Fact("cpu_interf", round(float(v), 2), "x, compute with another core busy",
-                 "trace metadata cpu_core_interference"
-                 + (f" ({how})" if isinstance(how, str) and how else ""))]
+                 proof + (f" ({how})" if isinstance(how, str) and how else ""))]
 
 
 @probe

@@ -121,7 +121,8 @@ def _describe(b: TraceBuilder, m: dict) -> None:
         "duration_s": m.get("duration_s"),
         "exit": m.get("exit"),
         "host": {k: host.get(k) for k in ("hostname", "cpu_model", "physical_cores",
-                                          "logical_cores", "memory_bytes")},
+                                          "logical_cores", "memory_bytes",
+                                          "core_interference")},
         "sources": {k: {"recorded": bool(v.get("recorded")), "reason": v.get("reason")}
                     for k, v in sources.items() if isinstance(v, dict)},
     }
