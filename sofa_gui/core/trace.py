@@ -381,6 +381,10 @@ class Trace:
     def name_of(self, slice_index: int) -> str:
         return self.names[int(self.slices.name[slice_index])]
 
+    def name_is_cut(self, slice_index: int) -> bool:
+        """Whether ``names`` holds this slice's name cut (see :meth:`full_name`)."""
+        return str(int(self.slices.name[slice_index])) in self.meta.extra.get(FULL_NAMES, {})
+
     def full_name(self, slice_index: int) -> str:
         """The slice's name uncut (``names`` holds names over ``MAX_NAME_CHARS`` cut)."""
         i = int(self.slices.name[slice_index])

@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QAbstractScrollArea
 
 from sofa_gui.core.names import demangle
@@ -49,6 +51,14 @@ def test_a_1mb_name_leaves_the_window_size_alone(qtbot, open_window, named_trace
     assert shown == s.trace.name_of(huge) and len(shown) <= MAX_NAME_CHARS
     assert shown.startswith(HUGE[:1000]) and f"[{len(HUGE):,} characters" in shown
     assert w.panels["details"].name.width() <= w.docks["details"].width()
+    # the full text is one click away (issue 15 item 10 follow-up): Copy full name
+    button = w.panels["details"].copy_full
+    assert button.isVisible()
+    QGuiApplication.clipboard().clear()
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert QGuiApplication.clipboard().text() == HUGE
+    s.select_slice(huge + 1 if huge + 1 < len(s.trace.slices) else huge - 1)
+    assert not button.isVisible()  # only for a cut name
     w.panels["statistics"].show_table("kernel", "trace")
     w.docks["statistics"].raise_()
     names = [r.name for r in w.panels["statistics"].model.table.rows]

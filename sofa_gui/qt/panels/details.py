@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFormLayout,
     QHeaderView,
+    QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -41,6 +43,11 @@ class DetailsPanel(QWidget):
                                        self, wrap=True)
         set_muted(self.placeholder)
         self.name = plain_label("", self, bold=True, wrap=True, selectable=True)
+        # names over MAX_NAME_CHARS are shown cut; the full text is one click away
+        self.copy_full = QPushButton("Copy full name", self)
+        self.copy_full.setToolTip("The name is shown cut; copy its full text to the clipboard")
+        self.copy_full.clicked.connect(self._copy_full_name)
+        self._slice = -1
         self.form = QFormLayout()
         self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.fields: dict[str, object] = {}
@@ -60,6 +67,7 @@ class DetailsPanel(QWidget):
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(self.placeholder)
         lay.addWidget(self.name)
+        lay.addWidget(self.copy_full, 0, Qt.AlignmentFlag.AlignLeft)
         lay.addLayout(self.form)
         lay.addWidget(self.partners)
         lay.addWidget(self.args, 1)
@@ -76,6 +84,8 @@ class DetailsPanel(QWidget):
 
     def show_slice(self, i: int) -> None:
         trace = self.session.trace
+        self._slice = i
+        self.copy_full.setVisible(False)
         if trace is None or i < 0:
             self._set_visible(False)
             return
@@ -84,6 +94,7 @@ class DetailsPanel(QWidget):
         raw = trace.name_of(i)
         shown = demangle(raw)
         self.name.setText(shown)
+        self.copy_full.setVisible(trace.name_is_cut(i))
         start, dur = int(s.start[i]), int(s.dur[i])
         kind = int(s.kind[i])
         values = {
@@ -130,6 +141,11 @@ class DetailsPanel(QWidget):
         for key, value in args.items():
             self.args.addTopLevelItem(_arg_item(str(key), value))
         self.args.setVisible(bool(args))
+
+    def _copy_full_name(self) -> None:
+        trace = self.session.trace
+        if trace is not None and self._slice >= 0:
+            QGuiApplication.clipboard().setText(trace.full_name(self._slice))
 
     def _on_link(self, href: str) -> None:
         if href.startswith("slice:"):

@@ -25,7 +25,7 @@ import pyarrow as pa
 from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, subrange
-from ...trace import SAMPLED_LANES, Kind, LaneKind, Trace
+from ...trace import FULL_NAMES, SAMPLED_LANES, SHARED, Kind, LaneKind, Trace
 from ..confidence import Confidence
 from .contract import (
     COUNTERS_FILE,
@@ -337,9 +337,10 @@ def merge_trace(b: TraceBuilder, t: Trace, shift_ns: int, key) -> None:
         b.load_stats.skip(reason, n)
     s = t.slices
     if len(s):
-        names = b.intern_many(t.names)
+        names = b.intern_many(_full_names(t))
         backing = t.args.backing
         raw = backing.to_pylist() if hasattr(backing, "to_pylist") else list(backing)
+        _move_shared_rows(b, raw, s.args)
         args = [raw[a] if a >= 0 else None for a in s.args.tolist()]
         rows = b.add_slices(s.start + shift_ns, s.dur, lane_map[s.lane], names[s.name],
                             args=args, kind=s.kind, device=s.device, stream=s.stream,
@@ -357,6 +358,57 @@ def merge_trace(b: TraceBuilder, t: Trace, shift_ns: int, key) -> None:
     b.meta.world_size = b.meta.world_size or t.meta.world_size
     for dev, props in t.meta.devices.items():
         b.meta.devices.setdefault(dev, {}).update(props)
+
+
+def _full_names(t: Trace) -> list[str]:
+    """``t``'s string table with each cut name's full text (the builder cuts it again and
+    keeps the full text in its own args store)."""
+    names = list(t.names)
+    for i, row in t.meta.extra.get(FULL_NAMES, {}).items():
+        text = t.args.get_text(row) if str(i).isdigit() and int(i) < len(names) else None
+        if text is not None:
+            names[int(i)] = text
+    return names
+
+
+_SHARED_JSON = json.dumps(SHARED).strip('"').encode()
+
+
+def _move_shared_rows(b: TraceBuilder, raw: list, owned: np.ndarray) -> None:
+    """Copy the rows no slice owns (stored once, referred to by id: XPlane metadata
+    stats, interned strings) into ``b`` and point the references in ``raw`` at them."""
+    mine = np.zeros(len(raw), bool)
+    mine[owned[(owned >= 0) & (owned < len(raw))]] = True
+    if mine.all():
+        return
+    moved: dict[int, int] = {}
+
+    def to(r):
+        if not isinstance(r, int) or not 0 <= r < len(raw) or mine[r]:
+            return -1  # bad or not a shared row: resolves to nothing, as before
+        if r not in moved:
+            moved[r] = b.share_args(raw[r] or b"{}")
+        return moved[r]
+
+    for i in np.flatnonzero(mine).tolist():
+        if raw[i] and _SHARED_JSON in raw[i]:
+            raw[i] = _with_refs_moved(raw[i], to)
+
+
+def _with_refs_moved(row: bytes, to) -> bytes:
+    try:
+        d = json.loads(row)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return row
+    if not isinstance(d, dict):
+        return row
+    refs = d.get(SHARED)
+    if isinstance(refs, list):
+        d[SHARED] = [to(r) for r in refs]
+    for k, v in d.items():
+        if isinstance(v, dict) and len(v) == 1 and SHARED in v:
+            d[k] = {SHARED: to(v[SHARED])}
+    return json.dumps(d).encode()
 
 
 # -- py-spy ---------------------------------------------------------------------------------

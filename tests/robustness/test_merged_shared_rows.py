@@ -1,0 +1,56 @@
+"""Issue 15 item 10 follow-up: a trace merged into a recording keeps its shared rows.
+
+``recording.folder.merge_trace`` copied each slice's own args row, so rows stored once
+and referred to (XPlane metadata stats, interned strings) pointed at unrelated rows of
+the merged trace, and names cut in the string table lost their full text.
+"""
+
+from __future__ import annotations
+
+import attacks
+
+from sofa_gui.core.builder import TraceBuilder
+from sofa_gui.core.importers import load_trace
+from sofa_gui.core.importers.recording.folder import merge_trace
+
+SHIFT = 10 ** 12  # ns; the parts' own times do not overlap after it
+
+
+def _args(trace, i: int) -> dict:
+    return trace.args.get(int(trace.slices.args[i]))
+
+
+def _merged(*traces):
+    b = TraceBuilder("recording", "recording")
+    b.add_slices([0], [5], [b.lane("host", "host", 0)], ["first"], args=[b'{"own": 1}'])
+    for k, t in enumerate(traces):
+        merge_trace(b, t, SHIFT * (k + 1), ("part", k))
+    return b.finish()
+
+
+def _by_start(trace):
+    return {int(trace.slices.start[i]): i for i in range(len(trace.slices))}
+
+
+def test_shared_args_rows_follow_a_merged_trace(tmp_path):
+    meta = load_trace(attacks.xplane_shared_stats(tmp_path, 5000, 4), use_cache=False)
+    ref = load_trace(attacks.xplane_shared_stats(tmp_path, 6000, 3, "ref"), use_cache=False)
+    merged = _merged(meta, ref)
+    where = _by_start(merged)
+    for k, t in enumerate((meta, ref)):
+        for i in range(len(t.slices)):
+            j = where[int(t.slices.start[i]) + SHIFT * (k + 1)]
+            assert _args(merged, j) == _args(t, i)  # the 5-6 kB value, resolved
+            assert any(len(str(v)) >= 5000 for v in _args(merged, j).values())
+    assert _args(merged, where[0]) == {"own": 1}
+
+
+def test_a_cut_name_keeps_its_full_text_when_merged(tmp_path):
+    huge = load_trace(attacks.huge_name(tmp_path, 50_000, 3), use_cache=False)
+    full = {huge.full_name(i) for i in range(len(huge.slices))}
+    assert max(map(len, full)) >= 50_000
+    merged = _merged(huge)
+    got = {merged.full_name(i) for i in range(len(merged.slices))}
+    assert full <= got
+    cut = [i for i in range(len(merged.slices)) if merged.name_is_cut(i)]
+    assert cut and all(len(merged.name_of(i)) <= 4096 for i in cut)
