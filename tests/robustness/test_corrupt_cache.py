@@ -73,8 +73,14 @@ def test_flipped_bytes_are_detected_and_the_entry_rebuilt(cached, name, caplog):
             (entry / name).write_bytes(backup)
 
 
-def test_every_table_flip_is_caught(cached, caplog):
+@pytest.mark.parametrize("block", [None, 256], ids=["one block", "256-byte blocks"])
+def test_every_table_flip_is_caught(cached, caplog, monkeypatch, block):
+    # with small blocks every file has many CRCs (as a 1e7-event entry has), checked in
+    # threads: a flip in any of them is caught
+    if block:
+        monkeypatch.setattr(store, "CRC_BLOCK", block)
     src, reference, entry = cached
+    store.save_cached(src, reference, entry)
     rng = random.Random(7)
     caught = 0
     for name in FILES[:-1]:
