@@ -66,8 +66,8 @@ class DetailsPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(self.placeholder)
+        lay.addWidget(self.copy_full, 0, Qt.AlignmentFlag.AlignLeft)  # above the long name
         lay.addWidget(self.name)
-        lay.addWidget(self.copy_full, 0, Qt.AlignmentFlag.AlignLeft)
         lay.addLayout(self.form)
         lay.addWidget(self.partners)
         lay.addWidget(self.args, 1)
