@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import wait
 from pathlib import Path
 
@@ -221,8 +222,12 @@ def run_attack(family: tuple, work: Path, small: bool, timeout_s: float) -> dict
     name, make, full, test_size, env = family
     folder = work / f"attack-{abs(hash(name))}"
     folder.mkdir(parents=True, exist_ok=True)
-    path = make(folder, *(test_size if small else full))
-    size = path.stat().st_size if path.exists() else 0
+    # made in a throw-away process: a 200 MB name built here would stay in this process,
+    # and a forked child starts with (and reports as its peak) what its parent holds
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
+        path = pool.submit(make, folder, *(test_size if small else full)).result()
+    files = path.rglob("*") if path.is_dir() else [path] if path.exists() else []
+    size = sum(f.stat().st_size for f in files if f.is_file())
     cmd = [sys.executable, "-m", "sofa_gui", "analyze", "--json", "--no-cache", str(path)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
