@@ -10,6 +10,7 @@ such a file still loads to the serial read's trace.
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import json
 import logging
@@ -84,7 +85,7 @@ def test_a_pool_that_cannot_start_means_a_serial_read(tmp_path, monkeypatch, cap
 
     path = _plain(_json_traces()[0], tmp_path)
     serial, _ = _load(path, 1, monkeypatch, caplog)
-    monkeypatch.setattr(parallel, "ProcessPoolExecutor", NoPool)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoPool)
     par, used = _load(path, 3, monkeypatch, caplog)
     assert not used
     assert_same_trace(serial, par)
@@ -191,3 +192,30 @@ def test_cut_inside_a_string_alone_falls_back(tmp_path, monkeypatch, caplog):
 def test_gzip_stays_serial(small_pieces):
     src = _traces()[0]  # the bundled sample, gzip
     assert src.name.endswith(".gz") and parallel.plan(src, 2) is None
+
+
+def test_cancel_while_parts_decode_stops_the_workers(tmp_path, monkeypatch, small_pieces):
+    import multiprocessing
+
+    from sofa_gui.core.importers.chrome.trace import IMPORTER
+    from sofa_gui.core.progress import Cancelled
+
+    class CancelSoon:
+        calls = 0
+
+        def update(self, fraction, message=""):
+            self.check_cancelled()
+
+        def check_cancelled(self):
+            self.calls += 1
+            if self.calls > 3:
+                raise Cancelled()
+
+    path = _plain(_json_traces()[0], tmp_path)
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "3")
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(Cancelled):
+        IMPORTER.load(path, CancelSoon())
+    assert multiprocessing.active_children() == []
+    assert (tmp_path / "cache").is_dir()  # where the parts' args spill files were
+    assert not list((tmp_path / "cache").glob("sofa-args-part-*"))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..progress import NullProgress, Progress, subrange
 from ..trace import Trace
+from .aside import allowed
 from .results import Finding, Iterations
 
 if TYPE_CHECKING:  # the steps import their modules when they run (app start-up stays fast)
@@ -129,13 +130,14 @@ def analyze(trace: Trace, options: Options | None = None, progress: Progress | N
     analysis = Analysis()
     total = sum(s.weight for s in STEPS)
     done = 0.0
-    for step in STEPS:
-        lo, hi = done / total, (done + step.weight) / total
-        progress.update(lo, step.message)
-        setattr(analysis, step.part, step.run(trace, analysis, options,
-                                              subrange(progress, lo, hi)))
-        if on_result is not None:
-            on_result(analysis, step.part)
-        done += step.weight
+    with allowed(on_result is None):  # side work in a child only when parts are not watched
+        for step in STEPS:
+            lo, hi = done / total, (done + step.weight) / total
+            progress.update(lo, step.message)
+            setattr(analysis, step.part, step.run(trace, analysis, options,
+                                                  subrange(progress, lo, hi)))
+            if on_result is not None:
+                on_result(analysis, step.part)
+            done += step.weight
     progress.update(1.0, "Analysis done")
     return analysis

@@ -16,10 +16,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ...progress import NullProgress, Progress
 from ...trace import Trace
+from ..aside import aside
 from ..results import Iterations
 from .activity import find_rhythm
 from .annotations import agreement, annotation_iterations
@@ -52,9 +55,15 @@ def detect_iterations(trace: Trace, mode: str = "auto",
             return _marked(trace, pattern_iterations(trace, progress))
         progress.update(1.0, "iterations from annotations")
         return _marked(trace, annotated)
-    detected = pattern_iterations(trace, progress)
-    annotated.agreement = agreement(annotated, detected)
+    if not aside(pattern_iterations, (trace,), partial(_agree, annotated)):
+        _agree(annotated, pattern_iterations(trace, progress))
     return _marked(trace, annotated)
+
+
+def _agree(annotated: Iterations, detected: Iterations) -> None:
+    """The pattern check of annotated iterations (starts and ends only: marks do not
+    change them, so it may come after :func:`_marked`, see :mod:`..aside`)."""
+    annotated.agreement = agreement(annotated, detected)
 
 
 def _marked(trace: Trace, iters: Iterations) -> Iterations:

@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import logging
 import mmap
-import multiprocessing as mp
 import os
 import tempfile
 import threading
 from bisect import bisect_left
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +80,11 @@ def decode_parts(size: int) -> int:
 
     ``SOFA_GUI_DECODE_PARTS`` forces the count (for tests and benchmarks); a process
     that may not start children (a daemonic one) decodes serially."""
+    if size < 1 << 20 and not {"SOFA_GUI_DECODE_PARTS", "SOFA_GUI_PARALLEL_MIN_BYTES"} & set(
+            os.environ):
+        return 1  # (spares small files the multiprocessing import)
+    import multiprocessing as mp
+
     if mp.current_process().daemon:
         return 1
     forced = _env_int("SOFA_GUI_DECODE_PARTS")
@@ -244,6 +247,8 @@ def read_file(path: Path, names: NameTable, stats: LoadStats, spill: ArgsSpill,
 
 def _context():
     """fork where it is safe (one thread: the CLI), else spawn (the app has threads)."""
+    import multiprocessing as mp
+
     if threading.active_count() == 1 and "fork" in mp.get_all_start_methods():
         return mp.get_context("fork")
     return mp.get_context("spawn")
@@ -252,6 +257,8 @@ def _context():
 def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
                    progress: Progress, lo: float, hi: float) -> FileData | None:
     """The merged data, or None when any part fails (the caller then reads serially)."""
+    from concurrent.futures import ProcessPoolExecutor  # imported for large files only
+
     cuts = plan(path, parts)
     if cuts is None:
         return None
@@ -285,6 +292,8 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
 
 def _collect(futures: list, progress: Progress) -> list[PartResult]:
     """Results in part order; raises the first worker error; cancellable meanwhile."""
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
     pending = set(futures)
     while pending:
         done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
@@ -313,6 +322,7 @@ def _stop(pool) -> None:
             p.terminate()
     for p in procs:
         p.join(timeout=5)
+    pool.shutdown(wait=True)  # joins its manager thread: the caller may fork again later
 
 
 def _spill_file() -> str:

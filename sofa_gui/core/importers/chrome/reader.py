@@ -293,7 +293,7 @@ class FileReader:
         self.cats = CategoryTable()
         self.data = FileData(Path(path))
         self._memory_id = names.id(_MEMORY_NAME)
-        self._ann_codes: np.ndarray = np.zeros(0, np.int32)
+        self._ann: np.ndarray = np.zeros(0, bool)  # by category code: a GPU annotation
         self._n_cats = 0
 
     # -- driver -----------------------------------------------------------------
@@ -397,7 +397,8 @@ class FileReader:
         codes = self.cats.codes(cats)
         if len(self.cats.names) != self._n_cats:
             self._n_cats = len(self.cats.names)
-            self._ann_codes = np.array(self.cats.codes_lowered(_ANN_CATS), np.int32)
+            self._ann = np.zeros(self._n_cats, bool)
+            self._ann[self.cats.codes_lowered(_ANN_CATS)] = True
         return codes
 
     def _times(self, ts: np.ndarray, at: _Where) -> tuple[np.ndarray, np.ndarray]:
@@ -456,8 +457,8 @@ class FileReader:
         kind = self._kinds(cat, name)
         pid = c.pid[idx].copy()
         tid = c.tid[idx].copy()
-        if len(self._ann_codes):
-            ann = np.isin(cat, self._ann_codes)
+        if self._ann.any():
+            ann = self._ann[cat]
             tid[ann] = ANN_TID
         inst_rows = np.flatnonzero(inst[idx])
         if len(inst_rows):

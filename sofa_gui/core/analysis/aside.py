@@ -1,0 +1,102 @@
+"""Side work of an analysis step, run in a forked child while the next steps go on.
+
+In the auto iteration mode the annotated steps are checked against the pattern
+detector: about a third of the analysis time, for the one ``agreement`` entry of
+the result. When nobody watches the parts as they come (``on_result`` is None: the
+CLI, the app's loader child) and the process runs one thread, :func:`analyze`
+lets that check run in a ``fork`` child, which sees the trace copy-on-write, and
+takes its result after the last step. Anything that goes wrong in the child means
+the work is done in-process after all: the result is the same either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+_pending: ContextVar[list | None] = ContextVar("sofa_gui_aside", default=None)
+
+
+def _can_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+@contextlib.contextmanager
+def allowed(enabled: bool = True) -> Iterator[None]:
+    """Within this block :func:`aside` may fork; its results are handed over on leaving."""
+    if not enabled or not _can_fork() or _pending.get() is not None:
+        yield
+        return
+    jobs: list = []
+    token = _pending.set(jobs)
+    try:
+        yield
+        while jobs:
+            jobs.pop(0).finish()
+    finally:
+        _pending.reset(token)
+        for job in jobs:
+            job.kill()
+
+
+def aside(fn: Callable, args: tuple, then: Callable) -> bool:
+    """Start ``fn(*args)`` in a forked child; ``then(result)`` runs when the enclosing
+    :func:`allowed` block ends. False (nothing started) outside such a block."""
+    jobs = _pending.get()
+    if jobs is None or not _can_fork():
+        return False
+    try:
+        jobs.append(_Job(fn, args, then))
+    except OSError:
+        return False
+    return True
+
+
+class _Job:
+    def __init__(self, fn: Callable, args: tuple, then: Callable):
+        self._fn, self._args, self._then = fn, args, then
+        r, w = os.pipe()
+        self._pid = os.fork()
+        if self._pid == 0:  # the child: compute, send, leave without cleanup handlers
+            os.close(r)
+            _child(w, fn, args)
+        os.close(w)
+        self._r = r
+
+    def finish(self) -> None:
+        with os.fdopen(self._r, "rb") as f:
+            data = f.read()
+        self._r = -1
+        _, status = os.waitpid(self._pid, 0)
+        try:
+            ok, value = pickle.loads(data) if status == 0 else (False, None)
+        except Exception:  # a child killed mid-write: do the work here
+            ok, value = False, None
+        self._then(value if ok else self._fn(*self._args))
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self._pid, signal.SIGKILL)
+            os.waitpid(self._pid, 0)
+        if self._r >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._r)
+
+
+def _child(w: int, fn: Callable, args: tuple) -> None:
+    code = 1
+    try:
+        try:
+            data = pickle.dumps((True, fn(*args)), pickle.HIGHEST_PROTOCOL)
+        except BaseException:
+            data = pickle.dumps((False, None))
+        with os.fdopen(w, "wb") as f:
+            f.write(data)
+        code = 0
+    finally:
+        os._exit(code)
