@@ -4,36 +4,59 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from sofa_gui.core.analysis import aside
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+#: The CLI's situation (one thread, no Qt): forked vs watched analysis of the sample.
+_COMPARE = """
+import json, sys
+from sofa_gui.core.analysis import aside
 from sofa_gui.core.analysis.pipeline import Options, analyze
 from sofa_gui.core.importers import load_trace
 from sofa_gui.core.samples import demo_trace_path
-
-needs_fork = pytest.mark.skipif(not aside._can_fork(), reason="needs fork and one thread")
+trace = load_trace(demo_trace_path(), use_cache=False)
+forks = []
+real = aside._Job.__init__
+def counting(self, *a):
+    forks.append(1)
+    real(self, *a)
+aside._Job.__init__ = counting
+forked = analyze(trace, Options())
+n = len(forks)
+inline = analyze(trace, Options(), on_result=lambda a, part: None)
+print(json.dumps({"forks": n, "after": len(forks),
+                  "agreement": forked.iterations.agreement,
+                  "same": json.dumps(forked.to_dict(trace)) == json.dumps(inline.to_dict(trace))}))
+"""
 
 
 @needs_fork
-def test_agreement_from_a_child_equals_the_in_process_one(monkeypatch):
-    trace = load_trace(demo_trace_path(), use_cache=False)
-    forks = []
-    real = aside._Job.__init__
+def test_agreement_from_a_child_equals_the_in_process_one(tmp_path):
+    env = {**os.environ, "SOFA_GUI_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _COMPARE], capture_output=True, text=True,
+                         env=env, timeout=600, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["forks"] == 1, "the agreement check did not run aside"
+    assert got["after"] == 1  # parts watched: in-process
+    assert got["agreement"] is not None
+    assert got["same"]
 
-    def counting(self, *a):
-        forks.append(1)
-        real(self, *a)
 
-    monkeypatch.setattr(aside._Job, "__init__", counting)
-    forked = analyze(trace, Options())
-    assert forks, "the agreement check did not run aside"
-    forks.clear()
-    inline = analyze(trace, Options(), on_result=lambda a, part: None)  # parts watched
-    assert not forks
-    assert forked.iterations.agreement is not None
-    assert forked.iterations.agreement == inline.iterations.agreement
-    assert json.dumps(forked.to_dict(trace)) == json.dumps(inline.to_dict(trace))
+def test_no_fork_with_qt_loaded_or_threads(monkeypatch):
+    monkeypatch.setitem(sys.modules, "PySide6", object())
+    assert not aside._can_fork()
+
+
+@pytest.fixture
+def forkable(monkeypatch):
+    """pytest-qt loads PySide6 here; the child below only does arithmetic."""
+    monkeypatch.setattr(aside, "_can_fork", lambda: hasattr(os, "fork"))
 
 
 def _twice_unless_child(parent: int, how: str, x: int) -> int:
@@ -46,7 +69,7 @@ def _twice_unless_child(parent: int, how: str, x: int) -> int:
 
 @needs_fork
 @pytest.mark.parametrize("how", ["raise", "exit"])
-def test_a_failing_child_means_the_work_is_done_in_process(how):
+def test_a_failing_child_means_the_work_is_done_in_process(how, forkable):
     got = []
     with aside.allowed():
         assert aside.aside(_twice_unless_child, (os.getpid(), how, 21), got.append)

@@ -219,3 +219,22 @@ def test_cancel_while_parts_decode_stops_the_workers(tmp_path, monkeypatch, smal
     assert multiprocessing.active_children() == []
     assert (tmp_path / "cache").is_dir()  # where the parts' args spill files were
     assert not list((tmp_path / "cache").glob("sofa-args-part-*"))
+
+
+def test_cli_analyze_json_equal_serial_and_parallel(tmp_path):
+    """The CLI as run (one thread, no Qt: fork workers, default piece size)."""
+    import os
+    import subprocess
+    import sys
+
+    path = _plain(_traces()[0], tmp_path)  # the bundled sample, ~4 pieces
+    docs = []
+    for parts in ("1", "2"):
+        env = {**os.environ, "SOFA_GUI_DECODE_PARTS": parts,
+               "SOFA_GUI_CACHE_DIR": str(tmp_path / "cache")}
+        out = subprocess.run([sys.executable, "-m", "sofa_gui", "-v", "analyze", str(path),
+                              "--json", "--no-cache"], capture_output=True, text=True, env=env,
+                             timeout=600, check=True)
+        docs.append(json.loads(out.stdout))
+        assert ("decoded in 2 parts" in out.stderr) == (parts == "2")
+    assert docs[0] == docs[1]

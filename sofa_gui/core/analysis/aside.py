@@ -6,24 +6,30 @@ the result. When nobody watches the parts as they come (``on_result`` is None: t
 CLI, the app's loader child) and the process runs one thread, :func:`analyze`
 lets that check run in a ``fork`` child, which sees the trace copy-on-write, and
 takes its result after the last step. Anything that goes wrong in the child means
-the work is done in-process after all: the result is the same either way.
+the work is done in-process after all: the result is the same either way. Results
+travel as the analysis cache's msgpack codec (``sofa_gui`` classes only), never pickle.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+
+import msgspec
+
+from .cache import Unsupported, decode, encode
 
 _pending: ContextVar[list | None] = ContextVar("sofa_gui_aside", default=None)
 
 
 def _can_fork() -> bool:
-    return hasattr(os, "fork") and threading.active_count() == 1
+    """One Python thread and no Qt (whose native threads a fork would not carry)."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and "PySide6" not in sys.modules
 
 
 @contextlib.contextmanager
@@ -73,10 +79,12 @@ class _Job:
             data = f.read()
         self._r = -1
         _, status = os.waitpid(self._pid, 0)
-        try:
-            ok, value = pickle.loads(data) if status == 0 else (False, None)
-        except Exception:  # a child killed mid-write: do the work here
-            ok, value = False, None
+        ok, value = False, None
+        if status == 0 and data:
+            try:
+                ok, value = decode(msgspec.msgpack.decode(data))
+            except (msgspec.DecodeError, Unsupported, ValueError, TypeError):
+                ok = False  # a child killed mid-write: do the work here
         self._then(value if ok else self._fn(*self._args))
 
     def kill(self) -> None:
@@ -92,9 +100,9 @@ def _child(w: int, fn: Callable, args: tuple) -> None:
     code = 1
     try:
         try:
-            data = pickle.dumps((True, fn(*args)), pickle.HIGHEST_PROTOCOL)
+            data = msgspec.msgpack.encode(encode((True, fn(*args))))
         except BaseException:
-            data = pickle.dumps((False, None))
+            data = msgspec.msgpack.encode(encode((False, None)))
         with os.fdopen(w, "wb") as f:
             f.write(data)
         code = 0

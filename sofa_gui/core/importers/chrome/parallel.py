@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import sys
 import tempfile
 import threading
 from bisect import bisect_left
@@ -246,10 +247,11 @@ def read_file(path: Path, names: NameTable, stats: LoadStats, spill: ArgsSpill,
 
 
 def _context():
-    """fork where it is safe (one thread: the CLI), else spawn (the app has threads)."""
+    """fork where it is safe (one thread, no Qt: the CLI), else spawn (the app)."""
     import multiprocessing as mp
 
-    if threading.active_count() == 1 and "fork" in mp.get_all_start_methods():
+    if (threading.active_count() == 1 and "PySide6" not in sys.modules
+            and "fork" in mp.get_all_start_methods()):
         return mp.get_context("fork")
     return mp.get_context("spawn")
 
