@@ -22,7 +22,7 @@ from contextvars import ContextVar
 
 import msgspec
 
-from .cache import Unsupported, decode, encode
+from .codec import Unsupported, decode, encode
 
 _pending: ContextVar[list | None] = ContextVar("sofa_gui_aside", default=None)
 
