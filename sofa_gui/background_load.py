@@ -90,6 +90,9 @@ def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True
 
     if renice and hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
+    # may start the parallel decode's pool (a daemonic process may not); its workers die
+    # with this child (parallel.die_with_parent) when it is killed on cancel or app exit
+    mp.current_process().daemon = False
     lock = threading.Lock()
     progress = _PipeProgress(conn, cancel_event, lock)
     try:

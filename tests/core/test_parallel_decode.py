@@ -238,3 +238,87 @@ def test_cli_analyze_json_equal_serial_and_parallel(tmp_path):
         docs.append(json.loads(out.stdout))
         assert ("decoded in 2 parts" in out.stderr) == (parts == "2")
     assert docs[0] == docs[1]
+
+
+_POOL_SCRIPT = """
+import os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from sofa_gui.core.importers.chrome.parallel import die_with_parent
+
+def work():
+    return os.getpid()
+
+def sleep():
+    time.sleep(120)
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, initializer=die_with_parent, initargs=(os.getpid(),))
+    print(pool.submit(work).result(), flush=True)
+    pool.submit(sleep)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="Linux only")
+def test_pool_workers_die_with_the_process_that_started_them(tmp_path):
+    """The app's loader child is killed on cancel and exit: its decode workers must not
+    be left running (they were seen still alive 10 minutes later)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env,
+                            text=True)
+    worker = int(proc.stdout.readline())
+    assert Path(f"/proc/{worker}").exists()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        stat = Path(f"/proc/{worker}/stat").read_text() if Path(f"/proc/{worker}").exists() \
+            else ""
+        if ") Z " in stat:
+            break  # dead, waiting for its new parent to reap it
+        time.sleep(0.1)
+    alive = Path(f"/proc/{worker}").exists() and ") Z " not in Path(
+        f"/proc/{worker}/stat").read_text()
+    assert not alive
+
+
+def test_the_app_loader_child_decodes_in_parts(tmp_path, monkeypatch):
+    """The app's loader (a daemonic child) may start the decode pool: its progress says
+    so and the trace equals the serial read."""
+    from sofa_gui.background_load import ChildLoad
+    from sofa_gui.core import store
+
+    class State:
+        messages: list = []
+        cancelled = False
+
+        def update(self, fraction, message=""):
+            self.messages.append(message)
+
+        def check_cancelled(self):
+            pass
+
+        def on_cancel(self, fn):
+            pass
+
+    path = _plain(_traces()[0], tmp_path)  # the bundled sample: ~4 default pieces
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "2")
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    state = State()
+    job = ChildLoad(path, state)
+    try:
+        assert job.wait_trace() is True
+    finally:
+        job.stop()
+    assert any(m.endswith("on 2 cores") for m in state.messages), state.messages[-5:]
+    trace = store.load_cached(path)
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "1")
+    assert_same_trace(trace, load_trace(path, use_cache=False))

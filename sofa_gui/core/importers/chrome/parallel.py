@@ -246,6 +246,22 @@ def read_file(path: Path, names: NameTable, stats: LoadStats, spill: ArgsSpill,
     return FileReader(path, names, stats, spill).read(progress, lo, hi)
 
 
+def die_with_parent(parent: int) -> None:
+    """Pool-worker start-up: ask the kernel to kill this worker when the process that
+    started it dies (Linux ``PR_SET_PDEATHSIG``), so a loader killed on cancel or app exit
+    leaves no decode worker behind; a worker whose parent is already gone exits."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _context():
     """fork where it is safe (one thread, no Qt: the CLI), else spawn (the app)."""
     import multiprocessing as mp
@@ -268,13 +284,15 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
     pool = None
     try:
         spill_paths = [_spill_file() for _ in cuts[1:]]
-        pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context())
+        pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
         futures = [pool.submit(read_part, str(path), part, sp)
                    for part, sp in zip(cuts[1:], spill_paths)]
         own_stats, own_spill = LoadStats(), ArgsSpill()
         reader = FileReader(path, names, own_stats, own_spill)
         stream = cuts[0].stream(path)
-        reader.read(progress, lo, lo + (hi - lo) / len(cuts), stream=stream, finish=False)
+        reader.read(_OnCores(progress, len(cuts)), lo, lo + (hi - lo) / len(cuts),
+                    stream=stream, finish=False)
         results = _collect(futures, progress)
         tagged = set().union(_tagged(stream), *(r.tagged for r in results))
         if len(tagged) > 1:
@@ -290,6 +308,20 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
             _unlink(sp)
     log.debug("%s: decoded in %d parts", path, len(cuts))
     return _merge(reader, own_spill, stats, results, arrays)
+
+
+class _OnCores:
+    """The reader's progress, its messages saying how many cores decode ("reading
+    x.json on 2 cores"): the user sees the parallel read happen."""
+
+    def __init__(self, progress: Progress, parts: int):
+        self._progress, self._suffix = progress, f" on {parts} cores"
+
+    def update(self, fraction: float, message: str = "") -> None:
+        self._progress.update(fraction, message + self._suffix if message else message)
+
+    def check_cancelled(self) -> None:
+        self._progress.check_cancelled()
 
 
 def _collect(futures: list, progress: Progress) -> list[PartResult]:
