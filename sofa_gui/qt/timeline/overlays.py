@@ -240,15 +240,22 @@ def draw_arrow(p: QtGui.QPainter, start: QtCore.QPointF, end: QtCore.QPointF, co
     p.restore()
 
 
-class RubberBandItem(_ViewItem):
+class _SpanItem(_ViewItem):
+    """Base of the translucent boxes labelled with their duration (:func:`_paint_span`)."""
+
+    def __init__(self, model: TimelineModel):
+        super().__init__(model)
+        self.font = QtGui.QFont()
+        self.font.setPointSizeF(8.5)
+        self.font.setBold(True)
+
+
+class RubberBandItem(_SpanItem):
     """Translucent time range shown while left-dragging, with its duration."""
 
     def __init__(self, model: TimelineModel):
         super().__init__(model)
         self.range: tuple[float, float] | None = None
-        self.font = QtGui.QFont()
-        self.font.setPointSizeF(8.5)
-        self.font.setBold(True)
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
         self.range = rng
@@ -284,16 +291,13 @@ def _paint_span(p, rect, color: QtGui.QColor, alpha: int, style, font, text: str
 AREA = QtGui.QColor("#f59e0b")
 
 
-class AreaItem(_ViewItem):
+class AreaItem(_SpanItem):
     """The area selection (Ctrl-drag): a time range over the lanes it crosses, kept
     until Esc or a new one; Statistics aggregates what is inside."""
 
     def __init__(self, model: TimelineModel):
         super().__init__(model)
         self.area: tuple[float, float, float, float] | None = None  # x0, x1, y0, y1
-        self.font = QtGui.QFont()
-        self.font.setPointSizeF(8.5)
-        self.font.setBold(True)
 
     def set_area(self, area) -> None:
         self.area = area
