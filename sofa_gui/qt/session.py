@@ -270,8 +270,7 @@ class Session(QObject):
         if end_ns <= start_ns or not lanes:
             self.view.select_range(None)
             return
-        t0 = self.view.t0
-        self.view.select_range(float(start_ns - t0), float(end_ns - t0), lanes)
+        self.view.select_abs_range(start_ns, end_ns, lanes)
 
     def clear_range(self) -> None:
         self.view.select_range(None)

@@ -169,6 +169,10 @@ class ViewState:
         a, b = self.range_selection
         return self.t0 + int(np.floor(a)), self.t0 + int(np.ceil(b)), self.range_lanes
 
+    def select_abs_range(self, start_ns: int, end_ns: int, lanes=()) -> None:
+        """:meth:`select_range` in absolute ns on the trace clock (see :meth:`abs_range`)."""
+        self.select_range(float(start_ns - self.t0), float(end_ns - self.t0), lanes)
+
     def select_rank(self, rank: int) -> None:
         """Select a rank of a multi-rank trace (-1: none)."""
         if int(rank) != self.selected_rank:

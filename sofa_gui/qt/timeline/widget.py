@@ -241,9 +241,7 @@ class TimelineWidget(QtWidgets.QWidget):
         if area is None:
             self.view.select_range(None)
             return
-        s, e, lanes = area
-        t0 = self.model.t0
-        self.view.select_range(float(s - t0), float(e - t0), lanes)
+        self.view.select_abs_range(*area)
 
     @property
     def area(self):
