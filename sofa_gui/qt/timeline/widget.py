@@ -61,7 +61,6 @@ class TimelineWidget(QtWidgets.QWidget):
     range_changed = QtCore.Signal("qint64", "qint64")
     #: The user moved/pinned a group or resized the label column: ``track_state()`` changed.
     tracks_changed = QtCore.Signal()
-    #: Ctrl-drag area selection: (start_ns, end_ns, lane ids crossed), or None when cleared.
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, view: ViewState | None = None):
         super().__init__(parent)
@@ -89,7 +88,7 @@ class TimelineWidget(QtWidgets.QWidget):
         self._axis = TimeAxisItem(self._vb, pal)
         self._labels = LaneLabelsItem(self.model, self._vb, pal, self._toggle_group,
                                       self.scroll_rows, self._toggle_lane,
-                                      self._tracks_changed)
+                                      self.tracks_changed.emit)
         corner = pg.LabelItem("time from start", size="8pt", justify="left")
         corner.setFixedHeight(22)
         iter_caption = pg.LabelItem("iterations", size="8pt", justify="left")
@@ -408,9 +407,6 @@ class TimelineWidget(QtWidgets.QWidget):
 
     def _on_resized(self) -> None:
         self._apply_y()
-
-    def _tracks_changed(self) -> None:
-        self.tracks_changed.emit()  # the view state's LAYOUT change already redrew
 
     def track_state(self) -> dict:
         """Group order, pins and label width, to remember per trace kind."""
