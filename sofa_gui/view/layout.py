@@ -128,10 +128,10 @@ def ordered_groups(lanes: Lanes, order=(), pinned=()) -> list[tuple[str, list[in
     def key(item):
         g = item[0]
         if g in pin:
-            return (0, pin[g], 0)
+            return (0, pin[g])
         if g in pos:
-            return (1, pos[g], 0)
-        return (2, 0 if g in device else 1, 0)
+            return (1, pos[g])
+        return (2, 0 if g in device else 1)
 
     return sorted(groups, key=key)  # stable: the trace's own order within each class
 

@@ -170,9 +170,10 @@ class TimelineModel:
 
     def move_group(self, group: str, before: str | None) -> None:
         """Drag a group header: put ``group`` just above ``before`` (None: at the end)."""
-        if group not in self.groups():
+        groups = self.groups()
+        if group not in groups:
             return
-        order = [g for g in self.groups() if g != group]
+        order = [g for g in groups if g != group]
         order.insert(order.index(before) if before in order else len(order), group)
         self.state.set_tracks(order, self.pinned)
 
