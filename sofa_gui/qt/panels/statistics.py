@@ -9,6 +9,8 @@ of :mod:`sofa_gui.core.analysis.stats`, so the app and the CLI agree.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import (
     QComboBox,
@@ -122,11 +124,18 @@ def _text(r: stats.StatRow, col: str) -> str:
     return fmt_ns(_key(r, col))
 
 
+#: Column -> its sort key (and the ns shown for time columns); looked up per cell, so
+#: a table, not a dict built per call.
+_KEYS = {"Name": lambda r: r.name.lower(), "Count": attrgetter("count"),
+         "Total": attrgetter("total_ns"), "Self": attrgetter("self_ns"),
+         "Mean": attrgetter("mean_ns"), "Median": attrgetter("median_ns"),
+         "p95": attrgetter("p95_ns"), "Max": attrgetter("max_ns"), "Share": attrgetter("share"),
+         "Direction": attrgetter("copy_kind"), "Bytes": attrgetter("bytes"),
+         "Rate": lambda r: r.gbps or 0.0}
+
+
 def _key(r: stats.StatRow, col: str):
-    return {"Name": r.name.lower(), "Count": r.count, "Total": r.total_ns, "Self": r.self_ns,
-            "Mean": r.mean_ns, "Median": r.median_ns, "p95": r.p95_ns, "Max": r.max_ns,
-            "Share": r.share, "Direction": r.copy_kind, "Bytes": r.bytes,
-            "Rate": r.gbps or 0.0}[col]
+    return _KEYS[col](r)
 
 
 class StatisticsPanel(QWidget):
