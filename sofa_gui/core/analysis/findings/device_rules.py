@@ -494,9 +494,7 @@ def _empty_waits(ctx: Ctx, d: DeviceBreakdown) -> tuple[float, np.ndarray, np.nd
     calls = calls[np.argsort(s.start[calls], kind="stable")]
     reach = np.maximum.accumulate(s.end[calls])  # outermost only (try_to_block in
     calls = calls[np.concatenate([[True], s.end[calls[1:]] > reach[:-1]])]  # block_until..)
-    busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
-        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
-    bs, be = union(s.start[busy], s.end[busy])
+    bs, be = _device_busy(ctx, d.lanes)
     span = (s.end[calls] - s.start[calls]).astype(np.int64)
     idle = span - measure_in(bs, be, s.start[calls], s.end[calls])
     keep = idle >= 0.9 * span
@@ -508,6 +506,29 @@ def _empty_waits(ctx: Ctx, d: DeviceBreakdown) -> tuple[float, np.ndarray, np.nd
 _DEVICE_WORK = [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]
 
 
+def _device_work(ctx: Ctx, lanes) -> np.ndarray:
+    """Slices of ``lanes`` that keep a device busy (kernels, copies, sets, collectives),
+    found once per trace and lane set."""
+    cache = ctx.trace.memo("device_work", dict)
+    key = tuple(sorted({int(x) for x in lanes}))
+    if key not in cache:
+        s = ctx.trace.slices
+        cache[key] = np.flatnonzero(np.isin(s.lane, key) & np.isin(s.kind, _DEVICE_WORK))
+    return cache[key]
+
+
+def _device_busy(ctx: Ctx, lanes) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the time :func:`_device_work` on ``lanes`` keeps a device busy, once per
+    trace and lane set."""
+    cache = ctx.trace.memo("device_busy", dict)
+    key = tuple(sorted({int(x) for x in lanes}))
+    if key not in cache:
+        s = ctx.trace.slices
+        busy = _device_work(ctx, key)
+        cache[key] = union(s.start[busy], s.end[busy])
+    return cache[key]
+
+
 def _inside_waits(ctx: Ctx, waits: np.ndarray) -> str:
     """What the trace shows inside the empty waits, over every device and host thread:
     how soon after a wait begins the last device work ends, and how much of the wait
@@ -517,8 +538,7 @@ def _inside_waits(ctx: Ctx, waits: np.ndarray) -> str:
         return ""
     devs = [lane for d in ctx.bd.devices for lane in d.lanes]
     ws, we = s.start[waits].astype(np.int64), s.end[waits].astype(np.int64)
-    busy = np.flatnonzero(np.isin(s.lane, devs) & np.isin(s.kind, _DEVICE_WORK))
-    bs, be = union(s.start[busy], s.end[busy])
+    bs, be = _device_busy(ctx, devs)
     k = np.searchsorted(bs, we, side="left") - 1  # last device interval starting inside
     ok = k >= 0
     tail = np.zeros(len(waits), np.int64)
@@ -586,9 +606,7 @@ def _readbacks(ctx: Ctx, d: DeviceBreakdown):
                   & ctx.in_steady(s.start[calls], d.starts, d.ends)]
     if not len(calls):
         return empty
-    busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
-        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
-    bs, be = union(s.start[busy], s.end[busy])
+    bs, be = _device_busy(ctx, d.lanes)
     span = (s.end[calls] - s.start[calls]).astype(np.int64)
     idle = span - measure_in(bs, be, s.start[calls], s.end[calls])
     r = ctx.rows
@@ -683,9 +701,7 @@ def _dispatch_idle(ctx: Ctx, d: DeviceBreakdown) -> float:
     s = ctx.trace.slices
     work = _runtime_work(ctx, lanes)
     ws, we = union(s.start[work], s.end[work])
-    busy = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
-        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
-    bs, be = union(s.start[busy], s.end[busy])
+    bs, be = _device_busy(ctx, d.lanes)
     covered = 0
     for i in r.tolist():
         lo, hi = int(d.starts[i]), int(d.ends[i])
@@ -1016,8 +1032,7 @@ def _idle_after(ctx: Ctx, d: DeviceBreakdown, gaps: np.ndarray):
     the program where the device runs dry."""
     s = ctx.trace.slices
     g = d.gaps
-    dev = np.flatnonzero(np.isin(s.lane, d.lanes) & np.isin(
-        s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET), int(Kind.COMMUNICATION)]))
+    dev = _device_work(ctx, d.lanes)
     if not len(dev):
         return []
     dev = dev[np.argsort(s.end[dev], kind="stable")]
