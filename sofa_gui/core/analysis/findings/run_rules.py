@@ -274,8 +274,12 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
 def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """True per op whose *name's* median duration is <= TINY_NS (one preempted instance of
     a 3 µs op is still a tiny op)."""
-    uniq, inv = np.unique(names, return_inverse=True)
-    med = np.array([np.median(dur[inv == k]) for k in range(len(uniq))])
+    _, inv = np.unique(names, return_inverse=True)
+    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every median
+    d = np.asarray(dur, np.float64)[order]
+    n = np.bincount(inv)
+    first = np.cumsum(n) - n
+    med = (d[first + (n - 1) // 2] + d[first + n // 2]) / 2
     return med[inv] <= TINY_NS
 
 
