@@ -65,15 +65,14 @@ class ProgressBar(QWidget):
         p.setPen(pal.color(QPalette.ColorRole.Mid))
         p.setBrush(pal.color(QPalette.ColorRole.Base))
         p.drawRoundedRect(r, 3, 3)
+        fill = None
         if self.indeterminate:
             pos = self.phase if self.phase <= 1.0 else 2.0 - self.phase
             w = r.width() * 0.25
             fill = QRectF(r.x() + (r.width() - w) * pos, r.y(), w, r.height())
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(pal.color(QPalette.ColorRole.Highlight))
-            p.drawRoundedRect(fill, 3, 3)
         elif self.fraction > 0:
             fill = QRectF(r.x(), r.y(), r.width() * self.fraction, r.height())
+        if fill is not None:
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(pal.color(QPalette.ColorRole.Highlight))
             p.drawRoundedRect(fill, 3, 3)
