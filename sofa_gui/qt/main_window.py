@@ -396,16 +396,19 @@ class MainWindow(QMainWindow):
 
     def _open_category(self, category: str) -> None:
         if self.panels["statistics"].open_category(category):
-            self.docks["statistics"].show()
-            self.docks["statistics"].raise_()
+            self._bring_forward("statistics")
         else:
             self.statusBar().showMessage(f"No statistics table for {category}", 5000)
 
     def _on_range(self, rng) -> None:
         """A range selection (the timeline's Ctrl-drag) brings its statistics forward."""
         if rng is not None:
-            self.docks["statistics"].show()
-            self.docks["statistics"].raise_()
+            self._bring_forward("statistics")
+
+    def _bring_forward(self, key: str) -> None:
+        """Show dock ``key`` (if hidden) as the current tab of its group."""
+        self.docks[key].show()
+        self.docks[key].raise_()
 
     def _on_analysis_finished(self) -> None:
         s = self.session
