@@ -35,9 +35,10 @@ def wants_child(path: Path, load_mode: str) -> bool:
         return False
     if load_mode == "process":
         return True
+    size = decoded_bytes(path, CHILD_MIN_DECODED_BYTES)
     if path.is_file() and path.suffix in (".zst", ".xz", ".bz2"):
-        return decoded_bytes(path, CHILD_MIN_DECODED_BYTES) * 20 >= CHILD_MIN_DECODED_BYTES
-    return decoded_bytes(path, CHILD_MIN_DECODED_BYTES) >= CHILD_MIN_DECODED_BYTES
+        size *= 20
+    return size >= CHILD_MIN_DECODED_BYTES
 
 
 def load(state, path: str, load_mode: str = "auto"):
