@@ -344,7 +344,7 @@ def _runtime_in_gaps(ctx: Ctx, d: DeviceBreakdown, host: HostBreakdown):
     s = ctx.trace.slices
     outer = every = np.zeros(0, np.int64)
     lanes = [host.lane] + list(host.helper_lanes)  # the autograd thread runs backward
-    waits = ctx.trace.name_ids(_RUNTIME_WAIT.match)  # runtime threads' waits are not work
+    waits = _runtime_waits(ctx)  # runtime threads' waits are not work
     for lane in lanes:
         mine = ctx.trace.lane_slices(lane)
         mine = mine[~np.isin(s.name[mine], waits)]
@@ -545,7 +545,7 @@ def _inside_waits(ctx: Ctx, waits: np.ndarray) -> str:
     tail[ok] = np.clip(np.minimum(be[k[ok]], we[ok]) - ws[ok], 0, None)
     own = set(s.lane[waits].tolist())
     other = np.flatnonzero(~np.isin(s.lane, devs + list(own)) & (s.dur > 0))
-    other = other[~np.isin(s.name[other], ctx.trace.name_ids(_RUNTIME_WAIT.match))]
+    other = other[~np.isin(s.name[other], _runtime_waits(ctx))]
     hs, he = union(s.start[other], s.end[other])
     host = float(measure_in(hs, he, ws, we).sum()) / max(float((we - ws).sum()), 1.0)
     n = len(ctx.bd.devices)
@@ -565,7 +565,7 @@ def _waiting_threads(ctx: Ctx) -> str:
         return ""
     s = ctx.trace.slices
     mine = np.flatnonzero(np.isin(s.lane, lanes))
-    waits = mine[np.isin(s.name[mine], ctx.trace.name_ids(_RUNTIME_WAIT.match))]
+    waits = mine[np.isin(s.name[mine], _runtime_waits(ctx))]
     if not len(waits):
         return ""
     j = int(waits[np.argmax(s.dur[waits])])
@@ -671,12 +671,17 @@ _RUNTIME_WAIT = re.compile(r"^(BufferSequencingEvent::Execute|ThreadpoolListener
                            r"Wait for |.*::Await|.*BlockHostUntilDone)")
 
 
+def _runtime_waits(ctx: Ctx) -> np.ndarray:
+    """Name ids of :data:`_RUNTIME_WAIT` spans, found once per trace."""
+    return ctx.trace.memo("runtime_wait_ids", lambda: ctx.trace.name_ids(_RUNTIME_WAIT.match))
+
+
 def _runtime_work(ctx: Ctx, lanes) -> np.ndarray:
     """Slices of the runtime threads that are work (dispatch, copies, allocation), not
     waits (:data:`_RUNTIME_WAIT`)."""
     s = ctx.trace.slices
     work = np.flatnonzero(np.isin(s.lane, lanes))
-    return work[~np.isin(s.name[work], ctx.trace.name_ids(_RUNTIME_WAIT.match))]
+    return work[~np.isin(s.name[work], _runtime_waits(ctx))]
 
 
 def _runtime_lanes(ctx: Ctx) -> list[int]:
