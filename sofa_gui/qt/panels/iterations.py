@@ -121,7 +121,8 @@ class IterationsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.ToolTipRole and c == 1 and self._marks.extra_of(r):
             return literal_html(f"periodic extra: {self._marks.extra_of(r)}")
         if role == Qt.ItemDataRole.ToolTipRole and c in (1, 5):
-            return literal_html(self._text(r, c)) if self._text(r, c) else None
+            text = self._text(r, c)
+            return literal_html(text) if text else None
         if role == Qt.ItemDataRole.ToolTipRole and c == 2:
             return f"starts {fmt_offset(self._starts[r] - self._origin)} after the trace start"
         return None
