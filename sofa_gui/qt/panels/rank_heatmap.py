@@ -168,7 +168,7 @@ class RankHeatmap(QWidget):
                        fm.elidedText(self._rows[r], Qt.TextElideMode.ElideRight,
                                      int(lw - 2 * _PAD)))
             for c in range(nc):
-                self._paint_cell(p, r, c, lo, hi)
+                self._paint_cell(p, r, c)
         self._paint_outlines(p)
         self._paint_legend(p, fm, lo, hi)
 
@@ -191,7 +191,7 @@ class RankHeatmap(QWidget):
         return [[_mix(_LOW, _HIGH, float(t[r, c])) if ok[r, c] else _MISSING
                  for c in range(v.shape[1])] for r in range(v.shape[0])]
 
-    def _paint_cell(self, p: QPainter, r: int, c: int, lo: float, hi: float) -> None:
+    def _paint_cell(self, p: QPainter, r: int, c: int) -> None:
         rect = self.cell_rect(r, c).adjusted(0.5, 0.5, -0.5, -0.5)
         p.fillRect(rect, self.color_of(r, c))
         if not np.isfinite(self._values[r, c]):
