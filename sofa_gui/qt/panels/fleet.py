@@ -60,7 +60,6 @@ def _item(text: str, key: float | None = None) -> QTableWidgetItem:
 class FleetPanel(QWidget):
     """The fleet overview (central widget while a big rank folder is shown)."""
 
-
     def __init__(self, session: Session, parent: QWidget | None = None):
         super().__init__(parent)
         self.session = session
