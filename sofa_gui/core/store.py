@@ -17,14 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import mmap
 import os
 import shutil
 import tempfile
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -197,9 +195,15 @@ def _write(path: Path, columns: dict) -> None:
         writer.write_table(table)
 
 
-def _read(path: Path) -> pa.Table:
-    """A zero-copy table over a memory map of ``path``."""
-    return pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+def _map(path: Path) -> pa.Buffer:
+    """The file's bytes, memory-mapped (zlib releases the GIL, so the GUI keeps running)."""
+    with pa.memory_map(str(path), "r") as f:
+        return f.read_buffer()  # keeps the map alive after the file closes
+
+
+def _read(buf: pa.Buffer) -> pa.Table:
+    """A zero-copy table over a mapped file (:func:`_map`)."""
+    return pa.ipc.open_file(buf).read_all()
 
 
 def write_trace(d: Path, trace: Trace) -> None:
@@ -222,7 +226,7 @@ def write_trace(d: Path, trace: Trace) -> None:
         args = pa.array(list(args), pa.large_binary())
     _write(d / "args.arrow", {"args": args})
     manifest = {"format_version": FORMAT_VERSION, "meta": trace.meta.to_dict(),
-                "checksums": _checksums(d)}
+                "checksums": _checksums({f: _map(d / f) for f in _CHECKSUMMED})}
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -234,39 +238,27 @@ def _np(table: pa.Table, col: str, dtype=None) -> np.ndarray:
 CRC_BLOCK = 16 << 20
 
 
-def _checksums(d: Path) -> dict[str, list[int]]:
-    """CRC-32 of every :data:`CRC_BLOCK` of each checksummed file, computed in threads."""
-    with ExitStack() as stack:
-        views = {name: _mapped(d / name, stack) for name in _CHECKSUMMED}
-        jobs = [(name, k) for name, v in views.items()
-                for k in range(0, len(v), CRC_BLOCK)]
-        workers = min(len(jobs), os.cpu_count() or 1) or 1
-        with ThreadPoolExecutor(workers) as pool:
-            crcs = list(pool.map(lambda job: zlib.crc32(
-                views[job[0]][job[1]:job[1] + CRC_BLOCK]), jobs))
-        out: dict[str, list[int]] = {name: [] for name in _CHECKSUMMED}
-        for (name, _), crc in zip(jobs, crcs):
-            out[name].append(crc)
-        return out
+def _checksums(maps: dict[str, pa.Buffer]) -> dict[str, list[int]]:
+    """CRC-32 of every :data:`CRC_BLOCK` of each mapped file, computed in threads."""
+    views = {name: memoryview(buf) for name, buf in maps.items()}
+    jobs = [(name, k) for name, v in views.items() for k in range(0, len(v), CRC_BLOCK)]
+    workers = min(len(jobs), os.cpu_count() or 1) or 1
+    with ThreadPoolExecutor(workers) as pool:
+        crcs = list(pool.map(lambda job: zlib.crc32(
+            views[job[0]][job[1]:job[1] + CRC_BLOCK]), jobs))
+    out: dict[str, list[int]] = {name: [] for name in maps}
+    for (name, _), crc in zip(jobs, crcs):
+        out[name].append(crc)
+    return out
 
 
-def _mapped(path: Path, stack: ExitStack) -> memoryview:
-    """The file's bytes, memory-mapped (zlib releases the GIL, so the GUI keeps running)."""
-    f = stack.enter_context(open(path, "rb"))
-    if os.fstat(f.fileno()).st_size == 0:
-        return memoryview(b"")
-    m = stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-    view = memoryview(m)
-    stack.callback(view.release)
-    return view
-
-
-def _verify(d: Path, manifest: dict) -> None:
-    """Raise ValueError unless every checksummed file has the bytes that were written."""
+def _verify(manifest: dict, maps: dict[str, pa.Buffer]) -> None:
+    """Raise ValueError unless every checksummed file has the bytes that were written
+    (``maps``: the files mapped once, checked here and then read as tables)."""
     sums = manifest.get("checksums")
     if not isinstance(sums, dict) or set(sums) != set(_CHECKSUMMED):
         raise ValueError("cache entry has no checksums")
-    got = _checksums(d)
+    got = _checksums(maps)
     for name in _CHECKSUMMED:
         if got[name] != sums[name]:
             raise ValueError(f"{name} is corrupt (checksum mismatch)")
@@ -277,23 +269,24 @@ def read_trace(d: Path) -> Trace:
     manifest = json.loads((d / "manifest.json").read_text())
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError("old cache format")
-    _verify(d, manifest)
-    t = _read(d / "slices.arrow")
+    maps = {name: _map(d / name) for name in _CHECKSUMMED}
+    _verify(manifest, maps)
+    t = _read(maps["slices.arrow"])
     slices = Slices(**{c: _np(t, c) for c in _SLICE_COLS})
-    lt = _read(d / "lanes.arrow")
+    lt = _read(maps["lanes.arrow"])
     lanes = Lanes(name=lt.column("name").to_pylist(), group=lt.column("group").to_pylist(),
                   **{c: _np(lt, c) for c in _LANE_NUM})
-    names = _read(d / "names.arrow").column("name").to_pylist()
-    ct = _read(d / "counters.arrow")
-    st = _read(d / "series.arrow")
+    names = _read(maps["names.arrow"]).column("name").to_pylist()
+    ct = _read(maps["counters.arrow"])
+    st = _read(maps["series.arrow"])
     counters = Counters(
         _np(ct, "series", np.int32), _np(ct, "time", np.int64), _np(ct, "value", np.float64),
         CounterSeries(st.column("name").to_pylist(), st.column("unit").to_pylist(),
                       _np(st, "lane", np.int32)),
     )
-    ft = _read(d / "flows.arrow")
+    ft = _read(maps["flows.arrow"])
     flows = Flows(_np(ft, "src", np.int64), _np(ft, "dst", np.int64), _np(ft, "kind", np.int8))
-    args = _read(d / "args.arrow").column("args")
+    args = _read(_map(d / "args.arrow")).column("args")
     args.validate(full=True)  # offsets in order and inside the data: no read out of bounds
     if args.num_chunks == 1:
         args = args.chunk(0)
