@@ -523,11 +523,12 @@ class EventStream:
             if m is None and len(self._buf) - start > MAX_PIECE:
                 raise self._fail(f"an event (with the blank space after it) is larger than "
                                  f"{MAX_PIECE >> 20} MiB, at byte {self._offset(start)}")
-            if m is None and not self._array_ends_in(start):
+            open_on = m is None and not self._array_ends_in(start)  # decoded once
+            if open_on:
                 cut = self._cut_at_blanks(start)
                 if cut is not None:
                     return cut, False
-            if m is None and not self._array_ends_in(start) and self._more():
+            if open_on and self._more():
                 search -= start - self._pos  # the buffer may have been compacted
                 start = self._pos
                 continue
