@@ -48,7 +48,7 @@ from ...progress import NullProgress, Progress
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
 from .decode import _SEP, EventStream
-from .ids import SYNTHETIC_BELOW, NameTable, pack
+from .ids import SYNTHETIC_BELOW, NameTable, pack, unpack
 from .reader import FileData, FileReader, LaneInfo
 
 log = logging.getLogger(__name__)
@@ -188,10 +188,10 @@ def _choose(cuts: list[tuple[int, int]], first: int, size: int,
     chosen: list[tuple[int, int]] = []
     starts = [c[1] for c in cuts]
     for k in range(1, parts):
-        i = bisect_left(starts, first + (size - first) * k // parts)
+        target = first + (size - first) * k // parts
+        i = bisect_left(starts, target)
         i = min(range(max(i - 1, 0), min(i + 1, len(cuts))),
-                key=lambda j: abs(starts[j] - (first + (size - first) * k // parts)),
-                default=None)
+                key=lambda j: abs(starts[j] - target), default=None)
         if i is not None and (not chosen or cuts[i][1] > chosen[-1][1]):
             chosen.append(cuts[i])
     return chosen
@@ -447,7 +447,7 @@ def _merge_part(reader: FileReader, r: PartResult, args, lane_of: dict) -> None:
         d.counters.setdefault((ids.one(pid), name), []).extend(samples)
     d.memory.extend((ids.many(m[0]), *m[1:]) for m in p.memory)
     for f in p.flows:
-        pid, tid = (f["key"] >> 32), ((f["key"] & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+        pid, tid = unpack(f["key"])
         d.flows.append({**f, "key": pack(ids.many(pid), ids.many(tid)), "cat": cat_map[f["cat"]],
                         "id": flow_ids.many(f["id"])})
     d.bound_flows.extend((c + first_chunk, row, flow_ids.one(fid), fin, fout)
