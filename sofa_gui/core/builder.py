@@ -94,7 +94,7 @@ class TraceBuilder:
         if i is None:
             i = self._names[name] = len(self._name_list)
             if len(name) > MAX_NAME_CHARS:
-                row = self.share_args(json.dumps({SHARED_TEXT: name}).encode())
+                row = self.share_text(name)
                 self.meta.extra.setdefault(FULL_NAMES, {})[str(i)] = row
                 name = cut_name(name)
             self._name_list.append(name)
@@ -209,6 +209,11 @@ class TraceBuilder:
         :data:`~sofa_gui.core.trace.SHARED` (see :meth:`ArgsStore.get`)."""
         self._args.append(data)
         return self._n_segment_args + len(self._args) - 1
+
+    def share_text(self, text: str) -> int:
+        """Store ``text`` once as a shared text row (:data:`SHARED_TEXT`, read back with
+        :meth:`ArgsStore.get_text`) and return its id."""
+        return self.share_args(json.dumps({SHARED_TEXT: text}, separators=(",", ":")).encode())
 
     def _add_arrow_args(self, args: pa.Array) -> np.ndarray:
         """A binary Arrow chunk is kept as is (zero-copy, e.g. memory-mapped); empty = none."""
