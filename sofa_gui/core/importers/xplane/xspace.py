@@ -20,7 +20,7 @@ from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
-from ...trace import MAX_NAME_CHARS, SHARED, SHARED_TEXT, CopyKind, Kind, LaneKind, Trace
+from ...trace import MAX_NAME_CHARS, SHARED, CopyKind, Kind, LaneKind, Trace
 from ..confidence import Confidence
 from . import wire as w
 from .folder import describe_others, find_runs
@@ -303,7 +303,7 @@ class _Loader:
             own, doc = self._stats(p, stat_spans)
             stats = ChainMap(own, meta) if meta else own
             if meta_row is not None:
-                doc[SHARED] = [meta_row]
+                doc = {**doc, SHARED: [meta_row]}  # doc may be ``own`` itself
             starts.append(start)
             durs.append(dur_ps // 1000)
             names.append(p.event_names.get(mid, f"event #{mid}"))
@@ -313,19 +313,21 @@ class _Loader:
         return (starts, durs, names, args, corr, stats_list) if starts else None
 
     def _stats(self, p: _Plane, spans) -> tuple[dict, dict]:
-        """(name -> value, the same as stored: long interned strings as shared refs)."""
-        stats, doc = {}, {}
+        """(name -> value, the same as stored: long interned strings as shared refs).
+
+        One dict per event unless it has such strings (the second is then a copy)."""
+        stats, refs = {}, {}
         for span in spans:
             key, value, ref = _stat(self.buf, span, p.stat_names)
             stats[key] = value
-            doc[key] = value
             if ref is not None and isinstance(value, str) and len(value) > _SHARE_TEXT:
                 row = p.text_rows.get(ref)
                 if row is None:
-                    row = p.text_rows[ref] = self.b.share_args(
-                        json.dumps({SHARED_TEXT: value}, separators=(",", ":")).encode())
-                doc[key] = {SHARED: row}
-        return stats, doc
+                    row = p.text_rows[ref] = self.b.share_text(value)
+                refs[key] = {SHARED: row}
+            else:
+                refs.pop(key, None)  # a later stat of the same name replaced it
+        return stats, ({**stats, **refs} if refs else stats)
 
     def _meta_stats(self, p: _Plane, mid: int) -> tuple[dict, int | None]:
         """Stats of event metadata ``mid``, read once and stored once (a shared args row):
