@@ -293,7 +293,7 @@ class ArgsStore:
         """Row ``i`` as a dict, shared rows it refers to resolved."""
         own = self._plain(i)
         refs = own.pop(SHARED, None)
-        if not isinstance(refs, list) and not any(_is_ref(v) for v in own.values()):
+        if not isinstance(refs, list) and not any(is_shared_ref(v) for v in own.values()):
             return own
         out: dict = {}
         for r in refs[:_MAX_SHARED_REFS] if isinstance(refs, list) else ():
@@ -302,7 +302,7 @@ class ArgsStore:
             out.update(shared)
         out.update(own)
         for k, v in out.items():
-            if _is_ref(v):
+            if is_shared_ref(v):
                 out[k] = self._plain(v[SHARED]).get(SHARED_TEXT, "")
         return out
 
@@ -325,7 +325,7 @@ class ArgsStore:
         return self._raw
 
 
-def _is_ref(v) -> bool:
+def is_shared_ref(v) -> bool:
     return isinstance(v, dict) and len(v) == 1 and isinstance(v.get(SHARED), int)
 
 

@@ -54,3 +54,26 @@ def test_a_cut_name_keeps_its_full_text_when_merged(tmp_path):
     assert full <= got
     cut = [i for i in range(len(merged.slices)) if merged.name_is_cut(i)]
     assert cut and all(len(merged.name_of(i)) <= 4096 for i in cut)
+
+
+def test_a_value_that_only_looks_like_a_reference_is_kept_as_is():
+    """The merge re-points ``{SHARED: row}`` values; a one-key dict under that key whose
+    value is not a row number is the event's own data (``ArgsStore.get`` leaves it alone)
+    and must survive the merge unchanged, not turn into an empty text."""
+    import json
+
+    from sofa_gui.core.trace import SHARED
+
+    b = TraceBuilder("part", "chrome")
+    text = b.share_text("shared long text")
+    lane = b.lane("host", "host", 0)
+    look_alike = {"v": {SHARED: "not a row"}}
+    rows = [json.dumps({"t": {SHARED: text}}).encode(), json.dumps(look_alike).encode()]
+    b.add_slices([0, 10], [5, 5], [lane, lane], ["real", "fake"], args=rows)
+    part = b.finish()
+    assert _args(part, 0) == {"t": "shared long text"}
+    assert _args(part, 1) == look_alike
+    merged = _merged(part)
+    where = _by_start(merged)
+    assert _args(merged, where[SHIFT]) == {"t": "shared long text"}
+    assert _args(merged, where[SHIFT + 10]) == look_alike

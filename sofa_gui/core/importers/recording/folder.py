@@ -25,7 +25,7 @@ import pyarrow as pa
 from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, subrange
-from ...trace import FULL_NAMES, SAMPLED_LANES, SHARED, Kind, LaneKind, Trace
+from ...trace import FULL_NAMES, SAMPLED_LANES, SHARED, Kind, LaneKind, Trace, is_shared_ref
 from ..confidence import Confidence
 from .contract import (
     COUNTERS_FILE,
@@ -406,7 +406,7 @@ def _with_refs_moved(row: bytes, to) -> bytes:
     if isinstance(refs, list):
         d[SHARED] = [to(r) for r in refs]
     for k, v in d.items():
-        if isinstance(v, dict) and len(v) == 1 and SHARED in v:
+        if is_shared_ref(v):
             d[k] = {SHARED: to(v[SHARED])}
     return json.dumps(d).encode()
 
