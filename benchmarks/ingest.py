@@ -353,7 +353,9 @@ def tiled_table(m: dict, events: int, mb: float) -> str:
     lines = [f"Real content: bundled ResNet-50 sample tiled to {events:,} events ({mb:,.0f} MB "
              f"JSON); best of the repeats; load average {os.getloadavg()[0]:.1f} "
              f"on {n} CPUs. CPU: all processes (decode workers included) / the main process "
-             "alone, which is the wall time when the workers get cores of their own.", "",
+             "alone, which is the wall time when the workers get cores of their own. "
+             "The CLI runs read compiled bytecode, as an installed package does (compiled "
+             "once into a private pycache first; PYTHONDONTWRITEBYTECODE dropped).", "",
              "| step | wall | CPU all / main | x faster than json.load: wall / main CPU | goal |",
              "|---|---|---|---|---|",
              row("`json.load` of the file", m["json"], "-"),

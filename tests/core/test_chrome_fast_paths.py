@@ -171,3 +171,34 @@ def test_exact_ns_from_written_decimals_matches_decimal_arithmetic():
     want = [ns_exact(w) if ns_exact(w) is not None else a
             for w, a in zip(written, approx.tolist())]
     assert got.tolist() == want
+
+
+@pytest.mark.parametrize("blanks", [0, 1, 255, 256, 257, 5000, 70_000])
+@pytest.mark.parametrize("lo", [0, 3, 9])
+def test_last_non_blank_looks_back_from_the_end_only(blanks, lo):
+    """The blank-run cut asks for the last non-blank byte of each new block; it must be
+    right across its doubling look-back windows and respect ``lo``."""
+    from sofa_gui.core.importers.chrome.decode import _last_non_blank
+
+    body = bytearray(b'{"a": 1}, \n{"b": [1, 2]}')
+    buf = body + bytearray(b" \t\r\n"[i % 4] for i in range(blanks))
+    want = len(body) - 1 if len(body) - 1 >= lo else -1
+    assert _last_non_blank(buf, lo) == want
+    assert _last_non_blank(bytearray(b" " * blanks), 0) == -1
+    assert _last_non_blank(buf, len(buf)) == -1
+
+
+def test_text_ids_get_codes_in_first_seen_order():
+    """Text pids/tids are coded in the order the file shows them, not in set (hash)
+    order, so the codes are the same on every run and in every decode part."""
+    from sofa_gui.core.importers.chrome.ids import _FIRST_SYNTHETIC, IdCodes, pack, pack_one
+
+    ids = IdCodes()
+    texts = [f"worker {c}" for c in "qwertyuiopasdfghjklzxcvbnm"]
+    got = ids.codes([7, *texts, texts[3], "12"])
+    assert got.tolist() == [7, *range(_FIRST_SYNTHETIC, _FIRST_SYNTHETIC + 26),
+                            _FIRST_SYNTHETIC + 3, 12]
+    assert [ids.label(c) for c in got[1:27].tolist()] == texts
+    pid, tid = np.array([5, -3, 1 << 30]), np.array([-(1 << 31) + 1, 9, -1])
+    assert [pack_one(p, t) for p, t in zip(pid.tolist(), tid.tolist())] == \
+        pack(pid, tid).tolist()

@@ -45,7 +45,6 @@ CHUNK = 2 << 20  # target size of one decoded piece
 _SEP = re.compile(rb"\}\s*,\s*\{")
 _WS = b" \t\r\n"
 _NON_WS = re.compile(rb"[^ \t\r\n]")
-_NON_WS_END = re.compile(rb"[^ \t\r\n](?=[ \t\r\n]*\Z)")  # last non-blank byte
 #: Largest value held outside ``traceEvents`` (Kineto's header values are a few kB).
 MAX_HEADER_VALUE = 32 << 20
 #: Largest piece of the events array without an event boundary (one event + blanks).
@@ -406,7 +405,7 @@ class EventStream:
                 raise self._fail(self._syntax_reason(exc, p)) from None
             end = len(self._buf)
             if self._buf[end - 1] in _WS:  # the value ended before the blanks: done
-                return value, _NON_WS_END.search(self._buf, p).end()
+                return value, _last_non_blank(self._buf, p) + 1
             if self._more_of_value(p):  # the value may go on in the next block (a number)
                 continue
             return value, end
@@ -755,14 +754,17 @@ class EventStream:
         self._members(before=False)
 
 
-def _last_non_blank(buf: bytearray, lo: int) -> int:
-    """Index of the last non-blank byte of ``buf[lo:]``, -1 if none (scans backwards)."""
-    end, step = len(buf), 1 << 16
+def _last_non_blank(buf, lo: int) -> int:
+    """Index of the last non-blank byte of ``buf[lo:]``, -1 if none.
+
+    Looks backwards from the end in doubling windows, so the usual buffer (ending
+    in an event, not in blanks) costs one short slice, not a scan of the buffer."""
+    end, step = len(buf), 256
     while end > lo:
         a = max(lo, end - step)
-        m = _NON_WS_END.search(buf, a, end)
-        if m is not None:
-            return m.start()
+        kept = len(buf[a:end].rstrip(_WS))
+        if kept:
+            return a + kept - 1
         end, step = a, step * 2
     return -1
 

@@ -33,6 +33,11 @@ def pack(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return (pid.astype(np.int64) << 32) | (tid.astype(np.int64) & 0xFFFFFFFF)
 
 
+def pack_one(pid: int, tid: int) -> int:
+    """:func:`pack` of one (pid, tid)."""
+    return (pid << 32) | (tid & 0xFFFFFFFF)
+
+
 def unpack(key: int) -> tuple[int, int]:
     pid = key >> 32
     tid = ((key & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
@@ -94,8 +99,9 @@ class IdCodes:
         try:
             return np.fromiter(map(get, values), np.int64, n)
         except (KeyError, TypeError):
-            for v in set(values).difference(self._map):
-                self.code(v)
+            for v in dict.fromkeys(values):  # first-seen order: codes do not depend on hashing
+                if v not in self._map:
+                    self.code(v)
             return np.fromiter(map(get, values), np.int64, n)
 
     def label(self, c: int) -> str:

@@ -48,7 +48,7 @@ from ...progress import NullProgress, Progress
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
 from .decode import _SEP, EventStream
-from .ids import SYNTHETIC_BELOW, NameTable, pack, unpack
+from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileData, FileReader, LaneInfo
 
 log = logging.getLogger(__name__)
@@ -397,16 +397,11 @@ class _Codes:
         return out
 
 
-def _key(pid: int, tid: int) -> int:
-    """:func:`.ids.pack` of one (pid, tid)."""
-    return (pid << 32) | (tid & 0xFFFFFFFF)
-
-
 def _merge(reader: FileReader, own_spill: ArgsSpill, stats: LoadStats,
            results: list[PartResult], arrays: list) -> FileData:
     d = reader.data
     _add_stats(stats, reader.load_stats)
-    lane_of = {_key(i.pid, i.tid): n for n, i in enumerate(d.lanes)}
+    lane_of = {pack_one(i.pid, i.tid): n for n, i in enumerate(d.lanes)}
     for r, arr in zip(results, arrays):
         _merge_part(reader, r, arr, lane_of)
         _add_stats(stats, r.stats)
@@ -464,7 +459,7 @@ def _merge_lanes(d: FileData, p: FileData, ids: _Codes, lane_of: dict) -> np.nda
     lane_map = np.empty(max(len(p.lanes), 1), np.int32)
     for n, info in enumerate(p.lanes):
         pid, tid = ids.one(info.pid), ids.one(info.tid)
-        key = _key(pid, tid)
+        key = pack_one(pid, tid)
         at = lane_of.get(key)
         if at is None:
             at = lane_of[key] = len(d.lanes)

@@ -341,11 +341,12 @@ class FileReader:
             self._events(evs, None, at)
             return
         # tagged union: X events and flow events each go through their own path
-        ph = np.fromiter(map(layout.phase.__getitem__, [e.__class__ for e in evs]), np.uint8, n)
-        x = ph == X
-        if x.all():
-            self._events(evs, ph, at)
+        classes = set(map(type, evs))  # one C pass; most pieces hold X events only
+        if classes == {layout.x}:
+            self._events(evs, np.full(n, X, np.uint8), at)
             return
+        ph = np.fromiter(map(layout.phase.__getitem__, map(type, evs)), np.uint8, n)
+        x = ph == X
         flow = (ph == FLOW_S) | (ph == FLOW_T) | (ph == FLOW_F)
         for mask, handle in ((x, self._events), (flow, self._flow_events),
                              (~(x | flow), self._events)):
@@ -354,12 +355,11 @@ class FileReader:
 
     def _events(self, evs: list, ph: np.ndarray | None, at: _Where) -> None:
         """Slices, instants, counters, metadata and flows from events of any phase."""
-        n = len(evs)
         # one list comprehension per field: attribute loads on the structs are
         # specialised bytecode, cheaper than map(attrgetter) and a C-level call
         if ph is None:
             ph = _phases(evs)
-        ts = np.fromiter([e.ts for e in evs], np.float64, n)  # None -> NaN
+        ts = at.ts()
         ns, ts_ok = self._times(ts, at)
         name = self.names.ids([e.name for e in evs])
         cat = self._cat_codes([e.cat for e in evs])
@@ -383,8 +383,7 @@ class FileReader:
 
     def _flow_events(self, evs: list, ph: np.ndarray, at: _Where) -> None:
         """s/t/f events of a tagged piece (they have no name, dur or args)."""
-        n = len(evs)
-        ts = np.fromiter([e.ts for e in evs], np.float64, n)
+        ts = at.ts()
         ns, ts_ok = self._times(ts, at)
         cat = self._cat_codes([e.cat for e in evs])
         ids = self.data.ids
@@ -717,10 +716,18 @@ class _Where:
     def of(self, mask: np.ndarray) -> _Where:
         return _Where(self.evs, self.text, mask, self._piece)
 
+    def ts(self) -> np.ndarray:
+        """The group's ``ts`` as float64 (None -> NaN), from one pass over the piece."""
+        ts = self._piece.get("ts")
+        if ts is None:
+            ts = self._piece["ts"] = np.fromiter([e.ts for e in self.evs], np.float64,
+                                                 len(self.evs))
+        return ts if self.mask is None else ts[self.mask]
+
     def exact(self) -> bool:
         """Whether the piece's large ``ts`` values were written with decimals."""
         if "exact" not in self._piece:
-            ts = np.fromiter([e.ts for e in self.evs], np.float64, len(self.evs))
+            ts = self.ts() if self.mask is None else self.of(None).ts()
             big = np.isfinite(ts) & (np.abs(ts) >= EXACT_ABOVE) & (np.abs(ts) < TS_LIMIT)
             self._piece["exact"] = bool(big.any()) and _has_fraction(ts[big])
         return self._piece["exact"]
