@@ -66,6 +66,17 @@ PAIRS = [("kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trac
          ("advice/tiny_ops", "advice/tiny_ops_dense")]
 
 
+def _rounds() -> tuple[list[str], list[tuple[str, str]]]:
+    """The quiet pair's further rounds (``gen_advice_runs.py --rounds N``: ``quiet/rK/``)."""
+    names, pairs = [], []
+    for d in sorted((ADVICE / "quiet").glob("r[0-9]*")):
+        if (d / "input_nw0.json.gz").exists() and (d / "input_nw1.json.gz").exists():
+            a, b = f"advice/quiet/{d.name}/input_nw0", f"advice/quiet/{d.name}/input_nw1"
+            names += [a, b]
+            pairs.append((a, b))
+    return names, pairs
+
+
 def _path(name: str) -> Path:
     if name.startswith("advice/"):
         return ADVICE / f"{name[7:]}.json.gz"
@@ -91,6 +102,7 @@ def _short(name: str) -> str:
     return name[7:] if name.startswith("advice/") else name.split("/")[-2]
 
 
+
 def _per_fix(analysis, fid, timing: dict) -> None:
     """Every fix's own estimate under the pair's row, and the machine the timing saw."""
     f = next((f for f in analysis.findings if f.id == fid), None)
@@ -106,7 +118,8 @@ def _per_fix(analysis, fid, timing: dict) -> None:
         print(f"{'':46s}the same {cores}-core machine with no other load "
               f"({cores - 1} free core{'s' if cores > 2 else ''}), loader workers would be "
               f"estimated {parallel_bound(f.share, cores - 1, slow):.2f}x (interference "
-              f"{slow:.2f}x, {how}; {parallel_bound(f.share, cores - 1):.2f}x without it)")
+              f"{slow:.2f}x, {how}; {parallel_bound(f.share, cores - 1):.2f}x without it; "
+              f"hand-over not counted in this line)")
     if timing.get("cpu_busy_other_cores") is not None:
         print(f"{'':46s}unprofiled timing: other processes kept "
               f"{timing['cpu_busy_other_cores']} cores busy")
@@ -116,7 +129,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
     args = ap.parse_args(argv)
-    names = [n for n in TRACES + [f"advice/{g}" for g in GENERATED] if args.only in n]
+    more, more_pairs = _rounds()
+    names = [n for n in TRACES + [f"advice/{g}" for g in GENERATED] + more if args.only in n]
     done = {}
     print(f"{'trace':58s} {'s':>5s}  top finding (share, estimate, confidence); run facts")
     for name in names:
@@ -134,7 +148,8 @@ def main(argv=None) -> int:
     print(f"{'pair (before -> after)':44s} {'finding':22s} {'estimated':>9s} "
           f"{'measured':>9s} {'error':>7s} {'all mean':>8s} {'median':>7s} {'unprofiled':>10s}"
           f"  estimate for")
-    for before, after in PAIRS:
+    errors = []
+    for before, after in PAIRS[:3] + more_pairs + PAIRS[3:]:
         if before not in done or after not in done:
             continue
         r = diff_analyses(done[before], done[after])
@@ -155,6 +170,14 @@ def main(argv=None) -> int:
               f"{sp['mean_us']:7.2f}x {sp['median_us']:6.2f}x "
               f"{(f'{unprof:.2f}x' if unprof else '-'):>10s}  {basis}")
         _per_fix(done[before][1], pred.get("finding"), timing)
+        if before.startswith("advice/quiet/") and est and measured:
+            errors.append((est / measured - 1, est / unprof - 1 if unprof else None))
+    if len(errors) > 1:
+        e = [x for x, _ in errors]
+        u = [y for _, y in errors if y is not None]
+        print(f"quiet pair over {len(errors)} rounds: error vs steady mean {100 * min(e):+.0f}% "
+              f".. {100 * max(e):+.0f}%" + (f"; vs unprofiled {100 * min(u):+.0f}% .. "
+                                           f"{100 * max(u):+.0f}%" if u else ""))
     return 0
 
 

@@ -5,16 +5,19 @@ steps, thousands of tiny ops, a per-sample ``.item()`` loop, a checkpoint every 
 steps, a DataLoader without workers), and most have a fixed twin (dense op,
 vectorised reads, one loader worker).  Each is profiled with ``torch.profiler``
 (its ``ProfilerStep#N`` annotations kept; the machine's core count, the cores other
-processes kept busy meanwhile and how much slower one core computes while another is
-busy -- a calibration run once before the captures, ``sofa_gui.recorder.calibrate`` --
-recorded as trace metadata ``cpu_cores``, ``cpu_busy_other_cores`` and
-``cpu_core_interference``) and written to ``NAME.json.gz``; every run is also
+processes kept busy meanwhile, how much slower one core computes while another is
+busy and what a loader worker's batch costs the main thread -- calibrations run once
+before the captures, ``sofa_gui.recorder.calibrate`` -- recorded as trace metadata
+``cpu_cores``, ``cpu_busy_other_cores``, ``cpu_core_interference`` and
+``cpu_batch_handover_*``) and written to ``NAME.json.gz``; every run is also
 timed *without* the profiler, so a pair's real speed-up is known.  The timings go
 to ``runs.json`` beside the traces, with the cores other processes kept busy while
-they were taken.
+they were taken and the main process's minor page faults per step.  ``--rounds N``
+repeats the captures and timings N times (round k > 1 into ``OUT/rK/``), so a pair's
+figures come with their spread.
 
     nice -n -15 python benchmarks/gen_advice_runs.py [--out tests/data/advice] [--only NAME]
-                                                     [--no-calibrate]
+                                                     [--no-calibrate] [--rounds N]
 
 The input-bound pair on a quiet machine (the check of issue 12's estimate), then the table:
 
@@ -31,6 +34,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -46,7 +50,8 @@ from torch.utils.data import DataLoader, Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from sofa_gui.recorder.calibrate import core_interference  # noqa: E402
+from sofa_gui.core.analysis.run_facts import HANDOVER_KEYS  # noqa: E402
+from sofa_gui.recorder.calibrate import batch_handover, core_interference  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "advice"
 RUNS = {}
@@ -205,7 +210,8 @@ def input_nw1():
 
 
 # -- driver ----------------------------------------------------------------------------------
-def profile_run(name: str, out: Path, calib: dict | None = None) -> None:
+def profile_run(name: str, out: Path, calib: dict | None = None,
+                hand: dict | None = None) -> None:
     fn, steps, _ = RUNS[name]
     step = fn()
     dest = out / f"{name}.json.gz"
@@ -227,6 +233,10 @@ def profile_run(name: str, out: Path, calib: dict | None = None) -> None:
             prof.add_metadata_json("cpu_core_interference_how", json.dumps(
                 f"calibration: {calib['kernel']}, {calib['alone_ms']} ms alone, "
                 f"{calib['together_ms']} ms with another core busy"))
+        if hand:  # read by the advisor as the run fact cpu_handover
+            for key, value in zip(HANDOVER_KEYS, (hand["per_batch_us"], hand["per_tensor_us"],
+                                                  hand["per_mb_us"], hand["how"])):
+                prof.add_metadata_json(key, json.dumps(value))
         prof.step()  # the profiler's own warm-up step: nothing of the loop runs in it
         for i in range(steps):
             step(i)
@@ -268,18 +278,27 @@ class OtherLoad:
 
 
 def time_run(name: str, repeats: int = 3) -> dict:
-    """Median unprofiled step time (after the first two steps) over ``repeats`` runs."""
+    """Median unprofiled step time (after the first two steps) over ``repeats`` runs, and
+    the main process's median minor page faults per step (memory the allocator gave back
+    and touches again: a cost that moves with the loading, invisible in the trace)."""
     fn, steps, _ = RUNS[name]
-    per = []
+    per, faults = [], []
     for _ in range(repeats):
         step = fn()
-        times = []
+        times, flt = [], []
         for i in range(steps):
-            t0 = time.perf_counter()
+            f0, t0 = _minflt(), time.perf_counter()
             step(i)
             times.append(time.perf_counter() - t0)
+            flt.append(_minflt() - f0)
         per.append(statistics.median(times[2:]) if len(times) > 3 else statistics.median(times))
-    return {"median_step_s": statistics.median(per), "repeats": per}
+        faults.append(statistics.median(flt[2:]) if len(flt) > 3 else statistics.median(flt))
+    return {"median_step_s": statistics.median(per), "repeats": per,
+            "minor_faults_per_step": statistics.median(faults)}
+
+
+def _minflt() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def main(argv=None) -> int:
@@ -287,33 +306,57 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--only", action="append", help="run only these (repeatable)")
     ap.add_argument("--repeats", type=int, default=3, help="unprofiled timings per run")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat captures + timings (round k > 1 into OUT/rK/)")
     ap.add_argument("--no-calibrate", action="store_true",
-                    help="do not measure (nor record) how much a busy core slows another")
+                    help="do not measure (nor record) how much a busy core slows another "
+                         "nor a loader worker's hand-over")
     args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)  # one intra-op thread: the second core is the "free" one
     names = args.only or list(RUNS)
-    record_path = args.out / "runs.json"
+    for k in range(1, args.rounds + 1):
+        out = args.out if k == 1 else args.out / f"r{k}"
+        if args.rounds > 1:
+            print(f"round {k} -> {out}", file=sys.stderr)
+        capture_round(out, names, args.repeats, not args.no_calibrate)
+    return 0
+
+
+def capture_round(out: Path, names: list[str], repeats: int, calibrate: bool) -> None:
+    """Calibrations, then every run profiled, then all timed unprofiled (interleaved)."""
+    out.mkdir(parents=True, exist_ok=True)
+    record_path = out / "runs.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {}
-    calib = None if args.no_calibrate else core_interference()
+    calib = core_interference() if calibrate else None
+    hand = batch_handover() if calibrate and any(n.startswith("input") for n in names) \
+        else None
     record["_machine"] = {"cpu_cores": os.cpu_count(), "torch": torch.__version__,
-                          "intra_op_threads": 1, "core_interference": calib}
+                          "intra_op_threads": 1, "core_interference": calib,
+                          "batch_handover": hand, "load_avg_1min": os.getloadavg()[0]}
     if calib:
         print(f"calibration: compute {calib['factor']:.2f}x slower with another core busy "
               f"({calib['alone_ms']} -> {calib['together_ms']} ms)", file=sys.stderr)
+    if hand:
+        print(f"calibration: hand-over {hand['per_batch_us']:.0f} us per batch + "
+              f"{hand['per_tensor_us']:.0f} us per tensor + {hand['per_mb_us']:.0f} us per MB",
+              file=sys.stderr)
     for name in names:
-        profile_run(name, args.out, calib)
+        profile_run(name, out, calib, hand)
     times = {name: [] for name in names}
+    faults = {name: [] for name in names}
     load = OtherLoad()
-    for _ in range(args.repeats):  # pairs interleaved, so both see the same machine load
+    for _ in range(repeats):  # pairs interleaved, so both see the same machine load
         for name in names:
-            times[name].append(time_run(name, 1)["median_step_s"])
+            t = time_run(name, 1)
+            times[name].append(t["median_step_s"])
+            faults[name].append(t["minor_faults_per_step"])
     other = load.stop()
     for name in names:
         record[name] = {"median_step_s": statistics.median(times[name]),
-                        "repeats": times[name], "cpu_busy_other_cores": other}
-        print(f"{name:18s} {1e3 * record[name]['median_step_s']:8.2f} ms/step unprofiled",
-              file=sys.stderr)
+                        "repeats": times[name], "cpu_busy_other_cores": other,
+                        "minor_faults_per_step": statistics.median(faults[name])}
+        print(f"{name:18s} {1e3 * record[name]['median_step_s']:8.2f} ms/step unprofiled, "
+              f"{record[name]['minor_faults_per_step']:.0f} page faults/step", file=sys.stderr)
     for name, (_, _, pair) in RUNS.items():
         if pair and name in record and pair in record:
             sp = record[name]["median_step_s"] / record[pair]["median_step_s"]
@@ -321,7 +364,6 @@ def main(argv=None) -> int:
             record[name]["measured_speedup_unprofiled"] = round(sp, 3)
             print(f"{name} -> {pair}: {sp:.2f}x unprofiled", file=sys.stderr)
     record_path.write_text(json.dumps(record, indent=1) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -10,10 +10,17 @@ interleaved rounds.  The advisor reads the factor (trace metadata
 ``cpu_core_interference``, see ``run_facts``) to slow the compute that overlaps work
 moved to other cores.  The kernel is fixed, not fitted to any workload: a step whose
 kernels are more (or less) memory-bound than it sees more (or less) interference.
+
+A loader worker also hands every batch over: the main process unpickles it, receives one
+shared-memory file descriptor per tensor from the worker and maps it.
+:func:`batch_handover` times that on the machine with PyTorch's own ``DataLoader`` (one
+worker, the main thread busy between batches as a training step is, so the worker is
+ahead), for batches of one and two small tensors and one of 4 MiB.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -92,6 +99,70 @@ def core_interference(seconds: float = 0.25, rounds: int = 3) -> dict | None:
             "kernel": "1-thread 64x1024 @ 1024x1024 float32 matmul + 4 passes over 1 MiB"}
 
 
+#: The hand-over probe: prints one line of JSON, the median seconds the main thread spends
+#: in ``next()`` (plus one read per page of the batch) per batch layout.
+_HANDOVER = r"""
+import json, statistics, sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(1)
+
+class Fresh(Dataset):  # new tensors per item: each is copied into shared memory, as a batch is
+    def __init__(self, numels):
+        self.numels = numels
+    def __len__(self):
+        return 1 << 20
+    def __getitem__(self, k):
+        return tuple(torch.ones(n) for n in self.numels)
+
+def busy(secs):  # the training step's compute: the worker gets ahead meanwhile
+    end = time.perf_counter() + secs
+    while time.perf_counter() < end:
+        pass
+
+def median_next(numels, n):
+    it = iter(DataLoader(Fresh(numels), batch_size=None, num_workers=1, prefetch_factor=2))
+    next(it)
+    times = []
+    for _ in range(n):
+        busy(0.012)
+        t0 = time.perf_counter()
+        batch = next(it)
+        for t in batch:  # first touch of the mapped pages, one read per page
+            t[::1024].sum()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+n = int(sys.argv[1])
+print(json.dumps({k: median_next(v, n) for k, v in
+                  (("one", [64]), ("two", [64, 64]), ("big", [1 << 20]))}), flush=True)
+"""
+
+
+def batch_handover(batches: int = 30, timeout: float = 60.0) -> dict | None:
+    """What a DataLoader worker's batch costs the main thread on this machine:
+    ``{"per_batch_us", "per_tensor_us", "per_mb_us", "batches", "how"}`` (one worker, the
+    main thread busy between batches; medians); None without PyTorch or a second core."""
+    if (os.cpu_count() or 1) < 2:
+        return None
+    env = dict(os.environ, **_ONE_THREAD)
+    try:
+        out = subprocess.run([sys.executable, "-c", _HANDOVER, str(batches)], env=env,
+                             capture_output=True, text=True, timeout=timeout, check=True)
+        t = json.loads(out.stdout.strip().splitlines()[-1])
+        one, two, big = (float(t[k]) for k in ("one", "two", "big"))
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError):
+        return None
+    per_tensor = max(two - one, 0.0)
+    return {"per_batch_us": round(1e6 * max(one - per_tensor, 0.0), 1),
+            "per_tensor_us": round(1e6 * per_tensor, 1),
+            "per_mb_us": round(1e6 * max(big - one, 0.0) / 4.194304, 1),
+            "batches": batches,
+            "how": (f"DataLoader, 1 worker, main thread busy 12 ms between batches; median "
+                    f"next() of {batches} batches: one 256 B tensor {1e6 * one:.0f} us, two "
+                    f"{1e6 * two:.0f} us, one 4 MiB {1e6 * big:.0f} us")}
+
+
 def _ask(child: subprocess.Popen, cmd: str, seconds: float) -> float:
     child.stdin.write(f"{cmd} {seconds}\n")
     child.stdin.flush()
@@ -100,3 +171,4 @@ def _ask(child: subprocess.Popen, cmd: str, seconds: float) -> float:
 
 if __name__ == "__main__":
     print(core_interference())
+    print(batch_handover())

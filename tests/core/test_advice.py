@@ -163,7 +163,9 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker():
     """The Done-when pair on the 2-vCPU machine with nothing else running (other processes
     held 0.03 cores): one core is free, but the step left on the main thread runs slower
     while the worker works on the other (interference: measured by the generator's
-    calibration when the capture has it, else the stated default).  The estimate of the
+    calibration when the capture has it, else the stated default) and still receives each
+    batch (hand-over: the generator's calibration when the capture has it, else not
+    counted and said).  The estimate of the
     fix applied is within 25% of the measured steady-state mean (warm-up left out on both
     sides: AFTER's first step holds the worker's start-up) and of the unprofiled timing."""
     from sofa_gui.core.analysis.findings.device_rules import DEFAULT_INTERFERENCE, parallel_bound
@@ -180,8 +182,14 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker():
     else:  # regenerated with the calibration (a factor under 1 is noise: read as 1)
         assert "trace metadata cpu_core_interference" in workers.estimate_why
         slow = max(slow, 1.0)
-    assert "hand-over of each batch from a worker is not in this trace" in workers.estimate_why
-    assert workers.estimate == pytest.approx(parallel_bound(f.share, 1.0, slow), rel=1e-6)
+    hand = _handover_share(t0, a0)
+    if hand is None:  # the capture predates the hand-over calibration
+        assert "hand-over of each batch from a worker is not in this trace" in \
+            workers.estimate_why
+    else:
+        assert "per batch stays on the main thread to receive it" in workers.estimate_why
+    assert workers.estimate == pytest.approx(parallel_bound(f.share, 1.0, slow, None,
+                                                            hand or 0.0), rel=1e-6)
     if slow > 1:
         assert workers.estimate < parallel_bound(f.share, 1.0)  # the interference counts
     r = diff_analyses((t0, a0), (t1, a1))
@@ -217,6 +225,80 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
             assert "1.30x slower while another core works (trace metadata" in w.estimate_why
         else:
             assert "assumed" in w.estimate_why
+
+
+def _steady_wall(a) -> float:
+    """Mean ns of the main thread's steady-state steps (the advisor's own warm-up rule)."""
+    from sofa_gui.core.analysis.diff import _steady
+    host = a.breakdown.host
+    return float((host.ends - host.starts)[_steady(a)].mean())
+
+
+def _handover_share(trace, a):
+    """The hand-over share the workers estimate should count, recomputed by hand: the
+    calibration's cost for a batch of as many tensors as the collate stacks, over the mean
+    steady step (one batch per step in these runs)."""
+    from sofa_gui.core.analysis.run_facts import handover_parts
+    h = handover_parts(trace)
+    if not h:
+        return None
+    names = [trace.name_of(j) for j in range(len(trace.slices.dur))]
+    tensors = names.count("aten::stack") / sum("DataLoaderIter.__next__" in n for n in names)
+    return (h[0] + tensors * h[1]) * 1e3 / _steady_wall(a)
+
+
+def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main_thread(
+        tmp_path):
+    """A capture carrying ``cpu_batch_handover`` (the generator's calibration: one worker
+    handing batches to a busy main thread) proves the run fact ``cpu_handover``; the
+    workers estimate keeps, per batch, the calibrated cost for the tensors its collate
+    stacks (2 here: ``aten::stack`` of x and y) on the main thread, which lowers it; shapes
+    recorded on the stacks add the per-MB cost; implausible values are unknown."""
+    import gzip
+
+    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
+    doc.pop("cpu_core_interference", None)  # the stated default: the comparison is the term
+    base = tmp_path / "plain.json"
+    base.write_text(json.dumps(doc))
+    _, a_plain = _run(base)
+    plain = next(x for x in _ids(a_plain)["input_pipeline_bound"].fixes
+                 if x.name == "loader workers")
+    doc.update(cpu_batch_handover_us=1500.0, cpu_batch_handover_tensor_us=500.0,
+               cpu_batch_handover_mb_us=1000.0, cpu_batch_handover_how="test calibration")
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps(doc))
+    t, a = _run(path)
+    fact = a.run.get("cpu_handover")
+    assert fact.value == 2000 and "test calibration" in fact.proof
+    f = _ids(a)["input_pipeline_bound"]
+    w = next(x for x in f.fixes if x.name == "loader workers")
+    assert "2 tensors per batch (its collate's aten::stack calls), 1 batch per step: " \
+        "2.5 ms per batch stays on the main thread" in w.estimate_why
+    assert "no shapes): +1000 µs per MB not counted" in w.estimate_why
+    assert w.estimate < plain.estimate
+    hand = 2.5e6 / _steady_wall(a)
+    assert w.estimate == pytest.approx(parallel_bound(f.share, 1.0, 1.15, None, hand),
+                                       rel=1e-6)
+    stacks = [ev for ev in doc["traceEvents"] if ev.get("name") == "aten::stack"]
+    for k, ev in enumerate(stacks):  # the collate's shapes: 64 samples of 1728, then of 1
+        ev.setdefault("args", {})["Input Dims"] = [[[1728 if k % 2 == 0 else 1]] * 64, []]
+    path.write_text(json.dumps(doc))
+    _, a = _run(path)
+    w = next(x for x in _ids(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
+    assert "0.44 MB per batch from the stacks' shapes" in w.estimate_why  # 64 x 1729 x 4 B
+    assert "2.9 ms per batch stays" in w.estimate_why  # + 0.44 MB x 1000 µs
+    for key, bad in (("cpu_batch_handover_us", "slow"), ("cpu_batch_handover_us", -1.0),
+                     ("cpu_batch_handover_tensor_us", None), ("cpu_batch_handover_mb_us", 2e9)):
+        doc.update(cpu_batch_handover_us=1500.0, cpu_batch_handover_tensor_us=500.0,
+                   cpu_batch_handover_mb_us=1000.0)
+        doc[key] = bad
+        path.write_text(json.dumps(doc))
+        _, a = _run(path)
+        assert not a.run.get("cpu_handover").known
+        w = next(x for x in _ids(a)["input_pipeline_bound"].fixes
+                 if x.name == "loader workers")
+        assert "not measured on this machine" in w.estimate_why
 
 
 def test_more_workers_keep_the_hand_over_on_the_main_thread():

@@ -24,6 +24,9 @@ cpu_interf   how much slower one core computes while another      trace metadata
              core is busy (a calibration, ``recorder.calibrate``) ``cpu_core_interference``,
                                                               recording manifest
                                                               (``--calibrate-cores``)
+cpu_handover what a loader worker's batch costs the main thread   trace metadata
+             (µs for one tensor; detail: per extra tensor, per    ``cpu_batch_handover_*``
+             MB; a calibration, ``recorder.calibrate``)
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
 precision    low (fp16/bf16 kernels) / tf32                   kernel names
@@ -112,7 +115,7 @@ class RunFacts:
 
 
 FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "cpu_interf",
-             "dataloader",
+             "cpu_handover", "dataloader",
              "host_copies", "precision", "compiled", "optimizer", "collectives", "tf_data",
              "tf_data_parallel", "tf_data_prefetch", "tf_data_cache")
 PROBES: list[Callable[[Trace], list[Fact]]] = []
@@ -303,6 +306,38 @@ def _cpu_interference(trace: Trace) -> list[Fact]:
         return [Fact("cpu_interf")]
     return [Fact("cpu_interf", round(float(v), 2), "x, compute with another core busy",
                  proof + (f" ({how})" if isinstance(how, str) and how else ""))]
+
+
+#: Trace metadata keys of the hand-over calibration (scalars: importers keep scalar
+#: metadata only): µs per batch, per tensor, per MB, and how it was measured.
+HANDOVER_KEYS = ("cpu_batch_handover_us", "cpu_batch_handover_tensor_us",
+                 "cpu_batch_handover_mb_us", "cpu_batch_handover_how")
+
+
+def handover_parts(trace: Trace) -> tuple[float, float, float, str] | None:
+    """(µs per batch, per tensor, per MB, how) of handing a batch from a loader worker to
+    the main thread on the profiled machine (trace metadata ``cpu_batch_handover_*``,
+    written by a calibration); None when absent or not a set of plausible numbers."""
+    h = _header(trace)
+    parts = [h.get(k) for k in HANDOVER_KEYS[:3]]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1e6
+               for x in parts) or parts[0] + parts[1] <= 0:
+        return None
+    how = h.get(HANDOVER_KEYS[3])
+    return float(parts[0]), float(parts[1]), float(parts[2]), how if isinstance(how, str) else ""
+
+
+@probe
+def _cpu_handover(trace: Trace) -> list[Fact]:
+    """The main thread's cost of receiving one batch from a loader worker, measured on the
+    machine: moving loading to workers does not remove it."""
+    h = handover_parts(trace)
+    if h is None:
+        return [Fact("cpu_handover")]
+    batch, tensor, mb, how = h
+    return [Fact("cpu_handover", round(batch + tensor), f"µs per batch of one tensor, "
+                 f"+{tensor:.0f} µs per extra tensor, +{mb:.0f} µs per MB",
+                 "trace metadata cpu_batch_handover_us" + (f" ({how})" if how else ""))]
 
 
 @probe

@@ -21,6 +21,7 @@ from ..device_side import COPY_DIRECTIONS, DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..intervals import measure_in, union
 from ..results import Cause, Evidence, Finding
+from ..run_facts import handover_parts
 from .causes import causes_by_name, nested_in, self_times
 from .context import (
     MAX_CAUSES,
@@ -114,16 +115,17 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
 
 
 def parallel_bound(share: float, free: float, slow: float = 1.0,
-                   paced: float | None = None) -> float:
+                   paced: float | None = None, handover: float = 0.0) -> float:
     """Speed-up when the loading share ``share`` of a step moves to ``free`` idle cores:
-    the step cannot get shorter than the rest of it, nor than the loading spread over
+    the step cannot get shorter than the rest of it plus the hand-over of each batch to
+    the main thread (``handover``, a share of the step), nor than the loading spread over
     those cores; with the other cores busy, the host-paced part ``paced`` of the rest (all
     of it by default) and the moved loading run ``slow`` x slower
-    (``1 / max(1 - L + (s - 1) P, s L / f)``, at most Amdahl's)."""
+    (``1 / max(1 - L + (s - 1) P + H, s L / f)``, at most Amdahl's)."""
     if free < 0.05:
         return 1.0
     p = 1.0 - share if paced is None else paced
-    rest = 1.0 - share + (slow - 1.0) * p
+    rest = 1.0 - share + (slow - 1.0) * p + handover
     return min(1.0 / max(rest, slow * share / free, 1e-6), amdahl(share))
 
 
@@ -143,9 +145,10 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
     (:func:`_interference`), and work the workers already do hands each batch over."""
     cores = ctx.facts.get("cpu_cores")
     slow, slow_why, slow_conf = _interference(ctx)
-    moved, moved_why = _moved_share(ctx, share)
+    moved, hand, moved_why, hand_conf = _moved_share(ctx, share)
+    slow_conf *= hand_conf
     if not cores.known:
-        return parallel_bound(moved, float("inf"), slow, _host_paced(ctx, share)), (
+        return parallel_bound(moved, float("inf"), slow, _host_paced(ctx, share), hand), (
             f"assumes a free CPU core per worker: the trace does not say how many cores the "
             f"machine has; {slow_why}{moved_why}"), 0.8 * slow_conf
     n = int(cores.value)
@@ -157,7 +160,7 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
         return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
                      f"speed-up is expected"), 1.0
     use = min(free, 1.0) if one else free
-    sp = parallel_bound(moved, use, slow, _host_paced(ctx, share))
+    sp = parallel_bound(moved, use, slow, _host_paced(ctx, share), hand)
     unsure = "" if other.known else "; other processes' load unknown"
     return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
                 f"{cores.proof}{held}{unsure}); {slow_why}{moved_why}"), \
@@ -188,25 +191,89 @@ def _host_paced(ctx: Ctx, share: float) -> float:
     return 1.0 - share if d is None else ctx.share(d, LAUNCH_CATEGORIES)
 
 
-def _moved_share(ctx: Ctx, share: float) -> tuple[float, str]:
-    """The loading share more workers can take over, and why: with workers already, the
-    main thread still unpickles each batch they hand over, at least as long as its
-    shortest wait for a batch (the workers were ahead then); without workers, that
-    hand-over is not in the trace."""
+def _moved_share(ctx: Ctx, share: float) -> tuple[float, float, str, float]:
+    """(loading share more workers can take over, hand-over share the main thread keeps,
+    why, confidence factor): with workers already, the main thread still receives each
+    batch, at least as long as its shortest wait for one (the workers were ahead then);
+    without workers, the hand-over measured on the machine (:func:`_handover`)."""
     dl = ctx.facts.value("dataloader")
     if dl == "single_process":
-        return share, "; the hand-over of each batch from a worker is not in this trace"
+        return (share, *_handover(ctx))
     host = ctx.bd.host
     r = ctx.rows
     if dl != "workers" or host is None or not len(r):
-        return share, ""
+        return share, 0.0, "", 1.0
     per = host.column("data_loading")[r].astype(np.float64)
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     hand = float(per.min()) * len(r) / wall
     if hand <= 0:
-        return share, ""
-    return max(share - hand, 0.0), (f"; {fmt_ns(per.min())} per step stays on the main "
-                                    f"thread (the shortest wait for a batch: its hand-over)")
+        return share, 0.0, "", 1.0
+    return max(share - hand, 0.0), 0.0, (f"; {fmt_ns(per.min())} per step stays on the main "
+                                         f"thread (the shortest wait for a batch: its "
+                                         f"hand-over)"), 1.0
+
+
+#: Loader calls of a PyTorch DataLoader (one per batch) and its default collate's stack
+#: (one per tensor of the batch).
+_LOADER_NEXT = re.compile(r"DataLoader.*__next__|DataLoaderIter")
+_COLLATE = "aten::stack"
+_ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long int": 8,
+             "int": 4, "unsigned char": 1, "bool": 1, "signed char": 1, "short int": 2}
+
+
+def _handover(ctx: Ctx) -> tuple[float, str, float]:
+    """(share of the step the main thread still spends receiving the batches a worker
+    hands over, why, confidence factor): the calibration's cost of one batch (trace
+    metadata ``cpu_batch_handover_*``: per batch, per tensor, per MB) for the batches per
+    step and the tensors per batch the trace shows (its collate's stacks); bytes from the
+    stacks' shapes when recorded.  Unmeasured: not counted, said, confidence x0.9."""
+    parts = handover_parts(ctx.trace)
+    if parts is None:
+        return 0.0, ("; the hand-over of each batch from a worker is not in this trace (not "
+                     "measured on this machine)"), 0.9
+    per_batch, per_tensor, per_mb, _ = parts
+    host, r = ctx.bd.host, ctx.rows
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64)) if host else []
+    if host is None or not len(r) or not len(dl):
+        return 0.0, "", 1.0
+    dl = dl[ctx.in_steady(ctx.trace.slices.start[dl], host.starts, host.ends)]
+    calls = np.array([j for j in dl.tolist() if _LOADER_NEXT.search(ctx.trace.name_of(j))],
+                     np.int64)
+    calls = calls if len(calls) else dl
+    batches = len(calls) / len(r)
+    stacks = [j for j in nested_in(ctx, calls).tolist() if ctx.trace.name_of(j) == _COLLATE] \
+        if len(calls) else []
+    tensors = max(len(stacks) / max(len(calls), 1), 1.0)
+    mb = _stacked_mb(ctx, stacks, len(calls))
+    us = per_batch + tensors * per_tensor + (mb or 0.0) * per_mb
+    wall = float((host.ends[r] - host.starts[r]).mean()) or 1.0
+    hand = us * 1e3 * batches / wall
+    size = (f"{mb:.2f} MB per batch from the stacks' shapes" if mb is not None else
+            f"bytes not in the trace (no shapes): +{per_mb:.0f} µs per MB not counted")
+    return hand, (f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch (its "
+                  f"collate's {_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} "
+                  f"per step: {us / 1e3:.1f} ms per batch stays on the main thread to receive "
+                  f"it ({pct(hand)} of the step; {size}; calibration: {per_batch:.0f} µs per "
+                  f"batch + {per_tensor:.0f} µs per tensor, trace metadata "
+                  f"cpu_batch_handover_us)"), 1.0
+
+
+def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:
+    """MB per batch the collate stacked, from its recorded input shapes; None without."""
+    if not stacks or not calls:
+        return None
+    total = 0
+    for j in stacks:
+        a = ctx.trace.args.get(int(ctx.trace.slices.args[j])) or {}
+        dims, types = a.get("Input Dims"), a.get("Input type")
+        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+            return None
+        size = _ITEMSIZE.get(types[0] if isinstance(types, list) and types else "", 4)
+        for d in dims[0]:  # the stacked samples
+            if not isinstance(d, list) or not all(isinstance(x, int) for x in d):
+                return None
+            total += size * int(np.prod(d)) if d else size
+    return total / 1e6 / calls
 
 
 # -- copies ----------------------------------------------------------------------------------
