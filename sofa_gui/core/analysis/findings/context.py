@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,8 @@ class Ctx:
     facts: RunFacts
     ph: Phases
     all_frameworks: bool = False
+    #: Arrays several rules derive from this analysis (its iterations), computed once.
+    memo: dict = field(default_factory=dict, repr=False)
 
     def host_of(self, rank: int) -> HostBreakdown | None:
         return next((h for h in self.bd.hosts if h.rank == rank), None)

@@ -35,6 +35,7 @@ from .context import (
 )
 from .registry import rule
 from .tf_data import pipeline_note
+from .work import extra_calls_share, grown_work, one_off_calls, outermost
 
 #: Assumed compute speed-up behind the compute_bound estimate.
 COMPUTE_GAIN = 2.0
@@ -376,7 +377,6 @@ def launch_overhead_bound(ctx: Ctx) -> Finding | None:
 
 def _one_off_in_gaps(ctx: Ctx, d: DeviceBreakdown) -> float:
     """Share of steady time the device idles (host-bound gaps) while a one-off call runs."""
-    from .run_rules import one_off_calls
     calls = one_off_calls(ctx)
     if not len(calls):
         return 0.0
@@ -390,9 +390,6 @@ def _one_off_in_gaps(ctx: Ctx, d: DeviceBreakdown) -> float:
     return float(measure_in(cs, ce, g.start[sel], g.end[sel]).sum()) / wall
 
 
-#: A runtime call this long and this many times its name's median is a one-off.
-ONE_OFF_NS = 10_000_000
-ONE_OFF_RATIO = 100
 #: Runtime calls that allocate or set up rather than launch work (CUDA/HIP).
 SETUP_CALL = re.compile(r"Malloc|Free|HostAlloc|HostRegister|StreamCreate|EventCreate|"
                         r"GetStreamPriorityRange|GetDeviceProperties|DeviceGetAttribute|"
@@ -421,9 +418,7 @@ def _runtime_in_gaps(ctx: Ctx, d: DeviceBreakdown, host: HostBreakdown):
             continue
         mine = mine[np.argsort(s.start[mine], kind="stable")]
         every = np.concatenate([every, mine])
-        end = s.end[mine]
-        reach = np.maximum.accumulate(end)
-        outer = np.concatenate([outer, mine[np.concatenate([[True], end[1:] > reach[:-1]])]])
+        outer = np.concatenate([outer, outermost(s.start, s.end, mine)])
     if not gap_ns or not len(outer):
         return "", [], []
     mine = every  # runtime calls below: on any of these threads
@@ -558,9 +553,7 @@ def _empty_waits(ctx: Ctx, d: DeviceBreakdown) -> tuple[float, np.ndarray, np.nd
     calls = calls[ctx.in_steady(s.start[calls], d.starts, d.ends)] if len(calls) else calls
     if not len(calls):
         return 0.0, calls, np.zeros(0)
-    calls = calls[np.argsort(s.start[calls], kind="stable")]
-    reach = np.maximum.accumulate(s.end[calls])  # outermost only (try_to_block in
-    calls = calls[np.concatenate([[True], s.end[calls[1:]] > reach[:-1]])]  # block_until..)
+    calls = outermost(s.start, s.end, calls)  # try_to_block inside block_until_ready once
     bs, be = _device_busy(ctx, d.lanes)
     span = (s.end[calls] - s.start[calls]).astype(np.int64)
     idle = span - measure_in(bs, be, s.start[calls], s.end[calls])
@@ -774,17 +767,25 @@ def _dispatch_idle(ctx: Ctx, d: DeviceBreakdown) -> float:
     work = _runtime_work(ctx, lanes)
     ws, we = union(s.start[work], s.end[work])
     bs, be = _device_busy(ctx, d.lanes)
-    covered = 0
-    for i in r.tolist():
-        lo, hi = int(d.starts[i]), int(d.ends[i])
-        a, b = np.clip(ws, lo, hi), np.clip(we, lo, hi)
-        keep = b > a
-        if keep.any():
-            a, b = a[keep], b[keep]
-            covered += int((b - a).sum()) - int(measure_in(bs, be, a, b).sum())
+    a, b = _clip_to_rows(ws, we, d.starts[r], d.ends[r])
+    covered = int((b - a).sum()) - int(measure_in(bs, be, a, b).sum())
     cap = float(sum(d.column(c)[r].sum() for c in ("idle_sync", "idle_host"))) / wall
     cache[key] = min(covered / wall, cap)
     return cache[key]
+
+
+def _clip_to_rows(ws: np.ndarray, we: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces of the disjoint sorted intervals ``[ws, we)`` inside each row
+    ``[lo, hi)``: a binary search per row for the intervals it meets, no rows x intervals
+    pass."""
+    lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+    k0 = np.searchsorted(we, lo, side="right")  # first interval ending after lo
+    k1 = np.searchsorted(ws, hi, side="left")  # first interval starting at or after hi
+    n = np.where(hi > lo, np.maximum(k1 - k0, 0), 0)
+    row = np.repeat(np.arange(len(lo)), n)
+    k = k0[row] + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    return np.maximum(ws[k], lo[row]), np.minimum(we[k], hi[row])
 
 
 def _runtime_dispatch_in_sync(ctx: Ctx, d: DeviceBreakdown) -> float:
@@ -942,11 +943,8 @@ def _runtime_pool_ops(ctx: Ctx, host: HostBreakdown):
         if lane == host.lane:  # its outermost events are the Python-side step call
             idx = idx[s.depth[idx] > 0]
         idx = idx[ctx.in_steady(s.start[idx], host.starts, host.ends)]
-        idx = idx[np.argsort(s.start[idx], kind="stable")]
-        if not len(idx):
-            continue
-        reach = np.maximum.accumulate(s.end[idx])
-        keep.append(idx[np.concatenate([[True], s.start[idx[1:]] >= reach[:-1]])])
+        if len(idx):
+            keep.append(outermost(s.start, s.end, idx, disjoint=True))
     if not keep:
         return []
     ops = np.concatenate(keep)
@@ -1005,7 +1003,6 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
     share = float(excess.sum() / counted.sum()) if counted.sum() else 0.0
     speedup = float(counted.sum() / np.minimum(counted, med).sum()) if med > 0 else 1.0
     evidence = _jitter_evidence(ctx, r, dur, dur_all, med)
-    from .run_rules import grown_work
     causes = grown_work(ctx, r[slow], r[~slow], "slow") if slow.any() else []
     cv = float(np.std(dur) / np.mean(dur)) if np.mean(dur) else 0.0
     summary = (f"Steady-state iteration times vary (coefficient of variation {pct(cv)}, median "
@@ -1023,7 +1020,6 @@ def iteration_jitter(ctx: Ctx) -> Finding | None:
         notes, assumption = (f"{int(slow.sum())} isolated slow iteration(s)",), 0.3
     elif excess.max() > 0.5 * excess.sum():
         notes, assumption = ("one iteration makes most of it",), 0.6
-    from .run_rules import extra_calls_share
     own = extra_calls_share(ctx, r[slow], r[~slow]) if slow.any() and (~slow).any() else 1.0
     if own < JITTER_OWN_WORK:
         summary += (f" The slow iterations make the same calls as the others, each slower "

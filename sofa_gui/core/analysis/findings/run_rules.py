@@ -11,18 +11,12 @@ from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
-from ..results import Cause, Evidence, Finding
-from .causes import causes_by_name, self_times
-from .context import MAX_CAUSES, Ctx, make_finding
+from ..results import Evidence, Finding
+from .causes import causes_by_name
+from .context import Ctx, make_finding
 from .registry import rule
+from .work import extra_calls_share, grown_work, one_off_calls, outermost
 
-#: Events that are one-off by nature (compile, context/allocator setup, autotuning).
-ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
-                     r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"
-                     r"cuCtxCreate|cudaDeviceGetStreamPriorityRange|DeviceMemAllocator::Alloc")
-#: A call this long and this many times its name's median is a one-off.
-ONE_OFF_NS = 10_000_000
-ONE_OFF_RATIO = 100
 #: Warm-up whose extra host time is under this fraction extra calls is a slow start.
 SLOW_START_OWN_WORK = 1 / 3
 SLOW_START = "warm-up makes the same calls as later steps, slower: a slow start, not " \
@@ -88,50 +82,6 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                         tentative=SLOW_START if notes else "")
 
 
-def one_off_calls(ctx: Ctx) -> np.ndarray:
-    """Every one-off slice, outermost only: named one-off work (:data:`ONE_OFF`, >= 100 µs,
-    not sampled Python frames) and runtime calls >= 10 ms and >= 100x their name's
-    median."""
-    cache = ctx.trace.memo("one_off", dict)
-    if "idx" in cache:
-        return cache["idx"]
-    s = ctx.trace.slices
-    ids = ctx.trace.name_ids(lambda n: bool(ONE_OFF.search(n)))
-    named = np.flatnonzero(np.isin(s.name, ids) & (s.dur >= 100_000)
-                           & (s.kind != int(Kind.PYTHON)))
-    rt = np.flatnonzero((s.kind == int(Kind.RUNTIME)) & (s.dur >= ONE_OFF_NS))
-    if len(rt):
-        all_rt = np.flatnonzero(s.kind == int(Kind.RUNTIME))
-        med = {nid: float(np.median(s.dur[all_rt[s.name[all_rt] == nid]]))
-               for nid in np.unique(s.name[rt]).tolist()}
-        rt = rt[[s.dur[j] >= ONE_OFF_RATIO * med[int(s.name[j])] for j in rt.tolist()]]
-    idx = _not_recurring(ctx, np.union1d(named, rt).astype(np.int64))
-    if len(idx):  # outermost only (a compile inside a compile counts once)
-        idx = idx[np.argsort(s.start[idx], kind="stable")]
-        end = s.start[idx] + s.dur[idx]
-        reach = np.maximum.accumulate(end)
-        idx = idx[np.concatenate([[True], end[1:] > reach[:-1]])]
-    cache["idx"] = idx
-    return idx
-
-
-def _not_recurring(ctx: Ctx, idx: np.ndarray) -> np.ndarray:
-    """Drop names that recur in at least half of the steady-state iterations (a cudaMalloc
-    every step is allocator churn, a per-step cost, not start-up)."""
-    if ctx.bd.whole_trace or not len(idx):
-        return idx
-    s = ctx.trace.slices
-    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
-    steady = (w >= 0) & ctx.ph.steady[np.maximum(w, 0)]
-    keep = np.ones(len(idx), bool)
-    limit = max(2, ctx.ph.n_steady / 2)
-    for nid in np.unique(s.name[idx[steady]]).tolist():
-        mine = steady & (s.name[idx] == nid)
-        if len(np.unique(w[mine])) >= limit:
-            keep &= s.name[idx] != nid
-    return idx[keep]
-
-
 def _one_off_events(ctx: Ctx) -> np.ndarray:
     """One-off slices outside warm-up rows' excess: all of them when there are no
     iterations, else those outside the warm-up rows (in steady rows or outside every
@@ -172,86 +122,6 @@ def periodic_extra(ctx: Ctx) -> Finding | None:
                         notes=conf_note, assumption=1.0 if len(ex) >= 2 else 0.6)
 
 
-def grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray,
-                what: str = "extra") -> list[Cause]:
-    """Host work (by exclusive time per name) that the ``extra_rows`` iterations have on top
-    of a steady-state one; time in no traced op (Python, I/O) as its own cause."""
-    host = ctx.bd.host
-    if host is None:
-        return []
-    s = ctx.trace.slices
-    lanes = [host.lane] + list(host.helper_lanes)
-    idx = np.flatnonzero(np.isin(s.lane, lanes))
-    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
-    own = self_times(ctx, idx).astype(np.float64)
-    n = len(ctx.trace.names)
-    in_ex, in_st = np.isin(w, extra_rows), np.isin(w, steady_rows)
-    per_ex = np.bincount(s.name[idx[in_ex]], weights=own[in_ex], minlength=n) / len(extra_rows)
-    per_st = np.bincount(s.name[idx[in_st]], weights=own[in_st], minlength=n) / len(steady_rows)
-    grown = per_ex - per_st
-    dur = ctx.bd.durations.astype(np.float64)
-    bare = (dur[extra_rows].mean() - dur[steady_rows].mean()) - float(np.maximum(grown, 0).sum())
-    total = float(np.maximum(grown, 0).sum()) + max(bare, 0.0) or 1.0
-    out = []
-    for nid in np.argsort(-grown)[:MAX_CAUSES].tolist():
-        if grown[nid] <= 0:
-            break
-        mine = idx[in_ex & (s.name[idx] == nid)]
-        j = int(mine[np.argmax(s.dur[mine])]) if len(mine) else -1
-        ev = (Evidence(f"{ctx.trace.names[nid]} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
-                       int(s.start[j] + s.dur[j]), ctx.it(int(w[idx == j][0])),
-                       [int(s.lane[j])]) if j >= 0 else None)
-        threads = len(np.unique(s.lane[mine]))
-        par = f", summed over {threads} threads" if threads > 1 else ""
-        out.append(Cause(f"{ctx.trace.names[nid]}: +{fmt_ns(grown[nid])} per {what} "
-                         f"iteration{par}", int(grown[nid] * len(extra_rows)), int(len(mine)),
-                         float(grown[nid]) / total, ev))
-    if bare > 0.05 * total:
-        i = int(extra_rows[0])
-        out.append(Cause(f"outside any traced op (Python, I/O such as torch.save): "
-                         f"+{fmt_ns(bare)} per {what} iteration", int(bare * len(extra_rows)),
-                         len(extra_rows), bare / total,
-                         Evidence(f"iteration {i}", int(ctx.bd.starts[i]), int(ctx.bd.ends[i]),
-                                  ctx.it(i), [host.lane])))
-    out.sort(key=lambda c: -c.total_ns)
-    return out[:MAX_CAUSES]
-
-
-def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> float:
-    """Fraction of the host time the ``extra_rows`` iterations have on top of a steady one
-    that is work the steady ones do not do (more calls of a name, a name they lack);
-    the rest is the same calls, each slower, which points outside the program (other
-    processes, CPU clock, the profiler).  Names are compared without trailing numbers
-    (``ProfilerStep#4``, ``train step 4``, ``fusion.2``); 1.0 when nothing grew."""
-    host = ctx.bd.host
-    if host is None or not len(extra_rows) or not len(steady_rows):
-        return 1.0
-    s = ctx.trace.slices
-    idx = np.flatnonzero(np.isin(s.lane, [host.lane] + list(host.helper_lanes)))
-    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
-    own = self_times(ctx, idx).astype(np.float64)
-    base = ctx.trace.memo("name_base", lambda: _name_base(ctx.trace.names))
-    names, n = base[s.name[idx]], int(base.max()) + 1 if len(base) else 1
-    ex, st = np.isin(w, extra_rows), np.isin(w, steady_rows)
-    cnt_ex = np.bincount(names[ex], minlength=n) / len(extra_rows)
-    cnt_st = np.bincount(names[st], minlength=n) / len(steady_rows)
-    t_ex = np.bincount(names[ex], weights=own[ex], minlength=n) / len(extra_rows)
-    t_st = np.bincount(names[st], weights=own[st], minlength=n) / len(steady_rows)
-    grown = float(np.maximum(t_ex - t_st, 0.0).sum())
-    if grown <= 0:
-        return 1.0
-    per_call = np.divide(t_ex, cnt_ex, out=np.zeros(n), where=cnt_ex > 0)
-    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, np.maximum(t_ex - t_st, 0))
-    return min(float(calls.sum()) / grown, 1.0)
-
-
-def _name_base(names: list[str]) -> np.ndarray:
-    """Name id -> id of the name without trailing digits and separators."""
-    strip = [re.sub(r"[\s#._-]*\d+$", "", n) for n in names]
-    _, inv = np.unique(np.asarray(strip, dtype=object), return_inverse=True)
-    return inv.astype(np.int64)
-
-
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
 #: An op this short is dominated by its fixed dispatch cost.
 TINY_NS = 50_000
@@ -262,13 +132,7 @@ MIN_TINY_PER_STEP = 200
 def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(lane)
-    mine = mine[s.kind[mine] == int(Kind.CPU_OP)]
-    if not len(mine):
-        return mine
-    mine = mine[np.argsort(s.start[mine], kind="stable")]
-    end = s.start[mine] + s.dur[mine]
-    reach = np.maximum.accumulate(end)
-    return mine[np.concatenate([[True], end[1:] > reach[:-1]])]
+    return outermost(s.start, s.start + s.dur, mine[s.kind[mine] == int(Kind.CPU_OP)])
 
 
 def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -338,8 +202,7 @@ def _descheduled(ctx: Ctx, host, ops: np.ndarray, gap: np.ndarray) -> tuple[int,
         return 0, ""
     s = ctx.trace.slices
     big = np.flatnonzero(gap >= DESCHED_NS)
-    big = big[[_bare(ctx, host, int(s.end[ops[k]]), int(s.start[ops[k + 1]]))
-               for k in big.tolist()]] if len(big) else big
+    big = big[_bare(ctx, host, s.end[ops[big]], s.start[ops[big + 1]])] if len(big) else big
     if not len(big):
         return 0, ""
     ns = int(gap[big].sum())
@@ -350,19 +213,27 @@ def _descheduled(ctx: Ctx, host, ops: np.ndarray, gap: np.ndarray) -> tuple[int,
                 f"shrinks with the work)")
 
 
-def _bare(ctx: Ctx, host, lo: int, hi: int) -> bool:
-    """No slice of the main thread covers ``[lo, hi)`` except the iteration's own marker
-    (a span as long as the iteration, e.g. ``ProfilerStep#N``)."""
+def _bare(ctx: Ctx, host, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per gap ``[lo, hi)``: no slice of the main thread covers it except its iteration's
+    own marker (a span >= 0.9 x the iteration, e.g. ``ProfilerStep#N``; judged in the
+    iteration the slice starts in); outside every iteration, no slice at all.  One sorted
+    pass over the lane, a binary search per gap."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(host.lane)
-    cover = mine[(s.start[mine] <= lo) & (s.end[mine] >= hi)]
-    if not len(cover):
-        return True
-    w = window_of(np.array([lo]), host.starts, host.ends)[0]
-    if w < 0:
-        return False
-    step = int(host.ends[w] - host.starts[w])
-    return bool((s.dur[cover] >= 0.9 * step).all())
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    w_sl = window_of(s.start[mine], host.starts, host.ends)
+    step = (host.ends - host.starts)[np.maximum(w_sl, 0)]
+    marker = (w_sl >= 0) & (s.dur[mine] >= 0.9 * step)
+
+    def covered(idx: np.ndarray) -> np.ndarray:
+        if not len(idx):
+            return np.zeros(len(lo), bool)
+        reach = np.maximum.accumulate(s.end[idx])
+        k = np.searchsorted(s.start[idx], lo, side="right")
+        return (k > 0) & (reach[np.maximum(k - 1, 0)] >= hi)
+
+    w = window_of(lo, host.starts, host.ends)
+    return np.where(w >= 0, ~covered(mine[~marker]), ~covered(mine))
 
 
 _READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist)$")

@@ -1,0 +1,165 @@
+"""What iterations do, shared by the trace rules: one-off calls, the work some iterations
+have on top of the steady ones, and outermost slices."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...trace import Kind
+from ...units import fmt_ns
+from ..host_side import window_of
+from ..results import Cause, Evidence
+from .causes import self_times
+from .context import MAX_CAUSES, Ctx
+
+
+def outermost(starts: np.ndarray, ends: np.ndarray, idx: np.ndarray,
+              disjoint: bool = False) -> np.ndarray:
+    """``idx`` sorted by start, outermost only: a slice inside an earlier one is dropped
+    (a compile inside a compile counts once); with ``disjoint`` also one that starts
+    before every earlier one has ended."""
+    idx = np.asarray(idx, np.int64)
+    if not len(idx):
+        return idx
+    idx = idx[np.argsort(starts[idx], kind="stable")]
+    reach = np.maximum.accumulate(ends[idx])
+    later = starts[idx[1:]] >= reach[:-1] if disjoint else ends[idx[1:]] > reach[:-1]
+    return idx[np.concatenate([[True], later])]
+
+
+#: Events that are one-off by nature (compile, context/allocator setup, autotuning).
+ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
+                     r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"
+                     r"cuCtxCreate|cudaDeviceGetStreamPriorityRange|DeviceMemAllocator::Alloc")
+#: A call this long and this many times its name's median is a one-off.
+ONE_OFF_NS = 10_000_000
+ONE_OFF_RATIO = 100
+
+
+def one_off_calls(ctx: Ctx) -> np.ndarray:
+    """Every one-off slice, outermost only: named one-off work (:data:`ONE_OFF`, >= 100 µs,
+    not sampled Python frames) and runtime calls >= 10 ms and >= 100x their name's
+    median."""
+    cache = ctx.trace.memo("one_off", dict)
+    if "idx" in cache:
+        return cache["idx"]
+    s = ctx.trace.slices
+    ids = ctx.trace.name_ids(lambda n: bool(ONE_OFF.search(n)))
+    named = np.flatnonzero(np.isin(s.name, ids) & (s.dur >= 100_000)
+                           & (s.kind != int(Kind.PYTHON)))
+    rt = np.flatnonzero((s.kind == int(Kind.RUNTIME)) & (s.dur >= ONE_OFF_NS))
+    if len(rt):
+        all_rt = np.flatnonzero(s.kind == int(Kind.RUNTIME))
+        med = {nid: float(np.median(s.dur[all_rt[s.name[all_rt] == nid]]))
+               for nid in np.unique(s.name[rt]).tolist()}
+        rt = rt[[s.dur[j] >= ONE_OFF_RATIO * med[int(s.name[j])] for j in rt.tolist()]]
+    idx = _not_recurring(ctx, np.union1d(named, rt).astype(np.int64))
+    idx = outermost(s.start, s.start + s.dur, idx)
+    cache["idx"] = idx
+    return idx
+
+
+def _not_recurring(ctx: Ctx, idx: np.ndarray) -> np.ndarray:
+    """Drop names that recur in at least half of the steady-state iterations (a cudaMalloc
+    every step is allocator churn, a per-step cost, not start-up)."""
+    if ctx.bd.whole_trace or not len(idx):
+        return idx
+    s = ctx.trace.slices
+    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
+    steady = (w >= 0) & ctx.ph.steady[np.maximum(w, 0)]
+    keep = np.ones(len(idx), bool)
+    limit = max(2, ctx.ph.n_steady / 2)
+    for nid in np.unique(s.name[idx[steady]]).tolist():
+        mine = steady & (s.name[idx] == nid)
+        if len(np.unique(w[mine])) >= limit:
+            keep &= s.name[idx] != nid
+    return idx[keep]
+
+
+def host_work(ctx: Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(slices of the main and helper threads sorted by index, the iteration each starts
+    in (-1: none), their exclusive ns): computed once per analysis, shared by the rules
+    that compare iterations' work."""
+    if "host_work" not in ctx.memo:
+        host, s = ctx.bd.host, ctx.trace.slices
+        idx = np.flatnonzero(np.isin(s.lane, [host.lane] + list(host.helper_lanes)))
+        w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
+        ctx.memo["host_work"] = (idx, w, self_times(ctx, idx).astype(np.float64))
+    return ctx.memo["host_work"]
+
+
+def grown_work(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray,
+                what: str = "extra") -> list[Cause]:
+    """Host work (by exclusive time per name) that the ``extra_rows`` iterations have on top
+    of a steady-state one; time in no traced op (Python, I/O) as its own cause."""
+    host = ctx.bd.host
+    if host is None:
+        return []
+    s = ctx.trace.slices
+    idx, w, own = host_work(ctx)
+    n = len(ctx.trace.names)
+    in_ex, in_st = np.isin(w, extra_rows), np.isin(w, steady_rows)
+    per_ex = np.bincount(s.name[idx[in_ex]], weights=own[in_ex], minlength=n) / len(extra_rows)
+    per_st = np.bincount(s.name[idx[in_st]], weights=own[in_st], minlength=n) / len(steady_rows)
+    grown = per_ex - per_st
+    dur = ctx.bd.durations.astype(np.float64)
+    bare = (dur[extra_rows].mean() - dur[steady_rows].mean()) - float(np.maximum(grown, 0).sum())
+    total = float(np.maximum(grown, 0).sum()) + max(bare, 0.0) or 1.0
+    out = []
+    for nid in np.argsort(-grown)[:MAX_CAUSES].tolist():
+        if grown[nid] <= 0:
+            break
+        mine = idx[in_ex & (s.name[idx] == nid)]
+        j = int(mine[np.argmax(s.dur[mine])]) if len(mine) else -1
+        ev = (Evidence(f"{ctx.trace.names[nid]} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
+                       int(s.start[j] + s.dur[j]), ctx.it(int(w[np.searchsorted(idx, j)])),
+                       [int(s.lane[j])]) if j >= 0 else None)
+        threads = len(np.unique(s.lane[mine]))
+        par = f", summed over {threads} threads" if threads > 1 else ""
+        out.append(Cause(f"{ctx.trace.names[nid]}: +{fmt_ns(grown[nid])} per {what} "
+                         f"iteration{par}", int(grown[nid] * len(extra_rows)), int(len(mine)),
+                         float(grown[nid]) / total, ev))
+    if bare > 0.05 * total:
+        i = int(extra_rows[0])
+        out.append(Cause(f"outside any traced op (Python, I/O such as torch.save): "
+                         f"+{fmt_ns(bare)} per {what} iteration", int(bare * len(extra_rows)),
+                         len(extra_rows), bare / total,
+                         Evidence(f"iteration {i}", int(ctx.bd.starts[i]), int(ctx.bd.ends[i]),
+                                  ctx.it(i), [host.lane])))
+    out.sort(key=lambda c: -c.total_ns)
+    return out[:MAX_CAUSES]
+
+
+def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> float:
+    """Fraction of the host time the ``extra_rows`` iterations have on top of a steady one
+    that is work the steady ones do not do (more calls of a name, a name they lack);
+    the rest is the same calls, each slower, which points outside the program (other
+    processes, CPU clock, the profiler).  Names are compared without trailing numbers
+    (``ProfilerStep#4``, ``train step 4``, ``fusion.2``); 1.0 when nothing grew."""
+    host = ctx.bd.host
+    if host is None or not len(extra_rows) or not len(steady_rows):
+        return 1.0
+    s = ctx.trace.slices
+    idx, w, own = host_work(ctx)
+    base = ctx.trace.memo("name_base", lambda: _name_base(ctx.trace.names))
+    names, n = base[s.name[idx]], int(base.max()) + 1 if len(base) else 1
+    ex, st = np.isin(w, extra_rows), np.isin(w, steady_rows)
+    cnt_ex = np.bincount(names[ex], minlength=n) / len(extra_rows)
+    cnt_st = np.bincount(names[st], minlength=n) / len(steady_rows)
+    t_ex = np.bincount(names[ex], weights=own[ex], minlength=n) / len(extra_rows)
+    t_st = np.bincount(names[st], weights=own[st], minlength=n) / len(steady_rows)
+    grown = float(np.maximum(t_ex - t_st, 0.0).sum())
+    if grown <= 0:
+        return 1.0
+    per_call = np.divide(t_ex, cnt_ex, out=np.zeros(n), where=cnt_ex > 0)
+    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, np.maximum(t_ex - t_st, 0))
+    return min(float(calls.sum()) / grown, 1.0)
+
+
+def _name_base(names: list[str]) -> np.ndarray:
+    """Name id -> id of the name without trailing digits and separators."""
+    strip = [re.sub(r"[\s#._-]*\d+$", "", n) for n in names]
+    _, inv = np.unique(np.asarray(strip, dtype=object), return_inverse=True)
+    return inv.astype(np.int64)
