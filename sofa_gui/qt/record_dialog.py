@@ -277,6 +277,12 @@ class RecordDialog(QDialog):
             self.pyspy_check.setEnabled(False)
             self.pyspy_check.setToolTip("py-spy is not installed (pip install 'sofa-gui[profile]')")
 
+        self.calibrate_check = QCheckBox("Calibrate cores after the run (~3 s): how much a "
+                                         "busy core slows another")
+        self.calibrate_check.setToolTip(
+            "Measured after the command ends, so it is not slowed; the advisor's estimates "
+            "for DataLoader workers use it (same as sofa-gui record --calibrate-cores)")
+
         form = QFormLayout()
         form.addRow("Command:", self.command_edit)
         form.addRow("Working directory:", self._with_browse(self.cwd_edit, self._browse_cwd))
@@ -285,6 +291,7 @@ class RecordDialog(QDialog):
         form.addRow("Also record:", self.torch_check)
         form.addRow("Profile window:", self.window_edit)
         form.addRow("", self.pyspy_check)
+        form.addRow("", self.calibrate_check)
         self.form = QWidget()
         self.form.setLayout(form)
 
@@ -363,7 +370,8 @@ class RecordDialog(QDialog):
         return RecordConfig(command=tuple(command), cwd=cwd, output=output,
                             interval_s=self.interval_spin.value(),
                             torch=self.torch_check.isChecked(), torch_window=window,
-                            py_spy=self.pyspy_check.isChecked())
+                            py_spy=self.pyspy_check.isChecked(),
+                            calibrate_cores=self.calibrate_check.isChecked())
 
     def start_recording(self) -> bool:
         """Start in the background; False (and a message) when the options are invalid."""

@@ -50,6 +50,24 @@ def test_records_a_short_command_and_emits_a_loadable_folder(dialog, qtbot, tmp_
     assert dialog.result.exit_code == 0
 
 
+def test_calibrate_cores_checkbox_reaches_the_recording(dialog, qtbot, tmp_path):
+    """Clicking "Calibrate cores" asks the recorder for the calibration (as
+    ``sofa-gui record --calibrate-cores``); the finished folder carries its result."""
+    import json
+    from pathlib import Path
+
+    from PySide6.QtCore import Qt
+    dialog.command_edit.setText(_command("print('hi')"))
+    assert not dialog.calibrate_check.isChecked() and not dialog.config().calibrate_cores
+    qtbot.mouseClick(dialog.calibrate_check, Qt.MouseButton.LeftButton)
+    assert dialog.calibrate_check.isChecked() and dialog.config().calibrate_cores
+    with qtbot.waitSignal(dialog.recording_finished, timeout=60000) as sig:
+        assert dialog.start_recording()
+        assert dialog.recorder.config.calibrate_cores
+    host = json.loads((Path(sig.args[0]) / "manifest.json").read_text())["host"]
+    assert "core_interference" in host  # measured (a dict), or None on a one-core machine
+
+
 def test_stop_button_interrupts_the_command(dialog, qtbot, tmp_path):
     dialog.command_edit.setText(_command(SLEEPER))
     dialog.output_edit.setText(str(tmp_path / "stopped"))
