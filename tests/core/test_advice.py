@@ -555,3 +555,20 @@ def test_other_frameworks_fixes_only_on_request(tmp_path):
                for x in plain["fixes_not_shown"])
     assert {"tensorflow", "jax"} <= {x["framework"] for x in every["fixes"]}
     assert [x["framework"] for x in every["fixes"]][0] == "pytorch"  # the run's first
+
+
+def test_loader_workers_first_batches_are_proven_start_up_work():
+    """quiet/input_nw1's first step waits 49 ms for the DataLoader worker's first batches
+    (the worker starts and fills its prefetch queue once; later steps find a batch
+    ready): the same ``__next__`` call as every step, so call counts alone read it as a
+    slow start (tentative, 0.45); the wait for the workers' first batches is one-off by
+    nature, so startup_cost is measured work at full confidence, and says what it is.
+    The single-process twin's warm-up has no such wait and keeps its reading."""
+    _, a = _run(QUIET / "input_nw1.json.gz")
+    start = _ids(a)["startup_cost"]
+    assert not start.tentative and start.confidence == pytest.approx(0.9)
+    assert "49.1 ms is the main thread waiting for the DataLoader workers' first batches" \
+        in start.summary
+    _, a0 = _run(QUIET / "input_nw0.json.gz")
+    s0 = _ids(a0).get("startup_cost")
+    assert s0 is None or "DataLoader workers' first batches" not in s0.summary

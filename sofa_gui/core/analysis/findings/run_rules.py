@@ -66,6 +66,12 @@ def startup_cost(ctx: Ctx) -> Finding | None:
     named = len(every) and bool(np.isin(window_of(s.start[every], bd.starts, bd.ends),
                                         warm).any())
     own = extra_calls_share(ctx, warm, r) if warm_ns > extra_ns and not named else 1.0
+    fill = _worker_fill(ctx, warm, r)
+    if fill > 0:
+        summary += (f" Of it, {fmt_ns(fill)} is the main thread waiting for the DataLoader "
+                    f"workers' first batches (the workers start and fill their prefetch "
+                    f"queue once; later steps find a batch ready).")
+        own = max(own, fill / warm_ns)
     if own < SLOW_START_OWN_WORK:
         summary += (f" But the warm-up iterations make the same calls as later ones, each "
                     f"slower (only {pct(own)} of their extra host time is calls later ones "
@@ -80,6 +86,18 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                         causes=causes, one_off_ns=int(total), direct=direct,
                         assumption=assumption, notes=notes,
                         tentative=SLOW_START if notes else "")
+
+
+def _worker_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
+    """ns the warm-up iterations wait for data beyond a steady iteration's wait, when the
+    run's DataLoader has workers: their start-up and first prefetch, one-off by nature
+    (the same ``__next__`` call as every step, so call counts alone call it a slow start)."""
+    host = ctx.bd.host
+    if ctx.facts.value("dataloader") != "workers" or host is None or not len(warm) \
+            or not len(rows):
+        return 0.0
+    dl = host.column("data_loading").astype(np.float64)
+    return float(np.maximum(dl[warm] - np.median(dl[rows]), 0.0).sum())
 
 
 def _one_off_events(ctx: Ctx) -> np.ndarray:
