@@ -113,10 +113,12 @@ class Blame:
     """A watchdog thread naming what the GUI thread runs while a heartbeat is late.
 
     Every 5 ms it samples the main thread's Python stack (outermost and innermost
-    ``sofa_gui`` frames); a heartbeat gap over ``late_ms`` is reported with the
-    stacks seen during it, most seen first: which slot stalls, not just how long.
-    A stack that is only the benchmark's own frame means Qt's C++ code (layout,
-    painting) or a wait for the GIL.
+    ``sofa_gui`` frames) and, on Linux, its state in the kernel (``[D fdatasync]``:
+    blocked in that system call; ``[S futex]``: waiting for the GIL or a lock; nothing
+    when it is on a CPU or waiting for one). A heartbeat gap over ``late_ms`` is
+    reported with the stacks seen during it, most seen first: which slot stalls, not
+    just how long. A stack that is only the benchmark's own frame means Qt's C++ code
+    (layout, painting, saving settings) or a wait for the GIL.
     """
 
     def __init__(self, late_ms: float = 60.0):
@@ -128,6 +130,7 @@ class Blame:
         self.gaps: list[tuple[float, float, list]] = []  # (at s, ms, [(n, stack)])
         self._t0 = self.last
         self._main = threading.get_ident()
+        self._task = f"/proc/self/task/{threading.get_native_id()}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -153,7 +156,28 @@ class Blame:
     def _watch(self) -> None:
         while not self._stop.wait(0.005):
             if time.perf_counter() - self.last > 0.02:
-                self.seen.append(_where(sys._current_frames().get(self._main)))
+                where = _where(sys._current_frames().get(self._main))
+                self.seen.append(where + _kernel_state(self._task))
+
+
+#: x86-64 numbers of the system calls a stalled GUI thread was seen in.
+_SYSCALLS = {0: "read", 1: "write", 7: "poll", 9: "mmap", 11: "munmap", 74: "fsync",
+             75: "fdatasync", 202: "futex", 232: "epoll_wait", 271: "ppoll"}
+
+
+def _kernel_state(task: str) -> str:
+    """' [D fdatasync]' when the thread sleeps in the kernel, '' when it runs or can run."""
+    try:
+        with open(f"{task}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if state == "R":
+            return ""
+        with open(f"{task}/syscall") as f:
+            call = f.read().split()[0]
+    except (OSError, IndexError):
+        return ""
+    name = _SYSCALLS.get(int(call), f"syscall {call}") if call.isdigit() else call
+    return f" [{state} {name}]"
 
 
 def _where(frame) -> str:
@@ -213,6 +237,7 @@ def run_one(path: Path, mode: str) -> dict:
     s.load_failed.connect(lambda p, r: (marks.setdefault("error", r), app.quit()))
     s.job_crashed.connect(lambda m: (marks.setdefault("error", m), app.quit()))
     cpu: list[float] = []
+    ended: list = []  # clock and main-thread CPU when the measure ended
     blame = Blame()
     hb = QTimer()
     hb.setInterval(HEARTBEAT_MS)
@@ -223,7 +248,12 @@ def run_one(path: Path, mode: str) -> dict:
         blame.beat()
         if "done" in marks and "panels" not in marks and not sliced.pending():
             mark("panels")  # every panel built, including those built in slices
-            QTimer.singleShot(TAIL_MS, app.quit)
+            QTimer.singleShot(TAIL_MS, end)
+
+    def end():  # the measure ends here: quitting closes the window, which saves its state
+        hb.stop()
+        ended.extend([clock.nsecsElapsed(), time.thread_time()])
+        app.quit()
 
     hb.timeout.connect(heartbeat)
     load0 = os.getloadavg()[0]
@@ -235,8 +265,10 @@ def run_one(path: Path, mode: str) -> dict:
     app.exec()
     hb.stop()
     stalls = blame.stop()
-    beats = [0] + beats + [clock.nsecsElapsed()]
-    cpu = [cpu0] + cpu + [time.thread_time()]
+    if not ended:  # quit on an error
+        ended.extend([clock.nsecsElapsed(), time.thread_time()])
+    beats = [0] + beats + ended[:1]
+    cpu = [cpu0] + cpu + ended[1:]
     pairs = sorted(((b - a) / 1e6, (d - c) * 1e3, a / 1e9)
                    for a, b, c, d in zip(beats, beats[1:], cpu, cpu[1:]))
     gaps = [g for g, _c, _t in pairs]

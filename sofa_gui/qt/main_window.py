@@ -33,6 +33,7 @@ from .panels.welcome import WelcomePage
 from .recent import RecentFiles
 from .record_dialog import RecordDialog
 from .session import Session
+from .settings_writer import SettingsWriter
 from .status import LoadStatsLink, ProgressWidget
 from .timeline import TimelineWidget
 
@@ -50,8 +51,9 @@ class MainWindow(QMainWindow):
         super().__init__()
         self._shown_once = self._restored = False
         self.settings = settings
+        self.prefs = SettingsWriter(settings)  # writes while the app runs: saved off-thread
         self.session = session or Session(self)
-        self.recent = RecentFiles(settings)
+        self.recent = RecentFiles(self.prefs)
         self.setWindowTitle("sofa-gui")
         self.setAcceptDrops(True)
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
@@ -257,23 +259,23 @@ class MainWindow(QMainWindow):
         self.session.open(path)
 
     def open_file_dialog(self) -> None:
-        start = self.settings.value("dialog/dir", str(Path.home()))
+        start = self.prefs.value("dialog/dir", str(Path.home()))
         path, _ = QFileDialog.getOpenFileName(self, "Open trace file", start,
                                               trace_file_filter())
         if path:
-            self.settings.setValue("dialog/dir", str(Path(path).parent))
+            self.prefs.set_value("dialog/dir", str(Path(path).parent))
             self.open_path(path)
 
     def open_folder_dialog(self) -> None:
-        start = self.settings.value("dialog/dir", str(Path.home()))
+        start = self.prefs.value("dialog/dir", str(Path.home()))
         path = QFileDialog.getExistingDirectory(self, "Open trace folder", start)
         if path:
-            self.settings.setValue("dialog/dir", str(Path(path).parent))
+            self.prefs.set_value("dialog/dir", str(Path(path).parent))
             self.open_path(path)
 
     def compare_dialog(self) -> None:
         """File ▸ Compare with…: pick the other run; the Compare dock shows the diff."""
-        start = self.settings.value("dialog/dir", str(Path.home()))
+        start = self.prefs.value("dialog/dir", str(Path.home()))
         path, _ = QFileDialog.getOpenFileName(self, "Compare with trace", start,
                                               trace_file_filter())
         if path:
@@ -380,7 +382,7 @@ class MainWindow(QMainWindow):
 
     def _remembered_tracks(self) -> dict | None:
         """Lane group order, pins and label width last used for this kind of trace."""
-        raw = self.settings.value(self._tracks_key())
+        raw = self.prefs.value(self._tracks_key())
         try:
             state = json.loads(raw) if isinstance(raw, str) else None
         except ValueError:
@@ -388,7 +390,7 @@ class MainWindow(QMainWindow):
         return state if isinstance(state, dict) else None
 
     def _remember_tracks(self) -> None:
-        self.settings.setValue(self._tracks_key(), json.dumps(self.timeline.track_state()))
+        self.prefs.set_value(self._tracks_key(), json.dumps(self.timeline.track_state()))
 
     def _raise_details(self, i: int) -> None:
         """A selected slice brings the Details tab forward; clearing it, Bottlenecks."""
@@ -469,6 +471,7 @@ class MainWindow(QMainWindow):
     def save_window_state(self) -> None:
         if self.stack.currentWidget() is self.fleet_panel:
             self._show_page(self.timeline)  # save the docks as the user left them
+        self.prefs.flush()  # then this one save on the GUI thread, at close
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState(STATE_VERSION))
         self.settings.sync()

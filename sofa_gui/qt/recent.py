@@ -1,21 +1,23 @@
-"""Recently opened traces, kept in QSettings (most recent first, existing paths only)."""
+"""Recently opened traces, kept in the settings (most recent first, existing paths only)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSettings
+from .settings_writer import SettingsWriter
 
 KEY = "recent/paths"
 MAX_RECENT = 10
 
 
 class RecentFiles:
-    def __init__(self, settings: QSettings):
-        self.settings = settings
+    """The list, read and written through ``prefs`` (saved off the GUI thread)."""
+
+    def __init__(self, prefs: SettingsWriter):
+        self.prefs = prefs
 
     def paths(self) -> list[str]:
-        raw = self.settings.value(KEY, [])
+        raw = self.prefs.value(KEY, [])
         if isinstance(raw, str):  # QSettings returns a bare string for one-item lists
             raw = [raw]
         return [p for p in (raw or []) if isinstance(p, str) and Path(p).exists()]
@@ -23,7 +25,7 @@ class RecentFiles:
     def add(self, path: str) -> None:
         path = str(Path(path).expanduser().resolve())
         items = [path] + [p for p in self.paths() if p != path]
-        self.settings.setValue(KEY, items[:MAX_RECENT])
+        self.prefs.set_value(KEY, items[:MAX_RECENT])
 
     def clear(self) -> None:
-        self.settings.remove(KEY)
+        self.prefs.remove(KEY)

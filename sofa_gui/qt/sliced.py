@@ -55,17 +55,21 @@ class SlicedWork(QObject):
     def finish_now(self) -> None:
         """Run what is left at once (screenshots, tests, a caller that needs it all)."""
         while self._steps is not None:
-            self._turn(limit=None)
+            self._run(None)
 
-    def _turn(self, limit: int | None = -1) -> None:
+    def _turn(self) -> None:
+        """One event-loop turn's slice: ``per_turn`` steps."""
+        self._run(self.per_turn)
+
+    def _run(self, limit: int | None) -> None:
+        """Up to ``limit`` steps (None: to the end), then the next turn if any are left."""
         steps = self._steps
         if steps is None:
             return
         self.turns += 1
-        n = self.per_turn if limit == -1 else limit
         try:
             k = 0
-            while n is None or k < n:
+            while limit is None or k < limit:
                 next(steps)
                 k += 1
         except StopIteration:

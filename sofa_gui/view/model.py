@@ -2,7 +2,8 @@
 
 One :class:`TimelineModel` is owned by the :class:`TimelineWidget`; the graphics
 items only read it. The view state (window, selection, collapsed groups, ...) is a
-:class:`~.state.ViewState` the model reads (in the app the session owns it).  Times
+:class:`~.state.ViewState` the model reads (in the app the session owns it, and
+only the session writes the trace extent and iterations into it).  Times
 are float ns relative to the trace start (``t0``), converted from the int64 trace
 clock by subtracting first, so they are exact.
 Qt-free, so the state transitions can be tested without a display.
@@ -78,7 +79,11 @@ def prepare(trace: Trace) -> Prepared:
 class TimelineModel:
     """Data and draw state of one timeline (see the module docstring)."""
 
-    def __init__(self, state: ViewState | None = None):
+    def __init__(self, state: ViewState | None = None, owns_state: bool | None = None):
+        # the trace extent and iterations in the view state are written by its owner: the
+        # app's Session for the view it hands over, else this model (default: when it
+        # makes the state itself)
+        self._owns_state = state is None if owns_state is None else owns_state
         self.state = state or ViewState()
         self.trace: Trace | None = None
         self.index: TimelineIndex | None = None
@@ -121,8 +126,9 @@ class TimelineModel:
         self.iter_labels = []
         self.iter_marks = IterationMarks()
         self._labels = {}
-        n = len(self.trace.slices) if self.trace is not None else 0
-        self.state.set_trace(self.t0, self.span, n)
+        if self._owns_state:
+            n = len(self.trace.slices) if self.trace is not None else 0
+            self.state.set_trace(self.t0, self.span, n)
         self.relayout()
 
     def relayout(self) -> None:
@@ -148,12 +154,11 @@ class TimelineModel:
         return self.layout.total if self.layout else 0.0
 
     def set_iterations(self, iterations) -> None:
-        if iterations is None or self.index is None or len(iterations) == 0:
-            self.state.set_iterations([], [])
-            self.iter_labels = []
-        else:
-            self.state.set_iterations(iterations.starts, iterations.ends)
-            self.iter_labels = list(iterations.labels)
+        empty = iterations is None or self.index is None or len(iterations) == 0
+        if self._owns_state:
+            self.state.set_iterations(*(([], []) if empty else (iterations.starts,
+                                                                 iterations.ends)))
+        self.iter_labels = [] if empty else list(iterations.labels)
         self.iter_marks = IterationMarks.of(iterations, len(self.iter_starts))
         self.version += 1
 

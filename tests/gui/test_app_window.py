@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtCore import QEvent, QMimeData, QObject, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
@@ -287,6 +288,54 @@ def test_recent_files_and_window_state_are_remembered(qtbot, window, settings, d
     assert (again.width(), again.height()) == (780, 560)
     assert again.docks["findings"].isHidden()
     again.session.shutdown()
+
+
+class _SaveSpy(QObject):
+    """Counts the save requests Qt delivers to a QSettings (its auto-sync)."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.saves = 0
+        target.installEventFilter(self)
+
+    def eventFilter(self, obj, event):  # noqa: N802
+        if event.type() == QEvent.Type.UpdateRequest:
+            self.saves += 1
+        return False
+
+
+def test_opening_a_trace_saves_no_settings_on_the_gui_thread(qtbot, window, settings,
+                                                             demo_path):
+    """QSettings saves with fdatasync: on the GUI thread, right after the loader wrote
+    the trace cache, that stalled the first open ~200 ms (settings_writer.py)."""
+    spy = _SaveSpy(settings)
+    settings.setValue("probe", 1)  # the spy sees Qt's save request for a GUI-thread write
+    qtbot.waitUntil(lambda: spy.saves == 1)
+    open_and_wait(qtbot, window, demo_path)
+    window.timeline.tracks_changed.emit()  # the track state is remembered as well
+    qtbot.wait(50)
+    assert spy.saves == 1  # none during the open: the recent list went through prefs
+    assert window.prefs.flush()
+    on_disk = Path(settings.fileName()).read_text()
+    assert str(demo_path.resolve()) in on_disk and "[tracks]" in on_disk
+    assert str(demo_path.resolve()) in settings.value("recent/paths")  # the window reads it
+
+
+def test_an_open_writes_the_view_state_once(qtbot, window, demo_path):
+    """One owner: the session, not also the timeline's model, writes the trace extent and
+    the iterations into the view state (each was written, cleared and notified twice)."""
+    from sofa_gui.view.state import Change
+
+    view = window.session.view
+    changes, iteration_writes = [], []
+    view.subscribe(changes.append)
+    real = view.set_iterations
+    view.set_iterations = lambda *a: (iteration_writes.append(a), real(*a))
+    open_and_wait(qtbot, window, demo_path)
+    assert changes.count(Change.TRACE) == 1
+    assert len(iteration_writes) == 1 and len(iteration_writes[0][0]) == EXPECTED_ITERATIONS
+    assert len(window.timeline.model.iter_marks.warmup) == EXPECTED_ITERATIONS
+    assert window.timeline.model.iter_labels == list(window.session.iterations.labels)
 
 
 def test_standard_shortcuts_exist(window):

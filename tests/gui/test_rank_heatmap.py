@@ -97,3 +97,21 @@ def test_a_large_fleet_paints(heat):
     heat.set_matrix(v, [f"rank {i}" for i in range(256)], [str(i) for i in range(200)])
     heat.grab()
     assert heat.color_of(5, 7) == heat.color_of(5, 7) and heat.shape() == (256, 200)
+
+
+def test_value_range_is_computed_once_per_matrix_not_per_paint(heat, qtbot, monkeypatch):
+    from sofa_gui.qt.panels import rank_heatmap
+
+    calls = []
+    real = rank_heatmap.finite_range
+    monkeypatch.setattr(rank_heatmap, "finite_range", lambda v: (calls.append(1), real(v))[1])
+    values = np.array([[1e6, 2e6, np.nan], [3e6, 4e6, 5e6]])
+    heat.set_matrix(values, ["r0", "r1"], ["#0", "#1", "#2"])
+    for _ in range(3):
+        heat.repaint()
+    assert len(calls) == 1 and heat._range() == (1e6, 5e6)
+    heat.set_matrix(values * 2, ["r0", "r1"], ["#0", "#1", "#2"])  # new data: new range
+    heat.repaint()
+    assert len(calls) == 2 and heat._range() == (2e6, 1e7)
+    heat.set_matrix(np.full((2, 3), np.nan), ["r0", "r1"], ["#0", "#1", "#2"])
+    assert heat._range() == (0.0, 1.0)

@@ -166,3 +166,18 @@ def test_results_of_a_replaced_request_are_not_shown(qtbot, demo_window):
     assert not s._inbox and not s._delivery.pending and not s.busy
     qtbot.wait(50)
     assert shown == []
+
+
+def test_the_turn_slot_takes_no_limit_and_finish_now_runs_the_rest(qtbot):
+    """The timer's slot runs ``per_turn`` steps; ``finish_now`` everything left (was one
+    ``_turn(limit)`` with -1 meaning 'per_turn' and None 'all')."""
+    work = SlicedWork(per_turn=2)
+    ran: list = []
+    work.start(lambda: _recording(work, 7, ran))
+    work._timer.stop()  # turns by hand
+    work._turn()
+    assert len(ran) == 2 and work.pending
+    with pytest.raises(TypeError):
+        work._turn(None)
+    work.finish_now()
+    assert len(ran) == 7 and not work.pending

@@ -41,6 +41,14 @@ def _mix(a: QColor, b: QColor, t: float) -> QColor:
                   round(a.blue() + (b.blue() - a.blue()) * t))
 
 
+def finite_range(values: np.ndarray) -> tuple[float, float]:
+    """(min, max) of the finite values; (0, 1) when there are none."""
+    finite = values[np.isfinite(values)]
+    if not len(finite):
+        return 0.0, 1.0
+    return float(finite.min()), float(finite.max())
+
+
 class RankHeatmap(QWidget):
     """Paints the matrix; rows are ranks, columns iterations."""
 
@@ -59,6 +67,7 @@ class RankHeatmap(QWidget):
         self._sel = (-1, -1)
         self._label_px: float | None = None  # widest rank label, measured once per matrix
         self._colors: list[list[QColor]] | None = None  # per cell, built once per matrix
+        self._lo_hi: tuple[float, float] | None = None  # finite value range, once per matrix
 
     # -- data ------------------------------------------------------------------------
     def set_matrix(self, values, rank_labels, iteration_labels, stragglers=None,
@@ -80,6 +89,7 @@ class RankHeatmap(QWidget):
         self._title = title
         self._label_px = None
         self._colors = None
+        self._lo_hi = None
         self.update()
 
     def shape(self) -> tuple[int, int]:
@@ -173,10 +183,9 @@ class RankHeatmap(QWidget):
         self._paint_legend(p, fm, lo, hi)
 
     def _range(self) -> tuple[float, float]:
-        finite = self._values[np.isfinite(self._values)]
-        if not len(finite):
-            return 0.0, 1.0
-        return float(finite.min()), float(finite.max())
+        if self._lo_hi is None:
+            self._lo_hi = finite_range(self._values)
+        return self._lo_hi
 
     def color_of(self, row: int, col: int) -> QColor:
         if self._colors is None:

@@ -65,7 +65,7 @@ class TimelineWidget(QtWidgets.QWidget):
     def __init__(self, parent: QtWidgets.QWidget | None = None, view: ViewState | None = None):
         super().__init__(parent)
         self.view = view or ViewState()
-        self.model = TimelineModel(self.view)
+        self.model = TimelineModel(self.view, owns_state=view is None)  # else its owner's
         self.view.subscribe(self._on_view)
         self._top = 0.0
         self._hover_x: float | None = None
