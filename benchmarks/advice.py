@@ -170,6 +170,11 @@ def main(argv=None) -> int:
               f"{sp['mean_us']:7.2f}x {sp['median_us']:6.2f}x "
               f"{(f'{unprof:.2f}x' if unprof else '-'):>10s}  {basis}")
         _per_fix(done[before][1], pred.get("finding"), timing)
+        after_t = _runs(after).get(after.split("/")[-1], {})
+        if "minor_faults_per_step" in timing and "minor_faults_per_step" in after_t:
+            print(f"{'':46s}main process's minor page faults per step (unprofiled, median): "
+                  f"{timing['minor_faults_per_step']:.0f} -> "
+                  f"{after_t['minor_faults_per_step']:.0f}")
         if before.startswith("advice/quiet/") and est and measured:
             errors.append((est / measured - 1, est / unprof - 1 if unprof else None))
     if len(errors) > 1:

@@ -159,7 +159,11 @@ def test_input_bound_estimate_is_the_best_fix_that_fits_the_machine():
 QUIET = ADVICE / "quiet"
 
 
-def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker():
+QUIET_ROUNDS = [QUIET] + sorted(QUIET.glob("r[0-9]*"))
+
+
+@pytest.mark.parametrize("folder", QUIET_ROUNDS, ids=lambda p: p.name)
+def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(folder):
     """The Done-when pair on the 2-vCPU machine with nothing else running (other processes
     held 0.03 cores): one core is free, but the step left on the main thread runs slower
     while the worker works on the other (interference: measured by the generator's
@@ -167,10 +171,11 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker():
     batch (hand-over: the generator's calibration when the capture has it, else not
     counted and said).  The estimate of the
     fix applied is within 25% of the measured steady-state mean (warm-up left out on both
-    sides: AFTER's first step holds the worker's start-up) and of the unprofiled timing."""
+    sides: AFTER's first step holds the worker's start-up) and of the unprofiled timing, in
+    every committed round (``gen_advice_runs.py --rounds N``: ``quiet/rK``)."""
     from sofa_gui.core.analysis.findings.device_rules import DEFAULT_INTERFERENCE, parallel_bound
-    t0, a0 = _run(QUIET / "input_nw0.json.gz")
-    t1, a1 = _run(QUIET / "input_nw1.json.gz")
+    t0, a0 = _run(folder / "input_nw0.json.gz")
+    t1, a1 = _run(folder / "input_nw1.json.gz")
     f = _ids(a0)["input_pipeline_bound"]
     workers = next(x for x in f.fixes if x.name == "loader workers")
     assert a0.run.value("cpu_other") < 0.5  # quiet: the free core is really free
@@ -198,7 +203,7 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker():
     assert pred["measured_over"] == "steady_mean"
     assert pred["measured_speedup"] == r["iteration_time"]["speedup"]["steady_mean_us"]
     assert abs(pred["error"]) <= 0.25, pred
-    runs = json.loads((QUIET / "runs.json").read_text())
+    runs = json.loads((folder / "runs.json").read_text())
     assert abs(workers.estimate / runs["input_nw0"]["measured_speedup_unprofiled"] - 1) <= 0.25
 
 
