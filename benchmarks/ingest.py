@@ -264,9 +264,10 @@ def _cli_env(pycache: Path, **extra: str) -> dict:
 
 
 #: ``sofa-gui`` that also reports its own CPU seconds (its children not included).
-_CLI = ("import resource, sys\nfrom sofa_gui.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+_CLI = ("import resource, sys\nfrom sofa_gui.cli import leave, main\n"
+        "try:\n    rc = main(sys.argv[1:])\n"
         "finally:\n    r = resource.getrusage(resource.RUSAGE_SELF)\n"
-        "    sys.stderr.write(f'\\nmain-cpu {r.ru_utime + r.ru_stime}\\n')\nsys.exit(rc)")
+        "    sys.stderr.write(f'\\nmain-cpu {r.ru_utime + r.ru_stime}\\n')\nleave(rc)")
 
 
 def _cli(path: Path, cache: Path, *flags: str, env: dict | None = None) -> dict:

@@ -1,7 +1,5 @@
 """``python -m sofa_gui`` is the ``sofa-gui`` command."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

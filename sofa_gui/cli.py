@@ -163,6 +163,32 @@ def gui_main() -> int:
     return main(sys.argv[1:] or ["view"])
 
 
+def entry() -> None:
+    """The ``sofa-gui`` command (and ``python -m sofa_gui``): :func:`main`, then
+    :func:`leave`."""
+    leave(main())
+
+
+def leave(rc: int) -> None:
+    """End the process with ``rc``, skipping the interpreter's teardown when nothing
+    needs it: after a headless command read a large trace, freeing its objects one by
+    one takes a few hundred ms that the kernel does at once. Only with output flushed
+    and no Qt, other thread or child process left; otherwise an ordinary exit."""
+    import threading
+
+    mp = sys.modules.get("multiprocessing")
+    if ("PySide6" in sys.modules or threading.active_count() > 1
+            or (mp is not None and mp.active_children())):
+        sys.exit(rc)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: let the ordinary exit report it
+        sys.exit(rc)
+    logging.shutdown()
+    os._exit(rc)
+
+
 def _dispatch(args) -> int:
     if args.command == "analyze":
         return _cmd_analyze(args)
