@@ -11,7 +11,9 @@ import sys
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()
-    from sofa_gui.cli import gui_main, main
+    from sofa_gui.cli import entry, gui_main
 
     exe = os.path.splitext(os.path.basename(sys.argv[0]))[0].lower()
-    sys.exit(gui_main() if exe.endswith("-app") else main())
+    if exe.endswith("-app"):
+        sys.exit(gui_main())
+    entry()
