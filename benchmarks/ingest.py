@@ -34,6 +34,7 @@ import gzip
 import json
 import os
 import random
+import re
 import resource
 import subprocess
 import sys
@@ -116,8 +117,13 @@ def _tile_shift(events: list) -> tuple[float, int]:
     return max(ts) - min(ts) + 1000, max(ids, default=0) + 1
 
 
-def _tile_event(e: dict, dt: float, di: int) -> dict:
+_STEP = re.compile(r"ProfilerStep#(\d+)")
+
+
+def _tile_event(e: dict, dt: float, di: int, dstep: int = 0) -> dict:
     e = dict(e)
+    if dstep and isinstance(e.get("name"), str):  # each copy's steps have their own numbers
+        e["name"] = _STEP.sub(lambda m: f"ProfilerStep#{int(m.group(1)) + dstep}", e["name"])
     if "ts" in e:
         e["ts"] += dt
     if isinstance(e.get("id"), int):
@@ -138,19 +144,23 @@ def write_tiled(path: Path, copies: int = 13) -> int:
 
     Every copy keeps the real names, args and call stacks; times move by the
     sample's span and correlation/flow/external ids by their range, so launches
-    still pair with their own kernels and the analysis sees 6 x ``copies`` steps.
+    still pair with their own kernels; the ``ProfilerStep#N`` annotations are numbered on
+    (copy k: N + 6k), so the analysis sees 6 x ``copies`` steps, as in a real long trace
+    (repeated step names count once: files written before this change show 6 steps).
     """
     import msgspec
 
     doc = msgspec.json.decode(gzip.decompress(SAMPLE.read_bytes()))
     events = doc.pop("traceEvents")
     span, id_span = _tile_shift(events)
+    steps = {m.group(1) for e in events for m in [_STEP.fullmatch(str(e.get("name")))] if m}
     enc = msgspec.json.Encoder()
     n = 0
     with open(path, "wb") as out:
         out.write(enc.encode(doc)[:-1] + b', "traceEvents": [\n')
         for k in range(copies):
-            rows = [enc.encode(e if k == 0 else _tile_event(e, k * span, k * id_span))
+            rows = [enc.encode(e if k == 0 else _tile_event(e, k * span, k * id_span,
+                                                            k * len(steps)))
                     for e in events if k == 0 or e.get("ph") != "M"]
             out.write((b",\n" if k else b"") + b",\n".join(rows))
             n += len(rows)
