@@ -47,8 +47,9 @@ class _PipeProgress:
     """Core ``Progress`` in the child: throttled reports up the pipe, cancel via an event.
 
     ``tag`` is "progress" for the load, "aprogress" for the analysis (which may run
-    while the parent still waits for the trace); ``lock`` serialises sends from the
-    child's two threads (see :func:`_analyse_while_writing`).
+    while the parent still waits for the trace); ``lock`` serialises sends from two
+    threads (a message is one write of under 4 KiB, which a pipe keeps whole, so the
+    forked cache writer of :func:`_analyse_while_writing` may send too).
     """
 
     def __init__(self, conn, cancel_event, lock=None, tag: str = "progress"):
@@ -128,12 +129,15 @@ def _send_trace(trace, conn, lock) -> None:
 
 
 def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock) -> None:
-    """Write the trace cache on a thread while this one analyses the trace.
+    """Write the trace cache in a forked process while this one analyses the trace.
 
-    The write is mostly Arrow IPC and zlib, which release the GIL, so it overlaps
-    the analysis instead of coming before it (the CLI's ``analyze --no-cache``
-    writes nothing; this keeps the app's cold open close to it). The parent gets
-    "done" once the cache is written, "analysed" once the results are stored.
+    The write overlaps the analysis instead of coming before it (the CLI's
+    ``analyze --no-cache`` writes nothing; this keeps the app's cold open close to it).
+    A fork, not a thread: with a second thread alive the analysis may not fork its own
+    side work (core/analysis/aside.py), so the pattern agreement check (~0.4 s of the
+    984k-event trace) ran in line, on the way to the app's panels. The writer sees the
+    trace copy-on-write and tells the parent "done" itself; its exit status says whether
+    the cache entry was written. The parent gets "analysed" once the results are stored.
     """
     import dataclasses
 
@@ -141,19 +145,75 @@ def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock
     from .core.analysis import cache
     from .core.analysis.pipeline import analyze
 
-    def write():
+    def write() -> bool:
         trace.cache_entry = store.save_cached(path, trace, entry)
         _send_trace(trace, conn, lock)
+        return trace.cache_entry is not None
 
-    writer = threading.Thread(target=write, name="sofa-cache-writer")
-    writer.start()
+    writer = _Writer(write)
     try:
         result = analyze(trace, options, _PipeProgress(conn, cancel_event, lock, "aprogress"))
-    finally:
-        writer.join()
+    except BaseException:
+        writer.stop()
+        raise
+    trace.cache_entry = entry if writer.join() else None
     if trace.cache_entry is not None:  # else the parent read the handoff and stopped us
         cache.save(trace.cache_entry, dataclasses.asdict(options), result)
         _send(conn, lock, ("analysed",))  # stored or not: the parent reads the cache or redoes it
+
+
+class _Writer:
+    """Runs ``write() -> bool`` in a forked child (a thread where fork is unsafe: more
+    than one thread, or no fork); :meth:`join` returns its result."""
+
+    def __init__(self, write):
+        self._pid = 0
+        self._thread = None
+        self._ok = False
+        if hasattr(os, "fork") and threading.active_count() == 1:
+            parent = os.getpid()
+            self._pid = os.fork()
+            if self._pid == 0:
+                _writer_child(write, parent)
+            return
+        self._thread = threading.Thread(target=self._run, args=(write,),
+                                        name="sofa-cache-writer")
+        self._thread.start()
+
+    def _run(self, write) -> None:
+        self._ok = write()
+
+    def join(self) -> bool:
+        if self._thread is not None:
+            self._thread.join()
+            return self._ok
+        _pid, status = os.waitpid(self._pid, 0)
+        return os.waitstatus_to_exitcode(status) == 0
+
+    def stop(self) -> None:
+        """Cancelled: end the writer now (its temp folder is swept by a later write)."""
+        if self._thread is not None:
+            self._thread.join()
+            return
+        try:
+            os.kill(self._pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self._pid, 0)
+
+
+def _writer_child(write, parent: int) -> None:
+    """The forked writer: write, exit 0 when the cache entry was written; never return."""
+    code = 2
+    try:
+        from .core.importers.chrome.parallel import die_with_parent
+
+        die_with_parent(parent)  # the loader killed (cancel, app exit): stop writing too
+        code = 0 if write() else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
 
 
 def decoded_bytes(path: Path, enough: int) -> int:

@@ -13,20 +13,24 @@ from sofa_gui.core.analysis import aside
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
-#: The CLI's situation (one thread, no Qt): forked vs watched analysis of the sample.
-_COMPARE = """
-import json, sys
+#: Script lines: ``forks`` gets an item for each side job started (also test_app_jobs.py).
+COUNT_FORKS = """
 from sofa_gui.core.analysis import aside
-from sofa_gui.core.analysis.pipeline import Options, analyze
-from sofa_gui.core.importers import load_trace
-from sofa_gui.core.samples import demo_trace_path
-trace = load_trace(demo_trace_path(), use_cache=False)
 forks = []
 real = aside._Job.__init__
 def counting(self, *a):
     forks.append(1)
     real(self, *a)
 aside._Job.__init__ = counting
+"""
+
+#: The CLI's situation (one thread, no Qt): forked vs watched analysis of the sample.
+_COMPARE = COUNT_FORKS + """
+import json, sys
+from sofa_gui.core.analysis.pipeline import Options, analyze
+from sofa_gui.core.importers import load_trace
+from sofa_gui.core.samples import demo_trace_path
+trace = load_trace(demo_trace_path(), use_cache=False)
 forked = analyze(trace, Options())
 n = len(forks)
 inline = analyze(trace, Options(), on_result=lambda a, part: None)

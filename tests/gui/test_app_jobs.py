@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from test_analysis_aside import COUNT_FORKS
 from tracedata import DATA
 
 from sofa_gui.core.analysis.pipeline import PARTS, STEPS, Options
@@ -112,3 +113,50 @@ def test_a_prestarted_loader_takes_the_next_open_and_is_replaced(tmp_path, monke
     finally:
         bl.stop_spares()
     assert bl._spare is None
+
+
+_LOADER = COUNT_FORKS + """
+import json, multiprocessing as mp, sys
+from sofa_gui import background_load as bl
+from sofa_gui.core import store
+from sofa_gui.core.analysis import cache
+from sofa_gui.core.analysis.pipeline import Options
+recv, send = mp.Pipe(duplex=False)
+bl._child_main(sys.argv[1], send, mp.Event(), Options(), renice=False)
+send.close()
+tags = []
+while recv.poll(1):
+    try:
+        tags.append(recv.recv()[0])
+    except EOFError:
+        break
+entry = store.entry_dir(__import__("pathlib").Path(sys.argv[1]))
+print(json.dumps({"forks": len(forks), "tags": [t for t in tags if "progress" not in t],
+                  "cached": store.load_cached(sys.argv[1], entry) is not None,
+                  "analysis": cache.load(entry, __import__("dataclasses").asdict(Options()))
+                  is not None}))
+"""
+
+
+def test_the_loader_child_analyses_with_its_side_work_forked_as_the_cli_does(tmp_path):
+    """The loader writes the trace cache beside the analysis in a forked process, not a
+    thread: with a thread alive the analysis ran its agreement check in line (aside.py
+    forks only a one-thread process), ~0.4 s on the way to the app's panels."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from sofa_gui.core.samples import demo_trace_path
+
+    copy = tmp_path / "fresh.json.gz"
+    shutil.copyfile(demo_trace_path(), copy)
+    env = dict(os.environ, SOFA_GUI_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(Path(jobs.__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, "-c", _LOADER, str(copy)], env=env,
+                         capture_output=True, text=True, check=True, timeout=600)
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["forks"] == 1, "the agreement check ran in line"
+    assert got["tags"] == ["done", "analysed"]
+    assert got["cached"] and got["analysis"]
