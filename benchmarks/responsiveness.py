@@ -176,8 +176,9 @@ def _kernel_state(task: str) -> str:
             call = f.read().split()[0]
     except (OSError, IndexError):
         return ""
-    name = _SYSCALLS.get(int(call), f"syscall {call}") if call.isdigit() else call
-    return f" [{state} {name}]"
+    if not call.isdigit():  # "running": in the kernel but in no system call (a page fault)
+        return f" [{state}]"
+    return f" [{state} {_SYSCALLS.get(int(call), f'syscall {call}')}]"
 
 
 def _where(frame) -> str:
