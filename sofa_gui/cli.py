@@ -163,10 +163,19 @@ def gui_main() -> int:
     return main(sys.argv[1:] or ["view"])
 
 
+#: Commands that only read traces and print or write one file (closed before they return):
+#: nothing of theirs needs the interpreter's teardown.
+QUICK_EXIT = ("analyze", "stats", "report", "diff")
+
+
 def entry() -> None:
     """The ``sofa-gui`` command (and ``python -m sofa_gui``): :func:`main`, then
-    :func:`leave`."""
-    leave(main())
+    :func:`leave` after the read-only commands, an ordinary exit after the others."""
+    argv = sys.argv[1:]
+    rc = main(argv)
+    if argv and argv[0] in QUICK_EXIT:
+        leave(rc)
+    sys.exit(rc)
 
 
 def leave(rc: int) -> None:

@@ -39,3 +39,20 @@ def test_ordinary_exit_while_a_child_process_runs():
              "leave(5)")
     assert r.returncode == 5
     assert r.stdout.split() == ["teardown"]
+
+
+def test_only_read_only_commands_leave_quickly(monkeypatch):
+    from sofa_gui import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "main", lambda argv: 7)
+    monkeypatch.setattr(cli, "leave", lambda rc: seen.append(rc))
+    for argv, quick in ((["analyze", "x.json"], True), (["record", "--", "true"], False),
+                        (["view"], False), ([], False)):
+        monkeypatch.setattr(sys, "argv", ["sofa-gui", *argv])
+        seen.clear()
+        try:
+            cli.entry()
+        except SystemExit as exc:
+            assert exc.code == 7
+        assert seen == ([7] if quick else [])
