@@ -281,6 +281,9 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     assert "2 tensors per batch (its collate's aten::stack calls), 1 batch per step: " \
         "2.5 ms per batch stays on the main thread" in w.estimate_why
     assert "no shapes): +1000 µs per MB not counted" in w.estimate_why
+    assert w.estimate_why.endswith("not counted: changes in the main process's own memory "
+                                   "behaviour once the loading leaves it (e.g. freed memory "
+                                   "faulted in again every step)")
     assert w.estimate < plain.estimate
     hand = 2.5e6 / _steady_wall(a)
     assert w.estimate == pytest.approx(parallel_bound(f.share, 1.0, 1.15, None, hand),

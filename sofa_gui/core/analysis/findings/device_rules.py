@@ -199,7 +199,8 @@ def _moved_share(ctx: Ctx, share: float) -> tuple[float, float, str, float]:
     without workers, the hand-over measured on the machine (:func:`_handover`)."""
     dl = ctx.facts.value("dataloader")
     if dl == "single_process":
-        return (share, *_handover(ctx))
+        hand, why, conf = _handover(ctx)
+        return share, hand, why + _MEMORY_NOT_COUNTED, conf
     host = ctx.bd.host
     r = ctx.rows
     if dl != "workers" or host is None or not len(r):
@@ -214,6 +215,9 @@ def _moved_share(ctx: Ctx, share: float) -> tuple[float, float, str, float]:
                                          f"hand-over)"), 1.0
 
 
+#: What a trace of the single-process loader cannot show about the step left behind.
+_MEMORY_NOT_COUNTED = ("; not counted: changes in the main process's own memory behaviour once "
+                       "the loading leaves it (e.g. freed memory faulted in again every step)")
 #: Loader calls of a PyTorch DataLoader (one per batch) and its default collate's stack
 #: (one per tensor of the batch).
 _LOADER_NEXT = re.compile(r"DataLoader.*__next__|DataLoaderIter")
