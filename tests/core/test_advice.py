@@ -172,7 +172,10 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(fo
     counted and said).  The estimate of the
     fix applied is within 25% of the measured steady-state mean (warm-up left out on both
     sides: AFTER's first step holds the worker's start-up) and of the unprofiled timing, in
-    every committed round (``gen_advice_runs.py --rounds N``: ``quiet/rK``)."""
+    every committed round (``gen_advice_runs.py --rounds N``: ``quiet/rK``) -- unless the
+    part of AFTER's step the fix does not touch grew by a quarter or more (r3: backward
+    +10 ms per step, the profiled AFTER re-faulting its 7 MB gradient every step), which the
+    diff says, and against AFTER with that part as in BEFORE the estimate holds again."""
     from sofa_gui.core.analysis.findings.device_rules import DEFAULT_INTERFERENCE, parallel_bound
     t0, a0 = _run(folder / "input_nw0.json.gz")
     t1, a1 = _run(folder / "input_nw1.json.gz")
@@ -202,7 +205,13 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(fo
     assert pred["fix_applied"]["name"] == "loader workers"
     assert pred["measured_over"] == "steady_mean"
     assert pred["measured_speedup"] == r["iteration_time"]["speedup"]["steady_mean_us"]
-    assert abs(pred["error"]) <= 0.25, pred
+    rest = pred["rest_of_step"]
+    if rest["grew"] < 0.10:  # AFTER's untouched work stayed: the plain comparison holds
+        assert abs(pred["error"]) <= 0.25, pred
+    else:  # it grew (backward's page faults under the profiler): said, and the loading
+        # part of the prediction holds against AFTER with that part as in BEFORE
+        assert "error_if_unchanged" in rest and abs(rest["error_if_unchanged"]) <= 0.25, rest
+        assert abs(pred["error"]) <= 0.25 or rest["grew"] >= 0.25, pred
     runs = json.loads((folder / "runs.json").read_text())
     assert abs(workers.estimate / runs["input_nw0"]["measured_speedup_unprofiled"] - 1) <= 0.25
 
@@ -214,6 +223,8 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
 
     from sofa_gui.core.analysis.findings.device_rules import parallel_bound
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
+    for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
+        doc.pop(key)  # the interference alone: no hand-over term
     for value, known in ((1.3, True), ("fast", False), (99.0, False)):
         doc["cpu_core_interference"] = value
         doc["cpu_core_interference_how"] = "calibration: test"
@@ -566,7 +577,7 @@ def test_other_frameworks_fixes_only_on_request(tmp_path):
 
 
 def test_loader_workers_first_batches_are_proven_start_up_work():
-    """quiet/input_nw1's first step waits 49 ms for the DataLoader worker's first batches
+    """quiet/input_nw1's first step waits 39 ms for the DataLoader worker's first batches
     (the worker starts and fills its prefetch queue once; later steps find a batch
     ready): the same ``__next__`` call as every step, so call counts alone read it as a
     slow start (tentative, 0.45); the wait for the workers' first batches is one-off by
@@ -575,8 +586,29 @@ def test_loader_workers_first_batches_are_proven_start_up_work():
     _, a = _run(QUIET / "input_nw1.json.gz")
     start = _ids(a)["startup_cost"]
     assert not start.tentative and start.confidence == pytest.approx(0.9)
-    assert "49.1 ms is the main thread waiting for the DataLoader workers' first batches" \
+    assert "38.8 ms is the main thread waiting for the DataLoader workers' first batches" \
         in start.summary
     _, a0 = _run(QUIET / "input_nw0.json.gz")
     s0 = _ids(a0).get("startup_cost")
     assert s0 is None or "DataLoader workers' first batches" not in s0.summary
+
+
+def test_diff_says_when_the_rest_of_the_after_step_grew():
+    """quiet/r3: AFTER's backward is 10 ms per step longer than BEFORE's (the profiled AFTER
+    takes ~1,000-1,700 page faults per backward: its heap grows by the 7 MB gradient every
+    step), though the fix only moved the loading: the measured 1.01x mixes the fix with
+    that change. diff says how much the untouched part grew, where, and what the gain would
+    be with it as in BEFORE; round 1 (untouched part within 10%) says nothing extra."""
+    from sofa_gui.core.analysis.diff import diff_text
+    r = diff_analyses(_run(QUIET / "r3" / "input_nw0.json.gz"),
+                      _run(QUIET / "r3" / "input_nw1.json.gz"))
+    rest = r["prediction"]["rest_of_step"]
+    assert rest["grew"] > 0.5 and rest["delta_us"]["backward"] > 9000
+    assert rest["measured_if_unchanged"] > 1.4 and abs(rest["error_if_unchanged"]) < 0.1
+    text = "\n".join(diff_text(r))
+    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (backward " \
+           "+10.2 ms" in text
+    assert "with that part as in BEFORE it would be 1.54x, -1% from the prediction" in text
+    r1 = diff_analyses(_run(QUIET / "input_nw0.json.gz"), _run(QUIET / "input_nw1.json.gz"))
+    assert r1["prediction"]["rest_of_step"]["grew"] < 0.10
+    assert "the rest of AFTER's step" not in "\n".join(diff_text(r1))
