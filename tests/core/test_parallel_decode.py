@@ -17,6 +17,7 @@ import logging
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_analysis_cache import AUTO, _cli_doc, _traces
 from test_store import assert_same_trace
@@ -322,3 +323,16 @@ def test_the_app_loader_child_decodes_in_parts(tmp_path, monkeypatch):
     trace = store.load_cached(path)
     monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "1")
     assert_same_trace(trace, load_trace(path, use_cache=False))
+
+
+@pytest.mark.parametrize("parts", [2, 3, 8])
+def test_part_zero_takes_the_lead_share(parts):
+    """The calling process's part 0 is LEAD_SHARE times the others (a worker's part also
+    pays for sending its columns back); the other parts are equal."""
+    cuts = [(b - 1, b) for b in range(100, 100_000, 100)]
+    chosen = parallel._choose(cuts, 0, 100_000, parts)
+    bounds = [0, *(lo for lo, _ in chosen), 100_000]
+    sizes = np.diff(bounds)
+    assert len(sizes) == parts
+    assert abs(sizes[0] / sizes[1:].mean() - parallel.LEAD_SHARE) < 0.02
+    assert sizes[1:].max() - sizes[1:].min() <= 200
