@@ -202,27 +202,3 @@ def test_text_ids_get_codes_in_first_seen_order():
     pid, tid = np.array([5, -3, 1 << 30]), np.array([-(1 << 31) + 1, 9, -1])
     assert [pack_one(p, t) for p, t in zip(pid.tolist(), tid.tolist())] == \
         pack(pid, tid).tolist()
-
-
-def test_mapped_range_reads_as_head_bytes_tail(tmp_path):
-    """A plain file (or a decode part's byte range) is streamed from a mapping; the
-    pages already handed out are dropped as the read moves on, and what the stream
-    gets must be exactly head + file[lo:hi] + tail."""
-    from sofa_gui.core.importers.chrome.decode import BLOCK, Mapped
-
-    data = np.random.default_rng(3).integers(0, 256, 3 * BLOCK + 12345, np.uint8).tobytes()
-    p = tmp_path / "f.bin"
-    p.write_bytes(data)
-    lo, hi = 4097, len(data) - 777
-    with open(p, "rb") as f:
-        m = Mapped(f, lo, hi, b"HEAD", b"TAIL")
-    got, told = [], []
-    while True:
-        block = m.read(1 << 20)
-        if not block:
-            break
-        got.append(bytes(block))
-        told.append(m.tell())
-    m.close()
-    assert b"".join(got) == b"HEAD" + data[lo:hi] + b"TAIL"
-    assert told[-2] == hi - lo  # tell(): bytes of the range consumed (head/tail aside)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import mmap
 import operator
 import os
 import re
@@ -250,65 +249,6 @@ def open_text(path: Path):
     return raw, raw
 
 
-class Mapped:
-    """Bytes ``[lo, hi)`` of a plain file as a stream of zero-copy views of a read-only
-    mapping, with ``head`` before and ``tail`` after them (see :mod:`.parallel`).
-
-    :class:`EventStream` appends each block to its buffer, so the file's bytes are copied
-    once; ``read()`` copied them into fresh pages first. Pages already handed out are
-    dropped from the mapping as the read moves on, so it never holds more than a block.
-    """
-
-    def __init__(self, f, lo: int, hi: int, head: bytes = b"", tail: bytes = b""):
-        self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # ValueError: empty
-        self._pos, self._hi, self._start = lo, min(hi, len(self._map)), lo
-        self._head, self._tail = head, tail
-        self._dropped = lo - lo % mmap.PAGESIZE
-
-    def read(self, n: int = -1):
-        if self._head:
-            out, self._head = self._head, b""
-            return out
-        if self._pos < self._hi:
-            self._drop_behind()
-            k = self._hi - self._pos if n is None or n < 0 else min(n, self._hi - self._pos)
-            out = memoryview(self._map)[self._pos:self._pos + k]
-            self._pos += k
-            return out
-        out, self._tail = self._tail, b""
-        return out
-
-    def _drop_behind(self) -> None:
-        """Unmap the pages before the read position (the page cache keeps the file)."""
-        upto = self._pos - self._pos % mmap.PAGESIZE
-        if upto - self._dropped >= BLOCK and hasattr(self._map, "madvise"):
-            self._map.madvise(mmap.MADV_DONTNEED, self._dropped, upto - self._dropped)
-            self._dropped = upto
-
-    def tell(self) -> int:
-        return self._pos - self._start
-
-    def close(self) -> None:
-        try:
-            self._map.close()
-        except BufferError:  # a view still in use keeps the mapping until it goes
-            pass
-
-
-def _open_plain(path: Path):
-    """(stream, raw) of a file: a :class:`Mapped` view of a plain file where it can be
-    mapped, else :func:`open_text` (gzip, empty files, pipes)."""
-    stream, raw = open_text(path)
-    if stream is not raw:
-        return stream, raw
-    try:
-        mapped = Mapped(raw, 0, os.fstat(raw.fileno()).st_size)
-    except (OSError, ValueError):
-        return stream, raw
-    raw.close()
-    return mapped, mapped
-
-
 def sniff_head(path: Path, limit: int = 1 << 16) -> bytes:
     """Up to ``limit`` decompressed bytes from the start of ``path`` (b'' if unreadable)."""
     try:
@@ -339,7 +279,7 @@ class EventStream:
         self.notes: list[str] = []
         if source is None:
             self.size = self.path.stat().st_size
-            self._stream, self._raw = _open_plain(self.path)
+            self._stream, self._raw = open_text(self.path)
         else:
             self._stream, self._raw, self.size = source
         #: typed decoders the pieces were decoded with (indexes into the decoder list)

@@ -47,7 +47,7 @@ from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
-from .decode import _SEP, EventStream, Mapped
+from .decode import _SEP, EventStream
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileData, FileReader, LaneInfo
 
@@ -108,11 +108,39 @@ class Part:
     chunk: int  # the piece size the cuts were planned with
 
     def stream(self, path: Path) -> EventStream:
-        with open(path, "rb") as f:
-            src = Mapped(f, self.lo, self.hi, self.prefix, self.suffix)
+        src = _RangeReader(path, self)
         stream = EventStream(path, source=(src, src, self.hi - self.lo))
         stream.chunk = self.chunk
         return stream
+
+
+class _RangeReader:
+    """A file-like view of ``prefix + file[lo:hi] + suffix`` for :class:`EventStream`."""
+
+    def __init__(self, path: Path, part: Part):
+        self._f = open(path, "rb")
+        self._f.seek(part.lo)
+        self._left = part.hi - part.lo
+        self._head, self._tail = part.prefix, part.suffix
+        self._done = 0
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            out, self._head = self._head, b""
+            return out
+        if self._left > 0:
+            out = self._f.read(self._left if n is None or n < 0 else min(n, self._left))
+            self._left = self._left - len(out) if out else 0
+            self._done += len(out)
+            return out
+        out, self._tail = self._tail, b""
+        return out
+
+    def tell(self) -> int:
+        return self._done
+
+    def close(self) -> None:
+        self._f.close()
 
 
 def plan(path: Path, parts: int) -> list[Part] | None:
