@@ -277,8 +277,8 @@ class RecordDialog(QDialog):
             self.pyspy_check.setEnabled(False)
             self.pyspy_check.setToolTip("py-spy is not installed (pip install 'sofa-gui[profile]')")
 
-        self.calibrate_check = QCheckBox("Calibrate cores after the run (~3 s): how much a "
-                                         "busy core slows another")
+        self.calibrate_check = QCheckBox("Calibrate cores after the run (~10 s): how much a "
+                                         "busy core slows another, what a loader batch costs")
         self.calibrate_check.setToolTip(
             "Measured after the command ends, so it is not slowed; the advisor's estimates "
             "for DataLoader workers use it (same as sofa-gui record --calibrate-cores)")

@@ -38,9 +38,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="py-spy samples per second (default 100)")
     p.add_argument("-C", "--cwd", metavar="DIR", help="working directory of the command")
     p.add_argument("--calibrate-cores", action="store_true",
-                   help="after the command ends, measure (~3 s) how much slower one core "
-                        "computes while another is busy; the advisor's DataLoader-worker "
-                        "estimates use it")
+                   help="after the command ends, measure (~10 s) how much slower one core "
+                        "computes while another is busy and what a DataLoader worker's batch "
+                        "costs the main thread (needs PyTorch); the advisor's DataLoader-worker "
+                        "estimates use both")
     return p
 
 

@@ -322,11 +322,7 @@ class Recorder:
         m["processes"] = self.host.process_list()
         m["sources"] = self._sources(rows)
         if self.config.calibrate_cores:  # after the run: the program is not slowed by it
-            from .calibrate import core_interference
-            calib = core_interference()
-            m["host"]["core_interference"] = calib
-            if calib is None:
-                notes.append("--calibrate-cores: could not measure (one core, or no numpy)")
+            self._calibrate(m["host"], notes)
         m["files"] = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
                             if p.is_file() and not p.name.startswith("."))
         try:
@@ -341,6 +337,19 @@ class Recorder:
             gpu_mean=self.gpu.mean_utilization() if self.gpu is not None else None,
             gpu_reason=self.nvml.reason, sources=m["sources"], stopped_by=self.stopped_by)
 
+
+    @staticmethod
+    def _calibrate(host: dict, notes: list) -> None:
+        """``--calibrate-cores``: how much a busy core slows another, and what a DataLoader
+        worker's batch costs the main thread (the advisor's loader-workers estimate)."""
+        from .calibrate import batch_handover, core_interference
+        host["core_interference"] = core_interference()
+        if host["core_interference"] is None:
+            notes.append("--calibrate-cores: could not measure (one core, or no numpy)")
+        host["batch_handover"] = batch_handover()
+        if host["batch_handover"] is None:
+            notes.append("--calibrate-cores: batch hand-over not measured (one core, or no "
+                         "PyTorch in sofa-gui's Python)")
     def _sources(self, rows: dict) -> dict:
         cfg, st = self.config, self.host.stats
         out = {

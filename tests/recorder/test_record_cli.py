@@ -225,7 +225,19 @@ def test_calibrate_cores_stores_the_factor_the_advisor_reads(tmp_path):
     if 0.5 <= calib["factor"] <= 10:  # outside that a calibration is not believed
         assert fact.value == round(calib["factor"], 2)
         assert fact.proof.startswith("recording manifest host.core_interference")
+    handover = m["host"]["batch_handover"]  # PyTorch's DataLoader timed; None without it
+    facts = run_facts(load_trace(out))
+    if handover is None:
+        assert any("batch hand-over not measured" in n for n in m.get("notes", []))
+        assert not facts.get("cpu_handover").known
+    else:
+        assert handover["per_batch_us"] + handover["per_tensor_us"] > 0
+        fact = facts.get("cpu_handover")
+        assert fact.value == round(handover["per_batch_us"] + handover["per_tensor_us"])
+        assert fact.proof.startswith("recording manifest host.batch_handover")
     plain = tmp_path / "plain"
     assert record_main(["-o", str(plain), "--", *py("print('hi')")]) == 0
     assert "core_interference" not in manifest(plain)["host"]
-    assert not run_facts(load_trace(plain)).get("cpu_interf").known
+    assert "batch_handover" not in manifest(plain)["host"]
+    plain_facts = run_facts(load_trace(plain))
+    assert not plain_facts.get("cpu_interf").known and not plain_facts.get("cpu_handover").known

@@ -314,17 +314,26 @@ HANDOVER_KEYS = ("cpu_batch_handover_us", "cpu_batch_handover_tensor_us",
                  "cpu_batch_handover_mb_us", "cpu_batch_handover_how")
 
 
-def handover_parts(trace: Trace) -> tuple[float, float, float, str] | None:
-    """(µs per batch, per tensor, per MB, how) of handing a batch from a loader worker to
-    the main thread on the profiled machine (trace metadata ``cpu_batch_handover_*``,
-    written by a calibration); None when absent or not a set of plausible numbers."""
+def handover_parts(trace: Trace) -> tuple[float, float, float, str, str] | None:
+    """(µs per batch, per tensor, per MB, how, where) of handing a batch from a loader
+    worker to the main thread on the profiled machine (trace metadata
+    ``cpu_batch_handover_*`` written by a calibration, or a recording's manifest
+    ``host.batch_handover`` from ``record --calibrate-cores``); None when absent or not a
+    set of plausible numbers."""
     h = _header(trace)
-    parts = [h.get(k) for k in HANDOVER_KEYS[:3]]
+    parts, how = [h.get(k) for k in HANDOVER_KEYS[:3]], h.get(HANDOVER_KEYS[3])
+    where = "trace metadata cpu_batch_handover_us"
+    if all(x is None for x in parts):
+        rec = trace.meta.extra.get("recording")
+        calib = (rec.get("host") or {}).get("batch_handover") if isinstance(rec, dict) else None
+        if isinstance(calib, dict):
+            parts = [calib.get(k) for k in ("per_batch_us", "per_tensor_us", "per_mb_us")]
+            how, where = calib.get("how"), "recording manifest host.batch_handover"
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1e6
                for x in parts) or parts[0] + parts[1] <= 0:
         return None
-    how = h.get(HANDOVER_KEYS[3])
-    return float(parts[0]), float(parts[1]), float(parts[2]), how if isinstance(how, str) else ""
+    return (float(parts[0]), float(parts[1]), float(parts[2]),
+            how if isinstance(how, str) else "", where)
 
 
 @probe
@@ -334,10 +343,10 @@ def _cpu_handover(trace: Trace) -> list[Fact]:
     h = handover_parts(trace)
     if h is None:
         return [Fact("cpu_handover")]
-    batch, tensor, mb, how = h
+    batch, tensor, mb, how, where = h
     return [Fact("cpu_handover", round(batch + tensor), f"µs per batch of one tensor, "
                  f"+{tensor:.0f} µs per extra tensor, +{mb:.0f} µs per MB",
-                 "trace metadata cpu_batch_handover_us" + (f" ({how})" if how else ""))]
+                 where + (f" ({how})" if how else ""))]
 
 
 @probe

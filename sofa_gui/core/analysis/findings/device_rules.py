@@ -236,7 +236,7 @@ def _handover(ctx: Ctx) -> tuple[float, str, float]:
     if parts is None:
         return 0.0, ("; the hand-over of each batch from a worker is not in this trace (not "
                      "measured on this machine)"), 0.9
-    per_batch, per_tensor, per_mb, _ = parts
+    per_batch, per_tensor, per_mb, _, where = parts
     host, r = ctx.bd.host, ctx.rows
     dl = host.role_slices.get("data_loading", np.zeros(0, np.int64)) if host else []
     if host is None or not len(r) or not len(dl):
@@ -259,8 +259,7 @@ def _handover(ctx: Ctx) -> tuple[float, str, float]:
                   f"collate's {_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} "
                   f"per step: {us / 1e3:.1f} ms per batch stays on the main thread to receive "
                   f"it ({pct(hand)} of the step; {size}; calibration: {per_batch:.0f} µs per "
-                  f"batch + {per_tensor:.0f} µs per tensor, trace metadata "
-                  f"cpu_batch_handover_us)"), 1.0
+                  f"batch + {per_tensor:.0f} µs per tensor, {where})"), 1.0
 
 
 def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:

@@ -122,7 +122,7 @@ def _describe(b: TraceBuilder, m: dict) -> None:
         "exit": m.get("exit"),
         "host": {k: host.get(k) for k in ("hostname", "cpu_model", "physical_cores",
                                           "logical_cores", "memory_bytes",
-                                          "core_interference")},
+                                          "core_interference", "batch_handover")},
         "sources": {k: {"recorded": bool(v.get("recorded")), "reason": v.get("reason")}
                     for k, v in sources.items() if isinstance(v, dict)},
     }
