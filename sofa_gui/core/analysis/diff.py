@@ -139,7 +139,8 @@ def _with_rest(pred: dict | None, aa: Analysis, ab: Analysis) -> dict | None:
     hb = ab.breakdown.host if touched and ab.breakdown is not None else None
     if ha is None or hb is None or pred.get("measured_over") != "steady_mean":
         return pred
-    rows = [_rest_per_category(a, h, touched) for a, h in ((aa, ha), (ab, hb))]
+    steady = _steady(aa), _steady(ab)  # the advisor's rule, run once per side
+    rows = [_rest_per_category(h, touched, m) for h, m in ((ha, steady[0]), (hb, steady[1]))]
     ra, rb = sum(rows[0].values()), sum(rows[1].values())
     if ra <= 0:
         return pred
@@ -147,7 +148,7 @@ def _with_rest(pred: dict | None, aa: Analysis, ab: Analysis) -> dict | None:
     delta = {c: us(rows[1][c] - rows[0].get(c, 0.0)) for c in rows[1]}
     pred["rest_of_step"] = {"before_us": us(ra), "after_us": us(rb), "grew": round(grew, 4),
                             "delta_us": {c: v for c, v in delta.items() if abs(v) >= 1}}
-    t0, t1 = _steady_mean_ns(aa), _steady_mean_ns(ab)
+    t0, t1 = _steady_mean_ns(aa, steady[0]), _steady_mean_ns(ab, steady[1])
     if grew >= REST_GREW and t0 and t1 > rb - ra:
         as_before = t0 / (t1 - (rb - ra))
         pred["rest_of_step"]["measured_if_unchanged"] = round(as_before, 4)
@@ -156,16 +157,15 @@ def _with_rest(pred: dict | None, aa: Analysis, ab: Analysis) -> dict | None:
     return pred
 
 
-def _rest_per_category(analysis: Analysis, host, touched) -> dict[str, float]:
+def _rest_per_category(host, touched, steady) -> dict[str, float]:
     """Mean ns per steady iteration of each main-thread category the fix leaves alone."""
-    steady = _steady(analysis)
     t = host.times if steady is None else host.times[steady]
     return {c: float(t[:, k].mean()) for k, c in enumerate(host.categories)
             if c not in touched and len(t)}
 
 
-def _steady_mean_ns(analysis: Analysis) -> float:
-    d, steady = _durations(analysis), _steady(analysis)
+def _steady_mean_ns(analysis: Analysis, steady) -> float:
+    d = _durations(analysis)
     d = d if steady is None else d[steady]
     return float(d.mean()) if len(d) else 0.0
 
