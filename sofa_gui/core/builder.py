@@ -22,6 +22,7 @@ from .trace import (
     FULL_NAMES,
     MAX_NAME_CHARS,
     SHARED_TEXT,
+    ArgSegments,
     ArgsStore,
     Counters,
     CounterSeries,
@@ -191,7 +192,7 @@ class TraceBuilder:
             return np.full(n, -1, np.int64)
         if len(args) != n:
             raise ValueError("args length differs from slices")
-        if isinstance(args, pa.Array):
+        if isinstance(args, pa.Array) or getattr(args, "lazy_args", False):
             return self._add_arrow_args(args)
         idx = np.full(n, -1, np.int64)
         base = self._n_segment_args + len(self._args)
@@ -216,8 +217,14 @@ class TraceBuilder:
         return self.share_args(json.dumps({SHARED_TEXT: text}, separators=(",", ":")).encode())
 
     def _add_arrow_args(self, args: pa.Array) -> np.ndarray:
-        """A binary Arrow chunk is kept as is (zero-copy, e.g. memory-mapped); empty = none."""
+        """A binary Arrow chunk is kept as is (zero-copy, e.g. memory-mapped); empty = none.
+        Rows read on demand (``lazy_args``, importers/source_args.py) all count as present."""
         self._flush_args()
+        if not isinstance(args, pa.Array):
+            base = self._n_segment_args
+            self._arg_segments.append(args)
+            self._n_segment_args += len(args)
+            return base + np.arange(len(args), dtype=np.int64)
         if not pa.types.is_large_binary(args.type):
             args = args.cast(pa.large_binary())
         base = self._n_segment_args
@@ -241,6 +248,8 @@ class TraceBuilder:
         segs = [s for s in self._arg_segments if len(s)]
         if not segs:
             return []
+        if not all(isinstance(s, pa.Array) for s in segs):
+            return ArgSegments(segs)
         return segs[0] if len(segs) == 1 else pa.chunked_array(segs, pa.large_binary())
 
     def add_counter(self, name: str, unit: str, lane: int, time, value) -> int:

@@ -222,6 +222,8 @@ def write_trace(d: Path, trace: Trace) -> None:
     f = trace.flows
     _write(d / "flows.arrow", {"src": f.src, "dst": f.dst, "kind": f.kind})
     args = trace.args.backing
+    if hasattr(args, "to_arrow"):  # rows read on demand from the source file: read them all
+        args = args.to_arrow()
     if not isinstance(args, (pa.Array, pa.ChunkedArray)):
         args = pa.array(list(args), pa.large_binary())
     _write(d / "args.arrow", {"args": args})

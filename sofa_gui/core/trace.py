@@ -318,11 +318,82 @@ class ArgsStore:
             out = json.loads(self.raw(i))
         except (ValueError, UnicodeDecodeError, RecursionError):  # untrusted: ~1000 deep
             return {}
+        except OSError as exc:  # args read on demand from a file that changed since
+            return {ARGS_UNAVAILABLE: str(exc)}
         return out if isinstance(out, dict) else {"value": out}
 
     @property
     def backing(self):
         return self._raw
+
+
+#: The key of the one entry :meth:`ArgsStore.get` returns when an event's args cannot be
+#: read (the file they are read from on demand changed): its value says why.
+ARGS_UNAVAILABLE = "(args unavailable)"
+
+
+class ArgSegments:
+    """Args rows kept in segments, as :class:`TraceBuilder` received them: Arrow arrays
+    and rows read on demand from the source file (objects with ``lazy_args``, see
+    ``importers/source_args.py``). A sequence of ``bytes``; :meth:`to_arrow` reads all."""
+
+    def __init__(self, segments: list):
+        self.segments = segments
+        self._starts = np.cumsum([0, *map(len, segments)]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, i: int) -> bytes:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        v = self.segments[k][i - int(self._starts[k])]
+        v = v.as_py() if hasattr(v, "as_py") else v
+        return v if v is not None else b""
+
+    def to_pylist(self) -> list:
+        return self.to_arrow().to_pylist()
+
+    def to_arrow(self):
+        """Every row as one ``large_binary`` chunked array (raises OSError when the
+        source file changed since it was opened)."""
+        import pyarrow as pa
+
+        out, run, size = [], [], 0
+        for seg in self.segments:
+            if not getattr(seg, "lazy_args", False):
+                out.extend(_binary_run(run))
+                run, size = [], 0
+                out.append(seg if pa.types.is_large_binary(seg.type)
+                           else seg.cast(pa.large_binary()))
+                continue
+            vals = seg.values()
+            blob = b"".join(vals)
+            run.append((blob, np.fromiter(map(len, vals), np.int64, len(vals))))
+            size += len(blob)
+            if size > _RUN_BYTES:
+                out.extend(_binary_run(run))
+                run, size = [], 0
+        out.extend(_binary_run(run))
+        return pa.chunked_array(out, pa.large_binary())
+
+
+_RUN_BYTES = 64 << 20
+
+
+def _binary_run(run: list) -> list:
+    """[] or one ``large_binary`` array of the (blob, lengths) pairs in ``run``."""
+    if not run:
+        return []
+    import pyarrow as pa
+
+    lengths = np.concatenate([r[1] for r in run])
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = pa.py_buffer(b"".join(r[0] for r in run))
+    return [pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(lengths),
+                                             [None, pa.py_buffer(offsets), data])]
 
 
 def is_shared_ref(v) -> bool:

@@ -12,6 +12,7 @@ from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QMessageBox
 
 from sofa_gui.core.samples import demo_trace_path
+from sofa_gui.core.trace import Kind
 from sofa_gui.qt import sliced
 from sofa_gui.qt.panels.iterations import COLUMNS
 from sofa_gui.view.search import SearchQuery
@@ -543,3 +544,30 @@ def test_cached_reopen_shows_every_panel_without_analysing(qtbot, window, fresh_
              window.panels["iterations"].model.rowCount(), len(window.panels["findings"].cards))
     assert again == first
     assert s.breakdown is not None and window.panels["breakdown"].isEnabled()
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_details_show_args_read_on_demand_from_a_plain_file(qtbot, window, demo_path, tmp_path,
+                                                             monkeypatch, mode):
+    """A plain JSON file's args stay in the file (importers/source_args.py): clicking a
+    slice shows all of them, read from the file (thread) or from the cache entry the
+    loader child wrote them into (process)."""
+    import gzip
+
+    from sofa_gui.core.trace import ArgSegments
+
+    monkeypatch.setenv("SOFA_GUI_LAZY_ARGS_MIN_BYTES", "0")
+    plain = tmp_path / "plain.pt.trace.json"
+    plain.write_bytes(gzip.decompress(demo_path.read_bytes()))
+    window.session.load_mode = mode
+    s = open_and_wait(qtbot, window, plain)
+    t = s.trace
+    assert isinstance(t.args.backing, ArgSegments) == (mode == "thread")
+    kernel = int(np.flatnonzero(t.slices.kind == int(Kind.KERNEL))[0])  # grid, stream, ...
+    s.select_slice(kernel)
+    d = window.panels["details"]
+    args = t.args.get(int(t.slices.args[kernel]))
+    assert "stream" in args and "grid" in args
+    shown = {d.args.topLevelItem(k).text(0): d.args.topLevelItem(k).text(1)
+             for k in range(d.args.topLevelItemCount())}
+    assert set(shown) == set(args) and shown["stream"] == str(args["stream"])

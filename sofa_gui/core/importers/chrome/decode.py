@@ -39,6 +39,7 @@ from typing import Any, Literal, get_args
 import msgspec
 
 from ...errors import TraceFormatError
+from ..source_args import piece_tag
 
 BLOCK = 4 << 20  # decompressed bytes read at a time
 CHUNK = 2 << 20  # target size of one decoded piece
@@ -174,14 +175,19 @@ def exact_ts_strings(piece: bytes) -> list:
 class Piece:
     """One decoded slice of the events array."""
 
-    __slots__ = ("events", "skipped", "text", "layout")
+    __slots__ = ("events", "skipped", "text", "layout", "span")
 
     def __init__(self, events: list, skipped: Counter, text: bytes | None,
-                 layout: Layout | None = None):
+                 layout: Layout | None = None, span: tuple | None = None):
         self.events = events  # Event or KnownEvent structs, or a Layout's classes
         self.skipped = skipped  # array items that are not usable events
         self.text = text  # the JSON array text (fast path only), for exact_ts_strings
         self.layout = layout  # the tagged union the events were decoded with, if any
+        #: (lo, hi, items, tag): ``text`` is ``[`` + the file's bytes [lo, hi) + ``]``,
+        #: decodes to ``items`` events and has fingerprint ``tag`` (source_args.piece_tag),
+        #: so an event's args can be read again from the file later; None when that does
+        #: not hold (gzip, lenient pieces)
+        self.span = span
 
 
 def _error_byte(exc: Exception) -> int | None:
@@ -282,6 +288,9 @@ class EventStream:
             self._stream, self._raw = open_text(self.path)
         else:
             self._stream, self._raw, self.size = source
+        #: file offset of the stream's decompressed offset 0 (None: the offsets are not the
+        #: file's, e.g. gzip); pieces then know their byte range in the file (Piece.span)
+        self.file_origin: int | None = 0 if self._stream is self._raw else None
         #: typed decoders the pieces were decoded with (indexes into the decoder list)
         self.decoders_used: set[int] = set()
         self.chunk = CHUNK  # target piece size, read at creation (tests make it small)
@@ -556,7 +565,8 @@ class EventStream:
                     return self._tail(start), True
             if outcome == "end":
                 return self._array_end_in(text[:value], start), True
-            return self._after_piece(self._piece(outcome, value, text), m)
+            piece = self._piece(outcome, value, text, self._span(start, end))
+            return self._after_piece(piece, m)
 
     def _deep_piece(self, text: bytes, m, start: int) -> tuple[Piece, bool]:
         """A piece holding events nested too deep for the decoders: each such event is
@@ -627,7 +637,7 @@ class EventStream:
                 return None
         self._pos = q + 1
         self._sep_due = self._buf[q] == ord("}")
-        return self._piece(outcome, value, doc)
+        return self._piece(outcome, value, doc, self._span(start, end))
 
     def _after_cut(self) -> bool:
         """The ',' (or the array's ']') after a piece cut before blanks; True at ']'."""
@@ -653,10 +663,17 @@ class EventStream:
         text = b"".join((b"[", memoryview(self._buf)[start:], b"]"))
         return _try_decode(text)[0] == "end"
 
-    def _piece(self, outcome: str, value, text: bytes) -> Piece:
+    def _span(self, start: int, end: int) -> tuple[int, int] | None:
+        """File byte range of buffer range [start, end), None when the stream has none."""
+        if self.file_origin is None:
+            return None
+        return self.file_origin + self._offset(start), self.file_origin + self._offset(end)
+
+    def _piece(self, outcome: str, value, text: bytes, span=None) -> Piece:
         if outcome == "events":
             self.decoders_used.add(self._decoder)
-            return Piece(value, Counter(), text, _DECODERS[self._decoder][1])
+            return Piece(value, Counter(), text, _DECODERS[self._decoder][1],
+                         None if span is None else (*span, len(value), piece_tag(text)))
         skipped: Counter = Counter()
         events = []
         if outcome == "raws":
@@ -705,7 +722,8 @@ class EventStream:
             outcome, value = self._json_fallback(doc, start)
         if outcome not in ("events", "raws", "items"):
             raise self._fail("invalid JSON near the end of the traceEvents array")
-        piece = self._piece(outcome, value, doc)
+        # doc: '[' + the buffer from start + the array's ']' (blanks before it stripped)
+        piece = self._piece(outcome, value, doc, self._span(start, start + len(doc) - 2))
         self._pos = start + len(doc) - 1  # just after the closing ']'
         self._after_array()
         return piece

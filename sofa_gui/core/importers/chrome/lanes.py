@@ -141,13 +141,21 @@ def _add_slices(data: FileData, builder: TraceBuilder, args: pa.Array, lane_map,
         rows = builder.add_slices(
             chunk["start"] + shift_ns if shift_ns else chunk["start"], chunk["dur"],
             lane_map[chunk["lane"]], chunk["name"],
-            args=chunk.get("args", args).slice(chunk["args_first"], chunk["n"]),
+            args=_chunk_args(data, chunk, args),
             kind=chunk["kind"], device=chunk["device"], stream=chunk["stream"],
             bytes=chunk["bytes"], copy_kind=chunk["copy_kind"],
             correlation=chunk["correlation"])
         out.append(int(rows[0]) if len(rows) else 0)
     data.chunks = []
     return out
+
+
+def _chunk_args(data: FileData, chunk: dict, args: pa.Array):
+    """The chunk's args: rows read from the file on demand, or its slice of a spill."""
+    span = chunk.get("args_span")
+    if span is not None:
+        return data.args_source.rows(span, chunk["args_items"])
+    return chunk.get("args", args).slice(chunk["args_first"], chunk["n"])
 
 
 def _add_bound_flows(data: FileData, builder: TraceBuilder, chunk_rows: list[int]) -> None:

@@ -111,6 +111,7 @@ class Part:
         src = _RangeReader(path, self)
         stream = EventStream(path, source=(src, src, self.hi - self.lo))
         stream.chunk = self.chunk
+        stream.file_origin = self.lo - len(self.prefix)  # pieces' spans are file offsets
         return stream
 
 
@@ -305,6 +306,10 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         tagged = set().union(_tagged(stream), *(r.tagged for r in results))
         if len(tagged) > 1:
             log.info("%s: parts decoded with different decoders; reading serially", path)
+            return None
+        if len({r.data.args_source is None for r in results} | {
+                reader.data.args_source is None}) > 1:
+            log.info("%s: parts disagree on reading args on demand; reading serially", path)
             return None
         arrays = [part_array(sp, r.offsets, r.blob) for sp, r in zip(spill_paths, results)]
     except (TraceFormatError, OSError, RuntimeError, EOFError, ValueError, MemoryError) as exc:

@@ -23,6 +23,7 @@ import numpy as np
 from ...progress import Progress
 from ...trace import DEVICE_KINDS, Kind, LoadStats
 from ..args_spill import ArgsSpill
+from ..source_args import SourceFile
 from .decode import EventStream, Piece, exact_ts_strings
 from .ids import (
     ANN_TID,
@@ -175,6 +176,8 @@ class FileData:
     category_names: list[str] = field(default_factory=list)
     ids: IdCodes = field(default_factory=IdCodes)
     flow_ids: IdCodes = field(default_factory=IdCodes)
+    #: the file chunks with ``args_span`` read their args from on demand (else None)
+    args_source: SourceFile | None = None
 
 
 def _phases(evs: list) -> np.ndarray:
@@ -295,6 +298,7 @@ class FileReader:
         self._memory_id = names.id(_MEMORY_NAME)
         self._ann: np.ndarray = np.zeros(0, bool)  # by category code: a GPU annotation
         self._n_cats = 0
+        self._span = None  # the current piece's Piece.span when its args stay in the file
 
     # -- driver -----------------------------------------------------------------
     def read(self, progress: Progress, lo: float = 0.0, hi: float = 1.0,
@@ -302,6 +306,8 @@ class FileReader:
         """Read the file (or ``stream``: a part of it); ``finish=False`` leaves B/E
         events unmatched, for :mod:`.parallel` to match once every part is in."""
         stream = stream if stream is not None else EventStream(self.data.path)
+        if stream.file_origin is not None and self.data.args_source is None:
+            self.data.args_source = SourceFile.open(self.data.path)
         for piece in stream:
             self._piece(piece)
             progress.update(lo + (hi - lo) * stream.fraction,
@@ -336,6 +342,7 @@ class FileReader:
         if not n:
             return
         at = _Where(evs, piece.text)
+        self._span = piece.span if self.data.args_source is not None else None
         layout = piece.layout
         if layout is None:
             self._events(evs, None, at)
@@ -366,8 +373,7 @@ class FileReader:
         ids = self.data.ids
         pid = ids.codes([e.pid for e in evs])
         tid = ids.codes([e.tid for e in evs])
-        raws = [e.args for e in evs]
-        cols = _Cols(evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws)
+        cols = _Cols(evs, ph, ts, ns, ts_ok, name, cat, pid, tid, at)
 
         inst = (ph == I1) | (ph == I2)
         mem = inst & (name == self._memory_id)
@@ -388,7 +394,7 @@ class FileReader:
         cat = self._cat_codes([e.cat for e in evs])
         ids = self.data.ids
         cols = _Cols(evs, ph, ts, ns, ts_ok, None, cat, ids.codes([e.pid for e in evs]),
-                     ids.codes([e.tid for e in evs]), None)
+                     ids.codes([e.tid for e in evs]), at)
         self._skip_ts(~ts_ok, ts)
         self._flows(cols, np.flatnonzero(ts_ok))
 
@@ -465,7 +471,6 @@ class FileReader:
             pid[inst_rows[scope]] = GLOBAL_PID
             tid[inst_rows[scope]] = 0
         lane = self._lanes_for(pid, tid)
-        raws = c.raws if every else list(map(c.raws.__getitem__, idx.tolist()))
         chunk = {
             "start": c.ns if every else c.ns[idx],
             "dur": c.dur[idx] if c.dur is not None else np.zeros(k, np.int64),
@@ -476,8 +481,13 @@ class FileReader:
             "copy_kind": np.zeros(k, np.int8),
             "correlation": np.full(k, -1, np.int64),
         }
-        self._device_columns(chunk, raws, pid, tid)
-        chunk["args_first"] = self.spill.append(raws)
+        evs = c.evs if every else list(map(c.evs.__getitem__, idx.tolist()))
+        self._device_columns(chunk, evs, pid, tid)
+        if self._span is not None:  # the args stay in the file: where they are
+            chunk["args_span"] = self._span
+            chunk["args_items"] = idx if c.at.mask is None else np.flatnonzero(c.at.mask)[idx]
+        else:
+            chunk["args_first"] = self.spill.append([e.args for e in evs])
         chunk["n"] = k
         if [e.bind_id for e in c.evs].count(None) != len(c.evs):
             self._bound_flows(c, idx, len(self.data.chunks))
@@ -506,8 +516,9 @@ class FileReader:
             local = index.lookup(keys)
         return local
 
-    def _device_columns(self, chunk: dict, raws: list, pid: np.ndarray, tid: np.ndarray) -> None:
-        """device/stream/correlation/bytes/copy kind from the args of runtime and GPU events."""
+    def _device_columns(self, chunk: dict, evs: list, pid: np.ndarray, tid: np.ndarray) -> None:
+        """device/stream/correlation/bytes/copy kind from the args of runtime and GPU events
+        (``evs``: the chunk's events, or anything with their raw args as ``args``)."""
         kind = chunk["kind"]
         rows = np.flatnonzero(_DEV_OR_RUNTIME[kind])
         if not len(rows):
@@ -515,12 +526,11 @@ class FileReader:
         runtime = kind[rows] == int(Kind.RUNTIME)
         rrows, drows = rows[runtime], rows[~runtime]
         if len(rrows):
-            args, strict = _decode_batch(list(map(raws.__getitem__, rrows.tolist())),
-                                         _RUNTIME_ARGS)
+            args, strict = _decode_batch([evs[i].args for i in rrows.tolist()], _RUNTIME_ARGS)
             chunk["correlation"][rrows] = _correlation(args, strict)
         if not len(drows):
             return
-        args, strict = _decode_batch(list(map(raws.__getitem__, drows.tolist())), _DEVICE_ARGS)
+        args, strict = _decode_batch([evs[i].args for i in drows.tolist()], _DEVICE_ARGS)
         chunk["correlation"][drows] = _correlation(args, strict)
         device = _ints(args, _A_DEVICE, strict)
         fallback = np.where(pid[drows] >= 0, pid[drows], 0)
@@ -574,7 +584,7 @@ class FileReader:
             self._metadata(c, i)
         for i in np.flatnonzero(ok & (ph == C)).tolist():
             key = (int(c.pid[i]), c.evs[i].name)
-            self.data.counters.setdefault(key, []).append((int(c.ns[i]), c.raws[i]))
+            self.data.counters.setdefault(key, []).append((int(c.ns[i]), c.evs[i].args))
         be = np.flatnonzero(ok & ((ph == B) | (ph == E)))
         if len(be):
             kind = self._kinds(c.cat[be], c.name[be])
@@ -632,7 +642,7 @@ class FileReader:
         """Kineto ``[memory]`` instants -> allocator samples (a counter, not slices)."""
         if not len(idx):
             return
-        args, _ = _decode_batch([c.raws[i] for i in idx.tolist()], _MEM_ARGS)
+        args, _ = _decode_batch([c.evs[i].args for i in idx.tolist()], _MEM_ARGS)
         dev_type = _int_or([a.dev_type for a in args], -1)
         dev_id = _int_or([a.dev_id for a in args], -1)
         total = _float_or_nan(list(map(_A_TOTAL, args)))
@@ -682,7 +692,7 @@ class FileReader:
             "bytes": np.full(k, -1, np.int64), "copy_kind": np.zeros(k, np.int8),
             "correlation": np.full(k, -1, np.int64),
         }
-        self._device_columns(chunk, raws, pid, tid)
+        self._device_columns(chunk, [_Args(r) for r in raws], pid, tid)
         chunk["args_first"] = self.spill.append(raws)
         chunk["n"] = k
         self.data.chunks.append(chunk)
@@ -691,13 +701,22 @@ class FileReader:
 class _Cols:
     """The columns of one group of events, shared by the phase handlers."""
 
-    __slots__ = ("evs", "ph", "ts", "ns", "ts_ok", "name", "cat", "pid", "tid", "raws", "dur")
+    __slots__ = ("evs", "ph", "ts", "ns", "ts_ok", "name", "cat", "pid", "tid", "at", "dur")
 
-    def __init__(self, evs, ph, ts, ns, ts_ok, name, cat, pid, tid, raws):
+    def __init__(self, evs, ph, ts, ns, ts_ok, name, cat, pid, tid, at):
         self.evs, self.ph, self.ts, self.ns, self.ts_ok = evs, ph, ts, ns, ts_ok
         self.name, self.cat, self.pid, self.tid = name, cat, pid, tid
-        self.raws = raws
+        self.at = at  # where the group's events sit in their piece
         self.dur = None
+
+
+class _Args:
+    """A merged B/E pair's raw args where :meth:`FileReader._device_columns` reads them."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: bytes):
+        self.args = args
 
 
 class _Where:

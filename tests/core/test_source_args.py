@@ -1,0 +1,142 @@
+"""Args read on demand from a plain JSON file (importers/source_args.py).
+
+A large plain file's event args are not copied at open: each slice remembers its
+piece's byte range and item number and the args are decoded from the file when
+asked for. Every JSON test trace, read that way (serially and in parts), must give
+every slice the args the spilling read gives it, the same ``analyze --json``
+document, and a cache entry that reads back the same; a file changed or removed
+after the open must give a clear message instead of another file's args.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from test_analysis_cache import AUTO, _cli_doc
+from test_parallel_decode import _json_traces, _load, _plain
+from test_store import assert_same_trace
+
+from sofa_gui.core import store
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+from sofa_gui.core.importers.chrome import decode
+from sofa_gui.core.trace import ARGS_UNAVAILABLE, ArgSegments
+
+_COLS = ("start", "dur", "lane", "name", "kind", "depth", "device", "stream", "bytes",
+         "copy_kind", "correlation")
+
+
+@pytest.fixture
+def lazy(monkeypatch):
+    """Every plain file reads its args on demand; 16 KiB pieces (many per file)."""
+    monkeypatch.setenv("SOFA_GUI_LAZY_ARGS_MIN_BYTES", "0")
+    monkeypatch.setattr(decode, "CHUNK", 16 << 10)
+
+
+def _spilled(path, monkeypatch):
+    monkeypatch.setenv("SOFA_GUI_LAZY_ARGS_MIN_BYTES", str(1 << 50))
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "1")
+    trace = load_trace(path, use_cache=False)
+    monkeypatch.setenv("SOFA_GUI_LAZY_ARGS_MIN_BYTES", "0")
+    return trace
+
+
+def _same_args(a, b) -> None:
+    """Same slices and the same args for every slice (row ids may differ: a spilled
+    read gives no row to an event without args, a lazy one an empty row)."""
+    for col in _COLS:
+        assert np.array_equal(getattr(a.slices, col), getattr(b.slices, col)), col
+    got_a = [a.args.get(int(r)) for r in a.slices.args]
+    got_b = [b.args.get(int(r)) for r in b.slices.args]
+    assert got_a == got_b
+    assert a.names == b.names
+
+
+@pytest.mark.parametrize("src", _json_traces(), ids=lambda p: p.name)
+def test_args_on_demand_equal_the_spilled_args(src, tmp_path, monkeypatch, caplog, lazy):
+    path = _plain(src, tmp_path)
+    spilled = _spilled(path, monkeypatch)
+    serial, _ = _load(path, 1, monkeypatch, caplog)
+    par, used = _load(path, 2, monkeypatch, caplog)
+    if len(serial.slices):
+        assert isinstance(serial.args.backing, ArgSegments), "args were not read on demand"
+    if path.stat().st_size > 8 * decode.CHUNK:
+        assert used, "2 parts: fell back to the serial read"
+    _same_args(spilled, serial)
+    assert_same_trace(serial, par)
+    doc = _cli_doc(spilled, analyze(spilled, AUTO))
+    assert _cli_doc(serial, analyze(serial, AUTO)) == doc
+    assert _cli_doc(par, analyze(par, AUTO)) == doc
+
+
+def _sample(tmp_path):
+    src = next(p for p in _json_traces() if p.name.startswith("resnet50"))
+    return _plain(src, tmp_path)
+
+
+def test_cache_round_trip_of_args_read_on_demand(tmp_path, monkeypatch, lazy):
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "2")
+    path = _sample(tmp_path)
+    cold = load_trace(path)
+    assert isinstance(cold.args.backing, ArgSegments) and cold.cache_entry is not None
+    cached = load_trace(path)
+    assert not isinstance(cached.args.backing, ArgSegments)  # read from args.arrow
+    assert_same_trace(cold, cached)
+    assert _cli_doc(cached, analyze(cached, AUTO)) == _cli_doc(cold, analyze(cold, AUTO))
+
+
+def _with_args(trace) -> list[int]:
+    """Slices whose args are not empty, spread over the file."""
+    rows = [i for i in range(0, len(trace.slices), max(len(trace.slices) // 50, 1))
+            if trace.args.get(int(trace.slices.args[i]))]
+    assert rows
+    return rows
+
+
+@pytest.mark.parametrize("change", ["modified", "removed", "truncated"])
+def test_a_file_changed_after_open_gives_a_clear_message(tmp_path, monkeypatch, lazy, change):
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "1")
+    path = _sample(tmp_path)
+    trace = load_trace(path, use_cache=False)
+    rows = _with_args(trace)
+    trace.args.backing.segments[0].source._pieces.clear()  # nothing kept from the open
+    if change == "removed":
+        path.unlink()
+    elif change == "truncated":
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+    else:
+        text = path.read_bytes()
+        path.write_bytes(text.replace(b'"args"', b'"argz"'))
+        os.utime(path, ns=(1, 1))
+    got = trace.args.get(int(trace.slices.args[rows[-1]]))
+    assert list(got) == [ARGS_UNAVAILABLE]
+    assert path.name in got[ARGS_UNAVAILABLE] and "reopen" in got[ARGS_UNAVAILABLE]
+    assert f"was {change}" in got[ARGS_UNAVAILABLE] or change == "truncated"
+    # the cache writer refuses (one warning), leaving no entry behind
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    assert store.save_cached(tmp_path / "x.json", trace) is None
+    assert not [p for p in (tmp_path / "cache").rglob("manifest.json")]
+
+
+def test_same_size_rewrite_in_place_is_noticed(tmp_path, monkeypatch, lazy):
+    """Rewritten with the same size and mtime (e.g. by a copy tool): the item count of
+    the piece or the inode must still tell; here the events are moved within the file."""
+    monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "1")
+    path = _sample(tmp_path)
+    trace = load_trace(path, use_cache=False)
+    rows = _with_args(trace)
+    segs = trace.args.backing.segments
+    segs[0].source._pieces.clear()
+    st = path.stat()
+    doc = json.loads(path.read_bytes())
+    doc["traceEvents"] = doc["traceEvents"][::-1]
+    text = json.dumps(doc, separators=(",", ":")).encode()
+    path.write_bytes(text[:st.st_size].ljust(st.st_size))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    got = [trace.args.get(int(trace.slices.args[i])) for i in rows]
+    assert all(list(g) == [ARGS_UNAVAILABLE] for g in got)
