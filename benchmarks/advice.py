@@ -125,6 +125,38 @@ def _per_fix(analysis, fid, timing: dict) -> None:
               f"{timing['cpu_busy_other_cores']} cores busy")
 
 
+def _round_row(before, est, measured, pred, timing, after_t, unprof) -> list[str]:
+    """One quiet round: calibration, estimate, measured, error, what else changed."""
+    m = _runs(before).get("_machine", {})
+    calib = (m.get("core_interference") or {}).get("factor")
+    hand = m.get("batch_handover") or {}
+    two = (hand.get("per_batch_us", 0) + 2 * hand.get("per_tensor_us", 0)) / 1e3 \
+        if hand else None
+    rest = pred.get("rest_of_step") or {}
+    faults = after_t.get("profiled_minor_faults_per_step")
+    heap = m.get("heap")
+    return [before.split("/")[-2] if "/r" in before else "r1",
+            f"{calib:.2f}" if calib else "-", f"{two:.1f} ms" if two else "-",
+            f"{est:.2f}x", f"{measured:.2f}x", f"{100 * (est / measured - 1):+.0f}%",
+            f"{100 * rest['grew']:+.0f}%" if "grew" in rest else "-",
+            f"{100 * rest['error_if_unchanged']:+.0f}%" if "error_if_unchanged" in rest else "-",
+            f"{unprof:.2f}x ({100 * (est / unprof - 1):+.0f}%)" if unprof else "-",
+            f"{sorted(faults)[len(faults) // 2]}" if faults else "-",
+            "steady" if isinstance(heap, dict) else "default"]
+
+
+def _round_table(rows: list[list[str]]) -> None:
+    """The quiet pair's rounds side by side (issue 12's Done-when check)."""
+    head = ["round", "interf", "hand-over", "estimate", "steady", "error", "rest grew",
+            "if unchanged", "unprofiled (error)", "AFTER faults/step", "heap"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    print()
+    print("quiet input pair, by round (hand-over: a batch of two tensors; AFTER faults: "
+          "median per profiled step)")
+    for r in [head] + rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="")
@@ -148,7 +180,7 @@ def main(argv=None) -> int:
     print(f"{'pair (before -> after)':44s} {'finding':22s} {'estimated':>9s} "
           f"{'measured':>9s} {'error':>7s} {'all mean':>8s} {'median':>7s} {'unprofiled':>10s}"
           f"  estimate for")
-    errors = []
+    errors, rounds = [], []
     for before, after in PAIRS[:3] + more_pairs + PAIRS[3:]:
         if before not in done or after not in done:
             continue
@@ -177,6 +209,9 @@ def main(argv=None) -> int:
                   f"{after_t['minor_faults_per_step']:.0f}")
         if before.startswith("advice/quiet/") and est and measured:
             errors.append((est / measured - 1, est / unprof - 1 if unprof else None))
+            rounds.append(_round_row(before, est, measured, pred, timing, after_t, unprof))
+    if rounds:
+        _round_table(rounds)
     if len(errors) > 1:
         e = [x for x, _ in errors]
         u = [y for _, y in errors if y is not None]

@@ -26,11 +26,29 @@ The input-bound pair on a quiet machine (the check of issue 12's estimate), then
 
 Timings on a shared machine are noisy: the script takes the median step time of
 several unprofiled repeats.
+
+**Steady heap** (default; ``--default-heap`` turns it off).  Under the profiler, the
+input pair's AFTER (a loader worker) took 1,000-1,800 minor page faults in every
+backward and its step grew by up to ~10 ms: its main heap grows 4-7 MB per step (glibc
+``mallinfo2``), i.e. the 7 MB grad-W1 that ``zero_grad()`` frees is not reused and each
+new one lands on fresh pages.  The profiler adds ~640 small allocations (32-128 B) and a
+78 KB one every other step to the main thread's heap (counted with uprobes on
+``malloc``/``posix_memalign``: ``benchmarks/heap_probe.py`` and issue-12-notes, Session
+5); BEFORE (the loading on the main thread) and the unprofiled AFTER keep a stable heap
+after a few steps.  So every run -- both sides of a pair, profiled and unprofiled -- gets
+the same allocator setting: glibc's mmap threshold fixed at 32 MiB and trimming off
+(``mallopt``), and after the run's set-up (a loader worker is forked there) ``HEAP_MB``
+of heap allocated, written (faulted in) and freed.  The heap's growth then lands on pages
+already mapped: no page faults, as without the profiler.  Faults per step of the
+profiled and the unprofiled runs are in ``runs.json`` (``profiled_minor_faults_per_step``,
+``minor_faults_per_step``), the setting in ``_machine.heap``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import gzip
 import json
 import os
@@ -209,12 +227,63 @@ def input_nw1():
     return _input_run(1)
 
 
+# -- steady heap (see the module docstring) ------------------------------------------------
+HEAP_MB = 192  # > the profiled AFTER's growth over its steps (~7 MB per step)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+HEAP = {"on": False}
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallopt, libc.malloc, libc.free  # noqa: B018 (glibc only)
+    except (OSError, AttributeError, TypeError):
+        return None
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    return libc
+
+
+def steady_heap_setup() -> dict | None:
+    """Fix glibc's mmap threshold (32 MiB) and turn trimming off, once per process: the
+    heap then keeps what it faulted in.  None where the C library is not glibc."""
+    libc = _libc()
+    if libc is None or not (libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+                            and libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)):
+        return None
+    HEAP["on"] = True
+    return {"mmap_threshold_mib": 32, "trim": "off", "prefault_mib": HEAP_MB,
+            "how": f"mallopt(M_MMAP_THRESHOLD, 32 MiB), mallopt(M_TRIM_THRESHOLD, 1 GiB); "
+                   f"after each run's set-up {HEAP_MB} MiB of heap allocated, written and "
+                   f"freed, so heap growth under the profiler lands on mapped pages"}
+
+
+def prefault_heap() -> int:
+    """Allocate, write and free ``HEAP_MB`` of heap in 16 MiB blocks (after the run's
+    set-up: pages shared with a just-forked worker are copied now, not in a step);
+    returns the page faults it took."""
+    libc = _libc() if HEAP["on"] else None
+    if libc is None:
+        return 0
+    f0, size = _minflt(), 16 << 20
+    ptrs = [libc.malloc(size) for _ in range(HEAP_MB // 16)]
+    for p in ptrs:
+        if p:
+            ctypes.memset(p, 1, size)
+    for p in ptrs:
+        libc.free(p)
+    return _minflt() - f0
+
+
 # -- driver ----------------------------------------------------------------------------------
 def profile_run(name: str, out: Path, calib: dict | None = None,
-                hand: dict | None = None) -> None:
+                hand: dict | None = None) -> list[int]:
+    """Profile one run into ``out/NAME.json.gz``; returns its minor page faults per step."""
     fn, steps, _ = RUNS[name]
     step = fn()
+    prefault_heap()
     dest = out / f"{name}.json.gz"
+    faults = []
 
     def export(prof):
         tmp = out / f".{name}.json"
@@ -239,10 +308,13 @@ def profile_run(name: str, out: Path, calib: dict | None = None,
                 prof.add_metadata_json(key, json.dumps(value))
         prof.step()  # the profiler's own warm-up step: nothing of the loop runs in it
         for i in range(steps):
+            f0 = _minflt()
             step(i)
+            faults.append(_minflt() - f0)
             if i == steps - 1:  # measured over the run, recorded before the trace is written
                 prof.add_metadata_json("cpu_busy_other_cores", json.dumps(load.stop()))
             prof.step()
+    return faults
 
 
 class OtherLoad:
@@ -285,6 +357,7 @@ def time_run(name: str, repeats: int = 3) -> dict:
     per, faults = [], []
     for _ in range(repeats):
         step = fn()
+        prefault_heap()
         times, flt = [], []
         for i in range(steps):
             f0, t0 = _minflt(), time.perf_counter()
@@ -311,18 +384,22 @@ def main(argv=None) -> int:
     ap.add_argument("--no-calibrate", action="store_true",
                     help="do not measure (nor record) how much a busy core slows another "
                          "nor a loader worker's hand-over")
+    ap.add_argument("--default-heap", action="store_true",
+                    help="leave glibc's allocator as it is (no steady heap: see the docstring)")
     args = ap.parse_args(argv)
+    heap = None if args.default_heap else steady_heap_setup()
     torch.set_num_threads(1)  # one intra-op thread: the second core is the "free" one
     names = args.only or list(RUNS)
     for k in range(1, args.rounds + 1):
         out = args.out if k == 1 else args.out / f"r{k}"
         if args.rounds > 1:
             print(f"round {k} -> {out}", file=sys.stderr)
-        capture_round(out, names, args.repeats, not args.no_calibrate)
+        capture_round(out, names, args.repeats, not args.no_calibrate, heap)
     return 0
 
 
-def capture_round(out: Path, names: list[str], repeats: int, calibrate: bool) -> None:
+def capture_round(out: Path, names: list[str], repeats: int, calibrate: bool,
+                  heap: dict | None = None) -> None:
     """Calibrations, then every run profiled, then all timed unprofiled (interleaved)."""
     out.mkdir(parents=True, exist_ok=True)
     record_path = out / "runs.json"
@@ -332,7 +409,8 @@ def capture_round(out: Path, names: list[str], repeats: int, calibrate: bool) ->
         else None
     record["_machine"] = {"cpu_cores": os.cpu_count(), "torch": torch.__version__,
                           "intra_op_threads": 1, "core_interference": calib,
-                          "batch_handover": hand, "load_avg_1min": os.getloadavg()[0]}
+                          "batch_handover": hand, "load_avg_1min": os.getloadavg()[0],
+                          "heap": heap or "glibc defaults (--default-heap, or not glibc)"}
     if calib:
         print(f"calibration: compute {calib['factor']:.2f}x slower with another core busy "
               f"({calib['alone_ms']} -> {calib['together_ms']} ms)", file=sys.stderr)
@@ -340,8 +418,7 @@ def capture_round(out: Path, names: list[str], repeats: int, calibrate: bool) ->
         print(f"calibration: hand-over {hand['per_batch_us']:.0f} us per batch + "
               f"{hand['per_tensor_us']:.0f} us per tensor + {hand['per_mb_us']:.0f} us per MB",
               file=sys.stderr)
-    for name in names:
-        profile_run(name, out, calib, hand)
+    prof_faults = {name: profile_run(name, out, calib, hand) for name in names}
     times = {name: [] for name in names}
     faults = {name: [] for name in names}
     load = OtherLoad()
@@ -354,9 +431,11 @@ def capture_round(out: Path, names: list[str], repeats: int, calibrate: bool) ->
     for name in names:
         record[name] = {"median_step_s": statistics.median(times[name]),
                         "repeats": times[name], "cpu_busy_other_cores": other,
-                        "minor_faults_per_step": statistics.median(faults[name])}
+                        "minor_faults_per_step": statistics.median(faults[name]),
+                        "profiled_minor_faults_per_step": prof_faults[name]}
         print(f"{name:18s} {1e3 * record[name]['median_step_s']:8.2f} ms/step unprofiled, "
-              f"{record[name]['minor_faults_per_step']:.0f} page faults/step", file=sys.stderr)
+              f"{record[name]['minor_faults_per_step']:.0f} page faults/step; profiled: "
+              f"{prof_faults[name]}", file=sys.stderr)
     for name, (_, _, pair) in RUNS.items():
         if pair and name in record and pair in record:
             sp = record[name]["median_step_s"] / record[pair]["median_step_s"]

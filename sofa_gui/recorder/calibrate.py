@@ -15,7 +15,8 @@ A loader worker also hands every batch over: the main process unpickles it, rece
 shared-memory file descriptor per tensor from the worker and maps it.
 :func:`batch_handover` times that on the machine with PyTorch's own ``DataLoader`` (one
 worker, the main thread busy between batches as a training step is, so the worker is
-ahead), for batches of one and two small tensors and one of 4 MiB.
+ahead), for batches of one and two small tensors (interleaved) and one of 4 MiB, and
+takes medians of paired differences: single batches vary by milliseconds.
 """
 
 from __future__ import annotations
@@ -99,68 +100,99 @@ def core_interference(seconds: float = 0.25, rounds: int = 3) -> dict | None:
             "kernel": "1-thread 64x1024 @ 1024x1024 float32 matmul + 4 passes over 1 MiB"}
 
 
-#: The hand-over probe: prints one line of JSON, the median seconds the main thread spends
-#: in ``next()`` (plus one read per page of the batch) per batch layout.
+#: The hand-over probe: prints one line of JSON, the seconds the main thread spends in
+#: ``next()`` (plus one read per page of the batch and its release) for every batch, per
+#: layout.  One loader serves the one- and two-tensor batches in turn (item k has layout
+#: k % 2), so they are timed interleaved, beside the same worker, and their difference is
+#: taken cycle by cycle; the 4 MiB batches get their own loader (a batch after one of them
+#: waits longer for the worker).  Each round starts fresh workers.
 _HANDOVER = r"""
-import json, statistics, sys, time
+import json, sys, time
 import torch
 from torch.utils.data import DataLoader, Dataset
 torch.set_num_threads(1)
 
-class Fresh(Dataset):  # new tensors per item: each is copied into shared memory, as a batch is
-    def __init__(self, numels):
-        self.numels = numels
+class Cycle(Dataset):  # new tensors per item: each is copied into shared memory, as a batch is
+    def __init__(self, layouts):
+        self.layouts = layouts
     def __len__(self):
         return 1 << 20
     def __getitem__(self, k):
-        return tuple(torch.ones(n) for n in self.numels)
+        return tuple(torch.ones(n) for n in self.layouts[k % len(self.layouts)])
 
 def busy(secs):  # the training step's compute: the worker gets ahead meanwhile
     end = time.perf_counter() + secs
     while time.perf_counter() < end:
         pass
 
-def median_next(numels, n):
-    it = iter(DataLoader(Fresh(numels), batch_size=None, num_workers=1, prefetch_factor=2))
-    next(it)
-    times = []
-    for _ in range(n):
+def loader_round(layouts, cycles, times):
+    it = iter(DataLoader(Cycle(layouts), batch_size=None, num_workers=1, prefetch_factor=2))
+    for _ in layouts:  # the worker's start-up and a first cycle, not timed
+        next(it)
+    for k in range(len(layouts) * cycles):
         busy(0.012)
         t0 = time.perf_counter()
         batch = next(it)
         for t in batch:  # first touch of the mapped pages, one read per page
             t[::1024].sum()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        del batch  # and its release (unmap, close)
+        times[k % len(layouts)].append(time.perf_counter() - t0)
 
-n = int(sys.argv[1])
-print(json.dumps({k: median_next(v, n) for k, v in
-                  (("one", [64]), ("two", [64, 64]), ("big", [1 << 20]))}), flush=True)
+cycles, rounds = int(sys.argv[1]), int(sys.argv[2])
+one, two, big = [], [], []
+for _ in range(rounds):
+    loader_round(([64], [64, 64]), cycles, (one, two))  # 256 B tensors
+    loader_round(([1 << 20],), cycles, (big,))  # 4 MiB
+print(json.dumps({"one": one, "two": two, "big": big}), flush=True)
 """
 
 
-def batch_handover(batches: int = 30, timeout: float = 60.0) -> dict | None:
+def batch_handover(batches: int = 80, rounds: int = 2, timeout: float = 60.0) -> dict | None:
     """What a DataLoader worker's batch costs the main thread on this machine:
-    ``{"per_batch_us", "per_tensor_us", "per_mb_us", "batches", "how"}`` (one worker, the
-    main thread busy between batches; medians); None without PyTorch or a second core."""
+    ``{"per_batch_us", "per_tensor_us", "per_mb_us", "batches", "spread_us", "how"}`` (one
+    worker, the main thread busy between batches; ``batches`` per layout over ``rounds``
+    fresh workers).  Robust statistics, because single batches vary by milliseconds on a
+    shared machine: the median batch of one tensor, the median of the *paired* differences
+    (two tensors minus the one-tensor batch of the same cycle) and, per MB, the 4 MiB
+    batches' median minus the one-tensor median.
+    ``spread_us``: the interquartile range of the two-tensor batches.  None without
+    PyTorch or a second core."""
     if (os.cpu_count() or 1) < 2:
         return None
     env = dict(os.environ, **_ONE_THREAD)
+    cycles = max(1, -(-batches // max(1, rounds)))
     try:
-        out = subprocess.run([sys.executable, "-c", _HANDOVER, str(batches)], env=env,
-                             capture_output=True, text=True, timeout=timeout, check=True)
+        out = subprocess.run([sys.executable, "-c", _HANDOVER, str(cycles), str(rounds)],
+                             env=env, capture_output=True, text=True, timeout=timeout,
+                             check=True)
         t = json.loads(out.stdout.strip().splitlines()[-1])
-        one, two, big = (float(t[k]) for k in ("one", "two", "big"))
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError):
+        one, two, big = ([float(x) for x in t[k]] for k in ("one", "two", "big"))
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError, TypeError):
         return None
-    per_tensor = max(two - one, 0.0)
-    return {"per_batch_us": round(1e6 * max(one - per_tensor, 0.0), 1),
+    return handover_parts_from(one, two, big)
+
+
+def handover_parts_from(one: list[float], two: list[float], big: list[float]) -> dict | None:
+    """The calibration's figures from per-batch seconds, cycle by cycle (see
+    :func:`batch_handover`); None when a layout has no batch."""
+    n = min(len(one), len(two), len(big))
+    if n == 0:
+        return None
+    one, two, big = one[:n], two[:n], big[:n]
+    m1 = statistics.median(one)
+    per_tensor = max(statistics.median(b - a for a, b in zip(one, two)), 0.0)
+    per_mb = max(statistics.median(big) - m1, 0.0) / 4.194304
+    q = statistics.quantiles(two, n=4) if n > 1 else [two[0]] * 3
+    return {"per_batch_us": round(1e6 * max(m1 - per_tensor, 0.0), 1),
             "per_tensor_us": round(1e6 * per_tensor, 1),
-            "per_mb_us": round(1e6 * max(big - one, 0.0) / 4.194304, 1),
-            "batches": batches,
-            "how": (f"DataLoader, 1 worker, main thread busy 12 ms between batches; median "
-                    f"next() of {batches} batches: one 256 B tensor {1e6 * one:.0f} us, two "
-                    f"{1e6 * two:.0f} us, one 4 MiB {1e6 * big:.0f} us")}
+            "per_mb_us": round(1e6 * per_mb, 1),
+            "batches": n, "spread_us": round(1e6 * (q[2] - q[0]), 1),
+            "how": (f"DataLoader, 1 worker, main thread busy 12 ms between batches; {n} "
+                    f"batches per layout (one and two tensors interleaved); median next(): "
+                    f"one 256 B tensor "
+                    f"{1e6 * m1:.0f} us, two {1e6 * statistics.median(two):.0f} us "
+                    f"(quartiles {1e6 * q[0]:.0f}-{1e6 * q[2]:.0f}), one 4 MiB "
+                    f"{1e6 * statistics.median(big):.0f} us")}
 
 
 def _ask(child: subprocess.Popen, cmd: str, seconds: float) -> float:

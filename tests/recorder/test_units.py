@@ -232,3 +232,27 @@ def test_summary_paragraph():
     assert "42.0% of all cores" in text and "busiest core 3: 99.0%" in text
     assert "GPU0 55.5%, GPU1 60.0%" in text and "3.22 GB" in text
     assert "torch.profiler not recorded (the child never imported torch)" in text.lower()
+
+
+def test_handover_figures_are_robust_to_a_few_late_batches():
+    """The hand-over calibration takes medians of paired one/two-tensor batches: a few
+    batches the scheduler delayed by 10 ms (a busy shared machine) do not move the figures,
+    where a mean would; the spread says how uneven the batches were."""
+    from sofa_gui.recorder.calibrate import handover_parts_from
+    one = [2.0e-3] * 40
+    two = [2.5e-3] * 40
+    big = [4.1e-3] * 40
+    late = [k for k in range(0, 40, 8)]  # 5 of 40 cycles: both batches 10 ms late
+    for k in late:
+        one[k] += 10e-3
+        two[k] += 10e-3
+    h = handover_parts_from(one, two, big)
+    assert h["per_tensor_us"] == pytest.approx(500.0)
+    assert h["per_batch_us"] == pytest.approx(1500.0)  # median one (2 ms) minus a tensor
+    assert h["per_mb_us"] == pytest.approx(2100.0 / 4.194304, rel=1e-3)
+    assert h["batches"] == 40 and h["spread_us"] == pytest.approx(0.0, abs=1e-6)
+    two[1] += 4e-3  # one uneven batch more: a non-zero interquartile range needs a quarter
+    for k in range(2, 12):
+        two[k] += 1e-3
+    assert handover_parts_from(one, two, big)["spread_us"] > 0
+    assert handover_parts_from([], two, big) is None
