@@ -30,18 +30,23 @@ several unprofiled repeats.
 **Steady heap** (default; ``--default-heap`` turns it off).  Under the profiler, the
 input pair's AFTER (a loader worker) took 1,000-1,800 minor page faults in every
 backward and its step grew by up to ~10 ms: its main heap grows 4-7 MB per step (glibc
-``mallinfo2``), i.e. the 7 MB grad-W1 that ``zero_grad()`` frees is not reused and each
-new one lands on fresh pages.  The profiler adds ~640 small allocations (32-128 B) and a
-78 KB one every other step to the main thread's heap (counted with uprobes on
-``malloc``/``posix_memalign``: ``benchmarks/heap_probe.py`` and issue-12-notes, Session
-5); BEFORE (the loading on the main thread) and the unprofiled AFTER keep a stable heap
-after a few steps.  So every run -- both sides of a pair, profiled and unprofiled -- gets
-the same allocator setting: glibc's mmap threshold fixed at 32 MiB and trimming off
-(``mallopt``), and after the run's set-up (a loader worker is forked there) ``HEAP_MB``
-of heap allocated, written (faulted in) and freed.  The heap's growth then lands on pages
-already mapped: no page faults, as without the profiler.  Faults per step of the
-profiled and the unprofiled runs are in ``runs.json`` (``profiled_minor_faults_per_step``,
-``minor_faults_per_step``), the setting in ``_machine.heap``.
+``mallinfo2``), the gradients landing on fresh pages each step.  Traced with uprobes on
+``malloc``/``free`` and the gradients' ``data_ptr()`` (issue-12-notes, Session 5):
+``posix_memalign`` leaves a ~112 B chunk in front of the 4 MB grad-W2 and the 7 MB
+grad-W1 (the alignment split; freed into glibc's tcache, it is not coalesced).
+During the next step's ``next(it)`` the profiler allocates two 96 B blocks (called from
+Python) that it keeps until its results are collected; one takes that chunk.  The two
+freed gradient holes stay apart, backward's grad-W2 goes into the old grad-W1 hole and
+grad-W1 to fresh heap: +4 MB (1,024 faults) or +7 MB (1,728) per step.  BEFORE (many
+small blocks made and freed by the loading on the main thread; not traced) and the
+unprofiled AFTER keep a stable heap after a few steps.  So every run -- both sides of a
+pair, profiled and unprofiled -- gets the same allocator setting: glibc's mmap threshold
+fixed at 32 MiB and trimming off (``mallopt``), and after the run's set-up (a loader
+worker is forked there) ``HEAP_MB`` of heap allocated, written (faulted in) and freed.
+The heap's growth then lands on pages already mapped: no page faults, as without the
+profiler.  Faults per step of the profiled and the unprofiled runs are in ``runs.json``
+(``profiled_minor_faults_per_step``, ``minor_faults_per_step``), the setting in
+``_machine.heap``.
 """
 
 from __future__ import annotations

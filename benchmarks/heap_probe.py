@@ -16,6 +16,13 @@ faults in every step; ``profiled+steady`` 20-45; ``plain`` settles at tens but t
 regrows now and then (~1,000-2,900 in a few steps); ``retained`` looks like ``plain``:
 small kept blocks alone do not reproduce the steady growth.  Timings printed beside them
 are noisy on a shared machine; the faults and the arena are not.
+
+What fragments the heap was traced with uprobes (no LD_PRELOAD; root, perf with libc
+debug info): ``perf probe -x LIBC 'malloc bytes=%di:u64'``, ``'mret=malloc%return
+$retval'``, ``'pfree=free ptr=%di:u64'``, then ``perf record -k CLOCK_MONOTONIC -e
+probe_libc:malloc -e probe_libc:mret__return -e probe_libc:pfree`` around a profiled
+AFTER that prints the gradients' ``data_ptr()`` per step; the blocks alive inside the
+previous step's gradient region are the ones that split it (issue-12-notes, Session 5).
 """
 
 from __future__ import annotations
