@@ -20,35 +20,54 @@ def self_times(trace: Trace, idx: np.ndarray, cand: np.ndarray | None = None) ->
         return dur
     if cand is None:
         cand = np.flatnonzero(np.isin(s.lane, np.unique(s.lane[idx])))
+    cand = np.asarray(cand, np.int64)
     key = s.lane[cand].astype(np.int64) * 65536 + s.depth[cand]
-    order = np.lexsort((s.start[cand], key))
-    cand, key = cand[order], key[order]
-    nested = s.depth[cand] > 0
-    kids = cand[nested]
-    ppos = _parents(cand, key, s.start[cand], s.start[kids], key[nested] - 1)
-    kids, parent = kids[ppos >= 0], cand[ppos[ppos >= 0]]
+    starts = s.start[cand]
+    order = _rows_order(cand, key, starts)
+    key, starts = key[order], starts[order]
+    nested = s.depth[cand[order]] > 0
+    kpos = np.flatnonzero(nested)
+    ppos = _parents(key, starts, key[kpos] - 1, starts[kpos])
+    got = ppos >= 0
+    kids, parent = cand[order[kpos[got]]], cand[order[ppos[got]]]
     overlap = np.minimum(s.end[kids], s.end[parent]) - s.start[kids]
-    uniq, inv = np.unique(parent, return_inverse=True)
-    spent = np.bincount(inv, weights=np.maximum(overlap, 0), minlength=len(uniq))
-    if not len(uniq):
+    if not len(parent):
         return dur
-    pos = np.minimum(np.searchsorted(uniq, idx), len(uniq) - 1)
-    sub = np.where(uniq[pos] == idx, spent[pos], 0).astype(np.int64)
+    spent = np.bincount(ppos[got], weights=np.maximum(overlap, 0), minlength=len(cand))
+    by_id = np.argsort(cand, kind="stable") if len(cand) > 1 and (
+        np.diff(cand) <= 0).any() else np.arange(len(cand))
+    at = np.empty(len(cand), np.int64)
+    at[order] = np.arange(len(cand))
+    ids, spent = cand[by_id], spent[at[by_id]]
+    pos = np.minimum(np.searchsorted(ids, idx), len(ids) - 1)
+    sub = np.where(ids[pos] == idx, spent[pos], 0).astype(np.int64)
     return np.maximum(dur - sub, 0)
 
 
-def _parents(cand, key, starts, kid_start, kid_key) -> np.ndarray:
-    """Position in ``cand`` of each kid's parent: the last slice one row up on its lane
-    starting at or before it (-1 when there is none).  ``cand`` is sorted by (key, start)."""
-    n = len(cand)
-    keys = np.concatenate([key, kid_key])
-    st = np.concatenate([starts, kid_start])
-    tag = np.concatenate([np.zeros(n, np.int8), np.ones(len(kid_key), np.int8)])
-    order = np.lexsort((tag, st, keys))  # parents before kids at equal (key, start)
-    last = np.maximum.accumulate(np.where(order < n, order, -1))
-    at = np.empty(len(order), np.int64)
-    at[order] = last
-    pos = at[n:]
-    ok = pos >= 0
-    pos = np.where(ok, pos, 0)
-    return np.where(ok & (key[pos] == kid_key), pos, -1)
+def _rows_order(cand: np.ndarray, key: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The order sorting ``cand`` by (key, start), ties in ``cand`` order. Slices are
+    stored by start, so for increasing ``cand`` within one lane a stable sort of the
+    nesting depth alone (a radix sort) gives it; a lexsort otherwise."""
+    if len(key) > 1 and key.max() - key.min() < 65536 and (np.diff(cand) > 0).all() \
+            and (np.diff(starts) >= 0).all():
+        return np.argsort((key - key.min()).astype(np.uint16), kind="stable")
+    return np.lexsort((starts, key))
+
+
+def _parents(key, starts, kid_key, kid_start) -> np.ndarray:
+    """Position of each kid's parent: the last row with key ``kid_key`` starting at or
+    before it (-1 when there is none).  Rows are sorted by (key, start); so are the kids."""
+    out = np.full(len(kid_key), -1, np.int64)
+    if not len(kid_key):
+        return out
+    cuts = np.flatnonzero(np.diff(kid_key)) + 1
+    seg_lo = np.r_[0, cuts]
+    seg_hi = np.r_[cuts, len(kid_key)]
+    wanted = kid_key[seg_lo]
+    row_lo = np.searchsorted(key, wanted, "left")
+    row_hi = np.searchsorted(key, wanted, "right")
+    for a, b, lo, hi in zip(seg_lo.tolist(), seg_hi.tolist(), row_lo.tolist(), row_hi.tolist()):
+        if hi > lo:
+            at = np.searchsorted(starts[lo:hi], kid_start[a:b], "right") - 1
+            out[a:b] = np.where(at >= 0, at + lo, -1)
+    return out
