@@ -52,3 +52,14 @@ def test_short_period_starts_need_no_median_per_occurrence(monkeypatch):
     starts = anchors.starts(0.0)
     assert len(starts) >= 19_000
     assert len(calls) <= 4, f"{len(calls)} medians for {len(starts)} occurrences"
+
+
+def test_rows_of_neighbours_are_tested_like_any_axis_1():
+    from sofa_gui.core.analysis.iterations.pattern import NEIGHBOURS, _any_in_row
+
+    rng = np.random.default_rng(5)
+    for p in (0.0, 0.02, 0.3):
+        m = rng.random((1000, NEIGHBOURS)) < p
+        assert (_any_in_row(m) == m.any(axis=1)).all()
+        cols = rng.random((1000, 16)) < p  # not contiguous rows of 8: the plain path
+        assert (_any_in_row(cols[:, ::2]) == cols[:, ::2].any(axis=1)).all()

@@ -63,9 +63,25 @@ def aside(fn: Callable, args: tuple, then: Callable) -> bool:
     return True
 
 
+def start(fn: Callable, args: tuple) -> _Job | None:
+    """Start ``fn(*args)`` in a forked child now, for a caller that takes it back with
+    ``job.result()`` before going on (one step split over two cores). None (nothing
+    started: compute in-process) where :func:`aside` would not fork."""
+    jobs = _pending.get()
+    if jobs is None or not _can_fork():
+        return None
+    try:
+        job = _Job(fn, args, None)
+    except OSError:
+        return None
+    jobs.append(job)  # killed with the others if the block is left by an exception
+    return job
+
+
 class _Job:
-    def __init__(self, fn: Callable, args: tuple, then: Callable):
+    def __init__(self, fn: Callable, args: tuple, then: Callable | None):
         self._fn, self._args, self._then = fn, args, then
+        self._done, self._value = False, None
         r, w = os.pipe()
         self._pid = os.fork()
         if self._pid == 0:  # the child: compute, send, leave without cleanup handlers
@@ -74,23 +90,35 @@ class _Job:
         os.close(w)
         self._r = r
 
-    def finish(self) -> None:
+    def result(self):
+        """The child's result (waited for once); computed here if the child failed."""
+        if self._done:
+            return self._value
         with os.fdopen(self._r, "rb") as f:
             data = f.read()
         self._r = -1
         _, status = os.waitpid(self._pid, 0)
+        self._pid = 0
         ok, value = False, None
         if status == 0 and data:
             try:
                 ok, value = decode(msgspec.msgpack.decode(data))
             except (msgspec.DecodeError, Unsupported, ValueError, TypeError):
                 ok = False  # a child killed mid-write: do the work here
-        self._then(value if ok else self._fn(*self._args))
+        self._value = value if ok else self._fn(*self._args)
+        self._done = True
+        return self._value
+
+    def finish(self) -> None:
+        value = self.result()
+        if self._then is not None:
+            self._then(value)
 
     def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            os.kill(self._pid, signal.SIGKILL)
-            os.waitpid(self._pid, 0)
+        if self._pid:
+            with contextlib.suppress(OSError):
+                os.kill(self._pid, signal.SIGKILL)
+                os.waitpid(self._pid, 0)
         if self._r >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._r)

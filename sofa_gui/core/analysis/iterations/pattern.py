@@ -134,7 +134,7 @@ class Contexts:
             return self.recurs(self.sample, shift, tol)
         off, more = (self._ahead, self._more_ahead) if shift > 0 else (
             self._behind, self._more_behind)
-        hit = ((off >= lo) & (off <= hi)).any(axis=1)
+        hit = _any_in_row((off >= lo) & (off <= hi))
         open_ = np.flatnonzero(more & (off[:, -1] < lo))  # all kept neighbours fall short
         if len(open_):
             hit[open_] = self.recurs(self.sample[open_], shift, tol)
@@ -150,6 +150,15 @@ class Contexts:
         for j in range(1, multiples + 1):
             hit |= self._sample_recurs(j * d, j * tol) | self._sample_recurs(-j * d, j * tol)
         return float(hit.mean())
+
+
+def _any_in_row(m: np.ndarray) -> np.ndarray:
+    """``m.any(axis=1)`` for rows of :data:`NEIGHBOURS` bools: each row read as one
+    uint64 (numpy's reduction over an axis of 8 is ~8x slower; this runs ~300 times
+    per period search)."""
+    if m.ndim == 2 and m.shape[1] == 8 and m.flags.c_contiguous and m.dtype == np.bool_:
+        return m.view(np.uint64).ravel() != 0
+    return m.any(axis=1)
 
 
 def _band_mass(cs: np.ndarray, d: np.ndarray) -> np.ndarray:
