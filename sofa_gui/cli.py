@@ -234,10 +234,12 @@ def _dispatch(args) -> int:
 
 def _load_and_analyze(path: str, args):
     from .core.analysis.cache import analyze_cached
-    from .core.analysis.pipeline import Options
+    from .core.analysis.pipeline import Options, preload
     from .core.importers import load_trace
+    from .core.progress import while_idle
 
-    trace = load_trace(path, use_cache=not args.no_cache)
+    with while_idle(preload):  # imports the analysis while the decode workers finish
+        trace = load_trace(path, use_cache=not args.no_cache)
     return trace, analyze_cached(trace, Options(iterations=args.iterations,
                                                 all_fixes=getattr(args, "all_fixes", False)),
                                  recompute=getattr(args, "recompute", False))

@@ -82,6 +82,15 @@ def main_thread(trace: Trace, cpu_lanes: np.ndarray) -> int:
     dispatch calls (the Python thread, not the runtime's thread pools), then traced ops and
     runtime calls (a profiler's record of the loop beats py-spy's sampled stacks of the
     same thread, which have more slices), then most framework slices."""
+    steps, drivers, traced, framework, anything = trace.memo("host_side.lane_counts",
+                                                             lambda: _lane_counts(trace))
+    best = max(cpu_lanes.tolist(), key=lambda ln: (steps[ln], drivers[ln], traced[ln],
+                                                   framework[ln], anything[ln], -ln))
+    return int(best)
+
+
+def _lane_counts(trace: Trace) -> tuple:
+    """Per lane, what :func:`main_thread` ranks by (asked per rank and by the run facts)."""
     s = trace.slices
     n_lanes = len(trace.lanes)
     steps = np.bincount(s.lane[np.isin(s.name, R.step_marker_ids(trace))], minlength=n_lanes)
@@ -91,10 +100,7 @@ def main_thread(trace: Trace, cpu_lanes: np.ndarray) -> int:
                       minlength=n_lanes)
     traced = np.where(R.sampled_lanes(trace), 0, ops)
     anything = np.bincount(s.lane, minlength=n_lanes)
-    drivers = R.step_driver_counts(trace)
-    best = max(cpu_lanes.tolist(), key=lambda ln: (steps[ln], drivers[ln], traced[ln],
-                                                   framework[ln], anything[ln], -ln))
-    return int(best)
+    return steps, R.step_driver_counts(trace), traced, framework, anything
 
 
 def cpu_lanes_of_rank(trace: Trace, rank: int) -> np.ndarray:
@@ -129,14 +135,14 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
                                                                 R.MEMCPY)}
-    work = np.concatenate([idx[np.isin(role, WORK_ROLES)], hb])
+    work = np.sort(np.concatenate([idx[np.isin(role, WORK_ROLES)], hb]), kind="stable")
     nbytes = np.zeros_like(times)
     for cat in ("memcpy", "sync"):
         nbytes[:, HOST_CATEGORIES.index(cat)] = _launched_bytes(trace, role_slices[cat], ws, we)
     return HostBreakdown(
         rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
-        launches=launches, bytes=nbytes, role_slices=role_slices, work=np.sort(work))
+        launches=launches, bytes=nbytes, role_slices=role_slices, work=work)
 
 
 def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:

@@ -149,7 +149,9 @@ def first_named(trace: Trace, pattern: str, kinds=None) -> int:
     if not ids:
         return -1
     s = trace.slices
-    hit = np.isin(s.name, ids)
+    named = np.zeros(len(trace.names), bool)  # a lookup per slice: one pass, not isin's four
+    named[ids] = True
+    hit = named[s.name]
     if kinds is not None:
         hit &= np.isin(s.kind, [int(k) for k in kinds])
     idx = np.flatnonzero(hit)

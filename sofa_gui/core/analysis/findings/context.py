@@ -66,8 +66,14 @@ class Ctx:
         return best, best_share
 
     def device_slices(self, d: DeviceBreakdown, kind: Kind) -> np.ndarray:
-        s = self.trace.slices
-        return np.flatnonzero((s.kind == int(kind)) & np.isin(s.lane, d.lanes))
+        """Slices of ``kind`` on the device's lanes (several rules ask the same)."""
+        key = ("device_slices", tuple(d.lanes), int(kind))
+        if key not in self.memo:
+            s = self.trace.slices
+            idx = np.flatnonzero((s.kind == int(kind)) & np.isin(s.lane, d.lanes))
+            idx.flags.writeable = False  # shared between rules
+            self.memo[key] = idx
+        return self.memo[key]
 
     def in_steady(self, t_ns: np.ndarray, starts, ends) -> np.ndarray:
         """Bool per time: inside a steady-state row."""

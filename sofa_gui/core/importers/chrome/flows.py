@@ -66,24 +66,41 @@ def _bind(trace: Trace, p: PendingFlows) -> np.ndarray:
         return out
     deepest = p.enclosing | (p.phase != _F)
     lo = np.searchsorted(s.start, p.ts, side="left")
-    hi = np.searchsorted(s.start, p.ts, side="right")
-    width = np.minimum(hi - lo, _MAX_SAME_START)
+    width = _same_start(s.start, lo, p.ts)
     by_corr = np.full(len(p.lane), -1, np.int64)
+    act = np.flatnonzero((width > 0) & (p.lane >= 0))  # endpoints with slices left to try
     for j in range(int(width.max()) if len(width) else 0):
-        cand = lo + j
-        hit = (j < width) & (p.lane >= 0)
-        hit[hit] &= s.lane[cand[hit]] == p.lane[hit]
-        take = hit & (deepest | (out < 0))  # deepest: keep the last; next: the first
-        out[take] = cand[take]
+        act = act[width[act] > j]
+        cand = lo[act] + j
+        hit = s.lane[cand] == p.lane[act]
+        at, cand = act[hit], cand[hit]
+        take = deepest[at] | (out[at] < 0)  # deepest: keep the last; next: the first
+        out[at[take]] = cand[take]
         # a launch flow's id is its correlation id: prefer that slice among equal starts
-        corr = hit & p.launch
-        corr[corr] &= s.correlation[cand[corr]] == p.raw_id[corr]
-        by_corr[corr] = cand[corr]
+        corr = p.launch[at]
+        at, cand = at[corr], cand[corr]
+        corr = s.correlation[cand] == p.raw_id[at]
+        by_corr[at[corr]] = cand[corr]
     out = np.where(by_corr >= 0, by_corr, out)
     rest = np.flatnonzero((out < 0) & (p.lane >= 0))
     if len(rest):
         out[rest] = _bind_inexact(trace, p.lane[rest], p.ts[rest], deepest[rest])
     return out
+
+
+def _same_start(start: np.ndarray, lo: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """How many slices from ``lo`` on start exactly at ``ts`` (at most
+    :data:`_MAX_SAME_START`): a walk over the few equal starts instead of a second
+    binary search (~70 ms per 236k endpoints on 1M slices)."""
+    width = np.zeros(len(lo), np.int64)
+    act = np.flatnonzero(lo < len(start))
+    for k in range(_MAX_SAME_START):
+        act = act[start[lo[act] + k] == ts[act]]
+        if not len(act):
+            break
+        width[act] += 1
+        act = act[lo[act] + k + 1 < len(start)]
+    return width
 
 
 def _bind_inexact(trace: Trace, lane: np.ndarray, ts: np.ndarray, deepest: np.ndarray):

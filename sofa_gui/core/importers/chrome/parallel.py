@@ -44,7 +44,7 @@ import numpy as np
 
 from ...builder import TraceBuilder
 from ...errors import TraceFormatError
-from ...progress import NullProgress, Progress
+from ...progress import NullProgress, Progress, run_idle_work
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
 from .decode import _SEP, EventStream
@@ -342,6 +342,8 @@ def _collect(futures: list, progress: Progress) -> list[PartResult]:
     from concurrent.futures import FIRST_EXCEPTION, wait
 
     pending = set(futures)
+    if not all(f.done() for f in futures):
+        run_idle_work()  # e.g. the CLI's analysis imports, while the workers finish
     while pending:
         done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
         for f in done:
