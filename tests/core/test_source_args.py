@@ -78,15 +78,30 @@ def _sample(tmp_path):
 
 
 def test_cache_round_trip_of_args_read_on_demand(tmp_path, monkeypatch, lazy):
+    """A trace read without the cache writes args.arrow from the file when it is saved."""
     monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "2")
     path = _sample(tmp_path)
-    cold = load_trace(path)
-    assert isinstance(cold.args.backing, ArgSegments) and cold.cache_entry is not None
+    cold = load_trace(path, use_cache=False)
+    assert isinstance(cold.args.backing, ArgSegments)
+    assert store.save_cached(path, cold) is not None
     cached = load_trace(path)
     assert not isinstance(cached.args.backing, ArgSegments)  # read from args.arrow
     assert_same_trace(cold, cached)
     assert _cli_doc(cached, analyze(cached, AUTO)) == _cli_doc(cold, analyze(cold, AUTO))
+
+
+def test_an_open_that_writes_the_cache_spills_the_args(tmp_path, monkeypatch, lazy):
+    """The cache needs every args row: they are copied while decoding (the spill), which
+    costs less than reading the file again for them; --no-cache leaves them in the file."""
+    monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
+    path = _sample(tmp_path)
+    spilled = load_trace(path)
+    assert spilled.cache_entry is not None
+    assert not isinstance(spilled.args.backing, ArgSegments)
+    lazy_read = load_trace(path, use_cache=False)
+    assert isinstance(lazy_read.args.backing, ArgSegments)
+    _same_args(spilled, lazy_read)
 
 
 def _with_args(trace) -> list[int]:

@@ -132,9 +132,12 @@ def open_trace(path, progress: Progress | None = None,
             cached.cache_entry = entry
             progress.update(1.0, "loaded from cache")
             return cached, None
+    from .source_args import args_on_demand
+
     imp = pick_importer(path)
     try:
-        trace = imp.load(path, progress)
+        with args_on_demand(entry is None):  # args copied only when they will be cached
+            trace = imp.load(path, progress)
     except (TraceFormatError, Cancelled):
         raise
     except MemoryError:

@@ -47,6 +47,7 @@ from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, run_idle_work
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
+from ..source_args import on_demand
 from .decode import _SEP, EventStream
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileData, FileReader, LaneInfo
@@ -219,15 +220,15 @@ class PartResult:
     tagged: set[bool]  # whether its pieces were decoded with a tagged union
 
 
-def read_part(path: str, part: Part, spill_path: str) -> PartResult:
+def read_part(path: str, part: Part, spill_path: str, on_demand: bool) -> PartResult:
     """Decode one part (in a pool process): its own tables, B/E left unmatched."""
     names = NameTable(TraceBuilder(path, "chrome"))
     stats = LoadStats()
     spill = ArgsSpill(spill_path)
     try:
         stream = part.stream(Path(path))
-        data = FileReader(Path(path), names, stats, spill).read(NullProgress(), stream=stream,
-                                                                  finish=False)
+        data = FileReader(Path(path), names, stats, spill, on_demand).read(
+            NullProgress(), stream=stream, finish=False)
         offsets, blob = spill.export()
     finally:
         spill.close()
@@ -252,7 +253,7 @@ def read_file(path: Path, names: NameTable, stats: LoadStats, spill: ArgsSpill,
         if data is not None:
             return data
         log.debug("%s: read serially", path)
-    return FileReader(path, names, stats, spill).read(progress, lo, hi)
+    return FileReader(path, names, stats, spill, on_demand()).read(progress, lo, hi)
 
 
 def die_with_parent(parent: int) -> None:
@@ -295,10 +296,11 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         spill_paths = [_spill_file() for _ in cuts[1:]]
         pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
                                    initializer=die_with_parent, initargs=(os.getpid(),))
-        futures = [pool.submit(read_part, str(path), part, sp)
+        lazy = on_demand()
+        futures = [pool.submit(read_part, str(path), part, sp, lazy)
                    for part, sp in zip(cuts[1:], spill_paths)]
         own_stats, own_spill = LoadStats(), ArgsSpill()
-        reader = FileReader(path, names, own_stats, own_spill)
+        reader = FileReader(path, names, own_stats, own_spill, lazy)
         stream = cuts[0].stream(path)
         reader.read(_OnCores(progress, len(cuts)), lo, lo + (hi - lo) / len(cuts),
                     stream=stream, finish=False)

@@ -289,8 +289,10 @@ def _to_ns(us: np.ndarray) -> np.ndarray:
 class FileReader:
     """Reads one file into a :class:`FileData`; shares tables with other files."""
 
-    def __init__(self, path: Path, names: NameTable, report: LoadStats, spill: ArgsSpill):
+    def __init__(self, path: Path, names: NameTable, report: LoadStats, spill: ArgsSpill,
+                 on_demand: bool = False):
         self.names = names
+        self.on_demand = on_demand  # large plain files' args may stay in the file
         self.load_stats = report
         self.spill = spill
         self.cats = CategoryTable()
@@ -306,7 +308,7 @@ class FileReader:
         """Read the file (or ``stream``: a part of it); ``finish=False`` leaves B/E
         events unmatched, for :mod:`.parallel` to match once every part is in."""
         stream = stream if stream is not None else EventStream(self.data.path)
-        if stream.file_origin is not None and self.data.args_source is None:
+        if self.on_demand and stream.file_origin is not None and self.data.args_source is None:
             self.data.args_source = SourceFile.open(self.data.path)
         for piece in stream:
             self._piece(piece)
