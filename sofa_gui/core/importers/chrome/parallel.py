@@ -220,7 +220,7 @@ class PartResult:
     tagged: set[bool]  # whether its pieces were decoded with a tagged union
 
 
-def read_part(path: str, part: Part, spill_path: str, on_demand: bool) -> PartResult:
+def read_part(path: str, part: Part, spill_path: str, on_demand: bool = False) -> PartResult:
     """Decode one part (in a pool process): its own tables, B/E left unmatched."""
     names = NameTable(TraceBuilder(path, "chrome"))
     stats = LoadStats()
