@@ -218,13 +218,14 @@ class TraceBuilder:
 
     def _add_arrow_args(self, args: pa.Array) -> np.ndarray:
         """A binary Arrow chunk is kept as is (zero-copy, e.g. memory-mapped); empty = none.
-        Rows read on demand (``lazy_args``, importers/source_args.py) all count as present."""
+        Args that stay in the file (``lazy_args``, importers/source_args.py): one row
+        per slice (``rows``), and which slices have args (``present``)."""
         self._flush_args()
         if not isinstance(args, pa.Array):
             base = self._n_segment_args
-            self._arg_segments.append(args)
-            self._n_segment_args += len(args)
-            return base + np.arange(len(args), dtype=np.int64)
+            self._arg_segments.append(args.rows)
+            self._n_segment_args += len(args.rows)
+            return np.where(args.present, base + np.arange(len(args), dtype=np.int64), -1)
         if not pa.types.is_large_binary(args.type):
             args = args.cast(pa.large_binary())
         base = self._n_segment_args

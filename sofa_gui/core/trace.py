@@ -341,7 +341,7 @@ ARGS_UNAVAILABLE = "(args unavailable)"
 
 class ArgSegments:
     """Args rows kept in segments, as :class:`TraceBuilder` received them: Arrow arrays
-    and rows read on demand from the source file (objects with ``lazy_args``, see
+    and rows read on demand from the source file (objects with ``in_file``, see
     ``importers/source_args.py``). A sequence of ``bytes``; :meth:`to_arrow` reads all."""
 
     def __init__(self, segments: list):
@@ -369,7 +369,7 @@ class ArgSegments:
 
         out, run, size = [], [], 0
         for seg in self.segments:
-            if not getattr(seg, "lazy_args", False):
+            if not getattr(seg, "in_file", False):
                 out.extend(_binary_run(run))
                 run, size = [], 0
                 out.append(seg if pa.types.is_large_binary(seg.type)

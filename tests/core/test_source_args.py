@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import pytest
 from test_analysis_cache import AUTO, _cli_doc
 from test_parallel_decode import _json_traces, _load, _plain
@@ -24,9 +23,6 @@ from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 from sofa_gui.core.importers.chrome import decode
 from sofa_gui.core.trace import ARGS_UNAVAILABLE, ArgSegments
-
-_COLS = ("start", "dur", "lane", "name", "kind", "depth", "device", "stream", "bytes",
-         "copy_kind", "correlation")
 
 
 @pytest.fixture
@@ -45,14 +41,11 @@ def _spilled(path, monkeypatch):
 
 
 def _same_args(a, b) -> None:
-    """Same slices and the same args for every slice (row ids may differ: a spilled
-    read gives no row to an event without args, a lazy one an empty row)."""
-    for col in _COLS:
-        assert np.array_equal(getattr(a.slices, col), getattr(b.slices, col)), col
-    got_a = [a.args.get(int(r)) for r in a.slices.args]
-    got_b = [b.args.get(int(r)) for r in b.slices.args]
-    assert got_a == got_b
-    assert a.names == b.names
+    """The same trace, args rows included (an event without args has none either way),
+    and the same args for every slice."""
+    assert_same_trace(a, b)
+    assert [a.args.get(int(r)) for r in a.slices.args] == [
+        b.args.get(int(r)) for r in b.slices.args]
 
 
 @pytest.mark.parametrize("src", _json_traces(), ids=lambda p: p.name)
@@ -66,7 +59,7 @@ def test_args_on_demand_equal_the_spilled_args(src, tmp_path, monkeypatch, caplo
     if path.stat().st_size > 8 * decode.CHUNK:
         assert used, "2 parts: fell back to the serial read"
     _same_args(spilled, serial)
-    assert_same_trace(serial, par)
+    _same_args(serial, par)
     doc = _cli_doc(spilled, analyze(spilled, AUTO))
     assert _cli_doc(serial, analyze(serial, AUTO)) == doc
     assert _cli_doc(par, analyze(par, AUTO)) == doc

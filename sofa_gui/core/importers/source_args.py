@@ -156,15 +156,28 @@ class SourceFile:
         return ArgsUnavailable(f"{self.path.name} {what} since it was opened; its event "
                                "args are read from it on demand: reopen the file")
 
-    def rows(self, span: tuple, items: np.ndarray) -> ArgsRows:
-        return ArgsRows(self, span, items)
+    def rows(self, span: tuple, items: np.ndarray, present: np.ndarray) -> SliceArgs:
+        return SliceArgs(ArgsRows(self, span, items), present)
+
+
+class SliceArgs:
+    """The args of a chunk of slices that stay in the file: where they are (``rows``, one
+    per slice) and which slices have args (``present``: as the spill counts them)."""
+
+    lazy_args = True  # the duck type TraceBuilder.add_slices looks for
+
+    def __init__(self, rows: ArgsRows, present: np.ndarray):
+        self.rows, self.present = rows, present
+
+    def __len__(self) -> int:
+        return len(self.present)
 
 
 class ArgsRows:
     """The args of some items of one piece of a :class:`SourceFile`, as a sequence of
-    ``bytes`` (``b""``: the event has none): a builder args segment."""
+    ``bytes``: an args segment of a trace (``trace.ArgSegments``)."""
 
-    lazy_args = True  # the duck type TraceBuilder and ArgsStore look for
+    in_file = True  # read from the file: ArgSegments.to_arrow reads them all
 
     def __init__(self, source: SourceFile, span: tuple, items: np.ndarray):
         self.source, self.span = source, span

@@ -154,7 +154,7 @@ def _chunk_args(data: FileData, chunk: dict, args: pa.Array):
     """The chunk's args: rows read from the file on demand, or its slice of a spill."""
     span = chunk.get("args_span")
     if span is not None:
-        return data.args_source.rows(span, chunk["args_items"])
+        return data.args_source.rows(span, chunk["args_items"], chunk["args_present"])
     return chunk.get("args", args).slice(chunk["args_first"], chunk["n"])
 
 
