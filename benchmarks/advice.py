@@ -57,11 +57,13 @@ TRACES = [
     "sofa-demo-sofalog",
 ]
 GENERATED = ["warmup", "tiny_ops", "tiny_ops_dense", "item_loop", "item_vectorised",
-             "checkpoint", "input_nw0", "input_nw1", "quiet/input_nw0", "quiet/input_nw1"]
+             "checkpoint", "input_nw0", "input_nw1", "quiet/input_nw0", "quiet/input_nw1",
+             "quiet-default-heap/input_nw0", "quiet-default-heap/input_nw1"]
 PAIRS = [("kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
           "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"),
          ("advice/input_nw0", "advice/input_nw1"),
          ("advice/quiet/input_nw0", "advice/quiet/input_nw1"),
+         ("advice/quiet-default-heap/input_nw0", "advice/quiet-default-heap/input_nw1"),
          ("advice/item_loop", "advice/item_vectorised"),
          ("advice/tiny_ops", "advice/tiny_ops_dense")]
 
@@ -133,9 +135,11 @@ def _round_row(before, est, measured, pred, timing, after_t, unprof) -> list[str
     two = (hand.get("per_batch_us", 0) + 2 * hand.get("per_tensor_us", 0)) / 1e3 \
         if hand else None
     rest = pred.get("rest_of_step") or {}
-    faults = after_t.get("profiled_minor_faults_per_step")
+    faults = (after_t.get("profiled_minor_faults_per_step") or [])[2:]
     heap = m.get("heap")
-    return [before.split("/")[-2] if "/r" in before else "r1",
+    label = ("s4 r3" if "default-heap" in before else
+             before.split("/")[-2] if "/r" in before else "r1")
+    return [label,
             f"{calib:.2f}" if calib else "-", f"{two:.1f} ms" if two else "-",
             f"{est:.2f}x", f"{measured:.2f}x", f"{100 * (est / measured - 1):+.0f}%",
             f"{100 * rest['grew']:+.0f}%" if "grew" in rest else "-",
@@ -147,12 +151,12 @@ def _round_row(before, est, measured, pred, timing, after_t, unprof) -> list[str
 
 def _round_table(rows: list[list[str]]) -> None:
     """The quiet pair's rounds side by side (issue 12's Done-when check)."""
-    head = ["round", "interf", "hand-over", "estimate", "steady", "error", "rest grew",
+    head = ["round", "interf", "hand-over", "estimate", "steady", "error", "rest changed",
             "if unchanged", "unprofiled (error)", "AFTER faults/step", "heap"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print()
     print("quiet input pair, by round (hand-over: a batch of two tensors; AFTER faults: "
-          "median per profiled step)")
+          "median per profiled step after the first two; s4 r3: session 4, glibc defaults)")
     for r in [head] + rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
 
@@ -207,8 +211,9 @@ def main(argv=None) -> int:
             print(f"{'':46s}main process's minor page faults per step (unprofiled, median): "
                   f"{timing['minor_faults_per_step']:.0f} -> "
                   f"{after_t['minor_faults_per_step']:.0f}")
-        if before.startswith("advice/quiet/") and est and measured:
-            errors.append((est / measured - 1, est / unprof - 1 if unprof else None))
+        if before.startswith("advice/quiet") and est and measured:
+            if before.startswith("advice/quiet/"):  # the steady-heap rounds
+                errors.append((est / measured - 1, est / unprof - 1 if unprof else None))
             rounds.append(_round_row(before, est, measured, pred, timing, after_t, unprof))
     if rounds:
         _round_table(rounds)

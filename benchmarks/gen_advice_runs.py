@@ -44,9 +44,11 @@ pair, profiled and unprofiled -- gets the same allocator setting: glibc's mmap t
 fixed at 32 MiB and trimming off (``mallopt``), and after the run's set-up (a loader
 worker is forked there) ``HEAP_MB`` of heap allocated, written (faulted in) and freed.
 The heap's growth then lands on pages already mapped: no page faults, as without the
-profiler.  Faults per step of the profiled and the unprofiled runs are in ``runs.json``
-(``profiled_minor_faults_per_step``, ``minor_faults_per_step``), the setting in
-``_machine.heap``.
+profiler.  (The prefault takes ~0.3 s after the worker is forked, so the worker starts
+ahead and AFTER's first step waits less for its first batches: warm-up, which every
+steady figure leaves out.)  Faults per step of the profiled and the unprofiled runs
+are in ``runs.json`` (``profiled_minor_faults_per_step``, ``minor_faults_per_step``),
+the setting in ``_machine.heap``.
 """
 
 from __future__ import annotations

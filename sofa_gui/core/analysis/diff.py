@@ -125,15 +125,16 @@ def _prediction(fnd: dict, measured_mean: float | None, basis: str = "mean") -> 
 #: Main-thread categories a fix of the finding changes; the prediction assumes the rest of
 #: the step stays (up to the interference it names).
 _FIX_TOUCHES = {"input_pipeline_bound": ("data_loading",)}
-#: Growth of the rest of the step worth saying: it moves the measured gain by itself.
+#: Change of the rest of the step worth saying (growth or shrinkage): it moves the
+#: measured gain by itself.
 REST_GREW = 0.10
 
 
 def _with_rest(pred: dict | None, aa: Analysis, ab: Analysis) -> dict | None:
     """Add what happened to the part of the step the fix does not touch (AFTER's forward,
-    backward, optimizer... against BEFORE's, steady means): when it grew by REST_GREW or
-    more, the measured gain mixes the fix with another change, and the error against the
-    AFTER run with that part as in BEFORE is given too."""
+    backward, optimizer... against BEFORE's, steady means): when it grew or shrank by
+    REST_GREW or more, the measured gain mixes the fix with another change, and the error
+    against the AFTER run with that part as in BEFORE is given too."""
     touched = _FIX_TOUCHES.get(pred["finding"]) if pred else None
     ha = aa.breakdown.host if touched and aa.breakdown is not None else None
     hb = ab.breakdown.host if touched and ab.breakdown is not None else None
@@ -149,7 +150,7 @@ def _with_rest(pred: dict | None, aa: Analysis, ab: Analysis) -> dict | None:
     pred["rest_of_step"] = {"before_us": us(ra), "after_us": us(rb), "grew": round(grew, 4),
                             "delta_us": {c: v for c, v in delta.items() if abs(v) >= 1}}
     t0, t1 = _steady_mean_ns(aa, steady[0]), _steady_mean_ns(ab, steady[1])
-    if grew >= REST_GREW and t0 and t1 > rb - ra:
+    if abs(grew) >= REST_GREW and t0 and t1 > rb - ra:
         as_before = t0 / (t1 - (rb - ra))
         pred["rest_of_step"]["measured_if_unchanged"] = round(as_before, 4)
         pred["rest_of_step"]["error_if_unchanged"] = round(
@@ -347,10 +348,12 @@ def diff_text(result: dict) -> list[str]:
                      f"{100 * pred['error']:+.0f}%")
         rest = pred.get("rest_of_step") or {}
         if "error_if_unchanged" in rest:
-            grown = sorted(rest["delta_us"].items(), key=lambda kv: -kv[1])[:3]
-            lines.append(f"  the rest of AFTER's step (what the fix does not touch) grew "
-                         f"{100 * rest['grew']:.0f}% ("
-                         + ", ".join(f"{c} {'+' if v >= 0 else ''}{_f(v)}" for c, v in grown)
+            sign = 1 if rest["grew"] >= 0 else -1
+            grown = sorted(rest["delta_us"].items(), key=lambda kv: -sign * kv[1])[:3]
+            lines.append(f"  the rest of AFTER's step (what the fix does not touch) "
+                         f"{'grew' if sign > 0 else 'shrank'} "
+                         f"{100 * abs(rest['grew']):.0f}% ("
+                         + ", ".join(f"{c} {_signed(v)}" for c, v in grown)
                          + f" per iteration): another change mixed into the measured gain; "
                          f"with that part as in BEFORE it would be "
                          f"{rest['measured_if_unchanged']:.2f}x, "
