@@ -108,23 +108,6 @@ class KnownEvent(msgspec.Struct, gc=False):
     flow_out: bool = False
 
 
-class XArgs(msgspec.Struct, gc=False, frozen=True):
-    """The args keys the importer reads from X events (runtime calls, kernels, copies),
-    decoded with the event when the args themselves stay in the file (see
-    ``importers/source_args.py``): any JSON type (the reader checks), others skipped."""
-
-    correlation: Any = None
-    correlation_id: Any = msgspec.field(default=None, name="correlation id")
-    device: Any = None
-    stream: Any = None
-    nbytes: Any = msgspec.field(default=None, name="bytes")
-    nbytes2: Any = msgspec.field(default=None, name="Bytes")
-
-
-#: The ``args`` of an X event that has none (``"args": null`` decodes to None: it has).
-NO_ARGS = XArgs()
-
-
 class Layout:
     """A tagged union of event structs, one class per phase (msgspec picks it by ``ph``).
 
@@ -135,16 +118,12 @@ class Layout:
     (Kineto writes it first), where msgspec finds the class without looking ahead.
     """
 
-    def __init__(self, cat_type, x_args=None):
-        """``x_args``: decode X events' args as this struct (None: keep them raw)."""
-        self.struct_args = x_args is not None
-        args = (("args", x_args | None, NO_ARGS) if x_args is not None
-                else ("args", msgspec.Raw, msgspec.Raw(b"")))
+    def __init__(self, cat_type):
         base = msgspec.defstruct("TaggedEvent", [], gc=False, tag_field="ph")
         common = [("cat", cat_type, ""), ("pid", int | str, 0), ("tid", int | str, 0),
                   ("ts", float | None, None)]
         x_fields = [("name", str, ""), *common, ("dur", float | None, None),
-                    args, ("bind_id", int | str | None, None),
+                    ("args", msgspec.Raw, msgspec.Raw(b"")), ("bind_id", int | str | None, None),
                     ("flow_in", bool, False), ("flow_out", bool, False)]
         flow_fields = [*common, ("id", int | str | None, None), ("bp", str, "")]
         all_fields = [(f.name, cat_type if f.name == "cat" else f.type, f.default)
@@ -172,15 +151,6 @@ TAGGED = Layout(str)
 # moves down the list when a piece fails to decode with the current one
 _DECODERS = ((TAGGED_KNOWN.decoder, TAGGED_KNOWN), (TAGGED.decoder, TAGGED),
              (_DECODE_KNOWN, None), (_DECODE_EVENTS, None))
-_STRUCT_DECODERS = None  # _DECODERS with X args as XArgs: built when first used
-
-
-def _struct_decoders() -> tuple:
-    global _STRUCT_DECODERS
-    if _STRUCT_DECODERS is None:
-        known, plain = Layout(_CATEGORIES, XArgs), Layout(str, XArgs)
-        _STRUCT_DECODERS = ((known.decoder, known), (plain.decoder, plain), *_DECODERS[2:])
-    return _STRUCT_DECODERS
 _PH_FIRST = re.compile(rb'\[\s*\{\s*"ph"\s*:')
 _DECODE_EVENT = msgspec.json.Decoder(Event)
 _DECODE_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -329,7 +299,6 @@ class EventStream:
         self._base = 0  # decompressed offset of _buf[0]
         self._eof = False
         self._decoder = -1  # index into _DECODERS; chosen on the first piece
-        self._decoders = _DECODERS
         self._blank_scan = (0, 0)  # (scanned up to, blank run from): decompressed offsets
         self._sep_due = False  # a piece was cut at '}': ',' or ']' comes next
         self._tail_tried = -1  # where a cut before blanks was last tried
@@ -337,11 +306,6 @@ class EventStream:
     # -- reading ----------------------------------------------------------------
     def close(self) -> None:
         self._raw.close()
-
-    def use_struct_args(self) -> None:
-        """Decode tagged X events' args as :class:`XArgs` instead of raw JSON (the caller
-        reads the rest from the file when needed); before the first piece."""
-        self._decoders = _struct_decoders()
 
     @property
     def fraction(self) -> float:
@@ -580,7 +544,7 @@ class EventStream:
             text = b"".join((b"[", memoryview(self._buf)[start:end], b"]"))
             if self._decoder < 0:
                 self._decoder = 0 if _PH_FIRST.match(text) else 2
-            outcome, value = _try_decode(text, self._decoder, self._decoders)
+            outcome, value = _try_decode(text, self._decoder)
             if outcome == "deep":  # args nested ~1000 deep: drop those events, keep the rest
                 return self._deep_piece(text, m, start)
             if outcome == "events":
@@ -609,7 +573,7 @@ class EventStream:
         skipped and counted, the others load (one bad record must not lose the file)."""
         kept, dropped, rest_at = drop_deep_events(text)
         doc = b"[" + b",".join(kept) + b"]"
-        outcome, value = _try_decode(doc, max(self._decoder, 0), self._decoders)
+        outcome, value = _try_decode(doc, max(self._decoder, 0))
         if outcome == "events":
             self._decoder, value = value
         if outcome not in ("events", "raws"):
@@ -661,7 +625,7 @@ class EventStream:
         self._tail_tried = self._base + q
         end = q if self._buf[q] == ord(",") else q + 1
         doc = b"".join((b"[", memoryview(self._buf)[start:end], b"]"))
-        outcome, value = _try_decode(doc, max(self._decoder, 0), self._decoders)
+        outcome, value = _try_decode(doc, max(self._decoder, 0))
         if outcome == "events":
             self._decoder, value = value
         elif outcome != "raws":
@@ -708,7 +672,7 @@ class EventStream:
     def _piece(self, outcome: str, value, text: bytes, span=None) -> Piece:
         if outcome == "events":
             self.decoders_used.add(self._decoder)
-            return Piece(value, Counter(), text, self._decoders[self._decoder][1],
+            return Piece(value, Counter(), text, _DECODERS[self._decoder][1],
                          None if span is None else (*span, len(value), piece_tag(text)))
         skipped: Counter = Counter()
         events = []
@@ -751,7 +715,7 @@ class EventStream:
         """The events array closed inside this piece (``doc`` ends with its ']')."""
         if self._decoder < 0:
             self._decoder = 0 if _PH_FIRST.match(doc) else 2
-        outcome, value = _try_decode(doc, self._decoder, self._decoders)
+        outcome, value = _try_decode(doc, self._decoder)
         if outcome == "events":
             self._decoder, value = value
         if outcome not in ("events", "raws"):
@@ -823,17 +787,17 @@ def _last_non_blank(buf, lo: int) -> int:
     return -1
 
 
-def _try_decode(text: bytes, first: int = 3, decoders: tuple = _DECODERS) -> tuple[str, Any]:
+def _try_decode(text: bytes, first: int = 3) -> tuple[str, Any]:
     """("events", (decoder index, list)) | ("raws", list) | ("end", doc length)
     | ("artifact"|"bad", exc).
 
     "end": the array closed before the end of ``text``; "artifact": the text
     stops inside an event (a wrong cut, or the end of the file). The typed
-    decoders are tried from ``decoders[first]`` on.
+    decoders are tried from ``_DECODERS[first]`` on.
     """
-    for k in range(first, len(decoders)):
+    for k in range(first, len(_DECODERS)):
         try:
-            return "events", (k, decoders[k][0].decode(text))
+            return "events", (k, _DECODERS[k][0].decode(text))
         except msgspec.ValidationError:
             continue
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:

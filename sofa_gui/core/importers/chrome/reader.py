@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from itertools import compress, repeat
-from operator import attrgetter, is_not
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from ...progress import Progress
 from ...trace import DEVICE_KINDS, Kind, LoadStats
 from ..args_spill import ArgsSpill
 from ..source_args import SourceFile
-from .decode import NO_ARGS, EventStream, Piece, exact_ts_strings
+from .decode import EventStream, Piece, exact_ts_strings
 from .ids import (
     ANN_TID,
     GLOBAL_PID,
@@ -101,6 +101,7 @@ _A_CORR, _A_CORR2 = attrgetter("correlation"), attrgetter("correlation_id")
 _A_DEVICE, _A_STREAM = attrgetter("device"), attrgetter("stream")
 _A_BYTES, _A_BYTES2 = attrgetter("nbytes"), attrgetter("nbytes2")
 _A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
+_A_ARGS = attrgetter("args")
 
 
 class KeyIndex:
@@ -301,7 +302,6 @@ class FileReader:
         self._ann: np.ndarray = np.zeros(0, bool)  # by category code: a GPU annotation
         self._n_cats = 0
         self._span = None  # the current piece's Piece.span when its args stay in the file
-        self._x_struct = None  # the current piece's X class when its args are XArgs
 
     # -- driver -----------------------------------------------------------------
     def read(self, progress: Progress, lo: float = 0.0, hi: float = 1.0,
@@ -311,8 +311,6 @@ class FileReader:
         stream = stream if stream is not None else EventStream(self.data.path)
         if self.on_demand and stream.file_origin is not None and self.data.args_source is None:
             self.data.args_source = SourceFile.open(self.data.path)
-        if self.data.args_source is not None:
-            stream.use_struct_args()  # X args: only what _device_columns reads
         for piece in stream:
             self._piece(piece)
             progress.update(lo + (hi - lo) * stream.fraction,
@@ -349,7 +347,6 @@ class FileReader:
         at = _Where(evs, piece.text)
         self._span = piece.span if self.data.args_source is not None else None
         layout = piece.layout
-        self._x_struct = layout.x if layout is not None and layout.struct_args else None
         if layout is None:
             self._events(evs, None, at)
             return
@@ -533,13 +530,12 @@ class FileReader:
             return
         runtime = kind[rows] == int(Kind.RUNTIME)
         rrows, drows = rows[runtime], rows[~runtime]
-        structs = evs[0].__class__ is self._x_struct  # args decoded with the event
         if len(rrows):
-            args, strict = _args_of(evs, rrows, _RUNTIME_ARGS, structs)
+            args, strict = _decode_batch([evs[i].args for i in rrows.tolist()], _RUNTIME_ARGS)
             chunk["correlation"][rrows] = _correlation(args, strict)
         if not len(drows):
             return
-        args, strict = _args_of(evs, drows, _DEVICE_ARGS, structs)
+        args, strict = _decode_batch([evs[i].args for i in drows.tolist()], _DEVICE_ARGS)
         chunk["correlation"][drows] = _correlation(args, strict)
         device = _ints(args, _A_DEVICE, strict)
         fallback = np.where(pid[drows] >= 0, pid[drows], 0)
@@ -557,12 +553,10 @@ class FileReader:
             chunk["copy_kind"][memcpy] = self.names.copy_kinds(chunk["name"][memcpy])
         self._note_devices(chunk["lane"][drows], chunk["device"][drows], chunk["stream"][drows])
 
-    def _has_args(self, evs: list) -> np.ndarray:
+    @staticmethod
+    def _has_args(evs: list) -> np.ndarray:
         """Which events have args (as the spill counts them: a raw value, even ``null``)."""
-        args = [e.args for e in evs]
-        if evs[0].__class__ is self._x_struct:
-            return np.fromiter(map(is_not, args, repeat(NO_ARGS)), bool, len(args))
-        return np.fromiter(map(len, args), np.int64, len(args)) > 0
+        return np.fromiter(map(len, map(_A_ARGS, evs)), np.int64, len(evs)) > 0
 
     def _note_devices(self, lane, device, stream) -> None:
         u, first, counts = np.unique(lane, return_index=True, return_counts=True)
@@ -795,14 +789,6 @@ def _merge_args(b_args: bytes, e_args: bytes) -> bytes:
         return b_args
     merged = {**_args_dict(b_args), **_args_dict(e_args)}
     return msgspec.json.encode(merged)
-
-
-def _args_of(evs: list, rows: np.ndarray, decoders: tuple, structs: bool) -> tuple[list, bool]:
-    """(args, strict) of ``evs[rows]``: their :class:`XArgs` when decoded with the events
-    (loose: any JSON type), else their raw args decoded now (see :func:`_decode_batch`)."""
-    if structs:
-        return [evs[i].args or NO_ARGS for i in rows.tolist()], False
-    return _decode_batch([evs[i].args for i in rows.tolist()], decoders)
 
 
 def _decode_batch(raws: list, decoders: tuple) -> tuple[list, bool]:
