@@ -99,20 +99,18 @@ def _nested_depth(s: np.ndarray, e: np.ndarray) -> np.ndarray:
     after a slice that can qualify are zero-length slices at the same start
     (they sort last in their start group), so those are taken back out.
     """
-    n = len(s)
-    pos = np.arange(n)
     ended = np.searchsorted(np.sort(e, kind="stable"), s, side="right")  # e: nearly sorted
-    zero = np.concatenate([[0], np.cumsum(e == s)])
-    new = np.empty(n, bool)
-    new[:1] = True
-    np.not_equal(s[1:], s[:-1], out=new[1:])
-    heads = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
-    g_lo = heads[group]  # first and one-past-last index of each slice's start group
-    g_hi = np.append(heads[1:], n)[group]
-    n_zero = zero[g_hi] - zero[g_lo]
-    later_zero = g_hi - np.maximum(pos, g_hi - n_zero)
-    return np.maximum(pos - (ended - later_zero), 0)
+    out = np.arange(len(s)) - ended
+    zero = np.flatnonzero(e == s)
+    if len(zero):  # only start groups holding zero-length slices need the correction
+        zs = s[zero]
+        v = zs[np.concatenate([[True], zs[1:] != zs[:-1]])]
+        g_lo, g_hi = np.searchsorted(s, v, "left"), np.searchsorted(s, v, "right")
+        n_zero = np.searchsorted(zs, v, "right") - np.searchsorted(zs, v, "left")
+        at = _ranges(g_lo, g_hi)
+        hi, nz = np.repeat(g_hi, g_hi - g_lo), np.repeat(n_zero, g_hi - g_lo)
+        out[at] += hi - np.maximum(at, hi - nz)  # zero-length slices sorted at or after
+    return np.maximum(out, 0)
 
 
 def _by_row(d: np.ndarray) -> np.ndarray:
