@@ -235,8 +235,8 @@ def _dispatch(args) -> int:
 def _load_and_analyze(path: str, args):
     from .core.analysis.cache import analyze_cached
     from .core.analysis.pipeline import Options, preload
+    from .core.idle_work import while_idle
     from .core.importers import load_trace
-    from .core.progress import while_idle
 
     with while_idle(preload):  # imports the analysis while the decode workers finish
         trace = load_trace(path, use_cache=not args.no_cache)

@@ -7,14 +7,8 @@ signals, the CLI passes :class:`NullProgress`.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import threading
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from typing import Protocol
-
-_idle: ContextVar[list | None] = ContextVar("sofa_gui_idle_work", default=None)
 
 
 class Cancelled(Exception):
@@ -84,27 +78,3 @@ class SubProgress:
 def subrange(parent: Progress | None, lo: float, hi: float) -> Progress:
     """A child progress covering ``[lo, hi]`` of ``parent`` (NullProgress if None)."""
     return SubProgress(parent or NullProgress(), lo, hi)
-
-
-@contextlib.contextmanager
-def while_idle(*work: Callable[[], None]) -> Iterator[None]:
-    """Within this block, core code that would sit waiting for other processes (the
-    parallel decode's workers) runs ``work`` meanwhile, once: e.g. the imports the next
-    stage needs anyway, taken off the path to the result."""
-    token = _idle.set(list(work))
-    try:
-        yield
-    finally:
-        _idle.reset(token)
-
-
-def run_idle_work() -> None:
-    """Run what :func:`while_idle` registered (each once). Optional work: a failure is
-    logged, never raised into the caller (its stage does the work again and reports)."""
-    work = _idle.get()
-    while work:
-        fn = work.pop(0)
-        try:
-            fn()
-        except Exception:  # optional work: see the docstring
-            logging.getLogger(__name__).debug("idle work %r failed", fn, exc_info=True)

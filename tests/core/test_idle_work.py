@@ -8,8 +8,9 @@ import sys
 import threading
 from concurrent.futures import Future
 
+from sofa_gui.core.idle_work import run_idle_work, while_idle
 from sofa_gui.core.importers.chrome import parallel
-from sofa_gui.core.progress import NullProgress, run_idle_work, while_idle
+from sofa_gui.core.progress import NullProgress
 
 
 def test_registered_work_runs_once_and_a_failure_is_swallowed():

@@ -44,7 +44,8 @@ import numpy as np
 
 from ...builder import TraceBuilder
 from ...errors import TraceFormatError
-from ...progress import NullProgress, Progress, run_idle_work
+from ...idle_work import run_idle_work
+from ...progress import NullProgress, Progress
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
 from ..source_args import on_demand
