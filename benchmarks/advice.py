@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
+from sofa_gui.core.analysis.diff_repeated import diff_repeated  # noqa: E402
 from sofa_gui.core.analysis.findings.device_rules import (  # noqa: E402
     DEFAULT_INTERFERENCE,
     parallel_bound,
@@ -223,7 +224,22 @@ def main(argv=None) -> int:
         print(f"quiet pair over {len(errors)} rounds: error vs steady mean {100 * min(e):+.0f}% "
               f".. {100 * max(e):+.0f}%" + (f"; vs unprofiled {100 * min(u):+.0f}% .. "
                                            f"{100 * max(u):+.0f}%" if u else ""))
+    _repeated([p for p in PAIRS[2:3] + more_pairs if p[0] in done and p[1] in done], done)
     return 0
+
+
+def _repeated(pairs: list[tuple[str, str]], done: dict) -> None:
+    """The quiet rounds as ``sofa-gui diff B1 A1 B2 A2 ...`` reads them: median runs."""
+    if len(pairs) < 2:
+        return
+    r = diff_repeated([(done[b], done[a]) for b, a in pairs])
+    p = r.get("prediction")
+    if p:
+        print(f"quiet pair, {r['pairs']} rounds as repeated runs (diff B1 A1 B2 A2 ...): "
+              f"predicted {p['predicted_speedup']:.2f}x (median of the BEFORE runs), measured "
+              f"{r['measured_speedup']:.2f}x (median runs; pair by pair "
+              f"{min(r['per_pair_speedup']):.2f}x .. {max(r['per_pair_speedup']):.2f}x): "
+              f"{100 * p['error']:+.0f}%")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ EXAMPLES = """examples:
   sofa-gui stats trace.json.gz --kind op       top CPU ops by total time
   sofa-gui report trace.json.gz -o report.html
   sofa-gui diff before.json.gz after.json.gz   did the fix work?
+  sofa-gui diff b1.json a1.json b2.json a2.json b3.json a3.json   the same, repeated runs
   sofa-gui fleet runs/job42/ --json               every rank of a run on a Dask cluster
   sofa-gui record -o run1 --torch -- python train.py
   sofa-gui view trace.json.gz --screenshot out.png   (works without a display)
@@ -82,8 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     _fixes_arg(r)
 
     d = sub.add_parser("diff", help="compare two runs (before / after a fix)")
-    d.add_argument("before", help="trace of the run before the change")
-    d.add_argument("after", help="trace of the run after the change")
+    d.add_argument("runs", nargs="+", metavar="TRACE",
+                   help="BEFORE AFTER: the runs before and after the change; on a noisy "
+                        "machine several pairs BEFORE1 AFTER1 BEFORE2 AFTER2 ... (the sides' "
+                        "median runs are compared)")
     d.add_argument("--json", action="store_true", help="print one JSON document")
     d.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(d)
@@ -340,15 +343,23 @@ def _cmd_report(args) -> int:
 
 def _cmd_diff(args) -> int:
     from .core.analysis.diff import diff_analyses, diff_text
+    from .core.analysis.diff_repeated import diff_repeated, repeated_text
 
-    before = _load_and_analyze(args.before, args)
-    after = _load_and_analyze(args.after, args)
-    result = diff_analyses(before, after)
+    if len(args.runs) % 2:
+        _error(f"diff takes traces in pairs (BEFORE AFTER [BEFORE AFTER ...]); got "
+               f"{len(args.runs)}: {terminal_safe(args.runs[-1], one_line=True)} has no AFTER")
+        return 2
+    runs = [_load_and_analyze(p, args) for p in args.runs]
+    pairs = list(zip(runs[::2], runs[1::2]))
+    if len(pairs) == 1:
+        result, text = diff_analyses(*pairs[0]), diff_text
+    else:
+        result, text = diff_repeated(pairs), repeated_text
     if args.json:
         json.dump(result, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        _print_lines(diff_text(result))
+        _print_lines(text(result))
     return 0
 
 
