@@ -240,6 +240,13 @@ def _repeated(pairs: list[tuple[str, str]], done: dict) -> None:
               f"{r['measured_speedup']:.2f}x (median runs; pair by pair "
               f"{min(r['per_pair_speedup']):.2f}x .. {max(r['per_pair_speedup']):.2f}x): "
               f"{100 * p['error']:+.0f}%")
+    for k in (3, 5):  # what a user repeating the pair k times would have read
+        errs = [diff_repeated([(done[b], done[a]) for b, a in pairs[i:i + k]])["prediction"]
+                ["error"] for i in range(len(pairs) - k + 1)]
+        if errs:
+            print(f"  every {k} consecutive rounds as one repeated diff: "
+                  f"{sum(abs(e) <= 0.25 for e in errs)} of {len(errs)} within 25% "
+                  f"({100 * min(errs):+.0f}% .. {100 * max(errs):+.0f}%)")
 
 
 if __name__ == "__main__":

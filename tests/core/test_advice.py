@@ -624,6 +624,7 @@ def test_diff_says_when_the_rest_of_the_after_step_shrank():
     assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (backward " \
            "-3.14 ms, forward -2.05 ms" in text
     assert "with that part as in BEFORE it would be 1.80x, -3% from the prediction" in text
+    assert "repeat the pair and compare median runs (sofa-gui diff B1 A1 B2 A2 B3 A3)" in text
 
 
 def test_diff_says_when_the_rest_of_the_after_step_grew():

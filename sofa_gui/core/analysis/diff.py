@@ -358,6 +358,9 @@ def diff_text(result: dict) -> list[str]:
                          f"with that part as in BEFORE it would be "
                          f"{rest['measured_if_unchanged']:.2f}x, "
                          f"{100 * rest['error_if_unchanged']:+.0f}% from the prediction")
+            lines.append("  a whole run can be that much faster or slower on a busy or "
+                         "throttled machine: repeat the pair and compare median runs "
+                         "(sofa-gui diff B1 A1 B2 A2 B3 A3)")
     if "whole_trace" in (a["scope"], b["scope"]):
         lines.append("  note: a run without iterations is compared as one whole-trace span")
     for side in ("device", "host"):
