@@ -27,6 +27,11 @@ def while_idle(*work: Callable[[], None]) -> Iterator[None]:
         _idle.reset(token)
 
 
+def idle_work_pending() -> bool:
+    """Whether :func:`run_idle_work` has work to run (the caller may plan around it)."""
+    return bool(_idle.get())
+
+
 def run_idle_work() -> None:
     """Run what :func:`while_idle` registered (each once). Optional work: a failure is
     logged, never raised into the caller (its stage does the work again and reports)."""

@@ -202,3 +202,20 @@ def test_text_ids_get_codes_in_first_seen_order():
     pid, tid = np.array([5, -3, 1 << 30]), np.array([-(1 << 31) + 1, 9, -1])
     assert [pack_one(p, t) for p, t in zip(pid.tolist(), tid.tolist())] == \
         pack(pid, tid).tolist()
+
+
+def test_int_ids_keep_their_value_after_text_ids_were_seen():
+    """A trace with text tids has int pids: once text was seen, plain ints in range still
+    code as themselves (the C fast path), and a list mixing ints, big ints and text gets
+    the same codes as value by value."""
+    from sofa_gui.core.importers.chrome.ids import _FIRST_SYNTHETIC, IdCodes
+
+    ids = IdCodes()
+    assert ids.codes(["25738", "stream 7"]).tolist() == [25738, _FIRST_SYNTHETIC]
+    assert ids.int_codes([1, 2]) is None  # flows: not every value so far was an int
+    assert ids.codes([3, 4, -5]).tolist() == [3, 4, -5]
+    mixed = [3, 1 << 40, "stream 7", "x", 4]
+    assert ids.codes(mixed).tolist() == [ids.code(v) for v in mixed]
+    assert ids.codes(mixed).tolist() == [3, _FIRST_SYNTHETIC + 1, _FIRST_SYNTHETIC,
+                                         _FIRST_SYNTHETIC + 2, 4]
+    assert ids.codes([]).tolist() == []

@@ -220,6 +220,7 @@ def test_cancel_while_parts_decode_stops_the_workers(tmp_path, monkeypatch, smal
     assert multiprocessing.active_children() == []
     assert (tmp_path / "cache").is_dir()  # where the parts' args spill files were
     assert not list((tmp_path / "cache").glob("sofa-args-part-*"))
+    assert not list((tmp_path / "cache").glob("sofa-columns-part-*"))
 
 
 def test_cli_analyze_json_equal_serial_and_parallel(tmp_path):
@@ -336,3 +337,71 @@ def test_part_zero_takes_the_lead_share(parts):
     assert len(sizes) == parts
     assert abs(sizes[0] / sizes[1:].mean() - parallel.LEAD_SHARE) < 0.02
     assert sizes[1:].max() - sizes[1:].min() <= 200
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_part_zero_gives_way_to_the_callers_idle_work(parts):
+    """With idle work waiting (the CLI's analysis imports), part 0 is LEAD_SHARE times
+    the others less ``lead_less`` bytes, the others equal; it keeps at least half of
+    what it has without idle work."""
+    cuts = [(b - 1, b) for b in range(100, 1_000_000, 100)]
+    plain = np.diff([0, *(lo for lo, _ in parallel._choose(cuts, 0, 1_000_000, parts)),
+                     1_000_000])
+    sizes = np.diff([0, *(lo for lo, _ in parallel._choose(cuts, 0, 1_000_000, parts,
+                                                           lead_less=60_000)), 1_000_000])
+    assert sizes[0] < plain[0] - 20_000
+    assert sizes[1:].max() - sizes[1:].min() <= 200
+    assert abs(sizes[0] + 60_000 - parallel.LEAD_SHARE * sizes[1:].mean()) <= 400
+    capped = np.diff([0, *(lo for lo, _ in parallel._choose(cuts, 0, 1_000_000, parts,
+                                                            lead_less=10**9)), 1_000_000])
+    assert abs(capped[0] - plain[0] / 2) <= 200
+
+
+def test_the_plan_leaves_room_for_idle_work(tmp_path, monkeypatch, caplog, small_pieces):
+    from sofa_gui.core.idle_work import while_idle
+
+    asked = []
+    real_plan = parallel.plan
+
+    def spy(path, parts, lead_less=0):
+        asked.append(lead_less)
+        return real_plan(path, parts, lead_less)
+
+    monkeypatch.setattr(parallel, "plan", spy)
+    path = _plain(_json_traces()[0], tmp_path)
+    _load(path, 2, monkeypatch, caplog)
+    with while_idle(lambda: None):
+        _load(path, 2, monkeypatch, caplog)
+    assert asked == [0, parallel.IDLE_WORK_BYTES]
+
+
+def _arrays_of(data) -> list:
+    return [*(v for d in (*data.chunks, *data.flows) for v in d.values()),
+            *(v for m in data.memory for v in m)]
+
+
+def test_a_parts_columns_come_back_through_a_file(tmp_path):
+    """What the pool pickles holds no column array (a few kB instead of ~50 bytes per
+    event); the arrays read back equal the part's own, dtype and shape included, and
+    can be written to (the merge re-codes some in place)."""
+    import pickle  # what the pool does with a part's result
+
+    path = _plain(_traces()[0], tmp_path)  # the bundled sample, ~4 default pieces
+    part = parallel.plan(path, 2)[1]
+    kept = parallel.read_part(str(path), part, str(tmp_path / "a.bin"))
+    sent = parallel.read_part(str(path), part, str(tmp_path / "b.bin"), False,
+                              str(tmp_path / "cols.bin"))
+    assert not any(isinstance(v, np.ndarray) for v in _arrays_of(sent.data))
+    assert len(pickle.dumps(sent)) < len(pickle.dumps(kept)) / 10
+    parallel.unship(sent.data, str(tmp_path / "cols.bin"))
+    (tmp_path / "cols.bin").unlink()  # the mapping outlives the file
+    mine, back = _arrays_of(kept.data), _arrays_of(sent.data)
+    assert len(mine) == len(back) > 10
+    for a, b in zip(mine, back):
+        assert type(a) is type(b)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+            assert b.flags.writeable
+        else:
+            assert a == b

@@ -71,27 +71,17 @@ class IdCodes:
         return c
 
     def codes(self, values: list) -> np.ndarray:
-        if self._all_int:  # the common case: plain ints, converted in C
-            out = self.int_codes(values)
-            if out is not None:
-                return out
-            self._all_int = False
+        # plain ints in range are their own codes, converted in C; tried whenever the
+        # first value is one (a trace with text tids still has int pids)
+        out = _plain_ints(values)
+        if out is not None:
+            return out
+        self._all_int = False
         return self._mapped(values)
 
     def int_codes(self, values: list) -> np.ndarray | None:
         """The codes if every value so far and here is a plain int in range, else None."""
-        n = len(values)
-        if not self._all_int:
-            return None
-        if n == 0:
-            return np.zeros(0, np.int64)
-        if values[0].__class__ is not int:
-            return None
-        try:
-            out = np.fromiter(values, np.int64, n)
-        except (ValueError, TypeError, OverflowError):
-            return None
-        return out if out.min() > _FIRST_SYNTHETIC and out.max() < HI else None
+        return _plain_ints(values) if self._all_int else None
 
     def _mapped(self, values: list) -> np.ndarray:
         n = len(values)
@@ -118,6 +108,20 @@ class IdCodes:
             return c
         digits = text.split()[-1] if text.split() else ""
         return int(digits) if digits.isdigit() else -1
+
+
+def _plain_ints(values: list) -> np.ndarray | None:
+    """``values`` as int64 if every one is a plain int in the codes' range, else None."""
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    if values[0].__class__ is not int:
+        return None
+    try:
+        out = np.fromiter(values, np.int64, n)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return out if out.min() > _FIRST_SYNTHETIC and out.max() < HI else None
 
 
 class _AutoDict(dict):

@@ -44,7 +44,7 @@ import numpy as np
 
 from ...builder import TraceBuilder
 from ...errors import TraceFormatError
-from ...idle_work import run_idle_work
+from ...idle_work import idle_work_pending, run_idle_work
 from ...progress import NullProgress, Progress
 from ...trace import LoadStats
 from ..args_spill import ArgsSpill, _spill_dir, part_array
@@ -146,9 +146,9 @@ class _RangeReader:
         self._f.close()
 
 
-def plan(path: Path, parts: int) -> list[Part] | None:
+def plan(path: Path, parts: int, lead_less: int = 0) -> list[Part] | None:
     """Cuts for ``parts`` parts of a plain JSON file, None when it cannot be cut
-    (gzip, not a trace, too few events)."""
+    (gzip, not a trace, too few events); ``lead_less``: see :func:`_choose`."""
     with open(path, "rb") as f:
         if f.read(2) == b"\x1f\x8b":
             return None  # gzip: decompressing to split would cost more than it saves
@@ -163,7 +163,7 @@ def plan(path: Path, parts: int) -> list[Part] | None:
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             cuts = _boundaries(mm, first, probe.chunk)
     opening, closing = _OBJECT if probe.form == "object" else _ARRAY
-    chosen = _choose(cuts, first, size, parts)
+    chosen = _choose(cuts, first, size, parts, lead_less)
     if not chosen:
         return None
     out = [Part(b"", 0, chosen[0][0], closing, probe.chunk)]
@@ -185,21 +185,29 @@ def _boundaries(mm, first: int, chunk: int) -> list[tuple[int, int]]:
         start = m.end() - 1
 
 
-#: Part 0's share of the events text against each other part's 1.0: a worker's part also
-#: pays for sending its columns back (pickle, pipe, unpickle: ~0.1-0.15 s of ~2 s for half
-#: of the 984k-event trace), and the calling process waited for it 0.13-0.44 s.
+#: Part 0's share of the events text against each other part's 1.0 (a worker's part
+#: also pays for its start and for writing its columns back, the caller for reading them).
 LEAD_SHARE = 1.1
+#: Events text taken off part 0 when the caller has idle work registered
+#: (:mod:`~sofa_gui.core.idle_work`: the CLI's analysis imports, ~0.2-0.3 s), which it
+#: does while its workers finish. Measured on the 984k-event file (2 parts): with 12 MiB
+#: the worker ended within +-0.2 s of the caller's part + imports; with none, 0.1-0.5 s
+#: before, with 20 MiB (and LEAD_SHARE 1.0) 0.2-0.35 s after.
+IDLE_WORK_BYTES = 12 << 20
 
 
-def _choose(cuts: list[tuple[int, int]], first: int, size: int,
-            parts: int) -> list[tuple[int, int]]:
-    """``parts - 1`` of ``cuts``, each the nearest to its share of the events text (part 0,
-    decoded by the caller, :data:`LEAD_SHARE`; the others equal)."""
+def _choose(cuts: list[tuple[int, int]], first: int, size: int, parts: int,
+            lead_less: int = 0) -> list[tuple[int, int]]:
+    """``parts - 1`` of ``cuts``, each the nearest to its share of the events text: part 0
+    (decoded by the caller) :data:`LEAD_SHARE` times the others less ``lead_less`` bytes,
+    but at least half of what it would be without; the others equal."""
     chosen: list[tuple[int, int]] = []
     starts = [c[1] for c in cuts]
-    total = LEAD_SHARE + parts - 1
+    text = size - first
+    less = min(lead_less, LEAD_SHARE * text / (2 * (parts - 1)))
+    unit = (text + less) / (LEAD_SHARE + parts - 1)
     for k in range(1, parts):
-        target = first + int((size - first) * (LEAD_SHARE + k - 1) / total)
+        target = first + int(unit * (LEAD_SHARE + k - 1) - less)
         i = bisect_left(starts, target)
         i = min(range(max(i - 1, 0), min(i + 1, len(cuts))),
                 key=lambda j: abs(starts[j] - target), default=None)
@@ -211,7 +219,8 @@ def _choose(cuts: list[tuple[int, int]], first: int, size: int,
 # -- the worker ------------------------------------------------------------------------
 @dataclass
 class PartResult:
-    """What one part's reader found, with its own name ids and codes."""
+    """What one part's reader found, with its own name ids and codes (its column arrays
+    possibly still in a file: :func:`unship`)."""
 
     data: FileData
     names: list[str]  # the part's name ids -> text
@@ -221,8 +230,10 @@ class PartResult:
     tagged: set[bool]  # whether its pieces were decoded with a tagged union
 
 
-def read_part(path: str, part: Part, spill_path: str, on_demand: bool = False) -> PartResult:
-    """Decode one part (in a pool process): its own tables, B/E left unmatched."""
+def read_part(path: str, part: Part, spill_path: str, on_demand: bool = False,
+              columns_path: str | None = None) -> PartResult:
+    """Decode one part (in a pool process): its own tables, B/E left unmatched; with
+    ``columns_path``, its column arrays go back through that file (:func:`ship`)."""
     names = NameTable(TraceBuilder(path, "chrome"))
     stats = LoadStats()
     spill = ArgsSpill(spill_path)
@@ -233,11 +244,81 @@ def read_part(path: str, part: Part, spill_path: str, on_demand: bool = False) -
         offsets, blob = spill.export()
     finally:
         spill.close()
+    if columns_path is not None:
+        ship(data, columns_path)
     return PartResult(data, names.texts(), stats, offsets, blob, _tagged(stream))
 
 
 def _tagged(stream: EventStream) -> set[bool]:
     return {k < 2 for k in stream.decoders_used}  # decode._DECODERS: 0, 1 tagged
+
+
+# -- a part's columns back through a file ------------------------------------------------
+class _Column:
+    """Where one array of a part's columns lies in its columns file."""
+
+    __slots__ = ("at", "dtype", "shape")
+
+    def __init__(self, at: int, dtype: str, shape: tuple):
+        self.at, self.dtype, self.shape = at, dtype, shape
+
+    def __getstate__(self):
+        return self.at, self.dtype, self.shape
+
+    def __setstate__(self, state):
+        self.at, self.dtype, self.shape = state
+
+
+class _Shipper:
+    """Writes arrays one after another (8-byte aligned) to an open file."""
+
+    def __init__(self, f):
+        self.f, self.at = f, 0
+
+    def __call__(self, v):
+        if not isinstance(v, np.ndarray) or v.dtype.hasobject:
+            return v
+        marker = _Column(self.at, v.dtype.str, v.shape)
+        v = np.ascontiguousarray(v)  # (0-d arrays come out 1-d: the marker keeps the shape)
+        self.f.write(v.data)
+        pad = -v.nbytes % 8
+        self.f.write(bytes(pad))
+        self.at += v.nbytes + pad
+        return marker
+
+
+def _restore(buf):
+    def get(v):
+        if not isinstance(v, _Column):
+            return v
+        return np.frombuffer(buf, v.dtype, int(np.prod(v.shape)), v.at).reshape(v.shape)
+    return get
+
+
+def _swap_arrays(data: FileData, swap) -> None:
+    """``swap`` every value of the slice chunks, flows and memory samples."""
+    for d in (*data.chunks, *data.flows):
+        for k, v in d.items():
+            d[k] = swap(v)
+    data.memory = [tuple(map(swap, m)) for m in data.memory]
+
+
+def ship(data: FileData, path: str) -> None:
+    """Write the part's column arrays to ``path``, :class:`_Column` markers in their
+    place: the pool then pickles a few kB instead of ~25 MB per 500k events. Through
+    its pipe those took 0.17-0.24 s after the worker was done, and competed with the
+    caller's own decode for its GIL when they overlapped it."""
+    with open(path, "wb") as f:
+        _swap_arrays(data, _Shipper(f))
+
+
+def unship(data: FileData, path: str) -> None:
+    """Put back the arrays :func:`ship` wrote: writable (copy-on-write) views of the file
+    mapped once; the caller may unlink it at once (the file is this process's own)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        buf = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY) if size else bytearray()
+    _swap_arrays(data, _restore(buf))
 
 
 # -- the parent ------------------------------------------------------------------------
@@ -288,18 +369,19 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
     """The merged data, or None when any part fails (the caller then reads serially)."""
     from concurrent.futures import ProcessPoolExecutor  # imported for large files only
 
-    cuts = plan(path, parts)
+    cuts = plan(path, parts, IDLE_WORK_BYTES if idle_work_pending() else 0)
     if cuts is None:
         return None
-    spill_paths = []
+    spill_paths, columns_paths = [], []
     pool = None
     try:
         spill_paths = [_spill_file() for _ in cuts[1:]]
+        columns_paths = [_spill_file("sofa-columns-part-") for _ in cuts[1:]]
         pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
                                    initializer=die_with_parent, initargs=(os.getpid(),))
         lazy = on_demand()
-        futures = [pool.submit(read_part, str(path), part, sp, lazy)
-                   for part, sp in zip(cuts[1:], spill_paths)]
+        futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
+                   for part, sp, cp in zip(cuts[1:], spill_paths, columns_paths)]
         own_stats, own_spill = LoadStats(), ArgsSpill()
         reader = FileReader(path, names, own_stats, own_spill, lazy)
         stream = cuts[0].stream(path)
@@ -315,12 +397,14 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
             log.info("%s: parts disagree on reading args on demand; reading serially", path)
             return None
         arrays = [part_array(sp, r.offsets, r.blob) for sp, r in zip(spill_paths, results)]
+        for r, cp in zip(results, columns_paths):
+            unship(r.data, cp)
     except (TraceFormatError, OSError, RuntimeError, EOFError, ValueError, MemoryError) as exc:
         log.info("%s: parallel decode not used (%s); reading serially", path, exc)
         return None
     finally:
         _stop(pool)
-        for sp in spill_paths:
+        for sp in (*spill_paths, *columns_paths):
             _unlink(sp)
     log.debug("%s: decoded in %d parts", path, len(cuts))
     return _merge(reader, own_spill, stats, results, arrays)
@@ -377,8 +461,8 @@ def _stop(pool) -> None:
     pool.shutdown(wait=True)  # joins its manager thread: the caller may fork again later
 
 
-def _spill_file() -> str:
-    fd, name = tempfile.mkstemp(prefix="sofa-args-part-", dir=_spill_dir())
+def _spill_file(prefix: str = "sofa-args-part-") -> str:
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=_spill_dir())
     os.close(fd)
     return name
 
