@@ -108,3 +108,18 @@ def test_without_a_steady_mean_on_every_run_the_means_are_compared():
     assert _basis(rounds) == "mean_us"
     assert _basis(rounds[:1]) == "steady_mean_us"
     assert _basis([{"iteration_time": {"before": {}, "after": steady}}]) is None
+
+
+def test_the_benchmark_reads_every_k_consecutive_rounds_of_a_generated_folder(capsys):
+    import importlib.util
+    path = DATA.parents[1] / "benchmarks" / "repeated_pairs.py"
+    spec = importlib.util.spec_from_file_location("repeated_pairs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert [d.name for d in mod.rounds_of(QUIET)] == ["quiet", "r2", "r3", "r4", "r5", "r6"]
+    assert mod.main([str(QUIET)]) == 0
+    out = capsys.readouterr().out
+    assert "all 6 rounds as one repeated diff: predicted 1.58x, measured 1.70x (-7%)" in out
+    assert "every 1 consecutive round(s): 5 of 6 within 25%" in out
+    assert "every 3 consecutive round(s): 4 of 4 within 25%" in out
+    assert mod.main([str(DATA / "advice" / "nothing-here")]) == 2
