@@ -25,6 +25,12 @@ def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_windo
     d = panel.result
     assert d["speedup"] == want["speedup"] == 1.3963
     assert "1.40x faster" in panel.summary.text()
+    verdict = panel.verdict.toPlainText()  # what diff prints under the median line
+    assert "Mean iteration: 178 ms -> 141 ms  (1.26x faster)" in verdict
+    assert "after: 2 slow iteration(s) the median hides: #0 182 ms (1.43x)" in verdict
+    assert "Predicted by BEFORE's input_pipeline_bound for the fix applied (loader workers" \
+        in verdict and "1.47x; measured 1.26x (steady-state mean iteration), +17%" in verdict
+    assert "repeat the pair and compare median runs" in verdict
     cats = [panel.categories.item(r, 0).text() for r in range(panel.categories.rowCount())]
     assert "Idle: waiting for input" in cats and "Compute kernels" in cats
     found = {(panel.findings.item(r, 0).text(), panel.findings.item(r, 1).text())
@@ -39,6 +45,8 @@ def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_windo
     assert [len(t) for t in times] == [6, 6]
     dots = [i for i in panel.chart.getPlotItem().items if isinstance(i, pg.ScatterPlotItem)]
     assert sorted(len(i.data) for i in dots) == [6, 6]
+    w.session.trace_changed.emit()  # another trace opened: the verdict goes with the rest
+    assert panel.verdict.toPlainText() == "" and panel.findings.rowCount() == 0
     panel.shutdown()
 
 

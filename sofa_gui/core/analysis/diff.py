@@ -320,49 +320,7 @@ def diff_text(result: dict) -> list[str]:
                else f"{1 / sp:.2f}x slower")
     lines.append(f"Median iteration: {_f(a['median_iteration_us'])} -> "
                  f"{_f(b['median_iteration_us'])}  ({verdict})")
-    it = result.get("iteration_time") or {}
-    ia, ib, sp = it.get("before") or {}, it.get("after") or {}, it.get("speedup") or {}
-    for key, label in (("mean_us", "Mean"), ("p90_us", "p90"),
-                       ("steady_mean_us", "Steady-state mean")):
-        if key == "steady_mean_us" and not (ia.get("left_out") or ib.get("left_out")):
-            continue  # the same as the mean
-        if ia.get(key) and ib.get(key) and sp.get(key):
-            lines.append(f"{label} iteration: {_f(ia[key])} -> {_f(ib[key])}  "
-                         f"({_times(sp[key])})" + _left_out(ia, ib, key))
-    for side in ("before", "after"):
-        slow = (result.get("hidden_slow_iterations") or {}).get(side) or []
-        if slow:
-            listed = ", ".join(f"#{x['index']} {_f(x['duration_us'])} ({x['x_median']}x)"
-                               for x in slow[:5])
-            lines.append(f"  {side}: {len(slow)} slow iteration(s) the median hides: {listed}")
-    pred = result.get("prediction")
-    if pred:
-        fix = pred.get("fix_applied")
-        how = (f" for the fix applied ({fix['name']}: {fix['fact']} {fix['before']} -> "
-               f"{fix['after']}; {fix['estimate_basis']})" if fix else
-               f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else "")
-        lines.append(f"Predicted by BEFORE's {pred['finding']}{how}: "
-                     f"{pred['predicted_speedup']:.2f}x; measured "
-                     f"{pred['measured_speedup']:.2f}x ("
-                     f"{_OVER.get(pred.get('measured_over'), 'mean iteration')}), "
-                     f"{100 * pred['error']:+.0f}%")
-        rest = pred.get("rest_of_step") or {}
-        if "error_if_unchanged" in rest:
-            sign = 1 if rest["grew"] >= 0 else -1
-            grown = sorted(rest["delta_us"].items(), key=lambda kv: -sign * kv[1])[:3]
-            lines.append(f"  the rest of AFTER's step (what the fix does not touch) "
-                         f"{'grew' if sign > 0 else 'shrank'} "
-                         f"{100 * abs(rest['grew']):.0f}% ("
-                         + ", ".join(f"{c} {_signed(v)}" for c, v in grown)
-                         + f" per iteration): another change mixed into the measured gain; "
-                         f"with that part as in BEFORE it would be "
-                         f"{rest['measured_if_unchanged']:.2f}x, "
-                         f"{100 * rest['error_if_unchanged']:+.0f}% from the prediction")
-            lines.append("  a whole run can be that much faster or slower on a busy or "
-                         "throttled machine: repeat the pair and compare median runs "
-                         "(sofa-gui diff B1 A1 B2 A2 B3 A3)")
-    if "whole_trace" in (a["scope"], b["scope"]):
-        lines.append("  note: a run without iterations is compared as one whole-trace span")
+    lines += verdict_lines(result)
     for side in ("device", "host"):
         rows = result["categories"][side]
         if not rows:
@@ -390,6 +348,71 @@ def diff_text(result: dict) -> list[str]:
         lines.append("Largest changes per iteration:")
         for r in result["top_changes"]:
             lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}")
+    return lines
+
+
+def verdict_lines(result: dict) -> list[str]:
+    """Mean / p90 / steady-state iteration, slow iterations a median hides, and the BEFORE
+    run's prediction against the measured gain (the CLI's lines; the app's Compare dock)."""
+    lines = _time_lines(result) + _slow_lines(result) + _prediction_lines(result)
+    if "whole_trace" in (result["before"]["scope"], result["after"]["scope"]):
+        lines.append("  note: a run without iterations is compared as one whole-trace span")
+    return lines
+
+
+def _time_lines(result: dict) -> list[str]:
+    it = result.get("iteration_time") or {}
+    ia, ib, sp = it.get("before") or {}, it.get("after") or {}, it.get("speedup") or {}
+    lines = []
+    for key, label in (("mean_us", "Mean"), ("p90_us", "p90"),
+                       ("steady_mean_us", "Steady-state mean")):
+        if key == "steady_mean_us" and not (ia.get("left_out") or ib.get("left_out")):
+            continue  # the same as the mean
+        if ia.get(key) and ib.get(key) and sp.get(key):
+            lines.append(f"{label} iteration: {_f(ia[key])} -> {_f(ib[key])}  "
+                         f"({_times(sp[key])})" + _left_out(ia, ib, key))
+    return lines
+
+
+def _slow_lines(result: dict) -> list[str]:
+    lines = []
+    for side in ("before", "after"):
+        slow = (result.get("hidden_slow_iterations") or {}).get(side) or []
+        if slow:
+            listed = ", ".join(f"#{x['index']} {_f(x['duration_us'])} ({x['x_median']}x)"
+                               for x in slow[:5])
+            lines.append(f"  {side}: {len(slow)} slow iteration(s) the median hides: {listed}")
+    return lines
+
+
+def _prediction_lines(result: dict) -> list[str]:
+    pred = result.get("prediction")
+    if not pred:
+        return []
+    fix = pred.get("fix_applied")
+    how = (f" for the fix applied ({fix['name']}: {fix['fact']} {fix['before']} -> "
+           f"{fix['after']}; {fix['estimate_basis']})" if fix else
+           f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else "")
+    lines = [f"Predicted by BEFORE's {pred['finding']}{how}: "
+             f"{pred['predicted_speedup']:.2f}x; measured "
+             f"{pred['measured_speedup']:.2f}x ("
+             f"{_OVER.get(pred.get('measured_over'), 'mean iteration')}), "
+             f"{100 * pred['error']:+.0f}%"]
+    rest = pred.get("rest_of_step") or {}
+    if "error_if_unchanged" in rest:
+        sign = 1 if rest["grew"] >= 0 else -1
+        grown = sorted(rest["delta_us"].items(), key=lambda kv: -sign * kv[1])[:3]
+        lines.append(f"  the rest of AFTER's step (what the fix does not touch) "
+                     f"{'grew' if sign > 0 else 'shrank'} "
+                     f"{100 * abs(rest['grew']):.0f}% ("
+                     + ", ".join(f"{c} {_signed(v)}" for c, v in grown)
+                     + f" per iteration): another change mixed into the measured gain; "
+                     f"with that part as in BEFORE it would be "
+                     f"{rest['measured_if_unchanged']:.2f}x, "
+                     f"{100 * rest['error_if_unchanged']:+.0f}% from the prediction")
+        lines.append("  a whole run can be that much faster or slower on a busy or "
+                     "throttled machine: repeat the pair and compare median runs "
+                     "(sofa-gui diff B1 A1 B2 A2 B3 A3)")
     return lines
 
 

@@ -3,8 +3,10 @@
 The open trace is "this run" (before), the chosen one "the other run" (after). The
 other run is loaded and analysed on its own worker, so the open trace stays usable;
 then :func:`sofa_gui.core.analysis.diff.diff_analyses` gives the speed-up, the
-per-category deltas, findings resolved / new / persisting and the kernels and ops whose
-time per iteration changed most, shown as tables, with both runs' iteration times
+verdict (mean / p90 / steady-state iteration, slow iterations a median hides, the open
+run's prediction against the measured gain), the per-category deltas, findings
+resolved / new / persisting and the kernels and ops whose time per iteration changed
+most, shown as tables, with both runs' iteration times
 as a strip chart (one dot per iteration, the median as a bar).
 """
 
@@ -19,6 +21,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
     QLayout,
+    QPlainTextEdit,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -65,7 +68,11 @@ class ComparePanel(QWidget):
         self.categories = _table(("Category", "This run", "Other run", "Δ"))
         self.findings = _table(("Finding", "Status", "Share this → other", "Predicted"))
         self.changes = _table(("Kind", "Name", "This run", "Other run", "Δ"))
+        self.verdict = QPlainTextEdit(self)  # plain text: trace names are untrusted
+        self.verdict.setReadOnly(True)
+        self.verdict.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
         tabs = QTabWidget(self)
+        tabs.addTab(self.verdict, "Verdict")
         tabs.addTab(self.categories, "Categories")
         tabs.addTab(self.findings, "Findings")
         tabs.addTab(self.changes, "Top changes")
@@ -96,6 +103,7 @@ class ComparePanel(QWidget):
         self.other, self.result = None, None
         for t in (self.categories, self.findings, self.changes):
             t.setRowCount(0)
+        self.verdict.clear()
         self.chart.clear()
         self._say("Compare this run with another one: File ▸ Compare with…")
 
@@ -124,6 +132,9 @@ class ComparePanel(QWidget):
                   f"{fmt_ns(b['median_iteration_us'] * 1e3)} "
                   f"({a['iterations']} vs {b['iterations']} iterations)")
         self.summary.setToolTip(literal_html(f"this run: {a['path']}\nother run: {b['path']}"))
+        from ...core.analysis.diff import verdict_lines
+
+        self.verdict.setPlainText("\n".join(verdict_lines(d)))
         self._plot()
         rows = [(label_of(c["category"]) + (" (host)" if side == "host" else ""),
                  _us(c["before_us"]), _us(c["after_us"]), _delta(c["delta_us"]))
