@@ -101,7 +101,6 @@ _A_CORR, _A_CORR2 = attrgetter("correlation"), attrgetter("correlation_id")
 _A_DEVICE, _A_STREAM = attrgetter("device"), attrgetter("stream")
 _A_BYTES, _A_BYTES2 = attrgetter("nbytes"), attrgetter("nbytes2")
 _A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
-_A_ARGS = attrgetter("args")
 
 
 class KeyIndex:
@@ -351,12 +350,11 @@ class FileReader:
             self._events(evs, None, at)
             return
         # tagged union: X events and flow events each go through their own path
-        classes = set(map(type, evs))  # one C pass; most pieces hold X events only
-        if classes == {layout.x}:
-            self._events(evs, np.full(n, X, np.uint8), at)
-            return
         ph = np.fromiter(map(layout.phase.__getitem__, map(type, evs)), np.uint8, n)
         x = ph == X
+        if x.all():  # a piece of X events only needs no grouping
+            self._events(evs, ph, at)
+            return
         flow = (ph == FLOW_S) | (ph == FLOW_T) | (ph == FLOW_F)
         for mask, handle in ((x, self._events), (flow, self._flow_events),
                              (~(x | flow), self._events)):
@@ -556,7 +554,7 @@ class FileReader:
     @staticmethod
     def _has_args(evs: list) -> np.ndarray:
         """Which events have args (as the spill counts them: a raw value, even ``null``)."""
-        return np.fromiter(map(len, map(_A_ARGS, evs)), np.int64, len(evs)) > 0
+        return np.fromiter([len(e.args) for e in evs], np.int64, len(evs)) > 0
 
     def _note_devices(self, lane, device, stream) -> None:
         u, first, counts = np.unique(lane, return_index=True, return_counts=True)
