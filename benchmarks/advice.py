@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
-from sofa_gui.core.analysis.diff_repeated import diff_repeated  # noqa: E402
+from sofa_gui.core.analysis.diff_repeated import summarize  # noqa: E402
 from sofa_gui.core.analysis.findings.device_rules import (  # noqa: E402
     DEFAULT_INTERFERENCE,
     parallel_bound,
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     print(f"{'pair (before -> after)':44s} {'finding':22s} {'estimated':>9s} "
           f"{'measured':>9s} {'error':>7s} {'all mean':>8s} {'median':>7s} {'unprofiled':>10s}"
           f"  estimate for")
-    errors, rounds = [], []
+    errors, rounds, steady_diffs = [], [], []
     for before, after in PAIRS[:3] + more_pairs + PAIRS[3:]:
         if before not in done or after not in done:
             continue
@@ -215,6 +215,7 @@ def main(argv=None) -> int:
         if before.startswith("advice/quiet") and est and measured:
             if before.startswith("advice/quiet/"):  # the steady-heap rounds
                 errors.append((est / measured - 1, est / unprof - 1 if unprof else None))
+                steady_diffs.append(r)
             rounds.append(_round_row(before, est, measured, pred, timing, after_t, unprof))
     if rounds:
         _round_table(rounds)
@@ -224,15 +225,17 @@ def main(argv=None) -> int:
         print(f"quiet pair over {len(errors)} rounds: error vs steady mean {100 * min(e):+.0f}% "
               f".. {100 * max(e):+.0f}%" + (f"; vs unprofiled {100 * min(u):+.0f}% .. "
                                            f"{100 * max(u):+.0f}%" if u else ""))
-    _repeated([p for p in PAIRS[2:3] + more_pairs if p[0] in done and p[1] in done], done)
+    _repeated(steady_diffs)
     return 0
 
 
-def _repeated(pairs: list[tuple[str, str]], done: dict) -> None:
-    """The quiet rounds as ``sofa-gui diff B1 A1 B2 A2 ...`` reads them: median runs."""
-    if len(pairs) < 2:
+def _repeated(rounds: list[dict]) -> None:
+    """The quiet rounds (their diffs) as ``sofa-gui diff B1 A1 B2 A2 ...`` reads them."""
+    from repeated_pairs import group_lines  # this script's folder is on sys.path
+
+    if len(rounds) < 2:
         return
-    r = diff_repeated([(done[b], done[a]) for b, a in pairs])
+    r = summarize(rounds)
     p = r.get("prediction")
     if p:
         print(f"quiet pair, {r['pairs']} rounds as repeated runs (diff B1 A1 B2 A2 ...): "
@@ -240,14 +243,8 @@ def _repeated(pairs: list[tuple[str, str]], done: dict) -> None:
               f"{r['measured_speedup']:.2f}x (median runs; pair by pair "
               f"{min(r['per_pair_speedup']):.2f}x .. {max(r['per_pair_speedup']):.2f}x): "
               f"{100 * p['error']:+.0f}%")
-    for k in (3, 5):  # what a user repeating the pair k times would have read
-        errs = [diff_repeated([(done[b], done[a]) for b, a in pairs[i:i + k]])["prediction"]
-                ["error"] for i in range(len(pairs) - k + 1)]
-        if errs:
-            print(f"  every {k} consecutive rounds as one repeated diff: "
-                  f"{sum(abs(e) <= 0.25 for e in errs)} of {len(errs)} within 25% "
-                  f"({100 * min(errs):+.0f}% .. {100 * max(errs):+.0f}%)")
-
+    for line in group_lines(rounds, (3, 5)):  # a user repeating the pair k times
+        print("  " + line)
 
 if __name__ == "__main__":
     sys.exit(main())

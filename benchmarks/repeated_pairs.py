@@ -18,7 +18,8 @@ from statistics import median
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sofa_gui.core.analysis.diff_repeated import diff_repeated  # noqa: E402
+from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
+from sofa_gui.core.analysis.diff_repeated import summarize  # noqa: E402
 from sofa_gui.core.analysis.pipeline import analyze  # noqa: E402
 from sofa_gui.core.importers import load_trace  # noqa: E402
 
@@ -33,30 +34,39 @@ def _pair(folder: Path) -> tuple:
                                            for k in (0, 1)))
 
 
+def group_lines(rounds: list[dict], ks=(1, 3, 5)) -> list[str]:
+    """For every k, how many runs of k consecutive rounds (``diff_analyses`` results),
+    each read as one repeated diff, are within 25% of their prediction."""
+    lines = []
+    for k in ks:
+        errs = [summarize(rounds[i:i + k])["prediction"]["error"]
+                for i in range(len(rounds) - k + 1)]
+        if errs:
+            lines.append(f"every {k} consecutive round(s): {sum(abs(e) <= 0.25 for e in errs)}"
+                         f" of {len(errs)} within 25% ({100 * min(errs):+.0f}% .. "
+                         f"{100 * max(errs):+.0f}%, median |error| "
+                         f"{100 * median(map(abs, errs)):.0f}%)")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     folders = [f for arg in argv for f in rounds_of(Path(arg))]
     if not folders:
         print("no rounds found (OUT/input_nw0.json.gz, OUT/rK/...)")
         return 2
-    pairs = [_pair(f) for f in folders]
-    r = diff_repeated(pairs)
+    rounds = [diff_analyses(*_pair(f)) for f in folders]
+    r = summarize(rounds)
     p = r["prediction"]
     for i, f in enumerate(folders):
-        est = r["rounds"][i]["prediction"]["predicted_speedup"]
+        est = rounds[i]["prediction"]["predicted_speedup"]
         meas = r["per_pair_speedup"][i]
         print(f"{str(f)[-40:]:40s} estimate {est:.2f}x  measured {meas:.2f}x  "
               f"({100 * (est / meas - 1):+.0f}%)")
-    print(f"all {len(pairs)} rounds as one repeated diff: predicted {p['predicted_speedup']:.2f}x, "
-          f"measured {r['measured_speedup']:.2f}x ({100 * p['error']:+.0f}%)")
-    for k in (1, 3, 5):
-        errs = [diff_repeated(pairs[i:i + k])["prediction"]["error"]
-                for i in range(len(pairs) - k + 1)]
-        if errs:
-            print(f"every {k} consecutive round(s): {sum(abs(e) <= 0.25 for e in errs)} of "
-                  f"{len(errs)} within 25% ({100 * min(errs):+.0f}% .. {100 * max(errs):+.0f}%,"
-                  f" median |error| {100 * median(map(abs, errs)):.0f}%)")
+    print(f"all {len(rounds)} rounds as one repeated diff: predicted "
+          f"{p['predicted_speedup']:.2f}x, measured {r['measured_speedup']:.2f}x "
+          f"({100 * p['error']:+.0f}%)")
+    print("\n".join(group_lines(rounds)))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -389,11 +389,7 @@ def _prediction_lines(result: dict) -> list[str]:
     pred = result.get("prediction")
     if not pred:
         return []
-    fix = pred.get("fix_applied")
-    how = (f" for the fix applied ({fix['name']}: {fix['fact']} {fix['before']} -> "
-           f"{fix['after']}; {fix['estimate_basis']})" if fix else
-           f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else "")
-    lines = [f"Predicted by BEFORE's {pred['finding']}{how}: "
+    lines = [f"Predicted by BEFORE's {pred['finding']}{fix_phrase(pred, basis=True)}: "
              f"{pred['predicted_speedup']:.2f}x; measured "
              f"{pred['measured_speedup']:.2f}x ("
              f"{_OVER.get(pred.get('measured_over'), 'mean iteration')}), "
@@ -414,6 +410,17 @@ def _prediction_lines(result: dict) -> list[str]:
                      "throttled machine: repeat the pair and compare median runs "
                      "(sofa-gui diff B1 A1 B2 A2 B3 A3)")
     return lines
+
+
+def fix_phrase(pred: dict, basis: bool = False) -> str:
+    """" for the fix applied (name: fact before -> after[; its estimate's basis])", or the
+    best fix's name, or nothing: which estimate a prediction is."""
+    fix = pred.get("fix_applied")
+    if fix:
+        why = f"; {fix['estimate_basis']}" if basis else ""
+        return (f" for the fix applied ({fix['name']}: {fix['fact']} {fix['before']} -> "
+                f"{fix['after']}{why})")
+    return f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else ""
 
 
 _OVER = {"mean": "mean iteration", "steady_mean": "steady-state mean iteration"}

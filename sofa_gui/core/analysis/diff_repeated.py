@@ -15,7 +15,7 @@ from collections import Counter
 from statistics import median
 
 from .diff import _f as _ms
-from .diff import _times, diff_analyses, diff_text
+from .diff import _times, diff_analyses, diff_text, fix_phrase
 
 _BASES = ("steady_mean_us", "mean_us")
 _LABEL = {"steady_mean_us": "steady-state mean iteration", "mean_us": "mean iteration"}
@@ -23,7 +23,12 @@ _LABEL = {"steady_mean_us": "steady-state mean iteration", "mean_us": "mean iter
 
 def diff_repeated(pairs: list[tuple[tuple, tuple]]) -> dict:
     """``pairs``: ((trace, analysis) before, (trace, analysis) after) per round."""
-    rounds = [diff_analyses(b, a) for b, a in pairs]
+    return summarize([diff_analyses(b, a) for b, a in pairs])
+
+
+def summarize(rounds: list[dict]) -> dict:
+    """The repeated diff of pairs already diffed (:func:`diff_analyses` results, in order):
+    a caller grouping rounds several ways diffs each pair once."""
     basis = _basis(rounds)
     out: dict = {"pairs": len(rounds), "basis": basis, "rounds": rounds}
     if basis is None:
@@ -100,12 +105,9 @@ def repeated_text(result: dict) -> list[str]:
 
 
 def _prediction_line(pred: dict) -> str:
-    fix = pred.get("fix_applied")
-    how = (f" for the fix applied ({fix['name']}: {fix['fact']} {fix['before']} -> "
-           f"{fix['after']})" if fix else
-           f" (best fix: {pred['predicted_by']})" if pred.get("predicted_by") else "")
     vals = pred["per_run"]
-    return (f"Predicted by BEFORE's {pred['finding']}{how}: {pred['predicted_speedup']:.2f}x "
+    return (f"Predicted by BEFORE's {pred['finding']}{fix_phrase(pred)}: "
+            f"{pred['predicted_speedup']:.2f}x "
             f"(median of {pred['runs']} runs, {min(vals):.2f}x .. {max(vals):.2f}x); measured "
             f"{pred['measured_speedup']:.2f}x (median runs), {100 * pred['error']:+.0f}%")
 

@@ -39,6 +39,7 @@ import threading
 from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -254,19 +255,12 @@ def _tagged(stream: EventStream) -> set[bool]:
 
 
 # -- a part's columns back through a file ------------------------------------------------
-class _Column:
+class _Column(NamedTuple):
     """Where one array of a part's columns lies in its columns file."""
 
-    __slots__ = ("at", "dtype", "shape")
-
-    def __init__(self, at: int, dtype: str, shape: tuple):
-        self.at, self.dtype, self.shape = at, dtype, shape
-
-    def __getstate__(self):
-        return self.at, self.dtype, self.shape
-
-    def __setstate__(self, state):
-        self.at, self.dtype, self.shape = state
+    at: int
+    dtype: str
+    shape: tuple
 
 
 class _Shipper:
