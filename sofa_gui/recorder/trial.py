@@ -148,6 +148,9 @@ class Trial:
             self._recorder = recorder
         try:
             recorder.start()
+            with self._lock:
+                if self._cancel.is_set():  # cancelled while the child was starting
+                    recorder.request_stop()
             result = recorder.wait()
         finally:
             with self._lock:
