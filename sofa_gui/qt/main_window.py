@@ -32,11 +32,11 @@ from .panels.summary import SummaryHeader, events_loaded
 from .panels.welcome import WelcomePage
 from .recent import RecentFiles
 from .record_dialog import RecordDialog
-from .try_dialog import TryButtons
 from .session import Session
 from .settings_writer import SettingsWriter
 from .status import LoadStatsLink, ProgressWidget
 from .timeline import TimelineWidget
+from .try_dialog import TryButtons
 
 log = logging.getLogger(__name__)
 
