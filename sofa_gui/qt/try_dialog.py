@@ -32,15 +32,7 @@ from PySide6.QtWidgets import (
 
 from ..core.analysis.try_result import tried_label
 from ..core.analysis.tryable import Tryable, tryables_for
-from ..recorder.trial import (
-    Trial,
-    TryCancelled,
-    TryConfig,
-    TryError,
-    default_folder,
-    from_recording,
-    list_tries,
-)
+from ..recorder import trial as trials
 from ..view.tooltip import literal_html
 from .panels.common import plain_label, set_muted
 
@@ -63,11 +55,11 @@ class TryDialog(QDialog):
         super().__init__(parent)
         self.recording = Path(recording)
         self.fix = fix
-        self.trial: Trial | None = None
+        self.trial: trials.Trial | None = None
         self.thread: threading.Thread | None = None
         self.result: dict | None = None
         self.setWindowTitle(f"Try {fix.id}")
-        self.command, self.cwd, self.env = from_recording(self.recording)
+        self.command, self.cwd, self.env = trials.from_recording(self.recording)
         lay = QVBoxLayout(self)
         lay.addWidget(plain_label(f"{fix.id}: {fix.summary}", self, wrap=True, bold=True))
         lay.addWidget(plain_label(
@@ -106,11 +98,11 @@ class TryDialog(QDialog):
         self.bridge.failed.connect(self._on_failed)
 
     def start(self) -> None:
-        folder = default_folder(self.recording, self.fix.id, self.command)
-        config = TryConfig(fix=self.fix, command=tuple(self.command), folder=folder,
+        folder = trials.default_folder(self.recording, self.fix.id, self.command)
+        config = trials.TryConfig(fix=self.fix, command=tuple(self.command), folder=folder,
                            cwd=self.cwd, env=self.env, rounds=self.rounds.value(),
                            steps=self.steps.value(), recording=self.recording)
-        self.trial = Trial(config, on_progress=self.bridge.progress.emit)
+        self.trial = trials.Trial(config, on_progress=self.bridge.progress.emit)
         self.progress.setRange(0, 2 * config.rounds + 1)
         self.start_button.setEnabled(False)
         self.rounds.setEnabled(False)
@@ -123,9 +115,9 @@ class TryDialog(QDialog):
     def _run(self, folder: Path) -> None:
         try:
             result = self.trial.run()
-        except TryCancelled:
+        except trials.TryCancelled:
             self.bridge.failed.emit("Cancelled; the runs so far are in " + str(folder))
-        except (TryError, OSError, ValueError) as exc:
+        except (trials.TryError, OSError, ValueError) as exc:
             self.bridge.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - shown, never a silent thread death
             self.bridge.failed.emit(f"{type(exc).__name__}: {exc}")
@@ -183,7 +175,7 @@ class TryButtons(QObject):
         if source is None or not (source / "manifest.json").is_file():
             return None
         try:
-            from_recording(source)
+            trials.from_recording(source)
         except (ValueError, OSError):
             return None
         return source
@@ -193,7 +185,7 @@ class TryButtons(QObject):
         rec = self.recording()
         if rec is None:
             return
-        history = {t.get("fix"): t for t in list_tries(rec)}
+        history = {t.get("fix"): t for t in trials.list_tries(rec)}
         for t in tryables_for(card.finding.id, fix):
             if not t.from_outside:
                 note = QLabel("needs a code change")

@@ -52,14 +52,15 @@ _VALUED = {"-o", "--output", "--interval", "--torch-window", "-C", "--cwd", "--p
            "--keep-env"}
 
 
-def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(recorder options, command): split at ``--``, else at the first non-option word."""
+def split_argv(argv: list[str], valued=frozenset(_VALUED)) -> tuple[list[str], list[str]]:
+    """(options, command): split at ``--``, else at the first word that is neither an
+    option nor the value of one of the ``valued`` options."""
     if "--" in argv:
         cut = argv.index("--")
         return argv[:cut], argv[cut + 1:]
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
-        i += 2 if argv[i] in _VALUED else 1
+        i += 2 if argv[i] in valued else 1
     return argv[:i], argv[i:]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..core.analysis.try_result import try_text
 from ..core.analysis.tryable import TRYABLE, catalog_lines
+from .cli import split_argv
 from .config import CommandError
 from .trial import (
     Trial,
@@ -64,18 +65,8 @@ _VALUED = {"--fix", "--rounds", "--steps", "--warmup", "-o", "--output", "--reco
            "-C", "--cwd", "--list"}
 
 
-def split(argv: list[str]) -> tuple[list[str], list[str]]:
-    if "--" in argv:
-        cut = argv.index("--")
-        return argv[:cut], argv[cut + 1:]
-    i = 0
-    while i < len(argv) and argv[i].startswith("-"):
-        i += 2 if argv[i] in _VALUED else 1
-    return argv[:i], argv[i:]
-
-
 def main(argv: list[str] | None = None) -> int:
-    opts, command = split(list(sys.argv[1:] if argv is None else argv))
+    opts, command = split_argv(list(sys.argv[1:] if argv is None else argv), _VALUED)
     try:
         args = parser().parse_args(opts)
     except SystemExit as exc:
