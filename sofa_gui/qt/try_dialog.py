@@ -151,6 +151,14 @@ class TryDialog(QDialog):
         self.cancel_button.setText("Close")
 
 
+def _history_text(fix_id: str, tries: list[dict]) -> str:
+    """Every try of ``fix_id`` kept beside the recording, oldest first."""
+    rows = [f"{Path(t['folder']).name}: {t.get('verdict')}" for t in tries
+            if t.get("fix") == fix_id]
+    return "\n".join(["Tried before (in the recording's tries/ folder):", *rows]) if rows \
+        else "Not tried yet"
+
+
 def _spin(lo: int, hi: int, value: int) -> QSpinBox:
     box = QSpinBox()
     box.setRange(lo, hi)
@@ -185,7 +193,8 @@ class TryButtons(QObject):
         rec = self.recording()
         if rec is None:
             return
-        history = {t.get("fix"): t for t in trials.list_tries(rec)}
+        tries = trials.list_tries(rec)
+        history = {t.get("fix"): t for t in tries}  # the latest of each fix
         for t in tryables_for(card.finding.id, fix):
             if not t.from_outside:
                 note = QLabel("needs a code change")
@@ -200,6 +209,7 @@ class TryButtons(QObject):
             card.add_fix_action(fix_id, button)
             label = QLabel(tried_label(history[t.id]) if t.id in history else "")
             label.setObjectName(f"tried-{t.id}")
+            label.setToolTip(literal_html(_history_text(t.id, tries)))
             label.setTextFormat(Qt.TextFormat.PlainText)
             card.add_fix_action(fix_id, label)
             self.labels.setdefault(t.id, []).append(label)
@@ -221,11 +231,17 @@ class TryButtons(QObject):
 
     def show_result(self, result: dict) -> None:
         """The Compare dock's Verdict tab, and "tried: ..." on the fix's cards."""
+        rec = self.recording()
+        tries = trials.list_tries(rec) if rec is not None else [result]
+        alive = []
         for label in self.labels.get(result["fix"], []):
             try:
                 label.setText(tried_label(result))
+                label.setToolTip(literal_html(_history_text(result["fix"], tries)))
             except RuntimeError:  # the card was rebuilt meanwhile
                 continue
+            alive.append(label)
+        self.labels[result["fix"]] = alive
         self.window.docks["compare"].show()
         self.window.docks["compare"].raise_()
         self.window.panels["compare"].show_try(result)

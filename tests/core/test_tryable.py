@@ -78,3 +78,9 @@ def test_the_text_and_the_finding_label_carry_both_numbers():
     r["verdict"] = verdict(r)
     assert try_text(r)[-1] == "held: predicted 1.52x, measured 1.48x"
     assert tried_label(r) == "tried: 1.48x measured (predicted 1.52x)"
+
+
+def test_without_a_profile_the_whole_runs_wall_times_are_measured():
+    r = _result(1.5, None, unprofiled={"basis": "whole run"}, unprofiled_speedup=1.45)
+    assert verdict(r) == "held: predicted 1.50x, measured 1.45x"
+    assert tried_label(r) == "tried: 1.45x measured (predicted 1.50x)"

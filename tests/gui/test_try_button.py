@@ -64,6 +64,7 @@ def test_try_it_runs_the_fix_and_shows_the_measured_and_predicted_gain(
     assert hashlib.sha256(script.read_bytes()).hexdigest() == digest
     (folder,) = (rec / "tries").iterdir()
     assert Path(result["folder"]) == folder and (folder / "try.json").is_file()
+    assert folder.name in label.toolTip()  # the history of the fix's tries
 
 
 def test_cancel_stops_the_running_try(qtbot, tmp_path):

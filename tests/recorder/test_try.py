@@ -68,7 +68,9 @@ def test_record_keeps_the_command_and_try_reruns_it_into_the_recording(tmp_path,
     result = json.loads(capsys.readouterr().out)
     assert result["fix"] == "xla-auto-jit" and result["rounds"] == 1
     assert result["applied"]["environment"]["TF_XLA_FLAGS"].endswith("--tf_xla_cpu_global_jit")
-    assert result["verdict"].startswith("did not hold, because no iteration time")
+    assert result["unprofiled"]["basis"] == "whole run"  # no DataLoader steps, no profile
+    assert result["verdict"].startswith("did not hold, because the BEFORE runs show no "
+                                        "finding this fix answers")
     assert [r["exit_code"] for r in result["runs"]] == [0, 0]
     (folder,) = (rec / "tries").iterdir()
     assert (folder / "a1" / "stdout.txt").read_text() == "hello\n"

@@ -104,10 +104,24 @@ def _unprofiled(runs: list[dict]) -> dict:
            for side in ("before", "after")}
     if not per["before"] or len(per["after"]) != len(per["before"]) or \
             len(per["before"]) != len(runs) // 2:
+        return _whole_runs(runs)
+    b, a = median(per["before"]), median(per["after"])
+    return {"basis": "median step", "before_ms": round(b, 3), "after_ms": round(a, 3),
+            "speedup": round(b / a, 4), "per_run_ms": per}
+
+
+def _whole_runs(runs: list[dict]) -> dict:
+    """Without steps taken from a DataLoader (a TensorFlow or JAX program, or a loop of
+    its own), the whole runs' wall times: the profiler never ran in them."""
+    per = {side: [r["duration_s"] * 1e3 for r in runs if r["side"] == side and
+                  not r["unprofiled_step_ms"] and r.get("duration_s")]
+           for side in ("before", "after")}
+    if not per["before"] or len(per["before"]) != len(per["after"]) or \
+            len(per["before"]) != len(runs) // 2:
         return {"reason": "some runs took too few steps from a DataLoader to be timed"}
     b, a = median(per["before"]), median(per["after"])
-    return {"before_ms": round(b, 3), "after_ms": round(a, 3), "speedup": round(b / a, 4),
-            "per_run_ms": per}
+    return {"basis": "whole run", "before_ms": round(b, 3), "after_ms": round(a, 3),
+            "speedup": round(b / a, 4), "per_run_ms": per}
 
 
 def _merged(dicts) -> dict:
@@ -123,9 +137,17 @@ def _busy(loaded: list) -> float | None:
     return round(median(vals), 2) if vals else None
 
 
+def measured_speedup(result: dict) -> float | None:
+    """The profiled runs' steady-state speed-up; without a profile, the whole runs'."""
+    meas = (result.get("measured") or {}).get("steady_speedup")
+    if meas is None and (result.get("unprofiled") or {}).get("basis") == "whole run":
+        meas = result.get("unprofiled_speedup")
+    return meas
+
+
 def verdict(result: dict) -> str:
     """"held: predicted 1.52x, measured 1.48x" or "did not hold, because ..."."""
-    pred, meas = result["predicted"], (result["measured"] or {}).get("steady_speedup")
+    pred, meas = result["predicted"], measured_speedup(result)
     if meas is None:
         return ("did not hold, because no iteration time could be measured in every "
                 "profiled run (see each run's folder)")
@@ -146,7 +168,7 @@ def _reasons(result: dict, pred: float, meas: float) -> list[str]:
     if busy is not None and busy >= _BUSY_CORES:
         why.append(f"other processes kept {busy:.1f} cores busy during the runs")
     unp = result.get("unprofiled_speedup")
-    if unp and abs(unp / meas - 1.0) > HOLDS:
+    if unp and unp != meas and abs(unp / meas - 1.0) > HOLDS:
         why.append(f"the profiler changed the gain (unprofiled {unp:.2f}x)")
     grew = _rest_grew(result.get("repeated_diff"))
     if grew is not None and abs(grew) >= 0.10:
@@ -185,8 +207,9 @@ def try_text(result: dict) -> list[str]:
                      f"iteration {extra}")
     unp = result["unprofiled"]
     if "speedup" in unp:
-        lines.append(f"Unprofiled steps of the same runs: {unp['before_ms']:.1f} ms -> "
-                     f"{unp['after_ms']:.1f} ms per step ({unp['speedup']:.2f}x)")
+        what = "steps" if unp["basis"] == "median step" else "whole runs (no steps counted)"
+        lines.append(f"Unprofiled {what} of the same runs: {unp['before_ms']:.1f} ms -> "
+                     f"{unp['after_ms']:.1f} ms ({unp['speedup']:.2f}x)")
     else:
         lines.append(f"Unprofiled: not measured ({unp['reason']})")
     p = result["predicted_by"]
@@ -202,7 +225,7 @@ def try_text(result: dict) -> list[str]:
 
 def tried_label(result: dict) -> str:
     """What a finding shows once its fix was tried: "tried: 1.48x measured (predicted 1.52x)"."""
-    meas = (result.get("measured") or {}).get("steady_speedup")
+    meas = measured_speedup(result)
     pred = result.get("predicted")
     m = f"{meas:.2f}x measured" if meas else "not measured"
     return f"tried: {m}" + (f" (predicted {pred:.2f}x)" if pred else "")
