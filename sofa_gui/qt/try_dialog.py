@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from ..core.analysis.try_result import tried_label
 from ..core.analysis.tryable import Tryable, tryables_for
 from ..recorder import trial as trials
+from ..recorder.config import CommandError
 from ..view.tooltip import literal_html
 from .panels.common import plain_label, set_muted
 
@@ -117,7 +118,7 @@ class TryDialog(QDialog):
             result = self.trial.run()
         except trials.TryCancelled:
             self.bridge.failed.emit("Cancelled; the runs so far are in " + str(folder))
-        except (trials.TryError, OSError, ValueError) as exc:
+        except (trials.TryError, CommandError, OSError, ValueError) as exc:
             self.bridge.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - shown, never a silent thread death
             self.bridge.failed.emit(f"{type(exc).__name__}: {exc}")

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core.analysis.try_result import try_text
 from ..core.analysis.tryable import TRYABLE, catalog_lines
 from .cli import split_argv
-from .config import CommandError
+from .config import CommandError, resolve_executable
 from .trial import (
     Trial,
     TryCancelled,
@@ -96,6 +96,9 @@ def run(config, as_json: bool) -> int:
     except TryError as exc:
         print(f"sofa-gui try: {exc}", file=sys.stderr)
         return 1
+    except CommandError as exc:
+        print(f"sofa-gui try: {exc}", file=sys.stderr)
+        return 2
     except (TryCancelled, KeyboardInterrupt):
         trial.cancel()
         print("sofa-gui try: interrupted", file=sys.stderr)
@@ -131,6 +134,7 @@ def config_from(args, command: list[str]) -> TryConfig:
         cwd = cwd or rec_cwd
     if not command:
         raise ValueError("no command given (put it after --, or give --recording REC)")
+    resolve_executable(command, cwd)  # CommandError before any run or folder
     base = recording if recording is not None else Path.cwd() / "sofa_runs"
     folder = Path(args.output) if args.output else default_folder(base, fix.id, command)
     if folder.exists() and any(folder.iterdir()):

@@ -128,3 +128,12 @@ def test_loader_workers_on_a_training_script_leaves_the_script_unchanged(tmp_pat
     assert result["verdict"].startswith(("held: predicted", "did not hold, because"))
     assert [r["steps_taken"] for r in result["runs"]] == [6, 6]  # 1 + 2 + 2, then the end
     assert json.loads((out / "try.json").read_text())["verdict"] == result["verdict"]
+
+
+def test_a_command_that_cannot_start_is_one_line_and_exit_2(tmp_path, capsys):
+    rc = try_main(["--fix", "gc-freeze", "-o", str(tmp_path / "t"), "--",
+                   str(tmp_path / "no-such-program")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.startswith("sofa-gui try: command not found:") and err.count("\n") == 1
+    assert not (tmp_path / "t").exists()
