@@ -14,7 +14,7 @@ from sofa_gui.core.analysis.tryable import (
 )
 
 
-def test_the_issue_s_fixes_are_declared_with_how_they_are_applied():
+def test_the_outside_fixes_are_declared_with_how_they_are_applied():
     for fix_id in ("loader-workers", "pin-memory", "prefetch-factor", "cudnn-benchmark",
                    "tf32-matmul", "gc-freeze", "intra-op-threads", "xla-auto-jit",
                    "tfdata-autotune"):
