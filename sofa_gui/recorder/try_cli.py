@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..core.analysis.try_result import try_text
 from ..core.analysis.tryable import TRYABLE, catalog_lines
+from ..core.names import visible as terminal_safe
 from .cli import split_argv
 from .config import CommandError, resolve_executable
 from .trial import (
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     if args.list:
-        print("\n".join(list_text(Path(args.list))))
+        print(terminal_safe("\n".join(list_text(Path(args.list)))))
         return 0
     if not args.fix:
         print("Fixes sofa-gui try applies (id, framework, how, what):")
@@ -93,8 +94,8 @@ def run(config, as_json: bool) -> int:
     trial = Trial(config, on_progress=progress_printer(sys.stderr))
     try:
         result = trial.run()
-    except TryError as exc:
-        print(f"sofa-gui try: {exc}", file=sys.stderr)
+    except TryError as exc:  # the run's stderr tail: untrusted text
+        print(terminal_safe(f"sofa-gui try: {exc}"), file=sys.stderr)
         return 1
     except CommandError as exc:
         print(f"sofa-gui try: {exc}", file=sys.stderr)
@@ -107,7 +108,11 @@ def run(config, as_json: bool) -> int:
         json.dump(result, sys.stdout, indent=1, allow_nan=False, default=str)
         sys.stdout.write("\n")
     else:
-        print("\n".join(try_text(result)))
+        lines = try_text(result)
+        if result.get("repeated_diff"):  # what else changed, pair by pair
+            from ..core.analysis.diff_repeated import repeated_text
+            lines = repeated_text(result["repeated_diff"]) + [""] + lines
+        print(terminal_safe("\n".join(lines)))
         print(f"Runs, their output and try.json: {config.folder}")
     return 0
 

@@ -137,3 +137,14 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_2(tmp_path, capsys):
     assert rc == 2
     assert err.startswith("sofa-gui try: command not found:") and err.count("\n") == 1
     assert not (tmp_path / "t").exists()
+
+
+def test_the_text_output_ends_with_the_verdict_and_where_the_runs_are(tmp_path, capsys):
+    out = tmp_path / "t"
+    assert try_main(["--fix", "xla-auto-jit", "--rounds", "1", "-o", str(out), "--",
+                     sys.executable, "-c", "print('ok')"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Tried xla-auto-jit over 1 round(s)")
+    assert any(x.startswith("Unprofiled whole runs (no steps counted)") for x in lines)
+    assert lines[-2].startswith("did not hold, because the BEFORE runs show no finding")
+    assert lines[-1] == f"Runs, their output and try.json: {out}"
