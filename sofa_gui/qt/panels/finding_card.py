@@ -73,9 +73,6 @@ class ElidedLabel(QLabel):
     def text(self) -> str:
         return self._full
 
-    def shown_text(self) -> str:
-        return super().text()
-
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)
         self._elide()
