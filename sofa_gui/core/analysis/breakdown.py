@@ -36,6 +36,7 @@ from .device_side import (
 )
 from .host_side import HOST_CATEGORIES, HostBreakdown, compute_host, window_of
 from .intervals import clean_windows
+from .palette import label_of
 from .ranks import RankStats, rank_stats, rank_windows
 from .results import Iterations, lower_median_index, us
 
@@ -205,6 +206,8 @@ class TraceBreakdown:
                                if self.device is not None else []),
             "median_iteration": self.median_iteration,
             "device_categories": list(self.device_categories),
+            "category_labels": {c: label_of(c) for c in (*self.device_categories,
+                                                         *self.host_categories)},
             "host_categories": list(self.host_categories),
             "devices": [_device_dict(d) for d in self.devices],
             "hosts": [_host_dict(h) for h in self.hosts],

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.analysis.figures import device_window_text
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 from ..docks import DockSpec
 from ..session import Session
@@ -209,10 +210,11 @@ class BreakdownPanel(QWidget):
         if bd.whole_trace:
             sel, med = 0, -1
         rows = []
+        on_device = " · device" if side.clock == "device" and side.kind == "device" else ""
         if sel >= 0:
-            rows.append((self._caption(bd, sel), side.row(sel)))
+            rows.append((self._caption(bd, sel) + on_device, side.row(sel)))
         if med >= 0:
-            rows.append((f"Median (#{med})", side.row(med)))
+            rows.append((f"Median (#{med}){on_device}", side.row(med)))
         self.bars.set_rows([(cap, list(zip(side.categories, r.tolist()))) for cap, r in rows])
         self._fill_table(side, sel, med)
         for col in (3, 4):  # median and delta mean nothing for a single span
@@ -226,15 +228,25 @@ class BreakdownPanel(QWidget):
     def _status(self, bd, side: Side, sel: int, med: int) -> str:
         if bd.whole_trace:
             return f"Whole trace as one span ({bd.note})"
-        dur = side.durations if side.durations is not None else bd.durations
+        it = self.session.iterations
+        dur = it.durations if it is not None and len(it) == len(bd) else bd.durations
         clock = _clock_text(side)
         if sel < 0:
-            return (f"Median iteration #{med}: {fmt_ns(dur[med])}. "
+            return (f"Median iteration #{med}: {fmt_ns(dur[med])}{self._device(side, med)}. "
                     f"Select an iteration to compare. {clock}")
         delta = float(dur[sel] - dur[med])
         sign = "+" if delta >= 0 else "−"
-        return (f"Iteration {sel}: {fmt_ns(dur[sel])} · median #{med}: {fmt_ns(dur[med])} "
-                f"({sign}{fmt_ns(abs(delta))}). {clock}")
+        return (f"Iteration {sel}: {fmt_ns(dur[sel])}{self._device(side, sel)} · median "
+                f"#{med}: {fmt_ns(dur[med])} ({sign}{fmt_ns(abs(delta))}). {clock}")
+
+    def _device(self, side: Side, i: int) -> str:
+        """`` (device 368 ms, ends 158 ms after the step)`` when the side is a device whose
+        windows are cut on its own clock."""
+        it = self.session.iterations
+        if side.kind != "device" or side.clock != "device" or it is None:
+            return ""
+        text = device_window_text(it, i)
+        return f" ({text})" if text else ""
 
     def _fill_table(self, side: Side, sel: int, med: int) -> None:
         main = sel if sel >= 0 else med
@@ -281,8 +293,8 @@ class BreakdownPanel(QWidget):
 def _clock_text(side: Side) -> str:
     """Which clock the side's windows are cut on, in words."""
     if side.clock == "device":
-        return ("Windows on the device clock: the device lags its host, so each iteration "
-                "runs from the previous step's last device work to its own.")
+        return ("The device lags its host: its rows cover the device's window on the "
+                "device clock, from the previous step's last device work to this step's own.")
     return "Windows on the host clock (the iterations' host spans)."
 
 

@@ -125,6 +125,9 @@ class IterationsModel(QAbstractTableModel):
             return literal_html(text) if text else None
         if role == Qt.ItemDataRole.ToolTipRole and c == 2:
             return f"starts {fmt_offset(self._starts[r] - self._origin)} after the trace start"
+        if role == Qt.ItemDataRole.ToolTipRole and c == 3:
+            dev = self._marks.device_of(r)
+            return f"{fmt_ns(self._durs[r])}: the step's own time" + (f"; {dev}" if dev else "")
         return None
 
     @property
@@ -164,7 +167,8 @@ _TIPS = (
     "(left out of steady-state statistics) and periodic extra work (evaluation, "
     "checkpoint) held by the iteration",
     "Start, as an offset from the start of the trace",
-    "Wall time of the iteration",
+    "The step's own time (its annotation's duration when the trace has one); when the "
+    "device runs behind, the tooltip adds the device's window",
     "Difference to the median iteration (lower median by duration; the breakdown "
     "compares against the same iteration)",
     "The category that takes most of the iteration's time",

@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
+from ...core.summary import event_count
 from ...core.units import fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from ..session import Session
@@ -149,9 +150,9 @@ def _top_text(s: Session) -> str:
 
 
 def events_loaded(trace) -> int:
-    """The one event count the app shows (header and status bar): events of the source
-    that were loaded (the load report's figure; the model's items if it has none)."""
-    return int(trace.meta.load_stats.loaded or trace.events)
+    """The one event count the app shows (header and status bar): the CLI's, the
+    report's and JSON's (:func:`core.summary.event_count`)."""
+    return event_count(trace)
 
 
 def events_note(trace) -> str:
