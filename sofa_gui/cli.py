@@ -65,8 +65,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="only iteration N (0-based, as `analyze` numbers them)")
     where.add_argument("--steady", action="store_true",
                        help="all iterations but the first (warm-up)")
-    where.add_argument("--range", metavar="START_US:END_US",
-                       help="a time range in µs on the trace's clock (as in --json output)")
+    where.add_argument("--range", metavar="START:END",
+                       help="a time range from the trace start, as every text output shows "
+                            "times: 120ms:250ms (units ns, us, ms, s; bare numbers are µs); "
+                            "abs:START:END for the trace's own clock (µs, as in --json)")
     st.add_argument("--top", type=int, default=20, metavar="K",
                     help="rows to print (default 20; 0 = all)")
     fmt = st.add_mutually_exclusive_group()
@@ -266,16 +268,16 @@ def _cmd_analyze(args) -> int:
 def _cmd_stats(args) -> int:
     from .core.analysis import stats
     from .core.importers import load_trace
+    from .core.units import RANGE_SYNTAX
 
     if args.top < 0:
         return _usage_error(f"--top must be >= 0, not {args.top}")
-    window = _parse_range(args.range) if args.range else None
-    if args.range and window is None:
-        return _usage_error(f"--range wants START_US:END_US with START < END, not {args.range!r}")
+    if args.range and not _range_shape_ok(args.range):
+        return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
     trace = load_trace(args.path, use_cache=not args.no_cache)
     try:
-        scope = _stats_scope(trace, args, window)
-    except IndexError as exc:
+        scope = _stats_scope(trace, args)
+    except (IndexError, ValueError) as exc:
         _error(f"{args.path}: {exc}")
         return 2
     table = stats.compute_table(trace, args.kind, scope, top=args.top or None)
@@ -289,13 +291,18 @@ def _cmd_stats(args) -> int:
     return 0
 
 
-def _stats_scope(trace, args, window):
-    """Whole trace, a µs range, one iteration or the steady state (iterations detected
+def _stats_scope(trace, args):
+    """Whole trace, a time range, one iteration or the steady state (iterations detected
     only for the last two)."""
     from .core.analysis import stats
+    from .core.units import fmt_ns_exact, parse_time_range
 
-    if window is not None:
-        return stats.range_scope(*window)
+    if args.range:
+        a, b = parse_time_range(args.range, trace.start_ns, trace.end_ns)
+        scope = stats.range_scope(a, b)
+        scope.label = (f"range +{fmt_ns_exact(a - trace.start_ns)} .. "
+                       f"+{fmt_ns_exact(b - trace.start_ns)} from the trace start")
+        return scope
     if args.iteration is None and not args.steady:
         return stats.Scope()
     from .core.analysis.iterations import detect_iterations
@@ -306,16 +313,15 @@ def _stats_scope(trace, args, window):
     return stats.iteration_scope(iters, args.iteration)
 
 
-def _parse_range(text: str) -> tuple[int, int] | None:
-    """``START_US:END_US`` -> ns, or None when malformed (or not finite ns in int64)."""
+def _range_shape_ok(text: str) -> bool:
+    """Whether ``--range`` parses at all (checked before the trace is loaded)."""
+    from .core.units import parse_time_range
+
     try:
-        a, b = (float(x) for x in text.split(":"))
+        parse_time_range(text, -(2**62), 2**62)
     except ValueError:
-        return None
-    if not (abs(a) < 9.2e15 and abs(b) < 9.2e15):  # µs; false for inf and nan too
-        return None
-    a, b = round(a * 1000), round(b * 1000)
-    return (a, b) if a < b else None
+        return False
+    return True
 
 
 def _usage_error(msg: str) -> int:
