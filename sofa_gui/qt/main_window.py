@@ -393,8 +393,10 @@ class MainWindow(QMainWindow):
         self.prefs.set_value(self._tracks_key(), json.dumps(self.timeline.track_state()))
 
     def _raise_details(self, i: int) -> None:
-        """A selected slice brings the Details tab forward; clearing it, Bottlenecks."""
-        self.docks["details" if i >= 0 else "findings"].raise_()
+        """A selected slice brings the Details tab forward; clearing it leaves the right
+        dock as it is (a click on empty timeline does not flip it)."""
+        if i >= 0:
+            self.docks["details"].raise_()
 
     def _open_category(self, category: str) -> None:
         if self.panels["statistics"].open_category(category):

@@ -158,6 +158,7 @@ class BreakdownPanel(QWidget):
         session.trace_changed.connect(self._reload)
         session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
+        session.busy_changed.connect(lambda _b: self.refresh())  # "Analysing…" ends with it
         session.rank_selected.connect(self.show_rank)
         self._reload()
 
@@ -197,7 +198,7 @@ class BreakdownPanel(QWidget):
         s, bd, side = self.session, self.session.breakdown, self.current_side()
         if bd is None or side is None or len(side.times) == 0:
             self.status.setText(s.empty_text() if s.trace is None else
-                                "Analysing…" if s.busy else "No breakdown available")
+                                "Analysing…" if bd is None and s.busy else _nothing_text(bd))
             self.bars.set_rows([])
             self.table.setRowCount(0)
             self.bars.hide()
@@ -288,6 +289,16 @@ class BreakdownPanel(QWidget):
                     if c >= 5 and tip:
                         item.setToolTip(tip)
                 self.table.setItem(r, c, item)
+
+
+def _nothing_text(bd) -> str:
+    """Why a finished analysis has no breakdown to draw."""
+    if bd is None:
+        return "No breakdown available"
+    counters = f" (it has {len(bd.counters)} counter series: see the timeline)" \
+        if bd.counters else ""
+    return ("Nothing to break down: the trace has no device work and no host thread with "
+            f"traced ops{counters}. Record with --torch (or a profiler) for a breakdown.")
 
 
 def _clock_text(side: Side) -> str:
