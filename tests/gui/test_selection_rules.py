@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 from PySide6.QtTest import QTest
-from test_statistics import _click_row
 
 from sofa_gui.core.analysis import stats
 from sofa_gui.core.samples import demo_trace_path
@@ -36,13 +35,18 @@ def _key(win, key, shift=False) -> None:
     QTest.keyClick(tl, key, mod)
 
 
+def click_row(qtbot, view, row: int) -> None:
+    rect = view.visualRect(view.model().index(row, 0))
+    qtbot.mouseClick(view.viewport(), QtCore.Qt.MouseButton.LeftButton, pos=rect.center())
+
+
 def _statistics_row(win, qtbot, row: int = 1):
     """Click ``row`` of the Statistics table (kernels, whole trace); its table row."""
     panel = win.panels["statistics"]
     win.docks["statistics"].raise_()
     qtbot.waitUntil(lambda: panel.model.table is not None)
     want = stats.compute_table(win.session.trace, "kernel")
-    _click_row(qtbot, panel.view, row)
+    click_row(qtbot, panel.view, row)
     return want.rows[row], want.members(row)
 
 

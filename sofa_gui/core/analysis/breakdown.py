@@ -42,7 +42,7 @@ from .results import Iterations, lower_median_index, us
 
 OVERLAP_PRIORITY = ("device: compute > communication > memcpy (h2d > d2h > d2d > p2p > other) "
                     "> memset > idle (input > copy call > sync / launch / host / other); "
-                    "host: data_loading > sync > memcpy > runtime > optimizer > backward > "
+                    "host: data loading > sync > memcpy > runtime > optimizer > backward > "
                     "forward > python > other")
 
 
