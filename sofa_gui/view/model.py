@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.analysis.figures import device_window_text
+from ..core.analysis.figures import device_window_texts
 from ..core.analysis.results import Iterations
 from ..core.trace import Kind, Trace
 from .colors import MARKER_FROM, slice_color_ids
@@ -48,7 +48,7 @@ class IterationMarks:
             for i in x.iterations:
                 if 0 <= i < n:
                     extra[i] = x.name
-        device = ([device_window_text(iterations, i) for i in range(n)]
+        device = (device_window_texts(iterations)[:n]
                   if isinstance(iterations, Iterations) else [""] * n)
         return cls(warm, extra, device)
 

@@ -24,7 +24,7 @@ from .palette import CATEGORY_LABELS, label_of
 from .results import Iterations
 
 __all__ = ["category_label", "category_labels", "device_window", "device_window_text",
-           "event_count", "median_ns"]
+           "device_window_texts", "event_count", "median_ns"]
 
 category_label = label_of
 
@@ -52,10 +52,21 @@ def device_window(iters: Iterations, i: int) -> tuple[int, int] | None:
 def device_window_text(iters: Iterations, i: int) -> str:
     """``device 368 ms, ends 158 ms after the step`` ("" when the device keeps up)."""
     w = device_window(iters, i)
+    return "" if w is None else _window_text(w[0], w[1], int(iters.ends[i]))
+
+
+def device_window_texts(iters: Iterations) -> list[str]:
+    """:func:`device_window_text` of every iteration, the windows computed once."""
+    w = iters.device_windows()
     if w is None:
-        return ""
-    after = w[1] - int(iters.ends[i])
+        return [""] * len(iters)
+    return [_window_text(a, b, e) for a, b, e in
+            zip(w[0].tolist(), w[1].tolist(), iters.ends.tolist())]
+
+
+def _window_text(start: int, end: int, step_end: int) -> str:
+    after = end - step_end
     where = (f"ends {fmt_ns(after)} after the step" if after > 0 else
              f"ends {fmt_ns(-after)} before the step ends" if after < 0 else
              "ends with the step")
-    return f"device {fmt_ns(w[1] - w[0])}, {where}"
+    return f"device {fmt_ns(end - start)}, {where}"

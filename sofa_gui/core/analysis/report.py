@@ -274,15 +274,21 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
 
 
 def _md_iterations(bd: TraceBreakdown) -> list[str]:
+    """One row per iteration: its duration (the step's own time), the device's window of
+    it when the device lags (the device rows cover that window), the dominant category."""
     cats = [c for c in bd.categories() if bd.times()[:, bd.categories().index(c)].sum()]
-    head = "| iteration | duration | dominant | " + " | ".join(map(label_of, cats)) + " |"
-    out = ["## Iterations", "", head, "|" + "---|" * (3 + len(cats))]
+    dev = bd.device_clock and bd.device is not None
+    a, b = bd.windows_of("device") if dev else (None, None)
+    head = ("| iteration | duration | " + ("device window | " if dev else "") + "dominant | "
+            + " | ".join(map(label_of, cats)) + " |")
+    out = ["## Iterations", "", head, "|" + "---|" * (3 + dev + len(cats))]
     t = bd.times()
     idx = {c: bd.categories().index(c) for c in cats}
     for i, d in enumerate(bd.durations.tolist()):
         cells = " | ".join(fmt_ns(t[i, idx[c]]) for c in cats)
         dom = bd.dominant_category(i)
-        out.append(f"| {i} | {fmt_ns(d)} | {label_of(dom) if dom else ''} | {cells} |")
+        window = f"{fmt_ns(int(b[i] - a[i]))} | " if dev else ""
+        out.append(f"| {i} | {fmt_ns(d)} | {window}{label_of(dom) if dom else ''} | {cells} |")
     return out + [""]
 
 

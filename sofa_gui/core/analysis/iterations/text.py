@@ -6,7 +6,7 @@ import numpy as np
 
 from ...trace import Trace
 from ...units import fmt_ns_exact
-from ..figures import device_window_text
+from ..figures import device_window_texts
 from ..results import Iterations
 
 MAX_ROWS = 40  # longer lists show the first and last rows
@@ -86,6 +86,7 @@ def _rows(trace: Trace, iters: Iterations) -> list[str]:
     idx = list(range(n)) if n <= MAX_ROWS else [*range(MAX_ROWS // 2), -1,
                                                  *range(n - MAX_ROWS // 2, n)]
     out = []
+    dev = device_window_texts(iters)
     for i in idx:
         if i < 0:
             out.append(f"  ... {n - MAX_ROWS} more ...")
@@ -96,7 +97,6 @@ def _rows(trace: Trace, iters: Iterations) -> list[str]:
         if iters.extra_of(i) is not None:
             label = (label + " +extra").strip()
         s, e = int(iters.starts[i]), int(iters.ends[i])
-        dev = device_window_text(iters, i)
         out.append(f"  #{i:<4d} {label:<18s} start +{fmt_ns_exact(s - t0):>12s}  "
-                   f"duration {fmt_ns_exact(e - s):>12s}" + (f"  ({dev})" if dev else ""))
+                   f"duration {fmt_ns_exact(e - s):>12s}" + (f"  ({dev[i]})" if dev[i] else ""))
     return out
