@@ -105,7 +105,7 @@ def test_iteration_scope_is_the_profiler_step_window(capsys):
     by_range = _run(capsys, "--range", f"abs:{lo}:{hi}", "--top", "0", "--json")
     assert sum(r["count"] for r in by_range["rows"]) == len(_kernels(lo, hi)) > 100
     by_iter = _run(capsys, "--iteration", "2", "--top", "0", "--json")
-    assert by_iter["scope"] == "iteration 2 (ProfilerStep#7)"
+    assert by_iter["scope"] == "iteration 2 (ProfilerStep#7), 177 ms"
 
 
 def _trace_start_us() -> int:

@@ -106,7 +106,8 @@ def test_stats_scopes_count_the_same_slices(run, capsys):
     item = doc["iterations"]["items"][1]
     t0 = doc["trace"]["start_us"]
     by_it = json.loads(_out(capsys, "stats", path, "--iteration", "1", "--top", "0", "--json"))
-    assert by_it["scope"].startswith("iteration 1") and file_steps(key)[1][0] in by_it["scope"]
+    name, dur = file_steps(key)[1]
+    assert by_it["scope"] == f"iteration 1 ({name}), {fmt_ns(dur)}"
     a, b = item["start_us"], item["end_us"]
     by_abs = json.loads(_out(capsys, "stats", path, "--range", f"abs:{a}:{b}", "--top", "0",
                              "--json"))
