@@ -138,8 +138,10 @@ class BreakdownPanel(QWidget):
         self.table.cellClicked.connect(self._on_cell)
         self.table.setToolTip("Click a category for its kernels, ops or copies in Statistics")
         hdr = self.table.horizontalHeader()
+        # the category names keep their width (the key column); on a narrow dock the
+        # numbers at the right scroll instead
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        hdr.setStretchLastSection(True)
         top = QHBoxLayout()
         self.side_label = plain_label("Breakdown of", self)
         top.addWidget(self.side_label)

@@ -36,7 +36,7 @@ from .. import jobs
 from ..docks import DockSpec
 from ..session import Session
 from ..worker import Worker
-from .common import plain_label, set_muted
+from .common import TailElideDelegate, plain_label, set_muted
 
 RUN_COLORS = ("#4C72B0", "#DD8452")  # this run, the other run
 
@@ -87,6 +87,10 @@ class ComparePanel(QWidget):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(80, 60)
+
+    def has_content(self) -> bool:
+        """A comparison is shown (the window never opens on an empty Compare)."""
+        return self.result is not None
 
     # -- requests --------------------------------------------------------------------------
     def compare_with(self, path: str | Path) -> None:
@@ -185,7 +189,9 @@ def _table(headers) -> QTableWidget:
     t.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     hdr = t.horizontalHeader()
     hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    hdr.setSectionResizeMode(1 if headers[1] == "Name" else 0, QHeaderView.ResizeMode.Stretch)
+    key = 1 if headers[1] == "Name" else 0
+    hdr.setSectionResizeMode(key, QHeaderView.ResizeMode.Stretch)
+    t.setItemDelegateForColumn(key, TailElideDelegate(t))
     return t
 
 
