@@ -11,8 +11,8 @@ import csv
 import io
 from pathlib import Path
 
-from PySide6.QtCore import QRect, QSize, Qt
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QPoint, QRect, QSize, Qt
+from PySide6.QtGui import QPainter, QRegion
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QAbstractItemView, QFileDialog, QTableView
 
@@ -38,7 +38,7 @@ def timeline_svg(timeline, path: str | Path) -> Path:
     if not painter.begin(gen):
         raise OSError(f"{path}: could not write SVG")
     try:
-        timeline.render(painter)
+        timeline.render(painter, QPoint(0, 0), QRegion(timeline.rect()))
     finally:
         painter.end()
     return Path(path)
