@@ -451,6 +451,7 @@ class MainWindow(QMainWindow):
         self.restoreState(self._default_state, STATE_VERSION)
         for dock in self.docks.values():
             dock.show()
+        raise_useful(self)
 
     def restore_window_state(self) -> None:
         """The geometry and docks remembered for this screen size, else the screen's
