@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 from ...view.breakdown import Side, color, label_of, median_index, sides
+from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
 from .common import plain_label, set_muted
@@ -220,6 +221,7 @@ class BreakdownPanel(QWidget):
         for col in (3, 4):  # median and delta mean nothing for a single span
             self.table.setColumnHidden(col, med < 0)
         self.status.setText(self._status(bd, side, sel, med))
+        self.status.setToolTip(literal_html(_clock_why(side)))
 
     @staticmethod
     def _caption(bd, i: int) -> str:
@@ -281,7 +283,12 @@ class BreakdownPanel(QWidget):
 
 
 def _clock_text(side: Side) -> str:
-    """Which clock the side's windows are cut on, in words."""
+    """Which clock the side's windows are cut on, in a few words (the status line stays
+    one line so the table keeps its rows on a laptop; the tooltip says why)."""
+    return "On the device clock." if side.clock == "device" else "On the host clock."
+
+
+def _clock_why(side: Side) -> str:
     if side.clock == "device":
         return ("Windows on the device clock: the device lags its host, so each iteration "
                 "runs from the previous step's last device work to its own.")
