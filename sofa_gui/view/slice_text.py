@@ -15,9 +15,13 @@ def slice_details(trace: Trace, i: int) -> str:
     kind = int(s.kind[i])
     lane = trace.lanes
     lane_k = int(s.lane[i])
+    try:
+        kind_text = Kind(kind).label
+    except ValueError:
+        kind_text = str(kind)
     lines = [
         f"Name: {demangle(trace.full_name(i))}",
-        f"Kind: {Kind(kind).label if kind in Kind._value2member_map_ else kind}",
+        f"Kind: {kind_text}",
         f"Lane: {lane.group[lane_k]} / {lane.name[lane_k]}",
         f"Start: {(int(s.start[i]) - trace.start_ns) / 1e6:,.3f} ms from the trace start",
         f"Duration: {fmt_ns(int(s.dur[i]))}",

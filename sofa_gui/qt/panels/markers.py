@@ -10,9 +10,9 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
-    QPushButton,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -45,7 +45,8 @@ class MarkersPanel(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemChanged.connect(self._on_edit)
         self.table.cellDoubleClicked.connect(self._on_double)
-        self.remove_button = QPushButton("Remove", self)
+        self.remove_button = QToolButton(self)
+        self.remove_button.setText("Remove")
         self.remove_button.clicked.connect(self.remove_selected)
         row = QHBoxLayout()
         row.addWidget(self.status, 1)
