@@ -136,7 +136,8 @@ def _help(win) -> None:
     h = win.help_menu
     first = h.actions()[0] if h.actions() else None
     act = QAction("&Keyboard Shortcuts", win)
-    act.setShortcuts([QKeySequence("?"), QKeySequence("F1")])
+    # "?" is Shift+/ on most layouts; platforms differ in whether Shift is part of it
+    act.setShortcuts([QKeySequence("?"), QKeySequence("Shift+?"), QKeySequence("F1")])
     act.triggered.connect(lambda: show_shortcuts(win))
     h.insertAction(first, act)
     win.shortcuts_action = act
