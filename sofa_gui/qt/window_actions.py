@@ -116,7 +116,7 @@ def _timeline_keys(win) -> None:
         ("Zoom to Selection\tF", tl.fit_selection),
         ("Clear Selection\tEsc", lambda: tl.keyPressEvent(_esc_event())),
         ("Add &Marker\tM", tl.mark_selection),
-        ("Clear Measurement\tShift+click twice to measure", tl.marks.clear_measure),
+        ("Clear Measurement", tl.marks.clear_measure),  # measure: Shift+click twice
     )
     menu = v.addMenu("&Timeline")
     v.insertMenu(first, menu)

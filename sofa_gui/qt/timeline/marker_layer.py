@@ -17,6 +17,11 @@ MARKER_COLOR = QtGui.QColor("#8e24aa")
 MEASURE_COLOR = QtGui.QColor("#00897b")
 
 
+#: A marker's name: at the top of the view, right of its line, on a light box.
+_MARKER_LABEL = {"position": 0.02, "color": MARKER_COLOR, "anchors": [(0, 0), (0, 0)],
+                 "fill": (255, 255, 255, 230)}
+
+
 class MarkerLayer(QtCore.QObject):
     """Owns the markers and the measurement of one timeline view box."""
 
@@ -62,8 +67,7 @@ class MarkerLayer(QtCore.QObject):
         self._lines = []
         for m in self.markers.items:
             line = pg.InfiniteLine(m.at_ns, angle=90, pen=pen, movable=False,
-                                   label=m.name, labelOpts={"position": 0.02, "color": MARKER_COLOR,
-                                                            "anchors": [(0, 0), (0, 0)]})
+                                   label=m.name, labelOpts=_MARKER_LABEL)
             line.setZValue(20)
             self.vb.addItem(line, ignoreBounds=True)
             self._lines.append(line)
@@ -102,7 +106,8 @@ class MarkerLayer(QtCore.QObject):
         span = pg.LinearRegionItem((min(m.a, m.b), max(m.a, m.b)), movable=False, brush=fill,
                                    pen=pg.mkPen(MEASURE_COLOR, width=1))
         span.setZValue(21)
-        pg.InfLineLabel(span.lines[1], text=m.text(), position=0.06, color=MEASURE_COLOR,
-                        anchors=[(0, 0), (0, 0)])
+        # the delta sits inside the span, half-way down the view, on a light box
+        pg.InfLineLabel(span.lines[1], text=m.text(), position=0.5, color=MEASURE_COLOR,
+                        fill=pg.mkBrush(255, 255, 255, 230), anchors=[(1, 0.5), (1, 0.5)])
         self.vb.addItem(span, ignoreBounds=True)
         self._span = span
