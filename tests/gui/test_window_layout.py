@@ -107,3 +107,12 @@ def test_a_long_kernel_name_keeps_its_tail_in_statistics(qtbot, open_window):
     view.scrollToBottom()
     st.show_table("kernel", "steady")  # another scope starts at its top rows
     assert view.verticalScrollBar().value() == 0
+
+
+def test_header_figures_fit_a_1366_window_on_the_two_rank_folder(qtbot, open_window, data_dir):
+    w = open_window(data_dir / "ranks", (1366, 768))
+    top = w.summary.values["Top bottleneck"]
+    right = top.mapTo(w.summary, top.rect().topLeft()).x() + top.fontMetrics().horizontalAdvance(
+        top.text())
+    assert right <= w.summary.width(), top.text()
+    assert top.toolTip()  # the whole value, wherever a narrower window cuts it
