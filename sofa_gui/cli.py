@@ -34,6 +34,9 @@ exit codes: 0 ok, 1 internal error, 2 bad input or usage; `record` returns the c
 COMMANDS = ("analyze", "stats", "report", "diff", "fleet", "record", "try", "view", "demo")
 
 
+SIZE_HELP = ("window size WxH (default: the size last used on a screen of this size, else "
+             "the screen's available area; 1600x1000 with --screenshot)")
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sofa-gui", description=DESCRIPTION, epilog=EXAMPLES,
@@ -118,12 +121,12 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("path", nargs="?", help="trace file or folder to open")
     v.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
     v.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
-    v.add_argument("--size", default="1600x1000", help="window size WxH (default 1600x1000)")
+    v.add_argument("--size", default=None, help=SIZE_HELP)
     _iter_arg(v)
     dm = sub.add_parser("demo", help="open the app on the bundled sample trace")
     dm.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
     dm.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
-    dm.add_argument("--size", default="1600x1000", help="window size WxH (default 1600x1000)")
+    dm.add_argument("--size", default=None, help=SIZE_HELP)
     dm.add_argument("--headless", action="store_true",
                     help="no window: print the analysis of the sample instead")
     _iter_arg(dm)

@@ -2,13 +2,15 @@
 
     python docs/screenshots/render.py            # writes docs/screenshots/*.png
 
+``python docs/screenshots/render.py sizes`` renders only the three screen sizes
+(``sample-WxH.png`` and ``ranks-WxH.png`` at 1920x1080, 1366x768 and 1280x800).
 ``main.png`` is exactly what ``sofa-gui demo --screenshot main.png --iteration 2`` writes
 (``main-1280x800.png`` the same at 1280x800); the others drive the window through its
 public API (search, slice selection, dark theme, an area selection with Statistics, the
 Ranks heat map of the two-rank HTA folder, Compare on the ResNet num_workers 0/4 pair);
 ``iterations-periodic-eval.png`` is the app on a real CPU loop with evaluation every 4th step,
 ``tfdata-generator.png`` on the tf.data generator capture. ``fleet.png`` is not made here
-(a generated 32-rank folder: docs/handoff/issue-17-notes.md).
+(a generated 32-rank folder: docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -161,7 +163,25 @@ def compare_pair() -> None:
     _done(win, "compare.png")
 
 
+#: The screens the window is checked on: a desk monitor and two laptops.
+SIZES = ((1920, 1080), (1366, 768), (1280, 800))
+
+
+def three_sizes() -> None:
+    """The sample (iteration 2) and the two-rank folder (Ranks dock in front) at each of
+    :data:`SIZES`: ``sample-WxH.png``, ``ranks-WxH.png``."""
+    for w, h in SIZES:
+        cli_shot(f"sample-{w}x{h}.png", "--iteration", "2", "--size", f"{w}x{h}")
+        win = _window(ROOT / "tests" / "data" / "ranks", (w, h))
+        win.docks["ranks"].raise_()
+        win.session.select_iteration(1, zoom=True)
+        _done(win, f"ranks-{w}x{h}.png")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["sizes"]:
+        three_sizes()
+        return
     cli_shot("main.png", "--iteration", "2")
     periodic_eval()
     tfdata_generator()
@@ -171,6 +191,7 @@ def main() -> None:
     compare_pair()
     cli_shot("dark.png", "--iteration", "3", env={"SOFA_GUI_COLOR_SCHEME": "dark"})
     search_and_details()
+    three_sizes()
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, de
     s = open_and_wait(qtbot, window, demo_path)
     table = window.panels["iterations"].table
     row = window.panels["iterations"].row_of(3)
-    rect = table.visualRect(table.model().index(row, 2))
+    rect = table.visualRect(table.model().index(row, 3))
     qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert s.selected_iteration == 3
     bars = window.panels["breakdown"].bars.rows
@@ -373,7 +373,7 @@ def test_finding_cards_escape_trace_text(qtbot, window):
                 [Evidence("<img src=y> kernel", 0, 10)], [Fix("pytorch", "<a href=z>fix</a>")])
     card = FindingCard(f, 1, 0)
     qtbot.addWidget(card)
-    assert card.title.text() == "1. <script>t</script>"
+    assert card.title.text() == "<script>t</script>"
     assert card.title.textFormat() == Qt.TextFormat.PlainText
     assert "&lt;img src=y&gt;" in card.evidence.text()
     assert "&lt;a href=z&gt;" in card.fix_labels[0].text()
@@ -509,7 +509,8 @@ def test_one_dock_table_builds_docks_view_menu_and_reset_layout(qtbot, settings,
     from sofa_gui.qt.docks import DockSpec, dock_specs
 
     assert [d.key for d in dock_specs()] == ["findings", "details", "iterations", "breakdown",
-                                            "statistics", "tfdata", "ranks", "compare"]
+                                            "statistics", "tfdata", "ranks", "markers",
+                                            "compare"]
     extra = DockSpec("extra", "Extra panel", "bottom", 30, 200, lambda s: QLabel("extra"))
     monkeypatch.setattr(main_window, "dock_specs", lambda: [*dock_specs(), extra])
     win = main_window.MainWindow(settings, restore_state=False)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..trace import Kind, Trace
 from ..units import fmt_ns
+from .diff_pairs import paired_changes
 from .figures import median_ns
 from .findings import BELOW, disjoint_ids, evaluate_rules
 from .host_side import window_of
@@ -310,14 +311,13 @@ def _per_iteration_times(trace: Trace, analysis: Analysis) -> dict[tuple[str, st
 
 
 def _top_changes(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis) -> list[dict]:
-    a = _per_iteration_times(ta, aa)
-    b = _per_iteration_times(tb, ab)
-    keys = set(a) | set(b)
-    keys = [k for k in keys if abs(b.get(k, 0.0) - a.get(k, 0.0)) >= 1.0]
-    rows = sorted(keys, key=lambda k: (-abs(b.get(k, 0.0) - a.get(k, 0.0)), k))
-    return [{"kind": k[0], "name": k[1], "before_us": us(a.get(k, 0.0)),
-             "after_us": us(b.get(k, 0.0)), "delta_us": us(b.get(k, 0.0) - a.get(k, 0.0))}
-            for k in rows[:TOP_CHANGES]]
+    """The largest per-iteration changes, ops paired by normalised name (see
+    :mod:`.diff_pairs`), new and removed ones marked."""
+    rows = paired_changes(_per_iteration_times(ta, aa), _per_iteration_times(tb, ab),
+                          TOP_CHANGES)
+    return [{"kind": r["kind"], "name": r["name"], "before_us": us(r["before"]),
+             "after_us": us(r["after"]), "delta_us": us(r["delta"]), "status": r["status"]}
+            for r in rows]
 
 
 # -- text ------------------------------------------------------------------------------
@@ -358,7 +358,8 @@ def diff_text(result: dict) -> list[str]:
     if result["top_changes"]:
         lines.append("Largest changes per iteration:")
         for r in result["top_changes"]:
-            lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}")
+            mark = f" ({r['status']})" if r.get("status", "changed") != "changed" else ""
+            lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}{mark}")
     return lines
 
 

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 from ...core.analysis.figures import device_window_text
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 from ...view.breakdown import Side, color, label_of, median_index, sides
+from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
 from .common import plain_label, set_muted
@@ -139,8 +140,10 @@ class BreakdownPanel(QWidget):
         self.table.cellClicked.connect(self._on_cell)
         self.table.setToolTip("Click a category for its kernels, ops or copies in Statistics")
         hdr = self.table.horizontalHeader()
+        # the category names keep their width (the key column); on a narrow dock the
+        # numbers at the right scroll instead
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        hdr.setStretchLastSection(True)
         top = QHBoxLayout()
         self.side_label = plain_label("Breakdown of", self)
         top.addWidget(self.side_label)
@@ -221,6 +224,7 @@ class BreakdownPanel(QWidget):
         for col in (3, 4):  # median and delta mean nothing for a single span
             self.table.setColumnHidden(col, med < 0)
         self.status.setText(self._status(bd, side, sel, med))
+        self.status.setToolTip(literal_html(_clock_why(side)))
 
     @staticmethod
     def _caption(bd, i: int) -> str:
@@ -302,7 +306,12 @@ def _nothing_text(bd) -> str:
 
 
 def _clock_text(side: Side) -> str:
-    """Which clock the side's windows are cut on, in words."""
+    """Which clock the side's windows are cut on, in a few words (the status line stays
+    one line so the table keeps its rows on a laptop; the tooltip says why)."""
+    return "On the device clock." if side.clock == "device" else "On the host clock."
+
+
+def _clock_why(side: Side) -> str:
     if side.clock == "device":
         return ("The device lags its host: its rows cover the device's window on the "
                 "device clock, from the previous step's last device work to this step's own.")

@@ -7,7 +7,9 @@ import re
 
 from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QStyledItemDelegate, QWidget
+
+from ...view.names import compact_name
 
 #: Severity colours (badge background); readable with white text in light and dark themes.
 SEVERITY_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#607d8b"}
@@ -33,18 +35,21 @@ def plain_label(text: str = "", parent: QWidget | None = None, *, bold: bool = F
 #: Longest trace text a label shows (the rest is cut, with the length said).
 MAX_SHOWN = 2000
 _ZWSP = "\u200b"
-_BREAK_AFTER = re.compile(r"([._/:,;#()\[\]{}+*&|-])(?=\S)")
+_BREAK_AFTER = re.compile(r"((?<!\d)[.,]|[_/:;#()\[\]{}+*&|-])(?=\S)")
+_LONG_TOKEN = re.compile(r"\S{24,}")
 _LONG_RUN = re.compile(r"[^\s\u200b]{40}")
 
 
 def breakable(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` as a label can wrap it: cut to ``limit`` characters, with invisible break
-    chances after punctuation and inside runs of 40 characters, so one mangled C++ name
-    or a 1 MB string cannot make a label (and the window) wider than its dock."""
+    chances after punctuation in words of 24 characters or more and inside runs of 40
+    characters, so one mangled C++ name or a 1 MB string cannot make a label (and the
+    window) wider than its dock. Short words ("host_copies") and numbers ("460.614 ms",
+    "1,234") never break inside."""
     text = str(text)
     if len(text) > limit:
         text = f"{text[:limit]}… ({len(text):,} characters)"
-    text = _BREAK_AFTER.sub("\\1" + _ZWSP, text)
+    text = _LONG_TOKEN.sub(lambda m: _BREAK_AFTER.sub("\\1" + _ZWSP, m.group(0)), text)
     return _LONG_RUN.sub(lambda m: m.group(0) + _ZWSP, text)
 
 
@@ -147,3 +152,26 @@ def row_picker(view: QAbstractItemView) -> QAbstractItemView:
     view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     return view
+
+
+class TailElideDelegate(QStyledItemDelegate):
+    """Paints a name column so its distinctive tail stays readable: a name that does not
+    fit loses its return type, argument list and namespaces first
+    (:func:`~sofa_gui.view.names.compact_name`, ``compact=True``), then its start
+    ("…elementwise_kernel<float>"). The model's text is untouched: tooltips, copy and
+    sorting see the full name."""
+
+    def __init__(self, parent=None, compact: bool = True):
+        super().__init__(parent)
+        self.compact = compact
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideLeft
+        if not self.compact or not option.text:
+            return
+        room = option.rect.width() - 8 - (option.decorationSize.width() + 4
+                                          if option.features & option.ViewItemFeature.HasDecoration
+                                          else 0)
+        if option.fontMetrics.horizontalAdvance(option.text) > room:
+            option.text = compact_name(option.text)

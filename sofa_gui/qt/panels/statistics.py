@@ -23,11 +23,12 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis import stats
+from ...core.trace import Kind
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, row_picker, set_muted
+from .common import TailElideDelegate, plain_label, row_picker, set_muted
 
 KINDS = (("kernel", "Kernels"), ("op", "CPU ops"), ("copy", "Copies"),
          ("collective", "Collectives"))
@@ -35,6 +36,9 @@ SCOPES = (("trace", "Whole trace"), ("iteration", "Selected iteration"),
           ("steady", "Steady state"), ("range", "Range selection"))
 COLUMNS = ("Name", "Count", "Total", "Self", "Mean", "Median", "p95", "Max", "Share")
 COPY_COLUMNS = ("Direction", "Bytes", "Rate")
+#: Slice kind -> the table that lists it.
+SLICE_KIND_TABLE = {int(Kind.KERNEL): "kernel", int(Kind.CPU_OP): "op",
+                    int(Kind.MEMCPY): "copy", int(Kind.COMMUNICATION): "collective"}
 #: Breakdown category -> the table that lists its work (idle time: the host ops around it).
 CATEGORY_KIND = {"compute": "kernel", "communication": "collective",
                  "memcpy_h2d": "copy", "memcpy_d2h": "copy", "memcpy_d2d": "copy",
@@ -165,8 +169,9 @@ class StatisticsPanel(QWidget):
         self.view.setSortingEnabled(True)
         self.view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         row_picker(self.view)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.view.setItemDelegateForColumn(0, TailElideDelegate(self.view))
         self.view.verticalHeader().hide()
+        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
         self.view.setWordWrap(False)
         head = self.view.horizontalHeader()
         head.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -210,6 +215,23 @@ class StatisticsPanel(QWidget):
         steady|range), e.g. when a breakdown category is clicked."""
         self._choose(kind, scope)
         self._compute()
+
+    def show_slice_row(self, i: int) -> bool:
+        """The trace-wide table of slice ``i``'s kind with the row holding ``i`` selected
+        and in view; False when its kind has no table."""
+        trace = self.session.trace
+        kind = SLICE_KIND_TABLE.get(int(trace.slices.kind[i])) if trace is not None else None
+        if kind is None:
+            return False
+        self.show_table(kind, "trace")
+        table = self.model.table
+        for row in range(len(table.rows) if table is not None else 0):
+            if i in table.members(row):
+                index = self.proxy.mapFromSource(self.model.index(row, 0))
+                self.view.selectRow(index.row())
+                self.view.scrollTo(index)
+                return True
+        return False
 
     def _choose(self, kind: str, scope: str) -> None:
         for combo, value in ((self.kind_combo, kind), (self.scope_combo, scope)):
@@ -309,6 +331,7 @@ class StatisticsPanel(QWidget):
         table = stats.compute_table(s.trace, self.kind, scope, top=TOP)
         self.model.set_table(table)
         self._fit_columns()
+        self.view.scrollToTop()  # a new scope starts at its biggest rows
         shown = len(table.rows)
         text = (f"{scope.label}: {table.instances:,} instances, {shown} "
                 f"{'groups' if shown != 1 else 'group'}"

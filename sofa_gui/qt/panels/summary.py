@@ -53,6 +53,7 @@ class SummaryHeader(QFrame):
             grid.addWidget(val, 1, col)
             self.values[key] = val
         grid.setColumnStretch(len(FIELDS), 1)
+        self.grid = grid
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         inner = QWidget(self)
@@ -79,6 +80,12 @@ class SummaryHeader(QFrame):
             session.on_analysis(part, self.refresh)
         session.busy_changed.connect(self.refresh)
         self.refresh()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Narrow windows (laptops) space the figures closer, so the last one (the top
+        bottleneck) is not cut at 1366 px; each value's full text is in its tooltip."""
+        super().resizeEvent(event)
+        self.grid.setHorizontalSpacing(24 if self.width() >= 1600 else 12)
 
     def text_of(self, key: str) -> str:
         return self.values[key].text()
@@ -120,6 +127,8 @@ class SummaryHeader(QFrame):
         }
         for key, text in vals.items():
             self.values[key].setText(text)
+            if key != "Events":  # that one's tooltip explains the count
+                self.values[key].setToolTip(literal_html(text))
         self._show_run(s.analysis.run)
 
     def _show_run(self, facts) -> None:
