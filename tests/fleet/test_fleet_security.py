@@ -10,11 +10,15 @@ address without credentials ends ``fleet`` with one line.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import os
 import socket
 import ssl
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import dask
@@ -81,9 +85,15 @@ def test_embedded_cluster_refuses_clients_without_its_credentials():
         assert _refused(address.replace("tls://", "tcp://"))
         assert _refused(address, security=Security.temporary())
         assert _tls_without_certificate(address)
-        for worker in client.scheduler_info()["workers"]:
+        ports = [cluster.scheduler.http_server.port]
+        for worker, info in client.scheduler_info()["workers"].items():
             assert worker.startswith("tls://")
             assert _refused(worker, security=Security.temporary())
+            ports.append(info["services"]["dashboard"])
+        for port, path in itertools.product(ports, ["/status", "/info/main/workers.html",
+                                                    "/metrics", "/json/identity.json"]):
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10)
     finally:
         client.close()
         cluster.close()
@@ -133,3 +143,15 @@ def test_fleet_with_an_unusable_scheduler_prints_one_line(address, msg):
     assert proc.returncode == 2
     assert msg in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_fleet_on_the_embedded_cluster_prints_only_its_own_lines():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-m", "sofa_gui", "fleet", str(DATA / "ranks"),
+                           "--workers", "1", "--no-cache", "--json"], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["engine"]["scheduler"].startswith("tls://127.0.0.1:")
+    assert all(line.startswith("rank ") for line in proc.stderr.strip().splitlines()), \
+        proc.stderr

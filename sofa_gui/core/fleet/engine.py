@@ -10,7 +10,8 @@ The embedded cluster only talks to its owner: scheduler, workers and client use
 Dask's TLS with credentials made for this run (``Security.temporary()``: a fresh key
 and certificate held in memory and handed to the workers it starts), so a process that
 does not hold them, another local user's included, cannot connect, let alone run code
-on the workers. It has no dashboard. An external scheduler (``--scheduler``,
+on the workers. Its HTTP servers serve nothing (no dashboard, logs or metrics).
+An external scheduler (``--scheduler``,
 ``$SOFA_GUI_SCHEDULER``) is reached over ``tcp://``, ``tls://``, ``ws://`` or
 ``wss://``, with the TLS settings of the Dask config (``distributed.comm.tls.*``, or
 ``DASK_DISTRIBUTED__COMM__TLS__*`` in the environment); it and its workers are trusted
@@ -35,6 +36,10 @@ from .task import rank_task
 ENV_SCHEDULER = "SOFA_GUI_SCHEDULER"
 #: Address schemes an external scheduler may use (ucx:// needs libraries not installed).
 SCHEMES = ("tcp", "tls", "ws", "wss")
+#: The embedded cluster's HTTP servers (which Dask always starts, on a free loopback port)
+#: serve nothing: no dashboard, no worker lists, logs or metrics for other local users.
+NO_HTTP_ROUTES = {"distributed.scheduler.http.routes": [],
+                  "distributed.worker.http.routes": []}
 RETRIES = 1  # extra attempts for a task that raised (not for bad input: that is a result)
 CONNECT_TIMEOUT_S = 20
 
@@ -91,13 +96,17 @@ def open_engine(scheduler: str | None = None, workers: int | None = None) -> Ite
 def start_private_cluster(n_workers: int):
     """(cluster, client): a ``LocalCluster`` on 127.0.0.1 that only holders of this
     run's TLS credentials can use (see the module docstring)."""
+    import dask
     from distributed import Client, LocalCluster
     from distributed.security import Security
 
     security = Security.temporary()
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", protocol="tls://", security=security,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    with dask.config.set(NO_HTTP_ROUTES):  # the workers are started (and configured) here
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", protocol="tls://", security=security,
+                               dashboard_address=None, silence_logs=logging.ERROR,
+                               scheduler_kwargs={"dashboard": False,
+                                                 "dashboard_address": "127.0.0.1:0"})
     try:
         return cluster, Client(cluster, security=security)
     except BaseException:
@@ -133,6 +142,8 @@ def connect(scheduler: str):
 def _quiet_dask() -> None:
     """Dask logs every connection at INFO (and a traceback for each stream closed at
     shutdown): keep stderr for the rank bar unless ``-v`` asked for debug logs."""
+    import distributed  # noqa: F401  (its first import sets its loggers' levels: before ours)
+
     if logging.getLogger().level > logging.DEBUG:
         for name in ("distributed", "tornado"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
