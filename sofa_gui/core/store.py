@@ -124,7 +124,7 @@ def _fresh(path: Path, d: Path) -> bool:
                 return True
             log.info("dropping the cache entry of %s: the source changed", path)
         else:
-            cache_dir.warn_once(d, problem)
+            log.warning("dropping the cache entry %s: %s", d.name, problem)
     except (OSError, ValueError, AttributeError) as exc:  # unreadable: dropped below
         log.info("dropping unreadable cache entry %s: %s", d, exc)
     shutil.rmtree(d, ignore_errors=True)
