@@ -68,8 +68,10 @@ def _syntax_tree(con, sql: str) -> dict:
         tree = json.loads(text)
     except Exception as exc:  # noqa: BLE001 - anything unparsable is refused
         raise QueryError(f"could not check the query: {one_line(exc)}", refused=True) from None
-    if tree.get("error"):
-        raise QueryError(one_line(tree.get("error_message") or "syntax error"))
+    if tree.get("error"):  # it parsed (extract_statements) but is no plain SELECT: PRAGMA...
+        raise QueryError(f"statement refused: {READ_ONLY} "
+                         f"({one_line(tree.get('error_message') or 'not a SELECT')})",
+                         refused=True)
     return tree
 
 
