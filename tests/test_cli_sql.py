@@ -19,7 +19,8 @@ from sofa_gui.core.samples import demo_trace_path
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = str(demo_trace_path())
 KINETO = ROOT / "tests/data/kineto/benchmark_result_2869224_1695835535_trace.json.gz"
-HTA_RANK = ROOT / "tests/data/real/holistic-trace-analysis/negative_queue_length_values_check/rank0.json.gz"
+HTA_RANK = (ROOT / "tests/data/real/holistic-trace-analysis"
+            / "negative_queue_length_values_check/rank0.json.gz")
 
 
 def _json(capsys, *argv) -> dict:

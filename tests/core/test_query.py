@@ -47,7 +47,7 @@ def test_every_documented_column_exists_in_order(db):
 
 
 def test_examples_run(db):
-    for title, sql in EXAMPLES:
+    for _, sql in EXAMPLES:
         db.run(sql, max_rows=5)  # raises QueryError if an example broke
 
 
