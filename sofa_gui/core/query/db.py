@@ -55,6 +55,7 @@ class QueryResult:
     rows: list[tuple]
     truncated: bool = False  # more rows than ``max_rows`` existed
     slice_ids: np.ndarray | None = field(default=None, repr=False)  # see :func:`_slice_ids`
+    slice_column: int | None = None  # the column the slice ids are read from
 
     def to_dict(self) -> dict:
         return {"columns": self.columns, "types": self.types,
@@ -172,7 +173,7 @@ class TraceDB:
         truncated = max_rows is not None and len(rows) > max_rows
         res = QueryResult(cols, types, rows[:max_rows] if truncated else rows, truncated)
         if sources & SLICE_SOURCES:
-            res.slice_ids = _slice_ids(res, len(self.trace.slices))
+            _slice_ids(res, len(self.trace.slices))
         return res
 
     def interrupt(self) -> None:
@@ -191,12 +192,13 @@ class TraceDB:
         self.con.close()
 
 
-def _slice_ids(res: QueryResult, n_slices: int) -> np.ndarray | None:
-    """Sorted unique slice ids of the first integer column named like one (see
-    :data:`SLICE_ID_COLUMNS`), None when the result has no such column."""
+def _slice_ids(res: QueryResult, n_slices: int) -> None:
+    """Set ``res.slice_ids`` (sorted, unique) and ``res.slice_column`` from the first
+    integer column named like a slice id (:data:`SLICE_ID_COLUMNS`), if any."""
     for c, (name, typ) in enumerate(zip(res.columns, res.types)):
         if name.lower() in SLICE_ID_COLUMNS and "INT" in typ.upper():
             ids = np.fromiter((r[c] for r in res.rows if r[c] is not None), np.int64)
             ids = np.unique(ids)
-            return ids[(ids >= 0) & (ids < n_slices)]
-    return None
+            res.slice_ids = ids[(ids >= 0) & (ids < n_slices)]
+            res.slice_column = c
+            return

@@ -138,6 +138,31 @@ def _key(r: stats.StatRow, col: str):
     return _KEYS[col](r)
 
 
+def session_scope(s: Session, key: str) -> tuple[stats.Scope | None, str]:
+    """The scope ``key`` (a :data:`SCOPES` key) means in the session now, or None and
+    why it cannot be shown (no range selected, no iteration...)."""
+    if key == "trace":
+        return stats.Scope(), ""
+    if key == "range":
+        if s.selected_range is None:
+            return None, "no range selected: Ctrl+drag on the timeline to select one"
+        a, b, lanes = s.selected_range
+        scope = stats.range_scope(a, b, lanes)
+        scope.label = f"range of {fmt_ns(b - a)} over {len(lanes)} lanes"
+        return scope, ""
+    iters = s.iterations
+    if iters is None or len(iters) == 0:
+        return None, "no iterations found (yet)"
+    if key == "steady":
+        try:
+            return stats.steady_scope(iters), ""
+        except IndexError as exc:
+            return None, str(exc)
+    if s.selected_iteration < 0:
+        return None, "no iteration selected: click one in Iterations or on the timeline"
+    return stats.iteration_scope(iters, s.selected_iteration), ""
+
+
 class StatisticsPanel(QWidget):
     """Kind and scope pickers, a caption and the sortable table."""
 
@@ -248,29 +273,7 @@ class StatisticsPanel(QWidget):
             self.refresh()
 
     def _scope(self) -> tuple[stats.Scope | None, str]:
-        """The scope chosen, or None and why it cannot be shown."""
-        s = self.session
-        key = self.scope_key
-        if key == "trace":
-            return stats.Scope(), ""
-        if key == "range":
-            if s.selected_range is None:
-                return None, "no range selected: Ctrl+drag on the timeline to select one"
-            a, b, lanes = s.selected_range
-            scope = stats.range_scope(a, b, lanes)
-            scope.label = f"range of {fmt_ns(b - a)} over {len(lanes)} lanes"
-            return scope, ""
-        iters = s.iterations
-        if iters is None or len(iters) == 0:
-            return None, "no iterations found (yet)"
-        if key == "steady":
-            try:
-                return stats.steady_scope(iters), ""
-            except IndexError as exc:
-                return None, str(exc)
-        if s.selected_iteration < 0:
-            return None, "no iteration selected: click one in Iterations or on the timeline"
-        return stats.iteration_scope(iters, s.selected_iteration), ""
+        return session_scope(self.session, self.scope_key)
 
     def refresh(self) -> None:
         """Recompute now when the panel is on screen, else when it is next shown: at 1e6
