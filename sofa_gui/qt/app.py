@@ -47,7 +47,7 @@ OPEN_MODULES = (
     "sofa_gui.core.analysis.run_facts",
     "sofa_gui.core.analysis.cache",
     "sofa_gui.view.model",
-    "sofa_gui.qt.fleet_jobs",
+    "sofa_gui.app.fleet_jobs",
 )
 
 
@@ -103,7 +103,7 @@ def run_from_args(args) -> int:
 
 def run_window(path: str | None, size: tuple[int, int], mode: str = "auto") -> int:
     """Show the main window (opening ``path`` if given) and run the event loop."""
-    from ..background_load import prestart
+    from ..app.background_load import prestart
 
     prestart()  # a loader child imports its modules while the window is built
     app = make_app()

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..app.recent import RecentFiles
 from ..core.importers import trace_file_filter
 from .docks import AREAS, dock_body, dock_specs
 from .panels.fleet import FleetPanel
@@ -30,7 +31,6 @@ from .panels.load_report import LoadReportDialog
 from .panels.search_bar import SearchBar, SearchHighlighter
 from .panels.summary import SummaryHeader, events_loaded
 from .panels.welcome import WelcomePage
-from .recent import RecentFiles
 from .record_dialog import RecordDialog
 from .session import Session
 from .settings_writer import SettingsWriter

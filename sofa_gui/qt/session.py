@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from ..app import jobs
+from ..app.fleet_jobs import FleetEvent
 from ..core.analysis.pipeline import PARTS, Analysis, Options
 from ..core.trace import Trace
 from ..view.search import SearchQuery, find_matches
 from ..view.state import Change, ViewState
-from . import jobs
-from .fleet_jobs import FleetEvent
 from .sliced import SlicedWork
 from .worker import Worker
 
@@ -110,7 +110,7 @@ class Session(QObject):
         """Open one rank of the fleet in full (``alongside``: "neighbours" adds ranks r-1 and
         r+1, "median" adds the median rank); the fleet summaries stay.  ``iteration``
         (alignment, label, column) is selected once the rank's iterations are found."""
-        from .jobs import open_ranks_job
+        from ..app.jobs import open_ranks_job
 
         by_rank = {f.rank: f for f in self.fleet_files}
         if rank not in by_rank:

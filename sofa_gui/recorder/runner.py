@@ -50,6 +50,20 @@ log = logging.getLogger(__name__)
 _OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
 
 
+def _default_sigint() -> None:
+    """In the forked child, before exec: SIGINT back to its default action.
+
+    A recorder started in the background (``&`` in a script, some CI shells) inherits
+    SIGINT ignored, and exec passes that on; the recorded program would then ignore the
+    stop the recorder sends it. Only used when SIGINT is ignored here.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_restorer():
+    return _default_sigint if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else None
+
+
 @dataclass
 class RecordResult:
     """What the CLI summary and the dialog need once a recording is complete."""
@@ -213,7 +227,8 @@ class Recorder:
         try:
             self.proc = subprocess.Popen(
                 [executable, *cfg.command[1:]], cwd=str(cwd), env=env, stdin=stdin,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **_OWN_GROUP)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=_sigint_restorer(), **_OWN_GROUP)
         except OSError as exc:
             raise CommandError(f"cannot run {cfg.command[0]}: {exc.strerror or exc}") from None
         for signum in self._pending:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.trace import Kind, Trace
-from ..core.viewport import IntervalPyramid
 from .colors import MARKER_FROM, slice_color_ids
 from .layout import HEADER_UNITS, TimelineLayout
 from .lod import TimelineIndex
 from .names import short_label
 from .state import MIN_SPAN_NS, Change, ViewState
+from .viewport import IntervalPyramid
 
 __all__ = ["MIN_SPAN_NS", "Prepared", "TimelineModel", "prepare"]
 

@@ -18,7 +18,7 @@ from enum import Enum
 
 import numpy as np
 
-from ..core.viewport import clamp_window
+from .viewport import clamp_window
 
 #: Narrowest window: one ns across the view.
 MIN_SPAN_NS = 1.0

@@ -442,7 +442,7 @@ def test_run_from_args_opens_the_path_and_runs_the_loop(qtbot, qapp, demo_path, 
                                                         monkeypatch):
     import argparse
 
-    from sofa_gui.background_load import stop_spares
+    from sofa_gui.app.background_load import stop_spares
     from sofa_gui.qt import app as app_mod
     from sofa_gui.qt.main_window import MainWindow
 

@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
+from ...view.breakdown import Side, color, label_of, median_index, sides
 from ..docks import DockSpec
 from ..session import Session
-from .breakdown_view import Side, color, label_of, median_index, sides
 from .common import plain_label, set_muted
 
 TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes", "Rate")

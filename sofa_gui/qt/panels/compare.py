@@ -29,10 +29,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...app import jobs
 from ...core.analysis.palette import label_of
 from ...core.units import fmt_ns
 from ...view.tooltip import literal_html
-from .. import jobs
 from ..docks import DockSpec
 from ..session import Session
 from ..worker import Worker

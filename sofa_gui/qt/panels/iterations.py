@@ -12,11 +12,11 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHeaderView, QTableView, QVBoxLayout, QWidget
 
 from ...core.units import fmt_ns
+from ...view.breakdown import dominant_labels
 from ...view.model import IterationMarks
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .breakdown_view import dominant_labels
 from .common import fmt_offset, plain_label, row_picker, set_muted
 
 COLUMNS = ("#", "Step", "Start", "Duration", "Δ vs median", "Dominant")

@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWi
 
 from ...core.analysis.pipeline import PARTS
 from ...core.units import fmt_ns, fmt_pct
+from ...view.breakdown import device_utilisation
 from ...view.tooltip import literal_html
 from ..session import Session
-from .breakdown_view import device_utilisation
 from .common import plain_label, set_muted
 
 EMPTY_TITLE = "No trace open — File ▸ Open, or drop a trace here"

@@ -22,7 +22,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from sofa_gui.core.trace import LaneKind, Trace
-from sofa_gui.core.viewport import pan_window, zoom_window
+from sofa_gui.view.viewport import pan_window, zoom_window
 
 from ...view.model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from ...view.state import Change, ViewState, reveal_window

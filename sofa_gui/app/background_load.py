@@ -10,7 +10,7 @@ event the child's ``check_cancelled`` sees and, if it is stuck in a C call, kill
 It lives outside ``sofa_gui.qt`` on purpose: the spawned child imports the
 module that holds its entry point, and importing anything under ``sofa_gui.qt``
 loads PySide6 and pyqtgraph (~0.6 s and tens of MB the child does not need).
-Qt-free; used by :mod:`sofa_gui.qt.jobs`.
+Qt-free; used by :mod:`sofa_gui.app.jobs`.
 
 Like any ``multiprocessing`` spawn user, a script that starts the app must
 guard its entry (``if __name__ == "__main__":``); the ``sofa-gui`` commands do,
@@ -29,8 +29,8 @@ import traceback
 import zlib
 from pathlib import Path
 
-from .core.errors import TraceFormatError
-from .core.progress import Cancelled
+from ..core.errors import TraceFormatError
+from ..core.progress import Cancelled
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,8 @@ def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True
     When the cache cannot be written (read-only or full), the tables are handed
     over in a private temp folder instead, so the parent never decodes twice.
     """
-    from .core import store
-    from .core.importers import open_trace
+    from ..core import store
+    from ..core.importers import open_trace
 
     if renice and hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)  # the GUI process gets the cores first
@@ -105,7 +105,7 @@ def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True
             trace.cache_entry = store.save_cached(path, trace, entry)
         _send_trace(trace, conn, lock)
         if options is not None and trace.cache_entry is not None:  # it came from the cache
-            from .core.analysis.cache import analyze_cached
+            from ..core.analysis.cache import analyze_cached
 
             analyze_cached(trace, options, _PipeProgress(conn, cancel_event, lock, "aprogress"))
             _send(conn, lock, ("analysed",))
@@ -121,7 +121,7 @@ def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True
 
 def _send_trace(trace, conn, lock) -> None:
     """Tell the parent where the trace is: its cache entry, else a handoff folder."""
-    from .core import store
+    from ..core import store
 
     cached = trace.cache_entry is not None
     handoff = None if cached else store.write_handoff(trace)
@@ -141,9 +141,9 @@ def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock
     """
     import dataclasses
 
-    from .core import store
-    from .core.analysis import cache
-    from .core.analysis.pipeline import analyze
+    from ..core import store
+    from ..core.analysis import cache
+    from ..core.analysis.pipeline import analyze
 
     def write() -> bool:
         trace.cache_entry = store.save_cached(path, trace, entry)
@@ -206,7 +206,7 @@ def _writer_child(write, parent: int) -> None:
     """The forked writer: write, exit 0 when the cache entry was written; never return."""
     code = 2
     try:
-        from .core.importers.chrome.parallel import die_with_parent
+        from ..core.importers.chrome.parallel import die_with_parent
 
         die_with_parent(parent)  # the loader killed (cancel, app exit): stop writing too
         code = 0 if write() else 1
@@ -470,7 +470,7 @@ def _pump(proc, recv, state, progress, until: str) -> tuple:
 
 def _take_handoff(folder: str | None):
     """The trace in the child's handoff folder (then removed; the maps keep it), or False."""
-    from .core import store
+    from ..core import store
 
     if folder is None:
         return False

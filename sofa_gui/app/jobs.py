@@ -14,12 +14,12 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..background_load import ChildLoad, child_available, decoded_bytes
 from ..core.analysis.cache import analyze_cached
 from ..core.analysis.pipeline import Analysis, Options
 from ..core.progress import subrange
 from ..core.trace import Trace
 from ..view.model import Prepared, prepare
+from .background_load import ChildLoad, child_available, decoded_bytes
 
 log = logging.getLogger(__name__)
 

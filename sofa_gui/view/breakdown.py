@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.analysis.palette import color_of, label_of
+from ..core.analysis.palette import color_of, label_of
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Side:
         window ``i`` -- all of them, whatever part of their time is exposed."""
         if self.copies is None or not category.startswith("memcpy_"):
             return None
-        from ...core.analysis.device_side import COPY_DIRECTIONS
+        from ..core.analysis.device_side import COPY_DIRECTIONS
 
         direction = category.removeprefix("memcpy_")
         if direction not in COPY_DIRECTIONS:

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
-from .settings_writer import SettingsWriter
+
+class Prefs(Protocol):
+    """Where the list lives: the app's settings writer (saved off the GUI thread)."""
+
+    def value(self, key: str, default: Any = None) -> Any: ...
+
+    def set_value(self, key: str, value: Any) -> None: ...
+
+    def remove(self, key: str) -> None: ...
 
 KEY = "recent/paths"
 MAX_RECENT = 10
@@ -13,7 +22,7 @@ MAX_RECENT = 10
 class RecentFiles:
     """The list, read and written through ``prefs`` (saved off the GUI thread)."""
 
-    def __init__(self, prefs: SettingsWriter):
+    def __init__(self, prefs: Prefs):
         self.prefs = prefs
 
     def paths(self) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sofa_gui.core import viewport as vp
-from sofa_gui.core.viewport import (
+from sofa_gui.view import viewport as vp
+from sofa_gui.view.viewport import (
     CounterPyramid,
     IntervalPyramid,
     clamp_window,
