@@ -1,10 +1,11 @@
 """SQL benchmark: a group-by over every slice of a generated 1M-event trace, once cached.
 
-    python benchmarks/sql.py                   # 1M events into /tmp/sofa-sql, then measure
-    python benchmarks/sql.py --events 300000   # a smaller run
+    python benchmarks/sql.py                   # 1M slices into /tmp/sofa-sql, then measure
+    python benchmarks/sql.py --slices 300000   # a smaller run
 
 The trace is ``benchmarks/huge.py``'s generated Kineto JSON (CPU ops, runtime launches,
-kernels, flows). The first ``sofa-gui analyze`` writes the cache (and the analysis cache);
+kernels, flows: 5 JSON events per operator, 3 of them slices), made with ``--slices``
+slices. The first ``sofa-gui analyze`` writes the cache (and the analysis cache);
 then, in a fresh process, the cached trace is opened, the SQL tables registered
 (:class:`sofa_gui.core.query.db.TraceDB`) and each query run ``--repeat`` times,
 interleaved with the same answer computed by numpy on the trace's columns, so a busy
@@ -90,7 +91,7 @@ def probe(path: str, repeat: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--slices", type=int, default=1_000_000)
     ap.add_argument("--dir", default="/tmp/sofa-sql")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the file and the cache")
@@ -103,11 +104,11 @@ def main(argv=None) -> int:
 
     work = Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
-    trace = work / f"synthetic_{args.events}.json"
+    trace = work / f"synthetic_{args.slices}_slices.json"
     env = {**os.environ, "SOFA_GUI_CACHE_DIR": str(work / "cache"), "PYTHONPATH": str(ROOT)}
     try:
         if not trace.exists():
-            generate(trace, args.events)
+            generate(trace, -(-args.slices * 5 // 3))  # JSON events: 3 slices in 5
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", str(trace)], env=env,
                        check=True, stdout=subprocess.DEVNULL)

@@ -128,3 +128,15 @@ def test_interrupt_stops_a_long_query(db):
     assert not t.is_alive() and done and "nterrupt" in done[0]
     assert all(p is None or 0 <= p <= 1 for p in seen)
     assert db.run("SELECT 1 AS x").rows == [(1,)]  # the connection is usable afterwards
+
+
+def test_the_schema_page_lists_every_table_and_column():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sql.md").read_text()
+    for table, (_, cols) in TABLES.items():
+        assert f"### `{table}`" in page
+        for c, typ, _ in cols:
+            assert f"| `{c}` | {typ} |" in page, (table, c)
+    for view in VIEWS:
+        assert f"| `{view}` |" in page
