@@ -63,13 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("path", help="trace file or folder")
     st.add_argument("--kind", choices=("kernel", "op", "copy", "collective"), default="kernel",
                     help="what to tabulate (default: kernel)")
-    where = st.add_mutually_exclusive_group()
-    where.add_argument("--iteration", type=int, metavar="N",
-                       help="only iteration N (0-based, as `analyze` numbers them)")
-    where.add_argument("--steady", action="store_true",
-                       help="all iterations but the first (warm-up)")
-    where.add_argument("--range", metavar="START_US:END_US",
-                       help="a time range in µs on the trace's clock (as in --json output)")
+    _window_args(st)
     st.add_argument("--top", type=int, default=20, metavar="K",
                     help="rows to print (default 20; 0 = all)")
     fmt = st.add_mutually_exclusive_group()
@@ -130,6 +124,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _window_args(p: argparse.ArgumentParser) -> None:
+    """--iteration N | --steady | --range A:B (``stats`` and ``calltree``)."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--iteration", type=int, metavar="N",
+                       help="only iteration N (0-based, as `analyze` numbers them)")
+    where.add_argument("--steady", action="store_true",
+                       help="all iterations but the first (warm-up)")
+    where.add_argument("--range", metavar="START_US:END_US",
+                       help="a time range in µs on the trace's clock (as in --json output)")
+
+
 def _sql_parser(sub) -> None:
     q = sub.add_parser("sql", help="run a SQL query over the trace's tables (DuckDB)",
                        description="Run one read-only SELECT over the trace's tables: slices, "
@@ -165,11 +170,7 @@ def _calltree_parser(sub) -> None:
                        "  sofa-gui calltree trace.json.gz --lane \"rank 0\" --json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("path", help="trace file or folder")
-    where = c.add_mutually_exclusive_group()
-    where.add_argument("--iteration", type=int, metavar="N", help="only iteration N (0-based)")
-    where.add_argument("--steady", action="store_true", help="the steady-state iterations")
-    where.add_argument("--range", metavar="START_US:END_US",
-                       help="a time range in µs on the trace's clock (as in --json output)")
+    _window_args(c)
     c.add_argument("--lane", metavar="NAME",
                    help="a CPU lane by name (or part of it), or \"rank N\" for all threads "
                         "of rank N (default: the main thread)")

@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -27,7 +26,7 @@ from ...core.units import fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, set_muted
+from .common import ComputedWhenSeen, plain_label, set_muted, stack
 from .flame import FlameGraph
 from .statistics import SCOPES, session_scope
 
@@ -46,7 +45,7 @@ class _Item(QTreeWidgetItem):
         return self.data(c, _NODE + 1) < other.data(c, _NODE + 1)
 
 
-class CallTreePanel(QWidget):
+class CallTreePanel(ComputedWhenSeen, QWidget):
     def __init__(self, session: Session, parent=None):
         super().__init__(parent)
         self.session = session
@@ -97,11 +96,7 @@ class CallTreePanel(QWidget):
         split.addWidget(self.view)
         split.addWidget(self.flame)
         split.setSizes([420, 600])
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(top)
-        lay.addWidget(self.caption)
-        lay.addWidget(split, 1)
+        stack(self, top, self.caption, split)
 
     # -- choices -------------------------------------------------------------------------
     @property
@@ -153,22 +148,6 @@ class CallTreePanel(QWidget):
             self.refresh()
 
     # -- computing -----------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Recompute now when on screen, else when next shown (as the Statistics dock)."""
-        if self.isVisible() and not self.visibleRegion().isEmpty():
-            self._compute()
-        else:
-            self._stale = True
-
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale and not self.visibleRegion().isEmpty():
-            self._compute()
-
-    def dock_visibility_changed(self, visible: bool) -> None:
-        if visible and self._stale:
-            self._compute()
-
     def _compute(self) -> None:
         self._stale = False
         s = self.session

@@ -34,7 +34,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -43,7 +42,7 @@ from ...core.query.schema import EXAMPLES, schema_lines
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, row_picker, set_muted
+from .common import plain_label, row_picker, set_muted, stack
 
 log = logging.getLogger(__name__)
 
@@ -196,11 +195,7 @@ class QueryPanel(QWidget):
         split.addWidget(upper)
         split.addWidget(self.table)
         split.setSizes([110, 300])
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(top)
-        lay.addWidget(self.caption)
-        lay.addWidget(split, 1)
+        stack(self, top, self.caption, split)
 
     # -- settings ------------------------------------------------------------------------
     def _prefs(self):

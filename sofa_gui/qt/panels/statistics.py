@@ -27,7 +27,7 @@ from ...core.units import fmt_bytes, fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, row_picker, set_muted
+from .common import ComputedWhenSeen, plain_label, row_picker, set_muted
 
 KINDS = (("kernel", "Kernels"), ("op", "CPU ops"), ("copy", "Copies"),
          ("collective", "Collectives"))
@@ -163,7 +163,7 @@ def session_scope(s: Session, key: str) -> tuple[stats.Scope | None, str]:
     return stats.iteration_scope(iters, s.selected_iteration), ""
 
 
-class StatisticsPanel(QWidget):
+class StatisticsPanel(ComputedWhenSeen, QWidget):
     """Kind and scope pickers, a caption and the sortable table."""
 
     def __init__(self, session: Session, parent=None):
@@ -274,26 +274,6 @@ class StatisticsPanel(QWidget):
 
     def _scope(self) -> tuple[stats.Scope | None, str]:
         return session_scope(self.session, self.scope_key)
-
-    def refresh(self) -> None:
-        """Recompute now when the panel is on screen, else when it is next shown: at 1e6
-        events one table costs ~0.4 s of the GUI thread, which an open must not pay for a
-        tab nobody is looking at (it was the longest stall of a cached reopen)."""
-        if self.isVisible() and not self.visibleRegion().isEmpty():
-            self._compute()
-        else:
-            self._stale = True
-
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale and not self.visibleRegion().isEmpty():
-            self._compute()
-
-    def dock_visibility_changed(self, visible: bool) -> None:
-        """Its dock's tab was chosen (a tabbed dock that is not the current tab stays
-        'visible', moved off screen, so no show event comes)."""
-        if visible and self._stale:
-            self._compute()
 
     def _compute(self) -> None:
         self._stale = False
