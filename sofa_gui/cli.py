@@ -394,7 +394,18 @@ def _cmd_sql(args) -> int:
         return _usage_error(f"--max-rows must be >= 0, not {args.max_rows}")
     try:
         refuse_early(args.query)  # a refused statement is refused before the trace loads
-        trace, analysis = _load_and_analyze(args.path, args)
+    except QueryError as exc:
+        _error(f"{exc}")
+        return 2
+    import threading
+
+    from .core.query.db import preload
+
+    warm = threading.Thread(target=preload, daemon=True)  # imports while the trace loads
+    warm.start()
+    trace, analysis = _load_and_analyze(args.path, args)
+    warm.join()
+    try:
         res = TraceDB(trace, analysis).run(args.query, max_rows=args.max_rows or None)
     except QueryError as exc:
         _error(f"{exc}")
