@@ -61,7 +61,8 @@ class IcicleItem(pg.GraphicsObject):
             return
         tr = p.transform()
         view = self.graph.plot.getViewBox().viewRect()
-        keep = (self.x + self.w >= view.left()) & (self.x <= view.right())
+        keep = (self.x + self.w >= view.left()) & (self.x <= view.right()) \
+            & (self.w * abs(tr.m11()) >= 1)  # frames under a pixel are not drawn
         p.save()
         p.resetTransform()
         fm = QFontMetrics(p.font())
