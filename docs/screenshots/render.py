@@ -180,6 +180,10 @@ def query_dock() -> None:
     win.session.select_iteration(3, zoom=True)
     _tall_bottom(win, "query")
     panel = win.panels["query"]
+    for _ in range(600):  # the tables open when the dock is first shown
+        if panel.tables_open:
+            break
+        _settle(100)
     panel.editor.setPlainText("SELECT id, name, dur_us, iteration FROM ops\n"
                               "WHERE iteration = 3 ORDER BY dur_us DESC LIMIT 20")
     panel.run_query()

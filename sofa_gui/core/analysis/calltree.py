@@ -250,18 +250,20 @@ class _Builder:
 
     def _accumulate(self, node: np.ndarray, total: np.ndarray, own: np.ndarray) -> None:
         st = np.concatenate(self.stats)
-        np.add.at(st[:, 0], node, total)
-        np.add.at(st[:, 1], node, own)
-        np.add.at(st[:, 2], node, 1)
+        n = len(st)  # float sums are exact below 2**53 ns (104 days)
+        st[:, 0] += np.rint(np.bincount(node, weights=total, minlength=n)).astype(np.int64)
+        st[:, 1] += np.rint(np.bincount(node, weights=own, minlength=n)).astype(np.int64)
+        st[:, 2] += np.bincount(node, minlength=n)
         self.stats = [st]
 
     def _level_nodes(self, parent_node: np.ndarray, name_ids: np.ndarray,
                      level: int) -> np.ndarray:
         """Node per (parent node, name) pair, new nodes added for this level."""
-        key = np.stack([parent_node, name_ids.astype(np.int64)])
-        uniq, inv = np.unique(key, axis=1, return_inverse=True)
         names = self.trace.names
-        ids = self._add(uniq[0], [names[int(i)] for i in uniq[1]], level)
+        width = max(len(names), 1)
+        key = np.asarray(parent_node, np.int64) * width + name_ids.astype(np.int64)
+        uniq, inv = np.unique(key, return_inverse=True)  # one int64 key: a radix-free sort
+        ids = self._add(uniq // width, [names[int(i)] for i in uniq % width], level)
         return ids[inv.reshape(-1)]
 
     def top_down(self, idx: np.ndarray, own: np.ndarray, par: np.ndarray) -> None:

@@ -265,6 +265,11 @@ class QueryPanel(QWidget):
                 self._db_key = key
             return self._db
 
+    @property
+    def tables_open(self) -> bool:
+        """Whether the trace's tables are open (the dock opens them when first shown)."""
+        return self._db is not None and self._db_key == self._analysis_key()
+
     def _warm(self) -> None:
         try:
             self._database()
