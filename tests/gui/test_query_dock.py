@@ -33,6 +33,7 @@ def _run(qtbot, panel, sql: str) -> None:
 
 def test_a_query_fills_the_table_and_highlights_its_slices(win, qtbot):
     panel, s = win.panels["query"], win.session
+    qtbot.waitUntil(lambda: panel.tables_open, timeout=60_000)  # opened once the dock is seen
     sql = "SELECT id, name, dur_us FROM kernels ORDER BY dur_us DESC LIMIT 7"
     _run(qtbot, panel, sql)
     want = TraceDB(s.trace, s.analysis).run(sql)

@@ -225,15 +225,25 @@ class QueryPanel(QWidget):
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
-        if self.session.trace is not None and self._db is None and not self.running:
-            # open the tables while the user types (the first open imports DuckDB)
-            threading.Thread(target=self._warm, name="sofa-query-open", daemon=True).start()
+        self._open_soon()
         if not self._history_loaded:
             self._history_loaded = True
             self._fill_history()
             recent = self.recent_queries()
             if recent:
                 self.editor.setPlainText(recent[0])
+
+    def dock_visibility_changed(self, visible: bool) -> None:
+        """Its dock's tab was chosen (no show event comes for a tab already 'visible')."""
+        if visible:
+            self._open_soon()
+
+    def _open_soon(self) -> None:
+        """Open the tables on a thread while the user types (the first open imports
+        DuckDB): only once the dock is seen, so an app that never queries never loads it."""
+        if self.session.trace is not None and not self.tables_open and not self.running \
+                and not self.visibleRegion().isEmpty():
+            threading.Thread(target=self._warm, name="sofa-query-open", daemon=True).start()
 
     def _on_example(self, i: int) -> None:
         sql = self.examples.itemData(i)
