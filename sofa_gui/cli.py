@@ -28,12 +28,13 @@ EXAMPLES = """examples:
   sofa-gui calltree trace.json.gz --iteration 2    call tree of the main thread
   sofa-gui fleet runs/job42/ --json               every rank of a run on a Dask cluster
   sofa-gui record -o run1 --torch -- python train.py
+  sofa-gui try --fix loader-workers -- python train.py   apply a fix, measure it
   sofa-gui view trace.json.gz --screenshot out.png   (works without a display)
 
 exit codes: 0 ok, 1 internal error, 2 bad input or usage; `record` returns the command's code.
 """
-COMMANDS = ("analyze", "stats", "sql", "calltree", "report", "diff", "fleet", "record", "view",
-            "demo")
+COMMANDS = ("analyze", "stats", "sql", "calltree", "report", "diff", "fleet", "record", "try",
+            "view", "demo")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -107,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     rec = sub.add_parser("record", help="run a command and record a profile around it "
                          "(`sofa-gui record --help` for its options)", add_help=False)
     rec.add_argument("args", nargs=argparse.REMAINDER, help="recorder options, --, the command")
+    tr = sub.add_parser("try", help="re-run a command with a suggested fix and measure it "
+                        "(`sofa-gui try --help` for its options)", add_help=False)
+    tr.add_argument("args", nargs=argparse.REMAINDER, help="try options, --, the command")
 
     v = sub.add_parser("view", help="open the desktop app on a trace")
     v.add_argument("path", nargs="?", help="trace file or folder to open")
@@ -202,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         from .recorder.cli import main as record_main
 
         return record_main(argv[1:])
+    if argv and argv[0] == "try":
+        from .recorder.try_cli import main as try_main
+
+        return try_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

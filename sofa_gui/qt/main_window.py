@@ -36,6 +36,7 @@ from .session import Session
 from .settings_writer import SettingsWriter
 from .status import LoadStatsLink, ProgressWidget
 from .timeline import TimelineWidget
+from .try_dialog import TryButtons
 
 log = logging.getLogger(__name__)
 
@@ -235,6 +236,7 @@ class MainWindow(QMainWindow):
         self.panels["breakdown"].category_clicked.connect(self._open_category)
         s.range_selected.connect(self._on_range)
         self.highlighter = SearchHighlighter(s, tl, self)
+        self.try_buttons = TryButtons(self)  # Try it on a recording's fixes
         s.load_failed.connect(self._on_load_failed)
         s.job_crashed.connect(self._on_job_crashed)
         s.job_cancelled.connect(lambda: self.statusBar().showMessage("Cancelled", 5000))
