@@ -78,6 +78,7 @@ class Session(QObject):
         self.last_error: tuple[str, str] | None = None
         self.view = ViewState()
         self.view.subscribe(self._on_view)
+        self.view.highlights_elsewhere = lambda: len(self.matches) > 0
         self.search_query: SearchQuery | None = None
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
@@ -285,7 +286,12 @@ class Session(QObject):
 
     def show_instances(self, indexes: np.ndarray, focus: int = -1) -> None:
         """Highlight ``indexes`` like search matches (F3 steps through them) and
-        select and reveal ``focus`` (e.g. the longest instance of a statistics row)."""
+        select and reveal ``focus`` (e.g. the longest instance of a statistics row); the
+        iteration that holds ``focus`` becomes the selected one, so every panel shows it."""
+        if focus >= 0 and self.trace is not None:
+            k = self.view.iteration_of(float(int(self.trace.slices.start[focus]) - self.view.t0))
+            if k >= 0:
+                self.view.select_iteration(k)  # first: an iteration change drops highlights
         self.search_query = None
         self.search_error = ""
         self.matches = np.asarray(indexes, np.int64)
@@ -294,15 +300,32 @@ class Session(QObject):
         if focus >= 0:
             self.select_slice(int(focus), reveal=True)
 
+    def step_highlight(self, delta: int) -> None:
+        """F3 / Shift+F3: the next / previous search match or Statistics instance, else
+        the next highlighted slice whoever highlighted it."""
+        if len(self.matches):
+            self.step_match(delta)
+        else:
+            self.view.step_highlight(delta)
+
+    def _drop_instances(self) -> None:
+        """Forget highlighted matches (search or Statistics row)."""
+        if len(self.matches) or self.search_query is not None:
+            self.search(None)
+
     def _on_view(self, change: Change) -> None:
         if change is Change.SLICE:
             self.slice_selected.emit(self.view.selected_slice)
         elif change is Change.ITERATION:
+            if self.search_query is None and len(self.matches):
+                self._drop_instances()  # a Statistics row's instances belong to its scope
             self.iteration_selected.emit(self.view.selected_iteration)
         elif change is Change.RANGE:
             self.range_selected.emit(self.selected_range)
         elif change is Change.RANK:
             self.rank_selected.emit(self.view.selected_rank)
+        elif change is Change.HIGHLIGHTS_CLEARED:
+            self._drop_instances()
 
     # -- search ---------------------------------------------------------------------
     def search(self, query: SearchQuery | None) -> None:

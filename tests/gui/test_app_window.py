@@ -90,11 +90,11 @@ def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, de
     s = open_and_wait(qtbot, window, demo_path)
     table = window.panels["iterations"].table
     row = window.panels["iterations"].row_of(3)
-    rect = table.visualRect(table.model().index(row, 2))
+    rect = table.visualRect(table.model().index(row, 3))
     qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert s.selected_iteration == 3
     bars = window.panels["breakdown"].bars.rows
-    assert bars[0][0] == "Iteration 3" and bars[1][0].startswith("Median")
+    assert bars[0][0] == "Iteration 3 · device" and bars[1][0].startswith("Median")
     total = sum(ns for _c, ns in bars[0][1])
     it = s.iterations
     dev = s.breakdown.device  # its own windows (device clock: the GPU lags its host here)
@@ -109,7 +109,7 @@ def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, de
     table.setCurrentIndex(table.model().index(window.panels["iterations"].row_of(1), 0))
     qtbot.keyClick(table, Qt.Key.Key_Return)
     assert s.selected_iteration == 1
-    assert window.panels["breakdown"].bars.rows[0][0] == "Iteration 1"
+    assert window.panels["breakdown"].bars.rows[0][0] == "Iteration 1 · device"
 
 
 def test_finding_evidence_link_zooms_there(qtbot, window, demo_path):
@@ -373,7 +373,7 @@ def test_finding_cards_escape_trace_text(qtbot, window):
                 [Evidence("<img src=y> kernel", 0, 10)], [Fix("pytorch", "<a href=z>fix</a>")])
     card = FindingCard(f, 1, 0)
     qtbot.addWidget(card)
-    assert card.title.text() == "1. <script>t</script>"
+    assert card.title.text() == "<script>t</script>"
     assert card.title.textFormat() == Qt.TextFormat.PlainText
     assert "&lt;img src=y&gt;" in card.evidence.text()
     assert "&lt;a href=z&gt;" in card.fix_labels[0].text()
@@ -509,7 +509,8 @@ def test_one_dock_table_builds_docks_view_menu_and_reset_layout(qtbot, settings,
     from sofa_gui.qt.docks import DockSpec, dock_specs
 
     assert [d.key for d in dock_specs()] == ["findings", "details", "iterations", "breakdown",
-                                            "statistics", "tfdata", "ranks", "compare"]
+                                            "statistics", "tfdata", "ranks", "markers",
+                                            "compare", "query", "calltree"]
     extra = DockSpec("extra", "Extra panel", "bottom", 30, 200, lambda s: QLabel("extra"))
     monkeypatch.setattr(main_window, "dock_specs", lambda: [*dock_specs(), extra])
     win = main_window.MainWindow(settings, restore_state=False)

@@ -36,12 +36,13 @@ from .device_side import (
 )
 from .host_side import HOST_CATEGORIES, HostBreakdown, compute_host, window_of
 from .intervals import clean_windows
+from .palette import label_of
 from .ranks import RankStats, rank_stats, rank_windows
 from .results import Iterations, lower_median_index, us
 
 OVERLAP_PRIORITY = ("device: compute > communication > memcpy (h2d > d2h > d2d > p2p > other) "
                     "> memset > idle (input > copy call > sync / launch / host / other); "
-                    "host: data_loading > sync > memcpy > runtime > optimizer > backward > "
+                    "host: data loading > sync > memcpy > runtime > optimizer > backward > "
                     "forward > python > other")
 
 
@@ -200,6 +201,8 @@ class TraceBreakdown:
                                if self.device is not None else []),
             "median_iteration": self.median_iteration,
             "device_categories": list(self.device_categories),
+            "category_labels": {c: label_of(c) for c in (*self.device_categories,
+                                                         *self.host_categories)},
             "host_categories": list(self.host_categories),
             "devices": [_device_dict(d) for d in self.devices],
             "hosts": [_host_dict(h) for h in self.hosts],

@@ -102,7 +102,8 @@ class Iterations:
     @property
     def median_index(self) -> int:
         """The median iteration: lower median by duration (stable), -1 if none.  The one
-        "median" every view compares against (the breakdown uses the same rule)."""
+        "median" every surface shows and compares against (the breakdown uses the same
+        rule on the same durations; :mod:`.figures`)."""
         return lower_median_index(self.durations)
 
     def device_step_times(self) -> np.ndarray | None:
@@ -148,6 +149,8 @@ class Iterations:
             "reason": self.reason,
             "steady_state_from": int(self.steady_state_from) if len(self) else None,
             "device_lags_host": bool(self.device_lags),
+            "median_iteration": self.median_index if len(self) else None,
+            "median_us": us(int(self.durations[self.median_index])) if len(self) else None,
             "periodic_extras": [x.to_dict() for x in self.periodic_extras],
             "items": [self._item(i) for i in range(len(self))],
         }

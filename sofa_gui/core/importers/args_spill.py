@@ -31,7 +31,7 @@ def spill_dir() -> str | None:
     """The cache dir (on disk, unlike a tmpfs /tmp), or the default temp dir."""
     try:
         d = store.cache_root()
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache root is private
         return str(d)
     except OSError:
         return None

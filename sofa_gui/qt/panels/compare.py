@@ -6,8 +6,8 @@ then :func:`sofa_gui.core.analysis.diff.diff_analyses` gives the speed-up, the
 verdict (mean / p90 / steady-state iteration, slow iterations a median hides, the open
 run's prediction against the measured gain), the per-category deltas, findings
 resolved / new / persisting and the kernels and ops whose time per iteration changed
-most, shown as tables, with both runs' iteration times
-as a strip chart (one dot per iteration, the median as a bar).
+most (paired by normalised name, new and removed ones marked), shown as tables,
+with both runs' iteration times as a strip chart (one dot per iteration, the median as a bar).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
 from ..worker import Worker
-from .common import plain_label, set_muted
+from .common import TailElideDelegate, plain_label, set_muted
 
 RUN_COLORS = ("#4C72B0", "#DD8452")  # this run, the other run
 
@@ -68,7 +68,7 @@ class ComparePanel(QWidget):
         self.chart.getAxis("bottom").setLabel("iteration time (ms)")
         self.categories = _table(("Category", "This run", "Other run", "Δ"))
         self.findings = _table(("Finding", "Status", "Share this → other", "Predicted"))
-        self.changes = _table(("Kind", "Name", "This run", "Other run", "Δ"))
+        self.changes = _table(("Kind", "Name", "This run", "Other run", "Δ", "Status"))
         self.verdict = QPlainTextEdit(self)  # plain text: trace names are untrusted
         self.verdict.setReadOnly(True)
         self.verdict.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
@@ -88,6 +88,10 @@ class ComparePanel(QWidget):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(80, 60)
+
+    def has_content(self) -> bool:
+        """A comparison is shown (the window never opens on an empty Compare)."""
+        return self.result is not None
 
     # -- requests --------------------------------------------------------------------------
     def compare_with(self, path: str | Path) -> None:
@@ -173,7 +177,7 @@ class ComparePanel(QWidget):
                 for status in ("resolved", "new", "persisting") for x in f.get(status, [])]
         _fill(self.findings, rows)
         rows = [(c["kind"], c["name"], _us(c["before_us"]), _us(c["after_us"]),
-                 _delta(c["delta_us"])) for c in d["top_changes"]]
+                 _delta(c["delta_us"]), c.get("status", "")) for c in d["top_changes"]]
         _fill(self.changes, rows)
 
     def iteration_times(self) -> list[np.ndarray]:
@@ -214,7 +218,9 @@ def _table(headers) -> QTableWidget:
     t.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     hdr = t.horizontalHeader()
     hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    hdr.setSectionResizeMode(1 if headers[1] == "Name" else 0, QHeaderView.ResizeMode.Stretch)
+    key = 1 if headers[1] == "Name" else 0
+    hdr.setSectionResizeMode(key, QHeaderView.ResizeMode.Stretch)
+    t.setItemDelegateForColumn(key, TailElideDelegate(t))
     return t
 
 

@@ -13,7 +13,6 @@ Each fix row has a slot for action widgets (:meth:`FindingCard.add_fix_action`,
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -50,36 +49,6 @@ class SeverityBadge(QLabel):
         self.setStyleSheet(f"QLabel {{ background: {color}; color: white; border-radius: 3px;"
                            " padding: 1px 4px; font-weight: bold; font-size: 7pt; }")
         self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-
-
-class ElidedLabel(QLabel):
-    """A one-line plain-text label that elides what does not fit (at ``mode``), with the
-    full text in its tooltip; ``text()`` returns the full text."""
-
-    def __init__(self, text: str = "", parent=None, mode=Qt.TextElideMode.ElideRight):
-        super().__init__(parent)
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        self.mode = mode
-        self._full = ""
-        self.setMinimumWidth(20)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.setText(text)
-
-    def setText(self, text: str) -> None:  # noqa: N802
-        self._full = str(text)
-        self.setToolTip(literal_html(self._full))
-        self._elide()
-
-    def text(self) -> str:
-        return self._full
-
-    def resizeEvent(self, event) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        fm = QFontMetrics(self.font())
-        super().setText(fm.elidedText(self._full, self.mode, max(self.width(), 20)))
 
 
 def headline(f: Finding) -> str:
@@ -135,7 +104,8 @@ class FindingCard(QFrame):
         lay.setContentsMargins(6, 4, 6, 4)
         lay.setSpacing(2)
         lay.addWidget(self._build_head(finding, rank))
-        self.preview = ElidedLabel(_first_sentence(finding.summary), self)
+        # the summary's first sentence: the card reads at a glance while closed
+        self.preview = plain_label(_first_sentence(finding.summary), self, wrap=True)
         set_muted(self.preview)
         lay.addWidget(self.preview)
         self.body = QWidget(self)
@@ -154,17 +124,21 @@ class FindingCard(QFrame):
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(4)
         self.arrow = QLabel("▸", self.head)
-        row.addWidget(self.arrow)
-        row.addWidget(SeverityBadge(f.severity, self.head))
-        self.title = ElidedLabel(f"{rank}. {f.title}", self.head)
-        bold = self.title.font()
-        bold.setBold(True)
-        self.title.setFont(bold)
+        top = Qt.AlignmentFlag.AlignTop
+        row.addWidget(self.arrow, 0, top)
+        row.addWidget(SeverityBadge(f.severity, self.head), 0, top)
+        # the card's place is its rank; a long title wraps under itself, never cut
+        self.title = plain_label(f.title, self.head, bold=True, wrap=True)
+        self.title.setToolTip(literal_html(f"{rank}. {f.title}"))
         row.addWidget(self.title, 1)
         self.figures = QLabel(headline(f), self.head)
+        self.figures.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
         self.figures.setTextFormat(Qt.TextFormat.PlainText)
-        self.figures.setToolTip(literal_html(numbers_text(f)))
-        row.addWidget(self.figures)
+        self.figures.setToolTip(literal_html("share · speed-up · confidence\n" + numbers_text(f)))
+        small = self.figures.font()
+        small.setPointSizeF(small.pointSizeF() * 0.85)
+        self.figures.setFont(small)
+        row.addWidget(self.figures, 0, top)
         self.head.clicked.connect(self.toggle)
         return self.head
 

@@ -53,6 +53,10 @@ class RanksPanel(QWidget):
         bd = self.session.breakdown
         return getattr(bd, "ranks", None) if bd is not None else None
 
+    def has_content(self) -> bool:
+        """The open trace has ranks to compare."""
+        return self.ranks is not None
+
     def _reload(self) -> None:
         self.measure.blockSignals(True)
         self.measure.clear()
