@@ -7,7 +7,7 @@ CLI, the app's loader child) and the process runs one thread, :func:`analyze`
 lets that check run in a ``fork`` child, which sees the trace copy-on-write, and
 takes its result after the last step. Anything that goes wrong in the child means
 the work is done in-process after all: the result is the same either way. Results
-travel as the analysis cache's msgpack codec (``sofa_gui`` classes only), never pickle.
+travel as the analysis cache's data-only msgpack codec (:mod:`.codec`), never pickle.
 """
 
 from __future__ import annotations
