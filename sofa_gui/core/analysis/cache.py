@@ -30,7 +30,7 @@ import msgspec
 
 from ..cache_dir import private_file_problem
 from ..errors import one_line
-from .codec import Unsupported, decode, encode, result_types
+from .codec import Unsupported, dumps, loads, result_types
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +75,11 @@ def load(entry: Path | None, options: dict):
     try:
         if problem is not None:
             raise Unsupported(problem)
-        result = decode(msgspec.msgpack.decode(_body(data)))
+        result = loads(_body(data))
         if type(result) is not result_types()["Analysis"]:
             raise Unsupported("not an analysis")
         return result
-    except (Unsupported, msgspec.DecodeError) as exc:  # recomputed, never fatal
+    except Unsupported as exc:  # recomputed, never fatal
         log.warning("dropping analysis cache %s: %s", f.name, one_line(str(exc), 200))
         with contextlib.suppress(OSError):
             f.unlink(missing_ok=True)
@@ -107,7 +107,7 @@ def save(entry: Path | None, options: dict, results) -> bool:
         return False
     target = entry_file(entry, options)
     try:
-        body = msgspec.msgpack.encode(encode(results))
+        body = dumps(results)
         data = MAGIC + hashlib.sha256(body).digest() + body
         fd, tmp = tempfile.mkstemp(prefix=".tmp-analysis-", dir=entry)
         try:

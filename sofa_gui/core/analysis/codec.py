@@ -17,6 +17,7 @@ import dataclasses
 import enum
 import functools
 
+import msgspec
 import numpy as np
 
 
@@ -79,6 +80,21 @@ def encode(obj):
     if type(obj) in (set, frozenset):
         return ["Z" if type(obj) is set else "F", [encode(v) for v in obj]]
     raise Unsupported(f"cannot store a {type(obj).__qualname__}")
+
+
+def dumps(obj) -> bytes:
+    """``obj`` encoded (:func:`encode`) as msgpack bytes."""
+    return msgspec.msgpack.encode(encode(obj))
+
+
+def loads(data: bytes):
+    """The value :func:`dumps` wrote; :class:`Unsupported` for any other bytes (not
+    msgpack, nested too deep, or an encoding :func:`decode` refuses)."""
+    try:
+        node = msgspec.msgpack.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise Unsupported(f"not readable msgpack ({type(exc).__name__})") from None
+    return decode(node)
 
 
 def decode(node):
