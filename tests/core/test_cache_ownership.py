@@ -209,3 +209,11 @@ def test_a_folder_record_follows_every_file(tmp_path):
     (folder / "b.txt").write_bytes(b"y" * 3000)
     os.utime(folder / "b.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
     assert not record_matches(record, folder)
+
+
+@pytest.mark.parametrize("manifest", ["[" * 100_000, '{"source": [1]}', "not json", "[]"])
+def test_unreadable_manifest_is_dropped(root, trace_file, manifest):
+    load_trace(trace_file)
+    (entry,) = _entries(root)
+    (entry / "manifest.json").write_text(manifest)
+    assert store.load_cached(trace_file) is None and not entry.exists()
