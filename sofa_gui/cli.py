@@ -24,6 +24,8 @@ EXAMPLES = """examples:
   sofa-gui report trace.json.gz -o report.html
   sofa-gui diff before.json.gz after.json.gz   did the fix work?
   sofa-gui diff b1.json a1.json b2.json a2.json b3.json a3.json   the same, repeated runs
+  sofa-gui sql trace.json.gz "SELECT name, count(*) FROM kernels GROUP BY 1"
+  sofa-gui calltree trace.json.gz --iteration 2    call tree of the main thread
   sofa-gui fleet runs/job42/ --json               every rank of a run on a Dask cluster
   sofa-gui record -o run1 --torch -- python train.py
   sofa-gui try --fix loader-workers -- python train.py   apply a fix, measure it
@@ -31,7 +33,8 @@ EXAMPLES = """examples:
 
 exit codes: 0 ok, 1 internal error, 2 bad input or usage; `record` returns the command's code.
 """
-COMMANDS = ("analyze", "stats", "report", "diff", "fleet", "record", "try", "view", "demo")
+COMMANDS = ("analyze", "stats", "sql", "calltree", "report", "diff", "fleet", "record", "try",
+            "view", "demo")
 
 
 SIZE_HELP = ("window size WxH (default: the size last used on a screen of this size, else "
@@ -64,15 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("path", help="trace file or folder")
     st.add_argument("--kind", choices=("kernel", "op", "copy", "collective"), default="kernel",
                     help="what to tabulate (default: kernel)")
-    where = st.add_mutually_exclusive_group()
-    where.add_argument("--iteration", type=int, metavar="N",
-                       help="only iteration N (0-based, as `analyze` numbers them)")
-    where.add_argument("--steady", action="store_true",
-                       help="all iterations but the first (warm-up)")
-    where.add_argument("--range", metavar="START:END",
-                       help="a time range from the trace start, as every text output shows "
-                            "times: 120ms:250ms (units ns, us, ms, s; bare numbers are µs); "
-                            "abs:START:END for the trace's own clock (µs, as in --json)")
+    _window_args(st)
     st.add_argument("--top", type=int, default=20, metavar="K",
                     help="rows to print (default 20; 0 = all)")
     fmt = st.add_mutually_exclusive_group()
@@ -80,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="print CSV")
     st.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(st)
+
+    _sql_parser(sub)
+    _calltree_parser(sub)
 
     r = sub.add_parser("report", help="write an HTML or Markdown performance report")
     r.add_argument("path", help="trace file or folder")
@@ -133,6 +131,66 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _window_args(p: argparse.ArgumentParser) -> None:
+    """--iteration N | --steady | --range A:B (``stats`` and ``calltree``)."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--iteration", type=int, metavar="N",
+                       help="only iteration N (0-based, as `analyze` numbers them)")
+    where.add_argument("--steady", action="store_true",
+                       help="all iterations but the first (warm-up)")
+    where.add_argument("--range", metavar="START:END",
+                       help="a time range from the trace start, as every text output shows "
+                            "times: 120ms:250ms (units ns, us, ms, s; bare numbers are µs); "
+                            "abs:START:END for the trace's own clock (µs, as in --json)")
+
+
+def _sql_parser(sub) -> None:
+    q = sub.add_parser("sql", help="run a SQL query over the trace's tables (DuckDB)",
+                       description="Run one read-only SELECT over the trace's tables: slices, "
+                       "lanes, iterations, flows, counters, findings and the views kernels, ops, "
+                       "copies, collectives (--schema lists their columns; docs/sql.md). Times "
+                       "are µs on the trace's clock. Refused or failing statements print one "
+                       "line and exit 2.",
+                       epilog="examples:\n  sofa-gui sql trace.json.gz \"SELECT count(*) FROM "
+                       "slices\"\n  sofa-gui sql trace.json.gz \"SELECT short_name(name), "
+                       "sum(dur_us) FROM kernels WHERE iteration = 3 GROUP BY 1 ORDER BY 2 DESC "
+                       "LIMIT 10\"\n  sofa-gui sql trace.json.gz --schema",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("path", help="trace file or folder")
+    q.add_argument("query", nargs="?", help="one SELECT statement")
+    q.add_argument("--schema", action="store_true", help="print the tables and columns")
+    fmt = q.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON document")
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    q.add_argument("--max-rows", type=int, default=1000, metavar="N",
+                   help="rows to print at most (default 1000; 0 = all)")
+    q.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    _iter_arg(q)
+
+
+def _calltree_parser(sub) -> None:
+    c = sub.add_parser("calltree", help="call tree (top-down or bottom-up) of a thread",
+                       description="Nest the slices of a CPU thread (or all threads of a rank) "
+                       "by their parents and sum them per call path: total, self, count and "
+                       "share of the scope's top-level time. Default: the main thread over "
+                       "the whole trace. See docs/calltree.md.",
+                       epilog="examples:\n  sofa-gui calltree trace.json.gz --iteration 2\n"
+                       "  sofa-gui calltree trace.json.gz --steady --bottom-up --depth 3\n"
+                       "  sofa-gui calltree trace.json.gz --lane \"rank 0\" --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("path", help="trace file or folder")
+    _window_args(c)
+    c.add_argument("--lane", metavar="NAME",
+                   help="a CPU lane by name (or part of it), or \"rank N\" for all threads "
+                        "of rank N (default: the main thread)")
+    c.add_argument("--bottom-up", action="store_true",
+                   help="callers of each function instead of callees")
+    c.add_argument("--depth", type=int, metavar="D", help="levels to print (default: all)")
+    c.add_argument("--json", action="store_true", help="print one JSON document")
+    c.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    _iter_arg(c)
+
+
 def _iter_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iterations", choices=("auto", "annotations", "pattern"), default="auto",
                    help="how to find iterations (default: annotations if present)")
@@ -181,7 +239,7 @@ def gui_main() -> int:
 
 #: Commands that only read traces and print or write one file (closed before they return):
 #: nothing of theirs needs the interpreter's teardown.
-QUICK_EXIT = ("analyze", "stats", "report", "diff")
+QUICK_EXIT = ("analyze", "stats", "sql", "calltree", "report", "diff")
 
 
 def entry() -> None:
@@ -219,6 +277,10 @@ def _dispatch(args) -> int:
         return _cmd_analyze(args)
     if args.command == "stats":
         return _cmd_stats(args)
+    if args.command == "sql":
+        return _cmd_sql(args)
+    if args.command == "calltree":
+        return _cmd_calltree(args)
     if args.command == "report":
         return _cmd_report(args)
     if args.command == "diff":
@@ -333,6 +395,71 @@ def _range_shape_ok(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _cmd_sql(args) -> int:
+    from .core.query import output
+    from .core.query.db import QueryError, TraceDB, refuse_early
+    from .core.query.schema import schema_lines
+
+    if args.schema:
+        _print_lines(schema_lines())
+        return 0
+    if args.query is None:
+        return _usage_error("sql needs a QUERY (or --schema)")
+    if args.max_rows < 0:
+        return _usage_error(f"--max-rows must be >= 0, not {args.max_rows}")
+    try:
+        refuse_early(args.query)  # a refused statement is refused before the trace loads
+    except QueryError as exc:
+        _error(f"{exc}")
+        return 2
+    import threading
+
+    from .core.query.db import preload
+
+    warm = threading.Thread(target=preload, daemon=True)  # imports while the trace loads
+    warm.start()
+    trace, analysis = _load_and_analyze(args.path, args)
+    warm.join()
+    try:
+        res = TraceDB(trace, analysis).run(args.query, max_rows=args.max_rows or None)
+    except QueryError as exc:
+        _error(f"{exc}")
+        return 2
+    if args.json:
+        output.write_json(res, sys.stdout)
+    elif args.csv:
+        output.write_csv(res, sys.stdout)
+    else:
+        _print_lines(output.result_text(res))
+    return 0
+
+
+def _cmd_calltree(args) -> int:
+    from .core.analysis import calltree
+    from .core.units import RANGE_SYNTAX, parse_time_range
+
+    if args.range and not _range_shape_ok(args.range):
+        return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
+    if args.depth is not None and args.depth < 1:
+        return _usage_error(f"--depth must be >= 1, not {args.depth}")
+    trace, analysis = _load_and_analyze(args.path, args)
+    try:
+        window = (parse_time_range(args.range, trace.start_ns, trace.end_ns)
+                  if args.range else None)
+        scope = calltree.scope_of(analysis.iterations, args.iteration, args.steady, window)
+        lanes, lane_label = calltree.pick_lanes(trace, args.lane)
+    except (IndexError, ValueError) as exc:
+        _error(f"{args.path}: {exc}")
+        return 2
+    tree = calltree.build(trace, lanes, scope, bottom_up=args.bottom_up, lane_label=lane_label)
+    if args.json:
+        json.dump(tree.to_dict(args.depth), sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        _print_lines(calltree.tree_text(tree, args.depth))
+    return 0
 
 
 def _usage_error(msg: str) -> int:

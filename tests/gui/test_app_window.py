@@ -510,7 +510,7 @@ def test_one_dock_table_builds_docks_view_menu_and_reset_layout(qtbot, settings,
 
     assert [d.key for d in dock_specs()] == ["findings", "details", "iterations", "breakdown",
                                             "statistics", "tfdata", "ranks", "markers",
-                                            "compare"]
+                                            "compare", "query", "calltree"]
     extra = DockSpec("extra", "Extra panel", "bottom", 30, 200, lambda s: QLabel("extra"))
     monkeypatch.setattr(main_window, "dock_specs", lambda: [*dock_specs(), extra])
     win = main_window.MainWindow(settings, restore_state=False)
