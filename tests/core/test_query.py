@@ -78,6 +78,10 @@ def test_args_and_slice_ids(trace, db):
     for i, ext in res.rows:
         assert ext == str(trace.args.get(int(trace.slices.args[i]))["External id"])
     np.testing.assert_array_equal(res.slice_ids, sorted(r[0] for r in res.rows))
+    none = int(np.flatnonzero(trace.slices.args < 0)[0])
+    assert db.run(f"SELECT args FROM slices WHERE id = {none}").rows == [(None,)]
+    assert db.run("SELECT count(args) FROM slices").rows == [(int((trace.slices.args >= 0)
+                                                                  .sum()),)]
     assert db.run("SELECT id FROM lanes").slice_ids is None  # a lane id is no slice id
     assert db.run("SELECT count(*) FROM slices").slice_ids is None
 

@@ -131,7 +131,7 @@ class TraceDB:
         self.con.create_function("short_name", short_name, ["VARCHAR"], "VARCHAR",
                                  side_effects=False)
         self.con.create_function("slice_args", slice_args, ["BIGINT"], "VARCHAR",
-                                 side_effects=False)
+                                 null_handling="special", side_effects=False)
 
     def _register(self, analysis) -> None:
         iters = getattr(analysis, "iterations", None)

@@ -28,11 +28,15 @@ class QueryError(Exception):
 
 
 def one_line(exc: BaseException | str, limit: int = 400) -> str:
-    """An engine message as one line: its first line ("Catalog Error: ..."), cut to
-    ``limit`` characters. DuckDB's hint lines (LINE 1: / caret) are dropped."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    """An engine message as one line: its lines joined, DuckDB's position hint (``LINE 1:``
+    and the caret under it) dropped, cut to ``limit`` characters."""
+    lines = []
+    for line in str(exc).splitlines():
+        if line.startswith("LINE ") or not line.strip() or set(line.strip()) <= {"^"}:
+            continue
+        lines.append(" ".join(line.split()))
+    text = " ".join(lines) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def check(con, sql: str) -> set[str]:
