@@ -36,12 +36,12 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import (  # noqa: E402  (benchmarks share helpers by path)
-    _STEP,
     SAMPLE,
-    _cli,
-    _cli_env,
-    _tile_event,
-    _tile_shift,
+    STEP_NAME,
+    cli_env,
+    run_cli,
+    tile_event,
+    tile_shift,
     write_tiled,
 )
 
@@ -51,16 +51,16 @@ SPARSE_ID_STEP = 10_000_000
 def _sparse_events(copies: int) -> tuple[dict, list]:
     doc = msgspec.json.decode(gzip.decompress(SAMPLE.read_bytes()))
     events = doc.pop("traceEvents")
-    span, _ = _tile_shift(events)
+    span, _ = tile_shift(events)
     out = []
     for k in range(copies):
         for e in events:
             if k and e.get("ph") == "M":
                 continue
-            e = _tile_event(e, k * span, k * SPARSE_ID_STEP) if k else dict(e)
+            e = tile_event(e, k * span, k * SPARSE_ID_STEP) if k else dict(e)
             if isinstance(e.get("name"), str):
-                e["name"] = _STEP.sub(lambda m, k=k: f"ProfilerStep#{1000 * (k + 1) + int(m[1])}",
-                                      e["name"])
+                e["name"] = STEP_NAME.sub(
+                    lambda m, k=k: f"ProfilerStep#{1000 * (k + 1) + int(m[1])}", e["name"])
             out.append(e)
     return doc, out
 
@@ -120,19 +120,19 @@ def _json_load(path: Path) -> float:
 def measure(files: list[tuple[str, Path]], repeat: int) -> dict[str, dict[str, float]]:
     best: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="sofa-bench-pyc-") as pyc:
-        env = _cli_env(Path(pyc))
-        one = _cli_env(Path(pyc), SOFA_GUI_DECODE_PARTS="1")
+        env = cli_env(Path(pyc))
+        one = cli_env(Path(pyc), SOFA_GUI_DECODE_PARTS="1")
         with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
-            _cli(SAMPLE, Path(cache), "--no-cache", env=env)  # compiles the bytecode
+            run_cli(SAMPLE, Path(cache), "--no-cache", env=env)  # compiles the bytecode
         for _ in range(repeat):
             for label, path in files:
                 row = best.setdefault(label, {})
                 with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
                     runs = {"json": _json_load(path),
-                            "default": _cli(path, Path(cache), "--no-cache", env=env)["wall"],
-                            "one": _cli(path, Path(cache), "--no-cache", env=one)["wall"]}
-                    _cli(path, Path(cache), env=env)  # writes the cache
-                    runs["cached"] = _cli(path, Path(cache), env=env)["wall"]
+                            "default": run_cli(path, Path(cache), "--no-cache", env=env)["wall"],
+                            "one": run_cli(path, Path(cache), "--no-cache", env=one)["wall"]}
+                    run_cli(path, Path(cache), env=env)  # writes the cache
+                    runs["cached"] = run_cli(path, Path(cache), env=env)["wall"]
                 for k, v in runs.items():
                     row[k] = min(row.get(k, v), v)
     return best

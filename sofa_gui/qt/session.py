@@ -21,7 +21,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from ..app import jobs
-from ..app.fleet_jobs import FleetEvent
+from ..app.events import AnalysisReady, FleetDone, FleetRankDone, FleetStarted, TraceReady
 from ..core.analysis.pipeline import PARTS, Analysis, Options
 from ..core.trace import Trace
 from ..view.search import SearchQuery, find_matches
@@ -32,15 +32,23 @@ from .worker import Worker
 log = logging.getLogger(__name__)
 
 
+def part_signal_name(part: str) -> str:
+    """The session signal emitted when ``analysis.<part>`` is ready."""
+    return f"{part}_changed"
+
+
 class Session(QObject):
     """Trace + analysis + selection + search; see the module docstring."""
 
     loading_started = Signal(str)  # path
     trace_changed = Signal()  # a new trace is shown (analysis not yet ready)
-    # one ``<part>_changed`` signal per Analysis field (iterations_changed, ...): see on_analysis
-    for _part in PARTS:
-        locals()[f"{_part}_changed"] = Signal()
-    del _part
+    # one ``<part>_changed`` signal per Analysis field, emitted when that part is ready
+    # (tests/gui/test_session_events.py checks that every part of PARTS has one)
+    iterations_changed = Signal()
+    breakdown_changed = Signal()
+    findings_changed = Signal()
+    run_changed = Signal()
+    input_pipeline_changed = Signal()
     analysis_finished = Signal()  # every analysis step of the current request is done
     load_failed = Signal(str, str)  # path, reason
     job_crashed = Signal(str)  # a bug in a background step, with its message
@@ -165,7 +173,7 @@ class Session(QObject):
     def _part_signal(self, part: str):
         if part not in PARTS:
             raise ValueError(f"no analysis part {part!r}; parts: {', '.join(PARTS)}")
-        return getattr(self, f"{part}_changed")
+        return getattr(self, part_signal_name(part))
 
     @property
     def iterations(self):
@@ -350,24 +358,27 @@ class Session(QObject):
         self.match_changed.emit()
         self.select_slice(int(self.matches[self.match_pos]), reveal=True)
 
-    # -- worker results -----------------------------------------------------------
-    def _on_result(self, result) -> None:
-        if isinstance(result, jobs.TraceReady):
-            self._set_trace(result.trace, result.prepared)
-            return
-        if isinstance(result, FleetEvent):
-            self._on_fleet(result)
-            return
-        self.analysis = result.analysis
-        if result.part == "iterations":
+    # -- worker results: one handler per event type (``_HANDLERS``) ---------------------
+    def _on_result(self, event) -> None:
+        handler = self._HANDLERS.get(type(event))
+        if handler is None:
+            raise TypeError(f"no session handler for a {type(event).__name__} event")
+        handler(self, event)
+
+    def _on_trace_ready(self, ev: TraceReady) -> None:
+        self._set_trace(ev.trace, ev.prepared)
+
+    def _on_analysis_ready(self, ev: AnalysisReady) -> None:
+        self.analysis = ev.analysis
+        if ev.part == "iterations":
             it = self.analysis.iterations
             self.view.select_iteration(-1)
             self.view.set_iterations(it.starts, it.ends)
-        self._part_signal(result.part).emit()
-        if (result.part == "findings" and self.selected_rank < 0
+        self._part_signal(ev.part).emit()
+        if (ev.part == "findings" and self.selected_rank < 0
                 and len(self.trace.meta.ranks) > 1):
             self.select_rank(self.finding_rank())
-        if result.part == "iterations" and self._want_iteration:
+        if ev.part == "iterations" and self._want_iteration:
             self._select_wanted(self.analysis.iterations)
 
     def _select_wanted(self, it) -> None:
@@ -380,17 +391,26 @@ class Session(QObject):
         if 0 <= i < len(it):
             self.select_iteration(i)
 
-    def _on_fleet(self, ev: FleetEvent) -> None:
-        if ev.kind == "start":
-            self.fleet_path, self.fleet_files = ev.payload
-            self.fleet_summaries, self.fleet = [], None
-            self.fleet_started.emit()
-        elif ev.kind == "rank":
-            self.fleet_summaries.append(ev.payload)
-            self.fleet_rank_done.emit(ev.payload)
-        else:
-            self.fleet = ev.payload
-            self.fleet_changed.emit()
+    def _on_fleet_started(self, ev: FleetStarted) -> None:
+        self.fleet_path, self.fleet_files = ev.path, list(ev.files)
+        self.fleet_summaries, self.fleet = [], None
+        self.fleet_started.emit()
+
+    def _on_fleet_rank(self, ev: FleetRankDone) -> None:
+        self.fleet_summaries.append(ev.summary)
+        self.fleet_rank_done.emit(ev.summary)
+
+    def _on_fleet_done(self, ev: FleetDone) -> None:
+        self.fleet = ev.result
+        self.fleet_changed.emit()
+
+    _HANDLERS = {
+        TraceReady: _on_trace_ready,
+        AnalysisReady: _on_analysis_ready,
+        FleetStarted: _on_fleet_started,
+        FleetRankDone: _on_fleet_rank,
+        FleetDone: _on_fleet_done,
+    }
 
     def _set_trace(self, trace: Trace, prepared=None) -> None:
         if not self.open_ranks and (self.fleet_path or self.fleet is not None):

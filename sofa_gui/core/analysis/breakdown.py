@@ -141,11 +141,6 @@ class TraceBreakdown:
         """{category: ns} of iteration ``i``."""
         return dict(zip(self.categories(side), self.times(side)[i].tolist()))
 
-    def median_breakdown(self, side: str | None = None) -> dict[str, int]:
-        """{category: ns} of the median iteration."""
-        m = self.median_iteration
-        return self.iteration_breakdown(m, side) if m >= 0 else {}
-
     def dominant_category(self, i: int, side: str | None = None) -> str:
         """The category with the most time in iteration ``i`` ("" when nothing is known)."""
         t = self.times(side)

@@ -388,7 +388,7 @@ def _time_lines(result: dict) -> list[str]:
             continue  # the same as the mean
         if ia.get(key) and ib.get(key) and sp.get(key):
             lines.append(f"{label} iteration: {_f(ia[key])} -> {_f(ib[key])}  "
-                         f"({_times(sp[key])})" + _left_out(ia, ib, key))
+                         f"({speed_phrase(sp[key])})" + _left_out(ia, ib, key))
     return lines
 
 
@@ -453,7 +453,8 @@ def _left_out(ia: dict, ib: dict, key: str) -> str:
     return f"; warm-up / periodic iterations left out: {'; '.join(parts)}" if parts else ""
 
 
-def _times(sp: float) -> str:
+def speed_phrase(sp: float) -> str:
+    """"1.25x faster" / "1.25x slower" for a speed-up ratio ``sp``."""
     return f"{sp:.2f}x faster" if sp >= 1 else f"{1 / sp:.2f}x slower"
 
 

@@ -84,9 +84,6 @@ class WrapLabel(QLabel):
             got = sizes[key] = compute()
         return got
 
-    def forget_sizes(self) -> None:
-        self._sizes = None
-
     def setText(self, text: str) -> None:  # noqa: N802
         self._raw = str(text)
         self._sizes = None

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...app import jobs
+from ...app.events import CompareReady
 from ...core.analysis.palette import label_of
 from ...core.units import fmt_ns
 from ...view.tooltip import literal_html
@@ -116,7 +117,7 @@ class ComparePanel(QWidget):
 
     # -- results -----------------------------------------------------------------------------
     def _on_result(self, result) -> None:
-        if not isinstance(result, jobs.CompareReady) or self.session.trace is None:
+        if not isinstance(result, CompareReady) or self.session.trace is None:
             return
         from ...core.analysis.diff import diff_analyses
 

@@ -195,7 +195,7 @@ class _Table(QTableView):
 
     def fit_columns(self) -> None:
         hdr = self.horizontalHeader()
-        step_pref, dom_pref = self.text_widths
+        step_pref, _dom_pref = self.text_widths
         # a narrow table drops Start (the timeline shows where) before it cuts the steps
         numbers = sum(hdr.sectionSize(c) for c in (0, 3, 4))
         wanted = numbers + self.start_width + step_pref + 50

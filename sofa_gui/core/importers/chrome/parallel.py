@@ -48,10 +48,10 @@ from ...errors import TraceFormatError
 from ...idle_work import idle_work_pending, run_idle_work
 from ...progress import NullProgress, Progress
 from ...trace import LoadStats
-from ..args_spill import ArgsSpill, _spill_dir, part_array
+from ..args_spill import ArgsSpill, part_array, spill_dir
 from ..source_args import on_demand
 from .cores import parallel_pays, usable_cpus
-from .decode import _SEP, EventStream
+from .decode import OBJECT_SEP, EventStream
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileData, FileReader, LaneInfo
 
@@ -180,7 +180,7 @@ def _boundaries(mm, first: int, chunk: int) -> list[tuple[int, int]]:
     each piece ends at the first ``},{`` at least ``chunk`` bytes past its start."""
     out, start = [], first
     while True:
-        m = _SEP.search(mm, start + chunk)
+        m = OBJECT_SEP.search(mm, start + chunk)
         if m is None:
             return out
         out.append((m.start() + 1, m.end() - 1))
@@ -457,7 +457,7 @@ def _stop(pool) -> None:
 
 
 def _spill_file(prefix: str = "sofa-args-part-") -> str:
-    fd, name = tempfile.mkstemp(prefix=prefix, dir=_spill_dir())
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=spill_dir())
     os.close(fd)
     return name
 
