@@ -23,7 +23,7 @@ Rules (shares are fractions of the analysed time that has the needed counters):
   ``sum(w * (1 - sm/100)) / sum(w)``.
 * ``cpu_contention`` -- ``contention`` intervals; share as above when the run uses
   a GPU, otherwise half of their time (assumes the program would at least double
-  its CPU with the machine to itself, the :data:`.device_rules.COMPUTE_GAIN` rule).
+  its CPU with the machine to itself, the :data:`.compute_rules.COMPUTE_GAIN` rule).
 * ``cpu_bound`` -- ``single_thread`` intervals of a run that uses no GPU; share:
   half of their time (spreading the work over two cores halves it).
 
@@ -43,8 +43,8 @@ from ...units import fmt_pct as _pct
 from ..counter_signals import HostSignals, host_signals
 from ..host_side import window_of
 from ..results import Cause, Evidence, Finding
+from .compute_rules import COMPUTE_GAIN
 from .context import MAX_EVIDENCE, Ctx, make_finding
-from .device_rules import COMPUTE_GAIN
 from .registry import RULES, counter_rule, declare
 
 declare("cpu_contention", "CPU contention from other processes", 0.05, 0.20,

@@ -14,7 +14,7 @@ from ..host_side import window_of
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import Ctx, make_finding
-from .registry import rule
+from .registry import Rule, rule
 from .work import extra_calls_share, grown_work, one_off_calls, outermost
 
 #: Warm-up whose extra host time is under this fraction extra calls is a slow start.
@@ -24,8 +24,9 @@ SLOW_START = "warm-up makes the same calls as later steps, slower: a slow start,
 
 
 @rule("startup_cost", "One-off start-up work (no per-step gain)", 0.05, 0.20,
-      "fraction of the profiled time; one-off work never speeds up a step", per_step=False)
-def startup_cost(ctx: Ctx) -> Finding | None:
+      "fraction of the profiled time; one-off work never speeds up a step", per_step=False,
+      factors={"slow_start": 0.5})
+def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     s = ctx.trace.slices
     warm = ctx.ph.warmup
@@ -78,11 +79,11 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                     f"lack, and no compile or set-up call is among them): a slow start of "
                     f"the profile (profiler start-up, cold caches, CPU clock) as much as "
                     f"one-off work of the program.")
-        assumption, notes = 0.5, (SLOW_START,)
+        assumption, notes = spec.factor("slow_start"), (SLOW_START,)
     # warm-up excess rests on the iterations: when it is most of the finding, uncertain
     # iterations make it uncertain too (one-off calls are measured from the events)
     direct = not (warm_ns > extra_ns and ctx.iters_uncertain is not None)
-    return make_finding(ctx, "startup_cost", share, summary, evidence, speedup=None,
+    return make_finding(ctx, spec, share, summary, evidence, speedup=None,
                         causes=causes, one_off_ns=int(total), direct=direct,
                         assumption=assumption, notes=notes,
                         tentative=SLOW_START if notes else "")
@@ -113,8 +114,9 @@ def _one_off_events(ctx: Ctx) -> np.ndarray:
 
 
 @rule("periodic_extra", "Extra work every few iterations (checkpoint, eval, logging)",
-      0.05, 0.20, "same grading as iteration jitter, on the time the extra iterations add")
-def periodic_extra(ctx: Ctx) -> Finding | None:
+      0.05, 0.20, "same grading as iteration jitter, on the time the extra iterations add",
+      factors={"seen_once": 0.6})
+def periodic_extra(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     ex = ctx.ph.extras
     r = ctx.rows
@@ -136,8 +138,9 @@ def periodic_extra(ctx: Ctx) -> Finding | None:
                f"The causes are the work those iterations do on top of a normal step "
                f"(checkpointing, evaluation, logging).")
     conf_note = () if len(ex) >= 2 else ("seen once",)
-    return make_finding(ctx, "periodic_extra", share, summary, evidence, causes=causes,
-                        notes=conf_note, assumption=1.0 if len(ex) >= 2 else 0.6)
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        notes=conf_note,
+                        assumption=1.0 if len(ex) >= 2 else spec.factor("seen_once"))
 
 
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
@@ -166,8 +169,9 @@ def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
-      "same grading as input-bound; tiny = outermost op <= 50 µs, >= 200 per iteration")
-def op_overhead_bound(ctx: Ctx) -> Finding | None:
+      f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
+      f"{MIN_TINY_PER_STEP} per iteration", factors={"batched_op_cheap": 0.7})
+def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
@@ -199,8 +203,9 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
                f"the math. The estimate removes that time and assumes the batched op costs "
                f"little; the rest of the step stays. Under the profiler each op also carries "
                f"the profiler's own cost, so the unprofiled gain is larger.")
-    return make_finding(ctx, "op_overhead_bound", share, summary, evidence, causes=causes,
-                        assumption=0.7, notes=("assumes the batched op is cheap",))
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        assumption=spec.factor("batched_op_cheap"),
+                        notes=("assumes the batched op is cheap",))
 
 
 #: A gap this long between two ops of a tight loop, with no op open, on a machine whose
@@ -275,8 +280,9 @@ def _burst_cost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 @rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
-      0.03, 0.15, "synchronisation thresholds; >= 16 reads per iteration make a loop")
-def host_reads_in_loop(ctx: Ctx) -> Finding | None:
+      0.03, 0.15, f"synchronisation thresholds; >= {MIN_READS_PER_STEP} reads per iteration make a "
+      f"loop")
+def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None:
         return None
@@ -302,4 +308,4 @@ def host_reads_in_loop(ctx: Ctx) -> Finding | None:
                f"the time."
                + (" Each one also waits for the device queue to drain." if dev else
                   " On the CPU each is a dispatch plus a Python float: vectorise the loop."))
-    return make_finding(ctx, "host_reads_in_loop", share, summary, evidence, causes=causes)
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes)
