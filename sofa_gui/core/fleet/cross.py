@@ -7,7 +7,8 @@
   collectives, so wall times are nearly equal and the straggler is the rank that
   spends the *most time outside* collectives (the others wait for it there).
 * **Stragglers**: own time above the iteration's median rank by more than
-  ``max(5% of the median iteration, 4 robust SDs (1.4826 x MAD))``.  The *cause* is the
+  ``max(5% of the median iteration, 4 robust SDs (1.4826 x MAD))``; with two ranks, above
+  the faster one by more than 5% of the median iteration.  The *cause* is the
   breakdown category (communication excluded) with the largest excess over the
   median rank in the straggling iterations, with the share of the excess it explains.
 * **Collective wait skew** per rank: median over iterations of how much longer the
@@ -218,6 +219,12 @@ def find_stragglers(res: FleetResult) -> list[Straggler]:
     dev = np.abs(own - med[None, :])
     mad = _nanmedian_cols(dev)
     med_it = _nanmedian_cols(it)
+    # two ranks have no median rank and no spread to measure noise by: the slower one is
+    # compared with the faster one, on the fixed threshold alone
+    pair = np.sum(~np.isnan(own), axis=0) == 2
+    with np.errstate(all="ignore"):
+        med = np.where(pair, np.nanmin(np.where(np.isnan(own), np.inf, own), axis=0), med)
+    mad = np.where(pair, 0.0, mad)
     thresh = np.maximum(STRAGGLER_MIN_FRACTION * med_it, ROBUST_SDS * 1.4826 * mad)
     excess = own - med[None, :]
     with np.errstate(invalid="ignore"):
@@ -238,13 +245,15 @@ def find_stragglers(res: FleetResult) -> list[Straggler]:
 
 
 def _category_excess(res: FleetResult, r: int, cols: list[int]) -> dict[str, float]:
-    """Mean excess of rank ``r`` over the median rank per category, in ``cols``."""
+    """Mean excess of rank ``r`` over the median rank (of two ranks: the other one) per
+    category, in ``cols``."""
     out = {}
     for k, c in enumerate(res.categories):
         if c == WAIT:
             continue
         m = res.breakdown[k]
-        med = _nanmedian_cols(m[:, cols])
+        others = np.delete(m[:, cols], r, axis=0)
+        med = others[0] if len(others) == 1 else _nanmedian_cols(m[:, cols])
         d = m[r, cols] - med
         if not np.all(np.isnan(d)):
             out[c] = float(np.nanmean(d))
