@@ -12,7 +12,9 @@ key          values                                           proved by
 framework    pytorch / tensorflow / jax                       op names, XLA modules
 device       cuda / rocm / cpu / tpu / mixed (+ device names)  device properties,
                                                               runtime calls, lanes
-mode         training / inference                             backward/optimizer ops
+mode         training / inference                             backward/optimizer ops,
+                                                              TF gradient ops, XLA
+                                                              grad / update names
 ranks        world size (``detail``: this trace's ranks)       distributed info
 cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
                                                               misc.txt, trace metadata
@@ -29,7 +31,8 @@ cpu_handover what a loader worker's batch costs the main thread   trace metadata
              MB; a calibration, ``recorder.calibrate``)
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
-precision    low (fp16/bf16 kernels) / tf32                   kernel names
+precision    low (fp16/bf16 kernels or op inputs) / tf32      kernel names, op input
+                                                              types (CPU autocast)
 compiled     torch.compile / cuda_graphs / xla                compiled regions, graph
                                                               launches
 optimizer    fused / foreach / for_loop                       optimizer kernels/ops
@@ -221,12 +224,21 @@ def _device(trace: Trace) -> list[Fact]:
     return [Fact("device")]
 
 
+#: Names only training makes: autograd and optimizer ops (PyTorch), gradient ops and
+#: variable updates (TensorFlow: ``gradient_tape/...``, ``*Grad``, ``ResourceApply*``),
+#: differentiation and update names in XLA modules and ops (JAX: ``transpose(jvp(...))``,
+#: ``value_and_grad``, optax updates).
+_TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
+             r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|gradient_tape/|"
+             r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
+             r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
+             r"transpose\(jvp|\bjvp\(|value_and_grad|\bgrad\(|optax|apply_updates|"
+             r"\b(train_step|update_step|train_function)\b")
+
+
 @probe
 def _mode(trace: Trace) -> list[Fact]:
-    f = _named(trace, "mode", "training",
-               r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
-               r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|Backprop(Filter|Input)$|"
-               r"^ResourceApply")
+    f = _named(trace, "mode", "training", _TRAINING)
     if f.known:
         return [f]
     ops = _framework_ops(trace)
@@ -374,7 +386,49 @@ def _precision(trace: Trace) -> list[Fact]:
     kinds = [Kind.KERNEL]
     low = _named(trace, "precision", "low", r"bf16|fp16|f16_|half|hmma|h884|h1688|h16816|"
                  r"bfloat16|_BBS_|_HHS_", "fp16/bf16 kernels", kinds)
-    return [low if low.known else _named(trace, "precision", "tf32", r"tf32", "", kinds)]
+    if low.known:
+        return [low]
+    typed = _low_precision_inputs(trace)
+    if typed.known:
+        return [typed]
+    return [_named(trace, "precision", "tf32", r"tf32", "", kinds)]
+
+
+#: Ops whose input types tell the compute precision (what autocast casts), and the types.
+_MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
+                      r"mkldnn_\w*|scaled_dot_product\w*)$")
+_LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
+#: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
+_TYPE_SAMPLE = 300
+
+
+def _low_precision_inputs(trace: Trace) -> Fact:
+    """bf16 / fp16 from the recorded input types of matmul / convolution ops (CPU
+    autocast leaves no kernel names): low when at least a quarter of the sampled calls
+    take 16-bit inputs."""
+    s = trace.slices
+    ids = trace.name_ids(_MATH_OP.match)
+    idx = np.flatnonzero(np.isin(s.name, ids) & (s.args >= 0)) if len(ids) else ids
+    if not len(idx):
+        return Fact("precision")
+    pick = idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
+    seen: dict[str, int] = {}
+    first = -1
+    for j in pick.tolist():
+        types = (trace.args.get(int(s.args[j])) or {}).get("Input type")
+        low = {_LOW_TYPES[t] for t in types if t in _LOW_TYPES} if isinstance(types, list) \
+            else set()
+        for t in low:
+            seen[t] = seen.get(t, 0) + 1
+            first = j if first < 0 else first
+    n = sum(seen.values())
+    if n < max(1, len(pick) / 4):
+        return Fact("precision")
+    kind = max(seen, key=seen.get)
+    return Fact("precision", "low", f"{kind} op inputs (autocast)",
+                f"{n} of {len(pick)} sampled matmul/convolution calls take "
+                f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
+                f"`{trace.name_of(first)}`", first)
 
 
 @probe

@@ -56,6 +56,7 @@ from ..run_facts import RunFacts, run_facts
 from .context import BELOW, MAX_EVIDENCE, Ctx
 from .registry import RULES, disjoint_ids, rules_table, thresholds
 from .steady import phases
+from .work import confirm_extras
 
 #: Modules of rules by family, in the order they register (evaluation and listing order).
 RULE_MODULES = ("input_rules", "launch_rules", "sync_rules", "dispatch_rules", "compute_rules",
@@ -75,7 +76,9 @@ __all__ = ["BELOW", "HYPOTHESIS", "MEASURED", "MINOR", "NOISE_FLOOR", "RULES", "
 def make_context(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
                  facts: RunFacts | None = None, all_frameworks: bool = False) -> Ctx:
     ph = phases(iters, breakdown.durations, breakdown.whole_trace)
-    return Ctx(trace, iters, breakdown, facts or run_facts(trace), ph, all_frameworks)
+    ctx = Ctx(trace, iters, breakdown, facts or run_facts(trace), ph, all_frameworks)
+    confirm_extras(ctx)
+    return ctx
 
 
 def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,

@@ -19,7 +19,7 @@ from .fixes import FIXES
 from .registry import RULES, declare
 
 MODERATE, HIGH = 0.05, 0.20
-_PT, _TFJ, _ANY = "pytorch", "tensorflow/jax", "any"
+_PT, _TF, _JAX, _ANY = "pytorch", "tensorflow", "jax", "any"
 _GPU = ("cuda", "rocm")
 
 declare("straggler_holds_collectives", "One rank holds the others in collectives", MODERATE,
@@ -56,9 +56,10 @@ CAUSE_FIXES: dict[str, list[Fix]] = {
 _GENERIC = [
     Fix(_ANY, "Open the straggler next to the median rank (app: 'Open with median rank') and "
               "compare their iterations category by category."),
-    Fix(_TFJ, "If the slow replica gets bigger inputs, pad or bucket batches to equal shapes "
-              "(tf.data bucket_by_sequence_length / fixed shapes under jax.jit) so every "
-              "replica does the same work."),
+    Fix(_TF, "If the slow replica gets bigger inputs, pad or bucket batches to equal shapes "
+             "(tf.data bucket_by_sequence_length) so every replica does the same work."),
+    Fix(_JAX, "If the slow replica gets bigger inputs, pad batches to fixed shapes under "
+              "jax.jit so every replica does the same work."),
 ]
 
 FIXES.setdefault("straggler_holds_collectives", _GENERIC)
@@ -66,9 +67,10 @@ FIXES.setdefault("straggler", _GENERIC)
 FIXES.setdefault("load_imbalance", [
     Fix(_PT, "Balance work per rank: length-bucketed or packed batches, an even split of "
              "layers across pipeline stages, or uneven_inputs handling (DDP join())."),
-    Fix(_TFJ, "Give every replica the same work: equal per-replica batch shapes "
-              "(tf.distribute experimental_distribute_dataset with a global batch divisible by "
-              "the replicas; jax sharding with even shards)."),
+    Fix(_TF, "Give every replica the same work: equal per-replica batch shapes "
+             "(tf.distribute experimental_distribute_dataset with a global batch divisible by "
+             "the replicas)."),
+    Fix(_JAX, "Give every replica the same work: jax sharding with even shards."),
     Fix(_ANY, "Ranks differ steadily: compare the slowest with the fastest rank side by "
               "side; a node-level cause (hardware, co-located jobs) shows on all its ranks."),
 ])

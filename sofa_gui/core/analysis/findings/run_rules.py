@@ -11,6 +11,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
+from ..intervals import union
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import Ctx, make_finding
@@ -279,6 +280,22 @@ def _burst_cost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return (end - start) + np.where(close & in_loop, np.maximum(gap, 0), 0)
 
 
+#: The optimizer's own step: reads inside it (AdamW's step counts) are not the loop's.
+_OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+
+
+def _inside_optimizer(ctx: Ctx, lane: int, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx``: inside an ``Optimizer.step`` range of ``lane``."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(lane)
+    opt = mine[np.isin(s.name[mine], ctx.trace.name_ids(_OPTIMIZER_STEP.match))]
+    if not len(opt) or not len(idx):
+        return np.zeros(len(idx), bool)
+    a, b = union(s.start[opt], s.end[opt])
+    k = np.searchsorted(a, s.start[idx], side="right") - 1
+    return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
+
+
 @rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
       0.03, 0.15, f"synchronisation thresholds; >= {MIN_READS_PER_STEP} reads per iteration make a "
       f"loop")
@@ -291,6 +308,7 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     ids = ctx.trace.name_ids(lambda n: bool(_READ.match(n)))
     reads = ops[np.isin(s.name[ops], ids)]
     reads = reads[ctx.in_steady(s.start[reads], host.starts, host.ends)]
+    reads = reads[~_inside_optimizer(ctx, host.lane, reads)]  # the optimizer's own reads
     per_step = len(reads) / max(ctx.ph.n_steady, 1)
     if per_step < MIN_READS_PER_STEP:
         return None
