@@ -378,9 +378,9 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
         if h is None:
             busy.append(zero)
             comm.append(zero)
-        else:  # CPU collectives (gloo, MPI): the main thread waits in them or for them
-            waits = h.column("communication")
-            busy.append(h.times.sum(axis=1) - h.column("other") - waits)
+        else:  # CPU collectives (gloo, MPI): the main thread waits in them or for them;
+            waits = h.column("communication")  # the rest, traced or not, is its own work
+            busy.append(h.times.sum(axis=1) - waits)
             comm.append(waits)
         total.append(comm[-1])
         overlap.append(zero)

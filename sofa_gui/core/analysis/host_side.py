@@ -25,9 +25,11 @@ Categories, with their overlap priority (first wins where slices nest):
 10. ``other`` -- unclassified events and main-thread time with no traced event.
 
 What a thread waits *for* counts even when no op of its own covers the wait: where the
-main thread runs nothing but a step function (or nothing at all) while another thread
-of the process fetches input (``IteratorGetNextOp::DoCompute``) or runs a collective,
-that time is ``data_loading`` / ``communication``.
+main thread runs nothing but a step function or Python frames (or nothing at all) while
+another thread of the process fetches input (``IteratorGetNextOp::DoCompute``) or runs a
+collective, that time is ``data_loading`` / ``communication``; while a runtime pool thread
+(TF's ``tf_Compute``, XLA's PjRt client and Eigen threads) computes, it is ``forward``
+(``np.asarray`` of a jitted result waits for XLA's thread).
 
 Every instant of an iteration window gets exactly one category, so a row sums
 to the iteration's wall time.
@@ -49,7 +51,7 @@ HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "communic
 
 # Painting layers of the main thread's own slices (priority order) -> category column.
 _OWN_ROLES = (R.DATA_LOADING, R.SYNC, R.COMMUNICATION, R.MEMCPY, R.RUNTIME, R.OPTIMIZER,
-              R.BACKWARD, R.FORWARD, R.PYTHON)
+              R.BACKWARD, R.FORWARD)
 #: Roles that mean "the host is busy issuing work" (framework, launches, Python).
 WORK_ROLES = (R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD, R.PYTHON, R.WRAPPER)
 _ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync",
@@ -138,7 +140,8 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     waited = R.waits_for(trace, hidx)
     parts = ([(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
-             + [(idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
+             + [(R.pool_work(trace, hidx), "forward"), (idx[role == R.PYTHON], "python"),
+                (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
                 (hb, "backward")])
     p = paint([(s.start[x], s.end[x]) for x, _ in parts], ws, we)
     times = np.zeros((len(ws), len(HOST_CATEGORIES)), np.int64)

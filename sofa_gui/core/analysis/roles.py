@@ -213,3 +213,26 @@ def host_collectives(trace: Trace) -> np.ndarray:
         ids = trace.name_ids(_BACKEND_COLLECTIVE.match)
         return np.flatnonzero(np.isin(s.name, ids) & (s.device < 0) & (s.dur > 0))
     return trace.memo("roles.host_collectives", build)
+
+
+#: Threads of the framework runtimes' compute pools (not tf.data's own threads).
+_POOL_LANE = re.compile(r"tf_Compute|tf_XLA|XLA|PjRt|pjrt|Eigen|inter_op|intra_op", re.I)
+#: Pool-thread spans that wait or mark rather than compute.
+_POOL_IDLE = re.compile(r"Await|ThreadpoolListener::|[Ww]ait|^end: |BlockUntilReady|"
+                        r"ExecutorDoneCallback")
+
+
+def pool_work(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """The slices of ``idx`` that are compute on a runtime pool thread (TF ``tf_Compute``,
+    XLA PjRt / Eigen threads): what a main thread inside a step function or a blocking
+    read waits for.  Waits and markers of those threads are left out."""
+    s = trace.slices
+    lanes = np.unique(s.lane[idx])
+    pools = [int(x) for x in lanes.tolist() if _POOL_LANE.search(trace.lanes.name[x])
+             and not trace.lanes.name[x].startswith("tf_data")]
+    if not pools:
+        return idx[:0]
+    idle = trace.memo("roles.pool_idle", lambda: trace.name_ids(_POOL_IDLE.search))
+    keep = np.isin(s.lane[idx], pools) & ~np.isin(s.name[idx], idle) & (
+        s.kind[idx] == int(Kind.CPU_OP))
+    return idx[keep]

@@ -7,7 +7,9 @@ profiled iterations (warm-up included):
 ==============  ==============================================  ===========================
 bound           device run (breakdown categories)               host-only run
 ==============  ==============================================  ===========================
-compute         compute, memset, memcpy_d2d                     forward, backward, optimizer
+compute         compute, memset, memcpy_d2d                     forward, backward, optimizer,
+                                                                other (the main thread's
+                                                                untraced own work)
 input           idle_input                                      data_loading
 communication   communication (exposed)                         communication
 host_overhead   idle_launch, idle_host                          runtime, python, and the
@@ -20,8 +22,8 @@ startup         what warm-up iterations take over the steady median (not countin
                 cache is input), plus one-off calls later on
 ==============  ==============================================  ===========================
 
-Time no category explains (``idle_other`` / ``other``) is no bound; the basis says how
-much of it there is.  With several ranks the slowest rank's breakdown is read: in
+Device idle no category explains (``idle_other``) is no bound; the basis says how much
+of it there is.  With several ranks the slowest rank's breakdown is read: in
 synchronous data parallelism the others wait for it in their collectives.
 """
 
@@ -45,6 +47,7 @@ DEVICE_MAP = {"compute": "compute", "memset": "compute", "memcpy_d2d": "compute"
               "memcpy_d2h": "memory_copies", "memcpy_p2p": "memory_copies",
               "memcpy_other": "memory_copies", "idle_copy": "memory_copies"}
 HOST_MAP = {"forward": "compute", "backward": "compute", "optimizer": "compute",
+            "other": "compute",
             "data_loading": "input", "communication": "communication",
             "runtime": "host_overhead", "python": "host_overhead", "sync": "sync",
             "memcpy": "memory_copies"}

@@ -104,6 +104,9 @@ FIXES: dict[str, list[Fix]] = {
                   "kernels.", fact="compiled", unless=("xla",)),
     ],
     "op_overhead_bound": [
+        Fix(_ANY, "Batch the requests: stack many inputs into one call (one forward pass on "
+                  "a batch of N instead of N passes on one; a dynamic batcher in a server), so "
+                  "the fixed cost of each call is paid once per batch.", modes=("inference",)),
         Fix(_PT, "Replace the many tiny ops by few large ones: batch the per-item loop into one "
                  "tensor op (stack the small matrices and use one bmm / one nn.Linear), or "
                  "torch.compile(model) to fuse them.", fact="compiled",

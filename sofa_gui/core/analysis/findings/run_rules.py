@@ -171,7 +171,9 @@ def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
       f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
-      f"{MIN_TINY_PER_STEP} per iteration", factors={"batched_op_cheap": 0.7})
+      f"{MIN_TINY_PER_STEP} per iteration; or inference on batches of a few inputs "
+      f"(:mod:`.small_batch`)",
+      factors={"batched_op_cheap": 0.7, "math_scales_with_batch": 0.7})
 def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
