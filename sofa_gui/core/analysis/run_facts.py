@@ -9,7 +9,7 @@ Facts (``RunFacts.facts`` keys):
 ===========  ===============================================  ========================
 key          values                                           proved by
 ===========  ===============================================  ========================
-framework    pytorch / tensorflow / jax                       op names, XLA modules
+framework    pytorch / tensorflow / jax / python (none of them)  op names, XLA modules
 device       cuda / rocm / cpu / tpu / mixed (+ device names)  device properties,
                                                               runtime calls, lanes
 mode         training / inference                             backward/optimizer ops,
@@ -190,10 +190,30 @@ def _framework(trace: Trace) -> list[Fact]:
         f = _named(trace, "framework", value, pattern)
         if f.known:
             break
+    else:
+        f = _plain_python(trace)
     version = _header(trace).get("pytorch_version") or _header(trace).get("torch_version")
     if f.known and f.value == "pytorch" and version:
         f.detail = f"torch {version}"
     return [f]
+
+
+#: Python frames of a framework's own code (sampled stacks name the module's path).
+_FRAMEWORK_CODE = r"torch|tensorflow|keras|jax|flax|optax|lightning"
+
+
+def _plain_python(trace: Trace) -> Fact:
+    """``python`` for a program with Python frames and no framework op, device work or
+    framework name at all (a plain Python loop under ``sofa-gui record``): no
+    framework's fix applies to it."""
+    s = trace.slices
+    device = np.isin(s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET),
+                              int(Kind.RUNTIME)]).any()
+    frames = int(np.count_nonzero(s.kind == int(Kind.PYTHON)))
+    if _framework_ops(trace) or device or not frames or first_named(trace, _FRAMEWORK_CODE) >= 0:
+        return Fact("framework")
+    return Fact("framework", "python", "no PyTorch, TensorFlow or JAX",
+                f"{frames:,} Python frames and no framework op or device event")
 
 
 _ROCM = re.compile(r"AMD|Radeon|Instinct|MI\d{3}|gfx", re.I)

@@ -22,11 +22,13 @@ from .work import extra_calls_share, grown_work, one_off_calls, outermost
 SLOW_START_OWN_WORK = 1 / 3
 SLOW_START = "warm-up makes the same calls as later steps, slower: a slow start, not " \
              "proven one-off work"
+FIRST_PASS = "warm-up waits for input (the pipeline's first pass): one-off only if later " \
+             "epochs are served from a cache"
 
 
 @rule("startup_cost", "One-off start-up work (no per-step gain)", 0.05, 0.20,
       "fraction of the profiled time; one-off work never speeds up a step", per_step=False,
-      factors={"slow_start": 0.5})
+      factors={"slow_start": 0.5, "first_pass_input": 0.5})
 def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     s = ctx.trace.slices
@@ -74,7 +76,13 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
                     f"workers' first batches (the workers start and fill their prefetch "
                     f"queue once; later steps find a batch ready).")
         own = max(own, fill / warm_ns)
-    if own < SLOW_START_OWN_WORK:
+    waited = _input_fill(ctx, warm, r) if fill <= 0 else 0.0
+    if waited > 0.5 * warm_ns and warm_ns > extra_ns:
+        summary += (f" Most of it ({fmt_ns(waited)}) is the main thread waiting for input: "
+                    f"the input pipeline's first pass (filling a cache, opening files), "
+                    f"one-off only if later epochs are served from the cache.")
+        assumption, notes = spec.factor("first_pass_input"), (FIRST_PASS,)
+    elif own < SLOW_START_OWN_WORK:
         summary += (f" But the warm-up iterations make the same calls as later ones, each "
                     f"slower (only {pct(own)} of their extra host time is calls later ones "
                     f"lack, and no compile or set-up call is among them): a slow start of "
@@ -87,16 +95,22 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     return make_finding(ctx, spec, share, summary, evidence, speedup=None,
                         causes=causes, one_off_ns=int(total), direct=direct,
                         assumption=assumption, notes=notes,
-                        tentative=SLOW_START if notes else "")
+                        tentative=notes[0] if notes else "")
 
 
 def _worker_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
     """ns the warm-up iterations wait for data beyond a steady iteration's wait, when the
     run's DataLoader has workers: their start-up and first prefetch, one-off by nature
     (the same ``__next__`` call as every step, so call counts alone call it a slow start)."""
+    if ctx.facts.value("dataloader") != "workers":
+        return 0.0
+    return _input_fill(ctx, warm, rows)
+
+
+def _input_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
+    """ns the warm-up iterations' main thread waits for input beyond a steady one's wait."""
     host = ctx.bd.host
-    if ctx.facts.value("dataloader") != "workers" or host is None or not len(warm) \
-            or not len(rows):
+    if host is None or not len(warm) or not len(rows):
         return 0.0
     dl = host.column("data_loading").astype(np.float64)
     return float(np.maximum(dl[warm] - np.median(dl[rows]), 0.0).sum())
