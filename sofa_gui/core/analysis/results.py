@@ -295,6 +295,8 @@ class Finding:
     #: what makes its reading (not only its size) unproven, e.g. slow steps that make the
     #: same calls as fast ones: such findings rank after the hypotheses
     tentative: str = ""
+    #: other shown findings that measure disjoint time (their shares add up)
+    disjoint_with: list[str] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -330,4 +332,6 @@ class Finding:
             out["tentative"] = self.tentative
         if self.estimated_by:
             out["estimated_by"] = self.estimated_by
+        if self.disjoint_with:
+            out["disjoint_with"] = list(self.disjoint_with)
         return out

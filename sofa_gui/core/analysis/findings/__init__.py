@@ -95,6 +95,10 @@ def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
                 f"expected gain x confidence {100 * f.rank_key:.1f}% is under the "
                 f"{100 * NOISE_FLOOR:.0f}% noise floor: ranked after the others")) if x)
     out.sort(key=lambda f: (rank_tier(f), -f.rank_key))
+    for f in out:  # findings of one partition measure disjoint time: say which
+        part = RULES[f.id].partition if f.id in RULES else ""
+        f.disjoint_with = [g.id for g in out if g is not f and part
+                           and g.id in RULES and RULES[g.id].partition == part]
     return out
 
 

@@ -49,10 +49,10 @@ from .registry import RULES, counter_rule, declare
 
 declare("cpu_contention", "CPU contention from other processes", 0.05, 0.20,
         "same grading as input-bound; from counters only (other processes hold a "
-        "saturated CPU)")
+        "saturated CPU)", partition="host_state")
 declare("cpu_bound", "CPU bound on one thread", 0.05, 0.20,
         "same grading as input-bound; from counters only (one thread pegged, the other "
-        "cores idle)")
+        "cores not saturated)", partition="host_state")
 
 GPU_LOW_PCT = 50.0
 CPU_SATURATED_PCT = 90.0
@@ -115,7 +115,7 @@ def _input_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | Non
                f"consumes them (GPU < {GPU_LOW_PCT:g}% SM with all cores >= "
                f"{CPU_SATURATED_PCT:g}% busy or the process at one core). "
                f"{RULES['input_pipeline_bound'].grading('input-bound', 'TensorFlow profiler')}")
-    assumption, notes = _few_samples(int(hit.sum()), 0.8)
+    assumption, notes = few_samples(int(hit.sum()), 0.8)
     return make_finding(ctx, "input_pipeline_bound", share, summary, evidence,
                         title="Input pipeline bound (GPU starved, host busy)",
                         assumption=assumption, causes=runs_as_causes(evidence), notes=notes)
@@ -136,7 +136,7 @@ def _contention(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None
                f"all {sig.n_cores} cores are >= {CPU_SATURATED_PCT:g}% busy while "
                f"{sig.proc_name} gets less than {CONTENDED_SHARE:.0%} of that busy CPU; "
                f"{what}.")
-    assumption, notes = _few_samples(int(hit.sum()), 0.8)
+    assumption, notes = few_samples(int(hit.sum()), 0.8)
     return make_finding(ctx, "cpu_contention", share, summary, evidence, assumption=assumption,
                         causes=runs_as_causes(evidence), notes=notes)
 
@@ -159,7 +159,7 @@ def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
                f"while {_others(sig.n_cores)} {busy:.0f}% busy on average. The share assumes "
                f"the work spreads over the free part of the other cores (at most "
                f"{COMPUTE_GAIN:g}x faster).")
-    assumption, notes = _few_samples(int(hit.sum()), 0.8)
+    assumption, notes = few_samples(int(hit.sum()), 0.8)
     return make_finding(ctx, "cpu_bound", share, summary, evidence, assumption=assumption,
                         causes=runs_as_causes(evidence), notes=notes)
 
@@ -170,7 +170,7 @@ def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
 HANDFUL, FEW_SAMPLES_CONFIDENCE = 5, 0.3
 
 
-def _few_samples(n: int, assumption: float) -> tuple[float, tuple[str, ...]]:
+def few_samples(n: int, assumption: float) -> tuple[float, tuple[str, ...]]:
     """(confidence factor, notes) of a counter finding resting on ``n`` sample intervals."""
     if n >= HANDFUL:
         return assumption, ("from utilisation counters",)
