@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -113,6 +114,17 @@ def time_steps(step: Callable, first: int, n: int) -> list[tuple[float, dict]]:
         wall = time.perf_counter() - t0
         out.append((wall, CLOCK.take()))
     return out
+
+
+def warmed(c: Case):
+    """(step, first index): the run variant built, its warm-up steps run unprofiled
+    (none when the case captures its start-up)."""
+    step = c.build("run")
+    if c.startup_in_window:
+        return step, 0
+    for i in range(c.warmup):
+        step(i)
+    return step, c.warmup
 
 
 def release(step) -> None:
@@ -256,3 +268,47 @@ def report_line(c: Case, measured: dict, seconds: float) -> str:
     return (f"{c.name:<26} {c.split:<8} {measured['bound']:<14} "
             f"{measured['bound_share']:>5.2f} {measured['step_ms']['median']:>9.2f} ms "
             f"noise {measured['noise']['round_spread']:.2f}{fx}  [{seconds:.0f} s]")
+
+
+@dataclass
+class Driver:
+    """How one generator captures and measures its cases (the parts that differ between
+    frameworks); :func:`run_case` and :func:`cli` do the rest."""
+
+    script: str  # e.g. "run_torch.py"
+    capture: Callable  # (case, dest path) -> None
+    versions: dict
+    suffix: str = ""  # capture name suffix: ".json.gz" for a file, "" for a folder
+    measure: Callable = measure  # (case, rounds) -> measured truth
+
+    def run_case(self, name: str, captures: int, rounds: int, out: Path) -> str:
+        """Captures ``capture-1..N``, then the unprofiled truth; one report line."""
+        c, t0 = CASES[name], time.perf_counter()
+        names = []
+        for k in range(1, captures + 1):
+            dest = out / name / f"capture-{k}{self.suffix}"
+            self.capture(c, dest)
+            names.append(dest.name)
+        measured = self.measure(c, rounds)
+        write_truth(c, measured, names, f"benchmarks/corpus/{self.script} --only {name}",
+                    self.versions, out)
+        return report_line(c, measured, time.perf_counter() - t0)
+
+
+def cli(driver: Driver, doc: str, argv=None, names: list[str] | None = None) -> int:
+    """The generators' command line: ``--only``, ``--captures``, ``--rounds``, ``--out``."""
+    import argparse
+
+    names = names or sorted(CASES)
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--only", nargs="*", choices=names)
+    ap.add_argument("--captures", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=CORPUS)
+    args = ap.parse_args(argv)
+    for name in args.only or names:
+        try:
+            print(driver.run_case(name, args.captures, args.rounds, args.out), flush=True)
+        except Exception as exc:  # noqa: BLE001 - report which case failed and go on
+            print(f"{name:<26} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 0

@@ -30,15 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_torch_loops import mlp, train_step  # noqa: E402
 
-from corpus.common import (  # noqa: E402
-    CASES,
-    CLOCK,
-    CORPUS,
-    case,
-    measure,
-    report_line,
-    write_truth,
-)
+from corpus.common import CASES, CLOCK, CORPUS, case, measure, report_line, write_truth  # noqa: E402  # noqa: E402
 from corpus.run_torch import capture  # noqa: E402
 
 WORLD = 2

@@ -16,7 +16,6 @@ cost nothing to make (``bare``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -28,16 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tensorflow as tf  # noqa: E402
 from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  # noqa: E402
 
-from corpus.common import (  # noqa: E402
-    CASES,
-    CLOCK,
-    CORPUS,
-    case,
-    measure,
-    report_line,
-    summarize,
-    write_truth,
-)
+from corpus.common import CASES, CLOCK, Driver, case, cli, measure, summarize, warmed  # noqa: E402
 
 TF = {"framework": "tensorflow", "device": "cpu"}
 BATCH = 16
@@ -226,44 +216,21 @@ def capture(c, dest: Path) -> None:
         run_fit(FIT[c.name], c.steps, logdir=dest / "tb", skip=c.warmup)
         keep_profiles(dest / "tb", dest)
         return
-    step = c.build("run")
-    for i in range(c.warmup):
-        step(i)
+    step, first = warmed(c)
     tf.profiler.experimental.start(str(dest))
-    for i in range(c.warmup, c.warmup + c.steps):
+    for i in range(first, first + c.steps):
         step(i)
     tf.profiler.experimental.stop()
 
 
-def run_case(name: str, captures: int, rounds: int, out: Path) -> str:
-    c = CASES[name]
-    t0 = time.perf_counter()
-    names = []
-    for k in range(1, captures + 1):
-        capture(c, out / name / f"capture-{k}")
-        names.append(f"capture-{k}")
-    measured = measure_fit(c, rounds) if name in FIT else measure(c, rounds)
-    write_truth(c, measured, names, f"benchmarks/corpus/run_tf.py --only {name}",
-                {"tensorflow": tf.__version__, "keras": tf.keras.__version__}, out)
-    return report_line(c, measured, time.perf_counter() - t0)
+def measure_tf(c, rounds: int) -> dict:
+    return measure_fit(c, rounds) if c.name in FIT else measure(c, rounds)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", choices=sorted(CASES))
-    ap.add_argument("--captures", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=CORPUS)
-    args = ap.parse_args(argv)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    for name in args.only or sorted(CASES):
-        try:
-            print(run_case(name, args.captures, args.rounds, args.out), flush=True)
-        except Exception as exc:  # noqa: BLE001 - report which case failed and go on
-            print(f"{name:<26} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 0
-
+DRIVER = Driver("run_tf.py", capture, {"tensorflow": tf.__version__,
+                                       "keras": tf.keras.__version__}, measure=measure_tf)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    sys.exit(cli(DRIVER, __doc__))

@@ -12,13 +12,11 @@ thread, so a step's work stays on one of the machine's cores.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import io
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -26,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus import torch_cases  # noqa: E402,F401  (registers the cases)
-from corpus.common import CASES, CORPUS, measure, release, report_line, write_truth  # noqa: E402
+from corpus.common import Driver, cli, release, warmed  # noqa: E402
 
 
 def export_gz(prof, dest: Path) -> int:
@@ -45,12 +43,7 @@ def export_gz(prof, dest: Path) -> int:
 
 def capture(c, dest: Path) -> int:
     """One profiled run of case ``c`` into ``dest``; returns the file's size."""
-    step = c.build("run")
-    first = 0
-    if not c.startup_in_window:
-        for i in range(c.warmup):
-            step(i)
-        first = c.warmup
+    step, first = warmed(c)
     sizes = []
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=c.steps),
@@ -63,37 +56,15 @@ def capture(c, dest: Path) -> int:
     return sizes[0] if sizes else 0
 
 
-def run_case(name: str, captures: int, rounds: int, out: Path) -> str:
-    c = CASES[name]
-    t0 = time.perf_counter()
-    names = []
-    for k in range(1, captures + 1):
-        dest = out / name / f"capture-{k}.json.gz"
-        size = capture(c, dest)
-        names.append(dest.name)
-        if size > 1_500_000:
-            print(f"  {name}: capture-{k} is {size / 1e6:.2f} MB", file=sys.stderr)
-    measured = measure(c, rounds)
-    write_truth(c, measured, names, f"benchmarks/corpus/run_torch.py --only {name}",
-                {"torch": torch.__version__, "intra_op_threads": 1}, out)
-    return report_line(c, measured, time.perf_counter() - t0)
+def capture_case(c, dest: Path) -> None:
+    size = capture(c, dest)
+    if size > 1_500_000:
+        print(f"  {c.name}: {dest.name} is {size / 1e6:.2f} MB", file=sys.stderr)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", choices=sorted(CASES))
-    ap.add_argument("--captures", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=CORPUS)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    for name in args.only or sorted(CASES):
-        try:
-            print(run_case(name, args.captures, args.rounds, args.out), flush=True)
-        except Exception as exc:  # noqa: BLE001 - report which case failed and go on
-            print(f"{name:<26} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 0
-
+DRIVER = Driver("run_torch.py", capture_case,
+                {"torch": torch.__version__, "intra_op_threads": 1}, suffix=".json.gz")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    torch.set_num_threads(1)
+    sys.exit(cli(DRIVER, __doc__))
