@@ -22,6 +22,7 @@ and its answer set against the case's ``truth.json`` (measured without the profi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -77,8 +78,36 @@ def load_cases(corpus: Path, only: list[str] | None = None) -> list[tuple[Path, 
     return cases
 
 
-def analyze(path: Path, timeout: float = 600) -> dict:
-    """``analyze --json`` of one capture; {"error": line} when it fails."""
+def source_key() -> str:
+    """A hash of the analyzer's source: reused answers are valid only for the same code."""
+    h = hashlib.sha256()
+    for p in sorted((ROOT / "sofa_gui").rglob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def analyze(path: Path, reuse: Path | None = None, timeout: float = 600) -> dict:
+    """``analyze --json`` of one capture; {"error": line} when it fails.  With ``reuse``
+    (a folder), answers are kept there per capture, analyzer source and capture time,
+    and read back instead of analyzing again."""
+    if reuse is None:
+        return _analyze(path, timeout)
+    st = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_mtime_ns}|{SOURCE_KEY[0]}".encode())
+    kept = reuse / f"{key.hexdigest()[:24]}.json"
+    if kept.exists():
+        return json.loads(kept.read_text())
+    doc = _analyze(path, timeout)
+    if "error" not in doc:
+        reuse.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(doc))
+    return doc
+
+
+SOURCE_KEY = [""]
+
+
+def _analyze(path: Path, timeout: float) -> dict:
     proc = subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", "--json", "--no-cache",
                            str(path)], capture_output=True, text=True, cwd=ROOT,
                           timeout=timeout, check=False)
@@ -167,10 +196,10 @@ def facts_check(doc: dict, truth: dict) -> dict[str, tuple]:
     return out
 
 
-def score_case(case_dir: Path, truth: dict) -> dict:
+def score_case(case_dir: Path, truth: dict, reuse: Path | None = None) -> dict:
     rows = []
     for path in capture_paths(case_dir, truth):
-        doc = analyze(path)
+        doc = analyze(path, reuse)
         if "error" in doc:
             rows.append({"capture": path.name, "error": doc["error"], "predicted": "error"})
             continue
@@ -267,14 +296,19 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--markdown", action="store_true", help="tables as Markdown")
     ap.add_argument("--json", type=Path, help="also write every result to this file")
+    ap.add_argument("--reuse", type=Path, metavar="DIR",
+                    help="keep analyze answers in DIR and reuse them while neither the "
+                         "capture nor the analyzer's source changed")
     args = ap.parse_args(argv)
+    if args.reuse:
+        SOURCE_KEY[0] = source_key()
     cases = load_cases(args.corpus, args.only)
     if not cases:
         print(f"{args.corpus}: no case (no */truth.json)", file=sys.stderr)
         return 2
     results = []
     for case_dir, truth in cases:
-        results.append(score_case(case_dir, truth))
+        results.append(score_case(case_dir, truth, args.reuse))
         print(f"{truth['case']}: {[r['predicted'] for r in results[-1]['captures']]}",
               file=sys.stderr, flush=True)
     print("\n".join(render(results, args.markdown)))

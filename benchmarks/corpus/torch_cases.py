@@ -83,7 +83,7 @@ def pt_train_input_nw0(variant):
 class SlowSamples(Dataset):
     """Samples that take ``ms`` of Python work each (a decoder, a tokenizer)."""
 
-    def __init__(self, n, ms, dim=512):
+    def __init__(self, n, ms, dim=256):
         self.n, self.ms, self.dim = n, ms, dim
 
     def __len__(self):
@@ -434,9 +434,9 @@ def pt_infer_compile_startup(variant):
 def pt_train_item_sync(variant):
     """A per-sample accuracy metric in Python: 1536 ``.item()`` reads per step."""
     torch.manual_seed(0)
-    model = mlp(128)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(1536, 256), torch.randn(1536, 1)
+    x, y = torch.randn(1536, 32), torch.randn(1536, 1)
 
     def step(i):
         out = model(x)
