@@ -47,8 +47,8 @@ def test_gloo_wait_is_communication_and_the_straggler_has_a_cause():
     comm = next(f for f in a.findings if f.id == "communication_bound")
     slow = next(r for r in hosts if r != fast.rank)
     assert f"Rank {slow} is the slowest" in comm.summary and "mostly" in comm.summary
-    assert a.verdict.bound == "compute"  # what limits the job: the slow rank's own work
-    assert f"rank {slow}, the slowest" in a.verdict.basis
+    assert a.verdict.bound == "communication"  # the job's step waits for the slow rank
+    assert f"rank {slow} is the slowest" in a.verdict.basis
 
 
 def test_cpu_collectives_are_in_stats_and_fleet():

@@ -180,7 +180,7 @@ def _framework_ops(trace: Trace) -> int:
 
 # -- probes --------------------------------------------------------------------------------
 _JAX = r"^PjitFunction\(|^jit_|pjit|^\$jax|jaxlib"
-_TF = r"^__inference_|IteratorGetNext|^tf\.|TensorFlow|^Iterator::"
+_TF = r"__inference_|IteratorGetNext|^tf\.|TensorFlow|^Iterator::|^TFE_Py_|^EagerLocalExecute"
 _TORCH = r"^aten::|^ProfilerStep#|^autograd::|^Optimizer\.step"
 
 
@@ -253,7 +253,7 @@ _TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_gr
              r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
              r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
              r"transpose\(jvp|\bjvp\(|value_and_grad|\bgrad\(|optax|apply_updates|"
-             r"\b(train_step|update_step|train_function)\b")
+             r"train_step|update_step|train_function")
 
 
 @probe
@@ -263,9 +263,11 @@ def _mode(trace: Trace) -> list[Fact]:
         return [f]
     ops = _framework_ops(trace)
     fw = _framework(trace)[0]
-    if fw.known and fw.value == "pytorch" and ops >= 50:
+    # TF ops name their gradients unless XLA fused them; PyTorch's autograd always shows
+    eager_tf = fw.value == "tensorflow" and _compiled(trace)[0].value != "xla"
+    if (fw.value == "pytorch" or eager_tf) and ops >= 50:
         return [Fact("mode", "inference", "",
-                     f"no backward or optimizer op among {ops:,} framework ops")]
+                     f"no backward, gradient or optimizer op among {ops:,} framework ops")]
     return [Fact("mode")]
 
 

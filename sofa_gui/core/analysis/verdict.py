@@ -23,8 +23,9 @@ startup         what warm-up iterations take over the steady median (not countin
 ==============  ==============================================  ===========================
 
 Device idle no category explains (``idle_other``) is no bound; the basis says how much
-of it there is.  With several ranks the slowest rank's breakdown is read: in
-synchronous data parallelism the others wait for it in their collectives.
+of it there is.  With several ranks the breakdown of the rank that waits most in
+collectives is read: in synchronous data parallelism its step is the job's step (its
+own work, then the wait for the slowest rank).
 """
 
 from __future__ import annotations
@@ -122,18 +123,19 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
 
 
 def _side(bd):
-    """(the breakdown to read, its label, the rank it is when several): the slowest rank's
-    busiest device, else its main thread."""
-    rank = None
-    if bd.ranks is not None and len(bd.ranks.straggler):
+    """(the breakdown to read, its label, the slowest rank when several): with several
+    ranks, the rank that waits most in collectives (its step is the job's step: its own
+    work plus the wait for the slowest); its busiest device, else its main thread."""
+    sides = bd.devices or bd.hosts
+    slow = None
+    if bd.ranks is not None and len(bd.ranks.straggler) and len(sides) > 1:
         ranks, counts = np.unique(bd.ranks.straggler, return_counts=True)
-        rank = int(ranks[np.argmax(counts)])
-    devs = [d for d in bd.devices if rank is None or d.rank == rank]
-    if devs:
-        return devs[0], devs[0].label, rank
-    hosts = [h for h in bd.hosts if rank is None or h.rank == rank]
-    host = hosts[0] if hosts else bd.host
-    return host, (host.label if host is not None else ""), rank
+        slow = int(ranks[np.argmax(counts)])
+        side = max(sides, key=lambda x: float(x.column("communication").sum())
+                   / max(float(x.times.sum()), 1.0))
+        return side, side.label, slow
+    side = bd.device if bd.devices else bd.host
+    return side, (side.label if side is not None else ""), slow
 
 
 def _move_tiny_ops(ns: dict, findings, times: np.ndarray, steady: np.ndarray) -> None:
@@ -160,7 +162,7 @@ def _basis(bound: str, shares: dict, label: str, rank) -> str:
     others = sorted(((s, b) for b, s in shares.items() if b != bound and s >= 0.05),
                     reverse=True)
     rest = "; ".join(f"{LABELS[b].lower()} {pct(s)}" for s, b in others[:3])
-    where = f"{label}" + (f" (rank {rank}, the slowest: the other ranks wait for it)"
+    where = f"{label}" + (f" (rank {rank} is the slowest: the others wait for it)"
                           if rank is not None else "")
     unexplained = 1.0 - sum(shares.values())
     tail = (f"; {pct(unexplained)} of the time the trace does not explain"

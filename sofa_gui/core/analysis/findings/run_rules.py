@@ -195,6 +195,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    # ops inside the loader are the input pipeline's cost, not the step's overhead
+    ops = ops[~_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
     if len(ops) < 2:
         return None
     gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
@@ -304,10 +306,16 @@ def _inside_optimizer(ctx: Ctx, lane: int, idx: np.ndarray) -> np.ndarray:
     """Per slice of ``idx``: inside an ``Optimizer.step`` range of ``lane``."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(lane)
-    opt = mine[np.isin(s.name[mine], ctx.trace.name_ids(_OPTIMIZER_STEP.match))]
-    if not len(opt) or not len(idx):
+    return _inside(ctx, mine[np.isin(s.name[mine], ctx.trace.name_ids(_OPTIMIZER_STEP.match))],
+                   idx)
+
+
+def _inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx``: starts inside one of the slices ``regions``."""
+    s = ctx.trace.slices
+    if not len(regions) or not len(idx):
         return np.zeros(len(idx), bool)
-    a, b = union(s.start[opt], s.end[opt])
+    a, b = union(s.start[regions], s.end[regions])
     k = np.searchsorted(a, s.start[idx], side="right") - 1
     return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
 
