@@ -335,9 +335,10 @@ def _cmd_analyze(args) -> int:
         json.dump(doc, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        from .core.analysis.text import analysis_text
+        from .core.analysis.text import analysis_text, verdict_text
 
-        _print_lines(trace_text(trace) + [""] + analysis_text(trace, analysis))
+        _print_lines(verdict_text(analysis.verdict) + trace_text(trace) + [""]
+                     + analysis_text(trace, analysis))
     return 0
 
 

@@ -373,9 +373,14 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
             overlap.append(d.comm_overlap)
             continue
         h = hosts.get(r)
-        busy.append(h.times.sum(axis=1) - h.column("other") if h is not None else zero)
-        comm.append(zero)
-        total.append(zero)
+        if h is None:
+            busy.append(zero)
+            comm.append(zero)
+        else:  # CPU collectives (gloo, MPI): the main thread waits in them or for them;
+            waits = h.column("communication")  # the rest, traced or not, is its own work
+            busy.append(h.times.sum(axis=1) - waits)
+            comm.append(waits)
+        total.append(comm[-1])
         overlap.append(zero)
     return rank_stats(real, durs, busy, comm, total, overlap)
 
