@@ -442,17 +442,15 @@ def _cmd_sql(args) -> int:
 
 def _cmd_calltree(args) -> int:
     from .core.analysis import calltree
-    from .core.units import RANGE_SYNTAX, parse_time_range
+    from .core.units import RANGE_SYNTAX
 
     if args.range and not _range_shape_ok(args.range):
         return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
     if args.depth is not None and args.depth < 1:
         return _usage_error(f"--depth must be >= 1, not {args.depth}")
-    trace, analysis = _load_and_analyze(args.path, args)
+    trace, _ = _load_and_analyze(args.path, args)
     try:
-        window = (parse_time_range(args.range, trace.start_ns, trace.end_ns)
-                  if args.range else None)
-        scope = calltree.scope_of(analysis.iterations, args.iteration, args.steady, window)
+        scope = _stats_scope(trace, args)  # the windows and labels of `stats`
         lanes, lane_label = calltree.pick_lanes(trace, args.lane)
     except (IndexError, ValueError) as exc:
         _error(f"{args.path}: {exc}")
