@@ -55,15 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     _iter_arg(a)
     _fixes_arg(a)
 
-    st = sub.add_parser("stats", help="top-N table of kernels, CPU ops, copies or collectives",
-                        description="Group slices of one kind by normalised name (template "
-                        "arguments folded) and print count, total, self, mean, median, p95, max "
-                        "and share, longest total first. A slice counts in a window when it "
-                        "starts inside it. Times in --json/--csv are µs.",
-                        epilog="examples:\n  sofa-gui stats trace.json.gz --kind kernel --top 10"
-                        "\n  sofa-gui stats trace.json.gz --kind op --iteration 2 --json"
-                        "\n  sofa-gui stats trace.json.gz --kind copy --steady --csv",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    st = _command(sub, "stats", "top-N table of kernels, CPU ops, copies or collectives",
+                  "Group slices of one kind by normalised name (template arguments folded) and "
+                  "print count, total, self, mean, median, p95, max and share, longest total "
+                  "first. A slice counts in a window when it starts inside it. Times in "
+                  "--json/--csv are µs.",
+                  ["sofa-gui stats trace.json.gz --kind kernel --top 10",
+                   "sofa-gui stats trace.json.gz --kind op --iteration 2 --json",
+                   "sofa-gui stats trace.json.gz --kind copy --steady --csv"])
     st.add_argument("path", help="trace file or folder")
     st.add_argument("--kind", choices=("kernel", "op", "copy", "collective"), default="kernel",
                     help="what to tabulate (default: kernel)")
@@ -131,6 +130,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _command(sub, name: str, summary: str, description: str, examples: list[str]):
+    """A subcommand with a description and an ``examples:`` epilog, laid out as written."""
+    return sub.add_parser(name, help=summary, description=description,
+                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _window_args(p: argparse.ArgumentParser) -> None:
     """--iteration N | --steady | --range A:B (``stats`` and ``calltree``)."""
     where = p.add_mutually_exclusive_group()
@@ -145,17 +151,15 @@ def _window_args(p: argparse.ArgumentParser) -> None:
 
 
 def _sql_parser(sub) -> None:
-    q = sub.add_parser("sql", help="run a SQL query over the trace's tables (DuckDB)",
-                       description="Run one read-only SELECT over the trace's tables: slices, "
-                       "lanes, iterations, flows, counters, findings and the views kernels, ops, "
-                       "copies, collectives (--schema lists their columns; docs/sql.md). Times "
-                       "are µs on the trace's clock. Refused or failing statements print one "
-                       "line and exit 2.",
-                       epilog="examples:\n  sofa-gui sql trace.json.gz \"SELECT count(*) FROM "
-                       "slices\"\n  sofa-gui sql trace.json.gz \"SELECT short_name(name), "
-                       "sum(dur_us) FROM kernels WHERE iteration = 3 GROUP BY 1 ORDER BY 2 DESC "
-                       "LIMIT 10\"\n  sofa-gui sql trace.json.gz --schema",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q = _command(sub, "sql", "run a SQL query over the trace's tables (DuckDB)",
+                 "Run one read-only SELECT over the trace's tables: slices, lanes, iterations, "
+                 "flows, counters, findings and the views kernels, ops, copies, collectives "
+                 "(--schema lists their columns; docs/sql.md). Times are µs on the trace's "
+                 "clock. Refused or failing statements print one line and exit 2.",
+                 ['sofa-gui sql trace.json.gz "SELECT count(*) FROM slices"',
+                  'sofa-gui sql trace.json.gz "SELECT short_name(name), sum(dur_us) FROM kernels '
+                  'WHERE iteration = 3 GROUP BY 1 ORDER BY 2 DESC LIMIT 10"',
+                  "sofa-gui sql trace.json.gz --schema"])
     q.add_argument("path", help="trace file or folder")
     q.add_argument("query", nargs="?", help="one SELECT statement")
     q.add_argument("--schema", action="store_true", help="print the tables and columns")
@@ -169,15 +173,14 @@ def _sql_parser(sub) -> None:
 
 
 def _calltree_parser(sub) -> None:
-    c = sub.add_parser("calltree", help="call tree (top-down or bottom-up) of a thread",
-                       description="Nest the slices of a CPU thread (or all threads of a rank) "
-                       "by their parents and sum them per call path: total, self, count and "
-                       "share of the scope's top-level time. Default: the main thread over "
-                       "the whole trace. See docs/calltree.md.",
-                       epilog="examples:\n  sofa-gui calltree trace.json.gz --iteration 2\n"
-                       "  sofa-gui calltree trace.json.gz --steady --bottom-up --depth 3\n"
-                       "  sofa-gui calltree trace.json.gz --lane \"rank 0\" --json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    c = _command(sub, "calltree", "call tree (top-down or bottom-up) of a thread",
+                 "Nest the slices of a CPU thread (or all threads of a rank) by their parents "
+                 "and sum them per call path: total, self, count and share of the scope's "
+                 "top-level time. Default: the main thread over the whole trace. See "
+                 "docs/calltree.md.",
+                 ["sofa-gui calltree trace.json.gz --iteration 2",
+                  "sofa-gui calltree trace.json.gz --steady --bottom-up --depth 3",
+                  'sofa-gui calltree trace.json.gz --lane "rank 0" --json'])
     c.add_argument("path", help="trace file or folder")
     _window_args(c)
     c.add_argument("--lane", metavar="NAME",
@@ -332,9 +335,10 @@ def _cmd_analyze(args) -> int:
         json.dump(doc, sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        from .core.analysis.text import analysis_text
+        from .core.analysis.text import analysis_text, verdict_text
 
-        _print_lines(trace_text(trace) + [""] + analysis_text(trace, analysis))
+        _print_lines(verdict_text(analysis.verdict) + trace_text(trace) + [""]
+                     + analysis_text(trace, analysis))
     return 0
 
 
@@ -438,17 +442,15 @@ def _cmd_sql(args) -> int:
 
 def _cmd_calltree(args) -> int:
     from .core.analysis import calltree
-    from .core.units import RANGE_SYNTAX, parse_time_range
+    from .core.units import RANGE_SYNTAX
 
     if args.range and not _range_shape_ok(args.range):
         return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
     if args.depth is not None and args.depth < 1:
         return _usage_error(f"--depth must be >= 1, not {args.depth}")
-    trace, analysis = _load_and_analyze(args.path, args)
+    trace, _ = _load_and_analyze(args.path, args)
     try:
-        window = (parse_time_range(args.range, trace.start_ns, trace.end_ns)
-                  if args.range else None)
-        scope = calltree.scope_of(analysis.iterations, args.iteration, args.steady, window)
+        scope = _stats_scope(trace, args)  # the windows and labels of `stats`
         lanes, lane_label = calltree.pick_lanes(trace, args.lane)
     except (IndexError, ValueError) as exc:
         _error(f"{args.path}: {exc}")

@@ -125,7 +125,7 @@ def _fresh(path: Path, d: Path) -> bool:
             log.info("dropping the cache entry of %s: the source changed", path)
         else:
             log.warning("dropping the cache entry %s: %s", d.name, problem)
-    except (OSError, ValueError, AttributeError) as exc:  # unreadable: dropped below
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:  # dropped below
         log.info("dropping unreadable cache entry %s: %s", d, exc)
     shutil.rmtree(d, ignore_errors=True)
     return False

@@ -82,6 +82,7 @@ class Session(QObject):
         self.search_query: SearchQuery | None = None
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
+        self.instances_scoped = False  # the matches are a Statistics row's (see show_instances)
         self.match_pos = -1
         # fleet (big rank folders): only the summaries live here, plus the ranks opened
         self.fleet_path: str | None = None
@@ -284,10 +285,12 @@ class Session(QObject):
     def clear_range(self) -> None:
         self.view.select_range(None)
 
-    def show_instances(self, indexes: np.ndarray, focus: int = -1) -> None:
+    def show_instances(self, indexes: np.ndarray, focus: int = -1, scoped: bool = False) -> None:
         """Highlight ``indexes`` like search matches (F3 steps through them) and
         select and reveal ``focus`` (e.g. the longest instance of a statistics row); the
-        iteration that holds ``focus`` becomes the selected one, so every panel shows it."""
+        iteration that holds ``focus`` becomes the selected one, so every panel shows it.
+        ``scoped``: the instances belong to the selected iteration's view (a Statistics
+        row), so they go when another iteration is selected."""
         if focus >= 0 and self.trace is not None:
             k = self.view.iteration_of(float(int(self.trace.slices.start[focus]) - self.view.t0))
             if k >= 0:
@@ -295,6 +298,7 @@ class Session(QObject):
         self.search_query = None
         self.search_error = ""
         self.matches = np.asarray(indexes, np.int64)
+        self.instances_scoped = bool(scoped)
         self.match_pos = int(np.searchsorted(self.matches, focus)) if focus >= 0 else -1
         self.search_changed.emit()
         if focus >= 0:
@@ -317,7 +321,7 @@ class Session(QObject):
         if change is Change.SLICE:
             self.slice_selected.emit(self.view.selected_slice)
         elif change is Change.ITERATION:
-            if self.search_query is None and len(self.matches):
+            if self.instances_scoped and len(self.matches):
                 self._drop_instances()  # a Statistics row's instances belong to its scope
             self.iteration_selected.emit(self.view.selected_iteration)
         elif change is Change.RANGE:
@@ -333,6 +337,7 @@ class Session(QObject):
         self.search_query = query
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
+        self.instances_scoped = False
         if query is not None and query.text and self.trace is not None:
             try:
                 self.matches = find_matches(self.trace, query)

@@ -97,7 +97,9 @@ def test_each_planted_payload_is_dropped_and_recomputed(cached, tmp_path, kind):
 @pytest.mark.parametrize("data", [
     pickle.dumps(os.system), b"cos\nsystem\n(S'true'\ntR.",
     msgspec.msgpack.encode(msgspec.msgpack.Ext(1, b"os.system")), b"", b"\xc1" * 64,
-], ids=["pickle", "pickle-protocol-0", "msgpack-ext", "empty", "garbage"])
+    b"\x91" * 100_000 + b"\xc0", b"\x92\xa1L\x91" * 400 + b"\xc0",
+], ids=["pickle", "pickle-protocol-0", "msgpack-ext", "empty", "garbage", "deep-msgpack",
+        "deep-tags"])
 def test_foreign_formats_are_dropped(cached, data):
     trace, _ = cached
     f = _plant(trace.cache_entry, data)
@@ -183,6 +185,15 @@ def test_codec_fuzz_decodes_or_refuses(node):
     """Arbitrary tags and values: a value or :class:`codec.Unsupported`, nothing else."""
     try:
         codec.decode(node)
+    except codec.Unsupported:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_codec_loads_any_bytes_or_refuses(data):
+    try:
+        codec.loads(data)
     except codec.Unsupported:
         pass
 

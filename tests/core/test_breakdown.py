@@ -67,7 +67,8 @@ def test_known_answer_device_and_host():
     }
     host = dict(zip(HOST_CATEGORIES, bd.host.times[1].tolist()))
     assert host == {"data_loading": 400 * US, "forward": 90 * US, "backward": 0,
-                    "optimizer": 0, "memcpy": 0, "runtime": 10 * US, "sync": 50 * US,
+                    "optimizer": 0, "communication": 0, "memcpy": 0, "runtime": 10 * US,
+                    "sync": 50 * US,
                     "python": 0, "other": 450 * US}
     c = bd.device.copies
     assert c.bytes[:, 0].tolist() == [1_000_000] * 3

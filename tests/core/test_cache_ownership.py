@@ -22,6 +22,7 @@ from tracedata import DATA
 
 from sofa_gui.core import cache_dir, store
 from sofa_gui.core.importers import load_trace
+from sofa_gui.core.source_record import record_matches, source_record
 
 MINITOY = DATA / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,3 +171,49 @@ def test_inaccessible_root_cli_prints_one_warning_and_no_traceback(root, trace_f
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "not accessible (mode 000)" in lines[0], out.stderr
     shutil.rmtree(root)
+
+
+def test_source_changed_while_it_is_read_is_not_served_next_time(root, trace_file, tmp_path,
+                                                                   monkeypatch):
+    """The record is taken before the read: an entry of bytes read from a file that then
+    changed (same size and mtime) is dropped on the next open."""
+    from sofa_gui.core.importers.chrome import trace as chrome_trace
+
+    other = tmp_path / "other.json"
+    other.write_bytes(_same_size_other_content(trace_file))
+    st = os.stat(trace_file)
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    original = chrome_trace.IMPORTER.load
+
+    def load_then_swap(path, progress):
+        trace = original(path, progress)
+        subprocess.run(["cp", "-p", str(other), str(trace_file)], check=True)
+        return trace
+
+    monkeypatch.setattr(chrome_trace.IMPORTER, "load", load_then_swap)
+    first = load_trace(trace_file)
+    assert not any("XtoX" in n for n in first.names)
+    monkeypatch.setattr(chrome_trace.IMPORTER, "load", original)
+    assert any("XtoX" in n for n in load_trace(trace_file).names)
+
+
+def test_a_folder_record_follows_every_file(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (folder / name).write_bytes(b"x" * 3000)
+    record = source_record(folder)
+    assert [f[0] for f in record["files"]] == ["run/a.txt", "run/b.txt"]
+    assert record_matches(record, folder)
+    st = os.stat(folder / "b.txt")
+    (folder / "b.txt").write_bytes(b"y" * 3000)
+    os.utime(folder / "b.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not record_matches(record, folder)
+
+
+@pytest.mark.parametrize("manifest", ["[" * 100_000, '{"source": [1]}', "not json", "[]"])
+def test_unreadable_manifest_is_dropped(root, trace_file, manifest):
+    load_trace(trace_file)
+    (entry,) = _entries(root)
+    (entry / "manifest.json").write_text(manifest)
+    assert store.load_cached(trace_file) is None and not entry.exists()

@@ -78,6 +78,10 @@ def test_args_and_slice_ids(trace, db):
     for i, ext in res.rows:
         assert ext == str(trace.args.get(int(trace.slices.args[i]))["External id"])
     np.testing.assert_array_equal(res.slice_ids, sorted(r[0] for r in res.rows))
+    none = int(np.flatnonzero(trace.slices.args < 0)[0])
+    assert db.run(f"SELECT args FROM slices WHERE id = {none}").rows == [(None,)]
+    assert db.run("SELECT count(args) FROM slices").rows == [(int((trace.slices.args >= 0)
+                                                                  .sum()),)]
     assert db.run("SELECT id FROM lanes").slice_ids is None  # a lane id is no slice id
     assert db.run("SELECT count(*) FROM slices").slice_ids is None
 
@@ -140,3 +144,32 @@ def test_the_schema_page_lists_every_table_and_column():
             assert f"| `{c}` | {typ} |" in page, (table, c)
     for view in VIEWS:
         assert f"| `{view}` |" in page
+
+
+@pytest.mark.parametrize("rel", ["xplane/tw003.xplane.pb", "sofa-demo-sofalog",
+                                 "recording-torch-pyspy", "ranks",
+                                 "sofa-deepprof-gputrace/gputrace.csv"])
+def test_every_format_opens_as_tables(rel):
+    """Each importer's traces (counters, no CPU lanes, several ranks...) give the tables,
+    and the call tree of their main thread holds their top-level time."""
+    from pathlib import Path
+
+    from sofa_gui.core.analysis import calltree
+
+    t = load_trace(Path(__file__).resolve().parents[1] / "data" / rel)
+    d = TraceDB(t, _Analysis(detect_iterations(t)))
+    try:
+        assert d.run("SELECT count(*) FROM slices").rows == [(len(t.slices),)]
+        assert d.run("SELECT count(*) FROM counters").rows == [(len(t.counters),)]
+        assert d.run("SELECT count(*) FROM lanes").rows == [(len(t.lanes),)]
+        d.run("SELECT * FROM slices", max_rows=50)
+    finally:
+        d.close()
+    try:
+        lanes, _ = calltree.pick_lanes(t, None)
+    except ValueError:
+        assert not len(calltree.cpu_lanes(t))
+        return
+    tree = calltree.build(t, lanes)
+    top = np.isin(t.slices.lane, lanes) & (parents(t) < 0)
+    assert int(tree.total[0]) == int(t.slices.dur[top].sum())

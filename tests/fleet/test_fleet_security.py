@@ -89,6 +89,8 @@ def test_embedded_cluster_refuses_clients_without_its_credentials():
         for worker, info in client.scheduler_info()["workers"].items():
             assert worker.startswith("tls://")
             assert _refused(worker, security=Security.temporary())
+            assert info["nanny"].startswith("tls://") and _refused(info["nanny"])
+            assert _refused(info["nanny"], security=Security.temporary())
             ports.append(info["services"]["dashboard"])
         for port, path in itertools.product(ports, ["/status", "/info/main/workers.html",
                                                     "/metrics", "/json/identity.json"]):

@@ -8,16 +8,13 @@ import pytest
 from PySide6 import QtCore
 
 from sofa_gui.core.analysis import calltree
-from sofa_gui.core.samples import demo_trace_path
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
 
 
 @pytest.fixture
-def win(open_window):
-    w = open_window(demo_trace_path())
-    w.docks["calltree"].raise_()
-    return w
+def win(docked):
+    return docked("calltree")
 
 
 def test_flame_graph_of_the_selected_iteration_and_a_click_on_a_frame(win, qtbot):

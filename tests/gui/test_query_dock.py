@@ -9,17 +9,14 @@ from PySide6.QtTest import QTest
 
 from sofa_gui.core.query.db import TraceDB
 from sofa_gui.core.query.schema import EXAMPLES
-from sofa_gui.core.samples import demo_trace_path
 from sofa_gui.qt.panels.query import HISTORY_KEY
 
 LEFT = QtCore.Qt.MouseButton.LeftButton
 
 
 @pytest.fixture
-def win(open_window):
-    w = open_window(demo_trace_path())
-    w.docks["query"].raise_()
-    return w
+def win(docked):
+    return docked("query")
 
 
 def _run(qtbot, panel, sql: str) -> None:

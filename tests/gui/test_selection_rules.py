@@ -93,6 +93,18 @@ def test_the_statistics_highlight_goes_with_an_iteration_change(win, qtbot):
     assert len(s.matches) == 0 and win.timeline.model.highlight is None
 
 
+def test_a_query_highlight_outlives_an_iteration_change_and_steps_with_f3(win, qtbot):
+    s = win.session
+    kernels = np.flatnonzero(s.trace.slices.kind == int(Kind.KERNEL))[[10, 200, 3000]]
+    s.show_instances(kernels)  # as the Query dock shows a result's slices
+    s.select_iteration(3)
+    assert len(s.matches) == 3 and win.timeline.model.highlight is not None
+    _key(win, Key.Key_F3)
+    assert s.selected_slice == kernels[0]
+    _key(win, Key.Key_F3)
+    assert s.selected_slice == kernels[1]
+
+
 def test_esc_clears_range_then_highlight_then_slice_then_iteration(win, qtbot):
     s = win.session
     row, _members = _statistics_row(win, qtbot)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..progress import NullProgress, Progress
 from ..trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from .codec import register
 from .device_side import (
     COPY_DIRECTIONS,
     DEVICE_CATEGORIES,
@@ -373,9 +374,14 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
             overlap.append(d.comm_overlap)
             continue
         h = hosts.get(r)
-        busy.append(h.times.sum(axis=1) - h.column("other") if h is not None else zero)
-        comm.append(zero)
-        total.append(zero)
+        if h is None:
+            busy.append(zero)
+            comm.append(zero)
+        else:  # CPU collectives (gloo, MPI): the main thread waits in them or for them;
+            waits = h.column("communication")  # the rest, traced or not, is its own work
+            busy.append(h.times.sum(axis=1) - waits)
+            comm.append(waits)
+        total.append(comm[-1])
         overlap.append(zero)
     return rank_stats(real, durs, busy, comm, total, overlap)
 
@@ -403,3 +409,6 @@ def _counter_summaries(trace: Trace, ws: np.ndarray, we: np.ndarray) -> list[Cou
         lo[empty] = hi[empty] = mean[empty] = np.nan
         out.append(CounterSummary(name, c.table.unit[sid], int(c.table.lane[sid]), mean, lo, hi))
     return out
+
+
+register(TraceBreakdown, CounterSummary)  # result types the analysis cache may store

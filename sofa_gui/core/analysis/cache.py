@@ -30,7 +30,13 @@ import msgspec
 
 from ..cache_dir import private_file_problem
 from ..errors import one_line
-from .codec import Unsupported, decode, encode, result_types
+
+# The modules that define the result types register them with the codec on import: a
+# cached analysis may name any of them, so all are imported before one is decoded.
+from . import breakdown, device_side, host_side, pipeline, ranks, run_facts, tfdata  # noqa: F401
+from . import results as _results  # noqa: F401
+from . import verdict as _verdict  # noqa: F401
+from .codec import Unsupported, dumps, loads, result_types
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +81,11 @@ def load(entry: Path | None, options: dict):
     try:
         if problem is not None:
             raise Unsupported(problem)
-        result = decode(msgspec.msgpack.decode(_body(data)))
+        result = loads(_body(data))
         if type(result) is not result_types()["Analysis"]:
             raise Unsupported("not an analysis")
         return result
-    except (Unsupported, msgspec.DecodeError) as exc:  # recomputed, never fatal
+    except Unsupported as exc:  # recomputed, never fatal
         log.warning("dropping analysis cache %s: %s", f.name, one_line(str(exc), 200))
         with contextlib.suppress(OSError):
             f.unlink(missing_ok=True)
@@ -107,7 +113,7 @@ def save(entry: Path | None, options: dict, results) -> bool:
         return False
     target = entry_file(entry, options)
     try:
-        body = msgspec.msgpack.encode(encode(results))
+        body = dumps(results)
         data = MAGIC + hashlib.sha256(body).digest() + body
         fd, tmp = tempfile.mkstemp(prefix=".tmp-analysis-", dir=entry)
         try:

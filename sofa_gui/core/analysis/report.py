@@ -118,7 +118,11 @@ def html_report(trace: Trace, analysis: Analysis) -> str:
     title = f"sofa-gui report: {Path(trace.meta.source).name or 'trace'}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{escape(title)}</h1>", "<table>"]
+           f"<h1>{escape(title)}</h1>"]
+    v = analysis.verdict
+    if v is not None:
+        out.append(f'<p class="verdict"><b>{escape(v.headline)}</b><br>{escape(v.basis)}</p>')
+    out.append("<table>")
     out += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
             for k, v in _facts(trace, analysis)]
     out.append("</table>")
@@ -241,8 +245,10 @@ def _html_ranks(bd: TraceBreakdown) -> list[str]:
 # -- Markdown --------------------------------------------------------------------------
 def markdown_report(trace: Trace, analysis: Analysis) -> str:
     bd: TraceBreakdown | None = analysis.breakdown
-    out = [f"# sofa-gui report: {_md(Path(trace.meta.source).name or 'trace')}", "",
-           "| | |", "|---|---|"]
+    out = [f"# sofa-gui report: {_md(Path(trace.meta.source).name or 'trace')}", ""]
+    if analysis.verdict is not None:
+        out += [f"**{_md(analysis.verdict.headline)}**. {_md(analysis.verdict.basis)}", ""]
+    out += ["| | |", "|---|---|"]
     out += [f"| {_md(k)} | {_md(v)} |" for k, v in _facts(trace, analysis)]
     out += ["", "## Findings", ""]
     if not analysis.findings:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..units import us
+from .codec import register
 
 __all__ = ["us"]  # re-exported: analysis modules import it from here
 
@@ -193,10 +194,14 @@ class Evidence:
 class Fix:
     """A remedy and what it applies to.
 
-    ``framework``: "pytorch", "tensorflow", "jax", "tensorflow/jax" (both) or "any".
+    ``framework``: "pytorch", "tensorflow", "jax", "tensorflow/jax" (both) or "any"; its
+    text names no other framework's API.
     ``devices``/``modes``: the run facts it fits (empty: any).  ``fact``: the run fact it
     changes; ``unless``: values of that fact under which it is already applied (the fix
-    is then not shown).  ``because`` is filled per run with the fact that makes it fit.
+    is then not shown).  ``needs``: facts the run must be proven to have, as
+    ``(key, allowed values)`` pairs (a DataLoader fix needs a DataLoader in the trace:
+    unknown is not enough); ``excludes``: ``(key, values)`` pairs that rule it out.
+    ``because`` is filled per run with the fact that makes it fit.
     ``gain``: how its own speed-up is estimated (a key of :data:`GAIN_NEEDS`; "" = the
     finding's estimate applies to all its fixes), ``name`` a short label for it;
     ``estimate``/``estimate_why`` are filled per run.
@@ -208,6 +213,8 @@ class Fix:
     modes: tuple[str, ...] = ()
     fact: str = ""
     unless: tuple = ()
+    needs: tuple[tuple[str, tuple], ...] = ()
+    excludes: tuple[tuple[str, tuple], ...] = ()
     because: str = ""
     gain: str = ""
     name: str = ""
@@ -292,6 +299,8 @@ class Finding:
     #: what makes its reading (not only its size) unproven, e.g. slow steps that make the
     #: same calls as fast ones: such findings rank after the hypotheses
     tentative: str = ""
+    #: other shown findings that measure disjoint time (their shares add up)
+    disjoint_with: list[str] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -327,4 +336,10 @@ class Finding:
             out["tentative"] = self.tentative
         if self.estimated_by:
             out["estimated_by"] = self.estimated_by
+        if self.disjoint_with:
+            out["disjoint_with"] = list(self.disjoint_with)
         return out
+
+
+# result types the analysis cache may store
+register(Iterations, PeriodicExtra, Finding, Cause, Evidence, Fix)

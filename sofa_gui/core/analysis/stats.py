@@ -25,6 +25,7 @@ from ..names import demangle
 from ..trace import CopyKind, Kind, Trace
 from .iterations.symbols import normalize_name
 from .results import us
+from .roles import host_collectives
 from .self_time import self_times
 
 KINDS = ("kernel", "op", "copy", "collective")
@@ -125,6 +126,8 @@ def select(trace: Trace, kind: str, scope: Scope) -> np.ndarray:
     else:
         comm = idx[k == int(Kind.COMMUNICATION)]
         on_device = comm[s.device[comm] >= 0]
+        if not len(on_device):  # CPU collectives (gloo, MPI, UCC) run on host threads
+            comm = np.union1d(comm, idx[np.isin(idx, host_collectives(trace))])
         idx = on_device if len(on_device) else comm
     if scope.lanes is not None:
         idx = idx[np.isin(s.lane[idx], np.asarray(scope.lanes))]

@@ -32,6 +32,14 @@ def analysis_text(trace: Trace, analysis: Analysis) -> list[str]:
     return lines
 
 
+def verdict_text(verdict) -> list[str]:
+    """"Verdict: Compute-bound: 64.1% of the profiled time" and its basis, then a blank
+    line ([] without a verdict): what limits the run, read before any finding."""
+    if verdict is None:
+        return []
+    return [f"Verdict: {verdict.headline}", f"  {verdict.basis}", ""]
+
+
 def input_pipeline_text(p) -> list[str]:
     """The tf.data stage tree with total and own time (a :class:`~.tfdata.InputPipeline`)."""
     n = max(len(p.wait_ns), 1)

@@ -30,7 +30,10 @@ import numpy as np
 
 from ..trace import Trace
 from . import guard, tables
+from .guard import QueryError
 from .schema import VIEWS
+
+__all__ = ["QueryError", "QueryResult", "TraceDB", "json_value", "preload", "refuse_early"]
 
 #: Integer result columns taken for slice ids when the query reads slices.
 SLICE_ID_COLUMNS = ("id", "slice_id", "slice", "from_slice", "to_slice", "parent")
@@ -38,14 +41,6 @@ SLICE_ID_COLUMNS = ("id", "slice_id", "slice", "from_slice", "to_slice", "parent
 SLICE_SOURCES = {"slices", "flows", *VIEWS}
 #: DuckDB's memory for one query; past it the query fails with DuckDB's message.
 MEMORY_LIMIT = "2GB"
-
-
-class QueryError(Exception):
-    """A statement that failed or was refused; ``str()`` is one line for the user."""
-
-    def __init__(self, message: str, refused: bool = False):
-        super().__init__(message)
-        self.refused = refused
 
 
 @dataclass
@@ -136,7 +131,7 @@ class TraceDB:
         self.con.create_function("short_name", short_name, ["VARCHAR"], "VARCHAR",
                                  side_effects=False)
         self.con.create_function("slice_args", slice_args, ["BIGINT"], "VARCHAR",
-                                 side_effects=False)
+                                 null_handling="special", side_effects=False)
 
     def _register(self, analysis) -> None:
         iters = getattr(analysis, "iterations", None)

@@ -19,20 +19,30 @@ TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "duckdb_table
 READ_ONLY = "the trace's tables are read-only: only a SELECT statement is run"
 
 
+class QueryError(Exception):
+    """A statement that failed or was refused; ``str()`` is one line for the user."""
+
+    def __init__(self, message: str, refused: bool = False):
+        super().__init__(message)
+        self.refused = refused
+
+
 def one_line(exc: BaseException | str, limit: int = 400) -> str:
-    """An engine message as one line: its first line ("Catalog Error: ..."), cut to
-    ``limit`` characters. DuckDB's hint lines (LINE 1: / caret) are dropped."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return first if len(first) <= limit else first[: limit - 1] + "…"
+    """An engine message as one line: its lines joined, DuckDB's position hint (``LINE 1:``
+    and the caret under it) dropped, cut to ``limit`` characters."""
+    lines = []
+    for line in str(exc).splitlines():
+        if line.startswith("LINE ") or not line.strip() or set(line.strip()) <= {"^"}:
+            continue
+        lines.append(" ".join(line.split()))
+    text = " ".join(lines) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def check(con, sql: str) -> set[str]:
-    """Raise :class:`.db.QueryError` (refused) unless ``sql`` is one permitted SELECT;
+    """Raise :class:`QueryError` (refused) unless ``sql`` is one permitted SELECT;
     return the lower-cased names of the tables and views it reads."""
     import duckdb
-
-    from .db import QueryError
 
     if not sql.strip():
         raise QueryError("empty query", refused=True)
@@ -61,8 +71,6 @@ def check(con, sql: str) -> set[str]:
 
 def _syntax_tree(con, sql: str) -> dict:
     """DuckDB's parse of a SELECT as JSON (``json_serialize_sql``)."""
-    from .db import QueryError
-
     try:
         text = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0]
         tree = json.loads(text)

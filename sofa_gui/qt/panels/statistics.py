@@ -336,7 +336,7 @@ class StatisticsPanel(ComputedWhenSeen, QWidget):
         row = self.proxy.mapToSource(index).row()
         table = self.model.table
         members = table.members(row)
-        self.session.show_instances(members, focus=table.rows[row].longest)
+        self.session.show_instances(members, focus=table.rows[row].longest, scoped=True)
 
 
 

@@ -1,5 +1,6 @@
-"""Run summary header: file, format, duration, iterations, median iteration, device use,
-and the run facts (framework, device, mode, ... each proved by an event: see the tooltip).
+"""Run summary header: what limits the run (the verdict, first), file, format, duration,
+iterations, median iteration, device use, and the run facts (framework, device, mode, ...
+each proved by an event: see the tooltip).
 
 A strip of label/value pairs above the timeline. Observes ``Session.trace_changed`` and
 every analysis part as it arrives.
@@ -20,8 +21,8 @@ from ..session import Session
 from .common import plain_label, set_muted
 
 EMPTY_TITLE = "No trace open — File ▸ Open, or drop a trace here"
-FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
-          "Top bottleneck")
+FIELDS = ("Limited by", "Format", "Duration", "Events", "Iterations", "Median iteration",
+          "Device busy", "Top bottleneck")
 
 
 class SummaryHeader(QFrame):
@@ -124,11 +125,14 @@ class SummaryHeader(QFrame):
                 fmt_ns(int(it.durations[it.median_index])) if len(it) else "—"),
             "Device busy": _util_text(s),
             "Top bottleneck": _top_text(s),
+            "Limited by": _verdict_text(s),
         }
         for key, text in vals.items():
             self.values[key].setText(text)
             if key != "Events":  # that one's tooltip explains the count
                 self.values[key].setToolTip(literal_html(text))
+        v = s.analysis.verdict
+        self.values["Limited by"].setToolTip(literal_html(v.basis) if v is not None else "")
         self._show_run(s.analysis.run)
 
     def _show_run(self, facts) -> None:
@@ -147,6 +151,14 @@ def _util_text(s: Session) -> str:
         return "…" if s.busy else "—"
     u = device_utilisation(s.breakdown)
     return "no device" if u is None else fmt_pct(u)
+
+
+def _verdict_text(s: Session) -> str:
+    """"Compute (64.1%)": the verdict's bound and share."""
+    v = s.analysis.verdict
+    if v is None:
+        return "…" if s.busy else "—"
+    return f"{v.label} ({fmt_pct(v.share)})" if v.bound else "unknown"
 
 
 def _top_text(s: Session) -> str:
