@@ -97,7 +97,7 @@ def test_embedded_cluster_reports_a_bad_rank_and_completes_the_others(tmp_path):
     make_rank_folder(run, SOURCES, 3)
     bad = run / "rank-2.json"
     bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # truncated mid-file
-    # unique per run: other sessions on this machine run the same test at the same time
+    # unique per run: other test runs on this machine may run the same test at once
     env = marked_env(uuid.uuid4().hex, tmp_path / "cache")
     proc = _fleet([str(run), "--workers", "1", "--json"], env)
     try:
