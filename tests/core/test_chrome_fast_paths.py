@@ -178,14 +178,14 @@ def test_exact_ns_from_written_decimals_matches_decimal_arithmetic():
 def test_last_non_blank_looks_back_from_the_end_only(blanks, lo):
     """The blank-run cut asks for the last non-blank byte of each new block; it must be
     right across its doubling look-back windows and respect ``lo``."""
-    from sofa_gui.core.importers.chrome.decode import _last_non_blank
+    from sofa_gui.core.importers.chrome.lenient import last_non_blank
 
     body = bytearray(b'{"a": 1}, \n{"b": [1, 2]}')
     buf = body + bytearray(b" \t\r\n"[i % 4] for i in range(blanks))
     want = len(body) - 1 if len(body) - 1 >= lo else -1
-    assert _last_non_blank(buf, lo) == want
-    assert _last_non_blank(bytearray(b" " * blanks), 0) == -1
-    assert _last_non_blank(buf, len(buf)) == -1
+    assert last_non_blank(buf, lo) == want
+    assert last_non_blank(bytearray(b" " * blanks), 0) == -1
+    assert last_non_blank(buf, len(buf)) == -1
 
 
 def test_text_ids_get_codes_in_first_seen_order():

@@ -253,7 +253,7 @@ def read_part(path: str, part: Part, spill_path: str, on_demand: bool = False,
 
 
 def _tagged(stream: EventStream) -> set[bool]:
-    return {k < 2 for k in stream.decoders_used}  # decode._DECODERS: 0, 1 tagged
+    return {k < 2 for k in stream.decoders_used}  # event_types.DECODERS: 0, 1 tagged
 
 
 # -- a part's columns back through a file ------------------------------------------------

@@ -20,7 +20,7 @@ from ...progress import Progress
 from ...trace import DEVICE_KINDS, Kind, LoadStats
 from ..args_spill import ArgsSpill
 from ..source_args import SourceFile
-from .decode import EventStream, Piece, exact_ts_strings
+from .decode import EventStream
 from .event_args import (
     A_BYTES,
     A_BYTES2,
@@ -37,6 +37,7 @@ from .event_args import (
     decode_batch,
     merge_args,
 )
+from .event_types import Piece, exact_ts_strings
 from .file_data import FileData, LaneInfo
 from .ids import (
     ANN_TID,
