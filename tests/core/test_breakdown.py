@@ -237,7 +237,7 @@ def _oracle(dev, host, lo, hi):
     work = np.zeros(n, bool)
     for s, d in host["work"]:
         work[s:s + d] = True
-    owner[:lo] = -1  # outside the analysed span
+    owner[:lo] = -1  # outside the analyzed span
     owner[hi:] = -1
     sync_ends = [(s + d) * US for s, d in host["sync"]]
     c = lo

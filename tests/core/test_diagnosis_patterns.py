@@ -32,14 +32,14 @@ def capture(case: str, k: int = 0) -> Path:
     return CORPUS / case / json.loads(truth.read_text())["captures"][k]
 
 
-def analysed(path: Path):
+def analyzed(path: Path):
     t = load_trace(path, use_cache=False)
     return t, analyze(t)
 
 
 # -- waits counted for what the thread waits for ----------------------------------------------
 def test_gloo_wait_is_communication_and_the_straggler_has_a_cause():
-    t, a = analysed(capture("pt_ddp_gloo_straggler"))
+    t, a = analyzed(capture("pt_ddp_gloo_straggler"))
     hosts = {h.rank: h for h in a.breakdown.hosts}
     fast = max(hosts.values(), key=lambda h: h.column("communication").sum())
     share = fast.column("communication").sum() / (fast.ends - fast.starts).sum()
@@ -73,7 +73,7 @@ def test_cpu_collectives_are_in_stats_and_fleet():
 
 
 def test_keras_fit_waits_for_its_input_fetch_on_a_tf_data_thread():
-    t, a = analysed(DATA / "keras-fit-python-map")
+    t, a = analyzed(DATA / "keras-fit-python-map")
     assert a.iterations.method == "annotations"  # Keras 3's "Profiled batch step N"
     assert a.iterations.labels[0].startswith("Profiled batch step")
     host = a.breakdown.host
@@ -85,7 +85,7 @@ def test_keras_fit_waits_for_its_input_fetch_on_a_tf_data_thread():
 
 
 def test_a_blocking_read_of_a_jitted_result_waits_for_xla_compute():
-    t, a = analysed(capture("jax_infer_jit"))
+    t, a = analyzed(capture("jax_infer_jit"))
     host = a.breakdown.host
     fwd = host.column("forward").sum() / (host.ends - host.starts).sum()
     assert fwd > 0.5  # `$numpy asarray` waits while the PjRt client thread computes
@@ -96,7 +96,7 @@ def test_a_blocking_read_of_a_jitted_result_waits_for_xla_compute():
 def test_periodic_extra_needs_calls_the_other_iterations_do_not_make():
     from sofa_gui.core.analysis.iterations.recurring import recurs
 
-    t, a = analysed(DATA / "torch-loops" / "checkpoint.json.gz")
+    t, a = analyzed(DATA / "torch-loops" / "checkpoint.json.gz")
     it = a.iterations
     lane = a.breakdown.host.lane
     holders = [4, 9, 14]  # torch.save after every 5th step
@@ -110,14 +110,14 @@ def test_periodic_extra_needs_calls_the_other_iterations_do_not_make():
 
 
 def test_no_periodic_extra_on_steps_that_only_wait_longer():
-    t, a = analysed(capture("pt_train_input_nw2_alternate"))
+    t, a = analyzed(capture("pt_train_input_nw2_alternate"))
     assert "periodic_extra" not in [f.id for f in a.findings]
     assert a.verdict.bound == "input"
 
 
 # -- run facts ------------------------------------------------------------------------------
 def test_cpu_autocast_is_low_precision_and_gets_no_autocast_advice():
-    t, a = analysed(capture("pt_train_autocast_bf16"))
+    t, a = analyzed(capture("pt_train_autocast_bf16"))
     prec = a.run.get("precision")
     assert prec.value == "low" and "bf16" in prec.detail
     for f in a.findings:
@@ -132,14 +132,14 @@ def test_training_mode_from_tf_gradient_ops_and_xla_step_names():
 
 
 def test_plain_python_gets_no_framework_fixes():
-    t, a = analysed(DATA / "recording-plain-python")
+    t, a = analyzed(DATA / "recording-plain-python")
     assert a.run.value("framework") == "python"
     for f in a.findings:
         assert all(x.framework == "any" for x in f.fixes), f.id
 
 
 def test_reads_inside_the_optimizer_step_are_not_a_host_read_loop():
-    t, a = analysed(capture("pt_train_adamw_foreach"))
+    t, a = analyzed(capture("pt_train_adamw_foreach"))
     assert "host_reads_in_loop" not in [f.id for f in a.findings]
     assert a.run.value("optimizer") == "foreach"
 
@@ -148,7 +148,7 @@ def test_reads_inside_the_optimizer_step_are_not_a_host_read_loop():
 def test_batch_one_inference_is_op_overhead_with_batching_advice():
     truth = json.loads((CORPUS / "pt_infer_batch1_convnet" / "truth.json").read_text()) \
         if (CORPUS / "pt_infer_batch1_convnet").exists() else None
-    t, a = analysed(capture("pt_infer_batch1_convnet"))
+    t, a = analyzed(capture("pt_infer_batch1_convnet"))
     top = a.findings[0]
     assert top.id == "op_overhead_bound" and "batches of 1" in top.summary
     assert any("Batch the requests" in x.text for x in top.fixes)
@@ -160,7 +160,7 @@ def test_batch_one_inference_is_op_overhead_with_batching_advice():
 def test_verdict_names_compute_on_a_batched_convnet_and_small_findings_say_so():
     from sofa_gui.core.analysis.verdict import note_small_findings
 
-    t, a = analysed(capture("pt_infer_batched_convnet"))
+    t, a = analyzed(capture("pt_infer_batched_convnet"))
     assert a.verdict.bound == "compute" and a.verdict.share > 0.5
     d = a.verdict.to_dict()
     assert set(d) >= {"bound", "share", "basis"}
@@ -178,7 +178,7 @@ def test_verdict_is_in_json_text_report_first():
     from sofa_gui.core.analysis.report import markdown_report
     from sofa_gui.core.analysis.text import verdict_text
 
-    t, a = analysed(DATA / "keras-fit-python-map")
+    t, a = analyzed(DATA / "keras-fit-python-map")
     doc = a.to_dict(t)
     assert doc["verdict"]["bound"] in ("compute", "input")
     assert verdict_text(a.verdict)[0].startswith("Verdict: ")
@@ -200,7 +200,7 @@ def test_counter_findings_from_a_few_samples_say_so():
 
 
 def test_cpu_bound_states_how_busy_the_other_core_is():
-    t, a = analysed(DATA / "recording-plain-python")
+    t, a = analyzed(DATA / "recording-plain-python")
     for f in a.findings:
         if f.id == "cpu_bound":
             assert "mostly idle" not in f.summary and "% busy on average" in f.summary

@@ -29,7 +29,7 @@ def make_timeline(qtbot):
 @pytest.fixture
 def open_window(qtbot, tmp_path):
     """``open_window(path, size=(1400, 900))`` -> a shown MainWindow (own settings file)
-    with ``path`` opened and analysed; shut down after the test."""
+    with ``path`` opened and analyzed; shut down after the test."""
     from PySide6.QtCore import QSettings
     from test_app_window import open_and_wait
 

@@ -187,11 +187,11 @@ def test_evidence_and_cause_links_select_the_slice_they_zoom_to(win, qtbot):
 
 def test_a_recording_opens_to_a_finished_breakdown(open_window, data_dir, tmp_path, qtbot):
     """A recording of a plain program: counters only, nothing to break down -- said once
-    the analysis is done, never a lasting "Analysing…"."""
+    the analysis is done, never a lasting "Analyzing…"."""
     rec = tmp_path / "rec"
     rec.mkdir()
     for name in ("counters.parquet", "manifest.json", "output.log", "processes.parquet"):
         shutil.copyfile(data_dir / "recording-torch-pyspy" / name, rec / name)
     w = open_window(rec)
     status = w.panels["breakdown"].status.text()
-    assert "Analysing" not in status and status.startswith("Nothing to break down"), status
+    assert "Analyzing" not in status and status.startswith("Nothing to break down"), status

@@ -13,7 +13,7 @@
 * counter series (CPU/GPU utilisation...) summarised per iteration.
 
 Each category row sums exactly to the iteration's wall time (int64 ns).  When
-no iterations were found, the whole trace is analysed as one span
+no iterations were found, the whole trace is analyzed as one span
 (``whole_trace``).
 """
 
@@ -69,7 +69,7 @@ class CounterSummary:
 class TraceBreakdown:
     """Everything the breakdown found; what the CLI, reports and GUI read.
 
-    ``starts``/``ends`` are the analysed windows (the iterations, or the whole
+    ``starts``/``ends`` are the analyzed windows (the iterations, or the whole
     trace when ``whole_trace``) on the host clock.  When the device lags its host
     (``device_clock``), each device uses its own windows (its ``starts``/``ends``:
     :meth:`Iterations.device_windows`, finish to finish of each step's device
@@ -284,7 +284,7 @@ def compute_breakdown(trace: Trace, iters: Iterations,
         we = np.array([max(trace.end_ns, trace.start_ns)], np.int64)
         whole = True
         note = ("no iterations found" + (f" ({iters.reason})" if iters.reason else "")
-                + ": the whole trace is analysed as one span")
+                + ": the whole trace is analyzed as one span")
     ranks = sorted({int(r) for r in trace.lanes.rank.tolist()}) or [-1]
     groups = _device_groups(trace)
     hosts: dict[int, HostBreakdown] = {}

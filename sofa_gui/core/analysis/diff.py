@@ -1,6 +1,6 @@
 """``sofa-gui diff BEFORE AFTER``: did the fix work, and what changed?
 
-Compares two analysed runs: iteration time (mean, median and p90, with the slow
+Compares two analyzed runs: iteration time (mean, median and p90, with the slow
 iterations a median hides, and the mean of the steady-state iterations), the BEFORE
 run's predicted speed-up against the measured steady-state mean one, the
 mean per-iteration time of every breakdown category, findings resolved / new /
@@ -288,7 +288,7 @@ def _mean_iteration(analysis: Analysis) -> float:
 
 
 def _per_iteration_times(trace: Trace, analysis: Analysis) -> dict[tuple[str, str], float]:
-    """Mean ns per analysed window of each (kind, name), for device slices and CPU ops."""
+    """Mean ns per analyzed window of each (kind, name), for device slices and CPU ops."""
     bd = analysis.breakdown
     s = trace.slices
     if bd is not None and len(bd):

@@ -121,7 +121,7 @@ def _verdict_of(iterations, breakdown, findings):
 
 
 def _input_pipeline(trace: Trace, a: Analysis, opts: Options, progress: Progress):
-    """The tf.data pipeline over the analysed iterations, seen from the main thread."""
+    """The tf.data pipeline over the analyzed iterations, seen from the main thread."""
     from .tfdata import analyze_input_pipeline
 
     host = a.breakdown.host if a.breakdown is not None else None

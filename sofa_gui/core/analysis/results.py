@@ -258,7 +258,7 @@ GAIN_NEEDS = {"cores": "free CPU cores (one per worker)",
 class Cause:
     """One op / function / call site that makes up part of a finding's time.
 
-    ``total_ns`` in the analysed iterations, ``count`` occurrences, ``share`` of the
+    ``total_ns`` in the analyzed iterations, ``count`` occurrences, ``share`` of the
     finding's own time; ``instance`` one clickable occurrence."""
 
     label: str

@@ -15,7 +15,7 @@ state, first match wins:
   samples (SOFA), one core >= :data:`CORE_BUSY_PCT` while the others average
   <= :data:`OTHERS_IDLE_PCT`.
 
-Rules (shares are fractions of the analysed time that has the needed counters):
+Rules (shares are fractions of the analyzed time that has the needed counters):
 
 * ``input_pipeline_bound`` -- the run's GPU is below :data:`GPU_LOW_PCT` SM
   utilisation while the host is ``saturated`` or ``single_thread``: the host cannot
@@ -110,7 +110,7 @@ def _input_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | Non
     hit = gpu_known & (sig.gpu < GPU_LOW_PCT) & np.isin(state, [SATURATED, SINGLE_THREAD])
     share, evidence = _measure(ctx, sig, hit, idle, gpu_known, _input_label)
     summary = (f"From utilisation counters (no device trace): the GPU sits idle "
-               f"{_pct(share)} of the analysed time while the host CPU is saturated or one "
+               f"{_pct(share)} of the analyzed time while the host CPU is saturated or one "
                f"thread is pegged, i.e. the host cannot prepare batches as fast as the GPU "
                f"consumes them (GPU < {GPU_LOW_PCT:g}% SM with all cores >= "
                f"{CPU_SATURATED_PCT:g}% busy or the process at one core). "
@@ -132,7 +132,7 @@ def _contention(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None
     what = ("the GPU idles meanwhile" if sig.has_gpu else
             f"the share assumes the program would get at least {COMPUTE_GAIN:g}x its CPU "
             "time with the machine to itself")
-    summary = (f"Other processes hold the CPU: {_pct(_frac(sig, hit))} of the analysed time "
+    summary = (f"Other processes hold the CPU: {_pct(_frac(sig, hit))} of the analyzed time "
                f"all {sig.n_cores} cores are >= {CPU_SATURATED_PCT:g}% busy while "
                f"{sig.proc_name} gets less than {CONTENDED_SHARE:.0%} of that busy CPU; "
                f"{what}.")
@@ -155,7 +155,7 @@ def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
     by = (f"{sig.proc_name} uses one core's worth of CPU" if not np.isnan(sig.proc).all()
           else f"one core is >= {CORE_BUSY_PCT:g}% busy")
     busy = float(np.nanmean(others[hit])) if hit.any() else 0.0
-    summary = (f"Single-thread bound: {_pct(_frac(sig, hit))} of the analysed time {by} "
+    summary = (f"Single-thread bound: {_pct(_frac(sig, hit))} of the analyzed time {by} "
                f"while {_others(sig.n_cores)} {busy:.0f}% busy on average. The share assumes "
                f"the work spreads over the free part of the other cores (at most "
                f"{COMPUTE_GAIN:g}x faster).")

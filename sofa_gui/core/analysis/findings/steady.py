@@ -1,4 +1,4 @@
-"""Which analysed iterations are steady state, warm-up or periodic extras.
+"""Which analyzed iterations are steady state, warm-up or periodic extras.
 
 Findings are measured on steady-state iterations only: warm-up (first calls that
 compile, allocate, autotune) is one-off work with no per-step speed-up, and every
@@ -23,7 +23,7 @@ OUTLIER = 1.5
 
 @dataclass
 class Phases:
-    steady: np.ndarray  # bool per analysed row
+    steady: np.ndarray  # bool per analyzed row
     warmup: np.ndarray  # int row indexes (leading)
     extras: np.ndarray  # int row indexes (later, slow)
     source: str  # how they were found, in words
