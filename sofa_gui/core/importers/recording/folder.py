@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ... import metadata
 from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, subrange
@@ -106,8 +107,17 @@ def _read_manifest(folder: Path) -> dict:
     return doc
 
 
+#: Manifest facts the analysis reads as numbers, and the kind each must be.
+HOST_KINDS = {"physical_cores": metadata.count, "logical_cores": metadata.count,
+              "memory_bytes": metadata.amount}
+RUN_KINDS = {"duration_s": metadata.amount}
+
+
 def _describe(b: TraceBuilder, m: dict) -> None:
-    host = m.get("host") or {}
+    notes = b.load_stats.notes
+    host = m.get("host") if isinstance(m.get("host"), dict) else {}
+    host = metadata.check(host, HOST_KINDS, f"{MANIFEST} host", notes)
+    m = metadata.check(m, RUN_KINDS, MANIFEST, notes)
     for g in host.get("gpus") or []:
         if isinstance(g, dict) and isinstance(g.get("index"), int):
             b.meta.devices.setdefault(g["index"], {k: v for k, v in g.items() if k != "index"})
