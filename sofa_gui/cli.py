@@ -422,7 +422,9 @@ def terminal_safe(text: str, one_line: bool = False) -> str:
 
 
 def _print_lines(lines: list[str]) -> None:
-    print(terminal_safe("\n".join(lines)))
+    """Each line on its own: a line break inside one came from a name, and is escaped
+    (a ``\\n`` in a thread name must not start a line of its own, e.g. ``error: ...``)."""
+    print("\n".join(terminal_safe(line, one_line=True) for line in lines))
 
 
 if __name__ == "__main__":
