@@ -265,7 +265,10 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
              ("context switches", "ctx_switches_per_s", "since_ns", "context switches", "1/s")]
     order = np.argsort(pids, kind="stable")  # one pass per process, not one scan each
     uniq, first = np.unique(pids[order], return_index=True)
-    for pid, rows in zip(uniq.tolist(), np.split(order, first[1:])):
+    groups = _busiest(cols["cpu_percent"], np.split(order, first[1:]), b, len(uniq))
+    for pid, rows in zip(uniq.tolist(), groups):
+        if rows is None:
+            continue
         label = f"{names[int(nid[rows[0]])]} [{pid}]"
         for lane_key, col, tcol, what, unit in specs:
             val = cols[col][rows].astype(np.float64)
@@ -276,6 +279,22 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
                               cols[tcol][rows][ok].astype(np.int64), val[ok])
     if len(uniq) > 1:
         _process_totals(b, cols, lanes)
+
+
+#: Processes with series of their own; the others count in the process-tree totals only.
+MAX_PROCESS_LANES = 256
+
+
+def _busiest(cpu: np.ndarray, groups: list, b: TraceBuilder, n: int) -> list:
+    """``groups`` (rows per process) with all but the MAX_PROCESS_LANES busiest (total
+    CPU %) set to None, noted: 80k processes would be 320k series."""
+    if n <= MAX_PROCESS_LANES:
+        return groups
+    load = np.array([np.nansum(cpu[rows]) for rows in groups])
+    keep = set(np.argsort(-load, kind="stable")[:MAX_PROCESS_LANES].tolist())
+    b.load_stats.notes.append(f"{n:,} processes: the {MAX_PROCESS_LANES} busiest have series "
+                              "of their own, the others count in the process-tree totals")
+    return [rows if i in keep else None for i, rows in enumerate(groups)]
 
 
 def _process_totals(b: TraceBuilder, cols: dict, lanes: dict) -> None:
