@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
 from sofa_gui.core.analysis.diff_repeated import summarize  # noqa: E402
-from sofa_gui.core.analysis.findings.device_rules import (  # noqa: E402
+from sofa_gui.core.analysis.findings.input_rules import (  # noqa: E402
     DEFAULT_INTERFERENCE,
     parallel_bound,
 )

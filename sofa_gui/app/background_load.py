@@ -220,8 +220,8 @@ def decoded_bytes(path: Path, enough: int) -> int:
     """Bytes the importers would read from ``path`` (a file or every file in a folder),
     gzip files counted *decompressed*, counted only up to ``enough``.
 
-    A 200 KB gzip can hold 1 GB; guessing its size from the compressed one let such a
-    file decode inside the app's process (issue 15 item 5). Counting costs at most
+    A 200 KB gzip can hold 1 GB; guessing its size from the compressed one would let
+    such a file decode inside the app's process. Counting costs at most
     ``enough`` bytes of decompression, in 64 KiB reads.
     """
     total = 0

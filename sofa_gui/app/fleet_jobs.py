@@ -2,32 +2,24 @@
 
 A folder with more than :data:`FLEET_MIN_RANKS` - 1 rank files is not loaded as one
 trace: :func:`fleet_job` runs the per-rank analysis on Dask (the embedded
-``LocalCluster`` or ``$SOFA_GUI_SCHEDULER``) and hands over ``"fleet_start"`` (the
-rank files), one ``"fleet_rank"`` per finished rank and the ``"fleet"`` result.
+``LocalCluster`` or ``$SOFA_GUI_SCHEDULER``) and hands over a
+:class:`~.events.FleetStarted` (the rank files), one :class:`~.events.FleetRankDone` per
+finished rank and the :class:`~.events.FleetDone` result.
 :func:`.jobs.open_ranks_job` then loads only the ranks the user asks for.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.analysis.pipeline import Options
+from .events import FleetDone, FleetRankDone, FleetStarted
 
 #: Folders with at least this many rank files open as a fleet (heat map first).
 FLEET_MIN_RANKS = 9
 #: Worker processes of the embedded cluster ($SOFA_GUI_FLEET_WORKERS, default one per core).
 ENV_WORKERS = "SOFA_GUI_FLEET_WORKERS"
-
-
-@dataclass(frozen=True)
-class FleetEvent:
-    """``kind``: "start" (payload: path, rank files), "rank" (a RankSummary) or "result"
-    (the FleetResult)."""
-
-    kind: str
-    payload: object
 
 
 def fleet_files(path: Path):
@@ -60,15 +52,15 @@ def fleet_job(state, path: str, options: Options) -> None:
 
     def started(files):
         total.append(len(files))
-        state.partial(FleetEvent("start", (path, files)))
+        state.partial(FleetStarted(path, files))
         state.update(0.02, f"Analysing {len(files)} ranks on Dask")
 
     def done(summary):
-        state.partial(FleetEvent("rank", summary))  # raises Cancelled once the job is cancelled
+        state.partial(FleetRankDone(summary))  # raises Cancelled once the job is cancelled
         n = done.count = getattr(done, "count", 0) + 1
         state.update(0.02 + 0.96 * n / total[0], f"{n}/{total[0]} ranks analysed")
 
     res = fleet(path, workers=embedded_workers(), mode=options.iterations, on_start=started,
                 on_done=done, on_engine=lambda eng: state.on_cancel(eng.cancel))
-    state.partial(FleetEvent("result", res))
+    state.partial(FleetDone(res))
     state.update(1.0, "Fleet analysis done")

@@ -1,9 +1,9 @@
 """The app's background jobs: open a trace, then analyze it.
 
 Each function runs on a worker thread (see :mod:`sofa_gui.qt.worker`) and hands
-results to the GUI as soon as they exist: a :class:`TraceReady` (with the
-timeline's draw index, built here so the GUI thread never does it), then one
-:class:`AnalysisReady` per part of the analysis, as
+results to the GUI as soon as they exist (events, :mod:`.events`): a
+:class:`~.events.TraceReady` (with the timeline's draw index, built here so the GUI
+thread never does it), then one :class:`~.events.AnalysisReady` per part of the analysis, as
 :func:`sofa_gui.core.analysis.pipeline.analyze` finishes it. No Qt here: the
 ``state`` is any object with ``report``/``check_cancelled``/``partial``.
 """
@@ -11,15 +11,16 @@ timeline's draw index, built here so the GUI thread never does it), then one
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ..core.analysis.cache import analyze_cached
-from ..core.analysis.pipeline import Analysis, Options
+from ..core.analysis.pipeline import Options
 from ..core.progress import subrange
 from ..core.trace import Trace
-from ..view.model import Prepared, prepare
+from ..view.model import prepare
 from .background_load import ChildLoad, child_available, decoded_bytes
+from .events import AnalysisReady, CompareReady, TraceReady
 
 log = logging.getLogger(__name__)
 
@@ -84,22 +85,6 @@ def _load(state, path: str, load_mode: str, options: Options | None):
         raise
 
 
-@dataclass(frozen=True)
-class TraceReady:
-    """A trace was loaded (or read from the cache) and indexed for the timeline."""
-
-    trace: Trace
-    prepared: Prepared
-
-
-@dataclass(frozen=True)
-class AnalysisReady:
-    """``analysis.<part>`` is ready (a snapshot: parts still running are None)."""
-
-    analysis: Analysis
-    part: str
-
-
 def open_job(state, path: str, options: Options, load_mode: str = "auto") -> None:
     """Load ``path`` and analyze it, handing over each result as it is ready; a big rank
     folder runs the fleet analysis instead (:mod:`.fleet_jobs`).
@@ -146,14 +131,6 @@ def _analyze(state, trace: Trace, options: Options, progress) -> None:
     handed over all at once (core/analysis/cache.py), computed ones stored."""
     analyze_cached(trace, options, progress,
                    lambda a, part: state.partial(AnalysisReady(replace(a), part)))
-
-
-@dataclass(frozen=True)
-class CompareReady:
-    """The other run of a comparison, loaded and fully analysed."""
-
-    trace: Trace
-    analysis: Analysis
 
 
 def compare_job(state, path: str, options: Options, load_mode: str = "auto") -> None:

@@ -45,6 +45,7 @@ OPEN_MODULES = (
     "sofa_gui.core.analysis.breakdown",
     "sofa_gui.core.analysis.ranks",
     "sofa_gui.core.analysis.run_facts",
+    "sofa_gui.core.analysis.tfdata",  # the analysis cache's result types (codec.result_types)
     "sofa_gui.core.analysis.cache",
     "sofa_gui.view.model",
     "sofa_gui.app.fleet_jobs",

@@ -38,6 +38,7 @@ from .session import Session
 from .settings_writer import SettingsWriter
 from .status import LoadStatsLink, ProgressWidget
 from .timeline import TimelineWidget
+from .try_dialog import TryButtons
 from .window_layout import DEFAULT_SIZE, STATE_VERSION, fit_docks, raise_useful
 from .window_layout import restore as restore_layout
 from .window_layout import save as save_layout
@@ -225,6 +226,7 @@ class MainWindow(QMainWindow):
         self.panels["breakdown"].category_clicked.connect(self._open_category)
         s.range_selected.connect(self._on_range)
         self.highlighter = SearchHighlighter(s, tl, self)
+        self.try_buttons = TryButtons(self)  # Try it on a recording's fixes
         s.load_failed.connect(self._on_load_failed)
         s.job_crashed.connect(self._on_job_crashed)
         s.job_cancelled.connect(lambda: self.statusBar().showMessage("Cancelled", 5000))
@@ -384,8 +386,10 @@ class MainWindow(QMainWindow):
         self.prefs.set_value(self._tracks_key(), json.dumps(self.timeline.track_state()))
 
     def _raise_details(self, i: int) -> None:
-        """A selected slice brings the Details tab forward; clearing it, Bottlenecks."""
-        self.docks["details" if i >= 0 else "findings"].raise_()
+        """A selected slice brings the Details tab forward; clearing it leaves the right
+        dock as it is (a click on empty timeline does not flip it)."""
+        if i >= 0:
+            self.docks["details"].raise_()
 
     def _open_category(self, category: str) -> None:
         if self.panels["statistics"].open_category(category):

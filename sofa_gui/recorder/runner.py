@@ -35,7 +35,7 @@ from ..core.importers.recording.contract import (
 from .childio import OutputPump
 from .clock import EpochClock
 from .config import CommandError, RecordConfig, default_output, resolve_executable
-from .manifest import environment_summary, new_manifest, time_doc, write_manifest
+from .manifest import environment_summary, new_manifest, rerun_doc, time_doc, write_manifest
 from .nvml import GpuSampler, Nvml
 from .parts import PartWriter, compact
 from .pyspy import PySpy
@@ -212,6 +212,8 @@ class Recorder:
             {"interval_s": cfg.interval_s, "flush_interval_s": cfg.flush_interval_s,
              "torch": cfg.torch, "torch_window_s": list(cfg.torch_window or []) or None,
              "py_spy": cfg.py_spy})
+        self.manifest["rerun"] = rerun_doc(cfg.command, str(cwd), {**os.environ, **cfg.env},
+                                           cfg.keep_env)
         write_manifest(folder, self.manifest)
         self.host = HostSampler(self.clock, self.counters, self.processes, cfg.interval_s,
                                 cfg.flush_interval_s, on_sample=self._on_host_sample)

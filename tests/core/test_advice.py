@@ -181,7 +181,7 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(fo
     slower, no page faults), which the diff says, and against AFTER with that part as in
     BEFORE the estimate holds again.  On the steady heap the profiled AFTER takes no
     gradient's worth of page faults in a step."""
-    from sofa_gui.core.analysis.findings.device_rules import DEFAULT_INTERFERENCE, parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import DEFAULT_INTERFERENCE, parallel_bound
     t0, a0 = _run(folder / "input_nw0.json.gz")
     t1, a1 = _run(folder / "input_nw1.json.gz")
     f = _ids(a0)["input_pipeline_bound"]
@@ -230,7 +230,7 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
     ``cpu_interf``; the workers estimate uses it; a bad value is unknown, not guessed."""
     import gzip
 
-    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
         doc.pop(key)  # the interference alone: no hand-over term
@@ -281,7 +281,7 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     recorded on the stacks add the per-MB cost; implausible values are unknown."""
     import gzip
 
-    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     doc.pop("cpu_core_interference", None)  # the stated default: the comparison is the term
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
@@ -372,7 +372,7 @@ def test_calibration_measures_a_factor_and_skips_one_core(monkeypatch):
 def test_parallel_bound_with_one_free_core():
     """What the workers fix is worth on a quiet 2-core box: the loading moves to the one
     free core, the step cannot get shorter than the larger of loading and the rest."""
-    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
     assert parallel_bound(0.39, 1.0) == pytest.approx(1 / 0.61)
     assert parallel_bound(0.72, 1.0) == pytest.approx(1 / 0.72)
     assert parallel_bound(0.72, 3.0) == pytest.approx(1 / 0.28)
@@ -621,8 +621,8 @@ def test_diff_says_when_the_rest_of_the_after_step_shrank():
     assert all(v < 0 for v in rest["delta_us"].values())  # every part of the step
     assert abs(pred["error"]) > 0.25 >= abs(rest["error_if_unchanged"])
     text = "\n".join(diff_text(r))
-    assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (backward " \
-           "-3.14 ms, forward -2.05 ms" in text
+    assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (Backward " \
+           "-3.14 ms, Forward -2.05 ms" in text
     assert "with that part as in BEFORE it would be 1.80x, -3% from the prediction" in text
     assert "repeat the pair and compare median runs (sofa-gui diff B1 A1 B2 A2 B3 A3)" in text
 
@@ -641,7 +641,7 @@ def test_diff_says_when_the_rest_of_the_after_step_grew():
     assert rest["grew"] > 0.5 and rest["delta_us"]["backward"] > 9000
     assert rest["measured_if_unchanged"] > 1.4 and abs(rest["error_if_unchanged"]) < 0.1
     text = "\n".join(diff_text(r))
-    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (backward " \
+    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (Backward " \
            "+10.2 ms" in text
     assert "with that part as in BEFORE it would be 1.54x, -1% from the prediction" in text
     r1 = diff_analyses(_run(QUIET / "input_nw0.json.gz"), _run(QUIET / "input_nw1.json.gz"))

@@ -94,7 +94,7 @@ def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, de
     qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert s.selected_iteration == 3
     bars = window.panels["breakdown"].bars.rows
-    assert bars[0][0] == "Iteration 3" and bars[1][0].startswith("Median")
+    assert bars[0][0] == "Iteration 3 · device" and bars[1][0].startswith("Median")
     total = sum(ns for _c, ns in bars[0][1])
     it = s.iterations
     dev = s.breakdown.device  # its own windows (device clock: the GPU lags its host here)
@@ -109,7 +109,7 @@ def test_clicking_an_iteration_row_updates_breakdown_and_zooms(qtbot, window, de
     table.setCurrentIndex(table.model().index(window.panels["iterations"].row_of(1), 0))
     qtbot.keyClick(table, Qt.Key.Key_Return)
     assert s.selected_iteration == 1
-    assert window.panels["breakdown"].bars.rows[0][0] == "Iteration 1"
+    assert window.panels["breakdown"].bars.rows[0][0] == "Iteration 1 · device"
 
 
 def test_finding_evidence_link_zooms_there(qtbot, window, demo_path):
@@ -510,7 +510,7 @@ def test_one_dock_table_builds_docks_view_menu_and_reset_layout(qtbot, settings,
 
     assert [d.key for d in dock_specs()] == ["findings", "details", "iterations", "breakdown",
                                             "statistics", "tfdata", "ranks", "markers",
-                                            "compare"]
+                                            "compare", "query", "calltree"]
     extra = DockSpec("extra", "Extra panel", "bottom", 30, 200, lambda s: QLabel("extra"))
     monkeypatch.setattr(main_window, "dock_specs", lambda: [*dock_specs(), extra])
     win = main_window.MainWindow(settings, restore_state=False)

@@ -1,4 +1,4 @@
-"""Issue 15 item 1: a full, read-only or unwritable cache disk never breaks opening."""
+"""A full, read-only or unwritable cache disk never breaks opening."""
 
 from __future__ import annotations
 

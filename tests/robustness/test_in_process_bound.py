@@ -1,8 +1,8 @@
-"""Issue 15 item 5: what the app decodes inside its own process is small, and bounded.
+"""What the app decodes inside its own process is small, and bounded.
 
-Sources under 4 MiB (decoded) load in the app's process. A gzip is now measured
-decompressed (it was guessed as 20x its size, so a 200 KB gzip of 1 GB loaded
-in-process); and every hostile family the app would load in-process allocates at
+Sources under 4 MiB (decoded) load in the app's process. A gzip is measured
+decompressed (guessed as 20x its size, a 200 KB gzip of 1 GB would load in-process);
+and every hostile family the app would load in-process allocates at
 most a bounded number of bytes per input byte (tracemalloc peak).
 """
 

@@ -45,7 +45,8 @@ class RankStats:
 
     ``durations`` are each rank's own iteration windows (its own step annotations when
     they carry the same labels).  ``busy`` is the rank's own work: device time not
-    idle and not exposed communication (host non-``other`` time on CPU-only ranks).
+    idle and not exposed communication (on CPU-only ranks: main-thread time not waiting in or for
+    collectives).
     In synchronous data parallelism every rank waits for the slowest at each
     collective, so the rank with the most busy time is the iteration's straggler;
     ``lag`` is how much longer it worked than the median rank.  ``comm`` is exposed

@@ -89,7 +89,9 @@ def summarize(rank: int, path: str, trace, analysis) -> RankSummary:
         cats = list(bd.categories(side))
         times = bd.times(side)
         durs = bd.durations
-        comm = bd.device.comm_total if side == "device" else np.zeros(len(durs), np.int64)
+        comm = (bd.device.comm_total if side == "device"  # CPU collectives: the host's wait
+                else bd.host.column("communication") if bd.host is not None
+                else np.zeros(len(durs), np.int64))
     labels = list(analysis.iterations.labels)
     if len(labels) != len(durs):
         labels = []

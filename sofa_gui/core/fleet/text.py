@@ -42,5 +42,5 @@ def fleet_text(res: FleetResult) -> list[str]:
     lines.append("")
     lines.append("findings:" if res.findings else "findings: none across ranks")
     for f in res.findings:
-        lines.append(f"  [{f['severity']}] {f['title']}: {f['summary']}")
+        lines.append(f"  [{f.severity}] {f.title}: {f.summary}")
     return lines

@@ -84,9 +84,6 @@ class WrapLabel(QLabel):
             got = sizes[key] = compute()
         return got
 
-    def forget_sizes(self) -> None:
-        self._sizes = None
-
     def setText(self, text: str) -> None:  # noqa: N802
         self._raw = str(text)
         self._sizes = None
@@ -175,3 +172,41 @@ class TailElideDelegate(QStyledItemDelegate):
                                           else 0)
         if option.fontMetrics.horizontalAdvance(option.text) > room:
             option.text = compact_name(option.text)
+
+
+class ComputedWhenSeen:
+    """Mixin for a panel whose content is costly: :meth:`refresh` recomputes now when the
+    panel is on screen, else when it is next shown. At 1e6 events one Statistics table
+    costs ~0.4 s of the GUI thread, which an open must not pay for a tab nobody is looking
+    at (it was the longest stall of a cached reopen). The panel defines ``_compute()``
+    (which clears ``_stale``); put the mixin before the Qt base class."""
+
+    _stale = True
+
+    def refresh(self) -> None:
+        if self.isVisible() and not self.visibleRegion().isEmpty():
+            self._compute()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale and not self.visibleRegion().isEmpty():
+            self._compute()
+
+    def dock_visibility_changed(self, visible: bool) -> None:
+        """Its dock's tab was chosen (a tabbed dock that is not the current tab stays
+        'visible', moved off screen, so no show event comes)."""
+        if visible and self._stale:
+            self._compute()
+
+
+def stack(panel: QWidget, top, caption: QLabel, body: QWidget) -> None:
+    """The panels' layout: a row of controls, a caption line, then the body."""
+    from PySide6.QtWidgets import QVBoxLayout
+
+    lay = QVBoxLayout(panel)
+    lay.setContentsMargins(4, 4, 4, 4)
+    lay.addLayout(top)
+    lay.addWidget(caption)
+    lay.addWidget(body, 1)

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...app import jobs
+from ...app.events import CompareReady
 from ...core.analysis.palette import label_of
 from ...core.units import fmt_ns
 from ...view.tooltip import literal_html
@@ -71,7 +72,7 @@ class ComparePanel(QWidget):
         self.verdict = QPlainTextEdit(self)  # plain text: trace names are untrusted
         self.verdict.setReadOnly(True)
         self.verdict.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        tabs = QTabWidget(self)
+        tabs = self.tabs = QTabWidget(self)
         tabs.addTab(self.verdict, "Verdict")
         tabs.addTab(self.categories, "Categories")
         tabs.addTab(self.findings, "Findings")
@@ -116,7 +117,7 @@ class ComparePanel(QWidget):
 
     # -- results -----------------------------------------------------------------------------
     def _on_result(self, result) -> None:
-        if not isinstance(result, jobs.CompareReady) or self.session.trace is None:
+        if not isinstance(result, CompareReady) or self.session.trace is None:
             return
         from ...core.analysis.diff import diff_analyses
 
@@ -139,7 +140,33 @@ class ComparePanel(QWidget):
         from ...core.analysis.diff import verdict_lines
 
         self.verdict.setPlainText("\n".join(verdict_lines(d)))
-        self._plot()
+        self._plot(self.iteration_times())
+        self._fill_tables(d)
+
+    def show_try(self, result: dict) -> None:
+        """A try of a fix (``sofa-gui try``): its verdict and repeated diff in the Verdict
+        tab, the tables of its pair nearest the median, the unprofiled step times of the
+        BEFORE and AFTER runs as the chart."""
+        from ...core.analysis.diff_repeated import nearest_median, repeated_text
+        from ...core.analysis.try_result import try_text
+
+        self.worker.cancel()
+        rep = result.get("repeated_diff")
+        self.other = None
+        self.result = rep["rounds"][nearest_median(rep)] if rep and rep.get("rounds") else None
+        lines = try_text(result) + ([""] + repeated_text(rep) if rep else [])
+        self.verdict.setPlainText("\n".join(lines))
+        if self.result is not None:
+            self._fill_tables(self.result)
+        steps = [np.asarray([ms * 1e6 for r in result["runs"] if r["side"] == side
+                             for ms in r["unprofiled_step_ms"]], np.int64)
+                 for side in ("before", "after")]
+        self._plot(steps, ("before", f"with {result['fix']}"), "step time without profiler")
+        self.tabs.setCurrentWidget(self.verdict)
+        self._say(f"Tried {result['fix']}: {result['verdict']}")
+        self.compared.emit()
+
+    def _fill_tables(self, d: dict) -> None:
         rows = [(label_of(c["category"]) + (" (host)" if side == "host" else ""),
                  _us(c["before_us"]), _us(c["after_us"]), _delta(c["delta_us"]))
                 for side in ("device", "host") for c in d["categories"][side]]
@@ -158,11 +185,13 @@ class ComparePanel(QWidget):
         runs = [(self.session.trace, self.session.analysis), self.other]
         return [np.asarray(an.iterations.durations, np.int64) for _t, an in runs]
 
-    def _plot(self) -> None:
+    def _plot(self, runs: list[np.ndarray], names=("this run", "other run"),
+              what: str = "iteration time") -> None:
+        """One dot per iteration (ns) of each run, its median as a bar."""
         self.chart.clear()
-        names = ("this run", "other run")
+        self.chart.getAxis("bottom").setLabel(f"{what} (ms)")
         rng = np.random.default_rng(0)  # fixed jitter: the same picture every time
-        for y, (times, color) in enumerate(zip(self.iteration_times(), RUN_COLORS)):
+        for y, (times, color) in enumerate(zip(runs, RUN_COLORS)):
             if not len(times):
                 continue
             ms = times / 1e6

@@ -22,6 +22,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from ...core.analysis.results import Finding, Fix
+from ...view.search import slice_at_span
 from ..docks import DockSpec
 from ..session import Session
 from ..sliced import SlicedWork
@@ -156,19 +157,25 @@ class FindingsPanel(QWidget):
         return f"{len(findings)} findings, best expected gain × confidence first{best}"
 
     def open_evidence(self, finding: Finding, k: int) -> None:
-        """Zoom the timeline to evidence ``k`` of ``finding`` and select its iteration."""
+        """Zoom the timeline to evidence ``k`` of ``finding``, select its iteration and
+        the slice it names (shown in Details)."""
         self._show(finding.evidence[k])
 
     def open_cause(self, finding: Finding, k: int) -> None:
-        """Zoom the timeline to the instance of cause ``k`` of ``finding``."""
+        """Zoom the timeline to the instance of cause ``k`` of ``finding`` and select it."""
         ev = finding.causes[k].instance
         if ev is not None:
             self._show(ev)
 
     def _show(self, ev) -> None:
+        s = self.session
         if ev.iteration is not None:
-            self.session.select_iteration(int(ev.iteration), zoom=False)
-        self.session.zoom_to(ev.start_ns, ev.end_ns, pad=True)
+            s.select_iteration(int(ev.iteration), zoom=False)
+        s.zoom_to(ev.start_ns, ev.end_ns, pad=True)
+        if s.trace is not None:
+            i = slice_at_span(s.trace, ev.start_ns, ev.end_ns, ev.lanes)
+            if i >= 0:
+                s.select_slice(i)
 
 
 DOCK = DockSpec("findings", "Bottlenecks", "right", 10, 560, FindingsPanel)

@@ -292,7 +292,7 @@ def _verdict(res) -> str:
     else:
         lines.append("No straggler: every rank is within 5% of the median rank.")
     for f in res.findings:
-        lines.append(f"[{f['severity']}] {f['title']}")
+        lines.append(f"[{f.severity}] {f.title}")
     med = res.median_rank()
     if med is not None:
         lines.append(f"Median rank: {med}. Iterations aligned by {res.alignment}.")

@@ -125,6 +125,9 @@ class IterationsModel(QAbstractTableModel):
             return literal_html(text) if text else None
         if role == Qt.ItemDataRole.ToolTipRole and c == 2:
             return f"starts {fmt_offset(self._starts[r] - self._origin)} after the trace start"
+        if role == Qt.ItemDataRole.ToolTipRole and c == 3:
+            dev = self._marks.device_of(r)
+            return f"{fmt_ns(self._durs[r])}: the step's own time" + (f"; {dev}" if dev else "")
         return None
 
     def step_labels(self, limit: int = 2000) -> list[str]:
@@ -168,7 +171,8 @@ _TIPS = (
     "(left out of steady-state statistics) and periodic extra work (evaluation, "
     "checkpoint) held by the iteration",
     "Start, as an offset from the start of the trace",
-    "Wall time of the iteration",
+    "The step's own time (its annotation's duration when the trace has one); when the "
+    "device runs behind, the tooltip adds the device's window",
     "Difference to the median iteration (lower median by duration; the breakdown "
     "compares against the same iteration)",
     "The category that takes most of the iteration's time",
@@ -191,7 +195,7 @@ class _Table(QTableView):
 
     def fit_columns(self) -> None:
         hdr = self.horizontalHeader()
-        step_pref, dom_pref = self.text_widths
+        step_pref, _dom_pref = self.text_widths
         # a narrow table drops Start (the timeline shows where) before it cuts the steps
         numbers = sum(hdr.sectionSize(c) for c in (0, 3, 4))
         wanted = numbers + self.start_width + step_pref + 50

@@ -265,11 +265,8 @@ class TimelineWidget(QtWidgets.QWidget):
         self._area.set_area((rng[0], rng[1], y0, y1))
 
     def _escape(self) -> None:
-        """Esc clears the range selection first, then the selected slice."""
-        if self.view.range_selection is not None:
-            self.view.select_range(None)
-        else:
-            self.view.select_slice(-1)
+        """Esc clears the innermost selection: range, highlights, slice, iteration."""
+        self.view.escape()
 
     def click_at(self, x: float, y: float, double: bool) -> None:
         hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
