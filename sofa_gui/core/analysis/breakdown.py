@@ -25,6 +25,7 @@ import numpy as np
 
 from ..progress import NullProgress, Progress
 from ..trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from .codec import register
 from .device_side import (
     COPY_DIRECTIONS,
     DEVICE_CATEGORIES,
@@ -408,3 +409,6 @@ def _counter_summaries(trace: Trace, ws: np.ndarray, we: np.ndarray) -> list[Cou
         lo[empty] = hi[empty] = mean[empty] = np.nan
         out.append(CounterSummary(name, c.table.unit[sid], int(c.table.lane[sid]), mean, lo, hi))
     return out
+
+
+register(TraceBreakdown, CounterSummary)  # result types the analysis cache may store
