@@ -15,7 +15,9 @@ through ``sofa-gui analyze --json`` in a subprocess (exit 0, or 2 with one stder
 space and huge values in gzip, decompression past the limit, deep args, 100k threads, a
 recursive SQLite VIEW, hostile names, a symlink loop) at full size, each through
 ``sofa-gui analyze --json --no-cache`` in a fresh process, and prints wall time, peak
-RSS and how it ended (``--small``: the sizes the tests use).
+RSS and how it ended (``--small``: the sizes the tests use); then the hostile-cache and
+scheduler-address families (cache_attacks.py: planted payloads, bit flips, ``cp -p`` of
+same-size content, shared or inaccessible cache roots, foreign entries, ``ucx://``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "robustness"))
 
 import attacks  # noqa: E402
+import cache_attacks  # noqa: E402
 import fuzz_harness  # noqa: E402
 import fuzz_mutators  # noqa: E402
 import fuzz_seeds  # noqa: E402
@@ -277,9 +280,25 @@ def attacks_main(small: bool, timeout_s: float, only: list[str] | None = None) -
             ok &= r["ok"]
             print(f"{r['name']:<50} {r['size'] / 1024:>8.0f}KB {r['code']!s:>5} "
                   f"{r['wall']:>7.1f} {r['rss']:>6.0f} MB  {r['first'][:90]}", flush=True)
+        ok &= run_cache_families(work, small, timeout_s, only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
+
+
+def run_cache_families(work: Path, small: bool, timeout_s: float,
+                       only: list[str] | None) -> bool:
+    """The hostile-cache and scheduler-address families (cache_attacks.py), one row each
+    (no input size or peak RSS: each runs the CLI several times)."""
+    ok = True
+    for fam in cache_attacks.CACHE_FAMILIES:
+        if only and not any(o.lower() in fam[0].lower() for o in only):
+            continue
+        r = cache_attacks.run_family(fam, work, small, timeout_s)
+        ok &= r.ok
+        print(f"{fam[0]:<50} {'':>10} {r.code!s:>5} {r.wall:>7.1f} {'':>9}  "
+              f"{'' if r.ok else 'FAILED: '}{r.ends[:90]}", flush=True)
+    return ok
 
 
 def main(argv=None) -> int:

@@ -198,7 +198,7 @@ def run_one(path: Path, mode: str) -> dict:
     """Open ``path`` in a main window and measure the heartbeat (in this process)."""
     from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
 
-    from sofa_gui.background_load import prestart
+    from sofa_gui.app.background_load import prestart
     from sofa_gui.qt import sliced
     from sofa_gui.qt.app import freeze_startup_objects
     from sofa_gui.qt.application import make_app

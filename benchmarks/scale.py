@@ -1,4 +1,4 @@
-"""How load, analysis and the cached reopen grow with size (issue 15 item 11).
+"""How load, analysis and the cached reopen grow with size.
 
 Inputs, generated into a temp dir (never the repository):
 

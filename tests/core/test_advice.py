@@ -621,8 +621,8 @@ def test_diff_says_when_the_rest_of_the_after_step_shrank():
     assert all(v < 0 for v in rest["delta_us"].values())  # every part of the step
     assert abs(pred["error"]) > 0.25 >= abs(rest["error_if_unchanged"])
     text = "\n".join(diff_text(r))
-    assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (backward " \
-           "-3.14 ms, forward -2.05 ms" in text
+    assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (Backward " \
+           "-3.14 ms, Forward -2.05 ms" in text
     assert "with that part as in BEFORE it would be 1.80x, -3% from the prediction" in text
     assert "repeat the pair and compare median runs (sofa-gui diff B1 A1 B2 A2 B3 A3)" in text
 
@@ -641,7 +641,7 @@ def test_diff_says_when_the_rest_of_the_after_step_grew():
     assert rest["grew"] > 0.5 and rest["delta_us"]["backward"] > 9000
     assert rest["measured_if_unchanged"] > 1.4 and abs(rest["error_if_unchanged"]) < 0.1
     text = "\n".join(diff_text(r))
-    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (backward " \
+    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (Backward " \
            "+10.2 ms" in text
     assert "with that part as in BEFORE it would be 1.54x, -1% from the prediction" in text
     r1 = diff_analyses(_run(QUIET / "input_nw0.json.gz"), _run(QUIET / "input_nw1.json.gz"))

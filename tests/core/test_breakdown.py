@@ -79,7 +79,7 @@ def test_known_answer_device_and_host():
     assert bd.device.comm_overlap.tolist() == [0] * 3
     assert bd.dominant_category(0) == "idle_input"
     assert bd.dominant_category(0, "host") == "other"
-    assert bd.median_breakdown("host")["data_loading"] == 400 * US
+    assert bd.iteration_breakdown(bd.median_iteration, "host")["data_loading"] == 400 * US
 
 
 def test_json_items_and_dict():

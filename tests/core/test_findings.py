@@ -299,7 +299,7 @@ def _real(workers):
 
 def test_resnet_num_workers_0_is_input_bound_and_4_is_not():
     t0, a0 = _real(0)
-    t4, a4 = _real(4)
+    _t4, a4 = _real(4)
     top = a0.findings[0]
     assert top.id == "input_pipeline_bound" and top.severity == "high"
     assert top.share > 0.25  # measured: 33.4% of iteration time the GPU waits for the loader

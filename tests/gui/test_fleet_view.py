@@ -94,7 +94,7 @@ def test_big_rank_folder_opens_as_fleet_then_one_rank_in_full(qtbot, window, run
 
 
 def test_small_rank_folder_keeps_the_all_ranks_timeline(qtbot, window):
-    from sofa_gui.qt.fleet_jobs import fleet_files
+    from sofa_gui.app.fleet_jobs import fleet_files
 
     assert fleet_files(DATA / "ranks") is None
     s = window.session

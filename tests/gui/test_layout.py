@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QAbstractScrollArea
 from sofa_gui.core.names import demangle
 from sofa_gui.core.samples import demo_trace_path
 from sofa_gui.core.trace import MAX_NAME_CHARS
+from sofa_gui.qt.panels.common import WrapLabel
 
 MANGLED = "_ZN19cutlass_cudnn_train6KernelINS_4gemm6kernel4GemmEEEvNT_6ParamsE"
 HUGE = "_ZN19cutlass_cudnn_train" + "x" * 1_000_000
@@ -115,8 +116,10 @@ def test_1280x800_nothing_is_clipped(qtbot, open_window):
     fp = w.panels["findings"]
     area = fp.findChild(QAbstractScrollArea)
     assert fp.cards and all(c.width() <= area.viewport().width() for c in fp.cards)
-    for card in fp.cards:  # every label of a card wraps inside it
-        for lab in card.findChildren(type(card.title)):
+    for card in fp.cards:  # every label of an opened card wraps inside it
+        card.set_expanded(True)
+        qtbot.wait(20)
+        for lab in (x for x in card.findChildren(WrapLabel) if x.isVisible()):
             assert lab.geometry().right() <= card.width()
             _text_fits(lab)
     it = w.panels["iterations"].table

@@ -1,4 +1,4 @@
-"""Issue 15 item 1: a full, read-only or unwritable cache disk never breaks opening."""
+"""A full, read-only or unwritable cache disk never breaks opening."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def test_load_with_unwritable_cache_and_temp_dirs_keeps_args(tmp_path, monkeypat
 def test_app_with_unwritable_cache_decodes_once(tmp_path, monkeypatch):
     # The app decodes big files in a child that writes the cache; with the cache not
     # writable it decoded the whole trace a second time in the GUI process.
+    from sofa_gui.app import jobs
     from sofa_gui.core import importers, store
-    from sofa_gui.qt import jobs
     from sofa_gui.qt.worker import JobState
 
     blocker = tmp_path / "not-a-dir"
@@ -109,9 +109,9 @@ def test_app_with_unwritable_cache_decodes_once(tmp_path, monkeypatch):
 def test_app_open_with_unwritable_cache_analyses_once_in_process(tmp_path, monkeypatch, capfd):
     # the loader child writes the cache on a thread while it analyses; when the write
     # fails it hands the trace over and is stopped, and the app analyses the trace itself
+    from sofa_gui.app import jobs
     from sofa_gui.core import importers
     from sofa_gui.core.analysis.pipeline import Options
-    from sofa_gui.qt import jobs
     from sofa_gui.qt.worker import JobState
 
     blocker = tmp_path / "not-a-dir"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..units import us
+from .codec import register
 
 __all__ = ["us"]  # re-exported: analysis modules import it from here
 
@@ -102,7 +103,8 @@ class Iterations:
     @property
     def median_index(self) -> int:
         """The median iteration: lower median by duration (stable), -1 if none.  The one
-        "median" every view compares against (the breakdown uses the same rule)."""
+        "median" every surface shows and compares against (the breakdown uses the same
+        rule on the same durations; :mod:`.figures`)."""
         return lower_median_index(self.durations)
 
     def device_step_times(self) -> np.ndarray | None:
@@ -148,6 +150,8 @@ class Iterations:
             "reason": self.reason,
             "steady_state_from": int(self.steady_state_from) if len(self) else None,
             "device_lags_host": bool(self.device_lags),
+            "median_iteration": self.median_index if len(self) else None,
+            "median_us": us(int(self.durations[self.median_index])) if len(self) else None,
             "periodic_extras": [x.to_dict() for x in self.periodic_extras],
             "items": [self._item(i) for i in range(len(self))],
         }
@@ -335,3 +339,7 @@ class Finding:
         if self.disjoint_with:
             out["disjoint_with"] = list(self.disjoint_with)
         return out
+
+
+# result types the analysis cache may store
+register(Iterations, PeriodicExtra, Finding, Cause, Evidence, Fix)

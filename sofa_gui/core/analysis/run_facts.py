@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..trace import Kind, LaneKind, Trace
+from .codec import register
 from .results import us
 
 
@@ -539,3 +540,6 @@ def _tf_data(trace: Trace) -> list[Fact]:
 
 def _stage_proof(st) -> str:
     return f"`Iterator::{st.kind}` ({st.dataset})"
+
+
+register(RunFacts, Fact)  # result types the analysis cache may store

@@ -227,10 +227,13 @@ def iteration_scope(iterations, i: int) -> Scope:
     if not -n <= i < n:
         raise IndexError(f"iteration {i} out of range (the trace has {n})")
     i %= n
+    from ..units import fmt_ns
+
     label = f"iteration {i}"
     if i < len(iterations.labels) and iterations.labels[i]:
         label += f" ({iterations.labels[i]})"
-    return Scope(label, int(iterations.starts[i]), int(iterations.ends[i]))
+    a, b = int(iterations.starts[i]), int(iterations.ends[i])
+    return Scope(f"{label}, {fmt_ns(b - a)}", a, b)
 
 
 def steady_scope(iterations) -> Scope:

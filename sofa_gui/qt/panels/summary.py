@@ -13,10 +13,11 @@ from pathlib import Path
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
+from ...core.summary import event_count
 from ...core.units import fmt_ns, fmt_pct
+from ...view.breakdown import device_utilisation
 from ...view.tooltip import literal_html
 from ..session import Session
-from .breakdown_view import device_utilisation
 from .common import plain_label, set_muted
 
 EMPTY_TITLE = "No trace open — File ▸ Open, or drop a trace here"
@@ -53,6 +54,7 @@ class SummaryHeader(QFrame):
             grid.addWidget(val, 1, col)
             self.values[key] = val
         grid.setColumnStretch(len(FIELDS), 1)
+        self.grid = grid
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         inner = QWidget(self)
@@ -79,6 +81,12 @@ class SummaryHeader(QFrame):
             session.on_analysis(part, self.refresh)
         session.busy_changed.connect(self.refresh)
         self.refresh()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Narrow windows (laptops) space the figures closer, so the last one (the top
+        bottleneck) is not cut at 1366 px; each value's full text is in its tooltip."""
+        super().resizeEvent(event)
+        self.grid.setHorizontalSpacing(24 if self.width() >= 1600 else 12)
 
     def text_of(self, key: str) -> str:
         return self.values[key].text()
@@ -121,6 +129,8 @@ class SummaryHeader(QFrame):
         }
         for key, text in vals.items():
             self.values[key].setText(text)
+            if key != "Events":  # that one's tooltip explains the count
+                self.values[key].setToolTip(literal_html(text))
         v = s.analysis.verdict
         self.values["Limited by"].setToolTip(literal_html(v.basis) if v is not None else "")
         self._show_run(s.analysis.run)
@@ -161,9 +171,9 @@ def _top_text(s: Session) -> str:
 
 
 def events_loaded(trace) -> int:
-    """The one event count the app shows (header and status bar): events of the source
-    that were loaded (the load report's figure; the model's items if it has none)."""
-    return int(trace.meta.load_stats.loaded or trace.events)
+    """The one event count the app shows (header and status bar): the CLI's, the
+    report's and JSON's (:func:`core.summary.event_count`)."""
+    return event_count(trace)
 
 
 def events_note(trace) -> str:

@@ -48,9 +48,10 @@ from ...errors import TraceFormatError
 from ...idle_work import idle_work_pending, run_idle_work
 from ...progress import NullProgress, Progress
 from ...trace import LoadStats
-from ..args_spill import ArgsSpill, _spill_dir, part_array
+from ..args_spill import ArgsSpill, part_array, spill_dir
 from ..source_args import on_demand
-from .decode import _SEP, EventStream
+from .cores import parallel_pays, usable_cpus
+from .decode import OBJECT_SEP, EventStream
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileData, FileReader, LaneInfo
 
@@ -72,16 +73,12 @@ def _env_int(name: str) -> int | None:
         return None
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def decode_parts(size: int) -> int:
     """How many parts a plain file of ``size`` bytes is decoded in (1: serially).
 
+    One per usable core (the affinity mask capped by the cgroup's CPU quota), and one
+    in all when a probe finds that a second process would not run in parallel with
+    this one (:func:`.cores.parallel_pays`), so the split never makes an open slower.
     ``SOFA_GUI_DECODE_PARTS`` forces the count (for tests and benchmarks); a process
     that may not start children (a daemonic one) decodes serially."""
     if size < 1 << 20 and not {"SOFA_GUI_DECODE_PARTS", "SOFA_GUI_PARALLEL_MIN_BYTES"} & set(
@@ -97,7 +94,11 @@ def decode_parts(size: int) -> int:
     least = _env_int("SOFA_GUI_PARALLEL_MIN_BYTES")
     if size < (PARALLEL_MIN_BYTES if least is None else least):
         return 1
-    return max(1, min(_cpus(), MAX_PARTS))
+    n = min(usable_cpus(), MAX_PARTS)
+    if n > 1 and not parallel_pays():
+        log.debug("a second decode process would not run in parallel now; one process")
+        return 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def _boundaries(mm, first: int, chunk: int) -> list[tuple[int, int]]:
     each piece ends at the first ``},{`` at least ``chunk`` bytes past its start."""
     out, start = [], first
     while True:
-        m = _SEP.search(mm, start + chunk)
+        m = OBJECT_SEP.search(mm, start + chunk)
         if m is None:
             return out
         out.append((m.start() + 1, m.end() - 1))
@@ -456,7 +457,7 @@ def _stop(pool) -> None:
 
 
 def _spill_file(prefix: str = "sofa-args-part-") -> str:
-    fd, name = tempfile.mkstemp(prefix=prefix, dir=_spill_dir())
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=spill_dir())
     os.close(fd)
     return name
 
