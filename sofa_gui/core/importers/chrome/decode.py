@@ -41,6 +41,7 @@ from .event_types import DECODE_EVENT, DECODERS, PH_FIRST, Piece
 from .lenient import (
     NON_WS,
     WS,
+    clean_deep,
     coerce,
     drop_deep_events,
     error_byte,
@@ -201,7 +202,8 @@ class EventStream:
                     return loads_lenient(text), p + len(text)
                 if "truncated" in str(exc) and self._more_of_value(p):
                     continue
-                if isinstance(exc, msgspec.DecodeError) and "truncated" not in str(exc):
+                # msgspec calls a lone surrogate escape (``"\ud83d"``) "truncated" too
+                if isinstance(exc, msgspec.DecodeError):
                     value = self._value_json(p)
                     if value is not None:
                         return value
@@ -223,13 +225,14 @@ class EventStream:
         return more
 
     def _value_json(self, p: int) -> tuple[Any, int] | None:
-        """Python's json for a header value msgspec refused (NaN, Infinity)."""
+        """Python's json for a header value msgspec refused (NaN, Infinity, a lone
+        surrogate escape, which becomes U+FFFD)."""
         s = bytes(self._buf[p:]).decode("utf-8", "surrogateescape")
         try:
             value, end = json.JSONDecoder().raw_decode(s)
         except ValueError:
             return None
-        return value, p + len(s[:end].encode("utf-8", "surrogateescape"))
+        return clean_deep(value), p + len(s[:end].encode("utf-8", "surrogateescape"))
 
     def _syntax_reason(self, exc: Exception, p: int) -> str:
         if "truncated" in str(exc):

@@ -194,6 +194,17 @@ def _text(v) -> str:
     return _clean(v) if isinstance(v, str) else json.dumps(v)
 
 
+def clean_deep(v):
+    """:func:`_clean` on every string (keys too) of a decoded JSON value."""
+    if isinstance(v, str):
+        return _clean(v)
+    if isinstance(v, list):
+        return [clean_deep(x) for x in v]
+    if isinstance(v, dict):
+        return {_clean(k): clean_deep(x) for k, x in v.items()}
+    return v
+
+
 def _clean(s: str) -> str:
     """Lone surrogates (from ``\\ud800`` escapes or undecodable bytes) -> U+FFFD."""
     try:
