@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     _iter_arg(d)
     _fixes_arg(d)
 
-    fl = sub.add_parser("fleet", help="analyse every rank of a run folder on a Dask cluster")
+    fl = sub.add_parser("fleet", help="analyze every rank of a run folder on a Dask cluster")
     fl.add_argument("path", metavar="RUN_DIR", help="folder with one trace per rank")
     fl.add_argument("--scheduler", metavar="ADDRESS",
                     help="existing Dask scheduler (tcp://host:8786; default $SOFA_GUI_SCHEDULER, "

@@ -52,7 +52,7 @@ FORMAT_VERSION = 6  # 6: the manifest records the source (source_record)
 #: Files whose bytes are checksummed (CRC-32 in the manifest) and checked on every open:
 #: a flipped byte in a cached entry must not give wrong results or crash later opens.
 #: One CRC per :data:`CRC_BLOCK` bytes, so the blocks are checked on every core at once
-#: (zlib releases the GIL): the check of a 1e7-event entry is no longer one long pass.
+#: (zlib releases the GIL): checking a 1e7-event entry is not one long pass.
 #: ``args.arrow`` (often the largest, paged in only when an event's args are shown) is
 #: checked for structure instead: its offsets, so no read can go out of bounds.
 _CHECKSUMMED = ("slices.arrow", "lanes.arrow", "names.arrow", "counters.arrow",

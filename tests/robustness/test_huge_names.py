@@ -33,7 +33,7 @@ def test_huge_name_is_cut_in_the_string_table_and_kept_whole(tmp_path, monkeypat
         assert trace.full_name(big[0]) == trace.full_name(big[1]) == _the_name()
         assert trace.full_name(big[0] + 1) == "aten::mm"
     assert trace.cache_entry is not None  # the second one came from the cache
-    # what analysis reads is the cut name (its regexes no longer scan megabytes)
+    # what analysis reads is the cut name (its regexes never scan megabytes)
     result = analyze(trace)
     assert result is not None
 
