@@ -83,7 +83,7 @@ def _module_of(path: Path, package_root: Path) -> list[str]:
 
 
 #: Folders whose scripts import each other by path (they put the folder on sys.path).
-SHARED_BY_PATH = ("benchmarks", "tests", "tests/core", "tests/robustness")
+SHARED_BY_PATH = ("benchmarks", "tests", "tests/core", "tests/gui", "tests/robustness")
 
 
 def _by_path(name: str) -> Path | None:
@@ -141,6 +141,14 @@ def private_uses(path: Path, package_root: Path) -> list[str]:
 
 def test_no_module_uses_another_modules_private_names():
     found = [u for p in _py_files("sofa_gui", "benchmarks") for u in private_uses(p, PACKAGE)]
+    assert found == []
+
+
+def test_tests_share_only_public_helpers():
+    """Tests may test the package's private functions (white-box), but what one test
+    module takes from another is a public helper (``package_root``: tests, so only the
+    scripts shared by path count)."""
+    found = [u for p in _py_files("tests") for u in private_uses(p, ROOT / "tests")]
     assert found == []
 
 

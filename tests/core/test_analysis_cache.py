@@ -28,7 +28,7 @@ AUTO = Options(iterations="auto")
 KEY = dataclasses.asdict(AUTO)  # the cache key of AUTO
 
 
-def _traces() -> list[Path]:
+def cache_traces() -> list[Path]:
     out = [demo_trace_path(), DATA / "ranks", DATA / "recording-torch-pyspy",
            DATA / "sofa-demo-sofalog", DATA / "sofa-deepprof-gputrace" / "gputrace.csv",
            *sorted((DATA / "kineto").glob("*.json.gz")), *sorted((DATA / "xplane").glob("*.pb")),
@@ -39,7 +39,7 @@ def _traces() -> list[Path]:
     return out
 
 
-def _cli_doc(trace, analysis) -> str:
+def cli_doc(trace, analysis) -> str:
     """What ``analyze --json`` prints."""
     return json.dumps({"trace": trace_dict(trace), **analysis.to_dict(trace)}, indent=1,
                       allow_nan=False)
@@ -51,7 +51,7 @@ def cache_dir(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-@pytest.mark.parametrize("path", _traces(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", cache_traces(), ids=lambda p: p.name)
 def test_cached_analysis_equals_computed(path, cache_dir):
     cold = load_trace(path)
     assert cold.cache_entry is not None
@@ -61,7 +61,7 @@ def test_cached_analysis_equals_computed(path, cache_dir):
     assert again.cache_entry == cold.cache_entry
     cached = cache.load(again.cache_entry, KEY)
     assert cached is not None
-    assert _cli_doc(again, cached) == _cli_doc(cold, computed)
+    assert cli_doc(again, cached) == cli_doc(cold, computed)
 
 
 def test_options_and_code_version_key_the_entry(cache_dir, monkeypatch):

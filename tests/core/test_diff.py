@@ -19,7 +19,7 @@ US = 1000
 DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
-def _run(loader_us: int, n: int = 4, kernel: str = "gemm"):
+def synthetic_run(loader_us: int, n: int = 4, kernel: str = "gemm"):
     """Each iteration: the DataLoader (if any), then a 560 µs kernel 20 µs later."""
     b = TraceBuilder(f"run-{loader_us}", "test")
     b.meta.source = f"run-{loader_us}.json"
@@ -40,7 +40,7 @@ def _run(loader_us: int, n: int = 4, kernel: str = "gemm"):
 
 
 def test_fixing_the_loader_shows_gain_and_resolved_finding():
-    r = diff_analyses(_run(400), _run(0))
+    r = diff_analyses(synthetic_run(400), synthetic_run(0))
     assert r["speedup"] == pytest.approx(1000 / 600, abs=1e-3)
     assert r["median_iteration_ratio"] == pytest.approx(0.6)
     dev = {c["category"]: c for c in r["categories"]["device"]}
@@ -63,7 +63,8 @@ def test_fixing_the_loader_shows_gain_and_resolved_finding():
 
 
 def test_regression_and_renamed_kernels():
-    r = diff_analyses(_run(0, kernel="old_kernel"), _run(400, kernel="new_kernel"))
+    r = diff_analyses(synthetic_run(0, kernel="old_kernel"),
+                      synthetic_run(400, kernel="new_kernel"))
     assert r["speedup"] == pytest.approx(0.6)
     assert [f["id"] for f in r["findings"]["new"]] == ["input_pipeline_bound"]
     names = {(c["name"], c["delta_us"]) for c in r["top_changes"]}
@@ -72,7 +73,7 @@ def test_regression_and_renamed_kernels():
 
 
 def test_whole_trace_runs_are_compared_with_a_note():
-    a, b = _run(400), _run(0)
+    a, b = synthetic_run(400), synthetic_run(0)
     ta, aa = a
     none = Iterations.none("test", "no pattern")
     bd = compute_breakdown(ta, none)

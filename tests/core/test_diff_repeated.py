@@ -9,7 +9,7 @@ import re
 from statistics import median
 
 import pytest
-from test_diff import _run as _synthetic
+from test_diff import synthetic_run as _synthetic
 from tracedata import DATA
 
 from sofa_gui.cli import main

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_analysis_cache import AUTO, _cli_doc, _traces
+from test_analysis_cache import AUTO, cache_traces, cli_doc
 from test_store import assert_same_trace
 
 from sofa_gui.core.analysis.pipeline import analyze
@@ -30,9 +30,9 @@ from sofa_gui.core.importers.chrome import decode, parallel
 LOGGER = "sofa_gui.core.importers.chrome.parallel"
 
 
-def _json_traces() -> list[Path]:
+def json_traces() -> list[Path]:
     out = []
-    for p in _traces():
+    for p in cache_traces():
         if p.is_dir():
             out += sorted(p.glob("*.json.gz")) + sorted(p.glob("*.json"))
         elif p.name.endswith((".json.gz", ".json")):
@@ -40,7 +40,7 @@ def _json_traces() -> list[Path]:
     return out
 
 
-def _plain(src: Path, dst_dir: Path) -> Path:
+def plain_copy(src: Path, dst_dir: Path) -> Path:
     dst = dst_dir / src.name.removesuffix(".gz")
     opener = gzip.open if src.name.endswith(".gz") else open
     with opener(src, "rb") as f:
@@ -48,7 +48,7 @@ def _plain(src: Path, dst_dir: Path) -> Path:
     return dst
 
 
-def _load(path: Path, parts: int, monkeypatch, caplog):
+def load_in_parts(path: Path, parts: int, monkeypatch, caplog):
     monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", str(parts))
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger=LOGGER):
@@ -63,19 +63,19 @@ def small_pieces(monkeypatch):
     monkeypatch.setattr(decode, "CHUNK", 16 << 10)
 
 
-@pytest.mark.parametrize(("src", "parts"), [(p, 2 + i % 3) for i, p in enumerate(_json_traces())],
+@pytest.mark.parametrize(("src", "parts"), [(p, 2 + i % 3) for i, p in enumerate(json_traces())],
                          ids=lambda v: v.name if isinstance(v, Path) else str(v))
 def test_parallel_equals_serial_on_every_json_trace(src, parts, tmp_path, monkeypatch, caplog,
                                                     small_pieces):
     """2, 3 or 4 parts in turn; the trace and the analysis as the serial read's."""
-    path = _plain(src, tmp_path)
-    serial, used = _load(path, 1, monkeypatch, caplog)
+    path = plain_copy(src, tmp_path)
+    serial, used = load_in_parts(path, 1, monkeypatch, caplog)
     assert not used
-    par, used = _load(path, parts, monkeypatch, caplog)
+    par, used = load_in_parts(path, parts, monkeypatch, caplog)
     if path.stat().st_size > 4 * parts * decode.CHUNK:
         assert used, f"{parts} parts: fell back to the serial read"
     assert_same_trace(serial, par)
-    assert _cli_doc(par, analyze(par, AUTO)) == _cli_doc(serial, analyze(serial, AUTO))
+    assert cli_doc(par, analyze(par, AUTO)) == cli_doc(serial, analyze(serial, AUTO))
 
 
 def test_a_pool_that_cannot_start_means_a_serial_read(tmp_path, monkeypatch, caplog,
@@ -84,10 +84,10 @@ def test_a_pool_that_cannot_start_means_a_serial_read(tmp_path, monkeypatch, cap
         def __init__(self, *a, **k):
             raise OSError("no processes here")
 
-    path = _plain(_json_traces()[0], tmp_path)
-    serial, _ = _load(path, 1, monkeypatch, caplog)
+    path = plain_copy(json_traces()[0], tmp_path)
+    serial, _ = load_in_parts(path, 1, monkeypatch, caplog)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoPool)
-    par, used = _load(path, 3, monkeypatch, caplog)
+    par, used = load_in_parts(path, 3, monkeypatch, caplog)
     assert not used
     assert_same_trace(serial, par)
 
@@ -159,7 +159,7 @@ def test_cuts_inside_strings_and_args_fall_back_to_the_serial_trace(tmp_path, mo
     """Cuts land on ``},{`` inside strings and args arrays: the file still loads right."""
     monkeypatch.setattr(decode, "CHUNK", 2 << 10)
     path = _write(tmp_path / "tricky.json", _tricky_events(400), indent=indent)
-    serial, _ = _load(path, 1, monkeypatch, caplog)
+    serial, _ = load_in_parts(path, 1, monkeypatch, caplog)
     assert len(serial.slices) == 400
     for parts in (2, 3, 4):
         monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", str(parts))
@@ -167,10 +167,10 @@ def test_cuts_inside_strings_and_args_fall_back_to_the_serial_trace(tmp_path, mo
         text = path.read_bytes()
         inside = [c for c in cuts[1:] if not text[c.lo:].startswith(b'{"ph"')]
         assert inside, "the crafted file should put a cut inside an event"
-        par, used = _load(path, parts, monkeypatch, caplog)
+        par, used = load_in_parts(path, parts, monkeypatch, caplog)
         assert not used
         assert_same_trace(serial, par)
-        assert _cli_doc(par, analyze(par, AUTO)) == _cli_doc(serial, analyze(serial, AUTO))
+        assert cli_doc(par, analyze(par, AUTO)) == cli_doc(serial, analyze(serial, AUTO))
 
 
 def test_cut_inside_a_string_alone_falls_back(tmp_path, monkeypatch, caplog):
@@ -183,15 +183,15 @@ def test_cut_inside_a_string_alone_falls_back(tmp_path, monkeypatch, caplog):
     text = path.read_bytes()
     cut = parallel.plan(path, 2)[1].lo
     assert text.rfind(b'"s": "', 0, cut) > text.rfind(b'{"ph"', 0, cut)  # inside the string
-    serial, _ = _load(path, 1, monkeypatch, caplog)
-    par, used = _load(path, 2, monkeypatch, caplog)
+    serial, _ = load_in_parts(path, 1, monkeypatch, caplog)
+    par, used = load_in_parts(path, 2, monkeypatch, caplog)
     assert not used
     assert len(par.slices) == 400
     assert_same_trace(serial, par)
 
 
 def test_gzip_stays_serial(small_pieces):
-    src = _traces()[0]  # the bundled sample, gzip
+    src = cache_traces()[0]  # the bundled sample, gzip
     assert src.name.endswith(".gz") and parallel.plan(src, 2) is None
 
 
@@ -212,7 +212,7 @@ def test_cancel_while_parts_decode_stops_the_workers(tmp_path, monkeypatch, smal
             if self.calls > 3:
                 raise Cancelled()
 
-    path = _plain(_json_traces()[0], tmp_path)
+    path = plain_copy(json_traces()[0], tmp_path)
     monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "3")
     monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(Cancelled):
@@ -229,7 +229,7 @@ def test_cli_analyze_json_equal_serial_and_parallel(tmp_path):
     import subprocess
     import sys
 
-    path = _plain(_traces()[0], tmp_path)  # the bundled sample, ~4 pieces
+    path = plain_copy(cache_traces()[0], tmp_path)  # the bundled sample, ~4 pieces
     docs = []
     for parts in ("1", "2"):
         env = {**os.environ, "SOFA_GUI_DECODE_PARTS": parts,
@@ -311,7 +311,7 @@ def test_the_app_loader_child_decodes_in_parts(tmp_path, monkeypatch):
         def on_cancel(self, fn):
             pass
 
-    path = _plain(_traces()[0], tmp_path)  # the bundled sample: ~4 default pieces
+    path = plain_copy(cache_traces()[0], tmp_path)  # the bundled sample: ~4 default pieces
     monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "2")
     monkeypatch.setenv("SOFA_GUI_CACHE_DIR", str(tmp_path / "cache"))
     state = State()
@@ -368,10 +368,10 @@ def test_the_plan_leaves_room_for_idle_work(tmp_path, monkeypatch, caplog, small
         return real_plan(path, parts, lead_less)
 
     monkeypatch.setattr(parallel, "plan", spy)
-    path = _plain(_json_traces()[0], tmp_path)
-    _load(path, 2, monkeypatch, caplog)
+    path = plain_copy(json_traces()[0], tmp_path)
+    load_in_parts(path, 2, monkeypatch, caplog)
     with while_idle(lambda: None):
-        _load(path, 2, monkeypatch, caplog)
+        load_in_parts(path, 2, monkeypatch, caplog)
     assert asked == [0, parallel.IDLE_WORK_BYTES]
 
 
@@ -386,7 +386,7 @@ def test_a_parts_columns_come_back_through_a_file(tmp_path):
     can be written to (the merge re-codes some in place)."""
     import pickle  # what the pool does with a part's result
 
-    path = _plain(_traces()[0], tmp_path)  # the bundled sample, ~4 default pieces
+    path = plain_copy(cache_traces()[0], tmp_path)  # the bundled sample, ~4 default pieces
     part = parallel.plan(path, 2)[1]
     kept = parallel.read_part(str(path), part, str(tmp_path / "a.bin"))
     sent = parallel.read_part(str(path), part, str(tmp_path / "b.bin"), False,

@@ -14,8 +14,8 @@ import json
 import os
 
 import pytest
-from test_analysis_cache import AUTO, _cli_doc
-from test_parallel_decode import _json_traces, _load, _plain
+from test_analysis_cache import AUTO, cli_doc
+from test_parallel_decode import json_traces, load_in_parts, plain_copy
 from test_store import assert_same_trace
 
 from sofa_gui.core import store
@@ -48,26 +48,26 @@ def _same_args(a, b) -> None:
         b.args.get(int(r)) for r in b.slices.args]
 
 
-@pytest.mark.parametrize("src", _json_traces(), ids=lambda p: p.name)
+@pytest.mark.parametrize("src", json_traces(), ids=lambda p: p.name)
 def test_args_on_demand_equal_the_spilled_args(src, tmp_path, monkeypatch, caplog, lazy):
-    path = _plain(src, tmp_path)
+    path = plain_copy(src, tmp_path)
     spilled = _spilled(path, monkeypatch)
-    serial, _ = _load(path, 1, monkeypatch, caplog)
-    par, used = _load(path, 2, monkeypatch, caplog)
+    serial, _ = load_in_parts(path, 1, monkeypatch, caplog)
+    par, used = load_in_parts(path, 2, monkeypatch, caplog)
     if len(serial.slices):
         assert isinstance(serial.args.backing, ArgSegments), "args were not read on demand"
     if path.stat().st_size > 8 * decode.CHUNK:
         assert used, "2 parts: fell back to the serial read"
     _same_args(spilled, serial)
     _same_args(serial, par)
-    doc = _cli_doc(spilled, analyze(spilled, AUTO))
-    assert _cli_doc(serial, analyze(serial, AUTO)) == doc
-    assert _cli_doc(par, analyze(par, AUTO)) == doc
+    doc = cli_doc(spilled, analyze(spilled, AUTO))
+    assert cli_doc(serial, analyze(serial, AUTO)) == doc
+    assert cli_doc(par, analyze(par, AUTO)) == doc
 
 
 def _sample(tmp_path):
-    src = next(p for p in _json_traces() if p.name.startswith("resnet50"))
-    return _plain(src, tmp_path)
+    src = next(p for p in json_traces() if p.name.startswith("resnet50"))
+    return plain_copy(src, tmp_path)
 
 
 def test_cache_round_trip_of_args_read_on_demand(tmp_path, monkeypatch, lazy):
@@ -81,7 +81,7 @@ def test_cache_round_trip_of_args_read_on_demand(tmp_path, monkeypatch, lazy):
     cached = load_trace(path)
     assert not isinstance(cached.args.backing, ArgSegments)  # read from args.arrow
     assert_same_trace(cold, cached)
-    assert _cli_doc(cached, analyze(cached, AUTO)) == _cli_doc(cold, analyze(cold, AUTO))
+    assert cli_doc(cached, analyze(cached, AUTO)) == cli_doc(cold, analyze(cold, AUTO))
 
 
 def test_an_open_that_writes_the_cache_spills_the_args(tmp_path, monkeypatch, lazy):

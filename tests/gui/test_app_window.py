@@ -198,17 +198,17 @@ def test_cancel_stops_a_load(qtbot, window, fresh_copy):
     s.trace_changed.connect(lambda: changed.append(1))
     window.open_path(fresh_copy)
     assert window.progress_widget.isVisibleTo(window)
-    qtbot.waitUntil(lambda: bool(_loader_children()), timeout=10000)  # decoding in the child
+    qtbot.waitUntil(lambda: bool(loader_children()), timeout=10000)  # decoding in the child
     with qtbot.waitSignal(s.job_cancelled, timeout=5000):
         window.progress_widget.cancel_button.click()
     assert not s.busy and not window.progress_widget.isVisibleTo(window)
     assert s.worker.wait_idle(10)
     qtbot.wait(100)
     assert changed == [] and s.trace is None
-    assert not _loader_children()
+    assert not loader_children()
 
 
-def _loader_children():
+def loader_children():
     import multiprocessing
 
     return [p for p in multiprocessing.active_children() if p.name == "sofa-gui-loader"]

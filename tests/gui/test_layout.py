@@ -236,7 +236,7 @@ def test_search_hits_keep_their_labels(qtbot, open_window):
 def test_loading_says_what_it_opens_and_shows_activity(qtbot, open_window, tmp_path):
     import shutil
 
-    from test_app_window import _loader_children
+    from test_app_window import loader_children
 
     w = open_window(None, (1280, 800))
     fresh = tmp_path / "fresh.pt.trace.json.gz"  # not cached: a real decode in a child
@@ -248,7 +248,7 @@ def test_loading_says_what_it_opens_and_shows_activity(qtbot, open_window, tmp_p
     assert w.panels["findings"].status.text() == "Loading fresh.pt.trace.json.gz…"
     assert w.panels["breakdown"].status.text() == "Loading fresh.pt.trace.json.gz…"
     assert w.progress_widget.bar.indeterminate  # moving before the first fraction
-    qtbot.waitUntil(lambda: bool(_loader_children()), timeout=20000)
+    qtbot.waitUntil(lambda: bool(loader_children()), timeout=20000)
     with qtbot.waitSignal(s.job_cancelled, timeout=10000):
         w.progress_widget.cancel_button.click()
     assert not w.progress_widget.bar.indeterminate

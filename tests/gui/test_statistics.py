@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 from PySide6.QtTest import QTest
-from test_timeline_interaction import _drag
+from test_timeline_interaction import drag
 
 from sofa_gui.core.analysis import stats
 from sofa_gui.core.samples import demo_trace_path
@@ -64,7 +64,7 @@ def test_ctrl_drag_selects_a_range_over_the_crossed_lanes_and_esc_clears(win, qt
     x1 = tl.view_point(before[0], 0).x() + int(vw * 0.6)
     ctrl = QtCore.Qt.KeyboardModifier.ControlModifier
     with qtbot.waitSignal(s.range_selected, timeout=3000):
-        _drag(tl.graphics_view().viewport(), QtCore.QPoint(x0, y), QtCore.QPoint(x1, y), ctrl)
+        drag(tl.graphics_view().viewport(), QtCore.QPoint(x0, y), QtCore.QPoint(x1, y), ctrl)
     assert tl.visible_range() == before  # Ctrl-drag selects; it does not zoom
     a, b, lanes = s.selected_range
     assert lanes == (gpu,)

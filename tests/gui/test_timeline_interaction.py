@@ -22,7 +22,7 @@ def _x_at(w, px: int) -> float:
     return w.view_box().mapSceneToView(scene).x() + w.model.t0
 
 
-def _drag(viewport, a: QtCore.QPoint, b: QtCore.QPoint, modifier=None, button=LEFT):
+def drag(viewport, a: QtCore.QPoint, b: QtCore.QPoint, modifier=None, button=LEFT):
     """Press, five moves (carrying the modifier, as a held key would) and release."""
     mods = modifier or QtCore.Qt.KeyboardModifier.NoModifier
     QTest.mousePress(viewport, button, mods, a)
@@ -43,7 +43,7 @@ def test_drag_zooms_to_the_dragged_range(make_timeline, qtbot):
     a, b = QtCore.QPoint(x_left, mid_y), QtCore.QPoint(x_left + 300, mid_y + 40)
     want = (_x_at(w, a.x()), _x_at(w, b.x()))
     with qtbot.waitSignal(w.range_changed, timeout=2000):
-        _drag(w.graphics_view().viewport(), a, b)
+        drag(w.graphics_view().viewport(), a, b)
     got = w.visible_range()
     ns_per_px = (want[1] - want[0]) / 300
     assert abs(got[0] - want[0]) <= 2 * ns_per_px
@@ -59,10 +59,10 @@ def test_shift_or_middle_drag_pans_instead_of_zooming(make_timeline, how):
     y = w.view_point(w.model.t0, 3.0).y()
     x = w.view_point(before[0], 0).x() + 400
     if how == "shift":
-        _drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
+        drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
               QtCore.Qt.KeyboardModifier.ShiftModifier)
     else:
-        _drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
+        drag(w.graphics_view().viewport(), QtCore.QPoint(x, y), QtCore.QPoint(x - 100, y),
               button=QtCore.Qt.MouseButton.MiddleButton)
     after = w.visible_range()
     assert after[1] - after[0] == pytest.approx(before[1] - before[0], abs=2)

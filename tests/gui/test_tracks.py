@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6 import QtCore
 from PySide6.QtWidgets import QApplication
-from test_timeline_interaction import _drag
+from test_timeline_interaction import drag
 
 from sofa_gui.core.samples import demo_trace_path
 
@@ -26,7 +26,7 @@ def test_device_first_drag_pin_resize_and_remembered(qtbot, open_window):
     assert groups[0] == "GPU 0"  # device lanes first by default
     host = next(g for g in groups if g.startswith("process python"))
     view = w.timeline.graphics_view().viewport()
-    _drag(view, _header_point(w, host), _header_point(w, "GPU 0"))  # host onto GPU: above it
+    drag(view, _header_point(w, host), _header_point(w, "GPU 0"))  # host onto GPU: above it
     assert m.groups().index(host) < m.groups().index("GPU 0")
     labels = w.timeline.label_column()
     dict(labels.pin_actions("Traces"))["Pin to top"]()
@@ -35,7 +35,7 @@ def test_device_first_drag_pin_resize_and_remembered(qtbot, open_window):
     qtbot.wait(QApplication.doubleClickInterval() + 50)
     edge = labels.mapToScene(QtCore.QPointF(labels.width() - 2, 60))
     a = w.timeline.graphics_view().mapFromScene(edge)
-    _drag(view, a, a + QtCore.QPoint(90, 0))
+    drag(view, a, a + QtCore.QPoint(90, 0))
     qtbot.wait(50)
     assert labels.maximumWidth() >= 290 and labels.width() >= 290
     state = w.timeline.track_state()

@@ -27,7 +27,7 @@ def many_threads(folder: Path, threads: int, per_thread: int = 2) -> Path:
     return path
 
 
-def _gzip_stream(path: Path, parts) -> Path:
+def gzip_stream(path: Path, parts) -> Path:
     """Write ``parts`` (bytes, or (byte, count) runs of one repeated byte) gzip-compressed."""
     with gzip.open(path, "wb", compresslevel=9) as f:
         for part in parts:
@@ -54,7 +54,7 @@ def trailing_blank_gzip(folder: Path, blank: int, where: str = "after") -> Path:
         parts = [b'{"traceEvents": [', ONE_EVENT, b",", (b" ", blank), ONE_EVENT, b"]}"]
     else:  # before the events array, between header keys
         parts = [b'{"a": 1,', (b" ", blank), b'"traceEvents": [', ONE_EVENT, b"]}"]
-    return _gzip_stream(path, parts)
+    return gzip_stream(path, parts)
 
 
 def huge_header_value(folder: Path, size: int, after: bool = False) -> Path:
@@ -65,7 +65,7 @@ def huge_header_value(folder: Path, size: int, after: bool = False) -> Path:
         parts = [b'{"traceEvents": [', ONE_EVENT, b"], ", *value, b"}"]
     else:
         parts = [b"{", *value, b', "traceEvents": [', ONE_EVENT, b"]}"]
-    return _gzip_stream(path, parts)
+    return gzip_stream(path, parts)
 
 
 def nested_args(folder: Path, depth: int, events: int = 100) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import tracemalloc
 
 import pytest
-from attacks import ONE_EVENT, _gzip_stream, huge_header_value, nested_args, trailing_blank_gzip
+from attacks import ONE_EVENT, gzip_stream, huge_header_value, nested_args, trailing_blank_gzip
 from hostile import assert_one_line_error, run_cli
 
 from sofa_gui.core.errors import TraceFormatError
@@ -109,7 +109,7 @@ def test_blank_space_between_events_streams_by(tmp_path, where):
     layout, events = _BETWEEN[where]
     parts = [b'{"traceEvents": [', ONE_EVENT] + [
         (b" ", BLANK) if p is None else ONE_EVENT if p == b"E" else p for p in layout]
-    path = _gzip_stream(tmp_path / "blank-between.json.gz", parts)
+    path = gzip_stream(tmp_path / "blank-between.json.gz", parts)
     trace, peak = _peak(lambda: load_trace(path, use_cache=False))
     assert trace.events == events
     assert peak < 32 << 20, f"{peak / 2**20:.0f} MiB peak for {BLANK >> 20} MiB of blanks"
@@ -118,7 +118,7 @@ def test_blank_space_between_events_streams_by(tmp_path, where):
 def test_blank_space_inside_a_string_is_kept(tmp_path):
     # a name holding '},' then megabytes of blanks is text, not a place to cut
     name = b'{"ph": "X", "name": "a},' + b" " * (3 << 20) + b'b}", "ts": 5, "dur": 1}'
-    path = _gzip_stream(tmp_path / "blank-string.json.gz",
+    path = gzip_stream(tmp_path / "blank-string.json.gz",
                         [b'{"traceEvents": [', ONE_EVENT, b",", name, b",", ONE_EVENT, b"]}"])
     trace = load_trace(path, use_cache=False)
     assert trace.events == 3
