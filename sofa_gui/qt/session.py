@@ -49,6 +49,7 @@ class Session(QObject):
     findings_changed = Signal()
     run_changed = Signal()
     input_pipeline_changed = Signal()
+    verdict_changed = Signal()
     analysis_finished = Signal()  # every analysis step of the current request is done
     load_failed = Signal(str, str)  # path, reason
     job_crashed = Signal(str)  # a bug in a background step, with its message

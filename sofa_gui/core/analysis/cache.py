@@ -30,6 +30,12 @@ import msgspec
 
 from ..cache_dir import private_file_problem
 from ..errors import one_line
+
+# The modules that define the result types register them with the codec on import: a
+# cached analysis may name any of them, so all are imported before one is decoded.
+from . import breakdown, device_side, host_side, pipeline, ranks, run_facts, tfdata  # noqa: F401
+from . import results as _results  # noqa: F401
+from . import verdict as _verdict  # noqa: F401
 from .codec import Unsupported, dumps, loads, result_types
 
 log = logging.getLogger(__name__)

@@ -15,33 +15,35 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 
 import msgspec
 import numpy as np
+
+from ..trace import CopyKind, Kind, LaneKind
 
 
 class Unsupported(TypeError):
     """A value the codec cannot store faithfully, or an encoding it cannot read."""
 
 
-@functools.cache
+_TYPES: dict[str, type] = {}
+
+
+def register(*classes: type) -> None:
+    """Add result classes to the table an encoding may name. Each module that defines
+    one registers it where it defines it (so this module imports none of them and the
+    analysis modules may use the codec); nothing read from data can add a class."""
+    for cls in classes:
+        if _TYPES.setdefault(cls.__qualname__, cls) is not cls:
+            raise ValueError(f"two result types named {cls.__qualname__}")
+
+
 def result_types() -> dict[str, type]:
     """The classes an encoding may name, by class name (the fixed registry)."""
-    from .. import trace
-    from . import breakdown, device_side, host_side, pipeline, ranks, results, run_facts, tfdata
+    return dict(_TYPES)
 
-    classes = (
-        pipeline.Analysis, breakdown.TraceBreakdown, breakdown.CounterSummary,
-        device_side.DeviceBreakdown, device_side.CopyStats, device_side.IdleGaps,
-        host_side.HostBreakdown, ranks.RankStats, results.Iterations, results.PeriodicExtra,
-        results.Finding, results.Cause, results.Evidence, results.Fix, run_facts.RunFacts,
-        run_facts.Fact, tfdata.InputPipeline, tfdata.Stage,
-        trace.Kind, trace.CopyKind, trace.LaneKind,
-    )
-    table = {cls.__qualname__: cls for cls in classes}
-    assert len(table) == len(classes), "result type names must be unique"
-    return table
+
+register(Kind, CopyKind, LaneKind)
 
 
 #: numpy dtype kinds stored as raw bytes: bool, integers, floats, complex, times, text.
@@ -51,7 +53,7 @@ _PLAIN = (str, int, float, bool, bytes, type(None))
 
 def _type_name(cls: type) -> str:
     name = cls.__qualname__
-    if result_types().get(name) is not cls:
+    if _TYPES.get(name) is not cls:
         raise Unsupported(f"{cls.__module__}.{name} is not a registered result type")
     return name
 
@@ -145,7 +147,7 @@ def _scalar(node):
 
 
 def _registered(name) -> type:
-    cls = result_types().get(name) if type(name) is str else None
+    cls = _TYPES.get(name) if type(name) is str else None
     if cls is None:
         raise Unsupported(f"{str(name)[:80]!r} is not a registered result type")
     return cls

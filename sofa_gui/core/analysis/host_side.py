@@ -44,6 +44,7 @@ import numpy as np
 from ..trace import Kind, LaneKind, Trace
 from ..units import lane_title
 from . import roles as R
+from .codec import register
 from .intervals import paint
 
 HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "communication",
@@ -199,3 +200,5 @@ def window_of(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
     ok = (w >= 0) & (t < we[np.maximum(w, 0)])
     return np.where(ok, w, -1)
 
+
+register(HostBreakdown)  # result types the analysis cache may store

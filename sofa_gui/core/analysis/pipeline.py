@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ..progress import NullProgress, Progress, subrange
 from ..trace import Trace
 from .aside import allowed
+from .codec import register
 from .results import Finding, Iterations
 
 if TYPE_CHECKING:  # the steps import their modules when they run (app start-up stays fast)
@@ -167,3 +168,6 @@ def analyze(trace: Trace, options: Options | None = None, progress: Progress | N
             done += step.weight
     progress.update(1.0, "Analysis done")
     return analysis
+
+
+register(Analysis)  # result types the analysis cache may store

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace import Kind, Trace
+from .codec import register
 from .intervals import clean_windows
 from .results import Iterations, us
 
@@ -124,3 +125,6 @@ def rank_stats(ranks: list[int], durations: list[np.ndarray], busy: list[np.ndar
                      np.rint(lag).astype(np.int64),
                      np.vstack(comm_total) if comm_total is not None else None,
                      np.vstack(comm_overlap) if comm_overlap is not None else None)
+
+
+register(RankStats)  # result types the analysis cache may store

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..units import us
+from .codec import register
 
 __all__ = ["us"]  # re-exported: analysis modules import it from here
 
@@ -338,3 +339,7 @@ class Finding:
         if self.disjoint_with:
             out["disjoint_with"] = list(self.disjoint_with)
         return out
+
+
+# result types the analysis cache may store
+register(Iterations, PeriodicExtra, Finding, Cause, Evidence, Fix)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..trace import Trace
 from ..units import fmt_ns
+from .codec import register
 from .intervals import measure_in, union
 from .results import us
 
@@ -389,3 +390,6 @@ def _input_wait(trace: Trace, starts, ends, main_lane) -> tuple[np.ndarray, np.n
     mine = np.flatnonzero(np.isin(s.name, ids) & np.isin(s.lane, lanes))
     a, b = union(s.start[mine], s.end[mine])
     return measure_in(a, b, ws, we).astype(np.int64), wall
+
+
+register(InputPipeline, Stage)  # result types the analysis cache may store

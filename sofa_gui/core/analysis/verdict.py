@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..units import fmt_pct as pct
+from .codec import register
 
 BOUNDS = ("compute", "input", "communication", "host_overhead", "sync", "memory_copies",
           "startup")
@@ -198,3 +199,6 @@ FINDING_BOUND = {
 
 def bound_of(fid: str) -> str:
     return FINDING_BOUND.get(fid, "")
+
+
+register(Verdict)  # result types the analysis cache may store
