@@ -95,7 +95,7 @@ class Ctx:
         out[ok] = self.ph.steady[w[ok]]
         return out
 
-    #: Below this the iterations are "uncertain" (issue 11's wording) and every finding
+    #: Below this the iterations are "uncertain" and every finding
     #: that rests on them says so.
     UNCERTAIN = 0.5
 
