@@ -11,7 +11,7 @@ TraceFormatError with the path and a one-line reason. A worker stuck past the ha
 is killed and its case counted as a hang. ``--cli N`` also runs N cases per importer
 through ``sofa-gui analyze --json`` in a subprocess (exit 0, or 2 with one stderr line).
 
-``--attacks`` instead runs the hostile-input families of issue 15 (attacks.py: blank
+``--attacks`` instead runs the hostile-input families (attacks.py: blank
 space and huge values in gzip, decompression past the limit, deep args, 100k threads, a
 recursive SQLite VIEW, hostile names, a symlink loop) at full size, each through
 ``sofa-gui analyze --json --no-cache`` in a fresh process, and prints wall time, peak

@@ -7,13 +7,13 @@ code for ``record``.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 
 from . import __version__
 from .core.errors import TraceFormatError
+from .core.json_out import write as write_json
 
 DESCRIPTION = ("Trace viewer and performance advisor for deep-learning programs. "
                "Without a command, opens the app (on PATH if given).")
@@ -332,8 +332,7 @@ def _cmd_analyze(args) -> int:
     trace, analysis = _load_and_analyze(args.path, args)
     if args.json:
         doc = {"trace": trace_dict(trace), **analysis.to_dict(trace)}
-        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        write_json(doc, sys.stdout)
     else:
         from .core.analysis.text import analysis_text, verdict_text
 
@@ -359,8 +358,7 @@ def _cmd_stats(args) -> int:
         return 2
     table = stats.compute_table(trace, args.kind, scope, top=args.top or None)
     if args.json:
-        json.dump(table.to_dict(), sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        write_json(table.to_dict(), sys.stdout)
     elif args.csv:
         stats.table_csv(table, sys.stdout)
     else:
@@ -457,8 +455,7 @@ def _cmd_calltree(args) -> int:
         return 2
     tree = calltree.build(trace, lanes, scope, bottom_up=args.bottom_up, lane_label=lane_label)
     if args.json:
-        json.dump(tree.to_dict(args.depth), sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        write_json(tree.to_dict(args.depth), sys.stdout)
     else:
         _print_lines(calltree.tree_text(tree, args.depth))
     return 0
@@ -502,8 +499,7 @@ def _cmd_diff(args) -> int:
     else:
         result, text = diff_repeated(pairs), repeated_text
     if args.json:
-        json.dump(result, sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        write_json(result, sys.stdout)
     else:
         _print_lines(text(result))
     return 0
@@ -534,8 +530,7 @@ def _cmd_fleet(args) -> int:
         if bar:
             bar[0].close()
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        write_json(res.to_dict(), sys.stdout)
     else:
         _print_lines(fleet_text(res))
     return 0
@@ -572,7 +567,9 @@ def terminal_safe(text: str, one_line: bool = False) -> str:
 
 
 def _print_lines(lines: list[str]) -> None:
-    print(terminal_safe("\n".join(lines)))
+    """Each line on its own: a line break inside one came from a name, and is escaped
+    (a ``\\n`` in a thread name must not start a line of its own, e.g. ``error: ...``)."""
+    print("\n".join(terminal_safe(line, one_line=True) for line in lines))
 
 
 if __name__ == "__main__":

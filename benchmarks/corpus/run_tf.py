@@ -104,7 +104,7 @@ def py_augment(img):
     """Per-sample numpy work behind ``tf.py_function`` (as a hand-written decoder is)."""
     a = img.numpy().astype("float32") / 255.0
     a = a.repeat(2, 0).repeat(2, 1)  # work at 2x resolution, as a resampling decoder does
-    for _ in range(3):
+    for _ in range(6):
         a = (a + a[::-1] + a[:, ::-1]) / 3.0
         a = a - a.mean()
     return a.reshape(48, 2, 48, 2, 3).mean(axis=(1, 3))[:40, :40]

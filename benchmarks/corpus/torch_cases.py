@@ -118,7 +118,7 @@ def pt_train_input_nw1_starved(variant):
     the loader queue is always empty (starved)."""
     torch.manual_seed(0)
     model = mlp()
-    dl = DataLoader(SlowSamples(32 * 400, 1.5), batch_size=32, num_workers=1)
+    dl = DataLoader(SlowSamples(32 * 400, 5.0), batch_size=32, num_workers=1)
     return sgd_loop(model, dl, torch.optim.Adam(model.parameters(), lr=1e-3))
 
 
@@ -519,7 +519,7 @@ def pt_infer_batched_convnet(variant):
     return Loop(step)
 
 
-@case("pt_train_tiny_ops", "pytorch", "training", 8, facts("training", optimizer="sgd"),
+@case("pt_train_tiny_ops", "pytorch", "training", 4, facts("training", optimizer="sgd"),
       split="holdout", fix="one batched matmul (torch.bmm)", share_from_fix="host_overhead",
       tags=["tiny_ops"])
 def pt_train_tiny_ops(variant):
@@ -546,11 +546,11 @@ def pt_train_tiny_ops(variant):
       fix="keep the channels-last batch (no permute/contiguous/clone copies)",
       tags=["copies"])
 def pt_train_memcopy(variant):
-    """Each step re-lays out a 64 MB feature buffer (permute + contiguous, clone, cat)
+    """Each step re-lays out an 8 MB feature buffer (permute + contiguous, clone, cat)
     before a light model reads a slice of it: memory-bound copies."""
     torch.manual_seed(0)
-    feats = torch.randn(64, 512, 512)
-    model = torch.nn.Linear(512, 1)
+    feats = torch.randn(32, 256, 256)
+    model = torch.nn.Linear(256, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step(i):

@@ -81,7 +81,7 @@ def _send(conn, lock, msg: tuple) -> None:
 def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True) -> None:
     """Child entry point: load (and cache) ``path``, send one outcome message; then, with
     analysis ``options``, analyze it into the analysis cache (the parent meanwhile
-    indexes the timeline on the other core) and send ``("analysed",)``.
+    indexes the timeline on the other core) and send ``("analyzed",)``.
 
     When the cache cannot be written (read-only or full), the tables are handed
     over in a private temp folder instead, so the parent never decodes twice.
@@ -108,7 +108,7 @@ def _child_main(path: str, conn, cancel_event, options=None, renice: bool = True
             from ..core.analysis.cache import analyze_cached
 
             analyze_cached(trace, options, _PipeProgress(conn, cancel_event, lock, "aprogress"))
-            _send(conn, lock, ("analysed",))
+            _send(conn, lock, ("analyzed",))
     except Cancelled:
         _send(conn, lock, ("cancelled",))
     except TraceFormatError as exc:
@@ -129,7 +129,7 @@ def _send_trace(trace, conn, lock) -> None:
 
 
 def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock) -> None:
-    """Write the trace cache in a forked process while this one analyses the trace.
+    """Write the trace cache in a forked process while this one analyzes the trace.
 
     The write overlaps the analysis instead of coming before it (the CLI's
     ``analyze --no-cache`` writes nothing; this keeps the app's cold open close to it).
@@ -137,7 +137,7 @@ def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock
     side work (core/analysis/aside.py), so the pattern agreement check (~0.4 s of the
     984k-event trace) ran in line, on the way to the app's panels. The writer sees the
     trace copy-on-write and tells the parent "done" itself; its exit status says whether
-    the cache entry was written. The parent gets "analysed" once the results are stored.
+    the cache entry was written. The parent gets "analyzed" once the results are stored.
     """
     import dataclasses
 
@@ -159,7 +159,7 @@ def _analyse_while_writing(path, trace, entry, options, conn, cancel_event, lock
     trace.cache_entry = entry if writer.join() else None
     if trace.cache_entry is not None:  # else the parent read the handoff and stopped us
         cache.save(trace.cache_entry, dataclasses.asdict(options), result)
-        _send(conn, lock, ("analysed",))  # stored or not: the parent reads the cache or redoes it
+        _send(conn, lock, ("analyzed",))  # stored or not: the parent reads the cache or redoes it
 
 
 class _Writer:
@@ -412,9 +412,9 @@ class ChildLoad:
     def wait_analysis(self, progress=None) -> bool:
         """True when the child stored the analysis; False if it died or failed doing so."""
         try:
-            _pump(self._proc, self._recv, self._state, progress or self._state, "analysed")
+            _pump(self._proc, self._recv, self._state, progress or self._state, "analyzed")
         except (RuntimeError, TraceFormatError):
-            log.warning("background analysis failed; analysing in-process", exc_info=True)
+            log.warning("background analysis failed; analyzing in-process", exc_info=True)
             return False
         return True
 

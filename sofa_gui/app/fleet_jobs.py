@@ -53,12 +53,12 @@ def fleet_job(state, path: str, options: Options) -> None:
     def started(files):
         total.append(len(files))
         state.partial(FleetStarted(path, files))
-        state.update(0.02, f"Analysing {len(files)} ranks on Dask")
+        state.update(0.02, f"Analyzing {len(files)} ranks on Dask")
 
     def done(summary):
         state.partial(FleetRankDone(summary))  # raises Cancelled once the job is cancelled
         n = done.count = getattr(done, "count", 0) + 1
-        state.update(0.02 + 0.96 * n / total[0], f"{n}/{total[0]} ranks analysed")
+        state.update(0.02 + 0.96 * n / total[0], f"{n}/{total[0]} ranks analyzed")
 
     res = fleet(path, workers=embedded_workers(), mode=options.iterations, on_start=started,
                 on_done=done, on_engine=lambda eng: state.on_cancel(eng.cancel))

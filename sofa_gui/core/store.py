@@ -296,7 +296,7 @@ def _checksums(maps: dict[str, pa.Buffer]) -> dict[str, list[int]]:
     return out
 
 
-def _verify(manifest: dict, maps: dict[str, pa.Buffer]) -> None:
+def verify_checksums(manifest: dict, maps: dict[str, pa.Buffer]) -> None:
     """Raise ValueError unless every checksummed file has the bytes that were written
     (``maps``: the files mapped once, checked here and then read as tables)."""
     sums = manifest.get("checksums")
@@ -314,7 +314,7 @@ def read_trace(d: Path) -> Trace:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError("old cache format")
     maps = {name: _map(d / name) for name in _CHECKSUMMED}
-    _verify(manifest, maps)
+    verify_checksums(manifest, maps)
     t = _read(maps["slices.arrow"])
     slices = Slices(**{c: _np(t, c) for c in _SLICE_COLS})
     lt = _read(maps["lanes.arrow"])

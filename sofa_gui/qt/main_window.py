@@ -367,7 +367,7 @@ class MainWindow(QMainWindow):
         if s.path:
             self.recent.add(s.path)
             self._refresh_recent()
-        self.statusBar().showMessage(f"Loaded {events_loaded(s.trace):,} events; analysing…")
+        self.statusBar().showMessage(f"Loaded {events_loaded(s.trace):,} events; analyzing…")
 
     def _tracks_key(self) -> str:
         t = self.session.trace
@@ -422,7 +422,7 @@ class MainWindow(QMainWindow):
         self.show_error("Cannot open trace", f"{path}\n\n{reason}")
 
     def _on_job_crashed(self, message: str) -> None:
-        what = "analysing" if self.session.trace is not None else "opening"
+        what = "analyzing" if self.session.trace is not None else "opening"
         self.statusBar().showMessage(f"Error while {what}: {message}", 15000)
         self.show_error(f"Error while {what} the trace",
                         f"{message}\n\nThis is a bug in sofa-gui; details are in the log.")

@@ -80,7 +80,7 @@ def dominant_labels(bd, n: int) -> list[str]:
 
 
 def device_utilisation(bd) -> float | None:
-    """Busy share of the primary device over the analysed windows (None: no device)."""
+    """Busy share of the primary device over the analyzed windows (None: no device)."""
     dev = getattr(bd, "device", None)
     if dev is None:
         return None

@@ -325,7 +325,7 @@ PERIOD = 100 * MS
 
 def _counter_run(cores, gpu=None, proc=None, device_kernels=False, host_dl=False):
     """Counters only (recorder names): ``cores`` is (n_cores, n_samples) %, ``gpu`` and
-    ``proc`` one value per sample; analysed as one iteration over all samples."""
+    ``proc`` one value per sample; analyzed as one iteration over all samples."""
     cores = np.asarray(cores, float)
     n = cores.shape[1]
     t = np.arange(n) * PERIOD

@@ -158,5 +158,5 @@ def test_the_loader_child_analyses_with_its_side_work_forked_as_the_cli_does(tmp
                          capture_output=True, text=True, check=True, timeout=600)
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["forks"] == FORKED, "the agreement check or the rules ran in line"
-    assert got["tags"] == ["done", "analysed"]
+    assert got["tags"] == ["done", "analyzed"]
     assert got["cached"] and got["analysis"]

@@ -228,12 +228,12 @@ def test_newer_open_replaces_older_one(qtbot, window, fresh_copy, demo_path, tmp
 
 
 def test_child_process_load_matches_thread_load(qtbot, window, fresh_copy, monkeypatch):
-    # the child decodes and then analyses (while this process indexes the timeline):
+    # the child decodes and then analyzes (while this process indexes the timeline):
     # an analysis in this process would hit the refusing stub below
     from sofa_gui.core.analysis import iterations
 
     def refuse(*_a, **_k):
-        raise AssertionError("analysed in the GUI process, not in the loader child")
+        raise AssertionError("analyzed in the GUI process, not in the loader child")
 
     monkeypatch.setattr(iterations, "detect_iterations", refuse)
     s = window.session
@@ -537,7 +537,7 @@ def test_cached_reopen_shows_every_panel_without_analysing(qtbot, window, fresh_
     from sofa_gui.core.analysis import iterations
 
     def refuse(*_a, **_k):
-        raise AssertionError("analysed again although the results are cached")
+        raise AssertionError("analyzed again although the results are cached")
 
     monkeypatch.setattr(iterations, "detect_iterations", refuse)
     s = open_and_wait(qtbot, window, fresh_copy)

@@ -49,7 +49,7 @@ def test_big_rank_folder_opens_as_fleet_then_one_rank_in_full(qtbot, window, run
     qtbot.waitUntil(lambda: not s.busy, timeout=30_000)
     assert sorted(seen) == list(range(32))
     assert s.trace is None  # no rank loaded into the client yet
-    assert "32/32 analysed" in panel.header.text()
+    assert "32/32 analyzed" in panel.header.text()
     assert "Straggler: rank 13" in panel.verdict.text() and "cause: compute" in \
         panel.verdict.text()
     assert panel.table.item(_row_of(panel, 13), 6).text().startswith("compute")

@@ -46,13 +46,13 @@ def test_a_1mb_name_leaves_the_window_size_alone(qtbot, open_window, named_trace
     s.select_slice(huge, reveal=True)
     qtbot.wait(50)
     assert not w.docks["details"].visibleRegion().isEmpty()  # raised on selection
-    # the string table holds it cut (issue 15 item 10), with its length; the full text is
+    # the string table holds it cut, with its length; the full text is
     # kept once in the args store
     shown = w.panels["details"].name.text()
     assert shown == s.trace.name_of(huge) and len(shown) <= MAX_NAME_CHARS
     assert shown.startswith(HUGE[:1000]) and f"[{len(HUGE):,} characters" in shown
     assert w.panels["details"].name.width() <= w.docks["details"].width()
-    # the full text is one click away (issue 15 item 10 follow-up): Copy full name
+    # the full text is one click away: Copy full name
     button = w.panels["details"].copy_full
     assert button.isVisible()
     QGuiApplication.clipboard().clear()

@@ -11,6 +11,8 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
+
 
 def _event(name: str, ts: float, tid: int, dur: float = 1.0, **extra) -> dict:
     return {"ph": "X", "name": name, "cat": "cpu_op", "ts": ts, "dur": dur, "pid": 1,
@@ -218,3 +220,80 @@ FAMILIES = [
      (2_500_000,), (2_500_000,), {}),
     ("symlink loop as the path", symlink_loop, (), (), {}),
 ]
+
+
+# -- recordings, SQLite, values (the audit's families past issue 15) ----------------------
+RECORDING = Path(__file__).resolve().parents[1] / "data" / "recording-torch-pyspy"
+
+
+def _recording(folder: Path, tag: str) -> Path:
+    """A copy of the small real recording (manifest, counters, processes) without its
+    Kineto and py-spy files, to plant one hostile part in."""
+    import shutil
+
+    d = folder / f"recording-{tag}"
+    shutil.copytree(RECORDING, d, ignore=shutil.ignore_patterns("torch", "pyspy"))
+    return d
+
+
+def recording_many_processes(folder: Path, processes: int, samples: int = 2) -> Path:
+    """A recording whose processes.parquet holds ``processes`` processes (47 s for 80k:
+    each process scanned every row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = _recording(folder, f"processes-{processes}")
+    n = processes * samples
+    pid = np.repeat(np.arange(1000, 1000 + processes, dtype=np.int64), samples)
+    t = np.tile(np.arange(samples, dtype=np.int64), processes) * 100_000_000 + 1_795_947_168 * \
+        10 ** 9
+    cols = {"time_ns": t, "since_ns": t - 100_000_000, "pid": pid, "ppid": pid - 1,
+            "name": pa.array(["worker"] * n).dictionary_encode(),
+            "cpu_percent": np.full(n, 12.5), "rss_bytes": np.full(n, 1 << 20, np.int64),
+            "threads": np.full(n, 2, np.int32), "ctx_switches_per_s": np.full(n, 10.0)}
+    pq.write_table(pa.table(cols), d / "processes.parquet")
+    return d
+
+
+def recording_rle_counters(folder: Path, rows: int) -> Path:
+    """A recording whose counters.parquet is ``rows`` identical rows: run-length encoded
+    into a few hundred KB (10M rows took 1.55 GB to read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = _recording(folder, f"rle-{rows}")
+    schema = pq.read_schema(RECORDING / "counters.parquet")
+    with pq.ParquetWriter(d / "counters.parquet", schema, compression="zstd") as w:
+        block = min(rows, 1 << 20)
+        one = pa.table({"time_ns": np.full(block, 1_795_947_168 * 10 ** 9, np.int64),
+                        "lane": pa.array(["CPU"] * block).dictionary_encode(),
+                        "series": pa.array(["cpu %"] * block).dictionary_encode(),
+                        "unit": pa.array(["%"] * block).dictionary_encode(),
+                        "device": np.full(block, -1, np.int16), "value": np.ones(block)},
+                       schema=schema)
+        for start in range(0, rows, block):
+            w.write_table(one.slice(0, min(block, rows - start)))
+    return d
+
+
+def recording_symlinks(folder: Path) -> Path:
+    """A recording whose Kineto trace and py-spy file are links to a file outside it
+    (its first bytes were quoted in a load note)."""
+    d = _recording(folder, "symlinks")
+    secret = folder / "outside-secret.txt"
+    secret.write_text("root:x:0:0:SECRET-OUTSIDE-THE-FOLDER:/root:/bin/bash\n")
+    (d / "torch").mkdir()
+    (d / "torch" / "kineto-1.json").symlink_to(secret)
+    (d / "pyspy").mkdir()
+    (d / "pyspy" / "pyspy.json").symlink_to(secret)
+    return d
+
+
+def period_stream(folder: Path, events: int, period: int) -> Path:
+    """``events`` CPU ops cycling through ``period`` names: a period-3 stream took 15-30 s
+    against 0.7 s for period 600 (a median per candidate warm-up length)."""
+    evs = [_event(f"op{i % period}", i * 7.0, 1, 5.0 + (i * 7919 % 97) / 100)
+           for i in range(events)]
+    path = folder / f"period-{period}-{events}.json"
+    path.write_text(json.dumps({"traceEvents": evs}))
+    return path

@@ -166,28 +166,35 @@ class TraceBreakdown:
         item of ``Iterations.to_dict()``."""
         if self.whole_trace:
             return
+        sides = [(prefix, obj.categories, obj.times.tolist(), obj.bytes.tolist())
+                 for side, prefix in (("device", ""), ("host", "host_"))
+                 if (obj := self._side(side)) is not None]
+        dominant = self._dominant_all()
+        window = None
+        if self.device is not None:
+            window = [x.tolist() for x in self.windows_of("device")]
         for item in items:
             i = item["index"]
             if i >= len(self):
                 continue
-            bd = {}
-            if self.device is not None:
-                bd.update({c: us(v) for c, v in self.iteration_breakdown(i, "device").items()})
-            if self.host is not None:
-                bd.update({f"host_{c}": us(v)
-                           for c, v in self.iteration_breakdown(i, "host").items()})
+            bd, moved = {}, {}
+            for prefix, cats, times, nbytes in sides:
+                bd.update({prefix + c: round(v / 1000, 3) for c, v in zip(cats, times[i])})
+                moved.update({prefix + c: v for c, v in zip(cats, nbytes[i]) if v})
             item["breakdown"] = bd
-            if self.device is not None:
-                a, b = self.windows_of("device")
-                item["device_window"] = {"start_us": us(int(a[i])), "end_us": us(int(b[i])),
-                                         "clock": self.window_clock}
-            item["dominant"] = self.dominant_category(i)
-            moved = {}
-            for side, prefix in (("device", ""), ("host", "host_")):
-                if self._side(side) is not None:
-                    moved.update({prefix + c: int(v) for c, v in
-                                  zip(self.categories(side), self.bytes(side)[i].tolist()) if v})
+            if window is not None:
+                item["device_window"] = {"start_us": us(window[0][i]),
+                                         "end_us": us(window[1][i]), "clock": self.window_clock}
+            item["dominant"] = dominant[i]
             item["bytes"] = moved
+
+    def _dominant_all(self) -> list[str]:
+        """:meth:`dominant_category` of every iteration at once."""
+        t, cats = self.times(), self.categories()
+        if t.shape[1] == 0:
+            return [""] * len(t)
+        top = np.argmax(t, axis=1).tolist()
+        return [cats[k] if any_time else "" for k, any_time in zip(top, (t.sum(1) != 0).tolist())]
 
     def to_dict(self) -> dict:
         return {

@@ -35,14 +35,14 @@ def diff_analyses(before: tuple[Trace, Analysis], after: tuple[Trace, Analysis])
     (ta, aa), (tb, ab) = before, after
     med_a, med_b = _median(aa), _median(ab)
     sa, sb = _stats(aa), _stats(ab)
-    fnd = _findings(ta, aa, tb, ab, med_a / med_b if med_b else None)
+    fnd = _findings(ta, aa, tb, ab, med_a / med_b if med_a and med_b else None)
     steady = _ratio(sa.get("steady_mean_us"), sb.get("steady_mean_us"))
     mean = _ratio(sa.get("mean_us"), sb.get("mean_us"))
     return {
         "before": _run(ta, aa, med_a),
         "after": _run(tb, ab, med_b),
-        "median_iteration_ratio": round(med_b / med_a, 4) if med_a else None,
-        "speedup": round(med_a / med_b, 4) if med_b else None,
+        "median_iteration_ratio": _ratio(med_b, med_a),
+        "speedup": _ratio(med_a, med_b),
         "iteration_time": {"before": sa, "after": sb,
                            "speedup": {k: _ratio(sa.get(k), sb.get(k))
                                        for k in ("mean_us", "median_us", "p90_us",
@@ -92,15 +92,17 @@ def _steady(analysis) -> np.ndarray | None:
 
 
 def _ratio(a, b):
-    return round(a / b, 4) if a and b else None
+    """a / b to 4 places; None when either is 0 or missing (zero-length iterations) or
+    the ratio rounds to 0."""
+    return (round(a / b, 4) or None) if a and b else None
 
 
 def _slow(analysis) -> list[dict]:
     """Iterations >= SLOW x the median: a median-only comparison does not see them."""
     d = _durations(analysis)
-    if len(d) < 3:
+    med = _median(analysis) if len(d) >= 3 else 0.0
+    if med <= 0:  # zero-length iterations: no median to compare with
         return []
-    med = _median(analysis)
     return [{"index": int(i), "duration_us": us(float(d[i])), "x_median": round(d[i] / med, 2)}
             for i in np.flatnonzero(d >= SLOW * med).tolist()]
 

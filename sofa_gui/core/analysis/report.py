@@ -270,7 +270,7 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
                 for x in f.fixes]
         out.append("")
     if bd is not None:
-        body = breakdown_text(bd)
+        body = [visible(line, one_line=True) for line in breakdown_text(bd)]
         fence = _fence(body)
         out += ["## Breakdown", "", fence] + body + [fence, ""]
         if not bd.whole_trace and len(bd):

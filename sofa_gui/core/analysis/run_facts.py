@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..metadata import amount, count
 from ..trace import Kind, LaneKind, Trace
 from .codec import register
 from .results import us
@@ -287,26 +288,27 @@ def _ranks(trace: Trace) -> list[Fact]:
 
 @probe
 def _cpu_cores(trace: Trace) -> list[Fact]:
+    # checked again here (the importers check at load): a trace cached before may hold any
     extra = trace.meta.extra
     rec = extra.get("recording")
     if isinstance(rec, dict):
-        n = (rec.get("host") or {}).get("logical_cores")
+        n = count((rec.get("host") or {}).get("logical_cores"))
         if n:
-            return [Fact("cpu_cores", int(n), "", "recording manifest host.logical_cores")]
+            return [Fact("cpu_cores", n, "", "recording manifest host.logical_cores")]
     misc = extra.get("sofa_misc")
-    if isinstance(misc, dict) and misc.get("vcores"):
-        return [Fact("cpu_cores", int(misc["vcores"]), f"{misc.get('cores')} physical",
+    if isinstance(misc, dict) and count(misc.get("vcores")):
+        return [Fact("cpu_cores", count(misc["vcores"]), f"{misc.get('cores')} physical",
                      "SOFA misc.txt vcores")]
-    n = _header(trace).get("cpu_cores")
+    n = count(_header(trace).get("cpu_cores"))
     if n:
-        return [Fact("cpu_cores", int(n), "", "trace metadata cpu_cores")]
+        return [Fact("cpu_cores", n, "", "trace metadata cpu_cores")]
     return [Fact("cpu_cores")]
 
 
 @probe
 def _cpu_other(trace: Trace) -> list[Fact]:
     """Cores held by other processes: what a loader worker cannot use."""
-    n = _header(trace).get("cpu_busy_other_cores")
+    n = amount(_header(trace).get("cpu_busy_other_cores"))
     if n is not None:
         return [Fact("cpu_other", round(float(n), 2), "cores",
                      "trace metadata cpu_busy_other_cores")]

@@ -266,7 +266,25 @@ def table_csv(table: StatsTable, out) -> None:
     w.writerow(CSV_COLUMNS)
     for r in table.rows:
         d = r.to_dict()
-        w.writerow(["" if d.get(c) is None else d.get(c, "") for c in CSV_COLUMNS])
+        w.writerow([csv_cell(d.get(c)) for c in CSV_COLUMNS])
+
+
+#: A spreadsheet takes a cell starting with one of these as a formula (``=HYPERLINK(...)``).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A CSV cell: numbers as they are; text from the trace with control characters
+    escaped (one line) and, when it starts like a formula, prefixed with ``'`` so a
+    spreadsheet shows it as text."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        return value
+    from ..names import visible
+
+    text = visible(value, one_line=True)
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def table_text(table: StatsTable, width: int = 60) -> list[str]:

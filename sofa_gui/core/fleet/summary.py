@@ -20,7 +20,7 @@ class RankSummary:
     ``times`` is (iterations x ``categories``) from the breakdown of the rank's busiest
     device (``side == "device"``) or its main thread (``"host"``); each row sums to
     ``durations``.  ``comm_total`` is all collective time per iteration (hidden or not).
-    ``error`` is set (and the rest empty) when the rank could not be read or analysed.
+    ``error`` is set (and the rest empty) when the rank could not be read or analyzed.
     """
 
     rank: int

@@ -161,7 +161,7 @@ class BreakdownPanel(QWidget):
         session.trace_changed.connect(self._reload)
         session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
-        session.busy_changed.connect(lambda _b: self.refresh())  # "Analysing…" ends with it
+        session.busy_changed.connect(lambda _b: self.refresh())  # "Analyzing…" ends with it
         session.rank_selected.connect(self.show_rank)
         self._reload()
 
@@ -201,7 +201,7 @@ class BreakdownPanel(QWidget):
         s, bd, side = self.session, self.session.breakdown, self.current_side()
         if bd is None or side is None or len(side.times) == 0:
             self.status.setText(s.empty_text() if s.trace is None else
-                                "Analysing…" if bd is None and s.busy else _nothing_text(bd))
+                                "Analyzing…" if bd is None and s.busy else _nothing_text(bd))
             self.bars.set_rows([])
             self.table.setRowCount(0)
             self.bars.hide()

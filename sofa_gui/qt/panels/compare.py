@@ -1,7 +1,7 @@
 """Compare dock (File ▸ Compare with…): what ``sofa-gui diff`` says, in the app.
 
 The open trace is "this run" (before), the chosen one "the other run" (after). The
-other run is loaded and analysed on its own worker, so the open trace stays usable;
+other run is loaded and analyzed on its own worker, so the open trace stays usable;
 then :func:`sofa_gui.core.analysis.diff.diff_analyses` gives the speed-up, the
 verdict (mean / p90 / steady-state iteration, slow iterations a median hides, the open
 run's prediction against the measured gain), the per-category deltas, findings
@@ -95,7 +95,7 @@ class ComparePanel(QWidget):
 
     # -- requests --------------------------------------------------------------------------
     def compare_with(self, path: str | Path) -> None:
-        """Load and analyse ``path`` in the background, then show the comparison."""
+        """Load and analyze ``path`` in the background, then show the comparison."""
         s = self.session
         if s.trace is None or not s.analysis_done:
             self._say("Open a trace and wait for its analysis before comparing.")

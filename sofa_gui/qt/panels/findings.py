@@ -147,7 +147,7 @@ class FindingsPanel(QWidget):
         if s.trace is None:
             return s.empty_text()
         if s.findings is None:
-            return "Analysing…" if s.busy else "Analysis did not finish"
+            return "Analyzing…" if s.busy else "Analysis did not finish"
         if not findings:
             if s.iterations is not None and len(s.iterations) == 0:
                 return "No iterations, so no per-iteration advice."

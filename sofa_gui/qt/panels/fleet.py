@@ -251,8 +251,8 @@ class FleetPanel(QWidget):
         where = (f" on {eng.get('workers')} Dask workers "
                  f"({'embedded' if eng.get('embedded') else eng.get('scheduler')})") if eng else ""
         fail = f", {failed} failed" if failed else ""
-        state = "done" if res is not None else "analysing"
-        self.header.setText(f"{s.fleet_path}: {n} ranks, {done}/{n} analysed{fail}{where} "
+        state = "done" if res is not None else "analyzing"
+        self.header.setText(f"{s.fleet_path}: {n} ranks, {done}/{n} analyzed{fail}{where} "
                             f"({state})")
 
     def select_rank(self, rank: int) -> None:

@@ -45,6 +45,8 @@ def iteration_jitter(ctx: Ctx, spec: Rule) -> Finding | None:
         dur_all = on_device.astype(np.float64)
     dur = dur_all[r]
     med = float(np.median(dur))
+    if med <= 0:  # zero-length iterations: nothing to measure variation against
+        return None
     slow = dur > JITTER_SLOW * med
     isolated = int(slow.sum()) < max(JITTER_MIN_SLOW, JITTER_MIN_SLOW_SHARE * len(dur))
     counted = np.minimum(dur, _outlier_clip(dur, slow, med)) if isolated else dur

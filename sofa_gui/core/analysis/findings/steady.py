@@ -57,13 +57,7 @@ def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
 def _leading_outliers(iters, durations: np.ndarray) -> Phases:
     n = len(durations)
     d = durations.astype(np.float64)
-    k = 0
-    # the leading group is warm-up when even its fastest step is slower than every later
-    # one and than OUTLIER x their median (with widely varying steps, a 27 ms step between
-    # 4 ms and 46 ms ones is not warm-up); the longest such group, at most half the run
-    for j in range(1, max(n // 2, 1) + 1):
-        if j < n and d[:j].min() > max(OUTLIER * float(np.median(d[j:])), float(d[j:].max())):
-            k = j
+    k = _warmup_count(d)
     steady = np.ones(n, bool)
     steady[:k] = False
     rest = np.arange(k, n)
@@ -73,6 +67,32 @@ def _leading_outliers(iters, durations: np.ndarray) -> Phases:
                   f"leading iterations > {OUTLIER:g}x the median of the rest and slower than "
                   f"all of them are warm-up; "
                   f"later ones > {OUTLIER:g}x the median are extras")
+
+
+def _warmup_count(d: np.ndarray) -> int:
+    """The longest leading group (at most half the run) that is warm-up: even its fastest
+    step is slower than every later one and than OUTLIER x their median (with widely
+    varying steps, a 27 ms step between 4 ms and 46 ms ones is not warm-up).
+
+    When the first j steps are all slower than the rest they are the j largest values, so
+    the rest is the sorted tail and its median two sorted entries: O(n log n) for every j
+    at once, not a median per j."""
+    n = len(d)
+    if n < 2:
+        return 0
+    j = np.arange(1, max(n // 2, 1) + 1)
+    j = j[j < n]
+    head_min = np.minimum.accumulate(d)[j - 1]
+    tail_max = np.maximum.accumulate(d[::-1])[::-1][j]
+    ok = head_min > tail_max
+    if not ok.any():
+        return 0
+    j, head_min, tail_max = j[ok], head_min[ok], tail_max[ok]
+    desc = np.sort(d)[::-1]
+    m = n - j  # length of each tail; its median is the mean of its two middle entries
+    median = (desc[j + (m - 1) // 2] + desc[j + m // 2]) / 2
+    good = head_min > np.maximum(OUTLIER * median, tail_max)
+    return int(j[good].max()) if good.any() else 0
 
 
 #: Every-N-th iterations are extras when even the fastest of them is this much slower
@@ -89,15 +109,15 @@ def _periodic(d: np.ndarray, rest: np.ndarray) -> np.ndarray:
 
     Being slower than every other iteration makes such a class the k slowest rows for
     its size k, so only the n/2 top-k sets are tried (each checked for being one whole
-    residue class), not every (period, phase) pair."""
+    residue class), not every (period, phase) pair. A set of k positions is every p-th
+    one exactly when the gcd of their distances to one of them is p and they span
+    (k - 1) p, so running gcd / min / max pick the few candidate sizes in O(n log n)."""
     if len(rest) < MIN_FOR_PERIOD:
         return np.zeros(0, np.int64)
     dr = d[rest]
     order = np.argsort(-dr, kind="stable")
     best, best_key = np.zeros(0, np.int64), (0.0, 0, 0)
-    for k in range(2, (len(rest) + 1) // 2 + 1):
-        if dr[order[k - 1]] <= dr[order[k]]:
-            continue  # a tie at the cut: some regular iteration is as slow
+    for k in _class_sizes(dr, order):
         cls = _residue_class(np.sort(order[:k]), len(rest))
         if cls is None:
             continue
@@ -108,6 +128,19 @@ def _periodic(d: np.ndarray, rest: np.ndarray) -> np.ndarray:
             if key > best_key:
                 best, best_key = rest[cls[2]], key
     return best
+
+
+def _class_sizes(dr: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The sizes k whose k slowest rows (``order[:k]``) are strictly slower than the rest
+    and form one residue class (period 2 to n/2, none missing at either end)."""
+    n = len(order)
+    ks = np.arange(2, (n + 1) // 2 + 1)
+    gap = np.gcd.accumulate(np.abs(order - order[0]))[ks - 1]
+    lo = np.minimum.accumulate(order)[ks - 1]
+    hi = np.maximum.accumulate(order)[ks - 1]
+    ok = (dr[order[ks - 1]] > dr[order[ks]]) & (gap >= 2) & (gap <= n // 2)
+    ok &= (lo < gap) & (hi + gap >= n) & (hi - lo == (ks - 1) * gap)
+    return ks[ok]
 
 
 def _residue_class(pos: np.ndarray, n: int) -> tuple[int, int, np.ndarray] | None:

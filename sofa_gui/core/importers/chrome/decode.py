@@ -407,7 +407,8 @@ class EventStream:
                     return _loads_lenient(text), p + len(text)
                 if "truncated" in str(exc) and self._more_of_value(p):
                     continue
-                if isinstance(exc, msgspec.DecodeError) and "truncated" not in str(exc):
+                # msgspec calls a lone surrogate escape (``"\ud83d"``) "truncated" too
+                if isinstance(exc, msgspec.DecodeError):
                     value = self._value_json(p)
                     if value is not None:
                         return value
@@ -429,13 +430,14 @@ class EventStream:
         return more
 
     def _value_json(self, p: int) -> tuple[Any, int] | None:
-        """Python's json for a header value msgspec refused (NaN, Infinity)."""
+        """Python's json for a header value msgspec refused (NaN, Infinity, a lone
+        surrogate escape, which becomes U+FFFD)."""
         s = bytes(self._buf[p:]).decode("utf-8", "surrogateescape")
         try:
             value, end = json.JSONDecoder().raw_decode(s)
         except ValueError:
             return None
-        return value, p + len(s[:end].encode("utf-8", "surrogateescape"))
+        return _clean_deep(value), p + len(s[:end].encode("utf-8", "surrogateescape"))
 
     def _syntax_reason(self, exc: Exception, p: int) -> str:
         if "truncated" in str(exc):
@@ -938,6 +940,17 @@ def _text(v) -> str:
     if v is None:
         return ""
     return _clean(v) if isinstance(v, str) else json.dumps(v)
+
+
+def _clean_deep(v):
+    """:func:`_clean` on every string (keys too) of a decoded JSON value."""
+    if isinstance(v, str):
+        return _clean(v)
+    if isinstance(v, list):
+        return [_clean_deep(x) for x in v]
+    if isinstance(v, dict):
+        return {_clean(k): _clean_deep(x) for k, x in v.items()}
+    return v
 
 
 def _clean(s: str) -> str:

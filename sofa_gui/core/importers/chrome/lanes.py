@@ -24,8 +24,10 @@ import pyarrow as pa
 from ...builder import TraceBuilder
 from ...trace import LaneKind
 from ..grouping import group_rows_numpy
+from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW
-from .reader import COUNTER_LIMIT, LAUNCH_CATS, FileData, LaneInfo
+from .reader import LAUNCH_CATS
+from .values import COUNTER_LIMIT
 
 
 @dataclass
@@ -208,6 +210,10 @@ def _flow_groups(file_no: int, cat: np.ndarray, fid: np.ndarray) -> np.ndarray:
 
 
 # -- counters -------------------------------------------------------------------
+#: The largest device number the device column (int16) holds.
+DEVICE_MAX = 32767
+
+
 def _memory_rows(data: FileData, namer: _Namer) -> list[dict]:
     """One counter lane per (process, device) from Kineto ``[memory]`` events."""
     if not data.memory:
@@ -227,13 +233,17 @@ def _memory_rows(data: FileData, namer: _Namer) -> list[dict]:
         label = f"{where} memory allocated"
         order_t = (1, di, 0, 2, 0.0, 0, "") if gpu else \
             (0, *namer.process_order(p), 1, 0.0, 0, "memory")
+        notes = [f"{label}: the trace has only allocation deltas, so the series is their "
+                 "running sum from the first event"] if derived else []
+        if gpu and di > DEVICE_MAX:  # kept in the lane's name, not as a device number
+            notes.append(f"{label}: Device Id {di} is out of range (0-{DEVICE_MAX}); "
+                         "kept as text in the lane name")
         rows.append(dict(
-            key=("mem", p, dt, di), name=label, device=di if gpu else -1,
+            key=("mem", p, dt, di), name=label, device=min(di, DEVICE_MAX) if gpu else -1,
             group=namer.gpu_group(di) if gpu else namer.process_group(p),
             pid=p if not namer.is_text(p) else -1, order=order_t,
             series=[(label, "bytes", t, values.astype(np.float64))],
-            note=(f"{label}: the trace has only allocation deltas, so the series is their "
-                  "running sum from the first event") if derived else None))
+            note="; ".join(notes) or None))
     return rows
 
 

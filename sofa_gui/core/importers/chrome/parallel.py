@@ -52,8 +52,9 @@ from ..args_spill import ArgsSpill, part_array, spill_dir
 from ..source_args import on_demand
 from .cores import parallel_pays, usable_cpus
 from .decode import OBJECT_SEP, EventStream
+from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
-from .reader import FileData, FileReader, LaneInfo
+from .reader import FileReader
 
 log = logging.getLogger(__name__)
 
@@ -504,7 +505,7 @@ def _merge(reader: FileReader, own_spill: ArgsSpill, stats: LoadStats,
         _add_stats(stats, r.stats)
     reader.load_stats = stats
     d.category_names = list(reader.cats.names)
-    reader._finish_begin_end()
+    reader.finish_begin_end()
     own = own_spill.array()
     for chunk in d.chunks:
         chunk.setdefault("args", own)

@@ -18,17 +18,18 @@ import gc
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import metadata
 from ...builder import TraceBuilder
 from ...progress import Progress, subrange
 from ...trace import Trace
 from ..args_spill import ArgsSpill
 from ..confidence import Confidence
 from .decode import sniff_head
+from .file_data import FileData
 from .flows import link_flows
 from .ids import NameTable
 from .lanes import commit
 from .parallel import read_file
-from .reader import FileData
 
 _SUFFIXES = (".json", ".json.gz")
 _KINETO_CATS = {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "operator", "runtime",
@@ -190,6 +191,14 @@ def _schema(categories: set[str]) -> str | None:
     return None
 
 
+#: Trace metadata the run facts read, and the kind each must be.
+HEADER_KINDS = {"cpu_cores": metadata.count, "cpu_busy_other_cores": metadata.amount,
+                "cpu_core_interference": metadata.number,
+                "cpu_batch_handover_us": metadata.amount,
+                "cpu_batch_handover_tensor_us": metadata.amount,
+                "cpu_batch_handover_mb_us": metadata.amount}
+
+
 def _fill_meta(trace: Trace, datas: list[FileData], ranked: list[RankedFile],
                shifts: list[int]) -> None:
     meta = trace.meta
@@ -200,9 +209,10 @@ def _fill_meta(trace: Trace, datas: list[FileData], ranked: list[RankedFile],
     first = datas[0].header if datas else {}
     meta.extra["kineto_schema"] = _schema(cats) if kineto else None
     meta.extra["display_time_unit"] = first.get("displayTimeUnit")
-    meta.extra["header"] = {k: v for d in datas for k, v in d.header.items()
-                            if isinstance(v, (str, int, float, bool)) and k not in meta.extra}
     notes = [n for d in datas for n in d.notes]
+    header = {k: v for d in datas for k, v in d.header.items()
+              if isinstance(v, (str, int, float, bool)) and k not in meta.extra}
+    meta.extra["header"] = metadata.check(header, HEADER_KINDS, "trace metadata", notes)
     meta.load_stats.notes.extend(dict.fromkeys(notes))
     infos = [d.header.get("distributedInfo") for d in datas]
     infos = [i for i in infos if isinstance(i, dict)]

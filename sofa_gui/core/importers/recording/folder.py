@@ -22,11 +22,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ... import metadata
 from ...builder import TraceBuilder, default_sort_key
 from ...errors import TraceFormatError
 from ...progress import NullProgress, Progress, subrange
 from ...trace import FULL_NAMES, SAMPLED_LANES, SHARED, Kind, LaneKind, Trace, is_shared_ref
 from ..confidence import Confidence
+from . import guard
 from .contract import (
     COUNTERS_FILE,
     COUNTERS_PARTS,
@@ -55,6 +57,8 @@ class RecordingImporter:
         manifest = _manifest_path(Path(path))
         if manifest is None or not manifest.is_file() or manifest.stat().st_size > 16 << 20:
             return Confidence.NO
+        if not guard.inside(manifest.parent, manifest):  # load() says why, reading nothing
+            return Confidence.OWN_NAMES
         try:
             doc = json.loads(manifest.read_bytes())
         except ValueError:
@@ -93,6 +97,8 @@ def _manifest_path(path: Path) -> Path | None:
 
 
 def _read_manifest(folder: Path) -> dict:
+    if not guard.inside(folder, folder / MANIFEST):
+        raise TraceFormatError(folder, guard.outside_note(folder, folder / MANIFEST))
     try:
         doc = json.loads((folder / MANIFEST).read_bytes())
     except ValueError as exc:
@@ -106,8 +112,17 @@ def _read_manifest(folder: Path) -> dict:
     return doc
 
 
+#: Manifest facts the analysis reads as numbers, and the kind each must be.
+HOST_KINDS = {"physical_cores": metadata.count, "logical_cores": metadata.count,
+              "memory_bytes": metadata.amount}
+RUN_KINDS = {"duration_s": metadata.amount}
+
+
 def _describe(b: TraceBuilder, m: dict) -> None:
-    host = m.get("host") or {}
+    notes = b.load_stats.notes
+    host = m.get("host") if isinstance(m.get("host"), dict) else {}
+    host = metadata.check(host, HOST_KINDS, f"{MANIFEST} host", notes)
+    m = metadata.check(m, RUN_KINDS, MANIFEST, notes)
     for g in host.get("gpus") or []:
         if isinstance(g, dict) and isinstance(g.get("index"), int):
             b.meta.devices.setdefault(g["index"], {k: v for k, v in g.items() if k != "index"})
@@ -138,17 +153,18 @@ def _describe(b: TraceBuilder, m: dict) -> None:
 # -- counters -------------------------------------------------------------------------------
 def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> pa.Table | None:
     """The compacted table, or the flushed parts of an unfinished recording."""
-    import pyarrow.parquet as pq  # here: only recordings need Parquet
 
     whole = folder / single
     if whole.is_file():
-        return pq.read_table(whole)
+        return _bounded_table(folder, whole, b)
     parts = sorted(p for p in (folder / parts_dir).glob("part-*.parquet") if p.is_file()) \
         if (folder / parts_dir).is_dir() else []
     tables = []
     for p in parts:
         try:
-            tables.append(pq.read_table(p))
+            table = _bounded_table(folder, p, b)
+            if table is not None:
+                tables.append(table)
         except (OSError, pa.ArrowException) as exc:
             b.load_stats.notes.append(f"{p.relative_to(folder)} unreadable, left out: {exc}")
             b.load_stats.read += 1  # its rows are unknown: the file counts as one event
@@ -156,6 +172,21 @@ def _read_table(folder: Path, single: str, parts_dir: str, b: TraceBuilder) -> p
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _bounded_table(folder: Path, path: Path, b: TraceBuilder) -> pa.Table | None:
+    """The Parquet table at ``path``; None (noted) when it is a link out of the folder or
+    declares more than its file can hold (:mod:`.guard`)."""
+    import pyarrow.parquet as pq
+
+    why = guard.outside_note(folder, path) if not guard.inside(folder, path) else \
+        guard.oversized(folder, path)
+    if why is None:
+        return pq.read_table(path)
+    b.load_stats.notes.append(why)
+    b.load_stats.read += 1
+    b.load_stats.skip("table not read (link out of the folder or over its bound)")
+    return None
 
 
 def _strings(col) -> tuple[list[str], np.ndarray]:
@@ -232,8 +263,12 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
              ("RSS", "rss_bytes", "time_ns", "RSS", "B"),
              ("threads", "threads", "time_ns", "threads", "threads"),
              ("context switches", "ctx_switches_per_s", "since_ns", "context switches", "1/s")]
-    for pid in np.unique(pids).tolist():
-        rows = np.flatnonzero(pids == pid)
+    order = np.argsort(pids, kind="stable")  # one pass per process, not one scan each
+    uniq, first = np.unique(pids[order], return_index=True)
+    groups = _busiest(cols["cpu_percent"], np.split(order, first[1:]), b, len(uniq))
+    for pid, rows in zip(uniq.tolist(), groups):
+        if rows is None:
+            continue
         label = f"{names[int(nid[rows[0]])]} [{pid}]"
         for lane_key, col, tcol, what, unit in specs:
             val = cols[col][rows].astype(np.float64)
@@ -242,8 +277,24 @@ def _load_processes(b: TraceBuilder, folder: Path, manifest: dict) -> None:
             if ok.any():
                 b.add_counter(f"{label} {what}", unit, lanes[lane_key],
                               cols[tcol][rows][ok].astype(np.int64), val[ok])
-    if len(np.unique(pids)) > 1:
+    if len(uniq) > 1:
         _process_totals(b, cols, lanes)
+
+
+#: Processes with series of their own; the others count in the process-tree totals only.
+MAX_PROCESS_LANES = 256
+
+
+def _busiest(cpu: np.ndarray, groups: list, b: TraceBuilder, n: int) -> list:
+    """``groups`` (rows per process) with all but the MAX_PROCESS_LANES busiest (total
+    CPU %) set to None, noted: 80k processes would be 320k series."""
+    if n <= MAX_PROCESS_LANES:
+        return groups
+    load = np.array([np.nansum(cpu[rows]) for rows in groups])
+    keep = set(np.argsort(-load, kind="stable")[:MAX_PROCESS_LANES].tolist())
+    b.load_stats.notes.append(f"{n:,} processes: the {MAX_PROCESS_LANES} busiest have series "
+                              "of their own, the others count in the process-tree totals")
+    return [rows if i in keep else None for i, rows in enumerate(groups)]
 
 
 def _process_totals(b: TraceBuilder, cols: dict, lanes: dict) -> None:
@@ -260,17 +311,18 @@ def _process_totals(b: TraceBuilder, cols: dict, lanes: dict) -> None:
 
 
 # -- Kineto ---------------------------------------------------------------------------------
-def _kineto_files(folder: Path, manifest: dict) -> list[Path]:
+def _kineto_files(folder: Path, notes: list[str]) -> list[Path]:
     d = folder / TORCH_DIR
     if not d.is_dir():
         return []
     # Regular files only: opening a FIFO left in the folder would block forever.
-    return sorted(p for p in d.glob("kineto-*.json*")
-                  if not p.name.endswith(".status.json") and p.is_file())
+    return guard.own(folder, sorted(p for p in d.glob("kineto-*.json*")
+                                    if not p.name.endswith(".status.json") and p.is_file()),
+                     notes)
 
 
 def _load_kineto(b: TraceBuilder, folder: Path, manifest: dict, progress: Progress) -> None:
-    files = _kineto_files(folder, manifest)
+    files = _kineto_files(folder, b.load_stats.notes)
     if not files:
         return
     try:
@@ -304,7 +356,7 @@ def _kineto_shift(path: Path, kt: Trace) -> tuple[int, str]:
         return 0, "timestamps are already Unix epoch"
     status = path.with_name(path.name.split(".json")[0] + ".status.json")
     try:
-        if not status.is_file():
+        if not status.is_file() or not guard.inside(path.parent, status):
             raise FileNotFoundError(status)
         start = int(json.loads(status.read_text())["trace_start_ns"])
         return start - kt.start_ns, "aligned on the profiler's recorded start"
@@ -415,6 +467,9 @@ def _with_refs_moved(row: bytes, to) -> bytes:
 def _load_pyspy(b: TraceBuilder, folder: Path, manifest: dict) -> None:
     path = folder / PYSPY_PATH
     if not path.is_file():
+        return
+    if not guard.inside(folder, path):
+        b.load_stats.notes.append(guard.outside_note(folder, path))
         return
     info = (manifest.get("sources") or {}).get("py_spy") or {}
     base = info.get("launch_epoch_ns") or (manifest.get("start") or {}).get("epoch_ns")

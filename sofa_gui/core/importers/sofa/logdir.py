@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ... import metadata
 from ...builder import TraceBuilder
 from ...errors import TraceFormatError
 from ...progress import Progress, subrange
@@ -207,7 +208,13 @@ def _misc(folder: Path, b: TraceBuilder) -> None:
             except ValueError:
                 facts[parts[0]] = parts[1]
     if facts:
-        b.meta.extra["sofa_misc"] = facts
+        b.meta.extra["sofa_misc"] = metadata.check(facts, MISC_KINDS, "misc.txt",
+                                                   b.load_stats.notes)
+
+
+#: ``misc.txt`` facts the analysis reads as numbers, and the kind each must be.
+MISC_KINDS = {"cores": metadata.count, "vcores": metadata.count,
+              "elapsed_time": metadata.amount, "pid": metadata.integer}
 
 
 def _first_times(p: Path, n: int = 50) -> list[float]:
