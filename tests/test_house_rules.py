@@ -24,8 +24,6 @@ MAX_LINES = 600
 #: Modules still over :data:`MAX_LINES`, each with the reason; the list only shrinks
 #: (an entry whose module got short enough fails the test until it is removed).
 TOO_LONG = {
-    "tests/core/test_advice.py":
-        "the advice checks for every recorded run pair; to be split by advice kind",
     "sofa_gui/core/importers/chrome/decode.py":
         "the streaming decoder and the lenient per-event path; to be split in two",
 }
