@@ -22,6 +22,7 @@ and its answer set against the case's ``truth.json`` (measured without the profi
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import subprocess
@@ -78,6 +79,7 @@ def load_cases(corpus: Path, only: list[str] | None = None) -> list[tuple[Path, 
     return cases
 
 
+@functools.cache
 def source_key() -> str:
     """A hash of the analyzer's source: reused answers are valid only for the same code."""
     h = hashlib.sha256()
@@ -93,7 +95,7 @@ def analyze(path: Path, reuse: Path | None = None, timeout: float = 600) -> dict
     if reuse is None:
         return _analyze(path, timeout)
     st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_mtime_ns}|{SOURCE_KEY[0]}".encode())
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_mtime_ns}|{source_key()}".encode())
     kept = reuse / f"{key.hexdigest()[:24]}.json"
     if kept.exists():
         return json.loads(kept.read_text())
@@ -102,9 +104,6 @@ def analyze(path: Path, reuse: Path | None = None, timeout: float = 600) -> dict
         reuse.mkdir(parents=True, exist_ok=True)
         kept.write_text(json.dumps(doc))
     return doc
-
-
-SOURCE_KEY = [""]
 
 
 def _analyze(path: Path, timeout: float) -> dict:
@@ -300,8 +299,6 @@ def main(argv=None) -> int:
                     help="keep analyze answers in DIR and reuse them while neither the "
                          "capture nor the analyzer's source changed")
     args = ap.parse_args(argv)
-    if args.reuse:
-        SOURCE_KEY[0] = source_key()
     cases = load_cases(args.corpus, args.only)
     if not cases:
         print(f"{args.corpus}: no case (no */truth.json)", file=sys.stderr)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QByteArray, QRect, QSettings, QSize, Qt
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QMainWindow, QTabBar
 
 from .docks import dock_specs
 
@@ -98,11 +98,20 @@ def raise_useful(win: QMainWindow) -> None:
     """A tab with nothing to show (a panel whose ``has_content()`` is False: Compare
     before a comparison, Ranks of a one-rank trace) gives its place to the first tab of
     its group; an empty Compare is hidden."""
+    current = current_tabs(win)
     for spec in dock_specs():
         panel, dock = win.panels.get(spec.key), win.docks.get(spec.key)
         if dock is None or not hasattr(panel, "has_content") or panel.has_content():
             continue
+        in_front = not dock.isHidden() and (spec.title in current
+                                             or not dock.visibleRegion().isEmpty())
         if spec.key == "compare":
             dock.hide()
-        elif spec.tab_with and not dock.isHidden() and not dock.visibleRegion().isEmpty():
+        if in_front and spec.tab_with:
             win.docks[spec.tab_with].raise_()
+
+
+def current_tabs(win: QMainWindow) -> set[str]:
+    """Titles of the docks in front of their tab groups (shown or not yet)."""
+    return {bar.tabText(bar.currentIndex()) for bar in win.findChildren(QTabBar)
+            if bar.parent() is win and bar.currentIndex() >= 0}

@@ -68,6 +68,6 @@ def test_a_new_step_is_one_entry_in_steps(trace, monkeypatch):
 def test_to_dict_carries_each_part_and_tolerates_missing_ones(trace):
     a = analyze(trace)
     doc = a.to_dict()
-    assert set(doc) == {"run", "iterations", "findings", "breakdown"}
+    assert set(doc) == {"run", "iterations", "findings", "breakdown", "verdict"}
     assert len(doc["iterations"]["items"]) == len(a.iterations)
     assert Analysis(a.iterations).to_dict()["findings"] == []

@@ -153,8 +153,10 @@ def tryables_for(finding_id: str, fix) -> list[Tryable]:
     own = getattr(fix, "id", "")
     if own and own in TRYABLE:
         return [TRYABLE[own]]
+    frameworks = fix.framework.split("/")  # a fix for "any" framework fits every one
     return [t for t in TRYABLE.values()
-            if finding_id in t.findings and t.framework in fix.framework.split("/") + ["any"]
+            if finding_id in t.findings and ("any" in frameworks or t.framework in frameworks
+                                             or t.framework == "any")
             and any(k in fix.text for k in t.keywords)]
 
 

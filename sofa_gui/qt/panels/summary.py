@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
@@ -73,6 +74,7 @@ class SummaryHeader(QFrame):
         v.addWidget(self.run_line, 2, 0)
         lay.addWidget(inner)
         self._facts: dict[str, str] = {}
+        self._full: dict[str, str] = {}  # figure -> its full text
         session.trace_changed.connect(self._on_trace)
         session.loading_started.connect(self._on_loading)
         session.load_failed.connect(lambda *_a: self._on_trace())
@@ -83,13 +85,24 @@ class SummaryHeader(QFrame):
         self.refresh()
 
     def resizeEvent(self, event) -> None:  # noqa: N802
-        """Narrow windows (laptops) space the figures closer, so the last one (the top
-        bottleneck) is not cut at 1366 px; each value's full text is in its tooltip."""
+        """Narrow windows (laptops) space the figures closer; the last one (the top
+        bottleneck) is elided to the room left, never cut; every value's full text is
+        in its tooltip."""
         super().resizeEvent(event)
         self.grid.setHorizontalSpacing(24 if self.width() >= 1600 else 12)
+        self._fit_last()
+
+    def _fit_last(self) -> None:
+        lab = self.values[FIELDS[-1]]
+        full = self._full.get(FIELDS[-1], lab.text())
+        self.layout().activate()
+        left = lab.mapTo(self, lab.rect().topLeft()).x()
+        room = max(self.width() - left - self.layout().contentsMargins().right(), 40)
+        lab.setText(lab.fontMetrics().elidedText(full, Qt.TextElideMode.ElideRight, room))
 
     def text_of(self, key: str) -> str:
-        return self.values[key].text()
+        """The full text of a figure (the one shown may be elided)."""
+        return self._full.get(key, self.values[key].text())
 
     def _on_loading(self, path: str) -> None:
         name = Path(path).name or path
@@ -127,6 +140,7 @@ class SummaryHeader(QFrame):
             "Top bottleneck": _top_text(s),
             "Limited by": _verdict_text(s),
         }
+        self._full = dict(vals)
         for key, text in vals.items():
             self.values[key].setText(text)
             if key != "Events":  # that one's tooltip explains the count
@@ -134,6 +148,7 @@ class SummaryHeader(QFrame):
         v = s.analysis.verdict
         self.values["Limited by"].setToolTip(literal_html(v.basis) if v is not None else "")
         self._show_run(s.analysis.run)
+        self._fit_last()
 
     def _show_run(self, facts) -> None:
         """The run facts in one line; each fact's proving event in the tooltip."""
