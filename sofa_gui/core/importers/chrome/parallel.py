@@ -48,8 +48,9 @@ from ...errors import TraceFormatError
 from ...idle_work import idle_work_pending, run_idle_work
 from ...progress import NullProgress, Progress
 from ...trace import LoadStats
-from ..args_spill import ArgsSpill, _spill_dir, part_array
+from ..args_spill import ArgsSpill, part_array
 from ..source_args import on_demand
+from ..spill_dir import part_dir
 from .decode import _SEP, EventStream
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileData, FileReader, LaneInfo
@@ -344,6 +345,11 @@ def die_with_parent(parent: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
         except (OSError, AttributeError):
             pass
+    import signal
+
+    # Ctrl-C is the parent's to handle: it stops the workers (no worker traceback, and a
+    # worker's KeyboardInterrupt must not pass for a decode error read again serially)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -381,7 +387,7 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         stream = cuts[0].stream(path)
         reader.read(_OnCores(progress, len(cuts)), lo, lo + (hi - lo) / len(cuts),
                     stream=stream, finish=False)
-        results = _collect(futures, progress)
+        results = _collect(futures, progress, _workers(pool))
         tagged = set().union(_tagged(stream), *(r.tagged for r in results))
         if len(tagged) > 1:
             log.info("%s: parts decoded with different decoders; reading serially", path)
@@ -393,6 +399,8 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         arrays = [part_array(sp, r.offsets, r.blob) for sp, r in zip(spill_paths, results)]
         for r, cp in zip(results, columns_paths):
             unship(r.data, cp)
+    except WorkerDied as exc:
+        raise TraceFormatError(path, str(exc)) from None
     except (TraceFormatError, OSError, RuntimeError, EOFError, ValueError, MemoryError) as exc:
         log.info("%s: parallel decode not used (%s); reading serially", path, exc)
         return None
@@ -418,8 +426,18 @@ class _OnCores:
         self._progress.check_cancelled()
 
 
-def _collect(futures: list, progress: Progress) -> list[PartResult]:
-    """Results in part order; raises the first worker error; cancellable meanwhile."""
+class WorkerDied(Exception):
+    """A decode worker process ended before its result arrived (killed, out of memory)."""
+
+
+def _workers(pool) -> list:
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def _collect(futures: list, progress: Progress, workers: list) -> list[PartResult]:
+    """Results in part order; raises the first worker error, or :class:`WorkerDied` within
+    0.1 s of a worker's death (its half-sent result would block the pool's reader
+    forever); cancellable meanwhile."""
     from concurrent.futures import FIRST_EXCEPTION, wait
 
     pending = set(futures)
@@ -431,12 +449,29 @@ def _collect(futures: list, progress: Progress) -> list[PartResult]:
             if f.exception() is not None:
                 raise _as_error(f.exception())
         progress.check_cancelled()
+        dead = [p for p in workers if p.exitcode is not None]
+        if pending and dead:
+            raise WorkerDied(f"a decode worker ended while reading ({_how(dead[0].exitcode)}); "
+                             "nothing was loaded")
     return [f.result() for f in futures]
 
 
-def _as_error(exc: BaseException) -> Exception:
-    """A worker's failure as one of the errors that mean "read serially"."""
-    if isinstance(exc, (TraceFormatError, OSError, RuntimeError, ValueError, MemoryError)):
+def _how(exitcode: int) -> str:
+    if exitcode < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _as_error(exc: BaseException) -> BaseException:
+    """A worker's failure as one of the errors that mean "read serially"; an interrupt
+    stays one."""
+    if isinstance(exc, (TraceFormatError, OSError, RuntimeError, ValueError, MemoryError,
+                        KeyboardInterrupt)):
         return exc
     return RuntimeError(f"decode worker failed: {exc!r}")
 
@@ -445,18 +480,22 @@ def _stop(pool) -> None:
     """Shut the pool down; workers still busy (cancel, an error elsewhere) are killed."""
     if pool is None:
         return
-    procs = list((getattr(pool, "_processes", None) or {}).values())
+    procs = _workers(pool)
+    died = any(p.exitcode not in (None, 0) for p in procs)
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         if p.is_alive():
-            p.terminate()
+            p.kill() if died else p.terminate()
     for p in procs:
         p.join(timeout=5)
+    if writer is not None:  # a worker stopped mid-send leaves the pool's reader waiting
+        writer.close()  # for the rest: with the workers gone, ours was the last open end
     pool.shutdown(wait=True)  # joins its manager thread: the caller may fork again later
 
 
 def _spill_file(prefix: str = "sofa-args-part-") -> str:
-    fd, name = tempfile.mkstemp(prefix=prefix, dir=_spill_dir())
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=part_dir())
     os.close(fd)
     return name
 
