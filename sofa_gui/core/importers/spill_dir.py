@@ -33,8 +33,8 @@ def part_dir() -> str | None:
         mine.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         return None
-    if _mine is None:
-        atexit.register(_remove, os.getpid())
+    atexit.unregister(_remove)
+    atexit.register(_remove, os.getpid())
     _mine = mine
     return str(mine)
 
@@ -44,15 +44,24 @@ def sweep(root: Path) -> list[Path]:
     gone = []
     for d in root.iterdir() if root.is_dir() else []:
         pid = d.name.partition("-")[0]
-        if pid.isdigit() and _tag(int(pid)) != d.name:  # owner gone, or its pid reused
+        if pid.isdigit() and not (_alive(int(pid)) and _tag(int(pid)) == d.name):  # owner
+            # gone, or its pid reused by a process that started at another time
             shutil.rmtree(d, ignore_errors=True)
             gone.append(d)
     return gone
 
 
 def _remove(owner: int) -> None:
-    if os.getpid() == owner and _mine is not None:  # not in a forked child
+    if os.getpid() == owner:  # not in a forked child
+        cleanup()
+
+
+def cleanup() -> None:
+    """Remove this process's spill folder now (a quick exit skips ``atexit``)."""
+    global _mine
+    if _mine is not None:
         shutil.rmtree(_mine, ignore_errors=True)
+        _mine = None
 
 
 def _tag(pid: int) -> str:

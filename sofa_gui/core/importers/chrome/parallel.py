@@ -30,6 +30,7 @@ piece's events are grouped; a mix of tagged and untagged pieces falls back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -354,6 +355,24 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+@contextlib.contextmanager
+def _sigint_held():
+    """Ctrl-C held back while the pool forks its workers and starts its threads (they
+    keep it blocked; the workers ignore it): a KeyboardInterrupt raised inside an
+    at-fork hook is printed and dropped, and the open went on to exit 0."""
+    import signal
+
+    hold = threading.current_thread() is threading.main_thread() and hasattr(
+        signal, "pthread_sigmask")
+    if hold:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if hold:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _context():
     """fork where it is safe (one thread, no Qt: the CLI), else spawn (the app)."""
     import multiprocessing as mp
@@ -377,11 +396,12 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
     try:
         spill_paths = [_spill_file() for _ in cuts[1:]]
         columns_paths = [_spill_file("sofa-columns-part-") for _ in cuts[1:]]
-        pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
-                                   initializer=die_with_parent, initargs=(os.getpid(),))
         lazy = on_demand()
-        futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
-                   for part, sp, cp in zip(cuts[1:], spill_paths, columns_paths)]
+        with _sigint_held():
+            pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
+                                       initializer=die_with_parent, initargs=(os.getpid(),))
+            futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
+                       for part, sp, cp in zip(cuts[1:], spill_paths, columns_paths)]
         own_stats, own_spill = LoadStats(), ArgsSpill()
         reader = FileReader(path, names, own_stats, own_spill, lazy)
         stream = cuts[0].stream(path)
