@@ -297,3 +297,41 @@ def period_stream(folder: Path, events: int, period: int) -> Path:
     path = folder / f"period-{period}-{events}.json"
     path.write_text(json.dumps({"traceEvents": evs}))
     return path
+
+
+KERNEL_COLUMNS = ("end INTEGER, deviceId INTEGER, contextId INTEGER, streamId INTEGER, "
+                  "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, "
+                  "shortName INTEGER")
+
+
+def generated_column_sqlite(folder: Path, rows: int = 200, cost: int = 1 << 20,
+                            how: str = "virtual") -> Path:
+    """A small SQLite whose kernel table computes ``start`` on every read from a costly
+    generated column (``how="virtual"``), or a plain table with a trigger
+    (``how="trigger"``): 12 KB took 3.5 GB, 128 KB hung past 150 s."""
+    import sqlite3
+
+    path = folder / f"generated-{how}-{rows}.sqlite"
+    con = sqlite3.connect(path)
+    start = (f"start INTEGER AS (length(hex(zeroblob({cost}))) + id) VIRTUAL"
+             if how == "virtual" else "start INTEGER")
+    con.executescript(f"""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'kernel');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (id INTEGER PRIMARY KEY, {start},
+                                                 {KERNEL_COLUMNS});
+    """)
+    cols = "end, deviceId, contextId, streamId, correlationId, globalPid, demangledName, " \
+           "shortName"
+    if how != "virtual":
+        cols = "start, " + cols
+    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({cols}) VALUES "
+                    f"({', '.join('?' * len(cols.split(',')))})",
+                    [((i * 10,) if how != "virtual" else ()) + (i * 10 + 5, 0, 0, 7, i, 0, 1, 1)
+                     for i in range(rows)])
+    if how == "trigger":
+        con.execute("CREATE TRIGGER t AFTER INSERT ON CUPTI_ACTIVITY_KIND_KERNEL BEGIN "
+                    "DELETE FROM StringIds; END")
+    con.commit()
+    con.close()
+    return path
