@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
 from sofa_gui.core.analysis.diff_repeated import summarize  # noqa: E402
-from sofa_gui.core.analysis.findings.device_rules import (  # noqa: E402
+from sofa_gui.core.analysis.findings.input_rules import (  # noqa: E402
     DEFAULT_INTERFERENCE,
     parallel_bound,
 )
@@ -59,12 +59,12 @@ TRACES = [
 ]
 GENERATED = ["warmup", "tiny_ops", "tiny_ops_dense", "item_loop", "item_vectorised",
              "checkpoint", "input_nw0", "input_nw1", "quiet/input_nw0", "quiet/input_nw1",
-             "quiet-default-heap/input_nw0", "quiet-default-heap/input_nw1"]
+             "default-heap/input_nw0", "default-heap/input_nw1"]
 PAIRS = [("kineto-tb-plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
           "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"),
          ("advice/input_nw0", "advice/input_nw1"),
          ("advice/quiet/input_nw0", "advice/quiet/input_nw1"),
-         ("advice/quiet-default-heap/input_nw0", "advice/quiet-default-heap/input_nw1"),
+         ("advice/default-heap/input_nw0", "advice/default-heap/input_nw1"),
          ("advice/item_loop", "advice/item_vectorised"),
          ("advice/tiny_ops", "advice/tiny_ops_dense")]
 
@@ -138,7 +138,7 @@ def _round_row(before, est, measured, pred, timing, after_t, unprof) -> list[str
     rest = pred.get("rest_of_step") or {}
     faults = (after_t.get("profiled_minor_faults_per_step") or [])[2:]
     heap = m.get("heap")
-    label = ("s4 r3" if "default-heap" in before else
+    label = ("default heap" if "default-heap" in before else
              before.split("/")[-2] if "/r" in before else "r1")
     return [label,
             f"{calib:.2f}" if calib else "-", f"{two:.1f} ms" if two else "-",
@@ -151,13 +151,13 @@ def _round_row(before, est, measured, pred, timing, after_t, unprof) -> list[str
 
 
 def _round_table(rows: list[list[str]]) -> None:
-    """The quiet pair's rounds side by side (issue 12's Done-when check)."""
+    """The quiet pair's rounds side by side (is the estimate within 25% in each?)."""
     head = ["round", "interf", "hand-over", "estimate", "steady", "error", "rest changed",
             "if unchanged", "unprofiled (error)", "AFTER faults/step", "heap"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     print()
     print("quiet input pair, by round (hand-over: a batch of two tensors; AFTER faults: "
-          "median per profiled step after the first two; s4 r3: session 4, glibc defaults)")
+          "median per profiled step after the first two; default heap: glibc's defaults)")
     for r in [head] + rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
 

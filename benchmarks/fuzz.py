@@ -21,6 +21,9 @@ surrogates, metadata of the wrong type) at full size, each through
 and how it ended (``--small``: the sizes the tests use). A family holds when the run ends
 with exit 0 or one ``error:`` line (no traceback), within its peak-memory bound of 64x the
 input + 200 MB, and (with ``--small``) within 60 s; docs/robustness.md lists the families.
+Then the hostile-cache and scheduler-address families (cache_attacks.py: planted
+payloads, bit flips, ``cp -p`` of same-size content, shared or inaccessible cache roots,
+foreign entries, ``ucx://``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "robustness"))
 
 import attacks  # noqa: E402
+import cache_attacks  # noqa: E402
 import fuzz_harness  # noqa: E402
 import fuzz_mutators  # noqa: E402
 import fuzz_seeds  # noqa: E402
@@ -286,9 +290,25 @@ def attacks_main(small: bool, timeout_s: float, only: list[str] | None = None) -
             print(f"{r['name']:<50} {r['size'] / 1024:>8.0f}KB {r['code']!s:>5} "
                   f"{r['wall']:>7.1f} {r['rss']:>6.0f} MB {r['bound']:>5.0f} MB  "
                   f"{'yes' if r['ok'] else 'NO ':<3} {r['first'][:90]}", flush=True)
+        ok &= run_cache_families(work, small, timeout_s, only)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
+
+
+def run_cache_families(work: Path, small: bool, timeout_s: float,
+                       only: list[str] | None) -> bool:
+    """The hostile-cache and scheduler-address families (cache_attacks.py), one row each
+    (no input size or peak RSS: each runs the CLI several times)."""
+    ok = True
+    for fam in cache_attacks.CACHE_FAMILIES:
+        if only and not any(o.lower() in fam[0].lower() for o in only):
+            continue
+        r = cache_attacks.run_family(fam, work, small, timeout_s)
+        ok &= r.ok
+        print(f"{fam[0]:<50} {'':>10} {r.code!s:>5} {r.wall:>7.1f} {'':>9}  "
+              f"{'' if r.ok else 'FAILED: '}{r.ends[:90]}", flush=True)
+    return ok
 
 
 def main(argv=None) -> int:

@@ -19,7 +19,7 @@ figures come with their spread.
     nice -n -15 python benchmarks/gen_advice_runs.py [--out tests/data/advice] [--only NAME]
                                                      [--no-calibrate] [--rounds N]
 
-The input-bound pair on a quiet machine (the check of issue 12's estimate), then the table:
+The input-bound pair on a quiet machine (the check of the advisor's estimate), then the table:
 
     python benchmarks/gen_advice_runs.py --out tests/data/advice/quiet \
         --only input_nw0 --only input_nw1 && python benchmarks/advice.py --only input
@@ -31,7 +31,7 @@ several unprofiled repeats.
 input pair's AFTER (a loader worker) took 1,000-1,800 minor page faults in every
 backward and its step grew by up to ~10 ms: its main heap grows 4-7 MB per step (glibc
 ``mallinfo2``), the gradients landing on fresh pages each step.  Traced with uprobes on
-``malloc``/``free`` and the gradients' ``data_ptr()`` (issue-12-notes, Session 5):
+``malloc``/``free`` and the gradients' ``data_ptr()`` (``benchmarks/heap_probe.py``):
 ``posix_memalign`` leaves a ~112 B chunk in front of the 4 MB grad-W2 and the 7 MB
 grad-W1 (the alignment split; freed into glibc's tcache, it is not coalesced).
 During the next step's ``next(it)`` the profiler allocates two 96 B blocks (called from

@@ -2,7 +2,7 @@
 
 Run with JAX in its own venv (never a runtime dependency of sofa_gui)::
 
-    /work/venvs/jax/bin/python benchmarks/gen_jax_capture.py -o tests/data/tf
+    $JAX_VENV/bin/python benchmarks/gen_jax_capture.py -o tests/data/tf
 
 Writes ``OUT/jax_train/plugins/profile/<run>/<host>.xplane.pb`` with ``STEPS`` profiled
 steps (after warm-up, so compilation is outside the window, unless ``--with-compile``) and

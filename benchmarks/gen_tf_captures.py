@@ -2,8 +2,8 @@
 
 Run with TensorFlow in its own venv (never a runtime dependency of sofa_gui)::
 
-    /work/venvs/tf/bin/python benchmarks/gen_tf_captures.py -o tests/data/tf
-    /work/venvs/tf/bin/python benchmarks/gen_tf_captures.py --measure   # before/after gain
+    $TF_VENV/bin/python benchmarks/gen_tf_captures.py -o tests/data/tf
+    $TF_VENV/bin/python benchmarks/gen_tf_captures.py --measure   # before/after gain
 
 Each case writes a TensorBoard logdir ``OUT/<case>/plugins/profile/<run>/<host>.xplane.pb``
 holding ``STEPS`` profiled training steps (after warm-up, so tracing/compilation is outside

@@ -11,7 +11,7 @@ page faults and glibc main-arena size of the input run, in four modes.
 * ``profiled+steady``: under the profiler with ``gen_advice_runs.py``'s steady heap.
 
 Each mode runs in its own process (mallopt settings last for the process).  On the
-2-vCPU VM (session 5, loaded): AFTER ``profiled`` grows 4-7 MB and takes ~1,000-1,750
+2-vCPU VM (other work running): AFTER ``profiled`` grows 4-7 MB and takes ~1,000-1,750
 faults in every step; ``profiled+steady`` 20-45; ``plain`` settles at tens but trims and
 regrows now and then (~1,000-2,900 in a few steps); ``retained`` looks like ``plain``:
 small kept blocks alone do not reproduce the steady growth.  Timings printed beside them
@@ -22,7 +22,7 @@ debug info): ``perf probe -x LIBC 'malloc bytes=%di:u64'``, ``'mret=malloc%retur
 $retval'``, ``'pfree=free ptr=%di:u64'``, then ``perf record -k CLOCK_MONOTONIC -e
 probe_libc:malloc -e probe_libc:mret__return -e probe_libc:pfree`` around a profiled
 AFTER that prints the gradients' ``data_ptr()`` per step; the blocks alive inside the
-previous step's gradient region are the ones that split it (issue-12-notes, Session 5).
+previous step's gradient region are the ones that split it (docs/design/steady-heap.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """HTA (Holistic Trace Analysis) on the same file, for the "we are >= 10x faster" row.
 
-    python benchmarks/hta_compare.py --hta-python /work/venvs/hta/bin/python [TRACE]
+    python benchmarks/hta_compare.py --hta-python $HTA_VENV/bin/python [TRACE]
 
 HTA is not a dependency of sofa_gui: install it in a venv of its own
 (``python -m venv hta && hta/bin/pip install HolisticTraceAnalysis``) and pass its
-interpreter.  Times HTA's import, ``TraceAnalysis`` (load) and ``get_temporal_breakdown``
+interpreter.  TRACE defaults to the bundled ResNet-50 sample tiled 13 times (984,094
+events, ``benchmarks/ingest.py``'s real-content row), written to the temp dir once.  Times
+HTA's import, ``TraceAnalysis`` (load) and ``get_temporal_breakdown``
 in a fresh process, then ``sofa-gui analyze --json --no-cache`` on the same file, and
 prints both with the ratio.
 """
@@ -46,12 +48,26 @@ def _ours(trace: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _tiled_sample() -> Path:
+    """The bundled sample tiled 13 times, in the temp dir (written once, then reused)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ingest import write_tiled
+
+    path = Path(tempfile.gettempdir()) / "sofa-gui-bench" / "tiled13.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(".part")
+        write_tiled(part, 13)
+        part.replace(path)  # never a half-written file under the reused name
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hta-python", required=True, help="a Python with HolisticTraceAnalysis")
-    ap.add_argument("trace", nargs="?", default="/work/bench/tiled13.json")
+    ap.add_argument("trace", nargs="?", help="a Kineto trace (default: the tiled sample)")
     args = ap.parse_args(argv)
-    trace = Path(args.trace)
+    trace = Path(args.trace) if args.trace else _tiled_sample()
     imp, load, brk = _hta(args.hta_python, trace)
     ours = _ours(trace)
     hta = imp + load + brk

@@ -108,7 +108,7 @@ SAMPLE = ROOT / "resources" / "samples" / "resnet50_num_workers_0.pt.trace.json.
 _TILE_IDS = ("External id", "correlation", "external id", "Sequence number")
 
 
-def _tile_shift(events: list) -> tuple[float, int]:
+def tile_shift(events: list) -> tuple[float, int]:
     """(time span, id span) of one copy: copies are laid end to end with fresh ids."""
     ts = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
     ids = [e["id"] for e in events if isinstance(e.get("id"), int)]
@@ -117,13 +117,13 @@ def _tile_shift(events: list) -> tuple[float, int]:
     return max(ts) - min(ts) + 1000, max(ids, default=0) + 1
 
 
-_STEP = re.compile(r"ProfilerStep#(\d+)")
+STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
 
 
-def _tile_event(e: dict, dt: float, di: int, dstep: int = 0) -> dict:
+def tile_event(e: dict, dt: float, di: int, dstep: int = 0) -> dict:
     e = dict(e)
     if dstep and isinstance(e.get("name"), str):  # each copy's steps have their own numbers
-        e["name"] = _STEP.sub(lambda m: f"ProfilerStep#{int(m.group(1)) + dstep}", e["name"])
+        e["name"] = STEP_NAME.sub(lambda m: f"ProfilerStep#{int(m.group(1)) + dstep}", e["name"])
     if "ts" in e:
         e["ts"] += dt
     if isinstance(e.get("id"), int):
@@ -152,14 +152,14 @@ def write_tiled(path: Path, copies: int = 13) -> int:
 
     doc = msgspec.json.decode(gzip.decompress(SAMPLE.read_bytes()))
     events = doc.pop("traceEvents")
-    span, id_span = _tile_shift(events)
-    steps = {m.group(1) for e in events for m in [_STEP.fullmatch(str(e.get("name")))] if m}
+    span, id_span = tile_shift(events)
+    steps = {m.group(1) for e in events for m in [STEP_NAME.fullmatch(str(e.get("name")))] if m}
     enc = msgspec.json.Encoder()
     n = 0
     with open(path, "wb") as out:
         out.write(enc.encode(doc)[:-1] + b', "traceEvents": [\n')
         for k in range(copies):
-            rows = [enc.encode(e if k == 0 else _tile_event(e, k * span, k * id_span,
+            rows = [enc.encode(e if k == 0 else tile_event(e, k * span, k * id_span,
                                                             k * len(steps)))
                     for e in events if k == 0 or e.get("ph") != "M"]
             out.write((b",\n" if k else b"") + b",\n".join(rows))
@@ -266,7 +266,7 @@ def real_traces() -> list[tuple[str, Path]]:
     return out
 
 
-def _cli_env(pycache: Path, **extra: str) -> dict:
+def cli_env(pycache: Path, **extra: str) -> dict:
     """The CLI's environment: this checkout, bytecode cached (as installed), ``extra``."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONDONTWRITEBYTECODE", "SOFA_GUI_DECODE_PARTS")}
@@ -280,7 +280,7 @@ _CLI = ("import resource, sys\nfrom sofa_gui.cli import leave, main\n"
         "    sys.stderr.write(f'\\nmain-cpu {r.ru_utime + r.ru_stime}\\n')\nleave(rc)")
 
 
-def _cli(path: Path, cache: Path, *flags: str, env: dict | None = None) -> dict:
+def run_cli(path: Path, cache: Path, *flags: str, env: dict | None = None) -> dict:
     """Wall seconds, CPU seconds of all its processes (decode workers included) and of
     the main process alone, of one ``sofa-gui analyze --json`` (output discarded). On idle
     cores the main process is the critical path: the workers run beside it."""
@@ -323,19 +323,19 @@ def measure_tiled(path: Path, repeat: int) -> dict:
     """Every step ``repeat`` times, interleaved (so load spikes hit all alike); best kept."""
     steps: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="sofa-bench-pyc-") as pyc:
-        env = _cli_env(Path(pyc))
-        one = _cli_env(Path(pyc), SOFA_GUI_DECODE_PARTS="1")
+        env = cli_env(Path(pyc))
+        one = cli_env(Path(pyc), SOFA_GUI_DECODE_PARTS="1")
         with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
-            _cli(SAMPLE, Path(cache), "--no-cache", env=env)  # compiles the bytecode
+            run_cli(SAMPLE, Path(cache), "--no-cache", env=env)  # compiles the bytecode
         for _ in range(repeat):
             steps.setdefault("json", []).append(_json_load(path))
             with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
                 steps.setdefault("serial", []).append(
-                    _cli(path, Path(cache), "--no-cache", env=one))
+                    run_cli(path, Path(cache), "--no-cache", env=one))
                 steps.setdefault("nocache", []).append(
-                    _cli(path, Path(cache), "--no-cache", env=env))
-                steps.setdefault("cold", []).append(_cli(path, Path(cache), env=env))
-                steps.setdefault("cached", []).append(_cli(path, Path(cache), env=env))
+                    run_cli(path, Path(cache), "--no-cache", env=env))
+                steps.setdefault("cold", []).append(run_cli(path, Path(cache), env=env))
+                steps.setdefault("cached", []).append(run_cli(path, Path(cache), env=env))
     return {k: _best(v) for k, v in steps.items()}
 
 

@@ -37,7 +37,7 @@ from sofa_gui.core.analysis.iterations.stream import pick_stream  # noqa: E402
 from sofa_gui.core.analysis.iterations.symbols import reduce_symbols, stream_keys  # noqa: E402
 from sofa_gui.core.analysis.results import Iterations  # noqa: E402
 
-#: Periods for ``--periods`` (short periods mean many occurrences: issue 15 item 9).
+#: Periods for ``--periods`` (short periods mean many occurrences, the costly case).
 PERIODS = (2, 3, 5, 10, 30, 100, 1_000, 10_000)
 
 CASES = [  # (events, alphabet, period)

@@ -10,7 +10,7 @@ its own empty cache:
 * ``thread``  -- decode on a worker thread (the GIL is held by the JSON decoder);
 * ``process`` -- decode in a spawned child that writes the Arrow cache, then
   memory-map it (what the app does for big files, ``load_mode="auto"``); the
-  child then analyses the trace while the GUI process indexes the timeline;
+  child then analyzes the trace while the GUI process indexes the timeline;
 * ``cached``  -- reopen: the trace cache and the analysis cache are already there;
 * ``cli``     -- the reference without a GUI: ``sofa-gui analyze --json --no-cache``
   (its wall and CPU seconds fill the "analysis done" and CPU columns).
@@ -198,7 +198,7 @@ def run_one(path: Path, mode: str) -> dict:
     """Open ``path`` in a main window and measure the heartbeat (in this process)."""
     from PySide6.QtCore import QElapsedTimer, QSettings, QTimer
 
-    from sofa_gui.background_load import prestart
+    from sofa_gui.app.background_load import prestart
     from sofa_gui.qt import sliced
     from sofa_gui.qt.app import freeze_startup_objects
     from sofa_gui.qt.application import make_app

@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# Debian/Ubuntu system libraries Qt needs (offscreen and a real X11 window), plus Xvfb.
-# Usage: sudo bash packaging/debian-deps.sh   (a no-op when everything is present)
+# Debian/Ubuntu packages the app needs: the system libraries Qt loads (offscreen and a real
+# X11 window), Xvfb, and Python's venv and pip (Debian ships them apart from python3).
+# Usage: bash packaging/debian-deps.sh   (as root or with sudo; a no-op when all are present)
 set -euo pipefail
 pkgs=(libgl1 libegl1 libx11-6 libdbus-1-3 libfontconfig1 libfreetype6 libglib2.0-0 libxkbcommon0
       libx11-xcb1 libxcb1 libxcb-cursor0 libxcb-glx0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1
       libxcb-randr0 libxcb-render0 libxcb-render-util0 libxcb-shape0 libxcb-shm0 libxcb-sync1
       libxcb-util1 libxcb-xfixes0 libxcb-xkb1 libxkbcommon-x11-0 xvfb xauth)
+# `python3 -m venv` needs ensurepip, which Debian packages as python3-venv (only for the
+# system Python; a Python of one's own, from pyenv or conda, brings its own).
+if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  pkgs+=(python3-venv python3-pip)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "debian-deps: run as root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+# Another apt job (unattended-upgrades on a fresh machine) may hold the dpkg lock: wait for
+# it up to five minutes instead of failing on apt's raw lock error.
+apt_opts=(-o DPkg::Lock::Timeout=300 -qq)
+if ! $SUDO apt-get "${apt_opts[@]}" update || ! DEBIAN_FRONTEND=noninteractive \
+    $SUDO apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}"; then
+  echo "debian-deps: could not install ${missing[*]}; if another package manager is running" \
+       "(a software update), wait for it to finish and run this script again" >&2
+  exit 1
 fi

@@ -24,14 +24,21 @@ EXAMPLES = """examples:
   sofa-gui report trace.json.gz -o report.html
   sofa-gui diff before.json.gz after.json.gz   did the fix work?
   sofa-gui diff b1.json a1.json b2.json a2.json b3.json a3.json   the same, repeated runs
+  sofa-gui sql trace.json.gz "SELECT name, count(*) FROM kernels GROUP BY 1"
+  sofa-gui calltree trace.json.gz --iteration 2    call tree of the main thread
   sofa-gui fleet runs/job42/ --json               every rank of a run on a Dask cluster
   sofa-gui record -o run1 --torch -- python train.py
+  sofa-gui try --fix loader-workers -- python train.py   apply a fix, measure it
   sofa-gui view trace.json.gz --screenshot out.png   (works without a display)
 
 exit codes: 0 ok, 1 internal error, 2 bad input or usage; `record` returns the command's code.
 """
-COMMANDS = ("analyze", "stats", "report", "diff", "fleet", "record", "view", "demo")
+COMMANDS = ("analyze", "stats", "sql", "calltree", "report", "diff", "fleet", "record", "try",
+            "view", "demo")
 
+
+SIZE_HELP = ("window size WxH (default: the size last used on a screen of this size, else "
+             "the screen's available area; 1600x1000 with --screenshot)")
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -48,25 +55,18 @@ def _parser() -> argparse.ArgumentParser:
     _iter_arg(a)
     _fixes_arg(a)
 
-    st = sub.add_parser("stats", help="top-N table of kernels, CPU ops, copies or collectives",
-                        description="Group slices of one kind by normalised name (template "
-                        "arguments folded) and print count, total, self, mean, median, p95, max "
-                        "and share, longest total first. A slice counts in a window when it "
-                        "starts inside it. Times in --json/--csv are µs.",
-                        epilog="examples:\n  sofa-gui stats trace.json.gz --kind kernel --top 10"
-                        "\n  sofa-gui stats trace.json.gz --kind op --iteration 2 --json"
-                        "\n  sofa-gui stats trace.json.gz --kind copy --steady --csv",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    st = _command(sub, "stats", "top-N table of kernels, CPU ops, copies or collectives",
+                  "Group slices of one kind by normalised name (template arguments folded) and "
+                  "print count, total, self, mean, median, p95, max and share, longest total "
+                  "first. A slice counts in a window when it starts inside it. Times in "
+                  "--json/--csv are µs.",
+                  ["sofa-gui stats trace.json.gz --kind kernel --top 10",
+                   "sofa-gui stats trace.json.gz --kind op --iteration 2 --json",
+                   "sofa-gui stats trace.json.gz --kind copy --steady --csv"])
     st.add_argument("path", help="trace file or folder")
     st.add_argument("--kind", choices=("kernel", "op", "copy", "collective"), default="kernel",
                     help="what to tabulate (default: kernel)")
-    where = st.add_mutually_exclusive_group()
-    where.add_argument("--iteration", type=int, metavar="N",
-                       help="only iteration N (0-based, as `analyze` numbers them)")
-    where.add_argument("--steady", action="store_true",
-                       help="all iterations but the first (warm-up)")
-    where.add_argument("--range", metavar="START_US:END_US",
-                       help="a time range in µs on the trace's clock (as in --json output)")
+    _window_args(st)
     st.add_argument("--top", type=int, default=20, metavar="K",
                     help="rows to print (default 20; 0 = all)")
     fmt = st.add_mutually_exclusive_group()
@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="print CSV")
     st.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
     _iter_arg(st)
+
+    _sql_parser(sub)
+    _calltree_parser(sub)
 
     r = sub.add_parser("report", help="write an HTML or Markdown performance report")
     r.add_argument("path", help="trace file or folder")
@@ -107,21 +110,88 @@ def _parser() -> argparse.ArgumentParser:
     rec = sub.add_parser("record", help="run a command and record a profile around it "
                          "(`sofa-gui record --help` for its options)", add_help=False)
     rec.add_argument("args", nargs=argparse.REMAINDER, help="recorder options, --, the command")
+    tr = sub.add_parser("try", help="re-run a command with a suggested fix and measure it "
+                        "(`sofa-gui try --help` for its options)", add_help=False)
+    tr.add_argument("args", nargs=argparse.REMAINDER, help="try options, --, the command")
 
     v = sub.add_parser("view", help="open the desktop app on a trace")
     v.add_argument("path", nargs="?", help="trace file or folder to open")
     v.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
     v.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
-    v.add_argument("--size", default="1600x1000", help="window size WxH (default 1600x1000)")
+    v.add_argument("--size", default=None, help=SIZE_HELP)
     _iter_arg(v)
     dm = sub.add_parser("demo", help="open the app on the bundled sample trace")
     dm.add_argument("--screenshot", metavar="OUT.png", help="save a PNG of the window and exit")
     dm.add_argument("--iteration", type=int, help="select this iteration (with --screenshot)")
-    dm.add_argument("--size", default="1600x1000", help="window size WxH (default 1600x1000)")
+    dm.add_argument("--size", default=None, help=SIZE_HELP)
     dm.add_argument("--headless", action="store_true",
                     help="no window: print the analysis of the sample instead")
     _iter_arg(dm)
     return p
+
+
+def _command(sub, name: str, summary: str, description: str, examples: list[str]):
+    """A subcommand with a description and an ``examples:`` epilog, laid out as written."""
+    return sub.add_parser(name, help=summary, description=description,
+                          epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _window_args(p: argparse.ArgumentParser) -> None:
+    """--iteration N | --steady | --range A:B (``stats`` and ``calltree``)."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--iteration", type=int, metavar="N",
+                       help="only iteration N (0-based, as `analyze` numbers them)")
+    where.add_argument("--steady", action="store_true",
+                       help="all iterations but the first (warm-up)")
+    where.add_argument("--range", metavar="START:END",
+                       help="a time range from the trace start, as every text output shows "
+                            "times: 120ms:250ms (units ns, us, ms, s; bare numbers are µs); "
+                            "abs:START:END for the trace's own clock (µs, as in --json)")
+
+
+def _sql_parser(sub) -> None:
+    q = _command(sub, "sql", "run a SQL query over the trace's tables (DuckDB)",
+                 "Run one read-only SELECT over the trace's tables: slices, lanes, iterations, "
+                 "flows, counters, findings and the views kernels, ops, copies, collectives "
+                 "(--schema lists their columns; docs/sql.md). Times are µs on the trace's "
+                 "clock. Refused or failing statements print one line and exit 2.",
+                 ['sofa-gui sql trace.json.gz "SELECT count(*) FROM slices"',
+                  'sofa-gui sql trace.json.gz "SELECT short_name(name), sum(dur_us) FROM kernels '
+                  'WHERE iteration = 3 GROUP BY 1 ORDER BY 2 DESC LIMIT 10"',
+                  "sofa-gui sql trace.json.gz --schema"])
+    q.add_argument("path", help="trace file or folder")
+    q.add_argument("query", nargs="?", help="one SELECT statement")
+    q.add_argument("--schema", action="store_true", help="print the tables and columns")
+    fmt = q.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON document")
+    fmt.add_argument("--csv", action="store_true", help="print CSV")
+    q.add_argument("--max-rows", type=int, default=1000, metavar="N",
+                   help="rows to print at most (default 1000; 0 = all)")
+    q.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    _iter_arg(q)
+
+
+def _calltree_parser(sub) -> None:
+    c = _command(sub, "calltree", "call tree (top-down or bottom-up) of a thread",
+                 "Nest the slices of a CPU thread (or all threads of a rank) by their parents "
+                 "and sum them per call path: total, self, count and share of the scope's "
+                 "top-level time. Default: the main thread over the whole trace. See "
+                 "docs/calltree.md.",
+                 ["sofa-gui calltree trace.json.gz --iteration 2",
+                  "sofa-gui calltree trace.json.gz --steady --bottom-up --depth 3",
+                  'sofa-gui calltree trace.json.gz --lane "rank 0" --json'])
+    c.add_argument("path", help="trace file or folder")
+    _window_args(c)
+    c.add_argument("--lane", metavar="NAME",
+                   help="a CPU lane by name (or part of it), or \"rank N\" for all threads "
+                        "of rank N (default: the main thread)")
+    c.add_argument("--bottom-up", action="store_true",
+                   help="callers of each function instead of callees")
+    c.add_argument("--depth", type=int, metavar="D", help="levels to print (default: all)")
+    c.add_argument("--json", action="store_true", help="print one JSON document")
+    c.add_argument("--no-cache", action="store_true", help="ignore and do not write the cache")
+    _iter_arg(c)
 
 
 def _iter_arg(p: argparse.ArgumentParser) -> None:
@@ -144,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         from .recorder.cli import main as record_main
 
         return record_main(argv[1:])
+    if argv and argv[0] == "try":
+        from .recorder.try_cli import main as try_main
+
+        return try_main(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -168,7 +242,7 @@ def gui_main() -> int:
 
 #: Commands that only read traces and print or write one file (closed before they return):
 #: nothing of theirs needs the interpreter's teardown.
-QUICK_EXIT = ("analyze", "stats", "report", "diff")
+QUICK_EXIT = ("analyze", "stats", "sql", "calltree", "report", "diff")
 
 
 def entry() -> None:
@@ -209,6 +283,10 @@ def _dispatch(args) -> int:
         return _cmd_analyze(args)
     if args.command == "stats":
         return _cmd_stats(args)
+    if args.command == "sql":
+        return _cmd_sql(args)
+    if args.command == "calltree":
+        return _cmd_calltree(args)
     if args.command == "report":
         return _cmd_report(args)
     if args.command == "diff":
@@ -259,25 +337,26 @@ def _cmd_analyze(args) -> int:
         doc = {"trace": trace_dict(trace), **analysis.to_dict(trace)}
         write_json(doc, sys.stdout)
     else:
-        from .core.analysis.text import analysis_text
+        from .core.analysis.text import analysis_text, verdict_text
 
-        _print_lines(trace_text(trace) + [""] + analysis_text(trace, analysis))
+        _print_lines(verdict_text(analysis.verdict) + trace_text(trace) + [""]
+                     + analysis_text(trace, analysis))
     return 0
 
 
 def _cmd_stats(args) -> int:
     from .core.analysis import stats
     from .core.importers import load_trace
+    from .core.units import RANGE_SYNTAX
 
     if args.top < 0:
         return _usage_error(f"--top must be >= 0, not {args.top}")
-    window = _parse_range(args.range) if args.range else None
-    if args.range and window is None:
-        return _usage_error(f"--range wants START_US:END_US with START < END, not {args.range!r}")
+    if args.range and not _range_shape_ok(args.range):
+        return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
     trace = load_trace(args.path, use_cache=not args.no_cache)
     try:
-        scope = _stats_scope(trace, args, window)
-    except IndexError as exc:
+        scope = _stats_scope(trace, args)
+    except (IndexError, ValueError) as exc:
         _error(f"{args.path}: {exc}")
         return 2
     table = stats.compute_table(trace, args.kind, scope, top=args.top or None)
@@ -290,13 +369,18 @@ def _cmd_stats(args) -> int:
     return 0
 
 
-def _stats_scope(trace, args, window):
-    """Whole trace, a µs range, one iteration or the steady state (iterations detected
+def _stats_scope(trace, args):
+    """Whole trace, a time range, one iteration or the steady state (iterations detected
     only for the last two)."""
     from .core.analysis import stats
+    from .core.units import fmt_ns_exact, parse_time_range
 
-    if window is not None:
-        return stats.range_scope(*window)
+    if args.range:
+        a, b = parse_time_range(args.range, trace.start_ns, trace.end_ns)
+        scope = stats.range_scope(a, b)
+        scope.label = (f"range +{fmt_ns_exact(a - trace.start_ns)} .. "
+                       f"+{fmt_ns_exact(b - trace.start_ns)} from the trace start")
+        return scope
     if args.iteration is None and not args.steady:
         return stats.Scope()
     from .core.analysis.iterations import detect_iterations
@@ -307,16 +391,77 @@ def _stats_scope(trace, args, window):
     return stats.iteration_scope(iters, args.iteration)
 
 
-def _parse_range(text: str) -> tuple[int, int] | None:
-    """``START_US:END_US`` -> ns, or None when malformed (or not finite ns in int64)."""
+def _range_shape_ok(text: str) -> bool:
+    """Whether ``--range`` parses at all (checked before the trace is loaded)."""
+    from .core.units import parse_time_range
+
     try:
-        a, b = (float(x) for x in text.split(":"))
+        parse_time_range(text, -(2**62), 2**62)
     except ValueError:
-        return None
-    if not (abs(a) < 9.2e15 and abs(b) < 9.2e15):  # µs; false for inf and nan too
-        return None
-    a, b = round(a * 1000), round(b * 1000)
-    return (a, b) if a < b else None
+        return False
+    return True
+
+
+def _cmd_sql(args) -> int:
+    from .core.query import output
+    from .core.query.db import QueryError, TraceDB, refuse_early
+    from .core.query.schema import schema_lines
+
+    if args.schema:
+        _print_lines(schema_lines())
+        return 0
+    if args.query is None:
+        return _usage_error("sql needs a QUERY (or --schema)")
+    if args.max_rows < 0:
+        return _usage_error(f"--max-rows must be >= 0, not {args.max_rows}")
+    try:
+        refuse_early(args.query)  # a refused statement is refused before the trace loads
+    except QueryError as exc:
+        _error(f"{exc}")
+        return 2
+    import threading
+
+    from .core.query.db import preload
+
+    warm = threading.Thread(target=preload, daemon=True)  # imports while the trace loads
+    warm.start()
+    trace, analysis = _load_and_analyze(args.path, args)
+    warm.join()
+    try:
+        res = TraceDB(trace, analysis).run(args.query, max_rows=args.max_rows or None)
+    except QueryError as exc:
+        _error(f"{exc}")
+        return 2
+    if args.json:
+        output.write_json(res, sys.stdout)
+    elif args.csv:
+        output.write_csv(res, sys.stdout)
+    else:
+        _print_lines(output.result_text(res))
+    return 0
+
+
+def _cmd_calltree(args) -> int:
+    from .core.analysis import calltree
+    from .core.units import RANGE_SYNTAX
+
+    if args.range and not _range_shape_ok(args.range):
+        return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
+    if args.depth is not None and args.depth < 1:
+        return _usage_error(f"--depth must be >= 1, not {args.depth}")
+    trace, _ = _load_and_analyze(args.path, args)
+    try:
+        scope = _stats_scope(trace, args)  # the windows and labels of `stats`
+        lanes, lane_label = calltree.pick_lanes(trace, args.lane)
+    except (IndexError, ValueError) as exc:
+        _error(f"{args.path}: {exc}")
+        return 2
+    tree = calltree.build(trace, lanes, scope, bottom_up=args.bottom_up, lane_label=lane_label)
+    if args.json:
+        write_json(tree.to_dict(args.depth), sys.stdout)
+    else:
+        _print_lines(calltree.tree_text(tree, args.depth))
+    return 0
 
 
 def _usage_error(msg: str) -> int:

@@ -23,7 +23,7 @@ from sofa_gui.core.samples import demo_trace_path
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("pandas", "sqlite3", "pyarrow.csv", "pyarrow.parquet", "pyarrow.compute",
-         "pyarrow.dataset", "PySide6", "pyqtgraph", "scipy")
+         "pyarrow.dataset", "PySide6", "pyqtgraph", "scipy", "duckdb")
 BUDGET_RATIO = 2.5
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 

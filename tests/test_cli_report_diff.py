@@ -64,7 +64,7 @@ def test_diff_json_shows_gain_and_resolved_input_bottleneck(capsys):
 def test_diff_text(capsys):
     assert main(["diff", str(shared_trace(NW0)), str(shared_trace(NW4))]) == 0
     out = capsys.readouterr().out
-    assert "1.40x faster" in out
+    assert "1.39x faster" in out
     assert "Resolved: input_pipeline_bound" in out
     assert "Largest changes per iteration:" in out
 

@@ -102,10 +102,33 @@ def test_op_self_time_matches_a_stack_walk_of_the_json(capsys):
 def test_iteration_scope_is_the_profiler_step_window(capsys):
     step = next(e for e in _events() if e.get("name") == "ProfilerStep#7")
     lo, hi = step["ts"], step["ts"] + step["dur"]
-    by_range = _run(capsys, "--range", f"{lo}:{hi}", "--top", "0", "--json")
+    by_range = _run(capsys, "--range", f"abs:{lo}:{hi}", "--top", "0", "--json")
     assert sum(r["count"] for r in by_range["rows"]) == len(_kernels(lo, hi)) > 100
     by_iter = _run(capsys, "--iteration", "2", "--top", "0", "--json")
-    assert by_iter["scope"] == "iteration 2 (ProfilerStep#7)"
+    assert by_iter["scope"] == "iteration 2 (ProfilerStep#7), 177 ms"
+
+
+def _trace_start_us() -> int:
+    return min(e["ts"] for e in _events() if e.get("ph") in ("X", "B", "i", "C", "b"))
+
+
+@pytest.mark.parametrize("typed, lo_us, hi_us", [
+    ("0:100000", 0, 100_000),  # bare numbers: µs from the trace start
+    ("120ms:250ms", 120_000, 250_000),
+    ("0.12s:250000us", 120_000, 250_000),
+])
+def test_range_counts_from_the_trace_start_with_units(capsys, typed, lo_us, hi_us):
+    t0 = _trace_start_us()
+    doc = _run(capsys, "--range", typed, "--top", "0", "--json")
+    expect = len(_kernels(t0 + lo_us, t0 + hi_us))
+    assert sum(r["count"] for r in doc["rows"]) == expect > 50
+    assert doc["scope"].startswith("range +") and "from the trace start" in doc["scope"]
+
+
+def test_a_range_outside_the_trace_says_so_in_one_line(capsys):
+    assert main(["stats", str(demo_trace_path()), "--range", "5s:6s"]) == 2
+    err = capsys.readouterr().err
+    assert "lies outside the trace" in err and "+1.17" in err and err.count("\n") == 1
 
 
 def test_copies_have_bytes_and_the_rate_of_the_same_copies(capsys):
@@ -130,11 +153,11 @@ def test_text_and_csv_use_the_app_units(capsys):
 
 @pytest.mark.parametrize("args, msg", [
     (["--iteration", "99"], "iteration 99 out of range (the trace has 6)"),
-    (["--range", "5:1"], "--range wants START_US:END_US"),
-    (["--range", "0:inf"], "--range wants START_US:END_US"),  # was an OverflowError
-    (["--range=-inf:5"], "--range wants START_US:END_US"),
-    (["--range", "0:1e300"], "--range wants START_US:END_US"),  # past int64 ns
-    (["--range", "nan:5"], "--range wants START_US:END_US"),
+    (["--range", "5:1"], "--range wants START:END"),
+    (["--range", "0:inf"], "--range wants START:END"),  # was an OverflowError
+    (["--range=-inf:5"], "--range wants START:END"),
+    (["--range", "0:1e300"], "--range wants START:END"),  # past int64 ns
+    (["--range", "nan:5"], "--range wants START:END"),
     (["--top", "-1"], "--top must be >= 0"),
 ])
 def test_bad_scope_is_one_line_and_exit_2(capsys, args, msg):

@@ -14,6 +14,6 @@ def test_analyze_text_reads_like_the_app(capsys):
     assert "Idle: waiting for input" in out and "Compute kernels" in out
     assert "idle_input " not in out and "data_loading " not in out
     assert "Counter GPU 0 memory allocated: mean 1.93 GB" in out and "e+0" not in out
-    assert "median iteration #4: 176 ms" in out
+    assert "median iteration #0: 176 ms" in out
     assert "(mean per iteration, share):" not in out  # no nested parentheses
     assert all(line.strip() != "Kinds:" for line in out.splitlines())

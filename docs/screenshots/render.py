@@ -2,13 +2,17 @@
 
     python docs/screenshots/render.py            # writes docs/screenshots/*.png
 
+``python docs/screenshots/render.py sizes`` renders only the three screen sizes
+(``sample-WxH.png`` and ``ranks-WxH.png`` at 1920x1080, 1366x768 and 1280x800).
 ``main.png`` is exactly what ``sofa-gui demo --screenshot main.png --iteration 2`` writes
 (``main-1280x800.png`` the same at 1280x800); the others drive the window through its
 public API (search, slice selection, dark theme, an area selection with Statistics, the
 Ranks heat map of the two-rank HTA folder, Compare on the ResNet num_workers 0/4 pair);
 ``iterations-periodic-eval.png`` is the app on a real CPU loop with evaluation every 4th step,
-``tfdata-generator.png`` on the tf.data generator capture. ``fleet.png`` is not made here
-(a generated 32-rank folder: docs/handoff/issue-17-notes.md).
+``tfdata-generator.png`` on the tf.data generator capture, ``query.png`` and
+``calltree-flame.png`` the Query and Call tree docks (``render.py query flame`` makes
+only those), and ``render.py sizes`` the sample and a two-rank folder at three screen
+sizes. ``fleet.png`` is not made here (a generated 32-rank folder: docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -161,7 +165,75 @@ def compare_pair() -> None:
     _done(win, "compare.png")
 
 
+#: The screens the window is checked on: a desk monitor and two laptops.
+SIZES = ((1920, 1080), (1366, 768), (1280, 800))
+
+
+def three_sizes() -> None:
+    """The sample (iteration 2) and the two-rank folder (Ranks dock in front) at each of
+    :data:`SIZES`: ``sample-WxH.png``, ``ranks-WxH.png``."""
+    for w, h in SIZES:
+        cli_shot(f"sample-{w}x{h}.png", "--iteration", "2", "--size", f"{w}x{h}")
+        win = _window(ROOT / "tests" / "data" / "ranks", (w, h))
+        win.docks["ranks"].raise_()
+        win.session.select_iteration(1, zoom=True)
+        _done(win, f"ranks-{w}x{h}.png")
+
+
+def _tall_bottom(win, key: str) -> None:
+    """Raise dock ``key`` and give the bottom docks half the window's height."""
+    from PySide6.QtCore import Qt
+
+    win.docks[key].raise_()
+    win.resizeDocks([win.docks[key]], [win.height() // 2], Qt.Orientation.Vertical)
+    win.resizeDocks([win.docks[key]], [win.width() * 2 // 3], Qt.Orientation.Horizontal)
+
+
+def query_dock() -> None:
+    """The Query dock: the top kernels of iteration 3, and the slowest CPU ops highlighted."""
+    from sofa_gui.core.samples import demo_trace_path
+
+    win = _window(demo_trace_path(), size=(1600, 1000))
+    win.session.select_iteration(3, zoom=True)
+    _tall_bottom(win, "query")
+    panel = win.panels["query"]
+    for _ in range(600):  # the tables open when the dock is first shown
+        if panel.tables_open:
+            break
+        _settle(100)
+    panel.editor.setPlainText("SELECT id, name, dur_us, iteration FROM ops\n"
+                              "WHERE iteration = 3 ORDER BY dur_us DESC LIMIT 20")
+    panel.run_query()
+    while panel.running:
+        _settle(100)
+    _done(win, "query.png")
+
+
+def flame_graph() -> None:
+    """The Call tree dock: the main thread's icicle graph of iteration 2, a frame clicked."""
+    from sofa_gui.core.samples import demo_trace_path
+
+    win = _window(demo_trace_path(), size=(1600, 1000))
+    win.session.select_iteration(2, zoom=True)
+    _tall_bottom(win, "calltree")
+    panel = win.panels["calltree"]
+    panel.choose(scope="iteration")
+    tree = panel.tree
+    conv = next(n for n in range(len(tree)) if tree.names[n] == "aten::conv2d")
+    panel.flame.choose(conv)
+    _done(win, "calltree-flame.png")
+
+
+SHOTS = {"query": query_dock, "flame": flame_graph, "sizes": three_sizes}
+
+
 def main() -> None:
+    if sys.argv[1:]:  # only these, e.g. `render.py query flame`
+        for name in sys.argv[1:]:
+            SHOTS[name]()
+        return
+    query_dock()
+    flame_graph()
     cli_shot("main.png", "--iteration", "2")
     periodic_eval()
     tfdata_generator()
@@ -171,6 +243,7 @@ def main() -> None:
     compare_pair()
     cli_shot("dark.png", "--iteration", "3", env={"SOFA_GUI_COLOR_SCHEME": "dark"})
     search_and_details()
+    three_sizes()
 
 
 if __name__ == "__main__":

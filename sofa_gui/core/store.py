@@ -6,6 +6,11 @@ absolute path, size and mtime (for a folder: every file in it). Each entry is
 a folder written under a temporary name and renamed into place, so a crash
 never leaves a half-written entry. Bump :data:`FORMAT_VERSION` to invalidate.
 
+The cache is the user's alone (:mod:`.cache_dir`): a root or entry that someone else
+owns or may write is never read. Each entry records its source
+(:mod:`.source_record`: inode, ctime, a hash of both ends...) taken before the source
+was read, and is only served while the source still matches it.
+
 Tables are uncompressed Arrow IPC files (the Feather v2 layout): opening one is
 a memory map with no decoding, so a cached reopen costs milliseconds however
 big the trace, and columns (args above all) are paged in only when read.
@@ -28,7 +33,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from . import arrowbuf
+from . import arrowbuf, cache_dir
+from .source_record import record_matches, source_record
 from .trace import (
     ArgsStore,
     Counters,
@@ -42,7 +48,7 @@ from .trace import (
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 5  # 5: one CRC-32 per 16 MiB block of each checksummed file
+FORMAT_VERSION = 6  # 6: the manifest records the source (source_record)
 #: Files whose bytes are checksummed (CRC-32 in the manifest) and checked on every open:
 #: a flipped byte in a cached entry must not give wrong results or crash later opens.
 #: One CRC per :data:`CRC_BLOCK` bytes, so the blocks are checked on every core at once
@@ -80,18 +86,49 @@ def entry_dir(path: Path) -> Path:
     return cache_root() / _fingerprint(path)
 
 
+#: The source record of each entry this process looked up (:func:`try_entry_dir`),
+#: taken before the source was read: what :func:`save_cached` writes into the entry.
+_records: dict[str, dict] = {}
+
+
 def try_entry_dir(path: Path) -> Path | None:
-    """:func:`entry_dir`, or None when the source cannot be fingerprinted."""
+    """:func:`entry_dir`, or None when the source cannot be fingerprinted or the cache
+    root cannot be used (:func:`cache_dir.usable`). Takes the source's record."""
+    if not cache_dir.usable(cache_root()):
+        return None
     try:
-        return entry_dir(path)
+        d = entry_dir(path)
+        _records[str(d)] = source_record(path)
+        return d
     except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Path.resolve)
         return None
 
 
 def is_cached(path: Path) -> bool:
-    """Whether a fresh entry for ``path`` exists (without reading it)."""
+    """Whether a fresh entry for ``path`` exists (without reading its tables)."""
     d = try_entry_dir(path)
-    return d is not None and (d / "manifest.json").is_file()
+    return d is not None and _fresh(path, d)
+
+
+def _fresh(path: Path, d: Path) -> bool:
+    """Whether entry ``d`` is the user's alone and was made from ``path`` as it is now;
+    an entry that is not is dropped (a foreign one with a warning)."""
+    try:
+        if not os.path.lexists(d / "manifest.json"):
+            return False
+        problem = cache_dir.entry_problem(d)
+        if problem is None:
+            stored = json.loads((d / "manifest.json").read_text()).get("source")
+            known = _records.get(str(d))
+            if stored is not None and (stored == known or record_matches(stored, path)):
+                return True
+            log.info("dropping the cache entry of %s: the source changed", path)
+        else:
+            log.warning("dropping the cache entry %s: %s", d.name, problem)
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:  # dropped below
+        log.info("dropping unreadable cache entry %s: %s", d, exc)
+    shutil.rmtree(d, ignore_errors=True)
+    return False
 
 
 def load_cached(path: Path, entry: Path | None = None) -> Trace | None:
@@ -100,9 +137,7 @@ def load_cached(path: Path, entry: Path | None = None) -> Trace | None:
     ``entry`` is the source's :func:`entry_dir` when the caller already has it.
     """
     d = entry or try_entry_dir(path)
-    if d is None:
-        return None
-    if not (d / "manifest.json").is_file():
+    if d is None or not _fresh(path, d):
         return None
     try:
         return read_trace(d)
@@ -118,19 +153,22 @@ def save_cached(path: Path, trace: Trace, entry: Path | None = None) -> Path | N
     Pass the ``entry`` taken *before* reading the source, so a source that
     changes during the load is not cached under its new size and mtime.
     """
+    if not cache_dir.usable(cache_root()):
+        return None
     try:
         d = entry or entry_dir(path)
-        d.parent.mkdir(parents=True, exist_ok=True)
+        record = _records.get(str(d)) or source_record(path)
         _sweep_stale_tmp(d.parent)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=d.parent))
         try:
-            write_trace(tmp, trace)
+            write_trace(tmp, trace, source=record)
+            cache_dir.make_private(tmp)
             if d.exists():
                 shutil.rmtree(d, ignore_errors=True)
             try:
                 os.replace(tmp, d)
             except OSError:
-                if (d / "manifest.json").is_file():
+                if _fresh(path, d):
                     return d  # another process opening the same trace wrote it first
                 raise
         finally:
@@ -206,7 +244,9 @@ def _read(buf: pa.Buffer) -> pa.Table:
     return pa.ipc.open_file(buf).read_all()
 
 
-def write_trace(d: Path, trace: Trace) -> None:
+def write_trace(d: Path, trace: Trace, source: dict | None = None) -> None:
+    """Write ``trace``'s tables and manifest into folder ``d`` (``source``: the record
+    of what it was read from, for a cache entry)."""
     s = trace.slices
     _write(d / "slices.arrow", {c: getattr(s, c) for c in _SLICE_COLS})
     lanes = {c: getattr(trace.lanes, c) for c in _LANE_NUM}
@@ -229,6 +269,8 @@ def write_trace(d: Path, trace: Trace) -> None:
     _write(d / "args.arrow", {"args": args})
     manifest = {"format_version": FORMAT_VERSION, "meta": trace.meta.to_dict(),
                 "checksums": _checksums({f: _map(d / f) for f in _CHECKSUMMED})}
+    if source is not None:
+        manifest["source"] = source
     (d / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -254,7 +296,7 @@ def _checksums(maps: dict[str, pa.Buffer]) -> dict[str, list[int]]:
     return out
 
 
-def _verify(manifest: dict, maps: dict[str, pa.Buffer]) -> None:
+def verify_checksums(manifest: dict, maps: dict[str, pa.Buffer]) -> None:
     """Raise ValueError unless every checksummed file has the bytes that were written
     (``maps``: the files mapped once, checked here and then read as tables)."""
     sums = manifest.get("checksums")
@@ -272,7 +314,7 @@ def read_trace(d: Path) -> Trace:
     if manifest.get("format_version") != FORMAT_VERSION:
         raise ValueError("old cache format")
     maps = {name: _map(d / name) for name in _CHECKSUMMED}
-    _verify(manifest, maps)
+    verify_checksums(manifest, maps)
     t = _read(maps["slices.arrow"])
     slices = Slices(**{c: _np(t, c) for c in _SLICE_COLS})
     lt = _read(maps["lanes.arrow"])

@@ -6,6 +6,12 @@ from .trace import LaneKind, Trace
 from .units import fmt_ns, lane_title, us
 
 
+def event_count(trace: Trace) -> int:
+    """The one event count every surface shows: events of the source that were loaded
+    (the load report's figure; slices and counter samples when the source has none)."""
+    return int(trace.meta.load_stats.loaded or trace.events)
+
+
 def trace_dict(trace: Trace) -> dict:
     """The ``"trace"`` object of ``analyze --json`` (times in µs on the trace clock)."""
     counts = trace.lane_event_counts()
@@ -14,7 +20,7 @@ def trace_dict(trace: Trace) -> dict:
     return {
         "path": trace.meta.source,
         "format": trace.meta.format,
-        "events": int(trace.events),
+        "events": event_count(trace),
         "slices": len(trace.slices),
         "counter_samples": len(trace.counters),
         "flows": len(trace.flows),
@@ -57,7 +63,7 @@ def trace_text(trace: Trace, max_lanes: int = 40) -> list[str]:
         f"Trace:    {d['path']}",
         f"Format:   {d['format']}",
         f"Duration: {fmt_ns(trace.duration_ns)}{_when(trace)}",
-        f"Records:  {rep.loaded:,} loaded of {rep.read:,} read -> "
+        f"Events:   {event_count(trace):,} loaded of {rep.read:,} read -> "
         f"{d['slices']:,} slices, {d['counter_samples']:,} counter samples"
         + (f"; ranks {d['ranks']}" if d["ranks"] else ""),
     ]

@@ -489,19 +489,6 @@ class Trace:
             (i for i, n in enumerate(self.names) if predicate(n)), dtype=np.int32
         )
 
-    def slices_in(self, start_ns: int, end_ns: int) -> np.ndarray:
-        """Indexes of slices overlapping ``[start_ns, end_ns)``.
-
-        Uses the sort by start plus a bound on the longest slice, so it is cheap.
-        """
-        s = self.slices
-        if not len(s):
-            return np.zeros(0, np.int64)
-        lo = np.searchsorted(s.start, start_ns - self.max_dur_ns, side="left")
-        hi = np.searchsorted(s.start, end_ns, side="left")
-        idx = np.arange(lo, hi, dtype=np.int64)
-        return idx[s.end[idx] > start_ns]
-
     @property
     def max_dur_ns(self) -> int:
         if not hasattr(self, "_max_dur"):

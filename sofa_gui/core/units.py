@@ -89,3 +89,55 @@ def fmt_pct(fraction: float) -> str:
 def lane_title(name: str, group: str = "") -> str:
     """How a lane is named in text: ``GPU 0 / stream 7`` (just the name without a group)."""
     return f"{group} / {name}" if group else name
+
+
+_TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9}
+ABSOLUTE_PREFIX = "abs:"
+RANGE_SYNTAX = ("START:END from the trace start, each with a unit (120ms:250ms; bare numbers "
+                "are µs), or abs:START:END on the trace's own clock (µs, as in --json)")
+
+
+def parse_time(text: str) -> int:
+    """``120ms`` / ``1.5 s`` / ``250us`` / ``100000`` (bare: µs) -> int ns, exact for
+    epoch-sized µs stamps; ValueError if not a finite time within int64 ns."""
+    from decimal import Decimal, InvalidOperation
+
+    t = text.strip()
+    num, unit = t, "us"
+    for name in sorted(_TIME_UNITS, key=len, reverse=True):
+        if t.lower().endswith(name):
+            num, unit = t[: -len(name)].strip(), name
+            break
+    try:
+        value = Decimal(num) * Decimal(int(_TIME_UNITS[unit]))
+    except InvalidOperation:
+        raise ValueError(f"{text!r} is not a time") from None
+    if not value.is_finite() or abs(value) >= Decimal(9.2e18):
+        raise ValueError(f"{text!r} is not a finite time")
+    return int(value.to_integral_value())
+
+
+def parse_time_range(text: str, start_ns: int, end_ns: int) -> tuple[int, int]:
+    """A range the user typed -> (start, end) int64 ns on the trace clock.
+
+    Times count from the trace start (``start_ns``) the way every text output shows
+    them, unless the text starts with ``abs:`` (the trace's own clock, as in ``--json``).
+    ValueError with one readable line when the text is malformed, empty (END <= START)
+    or lies wholly outside ``start_ns .. end_ns``.
+    """
+    body, origin = text.strip(), start_ns
+    if body.lower().startswith(ABSOLUTE_PREFIX):
+        body, origin = body[len(ABSOLUTE_PREFIX):], 0
+    parts = body.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError(text)
+        a, b = (origin + parse_time(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"--range wants {RANGE_SYNTAX}, not {text!r}") from None
+    if a >= b:
+        raise ValueError(f"--range wants START < END, not {text!r}")
+    if b <= start_ns or a >= end_ns:
+        raise ValueError(f"--range {text} lies outside the trace, which runs from +0 to "
+                         f"+{fmt_ns_exact(end_ns - start_ns)} from its start")
+    return int(a), int(b)

@@ -45,9 +45,10 @@ OPEN_MODULES = (
     "sofa_gui.core.analysis.breakdown",
     "sofa_gui.core.analysis.ranks",
     "sofa_gui.core.analysis.run_facts",
+    "sofa_gui.core.analysis.tfdata",  # the analysis cache's result types (codec.result_types)
     "sofa_gui.core.analysis.cache",
     "sofa_gui.view.model",
-    "sofa_gui.qt.fleet_jobs",
+    "sofa_gui.app.fleet_jobs",
 )
 
 
@@ -86,7 +87,8 @@ def run_from_args(args) -> int:
 
         path = str(demo_trace_path())
     try:
-        size = parse_size(getattr(args, "size", "1600x1000") or "1600x1000")
+        given = getattr(args, "size", None)
+        size = parse_size(given) if given else None
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -96,14 +98,15 @@ def run_from_args(args) -> int:
     if shot:
         from .screenshot import take_screenshot
 
-        return take_screenshot(path, shot, size=size, iteration=args.iteration,
+        return take_screenshot(path, shot, size=size or (1600, 1000), iteration=args.iteration,
                                mode=args.iterations)
     return run_window(path, size, mode=args.iterations)
 
 
-def run_window(path: str | None, size: tuple[int, int], mode: str = "auto") -> int:
-    """Show the main window (opening ``path`` if given) and run the event loop."""
-    from ..background_load import prestart
+def run_window(path: str | None, size: tuple[int, int] | None, mode: str = "auto") -> int:
+    """Show the main window (opening ``path`` if given) and run the event loop; without
+    ``size`` it takes what was remembered for this screen size, else the whole screen."""
+    from ..app.background_load import prestart
 
     prestart()  # a loader child imports its modules while the window is built
     app = make_app()
@@ -112,7 +115,7 @@ def run_window(path: str | None, size: tuple[int, int], mode: str = "auto") -> i
     win = MainWindow(make_settings())
     win.set_iteration_mode(mode)
     freeze_startup_objects()
-    if not win.settings.contains("window/geometry"):
+    if size:
         win.resize(*size)
     win.show()
     restore = _close_on_signals(win)

@@ -10,7 +10,7 @@ import json
 import logging
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, QSize, Qt
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -23,24 +23,27 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..app.recent import RecentFiles
 from ..core.importers import trace_file_filter
+from . import window_actions
 from .docks import AREAS, dock_body, dock_specs
+from .export import start_dir
 from .panels.fleet import FleetPanel
 from .panels.load_report import LoadReportDialog
 from .panels.search_bar import SearchBar, SearchHighlighter
 from .panels.summary import SummaryHeader, events_loaded
 from .panels.welcome import WelcomePage
-from .recent import RecentFiles
 from .record_dialog import RecordDialog
 from .session import Session
 from .settings_writer import SettingsWriter
 from .status import LoadStatsLink, ProgressWidget
 from .timeline import TimelineWidget
+from .try_dialog import TryButtons
+from .window_layout import DEFAULT_SIZE, STATE_VERSION, fit_docks, raise_useful
+from .window_layout import restore as restore_layout
+from .window_layout import save as save_layout
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SIZE = QSize(1600, 1000)
-STATE_VERSION = 2  # 2: Statistics and Ranks docks, Details tabbed
 
 
 class MainWindow(QMainWindow):
@@ -62,6 +65,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_status()
         self._build_menus()
+        window_actions.install(self)
         self._connect()
         self.resize(DEFAULT_SIZE)
         self._default_state = self.saveState(STATE_VERSION)
@@ -116,21 +120,7 @@ class MainWindow(QMainWindow):
         self._fit_docks(DEFAULT_SIZE.width(), DEFAULT_SIZE.height())
 
     def _fit_docks(self, width: int, height: int) -> None:
-        """Dock sizes as shares of the window (fixed pixels squeeze the right column to
-        nothing at 1280x800): right column 27%, bottom row 38%; the bottom docks share
-        the rest of the width by their specs' sizes."""
-        horizontal, vertical = Qt.Orientation.Horizontal, Qt.Orientation.Vertical
-        specs = [d for d in dock_specs() if not d.tab_with and d.key in self.docks]
-        right = [d for d in specs if d.area == "right"]
-        bottom = [d for d in specs if d.area == "bottom"]
-        if right:
-            self.resizeDocks([self.docks[right[0].key]], [int(width * 0.27)], horizontal)
-        if bottom:
-            self.resizeDocks([self.docks[bottom[0].key]], [int(height * 0.38)], vertical)
-            usable = width * 0.73
-            total = sum(d.size for d in bottom) or 1
-            self.resizeDocks([self.docks[d.key] for d in bottom],
-                             [int(usable * d.size / total) for d in bottom], horizontal)
+        fit_docks(self, width, height)
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
@@ -138,6 +128,7 @@ class MainWindow(QMainWindow):
             self._shown_once = True
             if not self._restored:
                 self._fit_docks(self.width(), self.height())
+            raise_useful(self)
 
     def _add_dock(self, spec, qt_area) -> QDockWidget:
         panel = self.panels[spec.key] = spec.factory(self.session)
@@ -169,7 +160,7 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         K = QKeySequence.StandardKey
-        m = self.menuBar().addMenu("&File")
+        m = self.file_menu = self.menuBar().addMenu("&File")
         self._action(m, "&Open File…", self.open_file_dialog, [K.Open, "Ctrl+O"],
                      "Open a trace file")
         self._action(m, "Open &Folder…", self.open_folder_dialog, "Ctrl+Shift+O",
@@ -186,7 +177,7 @@ class MainWindow(QMainWindow):
         m.addSeparator()
         self._action(m, "&Quit", self.close, [K.Quit, "Ctrl+Q"])
 
-        v = self.menuBar().addMenu("&View")
+        v = self.view_menu = self.menuBar().addMenu("&View")
         self._action(v, "&Find…", self.search_bar.open_bar, [K.Find, "Ctrl+F"])
         self._action(v, "Find &Next", lambda: self.search_bar.step(+1), [K.FindNext, "F3"])
         self._action(v, "Find &Previous", lambda: self.search_bar.step(-1),
@@ -222,7 +213,7 @@ class MainWindow(QMainWindow):
         self._action(a, "&Re-run Analysis", lambda: self.session.reanalyze())
         self.cancel_action = self._action(a, "&Cancel", self.session.cancel, "Ctrl+.")
 
-        h = self.menuBar().addMenu("&Help")
+        h = self.help_menu = self.menuBar().addMenu("&Help")
         self._action(h, "&About sofa-gui", self.show_about)
 
     def _connect(self) -> None:
@@ -235,6 +226,7 @@ class MainWindow(QMainWindow):
         self.panels["breakdown"].category_clicked.connect(self._open_category)
         s.range_selected.connect(self._on_range)
         self.highlighter = SearchHighlighter(s, tl, self)
+        self.try_buttons = TryButtons(self)  # Try it on a recording's fixes
         s.load_failed.connect(self._on_load_failed)
         s.job_crashed.connect(self._on_job_crashed)
         s.job_cancelled.connect(lambda: self.statusBar().showMessage("Cancelled", 5000))
@@ -259,7 +251,7 @@ class MainWindow(QMainWindow):
         self.session.open(path)
 
     def open_file_dialog(self) -> None:
-        start = self.prefs.value("dialog/dir", str(Path.home()))
+        start = start_dir(self)  # beside the open trace
         path, _ = QFileDialog.getOpenFileName(self, "Open trace file", start,
                                               trace_file_filter())
         if path:
@@ -267,7 +259,7 @@ class MainWindow(QMainWindow):
             self.open_path(path)
 
     def open_folder_dialog(self) -> None:
-        start = self.prefs.value("dialog/dir", str(Path.home()))
+        start = start_dir(self)  # beside the open trace
         path = QFileDialog.getExistingDirectory(self, "Open trace folder", start)
         if path:
             self.prefs.set_value("dialog/dir", str(Path(path).parent))
@@ -275,7 +267,7 @@ class MainWindow(QMainWindow):
 
     def compare_dialog(self) -> None:
         """File ▸ Compare with…: pick the other run; the Compare dock shows the diff."""
-        start = self.prefs.value("dialog/dir", str(Path.home()))
+        start = start_dir(self)  # beside the open trace
         path, _ = QFileDialog.getOpenFileName(self, "Compare with trace", start,
                                               trace_file_filter())
         if path:
@@ -366,6 +358,7 @@ class MainWindow(QMainWindow):
         self.timeline.set_trace(s.prepared if s.prepared is not None else s.trace)
         self.timeline.set_iterations(None)
         self.timeline.set_track_state(self._remembered_tracks())
+        window_actions.load_markers(self)
         title = Path(s.path or "").name
         if s.open_ranks:
             ranks = ", ".join(str(r) for r in s.open_ranks)
@@ -374,7 +367,7 @@ class MainWindow(QMainWindow):
         if s.path:
             self.recent.add(s.path)
             self._refresh_recent()
-        self.statusBar().showMessage(f"Loaded {events_loaded(s.trace):,} events; analysing…")
+        self.statusBar().showMessage(f"Loaded {events_loaded(s.trace):,} events; analyzing…")
 
     def _tracks_key(self) -> str:
         t = self.session.trace
@@ -393,8 +386,10 @@ class MainWindow(QMainWindow):
         self.prefs.set_value(self._tracks_key(), json.dumps(self.timeline.track_state()))
 
     def _raise_details(self, i: int) -> None:
-        """A selected slice brings the Details tab forward; clearing it, Bottlenecks."""
-        self.docks["details" if i >= 0 else "findings"].raise_()
+        """A selected slice brings the Details tab forward; clearing it leaves the right
+        dock as it is (a click on empty timeline does not flip it)."""
+        if i >= 0:
+            self.docks["details"].raise_()
 
     def _open_category(self, category: str) -> None:
         if self.panels["statistics"].open_category(category):
@@ -418,6 +413,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Fleet analysis done: {len(s.fleet.summaries)} ranks, "
                                          f"{len(s.fleet.stragglers)} stragglers", 8000)
             return
+        raise_useful(self)
         n = len(self.session.findings or [])
         self.statusBar().showMessage(f"Analysis done: {n} findings", 8000)
 
@@ -426,7 +422,7 @@ class MainWindow(QMainWindow):
         self.show_error("Cannot open trace", f"{path}\n\n{reason}")
 
     def _on_job_crashed(self, message: str) -> None:
-        what = "analysing" if self.session.trace is not None else "opening"
+        what = "analyzing" if self.session.trace is not None else "opening"
         self.statusBar().showMessage(f"Error while {what}: {message}", 15000)
         self.show_error(f"Error while {what} the trace",
                         f"{message}\n\nThis is a bug in sofa-gui; details are in the log.")
@@ -459,21 +455,19 @@ class MainWindow(QMainWindow):
         self.restoreState(self._default_state, STATE_VERSION)
         for dock in self.docks.values():
             dock.show()
+        raise_useful(self)
 
     def restore_window_state(self) -> None:
-        geo = self.settings.value("window/geometry")
-        state = self.settings.value("window/state")
-        if isinstance(geo, QByteArray):
-            self.restoreGeometry(geo)
-        if isinstance(state, QByteArray):
-            self._restored = self.restoreState(state, STATE_VERSION)
+        """The geometry and docks remembered for this screen size, else the screen's
+        available geometry; Compare (empty until File ▸ Compare with…) stays hidden."""
+        self._restored = restore_layout(self, self.settings)
+        raise_useful(self)
 
     def save_window_state(self) -> None:
         if self.stack.currentWidget() is self.fleet_panel:
             self._show_page(self.timeline)  # save the docks as the user left them
         self.prefs.flush()  # then this one save on the GUI thread, at close
-        self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState(STATE_VERSION))
+        save_layout(self, self.settings)
         self.settings.sync()
 
     def _refresh_recent(self) -> None:

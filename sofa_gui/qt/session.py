@@ -20,16 +20,21 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
+from ..app import jobs
+from ..app.events import AnalysisReady, FleetDone, FleetRankDone, FleetStarted, TraceReady
 from ..core.analysis.pipeline import PARTS, Analysis, Options
 from ..core.trace import Trace
 from ..view.search import SearchQuery, find_matches
 from ..view.state import Change, ViewState
-from . import jobs
-from .fleet_jobs import FleetEvent
 from .sliced import SlicedWork
 from .worker import Worker
 
 log = logging.getLogger(__name__)
+
+
+def part_signal_name(part: str) -> str:
+    """The session signal emitted when ``analysis.<part>`` is ready."""
+    return f"{part}_changed"
 
 
 class Session(QObject):
@@ -37,10 +42,14 @@ class Session(QObject):
 
     loading_started = Signal(str)  # path
     trace_changed = Signal()  # a new trace is shown (analysis not yet ready)
-    # one ``<part>_changed`` signal per Analysis field (iterations_changed, ...): see on_analysis
-    for _part in PARTS:
-        locals()[f"{_part}_changed"] = Signal()
-    del _part
+    # one ``<part>_changed`` signal per Analysis field, emitted when that part is ready
+    # (tests/gui/test_session_events.py checks that every part of PARTS has one)
+    iterations_changed = Signal()
+    breakdown_changed = Signal()
+    findings_changed = Signal()
+    run_changed = Signal()
+    input_pipeline_changed = Signal()
+    verdict_changed = Signal()
     analysis_finished = Signal()  # every analysis step of the current request is done
     load_failed = Signal(str, str)  # path, reason
     job_crashed = Signal(str)  # a bug in a background step, with its message
@@ -70,9 +79,11 @@ class Session(QObject):
         self.last_error: tuple[str, str] | None = None
         self.view = ViewState()
         self.view.subscribe(self._on_view)
+        self.view.highlights_elsewhere = lambda: len(self.matches) > 0
         self.search_query: SearchQuery | None = None
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
+        self.instances_scoped = False  # the matches are a Statistics row's (see show_instances)
         self.match_pos = -1
         # fleet (big rank folders): only the summaries live here, plus the ranks opened
         self.fleet_path: str | None = None
@@ -110,7 +121,7 @@ class Session(QObject):
         """Open one rank of the fleet in full (``alongside``: "neighbours" adds ranks r-1 and
         r+1, "median" adds the median rank); the fleet summaries stay.  ``iteration``
         (alignment, label, column) is selected once the rank's iterations are found."""
-        from .jobs import open_ranks_job
+        from ..app.jobs import open_ranks_job
 
         by_rank = {f.rank: f for f in self.fleet_files}
         if rank not in by_rank:
@@ -163,7 +174,7 @@ class Session(QObject):
     def _part_signal(self, part: str):
         if part not in PARTS:
             raise ValueError(f"no analysis part {part!r}; parts: {', '.join(PARTS)}")
-        return getattr(self, f"{part}_changed")
+        return getattr(self, part_signal_name(part))
 
     @property
     def iterations(self):
@@ -275,26 +286,51 @@ class Session(QObject):
     def clear_range(self) -> None:
         self.view.select_range(None)
 
-    def show_instances(self, indexes: np.ndarray, focus: int = -1) -> None:
+    def show_instances(self, indexes: np.ndarray, focus: int = -1, scoped: bool = False) -> None:
         """Highlight ``indexes`` like search matches (F3 steps through them) and
-        select and reveal ``focus`` (e.g. the longest instance of a statistics row)."""
+        select and reveal ``focus`` (e.g. the longest instance of a statistics row); the
+        iteration that holds ``focus`` becomes the selected one, so every panel shows it.
+        ``scoped``: the instances belong to the selected iteration's view (a Statistics
+        row), so they go when another iteration is selected."""
+        if focus >= 0 and self.trace is not None:
+            k = self.view.iteration_of(float(int(self.trace.slices.start[focus]) - self.view.t0))
+            if k >= 0:
+                self.view.select_iteration(k)  # first: an iteration change drops highlights
         self.search_query = None
         self.search_error = ""
         self.matches = np.asarray(indexes, np.int64)
+        self.instances_scoped = bool(scoped)
         self.match_pos = int(np.searchsorted(self.matches, focus)) if focus >= 0 else -1
         self.search_changed.emit()
         if focus >= 0:
             self.select_slice(int(focus), reveal=True)
 
+    def step_highlight(self, delta: int) -> None:
+        """F3 / Shift+F3: the next / previous search match or Statistics instance, else
+        the next highlighted slice whoever highlighted it."""
+        if len(self.matches):
+            self.step_match(delta)
+        else:
+            self.view.step_highlight(delta)
+
+    def _drop_instances(self) -> None:
+        """Forget highlighted matches (search or Statistics row)."""
+        if len(self.matches) or self.search_query is not None:
+            self.search(None)
+
     def _on_view(self, change: Change) -> None:
         if change is Change.SLICE:
             self.slice_selected.emit(self.view.selected_slice)
         elif change is Change.ITERATION:
+            if self.instances_scoped and len(self.matches):
+                self._drop_instances()  # a Statistics row's instances belong to its scope
             self.iteration_selected.emit(self.view.selected_iteration)
         elif change is Change.RANGE:
             self.range_selected.emit(self.selected_range)
         elif change is Change.RANK:
             self.rank_selected.emit(self.view.selected_rank)
+        elif change is Change.HIGHLIGHTS_CLEARED:
+            self._drop_instances()
 
     # -- search ---------------------------------------------------------------------
     def search(self, query: SearchQuery | None) -> None:
@@ -302,6 +338,7 @@ class Session(QObject):
         self.search_query = query
         self.search_error = ""
         self.matches = np.zeros(0, np.int64)
+        self.instances_scoped = False
         if query is not None and query.text and self.trace is not None:
             try:
                 self.matches = find_matches(self.trace, query)
@@ -322,24 +359,27 @@ class Session(QObject):
         self.match_changed.emit()
         self.select_slice(int(self.matches[self.match_pos]), reveal=True)
 
-    # -- worker results -----------------------------------------------------------
-    def _on_result(self, result) -> None:
-        if isinstance(result, jobs.TraceReady):
-            self._set_trace(result.trace, result.prepared)
-            return
-        if isinstance(result, FleetEvent):
-            self._on_fleet(result)
-            return
-        self.analysis = result.analysis
-        if result.part == "iterations":
+    # -- worker results: one handler per event type (``_HANDLERS``) ---------------------
+    def _on_result(self, event) -> None:
+        handler = self._HANDLERS.get(type(event))
+        if handler is None:
+            raise TypeError(f"no session handler for a {type(event).__name__} event")
+        handler(self, event)
+
+    def _on_trace_ready(self, ev: TraceReady) -> None:
+        self._set_trace(ev.trace, ev.prepared)
+
+    def _on_analysis_ready(self, ev: AnalysisReady) -> None:
+        self.analysis = ev.analysis
+        if ev.part == "iterations":
             it = self.analysis.iterations
             self.view.select_iteration(-1)
             self.view.set_iterations(it.starts, it.ends)
-        self._part_signal(result.part).emit()
-        if (result.part == "findings" and self.selected_rank < 0
+        self._part_signal(ev.part).emit()
+        if (ev.part == "findings" and self.selected_rank < 0
                 and len(self.trace.meta.ranks) > 1):
             self.select_rank(self.finding_rank())
-        if result.part == "iterations" and self._want_iteration:
+        if ev.part == "iterations" and self._want_iteration:
             self._select_wanted(self.analysis.iterations)
 
     def _select_wanted(self, it) -> None:
@@ -352,17 +392,26 @@ class Session(QObject):
         if 0 <= i < len(it):
             self.select_iteration(i)
 
-    def _on_fleet(self, ev: FleetEvent) -> None:
-        if ev.kind == "start":
-            self.fleet_path, self.fleet_files = ev.payload
-            self.fleet_summaries, self.fleet = [], None
-            self.fleet_started.emit()
-        elif ev.kind == "rank":
-            self.fleet_summaries.append(ev.payload)
-            self.fleet_rank_done.emit(ev.payload)
-        else:
-            self.fleet = ev.payload
-            self.fleet_changed.emit()
+    def _on_fleet_started(self, ev: FleetStarted) -> None:
+        self.fleet_path, self.fleet_files = ev.path, list(ev.files)
+        self.fleet_summaries, self.fleet = [], None
+        self.fleet_started.emit()
+
+    def _on_fleet_rank(self, ev: FleetRankDone) -> None:
+        self.fleet_summaries.append(ev.summary)
+        self.fleet_rank_done.emit(ev.summary)
+
+    def _on_fleet_done(self, ev: FleetDone) -> None:
+        self.fleet = ev.result
+        self.fleet_changed.emit()
+
+    _HANDLERS = {
+        TraceReady: _on_trace_ready,
+        AnalysisReady: _on_analysis_ready,
+        FleetStarted: _on_fleet_started,
+        FleetRankDone: _on_fleet_rank,
+        FleetDone: _on_fleet_done,
+    }
 
     def _set_trace(self, trace: Trace, prepared=None) -> None:
         if not self.open_ranks and (self.fleet_path or self.fleet is not None):

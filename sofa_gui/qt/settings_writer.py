@@ -4,8 +4,8 @@ QSettings saves through QSaveFile and QLockFile, which call ``fdatasync``. On ex
 that waits for the journal to commit, and right after a first open the journal waits
 for the hundreds of MB the loader child has just written to the trace cache: saving
 the recent-files list when the trace reached the timeline held the GUI thread in
-``fdatasync`` for ~200 ms, the one long stall of a cold open (issue 16 notes,
-session 4). Two more traps shaped this module (both measured, see the notes):
+``fdatasync`` for ~200 ms, the one long stall of a cold open. Two more traps shape
+this module (both measured):
 
 * a QSettings saving holds a mutex on its file's contents, which every QSettings on
   that file shares: the GUI thread must not read or write them while a save runs;

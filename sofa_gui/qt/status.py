@@ -91,7 +91,7 @@ class ProgressWidget(QWidget):
         self.label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.label.setFixedSize(280, self.fontMetrics().height() + 4)
         self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.setToolTip("Stop loading / analysing")
+        self.cancel_button.setToolTip("Stop loading / analyzing")
         self.cancel_button.clicked.connect(session.cancel)
         self.cancel_button.setFixedSize(self.cancel_button.sizeHint())
         lay = QHBoxLayout(self)

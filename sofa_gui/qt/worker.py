@@ -20,7 +20,7 @@ import traceback
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ..background_load import BACKGROUND_NICE
+from ..app.background_load import BACKGROUND_NICE
 from ..core.errors import TraceFormatError
 from ..core.progress import Cancelled, CancelToken
 

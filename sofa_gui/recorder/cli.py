@@ -42,20 +42,25 @@ def _parser() -> argparse.ArgumentParser:
                         "computes while another is busy and what a DataLoader worker's batch "
                         "costs the main thread (needs PyTorch); the advisor's DataLoader-worker "
                         "estimates use both")
+    p.add_argument("--keep-env", action="append", default=[], metavar="NAME",
+                   help="keep this environment variable in the manifest for `sofa-gui try` "
+                        "(repeatable; the performance-relevant ones are kept anyway)")
     return p
 
 
-_VALUED = {"-o", "--output", "--interval", "--torch-window", "-C", "--cwd", "--py-spy-rate"}
+_VALUED = {"-o", "--output", "--interval", "--torch-window", "-C", "--cwd", "--py-spy-rate",
+           "--keep-env"}
 
 
-def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(recorder options, command): split at ``--``, else at the first non-option word."""
+def split_argv(argv: list[str], valued=frozenset(_VALUED)) -> tuple[list[str], list[str]]:
+    """(options, command): split at ``--``, else at the first word that is neither an
+    option nor the value of one of the ``valued`` options."""
     if "--" in argv:
         cut = argv.index("--")
         return argv[:cut], argv[cut + 1:]
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
-        i += 2 if argv[i] in _VALUED else 1
+        i += 2 if argv[i] in valued else 1
     return argv[:i], argv[i:]
 
 
@@ -73,7 +78,8 @@ def parse(argv: list[str]) -> RecordConfig:
             command=tuple(command), cwd=Path(args.cwd) if args.cwd else None,
             output=Path(args.output) if args.output else None, interval_s=args.interval,
             torch=args.torch or window is not None, torch_window=window, py_spy=args.py_spy,
-            py_spy_rate=args.py_spy_rate, calibrate_cores=args.calibrate_cores)
+            py_spy_rate=args.py_spy_rate, calibrate_cores=args.calibrate_cores,
+            keep_env=tuple(args.keep_env))
     except ValueError as exc:
         _parser().error(str(exc))
         raise  # unreachable: error() exits

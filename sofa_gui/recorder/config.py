@@ -38,6 +38,7 @@ class RecordConfig:
     env: dict[str, str] = field(default_factory=dict)  # extra variables for the child
     stop_grace_s: float = 10.0  # Stop: SIGINT, then SIGTERM after this, then SIGKILL
     calibrate_cores: bool = False  # after the run: how much a busy core slows another
+    keep_env: tuple[str, ...] = ()  # variables kept for ``sofa-gui try`` besides the usual
 
     def __post_init__(self):
         if not self.command:

@@ -44,8 +44,7 @@ def time_doc(epoch_ns: int | None) -> dict | None:
 
 def environment_summary(child_env: dict[str, str], added: dict[str, str]) -> dict:
     """The recorder's Python and the child's performance-relevant variables (no secrets)."""
-    picked = {k: v for k, v in sorted(child_env.items())
-              if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not _SECRET.search(k)}
+    picked = picked_variables(child_env)
     return {
         "recorder_python": sys.version.split()[0],
         "recorder_executable": sys.executable,
@@ -53,6 +52,23 @@ def environment_summary(child_env: dict[str, str], added: dict[str, str]) -> dic
         "variables": picked,
         "set_by_recorder": dict(sorted(added.items())),
     }
+
+
+def picked_variables(env: dict[str, str], keep: tuple[str, ...] = ()) -> dict[str, str]:
+    """The performance-relevant variables of ``env`` (and those named in ``keep``), no
+    secrets among the picked ones."""
+    return {k: v for k, v in sorted(env.items())
+            if k in keep or ((k in _ENV_NAMES or k.startswith(_ENV_PREFIXES))
+                             and not _SECRET.search(k))}
+
+
+def rerun_doc(command, cwd: str, environ: dict[str, str], keep: tuple[str, ...] = ()) -> dict:
+    """What ``sofa-gui try`` needs to run the command again: the command, its working
+    directory and the variables the user allowed (``record --keep-env``; the
+    performance-relevant ones by default), none of the recorder's own."""
+    env = {k: v for k, v in picked_variables(environ, keep).items()
+           if not k.startswith("SOFA_GUI_")}
+    return {"command": list(command), "cwd": cwd, "env": env}
 
 
 def new_manifest(command, executable: str, cwd: str, environment: dict, host: dict,

@@ -35,7 +35,7 @@ from ..core.importers.recording.contract import (
 from .childio import OutputPump
 from .clock import EpochClock
 from .config import CommandError, RecordConfig, default_output, resolve_executable
-from .manifest import environment_summary, new_manifest, time_doc, write_manifest
+from .manifest import environment_summary, new_manifest, rerun_doc, time_doc, write_manifest
 from .nvml import GpuSampler, Nvml
 from .parts import PartWriter, compact
 from .pyspy import PySpy
@@ -48,6 +48,20 @@ log = logging.getLogger(__name__)
 #: The child leads its own process group, so signals reach its whole tree and the
 #: terminal's Ctrl-C reaches only the recorder (which forwards it once).
 _OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+
+
+def _default_sigint() -> None:
+    """In the forked child, before exec: SIGINT back to its default action.
+
+    A recorder started in the background (``&`` in a script, some CI shells) inherits
+    SIGINT ignored, and exec passes that on; the recorded program would then ignore the
+    stop the recorder sends it. Only used when SIGINT is ignored here.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _sigint_restorer():
+    return _default_sigint if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else None
 
 
 @dataclass
@@ -198,6 +212,8 @@ class Recorder:
             {"interval_s": cfg.interval_s, "flush_interval_s": cfg.flush_interval_s,
              "torch": cfg.torch, "torch_window_s": list(cfg.torch_window or []) or None,
              "py_spy": cfg.py_spy})
+        self.manifest["rerun"] = rerun_doc(cfg.command, str(cwd), {**os.environ, **cfg.env},
+                                           cfg.keep_env)
         write_manifest(folder, self.manifest)
         self.host = HostSampler(self.clock, self.counters, self.processes, cfg.interval_s,
                                 cfg.flush_interval_s, on_sample=self._on_host_sample)
@@ -213,7 +229,8 @@ class Recorder:
         try:
             self.proc = subprocess.Popen(
                 [executable, *cfg.command[1:]], cwd=str(cwd), env=env, stdin=stdin,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, **_OWN_GROUP)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                preexec_fn=_sigint_restorer(), **_OWN_GROUP)
         except OSError as exc:
             raise CommandError(f"cannot run {cfg.command[0]}: {exc.strerror or exc}") from None
         for signum in self._pending:

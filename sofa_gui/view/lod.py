@@ -1,14 +1,14 @@
 """The timeline's draw index of a trace: rows of (lane, depth) in LOD pyramids.
 
 Pure numpy (no Qt objects), so :func:`sofa_gui.qt.timeline.prepare` can build it in
-a worker thread; the LOD machinery itself lives in :mod:`sofa_gui.core.viewport`.
+a worker thread; the LOD machinery itself lives in :mod:`sofa_gui.view.viewport`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.viewport import NO_MARKER, CounterPyramid, IntervalPyramid
+from .viewport import NO_MARKER, CounterPyramid, IntervalPyramid
 
 
 class TimelineIndex:

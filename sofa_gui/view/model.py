@@ -15,23 +15,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.analysis.figures import device_window_texts
+from ..core.analysis.results import Iterations
 from ..core.trace import Kind, Trace
-from ..core.viewport import IntervalPyramid
 from .colors import MARKER_FROM, slice_color_ids
 from .layout import HEADER_UNITS, TimelineLayout
 from .lod import TimelineIndex
 from .names import short_label
 from .state import MIN_SPAN_NS, Change, ViewState
+from .viewport import IntervalPyramid
 
 __all__ = ["MIN_SPAN_NS", "Prepared", "TimelineModel", "prepare"]
 
 
 @dataclass
 class IterationMarks:
-    """What to draw on iterations beyond their span: warm-up and periodic extras."""
+    """What to say about iterations beyond their span: warm-up, periodic extras and the
+    device window (a second, labelled number: the duration stays the step's own)."""
 
     warmup: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     extra: list[str] = field(default_factory=list)  # per iteration: extra work's name or ""
+    device: list[str] = field(default_factory=list)  # per iteration: "device 368 ms, ..." or ""
 
     @classmethod
     def of(cls, iterations, n: int) -> IterationMarks:
@@ -44,7 +48,13 @@ class IterationMarks:
             for i in x.iterations:
                 if 0 <= i < n:
                     extra[i] = x.name
-        return cls(warm, extra)
+        device = (device_window_texts(iterations)[:n]
+                  if isinstance(iterations, Iterations) else [""] * n)
+        return cls(warm, extra, device)
+
+    def device_of(self, i: int) -> str:
+        """``device 368 ms, ends 158 ms after the step`` ("" when the device keeps up)."""
+        return self.device[i] if 0 <= i < len(self.device) else ""
 
     def is_warmup(self, i: int) -> bool:
         return 0 <= i < len(self.warmup) and bool(self.warmup[i])

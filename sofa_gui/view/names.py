@@ -29,3 +29,37 @@ def short_label(name: str, kernel: bool = False) -> str:
     if kernel and len(parts) > 2:
         text = parts[-1]
     return text.strip() or name
+
+
+_QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::")
+
+
+def compact_name(name: str) -> str:
+    """``name`` without what long C++ names share, for a column too narrow for it:
+    ``void at::native::(anonymous namespace)::elementwise_kernel<128, at::native::Add>
+    (int, ...)`` -> ``elementwise_kernel<128, Add>``. The return type, the trailing
+    argument list and every namespace qualifier go; the template arguments, which tell
+    instances of one kernel apart, stay."""
+    text = demangle(name).strip()
+    cpp = text.startswith("void ") or "::" in text
+    if text.startswith("void "):
+        text = text[5:]
+    if cpp and text.endswith(")"):
+        cut = _open_of_last_group(text)
+        if cut > 0:
+            text = text[:cut].rstrip()
+    text = _QUALIFIER.sub("", text)
+    return text or name
+
+
+def _open_of_last_group(text: str) -> int:
+    """Index of the ``(`` that matches the final ``)``, or -1."""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] == ")":
+            depth += 1
+        elif text[i] == "(":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1

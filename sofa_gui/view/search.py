@@ -47,3 +47,19 @@ def find_matches(trace: Trace, query: SearchQuery) -> np.ndarray:
     hit = np.zeros(len(trace.names), bool)
     hit[ids] = True
     return np.flatnonzero(hit[trace.slices.name]).astype(np.int64)
+
+
+def slice_at_span(trace: Trace, start_ns: int, end_ns: int, lanes=()) -> int:
+    """The slice a link names by its span (a finding's evidence or cause instance): the
+    one that starts and ends exactly there, on the first of ``lanes`` that has one (any
+    lane when ``lanes`` is empty), outermost first; -1 when the span is no slice's (an
+    evidence about a stretch of time)."""
+    s = trace.slices
+    hit = np.flatnonzero((s.start == int(start_ns)) & (s.end == int(end_ns)))
+    if not len(hit):
+        return -1
+    for lane in lanes or (None,):
+        on = hit if lane is None else hit[s.lane[hit] == int(lane)]
+        if len(on):
+            return int(on[np.argmin(s.depth[on])])
+    return -1

@@ -18,7 +18,7 @@ from enum import Enum
 
 import numpy as np
 
-from ..core.viewport import clamp_window
+from .viewport import clamp_window
 
 #: Narrowest window: one ns across the view.
 MIN_SPAN_NS = 1.0
@@ -39,6 +39,9 @@ class Change(Enum):
     RANK = "rank"  # selected rank of a multi-rank trace
     LAYOUT = "layout"  # collapsed groups / expanded lanes / group order and pins
     HIGHLIGHTS = "highlights"
+    #: the user dropped the highlights (Esc): whoever made them (search, Statistics,
+    #: a query) forgets them too
+    HIGHLIGHTS_CLEARED = "highlights_cleared"
 
 
 def padded(a: float, b: float) -> tuple[float, float]:
@@ -89,6 +92,7 @@ class ViewState:
         self.group_order: list[str] = []  # the user's order of group headers (drag)
         self.pinned: list[str] = []  # groups pinned to the top, in pin order
         self.highlights: np.ndarray | None = None
+        self.highlight_pos = -1  # the highlight F3 last stepped to
         self.reveal = False  # the last SLICE change asked to bring the slice into view
 
     # -- listeners ---------------------------------------------------------------------
@@ -201,6 +205,55 @@ class ViewState:
         self.set_tracks(self.group_order, pins if group in self.pinned else [*pins, group])
 
     def set_highlights(self, indexes) -> None:
-        """Slices to highlight (e.g. search matches on screen); None clears."""
+        """Slices to highlight (search matches on screen, a Statistics row's instances, a
+        query's result); None clears.  F3 / Shift+F3 step through them (:meth:`step_highlight`)."""
         self.highlights = None if indexes is None or len(indexes) == 0 else np.asarray(indexes)
+        self.highlight_pos = -1
         self._notify(Change.HIGHLIGHTS)
+
+    def step_highlight(self, delta: int) -> int:
+        """Select and reveal the next (+1) or previous (-1) highlighted slice, wrapping, in
+        time order; the slice, or -1 when nothing is highlighted."""
+        h = self.highlights
+        if h is None or len(h) == 0:
+            return -1
+        n = len(h)
+        pos = self.highlight_pos
+        if pos < 0 and self.selected_slice >= 0:  # continue from the selected slice
+            hit = np.flatnonzero(h == self.selected_slice)
+            pos = int(hit[0]) if len(hit) else -1
+        pos = (0 if delta > 0 else n - 1) if pos < 0 else (pos + delta) % n
+        self.highlight_pos = pos
+        self.select_slice(int(h[pos]), reveal=True)
+        return int(h[pos])
+
+    def clear_highlights(self) -> None:
+        """The user drops the highlights: they go, and their maker is told."""
+        self.set_highlights(None)
+        self._notify(Change.HIGHLIGHTS_CLEARED)
+
+    def escape(self) -> Change | None:
+        """Esc: clear the innermost selection -- the range, else the highlights, else the
+        selected slice, else the selected iteration; what was cleared (None: nothing)."""
+        if self.range_selection is not None:
+            self.select_range(None)
+            return Change.RANGE
+        if self.highlights is not None or self.highlights_elsewhere():
+            self.clear_highlights()
+            return Change.HIGHLIGHTS
+        if self.selected_slice >= 0:
+            self.select_slice(-1)
+            return Change.SLICE
+        if self.selected_iteration >= 0:
+            self.select_iteration(-1)
+            return Change.ITERATION
+        return None
+
+    #: Whether highlights exist that are not drawn right now (a search with more matches
+    #: than are highlighted at once); the app's session sets it.
+    highlights_elsewhere: Callable[[], bool] = staticmethod(lambda: False)
+
+    def iteration_of(self, x: float) -> int:
+        """Index of the iteration that holds ``x`` (ns from start), -1 if none."""
+        i = int(np.searchsorted(self.iter_starts, x, side="right")) - 1
+        return i if 0 <= i < len(self.iter_starts) and x < self.iter_ends[i] else -1

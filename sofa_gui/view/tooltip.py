@@ -7,7 +7,7 @@ import html
 import numpy as np
 
 from ..core.trace import CopyKind, Kind
-from ..core.units import fmt_bytes, format_time, lane_title
+from ..core.units import fmt_bytes, fmt_ns, format_time, lane_title
 
 #: Arguments shown first when present (the rest follow up to MAX_ARGS).
 KEY_ARGS = ("stream", "grid", "block", "registers per thread", "shared memory",
@@ -96,5 +96,7 @@ def iteration_tooltip(model, i: int) -> str:
     notes = ("warm-up: left out of the steady-state statistics\n" if marks.is_warmup(i) else "")
     if marks.extra_of(i):
         notes += f"periodic extra: {marks.extra_of(i)}\n"
-    return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {format_time(b - a)}\n{notes}"
+    dev = marks.device_of(i)
+    dur = fmt_ns(b - a) + (f" ({dev})" if dev else "")
+    return (f"{head}\nstart: +{format_time(a, 1.0)}\nduration: {dur}\n{notes}"
             "click selects, double-click zooms")

@@ -26,16 +26,6 @@ def true_windows_ns(t: dict) -> tuple[np.ndarray, np.ndarray]:
     return s, e
 
 
-def best_overlap(ts: np.ndarray, te: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndarray:
-    """Per true step: the best intersection-over-union with any found iteration."""
-    if len(fs) == 0:
-        return np.zeros(len(ts))
-    inter = np.maximum(0, np.minimum(te[:, None], fe[None, :]) - np.maximum(ts[:, None],
-                                                                           fs[None, :]))
-    union = np.maximum(te[:, None], fe[None, :]) - np.minimum(ts[:, None], fs[None, :])
-    return (inter / np.maximum(union, 1)).max(axis=1)
-
-
 def busy_overlap(trace, lane: int, ts: np.ndarray, te: np.ndarray, fs: np.ndarray,
                  fe: np.ndarray) -> np.ndarray:
     """Per true step: the best overlap of its *work* with a found iteration's.

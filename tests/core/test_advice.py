@@ -1,64 +1,31 @@
 """The advisor on real runs: the CPU torch.profiler captures of tests/data/advice (made by
-benchmarks/gen_advice_runs.py, each with a known problem) and the public traces."""
+benchmarks/gen_advice_runs.py, each with a known problem); the public traces are in
+test_advice_public.py."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from tracedata import DATA, shared_trace
+from advice_checks import ADVICE, analyzed, by_id, fits_facts, no_gain_from_one_off
 
 from sofa_gui.core.analysis.diff import diff_analyses
-from sofa_gui.core.analysis.pipeline import analyze
-from sofa_gui.core.importers import load_trace
-
-ADVICE = DATA / "advice"
-
-
-def _run(path):
-    trace = load_trace(path)
-    return trace, analyze(trace)
-
-
-def _ids(a):
-    return {f.id: f for f in a.findings}
-
-
-def _no_gain_from_one_off(a):
-    """startup_cost has no speed-up; no per-step finding rests on warm-up iterations."""
-    for f in a.findings:
-        if f.id == "startup_cost":
-            assert f.estimated_speedup is None and f.one_off_ns > 0
-        assert f.causes, f.id  # every finding says what makes up its time
-
-
-def _fits_facts(a):
-    """No shown fix contradicts a known fact (framework, device, mode, the fact it changes)."""
-    fw, dev, mode = (a.run.value(k) for k in ("framework", "device", "mode"))
-    for f in a.findings:
-        for x in f.fixes:
-            if fw is not None:
-                assert x.framework == "any" or fw in x.framework.split("/"), (f.id, x.text)
-            assert not (x.devices and dev is not None and dev not in x.devices), x.text
-            assert not (x.modes and mode is not None and mode not in x.modes), x.text
-            if x.fact:
-                assert a.run.value(x.fact) not in x.unless, x.text
 
 
 # -- generated CPU runs --------------------------------------------------------------------
 def test_warmup_steps_are_startup_cost_not_a_per_step_gain():
-    trace, a = _run(ADVICE / "warmup.json.gz")
+    trace, a = analyzed(ADVICE / "warmup.json.gz")
     top = a.findings[0]
     assert top.id == "startup_cost" and top.estimated_speedup is None
     assert top.one_off_ns > 0.5 * trace.duration_ns * 0.9  # the first steps dominate
     assert any("warm-up" in c.label for c in top.causes)
     assert all(c.instance is not None for c in top.causes)
-    _no_gain_from_one_off(a)
-    _fits_facts(a)
+    no_gain_from_one_off(a)
+    fits_facts(a)
 
 
 def test_tiny_ops_are_op_overhead_bound_with_the_ops_as_causes():
-    _, a = _run(ADVICE / "tiny_ops.json.gz")
+    _, a = analyzed(ADVICE / "tiny_ops.json.gz")
     top = a.findings[0]
     assert top.id == "op_overhead_bound" and top.share > 0.5
     assert "aten::matmul" in top.causes[0].label or "aten::select" in top.causes[0].label
@@ -66,49 +33,50 @@ def test_tiny_ops_are_op_overhead_bound_with_the_ops_as_causes():
     texts = " ".join(x.text for x in top.fixes)
     assert "bmm" in texts and "CUDA Graphs" not in texts  # no GPU fix on a CPU run
     assert any("cuda/rocm" in why for _, why in top.hidden_fixes)
-    _, dense = _run(ADVICE / "tiny_ops_dense.json.gz")
-    assert "op_overhead_bound" not in _ids(dense)
+    _, dense = analyzed(ADVICE / "tiny_ops_dense.json.gz")
+    assert "op_overhead_bound" not in by_id(dense)
     # one preempted 0.4 ms step among 30 µs ones is an outlier, not a 13x jitter
-    jitter = _ids(dense).get("iteration_jitter")
+    jitter = by_id(dense).get("iteration_jitter")
     assert jitter is None or (jitter.estimated_speedup < 1.2 and jitter.confidence <= 0.3)
     # the machine was shared (recorded with the run): the loop's ms-long gaps with no op
     # running are descheduled time, which shrinks with the work, so they are left out and
     # the estimate meets the profiled pair (the unprofiled gain is larger: profiler cost)
     assert "descheduled" in top.summary
-    r = diff_analyses(_run(ADVICE / "tiny_ops.json.gz"), _run(ADVICE / "tiny_ops_dense.json.gz"))
+    r = diff_analyses(analyzed(ADVICE / "tiny_ops.json.gz"),
+                      analyzed(ADVICE / "tiny_ops_dense.json.gz"))
     assert r["prediction"]["finding"] == "op_overhead_bound"
     assert abs(r["prediction"]["error"]) <= 0.25, r["prediction"]
-    _no_gain_from_one_off(a)
-    _fits_facts(a)
+    no_gain_from_one_off(a)
+    fits_facts(a)
 
 
 def test_item_loop_is_found_and_gone_once_vectorised():
-    _, a = _run(ADVICE / "item_loop.json.gz")
-    f = _ids(a)["host_reads_in_loop"]
+    _, a = analyzed(ADVICE / "item_loop.json.gz")
+    f = by_id(a)["host_reads_in_loop"]
     assert f.summary.startswith("512 element reads")
     assert f.causes[0].label == "aten::item" and f.causes[0].count == 512 * 8
-    _, b = _run(ADVICE / "item_vectorised.json.gz")
-    assert "host_reads_in_loop" not in _ids(b)
-    _fits_facts(a)
+    _, b = analyzed(ADVICE / "item_vectorised.json.gz")
+    assert "host_reads_in_loop" not in by_id(b)
+    fits_facts(a)
 
 
 def test_checkpoint_every_4_steps_is_a_periodic_extra():
-    _, a = _run(ADVICE / "checkpoint.json.gz")
+    _, a = analyzed(ADVICE / "checkpoint.json.gz")
     top = a.findings[0]
     assert top.id == "periodic_extra" and "every 4 iterations" in top.summary
     assert {e.iteration for e in top.evidence} == {3, 7, 11}
     texts = " ".join(x.text for x in top.fixes)
     assert "async_save" in texts
-    _fits_facts(a)
+    fits_facts(a)
 
 
 def test_input_bound_estimate_within_25_percent_of_the_measured_diff():
     """0 vs 1 loader worker on this 2-core machine: the workers fix's estimate counts the
     cores other processes held during the run (recorded with it), and the measured diff
     agrees; the diff checks the estimate of the fix that was applied."""
-    t0, a0 = _run(ADVICE / "input_nw0.json.gz")
-    t1, a1 = _run(ADVICE / "input_nw1.json.gz")
-    f = _ids(a0)["input_pipeline_bound"]
+    t0, a0 = analyzed(ADVICE / "input_nw0.json.gz")
+    t1, a1 = analyzed(ADVICE / "input_nw1.json.gz")
+    f = by_id(a0)["input_pipeline_bound"]
     assert f.share > 0.2
     assert a0.run.value("cpu_cores") == 2 and a0.run.get("cpu_other").known
     workers = next(x for x in f.fixes if "num_workers=N" in x.text)
@@ -129,7 +97,7 @@ def test_input_bound_estimate_within_25_percent_of_the_measured_diff():
     unprofiled = runs["input_nw0"]["measured_speedup_unprofiled"]
     assert abs(workers.estimate / unprofiled - 1) <= 0.25
     # the worker run: the fix that adds workers is not offered again
-    f1 = _ids(a1).get("input_pipeline_bound")
+    f1 = by_id(a1).get("input_pipeline_bound")
     if f1 is not None:
         assert not any("num_workers=N" in x.text for x in f1.fixes)
 
@@ -137,7 +105,7 @@ def test_input_bound_estimate_within_25_percent_of_the_measured_diff():
 def test_input_bound_estimate_is_the_best_fix_that_fits_the_machine():
     """No core is free for loader workers on input_nw0, but caching pre-processed data needs
     none: the finding keeps its gain (named by that fix) and is the run's top finding."""
-    _, a = _run(ADVICE / "input_nw0.json.gz")
+    _, a = analyzed(ADVICE / "input_nw0.json.gz")
     top = a.findings[0]
     assert top.id == "input_pipeline_bound"
     by = {x.name: x for x in top.fixes if x.gain}
@@ -157,8 +125,8 @@ def test_input_bound_estimate_is_the_best_fix_that_fits_the_machine():
 
 
 QUIET = ADVICE / "quiet"
-#: Session 4's quiet round 3, captured with glibc's allocator as it is (no steady heap).
-OLD_HEAP = ADVICE / "quiet-default-heap"
+#: A quiet round captured with glibc's allocator as it is (no steady heap).
+OLD_HEAP = ADVICE / "default-heap"
 
 
 QUIET_ROUNDS = [QUIET] + sorted(QUIET.glob("r[0-9]*")) + [OLD_HEAP]
@@ -174,17 +142,17 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(fo
     counted and said).  The estimate of the fix applied is within 25% of the measured
     steady-state mean (warm-up left out on both sides: AFTER's first step holds the
     worker's start-up) and of the unprofiled timing, in every committed round
-    (``quiet/``, ``quiet/rK``: session 5, steady heap; ``quiet-default-heap``: session 4)
+    (``quiet/``, ``quiet/rK``: steady heap; ``default-heap``: glibc's defaults)
     -- unless the part of AFTER's step the fix does not touch changed by a quarter or more
-    (quiet-default-heap: backward +10 ms per step, the profiled AFTER re-faulting its 7 MB
+    (default-heap: backward +10 ms per step, the profiled AFTER re-faulting its 7 MB
     gradient every step; quiet/r5: BEFORE's forward, backward and optimizer all ~30%
     slower, no page faults), which the diff says, and against AFTER with that part as in
     BEFORE the estimate holds again.  On the steady heap the profiled AFTER takes no
     gradient's worth of page faults in a step."""
-    from sofa_gui.core.analysis.findings.device_rules import DEFAULT_INTERFERENCE, parallel_bound
-    t0, a0 = _run(folder / "input_nw0.json.gz")
-    t1, a1 = _run(folder / "input_nw1.json.gz")
-    f = _ids(a0)["input_pipeline_bound"]
+    from sofa_gui.core.analysis.findings.input_rules import DEFAULT_INTERFERENCE, parallel_bound
+    t0, a0 = analyzed(folder / "input_nw0.json.gz")
+    t1, a1 = analyzed(folder / "input_nw1.json.gz")
+    f = by_id(a0)["input_pipeline_bound"]
     workers = next(x for x in f.fixes if x.name == "loader workers")
     assert a0.run.value("cpu_other") < 0.5  # quiet: the free core is really free
     slow = a0.run.value("cpu_interf")
@@ -230,7 +198,7 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
     ``cpu_interf``; the workers estimate uses it; a bad value is unknown, not guessed."""
     import gzip
 
-    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
         doc.pop(key)  # the interference alone: no hand-over term
@@ -239,13 +207,13 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
         doc["cpu_core_interference_how"] = "calibration: test"
         path = tmp_path / f"nw0_{known}_{value}.json"
         path.write_text(json.dumps(doc))
-        _, a = _run(path)
+        _, a = analyzed(path)
         fact = a.run.get("cpu_interf")
         assert fact.known == known
-        w = next(x for x in _ids(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
+        w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
         if known:
             assert fact.value == 1.3 and "calibration: test" in fact.proof
-            share = _ids(a)["input_pipeline_bound"].share
+            share = by_id(a)["input_pipeline_bound"].share
             assert w.estimate == pytest.approx(parallel_bound(share, 1.0, 1.3), rel=1e-6)
             assert "1.30x slower while another core works (trace metadata" in w.estimate_why
         else:
@@ -281,24 +249,24 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     recorded on the stacks add the per-MB cost; implausible values are unknown."""
     import gzip
 
-    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     doc.pop("cpu_core_interference", None)  # the stated default: the comparison is the term
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
         doc.pop(key)  # the capture's own calibration: the plain estimate has no hand-over
     base = tmp_path / "plain.json"
     base.write_text(json.dumps(doc))
-    _, a_plain = _run(base)
-    plain = next(x for x in _ids(a_plain)["input_pipeline_bound"].fixes
+    _, a_plain = analyzed(base)
+    plain = next(x for x in by_id(a_plain)["input_pipeline_bound"].fixes
                  if x.name == "loader workers")
     doc.update(cpu_batch_handover_us=1500.0, cpu_batch_handover_tensor_us=500.0,
                cpu_batch_handover_mb_us=1000.0, cpu_batch_handover_how="test calibration")
     path = tmp_path / "hand.json"
     path.write_text(json.dumps(doc))
-    t, a = _run(path)
+    t, a = analyzed(path)
     fact = a.run.get("cpu_handover")
     assert fact.value == 2000 and "test calibration" in fact.proof
-    f = _ids(a)["input_pipeline_bound"]
+    f = by_id(a)["input_pipeline_bound"]
     w = next(x for x in f.fixes if x.name == "loader workers")
     assert "2 tensors per batch (its collate's aten::stack calls), 1 batch per step: " \
         "2.5 ms per batch stays on the main thread" in w.estimate_why
@@ -314,8 +282,8 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     for k, ev in enumerate(stacks):  # the collate's shapes: 64 samples of 1728, then of 1
         ev.setdefault("args", {})["Input Dims"] = [[[1728 if k % 2 == 0 else 1]] * 64, []]
     path.write_text(json.dumps(doc))
-    _, a = _run(path)
-    w = next(x for x in _ids(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
+    _, a = analyzed(path)
+    w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
     assert "0.44 MB per batch from the stacks' shapes" in w.estimate_why  # 64 x 1729 x 4 B
     assert "2.9 ms per batch stays" in w.estimate_why  # + 0.44 MB x 1000 µs
     for key, bad in (("cpu_batch_handover_us", "slow"), ("cpu_batch_handover_us", -1.0),
@@ -324,9 +292,9 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
                    cpu_batch_handover_mb_us=1000.0)
         doc[key] = bad
         path.write_text(json.dumps(doc))
-        _, a = _run(path)
+        _, a = analyzed(path)
         assert not a.run.get("cpu_handover").known
-        w = next(x for x in _ids(a)["input_pipeline_bound"].fixes
+        w = next(x for x in by_id(a)["input_pipeline_bound"].fixes
                  if x.name == "loader workers")
         assert "not measured on this machine" in w.estimate_why
 
@@ -334,8 +302,8 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
 def test_more_workers_keep_the_hand_over_on_the_main_thread():
     """With a worker already, the main thread's shortest wait for a batch is the hand-over
     more workers cannot remove, and the interference is already in the step's times."""
-    _, a = _run(QUIET / "input_nw1.json.gz")
-    f = _ids(a)["input_pipeline_bound"]
+    _, a = analyzed(QUIET / "input_nw1.json.gz")
+    f = by_id(a)["input_pipeline_bound"]
     more = next(x for x in f.fixes if x.name == "more loader workers")
     assert "stays on the main thread (the shortest wait for a batch: its hand-over)" in \
         more.estimate_why
@@ -347,7 +315,7 @@ def test_diff_compares_the_prediction_with_steady_state_iterations():
     """AFTER's first step holds the worker's start-up (116 ms against 42 ms): the steady
     mean leaves it out (and says so); the all-iteration mean and median stay reported."""
     from sofa_gui.core.analysis.diff import diff_text
-    r = diff_analyses(_run(QUIET / "input_nw0.json.gz"), _run(QUIET / "input_nw1.json.gz"))
+    r = diff_analyses(analyzed(QUIET / "input_nw0.json.gz"), analyzed(QUIET / "input_nw1.json.gz"))
     it = r["iteration_time"]
     assert 0 in it["after"]["left_out"]  # the worker's start-up
     for side in ("before", "after"):
@@ -372,7 +340,7 @@ def test_calibration_measures_a_factor_and_skips_one_core(monkeypatch):
 def test_parallel_bound_with_one_free_core():
     """What the workers fix is worth on a quiet 2-core box: the loading moves to the one
     free core, the step cannot get shorter than the larger of loading and the rest."""
-    from sofa_gui.core.analysis.findings.device_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
     assert parallel_bound(0.39, 1.0) == pytest.approx(1 / 0.61)
     assert parallel_bound(0.72, 1.0) == pytest.approx(1 / 0.72)
     assert parallel_bound(0.72, 3.0) == pytest.approx(1 / 0.28)
@@ -384,211 +352,8 @@ def test_parallel_bound_with_one_free_core():
     assert parallel_bound(0.3, 1.0, 1.2, paced=0.1) == pytest.approx(1 / (0.7 + 0.02))
 
 
-# -- public traces ------------------------------------------------------------------------------
-HTA = "holistic-trace-analysis/"
-
-
-def test_alexnet_one_off_setup_is_startup_not_launch_overhead():
-    _, a = _run(shared_trace(HTA + "critical_path/alexnet/"
-                             "benchmark_result_2869224_1695835535_trace.json.gz"))
-    top = a.findings[0]
-    assert top.id == "startup_cost" and top.estimated_speedup is None
-    assert {"cudaFree", "cudaMalloc", "cudaLaunchKernel"} <= {c.label for c in top.causes}
-    for f in a.findings[1:]:  # one steady iteration: anything per-step is low confidence
-        assert f.confidence < 0.2
-    _no_gain_from_one_off(a)
-    _fits_facts(a)
-
-
-def test_amd_minitoy_two_steps_no_per_step_gain_from_the_first():
-    _, a = _run(shared_trace(HTA + "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"))
-    assert a.run.value("device") == "rocm"
-    assert [f.id for f in a.findings] == ["startup_cost"]
-
-
-def test_negative_queue_blocking_readback_in_sparse_data_dist():
-    _, a = _run(shared_trace(HTA + "negative_queue_length_values_check/rank0.json.gz"))
-    top = a.findings[0]
-    assert top.id == "blocking_readback"
-    c = top.causes[0]
-    assert "## sparse_data_dist ##" in c.label and "704 B" in c.label
-    assert c.count == 5 and c.share > 0.9
-    assert "blocks the host" in top.evidence[0].label
-    sync = _ids(a).get("synchronization_stalls")
-    assert sync is None or sync.share < top.share  # the read-back is not counted twice
-    _fits_facts(a)
-
-
-def test_resnet_nw0_fixes_name_the_facts():
-    _, a = _run(shared_trace("kineto-tb-plugin/resnet50_num_workers_0/"
-                             "worker0.1623143089861.pt.trace.json.gz"))
-    top = a.findings[0]
-    assert top.id == "input_pipeline_bound"
-    assert top.confidence < 1  # cores unknown: said so
-    assert "does not say how many cores" in top.summary
-    because = {x.because for x in top.fixes}
-    assert any(b.startswith("num_workers is 0 here: `enumerate(DataLoader)#_SingleProcess")
-               for b in because)
-    assert {c.label for c in top.causes} >= {"aten::copy_"}
-    _fits_facts(a)
-
-
-def test_resnet_pair_diff_reports_mean_median_p90_and_hidden_slow_iterations():
-    def run(w, stamp):
-        return _run(shared_trace(f"kineto-tb-plugin/resnet50_num_workers_{w}/"
-                                 f"worker0.{stamp}.pt.trace.json.gz"))
-    r = diff_analyses(run(0, "1623143089861"), run(4, "1623212756351"))
-    sp = r["iteration_time"]["speedup"]
-    assert sp["median_us"] == pytest.approx(1.40, abs=0.01)
-    assert sp["mean_us"] == pytest.approx(1.26, abs=0.01)
-    assert len(r["hidden_slow_iterations"]["after"]) == 2
-    assert r["prediction"]["finding"] == "input_pipeline_bound"
-    assert r["prediction"]["measured_speedup"] == sp["mean_us"]
-
-
-def test_vllm_inference_gets_no_training_fixes():
-    _, a = _run(shared_trace("tracelens/b200/eager_trace.json.gz"))
-    assert a.run.value("mode") == "inference"
-    for f in a.findings:
-        for x in f.fixes:
-            assert "optimizer" not in x.text.lower() and "DistributedDataParallel" not in x.text
-    _no_gain_from_one_off(a)
-    _fits_facts(a)
-
-
-def test_jax_xplane_gets_jax_fixes_and_compile_as_startup():
-    _, a = _run(shared_trace("tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb"))
-    assert a.run.value("framework") == "jax" and a.run.value("compiled") == "xla"
-    ids = _ids(a)
-    assert "host_dispatch_bound" in ids and ids["host_dispatch_bound"].causes
-    for f in a.findings:
-        assert all(x.framework in ("jax", "tensorflow/jax", "any") for x in f.fixes)
-        assert not any("jax.jit the whole step" in x.text for x in f.fixes)  # already jitted
-    _no_gain_from_one_off(a)
-
-
-def test_jax_xplane_waits_with_idle_gpus_are_not_dispatch_and_not_sure():
-    """Each block_until_ready waits up to 44 ms while the GPUs (~3% busy) have nothing
-    queued and the PjRt threads sit in BufferSequencingEvent::Execute with nothing inside:
-    that wait is not host dispatch (the runtime threads' waits are not counted as work),
-    its cause is not in the trace (half confidence, an upper bound); the dispatch itself is
-    one finding (launch overhead folded in), the first call's allocation is start-up."""
-    _, a = _run(shared_trace("tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb"))
-    ids = _ids(a)
-    assert "launch_overhead_bound" not in ids  # host_dispatch_bound measures it for XLA
-    sync = ids["synchronization_stalls"]
-    assert "has nothing left to do" in sync.summary and "BufferSequencingEvent" in sync.summary
-    assert sync.confidence <= 0.5 * a.iterations.confidence + 1e-9
-    assert sync.causes[0].label.endswith("block_until_ready with the device idle")
-    assert "waits 43.8 ms" in sync.evidence[0].label
-    dispatch = ids["host_dispatch_bound"]
-    assert dispatch.share < 0.3  # was 94% while waits counted as dispatch work
-    assert not any(c.label.startswith("BufferSequencingEvent::Execute") for c in dispatch.causes)
-    start = ids["startup_cost"]
-    labels = " ".join(c.label for c in start.causes)
-    assert "Build buffer allocations" in labels and "DeviceMemAllocator::Alloc" in labels
-    assert a.findings[0].id in ("synchronization_stalls", "startup_cost")
-    _no_gain_from_one_off(a)
-
-
-def test_jax_xplane_findings_say_what_the_trace_shows_inside_the_waits():
-    """Read by hand: each of the 4 steady block_until_ready waits (11-44 ms) starts with
-    the 8 GPUs' last kernels, which end within 0.43 ms; then no GPU and no host thread does
-    anything but one PjRt thread waiting in BufferSequencingEvent::Execute until the wait
-    returns.  So the waits lead, with their cause honestly unknown; the first call's
-    buffer allocation (Build buffer allocations on the 8 py_xla_execute threads at once,
-    DeviceMemAllocator::Alloc) is one-off work; dispatch is the 16% left."""
-    _, a = _run(shared_trace("tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb"))
-    assert [f.id for f in a.findings[:3]] == ["synchronization_stalls", "startup_cost",
-                                              "host_dispatch_bound"]
-    sync = a.findings[0]
-    assert "Inside these waits the trace shows no work: the last device work (all 8 " \
-           "devices) ends at most 429 µs after a wait begins, and the other host threads " \
-           "work 0.0% of the wait time" in sync.summary
-    start = a.findings[1]
-    assert start.estimated_speedup is None and not start.tentative  # proven one-off work
-    build = next(c for c in start.causes if c.label.startswith("Build buffer allocations"))
-    assert build.label.endswith("summed over 8 threads")
-    assert "(python and " in a.findings[2].summary  # the runtime threads, their waits not
-
-
-def test_nccl_data_host_bound_counts_the_autograd_thread():
-    """nccl_data's long gaps: the main thread runs ops in 52% of them, the autograd thread
-    (backward) in 34% more: together the host is in traced ops 86% of the time the GPU
-    waits for it, so host-bound (framework overhead: DDP's per-step buffer broadcast
-    unflatten, batch_norm, AccumulateGrad) is the right reading."""
-    _, a = _run(shared_trace(HTA + "nccl_parser_config/nccl_data.json.gz"))
-    top = a.findings[0]
-    assert top.id == "launch_overhead_bound"
-    assert "In the long gaps the host (pt_main_thread, pt_autograd_0" in top.summary
-    assert "runs 85.7% of the time" in top.summary
-    labels = [c.label for c in top.causes]
-    assert "aten::unflatten_dense_tensors" in labels
-    assert any(x.startswith("autograd::engine::evaluate_function") for x in labels)
-
-
-def test_uncertain_iterations_travel_into_every_finding_that_rests_on_them():
-    """With iterations found at confidence 0.15, every per-step finding (and start-up's
-    warm-up excess) says so in its text and is at most that sure."""
-    from sofa_gui.core.analysis.findings import find_bottlenecks
-    trace, a = _run(shared_trace("tracelens/mi300/jax_conv_minimal_08/tw003.xplane.pb"))
-    a.iterations.confidence = 0.15
-    found = find_bottlenecks(trace, a.iterations, a.breakdown, a.run)
-    assert found
-    for f in found:
-        assert f.confidence <= 0.15 + 1e-9, (f.id, f.confidence)
-        assert "iterations found with confidence 0.15" in f.confidence_why
-        if f.estimated_speedup is not None:
-            assert f.summary.startswith("Iterations uncertain (found with confidence 0.15)")
-
-
-def test_sofa_2017_gputrace_unexplained_idle_is_the_top_finding():
-    _, a = _run(shared_trace("sofa-deepprof-gputrace/gputrace.csv"))
-    top = a.findings[0]
-    assert top.id == "gpu_idle_unexplained" and top.share > 0.6
-    assert top.causes[0].label.startswith("idle after ")
-    assert a.run.value("framework") is None  # nothing in the file says which framework
-
-
-@pytest.mark.parametrize("rel", [
-    HTA + "nccl_parser_config/nccl_data.json.gz",
-    HTA + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
-    HTA + "trace_diff/control/control.json.gz",
-    HTA + "trace_diff/test/test.json.gz",
-    HTA + "trace_filter/sampled_rank-0.json.gz",
-    "kineto-tb-plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
-    "tracelens/mi300/resnet_act_checkpoint.json.gz",
-])
-def test_every_public_trace_causes_and_fitting_fixes(rel):
-    _, a = _run(shared_trace(rel))
-    _no_gain_from_one_off(a)
-    _fits_facts(a)
-
-
-def test_other_frameworks_fixes_only_on_request(tmp_path):
-    """`analyze --all-fixes` lists TF/JAX fixes for a PyTorch run; by default they are in
-    fixes_not_shown with the reason."""
-    import subprocess
-    import sys
-
-    path = shared_trace("kineto-tb-plugin/resnet50_num_workers_0/"
-                        "worker0.1623143089861.pt.trace.json.gz")
-
-    def top(*extra):
-        out = subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", str(path), "--json",
-                              *extra], capture_output=True, text=True, check=True).stdout
-        return json.loads(out)["findings"][0]
-
-    plain, every = top(), top("--all-fixes")
-    assert {x["framework"] for x in plain["fixes"]} == {"pytorch", "any"}
-    assert any(x["why"].startswith("for tensorflow; this run is pytorch")
-               for x in plain["fixes_not_shown"])
-    assert {"tensorflow", "jax"} <= {x["framework"] for x in every["fixes"]}
-    assert [x["framework"] for x in every["fixes"]][0] == "pytorch"  # the run's first
-
-
 def test_loader_workers_first_batches_are_proven_start_up_work():
-    """quiet-default-heap/input_nw1's first step waits 35 ms for the DataLoader worker's
+    """default-heap/input_nw1's first step waits 35 ms for the DataLoader worker's
     first batches (the worker starts and fills its prefetch queue once; later steps find a
     batch ready): the same ``__next__`` call as every step, so call counts alone read it
     as a slow start (tentative, 0.45); the wait for the workers' first batches is one-off
@@ -596,13 +361,13 @@ def test_loader_workers_first_batches_are_proven_start_up_work():
     The single-process twin's warm-up has no such wait and keeps its reading.  (The
     steady-heap captures in quiet/ prefault the heap after the worker is forked, which
     gives the worker a head start: their first steps wait less.)"""
-    _, a = _run(OLD_HEAP / "input_nw1.json.gz")
-    start = _ids(a)["startup_cost"]
+    _, a = analyzed(OLD_HEAP / "input_nw1.json.gz")
+    start = by_id(a)["startup_cost"]
     assert not start.tentative and start.confidence == pytest.approx(0.9)
     assert "34.7 ms is the main thread waiting for the DataLoader workers' first batches" \
         in start.summary
-    _, a0 = _run(OLD_HEAP / "input_nw0.json.gz")
-    s0 = _ids(a0).get("startup_cost")
+    _, a0 = analyzed(OLD_HEAP / "input_nw0.json.gz")
+    s0 = by_id(a0).get("startup_cost")
     assert s0 is None or "DataLoader workers' first batches" not in s0.summary
 
 
@@ -613,37 +378,37 @@ def test_diff_says_when_the_rest_of_the_after_step_shrank():
     diff says so the same way it says growth, and gives the gain with that part as in
     BEFORE, which is within 25% of the prediction where the raw one is not."""
     from sofa_gui.core.analysis.diff import diff_text
-    r = diff_analyses(_run(QUIET / "r5" / "input_nw0.json.gz"),
-                      _run(QUIET / "r5" / "input_nw1.json.gz"))
+    r = diff_analyses(analyzed(QUIET / "r5" / "input_nw0.json.gz"),
+                      analyzed(QUIET / "r5" / "input_nw1.json.gz"))
     pred = r["prediction"]
     rest = pred["rest_of_step"]
     assert rest["grew"] < -0.2 and rest["delta_us"]["backward"] < -2500
     assert all(v < 0 for v in rest["delta_us"].values())  # every part of the step
     assert abs(pred["error"]) > 0.25 >= abs(rest["error_if_unchanged"])
     text = "\n".join(diff_text(r))
-    assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (backward " \
-           "-3.14 ms, forward -2.05 ms" in text
+    assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (Backward " \
+           "-3.14 ms, Forward -2.05 ms" in text
     assert "with that part as in BEFORE it would be 1.80x, -3% from the prediction" in text
     assert "repeat the pair and compare median runs (sofa-gui diff B1 A1 B2 A2 B3 A3)" in text
 
 
 def test_diff_says_when_the_rest_of_the_after_step_grew():
-    """quiet-default-heap (session 4's r3, glibc's allocator as it is): AFTER's backward
+    """default-heap (glibc's allocator as it is): AFTER's backward
     is 10 ms per step longer than BEFORE's (the profiled AFTER takes ~1,000-1,700 page
     faults per backward: its heap grows by the 7 MB gradient every step), though the fix
     only moved the loading: the measured 1.01x mixes the fix with that change. diff says
     how much the untouched part grew, where, and what the gain would be with it as in
-    BEFORE; round 1 (untouched part within 10%) says nothing extra."""
+    BEFORE; the first quiet round (untouched part within 10%) says nothing extra."""
     from sofa_gui.core.analysis.diff import diff_text
-    r = diff_analyses(_run(OLD_HEAP / "input_nw0.json.gz"),
-                      _run(OLD_HEAP / "input_nw1.json.gz"))
+    r = diff_analyses(analyzed(OLD_HEAP / "input_nw0.json.gz"),
+                      analyzed(OLD_HEAP / "input_nw1.json.gz"))
     rest = r["prediction"]["rest_of_step"]
     assert rest["grew"] > 0.5 and rest["delta_us"]["backward"] > 9000
     assert rest["measured_if_unchanged"] > 1.4 and abs(rest["error_if_unchanged"]) < 0.1
     text = "\n".join(diff_text(r))
-    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (backward " \
+    assert "the rest of AFTER's step (what the fix does not touch) grew 58% (Backward " \
            "+10.2 ms" in text
     assert "with that part as in BEFORE it would be 1.54x, -1% from the prediction" in text
-    r1 = diff_analyses(_run(QUIET / "input_nw0.json.gz"), _run(QUIET / "input_nw1.json.gz"))
+    r1 = diff_analyses(analyzed(QUIET / "input_nw0.json.gz"), analyzed(QUIET / "input_nw1.json.gz"))
     assert abs(r1["prediction"]["rest_of_step"]["grew"]) < 0.10
     assert "the rest of AFTER's step" not in "\n".join(diff_text(r1))

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from tracedata import DATA, SHARED
 
-from sofa_gui.core.analysis import cache
+from sofa_gui.core.analysis import cache, codec
 from sofa_gui.core.analysis.pipeline import STEPS, Options
 from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.importers import load_trace
@@ -123,7 +123,7 @@ def test_codec_round_trips_types_exactly():
     value = Iterations("pattern", "s", np.arange(6, dtype=np.int16).reshape(2, 3),
                        np.float32(1.5), (1, "x", None, b"\x00"),
                        {3: [Kind.KERNEL, {1.5, 2.5}], (1, 2): np.int64(7)}, None, "", [])
-    back = cache.decode(cache.encode(value))
+    back = codec.decode(codec.encode(value))
     assert type(back) is Iterations
     assert back.starts.dtype == np.int16 and back.starts.shape == (2, 3)
     assert (back.starts == value.starts).all()
@@ -139,17 +139,17 @@ class _Foreign:
 
 
 def test_codec_refuses_classes_outside_the_package():
-    with pytest.raises(cache.Unsupported):
-        cache.encode(_Foreign(1))
+    with pytest.raises(codec.Unsupported):
+        codec.encode(_Foreign(1))
 
 
 def test_codec_refuses_foreign_classes_and_objects(tmp_path):
-    with pytest.raises(cache.Unsupported):
-        cache.encode(Path("x"))
-    with pytest.raises(cache.Unsupported):
-        cache.encode(np.array([object()], dtype=object))
-    with pytest.raises(cache.Unsupported):
-        cache.decode(["C", "os:system", [], []])
+    with pytest.raises(codec.Unsupported):
+        codec.encode(Path("x"))
+    with pytest.raises(codec.Unsupported):
+        codec.encode(np.array([object()], dtype=object))
+    with pytest.raises(codec.Unsupported):
+        codec.decode(["C", "os:system", [], []])
     entry = tmp_path / "entry"
     entry.mkdir()
     (entry / "manifest.json").write_text("{}")

@@ -67,7 +67,8 @@ def test_known_answer_device_and_host():
     }
     host = dict(zip(HOST_CATEGORIES, bd.host.times[1].tolist()))
     assert host == {"data_loading": 400 * US, "forward": 90 * US, "backward": 0,
-                    "optimizer": 0, "memcpy": 0, "runtime": 10 * US, "sync": 50 * US,
+                    "optimizer": 0, "communication": 0, "memcpy": 0, "runtime": 10 * US,
+                    "sync": 50 * US,
                     "python": 0, "other": 450 * US}
     c = bd.device.copies
     assert c.bytes[:, 0].tolist() == [1_000_000] * 3
@@ -78,7 +79,7 @@ def test_known_answer_device_and_host():
     assert bd.device.comm_overlap.tolist() == [0] * 3
     assert bd.dominant_category(0) == "idle_input"
     assert bd.dominant_category(0, "host") == "other"
-    assert bd.median_breakdown("host")["data_loading"] == 400 * US
+    assert bd.iteration_breakdown(bd.median_iteration, "host")["data_loading"] == 400 * US
 
 
 def test_json_items_and_dict():

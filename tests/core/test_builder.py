@@ -50,13 +50,6 @@ def test_partial_overlaps_never_share_a_row():
     assert lane_depth.tolist() == [2]
 
 
-def test_slices_in_window():
-    b, _, _ = _toy()
-    t = b.finish()
-    idx = t.slices_in(35, 45)
-    assert sorted(t.name_of(i) for i in idx) == ["gemm", "step"]
-
-
 def test_zero_length_slices_nest_without_fallback(monkeypatch):
     import sofa_gui.core.nesting as nesting
 

@@ -155,7 +155,7 @@ def test_exact_ns_for_every_phase_group_in_one_piece(tmp_path):
 
 
 def test_exact_ns_from_written_decimals_matches_decimal_arithmetic():
-    from sofa_gui.core.importers.chrome.reader import _exact_ns, _to_ns, ns_exact
+    from sofa_gui.core.importers.chrome.values import exact_ns, ns_exact, to_ns
 
     rng = np.random.default_rng(11)
     forms = [lambda w, f: f"{w}.{f:03d}", lambda w, f: f"{w}.{f % 100:02d}",
@@ -166,8 +166,8 @@ def test_exact_ns_from_written_decimals_matches_decimal_arithmetic():
                                      int(rng.integers(0, 1000))) for k in range(5000)]
     ts = np.array([float(w) for w in written])
     ok = np.isfinite(ts)
-    approx = _to_ns(np.where(ok, ts, 0.0))
-    got = _exact_ns(approx, ts, written)
+    approx = to_ns(np.where(ok, ts, 0.0))
+    got = exact_ns(approx, ts, written)
     want = [ns_exact(w) if ns_exact(w) is not None else a
             for w, a in zip(written, approx.tolist())]
     assert got.tolist() == want

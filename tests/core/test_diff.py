@@ -107,3 +107,21 @@ def test_resnet_workers_diff_shows_the_gain():
     assert host["data_loading"]["delta_us"] < -60_000
     top = r["top_changes"][0]
     assert "DataLoader" in top["name"] and top["delta_us"] < -60_000
+
+
+def test_ops_pair_by_normalised_name_and_new_or_removed_are_marked():
+    from sofa_gui.core.analysis.diff_pairs import pair_key, paired_changes
+
+    single = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    multi = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    assert pair_key(single) == pair_key(multi)
+    assert pair_key("void k<float>(int)") == pair_key("void k<double>(int)")
+    before = {("op", single): 69_300.0, ("kernel", "old_kernel"): 50.0,
+              ("kernel", "same"): 10.0}
+    after = {("op", multi): 1_400.0, ("kernel", "new_kernel"): 3.0, ("kernel", "same"): 10.0}
+    rows = {r["name"]: r for r in paired_changes(before, after, top=1)}
+    loader = rows[f"{single} → {multi}"]
+    assert loader["status"] == "changed" and loader["delta"] == -67_900.0
+    # beyond the top one, the removed and the new kernel are still listed
+    assert rows["old_kernel"]["status"] == "removed" and rows["new_kernel"]["status"] == "new"
+    assert "same" not in rows

@@ -1,5 +1,6 @@
 """Several before/after pairs of one change: the sides' median runs are compared, so one odd
-run moves neither the measured gain nor the prediction (issue 12's input-bound pair)."""
+run moves neither the measured gain nor the prediction (the input-bound pair of
+tests/data/advice)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def test_any_three_consecutive_quiet_rounds_agree_within_25_percent(quiet_pairs)
 
 def test_the_quiet_rounds_median_prediction_is_within_25_percent_of_the_median_runs(
         quiet_rounds):
-    """Issue 12's Done-when pair, made six times on the quiet 2-core machine (session 5,
-    steady heap): pair by pair the measured gain of the same fix reads 1.17x .. 2.36x (a
+    """The input-bound pair, made six times on a quiet 2-core machine (steady heap): pair
+    by pair the measured gain of the same fix reads 1.17x .. 2.36x (a
     whole run 30% faster or slower), so one pair can land anywhere; the median runs read
     1.70x and the median prediction 1.58x (-7%)."""
     r = quiet_rounds

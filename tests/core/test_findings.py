@@ -299,7 +299,7 @@ def _real(workers):
 
 def test_resnet_num_workers_0_is_input_bound_and_4_is_not():
     t0, a0 = _real(0)
-    t4, a4 = _real(4)
+    _t4, a4 = _real(4)
     top = a0.findings[0]
     assert top.id == "input_pipeline_bound" and top.severity == "high"
     assert top.share > 0.25  # measured: 33.4% of iteration time the GPU waits for the loader
@@ -325,7 +325,7 @@ PERIOD = 100 * MS
 
 def _counter_run(cores, gpu=None, proc=None, device_kernels=False, host_dl=False):
     """Counters only (recorder names): ``cores`` is (n_cores, n_samples) %, ``gpu`` and
-    ``proc`` one value per sample; analysed as one iteration over all samples."""
+    ``proc`` one value per sample; analyzed as one iteration over all samples."""
     cores = np.asarray(cores, float)
     n = cores.shape[1]
     t = np.arange(n) * PERIOD

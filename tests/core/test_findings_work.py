@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from sofa_gui.core.analysis.findings.device_rules import _clip_to_rows
+from sofa_gui.core.analysis.findings.devices import clip_to_rows
 from sofa_gui.core.analysis.findings.work import outermost
 from sofa_gui.core.analysis.intervals import union
 
@@ -16,7 +16,7 @@ def test_clip_to_rows_matches_clipping_every_interval_to_every_row():
         ws, we = union(s, s + rng.integers(1, 80, 30))
         lo = np.sort(rng.integers(0, 1000, 8))
         hi = lo + rng.integers(0, 200, 8)
-        a, b = _clip_to_rows(ws, we, lo, hi)
+        a, b = clip_to_rows(ws, we, lo, hi)
         want = []
         for lo_, hi_ in zip(lo.tolist(), hi.tolist()):
             x, y = np.clip(ws, lo_, hi_), np.clip(we, lo_, hi_)

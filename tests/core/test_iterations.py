@@ -9,6 +9,7 @@ import pytest
 from iterations_synth import LOADER, device_trace, random_stream, training_stream, zipf_word
 
 from sofa_gui.core.analysis.iterations import detect_iterations, iterations_text
+from sofa_gui.core.analysis.iterations.annotations import step_slices
 from sofa_gui.core.analysis.iterations.pattern import choose_period, find_anchors
 from sofa_gui.core.analysis.iterations.suffix import context_classes, dense_ids, suffix_array
 from sofa_gui.core.analysis.iterations.symbols import normalize_name, reduce_symbols
@@ -298,7 +299,9 @@ def test_auto_uses_annotations_and_reports_agreement():
     assert it.labels == [f"ProfilerStep#{k}" for k in range(5, 11)]
     a = it.agreement
     assert a["annotated"] == 6 and a["detected"] == 6 and a["matched"] == 6
-    assert it.ends[-1] >= int(t.slices.end.max())  # the last step holds its device tail
+    ann = step_slices(t)  # every step, the last too, is exactly its annotation
+    assert it.starts.tolist() == t.slices.start[ann].tolist()
+    assert it.ends.tolist() == t.slices.end[ann].tolist()
 
 
 def test_pattern_mode_ignores_annotations():

@@ -90,5 +90,5 @@ def test_report_says_iterations_uncertain():
     assert a.iterations.uncertain
     assert "iterations uncertain" in markdown_report(t, a)
     assert "iterations uncertain" in html_report(t, a)
-    # and the advisor (issue 12) marks every finding that rests on them
+    # and the advisor marks every finding that rests on them
     assert a.findings and all(f.summary.startswith("Iterations uncertain") for f in a.findings)

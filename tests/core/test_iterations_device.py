@@ -1,8 +1,8 @@
 """Device-side windows when the device lags its host (real HTA / TraceLens traces).
 
 HTA ``ns_resolution_trace``: every step has ~95 ms of GPU work, but the host
-windows read 35/72/96/96/185 ms. TraceLens MI300: the last host window is
-53.8 ms against ~19 ms of device work per step.
+steps (ProfilerStep annotations) read 35/72/96/96/96 ms. TraceLens MI300: the
+last step is its 15.9 ms annotation, though its device work runs on past it.
 """
 
 from __future__ import annotations
@@ -24,17 +24,21 @@ def test_lagging_gpu_gets_device_windows_of_equal_work(mode):
     assert it.device_lags and len(it) == 5
     host = it.durations / 1e6
     dev = (it.device_ends - it.device_starts) / 1e6
-    assert host.max() / host.min() > 4  # the host clock says the steps differ 5x
+    assert host.max() / host.min() > 2.5  # the host clock says the steps differ ~3x
     assert np.all(np.abs(dev - 96) < 3), dev  # the device did the same work each step
     assert np.all(it.device_starts[1:] > it.starts[1:])  # started after its host step
     items = it.to_dict()["items"]
     assert all(x["device_end_us"] > x["device_start_us"] for x in items)
 
 
-def test_mi300_last_window_is_long_on_the_host_only():
-    it = detect_iterations(load_trace(shared_trace(MI300)), "annotations")
+def test_mi300_last_step_is_its_annotation_and_its_device_work_a_window():
+    trace = load_trace(shared_trace(MI300))
+    it = detect_iterations(trace, "annotations")
     dev = (it.device_ends - it.device_starts) / 1e6
-    assert it.durations[-1] / 1e6 > 50 and np.all(np.abs(dev - 19) < 1), dev
+    last = int(np.flatnonzero(np.array(trace.names)[trace.slices.name] == it.labels[-1])[0])
+    assert it.ends[-1] == trace.slices.end[last] and it.starts[-1] == trace.slices.start[last]
+    assert np.all(np.abs(dev - 19) < 1), dev
+    assert it.device_ends[-1] > it.ends[-1]  # the device runs on past the step
 
 
 def test_cpu_only_capture_has_no_device_windows():

@@ -295,7 +295,7 @@ def test_pool_workers_die_with_the_process_that_started_them(tmp_path):
 def test_the_app_loader_child_decodes_in_parts(tmp_path, monkeypatch):
     """The app's loader (a daemonic child) may start the decode pool: its progress says
     so and the trace equals the serial read."""
-    from sofa_gui.background_load import ChildLoad
+    from sofa_gui.app.background_load import ChildLoad
     from sofa_gui.core import store
 
     class State:

@@ -40,7 +40,7 @@ INPUT_FIXES = {
 
 
 @pytest.fixture(scope="module")
-def analysed():
+def analyzed():
     out = {}
 
     def get(case):
@@ -60,8 +60,8 @@ def _has(texts: list[str], opening: str) -> bool:
 
 
 @pytest.mark.parametrize("case", sorted(PIPELINES))
-def test_stage_tree_and_bottleneck(case, analysed):
-    t, a = analysed(case)
+def test_stage_tree_and_bottleneck(case, analyzed):
+    t, a = analyzed(case)
     host = a.breakdown.host
     p = analyze_input_pipeline(t, host.starts, host.ends, host.lane)
     stage, parallel, prefetch, cache, python = PIPELINES[case]
@@ -80,8 +80,8 @@ def test_stage_tree_and_bottleneck(case, analysed):
     assert len(p.wait_ns) == len(a.iterations)
 
 
-def test_generator_input_is_named_python(analysed):
-    t, a = analysed("generator")
+def test_generator_input_is_named_python(analyzed):
+    t, a = analyzed("generator")
     p = analyze_input_pipeline(t, a.breakdown.host.starts, a.breakdown.host.ends,
                                a.breakdown.host.lane)
     assert p.bottleneck_stage.python and "from_generator" in p.bottleneck_stage.label
@@ -94,8 +94,8 @@ def test_generator_input_is_named_python(analysed):
 
 @pytest.mark.parametrize("case", sorted(INPUT_FIXES))
 def test_input_bound_runs_get_the_input_finding_with_the_stage_and_fitting_fixes(case,
-                                                                                analysed):
-    t, a = analysed(case)
+                                                                                analyzed):
+    t, a = analyzed(case)
     assert TRUTH[case]["input_bound"]
     top = a.findings[0]  # the top finding itself, not the first per-step one
     assert top.id == "input_pipeline_bound" and top.severity == "high"
@@ -114,8 +114,8 @@ def test_input_bound_runs_get_the_input_finding_with_the_stage_and_fitting_fixes
 
 @pytest.mark.parametrize("case,xla", [("cached", False), ("cached_xla", True),
                                       ("jax_train", True)])
-def test_compute_bound_runs_get_xla_advice_only_without_xla(case, xla, analysed):
-    t, a = analysed(case)
+def test_compute_bound_runs_get_xla_advice_only_without_xla(case, xla, analyzed):
+    t, a = analyzed(case)
     assert not TRUTH[case]["input_bound"]
     ids = [f.id for f in a.findings]
     assert "input_pipeline_bound" not in ids
@@ -135,21 +135,21 @@ def test_compute_bound_runs_get_xla_advice_only_without_xla(case, xla, analysed)
                              for n in names)
 
 
-def test_jax_and_tf_runs_have_their_frameworks(analysed):
-    assert run_facts(analysed("jax_train")[0]).value("framework") == "jax"
-    facts = run_facts(analysed("cached")[0])
+def test_jax_and_tf_runs_have_their_frameworks(analyzed):
+    assert run_facts(analyzed("jax_train")[0]).value("framework") == "jax"
+    facts = run_facts(analyzed("cached")[0])
     assert facts.value("framework") == "tensorflow" and facts.value("mode") == "training"
     assert facts.value("cpu_cores") == 2  # tf.data's CPU budget on the 2-core machine
 
 
-def test_no_tf_data_no_pipeline(analysed):
-    t, a = analysed("jax_train")
+def test_no_tf_data_no_pipeline(analyzed):
+    t, a = analyzed("jax_train")
     assert analyze_input_pipeline(t) is None
     assert run_facts(t).value("tf_data") is None
 
 
-def test_stage_own_times_add_up_to_the_events(analysed):
-    t, _ = analysed("parallel_prefetch")
+def test_stage_own_times_add_up_to_the_events(analyzed):
+    t, _ = analyzed("parallel_prefetch")
     p = analyze_input_pipeline(t)
     s = t.slices
     ids = t.name_ids(lambda n: n.startswith("Iterator::"))
@@ -165,18 +165,18 @@ TOP = {"generator": "input_pipeline_bound", "serial_map": "input_pipeline_bound"
 
 
 @pytest.mark.parametrize("case", sorted(TOP))
-def test_every_capture_reads_its_bottleneck_first(case, analysed):
-    _, a = analysed(case)
+def test_every_capture_reads_its_bottleneck_first(case, analyzed):
+    _, a = analyzed(case)
     assert len(TOP) == len(list(p for p in TF.iterdir() if p.is_dir()))
     assert a.findings[0].id == TOP[case], [(f.id, f.rank_key) for f in a.findings]
 
 
 @pytest.mark.parametrize("case", ["cached", "cached_xla", "parallel_prefetch"])
-def test_jitter_of_same_calls_slower_is_tentative_and_ranks_after(case, analysed):
+def test_jitter_of_same_calls_slower_is_tentative_and_ranks_after(case, analyzed):
     """These runs' slow steps make the same calls as the others, each slower (the shared
     machine): the jitter says so, is marked tentative and never leads."""
     from sofa_gui.core.analysis.findings import MINOR, TENTATIVE, rank_tier
-    _, a = analysed(case)
+    _, a = analyzed(case)
     jit = next(f for f in a.findings if f.id == "iteration_jitter")
     assert jit.tentative and "same calls as the others" in jit.summary
     assert rank_tier(jit) in (TENTATIVE, MINOR)
@@ -185,10 +185,10 @@ def test_jitter_of_same_calls_slower_is_tentative_and_ranks_after(case, analysed
         assert "noise floor" in jit.confidence_why
 
 
-def test_slow_start_without_one_off_calls_is_tentative(analysed):
+def test_slow_start_without_one_off_calls_is_tentative(analyzed):
     """jax_train's first 4 profiled steps (warm-up ran before the profile) make the same
     calls as later ones, slower: not sold as first-use compilation."""
-    _, a = analysed("jax_train")
+    _, a = analyzed("jax_train")
     st = next(f for f in a.findings if f.id == "startup_cost")
     assert st.tentative and "same calls as later ones" in st.summary
     assert st.confidence <= 0.45 and a.findings.index(st) > 0

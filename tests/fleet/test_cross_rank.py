@@ -48,9 +48,9 @@ def test_slow_rank_holding_collectives_is_found_with_its_cause():
     assert s.cause == "idle_input" and s.iterations == [0, 1, 2, 3]
     assert s.excess_ns == pytest.approx(30 * MS, rel=0.05)
     f = res.findings[0]
-    assert f["id"] == "straggler_holds_collectives" and f["ranks"] == [5]
-    assert f["confidence"] > 0.5 and f["rests_on"]
-    assert "input" in f["fixes"][0]["text"]  # the cause's remedy first
+    assert f.id == "straggler_holds_collectives" and f.ranks == [5]
+    assert f.confidence > 0.5 and f.rests_on
+    assert "input" in f.fixes[0].text  # the cause's remedy first
     from sofa_gui.core.analysis.findings import RULES
 
     assert RULES["straggler_holds_collectives"].title  # declared in the advisor's registry
@@ -62,8 +62,8 @@ def test_slow_rank_holding_collectives_is_found_with_its_cause():
 def test_uniform_job_has_no_straggler_and_no_imbalance():
     res = cross_rank(_sync_job(extra=0))
     assert res.stragglers == []
-    assert [f["id"] for f in res.findings] == ["fleet_compute_bound"]
-    assert res.findings[0]["title"].endswith("on 16 of 16 ranks")
+    assert [f.id for f in res.findings] == ["fleet_compute_bound"]
+    assert res.findings[0].title.endswith("on 16 of 16 ranks")
 
 
 def test_broad_imbalance_is_a_finding_not_one_straggler():
@@ -72,7 +72,7 @@ def test_broad_imbalance_is_a_finding_not_one_straggler():
         c = 50 + 2 * r  # own time spreads 50..80 ms over a 100 ms iteration
         ranks.append(_rank(r, [[c, 100 - c - 4, 2, 2]] * 3))
     res = cross_rank(ranks)
-    ids = [f["id"] for f in res.findings]
+    ids = [f.id for f in res.findings]
     assert "load_imbalance" in ids
     assert res.alignment == "order" and res.labels == ["#0", "#1", "#2"]
 

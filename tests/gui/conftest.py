@@ -52,3 +52,16 @@ def open_window(qtbot, tmp_path):
     yield make
     for w in made:
         w.session.shutdown()
+
+
+@pytest.fixture
+def docked(open_window):
+    """``docked(key)`` -> a window on the bundled sample with dock ``key`` raised."""
+    from sofa_gui.core.samples import demo_trace_path
+
+    def make(key: str):
+        w = open_window(demo_trace_path())
+        w.docks[key].raise_()
+        return w
+
+    return make

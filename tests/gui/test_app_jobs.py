@@ -8,8 +8,8 @@ from pathlib import Path
 from test_analysis_aside import COUNT_FORKS, FORKED
 from tracedata import DATA
 
+from sofa_gui.app import jobs
 from sofa_gui.core.analysis.pipeline import PARTS, STEPS, Options
-from sofa_gui.qt import jobs
 
 TRACE = DATA / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 
@@ -55,7 +55,7 @@ import json, sys
 import time
 from pathlib import Path
 from sofa_gui.core.analysis.pipeline import Options
-from sofa_gui.qt import jobs
+from sofa_gui.app import jobs
 from sofa_gui.qt.app import freeze_startup_objects
 freeze_startup_objects()
 before = set(sys.modules)
@@ -89,7 +89,7 @@ def test_a_cached_reopen_imports_nothing_after_start_up(tmp_path):
 def test_a_prestarted_loader_takes_the_next_open_and_is_replaced(tmp_path, monkeypatch):
     import shutil
 
-    from sofa_gui import background_load as bl
+    from sofa_gui.app import background_load as bl
     from sofa_gui.qt.worker import JobState
 
     monkeypatch.setattr(bl, "_spare", None)
@@ -117,7 +117,7 @@ def test_a_prestarted_loader_takes_the_next_open_and_is_replaced(tmp_path, monke
 
 _LOADER = COUNT_FORKS + """
 import json, multiprocessing as mp, sys
-from sofa_gui import background_load as bl
+from sofa_gui.app import background_load as bl
 from sofa_gui.core import store
 from sofa_gui.core.analysis import cache
 from sofa_gui.core.analysis.pipeline import Options
@@ -158,5 +158,5 @@ def test_the_loader_child_analyses_with_its_side_work_forked_as_the_cli_does(tmp
                          capture_output=True, text=True, check=True, timeout=600)
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["forks"] == FORKED, "the agreement check or the rules ran in line"
-    assert got["tags"] == ["done", "analysed"]
+    assert got["tags"] == ["done", "analyzed"]
     assert got["cached"] and got["analysis"]

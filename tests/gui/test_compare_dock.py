@@ -23,13 +23,13 @@ def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_windo
 
     want = json.loads(capsys.readouterr().out)
     d = panel.result
-    assert d["speedup"] == want["speedup"] == 1.3963
-    assert "1.40x faster" in panel.summary.text()
+    assert d["speedup"] == want["speedup"] == 1.3944  # median iteration #0 vs #3
+    assert "1.39x faster" in panel.summary.text()
     verdict = panel.verdict.toPlainText()  # what diff prints under the median line
-    assert "Mean iteration: 178 ms -> 141 ms  (1.26x faster)" in verdict
-    assert "after: 2 slow iteration(s) the median hides: #0 182 ms (1.43x)" in verdict
+    assert "Mean iteration: 175 ms -> 140 ms  (1.25x faster)" in verdict
+    assert "after: 2 slow iteration(s) the median hides: #0 182 ms (1.44x)" in verdict
     assert "Predicted by BEFORE's input_pipeline_bound for the fix applied (loader workers" \
-        in verdict and "1.47x; measured 1.26x (steady-state mean iteration), +17%" in verdict
+        in verdict and "1.47x; measured 1.25x (steady-state mean iteration), +18%" in verdict
     assert "repeat the pair and compare median runs" in verdict
     cats = [panel.categories.item(r, 0).text() for r in range(panel.categories.rowCount())]
     assert "Idle: waiting for input" in cats and "Compute kernels" in cats

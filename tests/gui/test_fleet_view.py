@@ -49,7 +49,7 @@ def test_big_rank_folder_opens_as_fleet_then_one_rank_in_full(qtbot, window, run
     qtbot.waitUntil(lambda: not s.busy, timeout=30_000)
     assert sorted(seen) == list(range(32))
     assert s.trace is None  # no rank loaded into the client yet
-    assert "32/32 analysed" in panel.header.text()
+    assert "32/32 analyzed" in panel.header.text()
     assert "Straggler: rank 13" in panel.verdict.text() and "cause: compute" in \
         panel.verdict.text()
     assert panel.table.item(_row_of(panel, 13), 6).text().startswith("compute")
@@ -94,7 +94,7 @@ def test_big_rank_folder_opens_as_fleet_then_one_rank_in_full(qtbot, window, run
 
 
 def test_small_rank_folder_keeps_the_all_ranks_timeline(qtbot, window):
-    from sofa_gui.qt.fleet_jobs import fleet_files
+    from sofa_gui.app.fleet_jobs import fleet_files
 
     assert fleet_files(DATA / "ranks") is None
     s = window.session

@@ -36,7 +36,8 @@ def test_real_two_rank_folder_cells_and_straggler(heat, qtbot, data_dir):
     assert heat.shape() == (2, n) and strag.sum() == n  # one straggler per iteration
     slow = np.unravel_index(np.argmax(ranks.durations), ranks.durations.shape)
     fast = np.unravel_index(np.argmin(ranks.durations), ranks.durations.shape)
-    assert heat.color_of(*slow).lightness() < heat.color_of(*fast).lightness()
+    slow_c, fast_c = heat.color_of(*slow), heat.color_of(*fast)
+    assert slow_c.red() > slow_c.blue() and fast_c.blue() > fast_c.red()  # warm / cool
     img = heat.grab().toImage()
     r, c = (int(x) for x in np.argwhere(strag)[0])
     rect = heat.cell_rect(r, c)
@@ -85,10 +86,29 @@ def test_redraw_of_the_same_grid_keeps_the_selected_cell(heat, qtbot):
 
 def test_colours_follow_the_new_matrix(heat):
     heat.set_matrix(np.array([[1.0, 2.0]]), ["a"], ["0", "1"])
-    dark = heat.color_of(0, 1).lightness()
+    hot = heat.color_of(0, 1)
     heat.set_matrix(np.array([[2.0, 1.0]]), ["a"], ["0", "1"])
-    assert heat.color_of(0, 0).lightness() == dark
-    assert heat.color_of(0, 1).lightness() > dark
+    assert heat.color_of(0, 0) == hot
+    assert heat.color_of(0, 1).blue() > heat.color_of(0, 1).red()
+
+
+def test_scale_is_centred_on_the_median_and_a_small_spread_stays_pale(heat):
+    """Four ranks within 4 %: no cell is far from white; the values are printed and the
+    legend names the centre."""
+    v = np.array([[100e6, 101e6], [102e6, 104e6], [100.5e6, 103e6], [101.5e6, 102.5e6]])
+    heat.set_matrix(v, ["r0", "r1", "r2", "r3"], ["#0", "#1"])
+    for r in range(4):
+        for c in range(2):
+            color = heat.color_of(r, c)
+            assert min(color.red(), color.green(), color.blue()) > 150, (r, c)
+            assert heat.cell_text(r, c) == "100 ms" or heat.cell_text(r, c).endswith("ms")
+    med = np.median(v)
+    assert heat.scale().centre == med
+    assert "median" in heat.legend_text() and "10.0%" in heat.legend_text()
+    spread = np.array([[100e6, 200e6], [100e6, 100e6]])  # one slow cell: full red
+    heat.set_matrix(spread, ["r0", "r1"], ["#0", "#1"])
+    assert heat.color_of(0, 1).red() > 150 and heat.color_of(0, 1).blue() < 60
+    assert heat.color_of(0, 0).red() == heat.color_of(0, 0).green()  # the median: white
 
 
 def test_a_large_fleet_paints(heat):

@@ -36,8 +36,8 @@ def test_writes_reach_the_file_from_the_saver_thread(qtbot, tmp_path):
 
 
 def test_recent_clear_reaches_the_file(qtbot, tmp_path):
+    from sofa_gui.app.recent import RecentFiles
     from sofa_gui.core.samples import demo_trace_path
-    from sofa_gui.qt.recent import RecentFiles
 
     demo_path = demo_trace_path()
     prefs = SettingsWriter(_settings(tmp_path / "s.ini"))

@@ -68,6 +68,21 @@ def test_bundle_analyzes_its_bundled_sample(bundle, tmp_path):
     assert str(bundle / SAMPLE) in res.stdout  # the bundle's own copy of the sample
 
 
+def test_bundle_answers_sql_and_call_trees(bundle, tmp_path):
+    """DuckDB (and what it loads at run time) and the call tree are in the bundle."""
+    sample = str(bundle / SAMPLE)
+    res = _run(bundle / "sofa-gui", "sql", sample, "SELECT count(*) AS n FROM slices", "--json",
+               tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)["rows"][0][0] > 40_000
+    res = _run(bundle / "sofa-gui", "sql", sample, "COPY slices TO 'x.csv'", tmp_path=tmp_path)
+    assert res.returncode == 2 and "refused" in res.stderr
+    res = _run(bundle / "sofa-gui", "calltree", sample, "--iteration", "2", "--json",
+               tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout)["root"]["total_us"] > 0
+
+
 def test_bundle_reports_bad_input_in_one_line(bundle, tmp_path):
     bad = tmp_path / "broken.json.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")

@@ -1,4 +1,4 @@
-"""Hostile inputs past the mutation fuzzer (issue 15): small files with a huge cost.
+"""Hostile inputs past the mutation fuzzer: small files with a huge cost.
 
 Each ``make_*`` writes one input into a folder and returns its path. The tests in
 ``tests/robustness`` use small sizes; ``benchmarks/fuzz.py --attacks`` runs the same

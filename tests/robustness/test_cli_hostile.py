@@ -1,4 +1,4 @@
-"""Issue 15 items 14 and 15: one line, never a traceback; untrusted text never steers.
+"""One line, never a traceback; untrusted text never steers the terminal or a report.
 
 Symlink loops, non-UTF-8 file names, a closed pipe, a read-only cache, and trace
 names or file names carrying control, bidi and Markdown characters.

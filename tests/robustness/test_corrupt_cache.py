@@ -1,7 +1,7 @@
-"""Issue 15 item 3: a corrupt cache entry is dropped and re-imported, never trusted.
+"""A corrupt cache entry is dropped and re-imported, never trusted.
 
-Flipping bytes in the cached Arrow files gave wrong results, or an IndexError on
-every later open. Every byte of the tables is now checksummed (args: structure).
+Flipped bytes in the cached Arrow files would give wrong results, or an IndexError on
+every later open, so every byte of the tables is checksummed (args: structure).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 item 1: a full, read-only or unwritable cache disk never breaks opening."""
+"""A full, read-only or unwritable cache disk never breaks opening."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def test_load_with_unwritable_cache_and_temp_dirs_keeps_args(tmp_path, monkeypat
 def test_app_with_unwritable_cache_decodes_once(tmp_path, monkeypatch):
     # The app decodes big files in a child that writes the cache; with the cache not
     # writable it decoded the whole trace a second time in the GUI process.
+    from sofa_gui.app import jobs
     from sofa_gui.core import importers, store
-    from sofa_gui.qt import jobs
     from sofa_gui.qt.worker import JobState
 
     blocker = tmp_path / "not-a-dir"
@@ -107,11 +107,11 @@ def test_app_with_unwritable_cache_decodes_once(tmp_path, monkeypatch):
 
 
 def test_app_open_with_unwritable_cache_analyses_once_in_process(tmp_path, monkeypatch, capfd):
-    # the loader child writes the cache on a thread while it analyses; when the write
-    # fails it hands the trace over and is stopped, and the app analyses the trace itself
+    # the loader child writes the cache on a thread while it analyzes; when the write
+    # fails it hands the trace over and is stopped, and the app analyzes the trace itself
+    from sofa_gui.app import jobs
     from sofa_gui.core import importers
     from sofa_gui.core.analysis.pipeline import Options
-    from sofa_gui.qt import jobs
     from sofa_gui.qt.worker import JobState
 
     blocker = tmp_path / "not-a-dir"
@@ -124,5 +124,5 @@ def test_app_open_with_unwritable_cache_analyses_once_in_process(tmp_path, monke
         payload)), str(demo_trace_path()), Options(), load_mode="process")
     ready = [r for r in results if isinstance(r, jobs.AnalysisReady)]
     assert isinstance(results[0], jobs.TraceReady) and results[0].trace.events > 0
-    assert ready and ready[-1].analysis.findings  # analysed here, from the handed-over trace
+    assert ready and ready[-1].analysis.findings  # analyzed here, from the handed-over trace
     assert "Traceback" not in capfd.readouterr().err

@@ -1,7 +1,8 @@
-"""Issue 15 item 10: a name of megabytes is cut for display and matching, kept whole once.
+"""A name of megabytes is cut for display and matching, kept whole once.
 
-A 20 MB slice name took 8 s to analyze, 200 MB over 115 s, and froze the app (Qt
-laid out the whole text, role regexes scanned it, every report repeated it).
+Kept whole everywhere, a 20 MB slice name takes 8 s to analyze, 200 MB over 115 s, and
+freezes the app (Qt lays out the whole text, role regexes scan it, every report repeats
+it).
 """
 
 from __future__ import annotations

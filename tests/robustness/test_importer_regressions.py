@@ -175,9 +175,9 @@ def test_chrome_event_whose_end_overflows_int64_is_skipped(tmp_path):
 
 
 def test_a_hundred_thousand_threads_load_and_analyse_in_linear_time(tmp_path):
-    # Issue 15 item 8: KeyIndex.add rebuilt its sorted arrays per new thread and the host
-    # stream scanned every op per thread: 20k threads took 33 s to load, 100k minutes to
-    # analyse. The deadline is a hang guard (about 10x the linear cost), not a timing.
+    # Rebuilding KeyIndex's sorted arrays per new thread, or scanning every op of the host
+    # stream per thread, makes 20k threads take 33 s to load and 100k minutes to
+    # analyze. The deadline is a hang guard (about 10x the linear cost), not a timing.
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -194,7 +194,7 @@ def test_a_hundred_thousand_threads_load_and_analyse_in_linear_time(tmp_path):
 
 
 def test_text_in_an_integer_column_skips_that_row_not_the_export(tmp_path):
-    # Issue 15 item 12: one text value in an INTEGER column rejected the whole export.
+    # One text value in an INTEGER column must not reject the whole export.
     import sqlite3
 
     sys_path = str(Path(__file__).resolve().parents[1] / "core")
@@ -220,7 +220,7 @@ def test_text_in_an_integer_column_skips_that_row_not_the_export(tmp_path):
 
 
 def test_rank_folder_lists_every_file_it_left_out(tmp_path):
-    # Issue 15 item 13: unreadable or unrecognised files were dropped without a word.
+    # Unreadable or unrecognized files are never dropped without a word.
     folder = tmp_path / "ranks"
     shutil.copytree(DATA / "ranks", folder)
     (folder / "notes.txt").write_text("hello")

@@ -1,8 +1,8 @@
-"""Issue 15 item 5: what the app decodes inside its own process is small, and bounded.
+"""What the app decodes inside its own process is small, and bounded.
 
-Sources under 4 MiB (decoded) load in the app's process. A gzip is now measured
-decompressed (it was guessed as 20x its size, so a 200 KB gzip of 1 GB loaded
-in-process); and every hostile family the app would load in-process allocates at
+Sources under 4 MiB (decoded) load in the app's process. A gzip is measured
+decompressed (guessed as 20x its size, a 200 KB gzip of 1 GB would load in-process);
+and every hostile family the app would load in-process allocates at
 most a bounded number of bytes per input byte (tracemalloc peak).
 """
 
@@ -13,10 +13,10 @@ import tracemalloc
 import attacks
 import pytest
 
-from sofa_gui.background_load import decoded_bytes
+from sofa_gui.app.background_load import decoded_bytes
+from sofa_gui.app.jobs import CHILD_MIN_DECODED_BYTES, wants_child
 from sofa_gui.core.errors import TraceFormatError
 from sofa_gui.core.importers import load_trace
-from sofa_gui.qt.jobs import CHILD_MIN_DECODED_BYTES, wants_child
 
 IN_PROCESS = [f for f in attacks.FAMILIES if f[1] is not attacks.symlink_loop
               and f[1] is not attacks.recursive_view_sqlite]
@@ -43,7 +43,7 @@ def test_one_unreadable_file_does_not_hide_the_folder_size(tmp_path, monkeypatch
     # so a folder of gigabytes would have loaded inside the app's process
     import builtins
 
-    import sofa_gui.background_load as bl
+    import sofa_gui.app.background_load as bl
     for k in range(3):
         attacks.trailing_blank_gzip(tmp_path, 2 << 20, "after").rename(tmp_path / f"r{k}.gz")
     (tmp_path / "locked.json").write_text("{}")

@@ -1,8 +1,8 @@
-"""Issue 15 item 10 follow-up: a trace merged into a recording keeps its shared rows.
+"""A trace merged into a recording keeps its shared rows.
 
-``recording.folder.merge_trace`` copied each slice's own args row, so rows stored once
-and referred to (XPlane metadata stats, interned strings) pointed at unrelated rows of
-the merged trace, and names cut in the string table lost their full text.
+Were ``recording.folder.merge_trace`` to copy only each slice's own args row, rows stored
+once and referred to (XPlane metadata stats, interned strings) would point at unrelated
+rows of the merged trace, and names cut in the string table would lose their full text.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 items 2, 14 and 16: the recorder never hurts the recorded command.
+"""The recorder never hurts the recorded command.
 
 A full disk under the recording, a read-only output folder, and a grandchild that
 ignores SIGINT: the child's exit code comes through, the manifest says what happened,

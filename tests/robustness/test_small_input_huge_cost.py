@@ -1,4 +1,4 @@
-"""Issue 15 items 4, 6 and 12 (nested args): small JSON inputs built to cost far more.
+"""Small JSON inputs built to cost far more (deep nesting, nested args, huge counts).
 
 Memory is measured with tracemalloc as peak bytes allocated per decompressed input
 byte; the bounds are what the streaming reader needs (a few 4 MiB blocks), far

@@ -1,4 +1,4 @@
-"""Issue 15 item 5: an XPlane string many events carry is stored once, not per event.
+"""An XPlane string many events carry is stored once, not per event.
 
 Memory is tracemalloc's peak per input byte while loading in this process (files
 under 4 MiB load inside the app's own process, so the bound must hold there).

@@ -130,3 +130,31 @@ def test_units_read_the_same_everywhere():
     assert fmt_pct(0.1234) == "12.3%"
     assert lane_title("stream 7", "GPU 0") == "GPU 0 / stream 7" and lane_title("x") == "x"
     assert us(1_700_000_000_000_000_123) == 1_700_000_000_000_000.123
+
+
+def test_esc_clears_range_then_highlights_then_slice_then_iteration():
+    v, heard = _state()
+    v.select_iteration(1)
+    v.select_slice(3)
+    v.set_highlights([2, 3, 7])
+    v.select_range(10.0, 20.0)
+    heard.clear()
+    assert [v.escape() for _ in range(5)] == [Change.RANGE, Change.HIGHLIGHTS, Change.SLICE,
+                                              Change.ITERATION, None]
+    assert Change.HIGHLIGHTS_CLEARED in heard  # whoever made the highlights is told
+    assert v.highlights is None and v.selected_slice == v.selected_iteration == -1
+
+
+def test_f3_steps_through_any_highlight_from_the_selected_slice():
+    v, heard = _state()
+    v.set_highlights(np.array([2, 5, 7]))
+    v.select_slice(5)
+    assert [v.step_highlight(+1) for _ in range(3)] == [7, 2, 5]  # wraps
+    assert v.step_highlight(-1) == 2 and v.selected_slice == 2 and v.reveal
+    v.set_highlights(None)
+    assert v.step_highlight(+1) == -1 and v.selected_slice == 2
+
+
+def test_the_iteration_that_holds_a_time():
+    v, _ = _state()
+    assert [v.iteration_of(x * US) for x in (0, 299, 300, 899, 900, -1)] == [0, 0, 1, 2, -1, -1]

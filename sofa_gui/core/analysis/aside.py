@@ -7,7 +7,7 @@ CLI, the app's loader child) and the process runs one thread, :func:`analyze`
 lets that check run in a ``fork`` child, which sees the trace copy-on-write, and
 takes its result after the last step. Anything that goes wrong in the child means
 the work is done in-process after all: the result is the same either way. Results
-travel as the analysis cache's msgpack codec (``sofa_gui`` classes only), never pickle.
+travel as the analysis cache's data-only msgpack codec (:mod:`.codec`), never pickle.
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
-import msgspec
-
-from .codec import Unsupported, decode, encode
+from .codec import Unsupported, dumps, loads
 
 _pending: ContextVar[list | None] = ContextVar("sofa_gui_aside", default=None)
 
@@ -102,8 +100,8 @@ class _Job:
         ok, value = False, None
         if status == 0 and data:
             try:
-                ok, value = decode(msgspec.msgpack.decode(data))
-            except (msgspec.DecodeError, Unsupported, ValueError, TypeError):
+                ok, value = loads(data)
+            except (Unsupported, ValueError, TypeError):
                 ok = False  # a child killed mid-write: do the work here
         self._value = value if ok else self._fn(*self._args)
         self._done = True
@@ -128,9 +126,9 @@ def _child(w: int, fn: Callable, args: tuple) -> None:
     code = 1
     try:
         try:
-            data = msgspec.msgpack.encode(encode((True, fn(*args))))
+            data = dumps((True, fn(*args)))
         except BaseException:
-            data = msgspec.msgpack.encode(encode((False, None)))
+            data = dumps((False, None))
         with os.fdopen(w, "wb") as f:
             f.write(data)
         code = 0

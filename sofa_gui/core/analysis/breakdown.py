@@ -25,6 +25,7 @@ import numpy as np
 
 from ..progress import NullProgress, Progress
 from ..trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from .codec import register
 from .device_side import (
     COPY_DIRECTIONS,
     DEVICE_CATEGORIES,
@@ -36,12 +37,13 @@ from .device_side import (
 )
 from .host_side import HOST_CATEGORIES, HostBreakdown, compute_host, window_of
 from .intervals import clean_windows
+from .palette import label_of
 from .ranks import RankStats, rank_stats, rank_windows
 from .results import Iterations, lower_median_index, us
 
 OVERLAP_PRIORITY = ("device: compute > communication > memcpy (h2d > d2h > d2d > p2p > other) "
                     "> memset > idle (input > copy call > sync / launch / host / other); "
-                    "host: data_loading > sync > memcpy > runtime > optimizer > backward > "
+                    "host: data loading > sync > memcpy > runtime > optimizer > backward > "
                     "forward > python > other")
 
 
@@ -140,11 +142,6 @@ class TraceBreakdown:
         """{category: ns} of iteration ``i``."""
         return dict(zip(self.categories(side), self.times(side)[i].tolist()))
 
-    def median_breakdown(self, side: str | None = None) -> dict[str, int]:
-        """{category: ns} of the median iteration."""
-        m = self.median_iteration
-        return self.iteration_breakdown(m, side) if m >= 0 else {}
-
     def dominant_category(self, i: int, side: str | None = None) -> str:
         """The category with the most time in iteration ``i`` ("" when nothing is known)."""
         t = self.times(side)
@@ -212,6 +209,8 @@ class TraceBreakdown:
                                if self.device is not None else []),
             "median_iteration": self.median_iteration,
             "device_categories": list(self.device_categories),
+            "category_labels": {c: label_of(c) for c in (*self.device_categories,
+                                                         *self.host_categories)},
             "host_categories": list(self.host_categories),
             "devices": [_device_dict(d) for d in self.devices],
             "hosts": [_host_dict(h) for h in self.hosts],
@@ -382,9 +381,14 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
             overlap.append(d.comm_overlap)
             continue
         h = hosts.get(r)
-        busy.append(h.times.sum(axis=1) - h.column("other") if h is not None else zero)
-        comm.append(zero)
-        total.append(zero)
+        if h is None:
+            busy.append(zero)
+            comm.append(zero)
+        else:  # CPU collectives (gloo, MPI): the main thread waits in them or for them;
+            waits = h.column("communication")  # the rest, traced or not, is its own work
+            busy.append(h.times.sum(axis=1) - waits)
+            comm.append(waits)
+        total.append(comm[-1])
         overlap.append(zero)
     return rank_stats(real, durs, busy, comm, total, overlap)
 
@@ -412,3 +416,6 @@ def _counter_summaries(trace: Trace, ws: np.ndarray, we: np.ndarray) -> list[Cou
         lo[empty] = hi[empty] = mean[empty] = np.nan
         out.append(CounterSummary(name, c.table.unit[sid], int(c.table.lane[sid]), mean, lo, hi))
     return out
+
+
+register(TraceBreakdown, CounterSummary)  # result types the analysis cache may store

@@ -6,16 +6,19 @@ analysis version (:data:`ANALYSIS_VERSION` plus a hash of the analysis code, so
 an edited analysis never serves stale results) and by the options (e.g. the
 iteration mode).
 
-The encoding is generic over the typed results: any dataclass of this package,
-enum, numpy array or scalar, list, tuple, dict, set or plain value round-trips
-exactly (dtype, shape, class), so fields added to the results later are cached
-without changes here. Classes are only looked up in ``sofa_gui`` modules, and
-anything else (a reference to the trace, say) makes the entry unwritable
-rather than wrong. Files are msgpack, written to a temporary name and renamed.
+The encoding (:mod:`.codec`) is data only: plain values, containers, numpy arrays
+and the fixed table of result classes, named by class name; a value outside it (a
+reference to the trace, say) makes the entry unwritable rather than wrong. A file
+is :data:`MAGIC`, the SHA-256 of the msgpack body, then the body; it is written
+private (0600) to a temporary name and renamed. On load the file must belong to
+the user and be writable by nobody else, and its checksum must match: anything else
+(a flipped bit, a truncated or planted file) drops the entry with one warning line
+and the analysis runs again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -25,7 +28,15 @@ from pathlib import Path
 
 import msgspec
 
-from .codec import Unsupported, decode, encode
+from ..cache_dir import private_file_problem
+from ..errors import one_line
+
+# The modules that define the result types register them with the codec on import: a
+# cached analysis may name any of them, so all are imported before one is decoded.
+from . import breakdown, device_side, host_side, pipeline, ranks, run_facts, tfdata  # noqa: F401
+from . import results as _results  # noqa: F401
+from . import verdict as _verdict  # noqa: F401
+from .codec import Unsupported, dumps, loads, result_types
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +74,37 @@ def load(entry: Path | None, options: dict):
         return None
     f = entry_file(entry, options)
     try:
-        data = f.read_bytes()
+        problem = private_file_problem(f)
+        data = f.read_bytes() if problem is None else b""
     except OSError:
         return None
     try:
-        return decode(msgspec.msgpack.decode(data))
-    except Exception:  # a damaged entry is recomputed, never fatal
-        log.warning("dropping unreadable analysis cache %s", f, exc_info=True)
-        f.unlink(missing_ok=True)
+        if problem is not None:
+            raise Unsupported(problem)
+        result = loads(_body(data))
+        if type(result) is not result_types()["Analysis"]:
+            raise Unsupported("not an analysis")
+        return result
+    except Unsupported as exc:  # recomputed, never fatal
+        log.warning("dropping analysis cache %s: %s", f.name, one_line(str(exc), 200))
+        with contextlib.suppress(OSError):
+            f.unlink(missing_ok=True)
         return None
+
+
+#: The first bytes of an analysis cache file (then a SHA-256 digest, then msgpack).
+MAGIC = b"sofa-gui-analysis\x01"
+
+
+def _body(data: bytes) -> bytes:
+    """The msgpack body of a cache file, if its checksum matches."""
+    head = len(MAGIC) + 32
+    if data[: len(MAGIC)] != MAGIC or len(data) < head:
+        raise Unsupported("not an analysis cache file")
+    body = data[head:]
+    if hashlib.sha256(body).digest() != data[len(MAGIC):head]:
+        raise Unsupported("checksum mismatch")
+    return body
 
 
 def save(entry: Path | None, options: dict, results) -> bool:
@@ -80,7 +113,8 @@ def save(entry: Path | None, options: dict, results) -> bool:
         return False
     target = entry_file(entry, options)
     try:
-        data = msgspec.msgpack.encode(encode(results))
+        body = dumps(results)
+        data = MAGIC + hashlib.sha256(body).digest() + body
         fd, tmp = tempfile.mkstemp(prefix=".tmp-analysis-", dir=entry)
         try:
             with os.fdopen(fd, "wb") as out:
@@ -90,8 +124,9 @@ def save(entry: Path | None, options: dict, results) -> bool:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return True
-    except (OSError, Unsupported, ValueError, TypeError, OverflowError):
-        log.warning("could not cache the analysis in %s", entry, exc_info=True)
+    except (OSError, Unsupported, ValueError, TypeError, OverflowError) as exc:
+        log.warning("could not cache the analysis in %s: %s", entry, one_line(str(exc), 200))
+        log.debug("analysis cache write", exc_info=True)
         return False
 
 

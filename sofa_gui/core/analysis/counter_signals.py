@@ -11,7 +11,7 @@ is ``[t_k, t_k+1)`` (the recorder stamps a rate with the start of the interval i
 measures; an interval is cut at 1.5 sampling periods so a pause in sampling is not
 filled in), and each other series contributes the sample that covers the
 interval's midpoint (NaN where none does).  ``weight`` is the part of each
-interval inside the analysed windows (iterations, or the whole trace).
+interval inside the analyzed windows (iterations, or the whole trace).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class HostSignals:
 
     start: np.ndarray  # int64 ns
     end: np.ndarray  # int64 ns
-    weight: np.ndarray  # int64 ns inside the analysed windows
+    weight: np.ndarray  # int64 ns inside the analyzed windows
     cores: np.ndarray  # (n_cores, n) % busy per core
     core_lanes: list[int]
     gpu: np.ndarray  # (n,) max SM % over the GPUs the run used; NaN if none / unknown
@@ -67,7 +67,7 @@ class HostSignals:
 
 
 def host_signals(trace: Trace, ws: np.ndarray, we: np.ndarray) -> HostSignals | None:
-    """The grid over the analysed windows ``ws``/``we``; None without per-core counters
+    """The grid over the analyzed windows ``ws``/``we``; None without per-core counters
     or when no sample interval falls inside the windows."""
     c = trace.counters
     names = c.table.name

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace import CopyKind, Kind, Trace
+from .codec import register
 from .host_side import HostBreakdown, window_of
 from .intervals import measure_in, paint, union
 from .roles import copy_memory_kind, stream_wait_ids
@@ -285,3 +286,6 @@ def _copy_stats(trace: Trace, idx, layer, ws, we) -> tuple[CopyStats, np.ndarray
 def _label(rank: int, device: int) -> str:
     dev = f"GPU {device}" if device >= 0 else "device"
     return f"rank {rank} / {dev}" if rank >= 0 else dev
+
+
+register(DeviceBreakdown, CopyStats, IdleGaps)  # result types the analysis cache may store

@@ -15,8 +15,11 @@ import numpy as np
 
 from ..trace import Kind, Trace
 from ..units import fmt_ns
+from .diff_pairs import paired_changes
+from .figures import median_ns
 from .findings import BELOW, disjoint_ids, evaluate_rules
 from .host_side import window_of
+from .palette import label_of
 from .pipeline import Analysis
 from .results import us
 
@@ -68,7 +71,7 @@ def _stats(analysis) -> dict:
     if not len(d):
         return {}
     out = {"n": int(len(d)), "mean_us": us(float(d.mean())),
-           "median_us": us(float(np.median(d))),
+           "median_us": us(_median(analysis)),
            "p90_us": us(float(np.percentile(d, 90))), "max_us": us(float(d.max()))}
     steady = _steady(analysis)
     if steady is not None and steady.any():
@@ -97,7 +100,7 @@ def _ratio(a, b):
 def _slow(analysis) -> list[dict]:
     """Iterations >= SLOW x the median: a median-only comparison does not see them."""
     d = _durations(analysis)
-    med = float(np.median(d)) if len(d) >= 3 else 0.0
+    med = _median(analysis) if len(d) >= 3 else 0.0
     if med <= 0:  # zero-length iterations: no median to compare with
         return []
     return [{"index": int(i), "duration_us": us(float(d[i])), "x_median": round(d[i] / med, 2)}
@@ -174,8 +177,14 @@ def _steady_mean_ns(analysis: Analysis, steady) -> float:
 
 
 def _median(analysis: Analysis) -> float:
+    """Duration of the median iteration (the one every surface shows), or of the whole
+    trace's span when there are no iterations."""
+    it = analysis.iterations
+    med = median_ns(it) if it is not None else None
+    if med is not None:
+        return float(med)
     d = _durations(analysis)
-    return float(np.median(d)) if len(d) else 0.0
+    return float(d[len(d) // 2]) if len(d) else 0.0
 
 
 def _run(trace: Trace, analysis: Analysis, med: float) -> dict:
@@ -184,6 +193,9 @@ def _run(trace: Trace, analysis: Analysis, med: float) -> dict:
         "path": trace.meta.source,
         "iterations": len(analysis.iterations),
         "scope": "whole_trace" if bd is None or bd.whole_trace else "iterations",
+        "median_iteration": (analysis.iterations.median_index
+                             if analysis.iterations is not None and len(analysis.iterations)
+                             else None),
         "median_iteration_us": us(med),
         "device": bd.device.label if bd is not None and bd.device is not None else None,
     }
@@ -301,14 +313,13 @@ def _per_iteration_times(trace: Trace, analysis: Analysis) -> dict[tuple[str, st
 
 
 def _top_changes(ta: Trace, aa: Analysis, tb: Trace, ab: Analysis) -> list[dict]:
-    a = _per_iteration_times(ta, aa)
-    b = _per_iteration_times(tb, ab)
-    keys = set(a) | set(b)
-    keys = [k for k in keys if abs(b.get(k, 0.0) - a.get(k, 0.0)) >= 1.0]
-    rows = sorted(keys, key=lambda k: (-abs(b.get(k, 0.0) - a.get(k, 0.0)), k))
-    return [{"kind": k[0], "name": k[1], "before_us": us(a.get(k, 0.0)),
-             "after_us": us(b.get(k, 0.0)), "delta_us": us(b.get(k, 0.0) - a.get(k, 0.0))}
-            for k in rows[:TOP_CHANGES]]
+    """The largest per-iteration changes, ops paired by normalised name (see
+    :mod:`.diff_pairs`), new and removed ones marked."""
+    rows = paired_changes(_per_iteration_times(ta, aa), _per_iteration_times(tb, ab),
+                          TOP_CHANGES)
+    return [{"kind": r["kind"], "name": r["name"], "before_us": us(r["before"]),
+             "after_us": us(r["after"]), "delta_us": us(r["delta"]), "status": r["status"]}
+            for r in rows]
 
 
 # -- text ------------------------------------------------------------------------------
@@ -320,8 +331,8 @@ def diff_text(result: dict) -> list[str]:
     sp = result["speedup"]
     verdict = ("" if sp is None else f"{sp:.2f}x faster" if sp >= 1
                else f"{1 / sp:.2f}x slower")
-    lines.append(f"Median iteration: {_f(a['median_iteration_us'])} -> "
-                 f"{_f(b['median_iteration_us'])}  ({verdict})")
+    lines.append(f"Median iteration: {_f(a['median_iteration_us'])}{_which(a)} -> "
+                 f"{_f(b['median_iteration_us'])}{_which(b)}  ({verdict})")
     lines += verdict_lines(result)
     for side in ("device", "host"):
         rows = result["categories"][side]
@@ -329,7 +340,7 @@ def diff_text(result: dict) -> list[str]:
             continue
         lines.append(f"{side.capitalize()} breakdown (mean per iteration):")
         for r in sorted(rows, key=lambda r: -abs(r["delta_us"])):
-            lines.append(f"  {r['category']:<14s} {_f(r['before_us']):>10s} -> "
+            lines.append(f"  {label_of(r['category']):<26s} {_f(r['before_us']):>10s} -> "
                          f"{_f(r['after_us']):>10s}  ({_signed(r['delta_us'])})")
     f = result["findings"]
     for key, title in (("resolved", "Resolved"), ("new", "New"), ("persisting", "Persisting")):
@@ -349,8 +360,15 @@ def diff_text(result: dict) -> list[str]:
     if result["top_changes"]:
         lines.append("Largest changes per iteration:")
         for r in result["top_changes"]:
-            lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}")
+            mark = f" ({r['status']})" if r.get("status", "changed") != "changed" else ""
+            lines.append(f"  {_signed(r['delta_us']):>12s}  {r['kind']:<13s} {r['name']}{mark}")
     return lines
+
+
+def _which(run: dict) -> str:
+    """" (#4)": which iteration is a run's median one."""
+    k = run.get("median_iteration")
+    return f" (#{k})" if k is not None else ""
 
 
 def verdict_lines(result: dict) -> list[str]:
@@ -372,7 +390,7 @@ def _time_lines(result: dict) -> list[str]:
             continue  # the same as the mean
         if ia.get(key) and ib.get(key) and sp.get(key):
             lines.append(f"{label} iteration: {_f(ia[key])} -> {_f(ib[key])}  "
-                         f"({_times(sp[key])})" + _left_out(ia, ib, key))
+                         f"({speed_phrase(sp[key])})" + _left_out(ia, ib, key))
     return lines
 
 
@@ -403,7 +421,7 @@ def _prediction_lines(result: dict) -> list[str]:
         lines.append(f"  the rest of AFTER's step (what the fix does not touch) "
                      f"{'grew' if sign > 0 else 'shrank'} "
                      f"{100 * abs(rest['grew']):.0f}% ("
-                     + ", ".join(f"{c} {_signed(v)}" for c, v in grown)
+                     + ", ".join(f"{label_of(c)} {_signed(v)}" for c, v in grown)
                      + f" per iteration): another change mixed into the measured gain; "
                      f"with that part as in BEFORE it would be "
                      f"{rest['measured_if_unchanged']:.2f}x, "
@@ -437,7 +455,8 @@ def _left_out(ia: dict, ib: dict, key: str) -> str:
     return f"; warm-up / periodic iterations left out: {'; '.join(parts)}" if parts else ""
 
 
-def _times(sp: float) -> str:
+def speed_phrase(sp: float) -> str:
+    """"1.25x faster" / "1.25x slower" for a speed-up ratio ``sp``."""
     return f"{sp:.2f}x faster" if sp >= 1 else f"{1 / sp:.2f}x slower"
 
 

@@ -1,8 +1,8 @@
 """``sofa-gui diff B1 A1 B2 A2 ...``: several before/after pairs of one change.
 
-One run per side measures the machine as much as the fix: on the 2-core VM a whole run
-was up to 30% faster or slower than the next with nothing else changed (issue 12's quiet
-rounds of one loader-worker fix read 1.17x to 2.36x). With several runs per side the
+One run per side measures the machine as much as the fix: on a shared 2-core VM a whole
+run was up to 30% faster or slower than the next with nothing else changed (pairs of one
+loader-worker fix, measured on a quiet machine, read 1.17x to 2.36x). With several runs per side the
 measured speed-up is the ratio of the sides' *median* run (each run's steady-state mean
 iteration, else its mean), and the prediction is the median of the BEFORE runs'
 predictions for the same finding, so one odd run moves neither. Every pair is still
@@ -14,11 +14,15 @@ from __future__ import annotations
 from collections import Counter
 from statistics import median
 
-from .diff import _f as _ms
-from .diff import _times, diff_analyses, diff_text, fix_phrase
+from ..units import fmt_ns
+from .diff import diff_analyses, diff_text, fix_phrase, speed_phrase
 
 _BASES = ("steady_mean_us", "mean_us")
 _LABEL = {"steady_mean_us": "steady-state mean iteration", "mean_us": "mean iteration"}
+
+
+def _ms(v_us: float) -> str:
+    return fmt_ns(v_us * 1000.0)
 
 
 def diff_repeated(pairs: list[tuple[tuple, tuple]]) -> dict:
@@ -89,7 +93,7 @@ def repeated_text(result: dict) -> list[str]:
         return lines
     b, a, sp = result["before_median_us"], result["after_median_us"], result["measured_speedup"]
     lines.append(f"Median run ({_LABEL[basis]} of each run): {_ms(b)} -> {_ms(a)}  "
-                 f"({_times(sp)})")
+                 f"({speed_phrase(sp)})")
     per = result["per_pair_speedup"]
     lines.append(f"  pair by pair {min(per):.2f}x .. {max(per):.2f}x: one pair alone could "
                  f"have read any of these")

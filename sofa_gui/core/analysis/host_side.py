@@ -7,16 +7,29 @@ Categories, with their overlap priority (first wins where slices nest):
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
    stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
    that read back a device-to-host copy (``.cpu()``);
-3. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
+3. ``communication`` -- collectives of any backend on the main thread (``c10d::allreduce_``,
+   ``nccl:all_reduce``, ``gloo:*``), and main-thread time with nothing of its own
+   running while another thread of the process runs a collective
+   (``gloo:all_reduce`` on gloo's thread: the main thread waits for it);
+4. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
    memory the host stages the data itself before the device copy can start;
-4. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches);
-5. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
-6. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
+5. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches);
+6. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
+7. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
    thread is idle while an autograd thread of the same process runs backward
    ops, that time is backward too (PyTorch runs backward on its own thread);
-7. ``forward`` -- remaining framework ops (``aten::*``) and ``forward`` markers;
-8. ``python`` -- Python functions with no op below them (interpreter overhead);
-9. ``other`` -- unclassified events and main-thread time with no traced event.
+8. ``forward`` -- remaining framework ops (``aten::*``) and ``forward`` markers, and
+   framework step functions (``__inference_*``, ``KernelAndDeviceFunc::Run``) whose ops
+   run on pool threads;
+9. ``python`` -- Python functions with no op below them (interpreter overhead);
+10. ``other`` -- unclassified events and main-thread time with no traced event.
+
+What a thread waits *for* counts even when no op of its own covers the wait: where the
+main thread runs nothing but a step function or Python frames (or nothing at all) while
+another thread of the process fetches input (``IteratorGetNextOp::DoCompute``) or runs a
+collective, that time is ``data_loading`` / ``communication``; while a runtime pool thread
+(TF's ``tf_Compute``, XLA's PjRt client and Eigen threads) computes, it is ``forward``
+(``np.asarray`` of a jitted result waits for XLA's thread).
 
 Every instant of an iteration window gets exactly one category, so a row sums
 to the iteration's wall time.
@@ -31,20 +44,24 @@ import numpy as np
 from ..trace import Kind, LaneKind, Trace
 from ..units import lane_title
 from . import roles as R
+from .codec import register
 from .intervals import paint
 
-HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "memcpy", "runtime",
-                   "sync", "python", "other")
+HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "communication",
+                   "memcpy", "runtime", "sync", "python", "other")
 
-# Painting layers (priority order) -> category column.
-_LAYER_ROLES = (R.DATA_LOADING, R.SYNC, R.MEMCPY, R.RUNTIME, R.OPTIMIZER, R.BACKWARD,
-                R.FORWARD, R.PYTHON, R.OTHER_EVENT)
+# Painting layers of the main thread's own slices (priority order) -> category column.
+_OWN_ROLES = (R.DATA_LOADING, R.SYNC, R.COMMUNICATION, R.MEMCPY, R.RUNTIME, R.OPTIMIZER,
+              R.BACKWARD, R.FORWARD)
 #: Roles that mean "the host is busy issuing work" (framework, launches, Python).
-WORK_ROLES = (R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD, R.PYTHON)
-_ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync", R.MEMCPY: "memcpy",
-                  R.RUNTIME: "runtime",
+WORK_ROLES = (R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD, R.PYTHON, R.WRAPPER)
+_ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync",
+                  R.COMMUNICATION: "communication", R.MEMCPY: "memcpy", R.RUNTIME: "runtime",
                   R.OPTIMIZER: "optimizer", R.BACKWARD: "backward", R.FORWARD: "forward",
-                  R.PYTHON: "python", R.OTHER_EVENT: "other"}
+                  R.PYTHON: "python", R.WRAPPER: "forward", R.OTHER_EVENT: "other"}
+#: After the main thread's own work: what other threads run that it waits for, then the
+#: step functions enclosing it, unclassified events, and backward on autograd threads.
+_WAITED = (R.DATA_LOADING, R.COMMUNICATION)
 
 
 @dataclass
@@ -117,24 +134,29 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     s = trace.slices
     idx = trace.lane_slices(main)
     role = R.host_roles(trace, idx)
-    start, end = s.start[idx], s.end[idx]
-    layers = [(start[role == r], end[role == r]) for r in _LAYER_ROLES]
     helpers = _helper_lanes(trace, cpu, main)
     hidx = np.flatnonzero(np.isin(s.lane, helpers)) if helpers else np.zeros(0, np.int64)
-    hrole = R.host_roles(trace, hidx)
-    hb = hidx[hrole == R.BACKWARD]
-    layers.append((s.start[hb], s.end[hb]))
-    p = paint(layers, ws, we)
+    hidx = hidx[s.dur[hidx] > 0]
+    hb = hidx[R.host_roles(trace, hidx) == R.BACKWARD]
+    waited = R.waits_for(trace, hidx)
+    parts = ([(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
+             + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
+             + [(R.pool_work(trace, hidx), "forward"), (idx[role == R.PYTHON], "python"),
+                (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
+                (hb, "backward")])
+    p = paint([(s.start[x], s.end[x]) for x, _ in parts], ws, we)
     times = np.zeros((len(ws), len(HOST_CATEGORIES)), np.int64)
-    for li, r in enumerate(_LAYER_ROLES):
-        times[:, HOST_CATEGORIES.index(_ROLE_CATEGORY[r])] += p.per_window[:, li]
-    times[:, HOST_CATEGORIES.index("backward")] += p.per_window[:, len(_LAYER_ROLES)]
+    for li, (_, cat) in enumerate(parts):
+        times[:, HOST_CATEGORIES.index(cat)] += p.per_window[:, li]
     times[:, HOST_CATEGORIES.index("other")] += p.per_window[:, -1]
     launch = idx[role == R.RUNTIME]
     lw = window_of(s.start[launch], ws, we)
     launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
-                                                                R.MEMCPY)}
+                                                                R.MEMCPY, R.COMMUNICATION)}
+    for r in _WAITED:  # what other threads run while the main thread waits for it
+        cat = _ROLE_CATEGORY[r]
+        role_slices[cat] = np.sort(np.concatenate([role_slices[cat], hidx[waited == r]]))
     work = np.sort(np.concatenate([idx[np.isin(role, WORK_ROLES)], hb]), kind="stable")
     nbytes = np.zeros_like(times)
     for cat in ("memcpy", "sync"):
@@ -161,8 +183,9 @@ def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:
 
 
 def _helper_lanes(trace: Trace, cpu: np.ndarray, main: int) -> list[int]:
-    """Other traced threads of the main thread's process (autograd engine threads);
-    sampled stacks of the same process are not (they would count its time twice)."""
+    """Other traced threads of the main thread's process (autograd engine threads, a
+    collective backend's threads, tf.data and runtime pools); sampled stacks of the same
+    process are not (they would count its time twice)."""
     pid = trace.lanes.pid[main]
     sampled = R.sampled_lanes(trace)
     return [int(ln) for ln in cpu
@@ -177,3 +200,5 @@ def window_of(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
     ok = (w >= 0) & (t < we[np.maximum(w, 0)])
     return np.where(ok, w, -1)
 
+
+register(HostBreakdown)  # result types the analysis cache may store

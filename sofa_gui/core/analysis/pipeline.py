@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING
 from ..progress import NullProgress, Progress, subrange
 from ..trace import Trace
 from .aside import allowed
+from .codec import register
 from .results import Finding, Iterations
 
 if TYPE_CHECKING:  # the steps import their modules when they run (app start-up stays fast)
     from .breakdown import TraceBreakdown
     from .run_facts import RunFacts
     from .tfdata import InputPipeline
+    from .verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Analysis:
     findings: list[Finding] | None = None
     run: RunFacts | None = None  # what the program is (framework, device, ...), with proofs
     input_pipeline: InputPipeline | None = None  # tf.data stages and input wait (TF runs)
+    verdict: Verdict | None = None  # what limits the run: bound, share, basis
 
     def to_dict(self, trace: Trace | None = None) -> dict:
         """JSON of every ready part (a new part's ``to_dict()`` is picked up by name);
@@ -95,9 +98,26 @@ def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
 
 def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     from .findings import find_bottlenecks
+    from .verdict import note_small_findings
 
-    return find_bottlenecks(trace, a.iterations, a.breakdown, a.run,  # best first
-                            all_frameworks=opts.all_fixes)
+    found = find_bottlenecks(trace, a.iterations, a.breakdown, a.run,  # best first
+                             all_frameworks=opts.all_fixes)
+    note_small_findings(found, _verdict_of(a.iterations, a.breakdown, found))
+    return found
+
+
+def _verdict(trace: Trace, a: Analysis, opts: Options, progress: Progress):
+    return _verdict_of(a.iterations, a.breakdown, a.findings)
+
+
+def _verdict_of(iterations, breakdown, findings):
+    from .findings.steady import phases
+    from .verdict import compute_verdict
+
+    warm = None
+    if breakdown is not None and not breakdown.whole_trace:
+        warm = phases(iterations, breakdown.durations, False).warmup
+    return compute_verdict(breakdown, findings, warm)
 
 
 def _input_pipeline(trace: Trace, a: Analysis, opts: Options, progress: Progress):
@@ -116,6 +136,7 @@ STEPS: tuple[Step, ...] = (
     Step("breakdown", "Breaking down iterations", 0.4, _breakdown),
     Step("run", "Reading run facts", 0.05, _run_facts),
     Step("findings", "Looking for bottlenecks", 0.15, _findings),
+    Step("verdict", "Naming what limits the run", 0.01, _verdict),
     Step("input_pipeline", "Reading the tf.data pipeline", 0.02, _input_pipeline),
 )
 
@@ -125,7 +146,7 @@ OnResult = Callable[[Analysis, str], None]
 def preload() -> None:
     """Import what the steps import when they first run, for a caller with time to
     spare (the CLI, while the decode workers finish): ~50 ms off the path to the result."""
-    from . import breakdown, findings, iterations, run_facts, tfdata  # noqa: F401
+    from . import breakdown, findings, iterations, run_facts, tfdata, verdict  # noqa: F401
 
 
 def analyze(trace: Trace, options: Options | None = None, progress: Progress | None = None,
@@ -147,3 +168,6 @@ def analyze(trace: Trace, options: Options | None = None, progress: Progress | N
             done += step.weight
     progress.update(1.0, "Analysis done")
     return analysis
+
+
+register(Analysis)  # result types the analysis cache may store

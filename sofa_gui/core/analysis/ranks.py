@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..trace import Kind, Trace
+from .codec import register
 from .intervals import clean_windows
 from .results import Iterations, us
 
@@ -45,7 +46,8 @@ class RankStats:
 
     ``durations`` are each rank's own iteration windows (its own step annotations when
     they carry the same labels).  ``busy`` is the rank's own work: device time not
-    idle and not exposed communication (host non-``other`` time on CPU-only ranks).
+    idle and not exposed communication (on CPU-only ranks: main-thread time not waiting in or for
+    collectives).
     In synchronous data parallelism every rank waits for the slowest at each
     collective, so the rank with the most busy time is the iteration's straggler;
     ``lag`` is how much longer it worked than the median rank.  ``comm`` is exposed
@@ -123,3 +125,6 @@ def rank_stats(ranks: list[int], durations: list[np.ndarray], busy: list[np.ndar
                      np.rint(lag).astype(np.int64),
                      np.vstack(comm_total) if comm_total is not None else None,
                      np.vstack(comm_overlap) if comm_overlap is not None else None)
+
+
+register(RankStats)  # result types the analysis cache may store

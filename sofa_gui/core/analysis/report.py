@@ -20,8 +20,9 @@ from ..trace import Trace
 from ..units import fmt_ns
 from . import svg_charts as charts
 from .breakdown import OVERLAP_PRIORITY, TraceBreakdown
+from .figures import event_count, median_ns
 from .findings import THRESHOLDS
-from .palette import color_of
+from .palette import color_of, label_of
 from .pipeline import Analysis
 from .results import Finding
 from .text import breakdown_text, counter_lines, device_details, evidence_where, gain_text
@@ -64,15 +65,14 @@ def _facts(trace: Trace, analysis: Analysis) -> list[tuple[str, str]]:
     bd: TraceBreakdown | None = analysis.breakdown
     run = getattr(analysis, "run", None)
     rows = [("Trace", trace.meta.source or "(unnamed)"), ("Format", trace.meta.format),
-            ("Duration", fmt_ns(trace.duration_ns)), ("Events", f"{trace.events:,}")]
+            ("Duration", fmt_ns(trace.duration_ns)), ("Events", f"{event_count(trace):,}")]
     if trace.meta.ranks:
         rows.append(("Ranks", ", ".join(map(str, trace.meta.ranks))))
     if len(it):
-        d = it.durations
         sure = " - iterations uncertain" if it.uncertain else ""
         rows.append(("Iterations", f"{len(it)} ({it.method}, confidence "
                                    f"{it.confidence:.2f}{sure})"))
-        rows.append(("Median iteration", fmt_ns(float(np.median(d[it.steady])))))
+        rows.append(("Median iteration", f"#{it.median_index}: {fmt_ns(median_ns(it))}"))
     else:
         rows.append(("Iterations", f"none found: {it.reason or 'no repeating structure'}"))
     if bd is not None and bd.device is not None:
@@ -118,7 +118,11 @@ def html_report(trace: Trace, analysis: Analysis) -> str:
     title = f"sofa-gui report: {Path(trace.meta.source).name or 'trace'}"
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{escape(title)}</h1>", "<table>"]
+           f"<h1>{escape(title)}</h1>"]
+    v = analysis.verdict
+    if v is not None:
+        out.append(f'<p class="verdict"><b>{escape(v.headline)}</b><br>{escape(v.basis)}</p>')
+    out.append("<table>")
     out += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
             for k, v in _facts(trace, analysis)]
     out.append("</table>")
@@ -166,13 +170,13 @@ def _html_charts(bd: TraceBreakdown) -> list[str]:
     if not bd.whole_trace and len(bd):
         cats = bd.categories()
         dom = [bd.dominant_category(i) for i in range(len(bd))]
-        tips = [f"iteration {i}: {fmt_ns(d)}, mostly {dom[i] or 'unknown'}"
+        tips = [f"iteration {i}: {fmt_ns(d)}, mostly {label_of(dom[i]) if dom[i] else 'unknown'}"
                 for i, d in enumerate(bd.durations.tolist())]
         out += ["<h2>Iteration times</h2>",
                 "<p class='meta'>Bars are coloured by each iteration's dominant category; the "
-                "dashed line is the median.</p>",
+                "dashed line is the median iteration.</p>",
                 charts.iteration_bars(bd.durations.tolist(), [color_of(c) for c in dom], tips,
-                                      fmt_ns, float(np.median(bd.durations))),
+                                      fmt_ns, float(bd.durations[bd.median_iteration])),
                 charts.legend(sorted(set(dom) - {""}, key=cats.index) if cats else [])]
     for side, obj in (("device", bd.device), ("host", bd.host)):
         if obj is None:
@@ -196,7 +200,7 @@ def _html_tables(bd: TraceBreakdown) -> list[str]:
         for c, v in zip(obj.categories, tot.tolist()):
             if v:
                 out.append(f'<tr><td><span class="sw" style="background:{color_of(c)}">'
-                           f"</span>{escape(c)}</td><td class='num'>{fmt_ns(v / n)}</td>"
+                           f"</span>{escape(label_of(c))}</td><td class='num'>{fmt_ns(v / n)}</td>"
                            f"<td class='num'>{100 * v / wall:.1f}%</td></tr>")
         out.append("</table>")
     out += _html_ranks(bd)
@@ -241,8 +245,10 @@ def _html_ranks(bd: TraceBreakdown) -> list[str]:
 # -- Markdown --------------------------------------------------------------------------
 def markdown_report(trace: Trace, analysis: Analysis) -> str:
     bd: TraceBreakdown | None = analysis.breakdown
-    out = [f"# sofa-gui report: {_md(Path(trace.meta.source).name or 'trace')}", "",
-           "| | |", "|---|---|"]
+    out = [f"# sofa-gui report: {_md(Path(trace.meta.source).name or 'trace')}", ""]
+    if analysis.verdict is not None:
+        out += [f"**{_md(analysis.verdict.headline)}**. {_md(analysis.verdict.basis)}", ""]
+    out += ["| | |", "|---|---|"]
     out += [f"| {_md(k)} | {_md(v)} |" for k, v in _facts(trace, analysis)]
     out += ["", "## Findings", ""]
     if not analysis.findings:
@@ -274,14 +280,21 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
 
 
 def _md_iterations(bd: TraceBreakdown) -> list[str]:
+    """One row per iteration: its duration (the step's own time), the device's window of
+    it when the device lags (the device rows cover that window), the dominant category."""
     cats = [c for c in bd.categories() if bd.times()[:, bd.categories().index(c)].sum()]
-    head = "| iteration | duration | dominant | " + " | ".join(cats) + " |"
-    out = ["## Iterations", "", head, "|" + "---|" * (3 + len(cats))]
+    dev = bd.device_clock and bd.device is not None
+    a, b = bd.windows_of("device") if dev else (None, None)
+    head = ("| iteration | duration | " + ("device window | " if dev else "") + "dominant | "
+            + " | ".join(map(label_of, cats)) + " |")
+    out = ["## Iterations", "", head, "|" + "---|" * (3 + dev + len(cats))]
     t = bd.times()
     idx = {c: bd.categories().index(c) for c in cats}
     for i, d in enumerate(bd.durations.tolist()):
         cells = " | ".join(fmt_ns(t[i, idx[c]]) for c in cats)
-        out.append(f"| {i} | {fmt_ns(d)} | {bd.dominant_category(i)} | {cells} |")
+        dom = bd.dominant_category(i)
+        window = f"{fmt_ns(int(b[i] - a[i]))} | " if dev else ""
+        out.append(f"| {i} | {fmt_ns(d)} | {window}{label_of(dom) if dom else ''} | {cells} |")
     return out + [""]
 
 

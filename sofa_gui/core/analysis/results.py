@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..units import us
+from .codec import register
 
 __all__ = ["us"]  # re-exported: analysis modules import it from here
 
@@ -102,7 +103,8 @@ class Iterations:
     @property
     def median_index(self) -> int:
         """The median iteration: lower median by duration (stable), -1 if none.  The one
-        "median" every view compares against (the breakdown uses the same rule)."""
+        "median" every surface shows and compares against (the breakdown uses the same
+        rule on the same durations; :mod:`.figures`)."""
         return lower_median_index(self.durations)
 
     def device_step_times(self) -> np.ndarray | None:
@@ -148,6 +150,8 @@ class Iterations:
             "reason": self.reason,
             "steady_state_from": int(self.steady_state_from) if len(self) else None,
             "device_lags_host": bool(self.device_lags),
+            "median_iteration": self.median_index if len(self) else None,
+            "median_us": us(int(self.durations[self.median_index])) if len(self) else None,
             "periodic_extras": [x.to_dict() for x in self.periodic_extras],
             "items": [self._item(i) for i in range(len(self))],
         }
@@ -190,10 +194,14 @@ class Evidence:
 class Fix:
     """A remedy and what it applies to.
 
-    ``framework``: "pytorch", "tensorflow", "jax", "tensorflow/jax" (both) or "any".
+    ``framework``: "pytorch", "tensorflow", "jax", "tensorflow/jax" (both) or "any"; its
+    text names no other framework's API.
     ``devices``/``modes``: the run facts it fits (empty: any).  ``fact``: the run fact it
     changes; ``unless``: values of that fact under which it is already applied (the fix
-    is then not shown).  ``because`` is filled per run with the fact that makes it fit.
+    is then not shown).  ``needs``: facts the run must be proven to have, as
+    ``(key, allowed values)`` pairs (a DataLoader fix needs a DataLoader in the trace:
+    unknown is not enough); ``excludes``: ``(key, values)`` pairs that rule it out.
+    ``because`` is filled per run with the fact that makes it fit.
     ``gain``: how its own speed-up is estimated (a key of :data:`GAIN_NEEDS`; "" = the
     finding's estimate applies to all its fixes), ``name`` a short label for it;
     ``estimate``/``estimate_why`` are filled per run.
@@ -205,6 +213,8 @@ class Fix:
     modes: tuple[str, ...] = ()
     fact: str = ""
     unless: tuple = ()
+    needs: tuple[tuple[str, tuple], ...] = ()
+    excludes: tuple[tuple[str, tuple], ...] = ()
     because: str = ""
     gain: str = ""
     name: str = ""
@@ -289,6 +299,8 @@ class Finding:
     #: what makes its reading (not only its size) unproven, e.g. slow steps that make the
     #: same calls as fast ones: such findings rank after the hypotheses
     tentative: str = ""
+    #: other shown findings that measure disjoint time (their shares add up)
+    disjoint_with: list[str] = field(default_factory=list)
 
     @property
     def gain(self) -> float:
@@ -324,4 +336,10 @@ class Finding:
             out["tentative"] = self.tentative
         if self.estimated_by:
             out["estimated_by"] = self.estimated_by
+        if self.disjoint_with:
+            out["disjoint_with"] = list(self.disjoint_with)
         return out
+
+
+# result types the analysis cache may store
+register(Iterations, PeriodicExtra, Finding, Cause, Evidence, Fix)

@@ -16,8 +16,8 @@ from ..kinds import is_sync_call
 from ..trace import SAMPLED_LANES, CopyKind, Kind, Trace
 
 # Host roles, in priority order: where roles overlap in time, the first wins.
-(DATA_LOADING, SYNC, MEMCPY, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON, OTHER_EVENT,
- NONE) = range(10)
+(DATA_LOADING, SYNC, COMMUNICATION, MEMCPY, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON,
+ WRAPPER, OTHER_EVENT, NONE) = range(12)
 
 _DATA_LOADING = re.compile(
     r"DataLoader|_DataLoaderIter|IteratorGetNext|Iterator::|tf\.data|tf_data|"
@@ -35,7 +35,30 @@ _SYNC_OP = re.compile(
 # Copy API calls: from pageable memory they stage the data on the host first,
 # and the device waits if nothing else is queued.
 _MEMCPY_API = re.compile(r"^(cuda|hip|cu)Memcpy", re.I)
-_STEP_MARKER = re.compile(r"^ProfilerStep#\d+$")
+#: Step markers: ``ProfilerStep#N``, NVTX / TraceMe "step 12" / "train step 3" ranges and
+#: Keras 3's "Profiled batch step 5" (TensorBoard callback).
+STEP_NAME = re.compile(
+    r"^(ProfilerStep#\d+|(profiled[ _-]?)?((train(ing)?|batch)[ _-]?)?(step|iteration|iter)"
+    r"[ _#:-]*\d+)$", re.I)
+#: Collectives of any backend as the host sees them: the NCCL / gloo / MPI / UCC ranges the
+#: PyTorch profiler records (``gloo:all_reduce`` on the backend's own thread), c10d ops
+#: and ``record_param_comms``, TF collective ops and XLA collective thunks.
+_COLLECTIVE = re.compile(
+    r"^(nccl|rccl|gloo|mpi|ucc|xccl)[:_]|^c10d::|^record_param_comms$|"
+    r"^(Collective(Reduce|Gather|Bcast|Permute|AllToAll)\w*|NcclAllReduce|"
+    r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(\b|[.:_])", re.I)
+#: The collective itself as its backend records it (not the c10d op that enqueues it).
+_BACKEND_COLLECTIVE = re.compile(r"^(nccl|rccl|gloo|mpi|ucc|xccl):", re.I)
+#: Waits for the next input element (what a consumer thread blocks on), on any thread.
+_INPUT_WAIT = re.compile(r"IteratorGetNext|DataLoader.*__next__|MultiDeviceIteratorGetNext")
+#: Framework step functions and runtime wrappers on the thread that drives the loop: they
+#: enclose the step while its ops run on pool threads, so the time under them that no op
+#: of the thread covers is spent waiting for those threads.
+_WRAPPER = re.compile(
+    r"^(TFE_Py_|EagerExecute$|EagerLocalExecute|EagerKernelExecute$|KernelAndDeviceFunc::|"
+    r"FunctionRun$|__inference_|__forward_|PjitFunction|PmapFunction|train_function$|"
+    r"(train|test|predict)_step$|(multi|one)_step_on_(iterator|data)$|"
+    r"ExecutorState::Process$|ExecutorDoneCallback$)")
 # Host calls that run a TF/JAX training step from Python: eager dispatch of the
 # step function, the Keras train_function, jitted JAX calls. The thread making them
 # drives the loop even when runtime pools (Eigen, tf_Compute, XLA) hold more events.
@@ -52,14 +75,18 @@ def _name_roles(names: list[str]) -> np.ndarray:
     """Role implied by a name alone (NONE where the name says nothing)."""
     out = np.full(len(names), NONE, np.int8)
     for i, n in enumerate(names):
-        if _STEP_MARKER.match(n):
+        if STEP_NAME.match(n):
             continue
         if _DATA_LOADING.search(n):
             out[i] = DATA_LOADING
+        elif _COLLECTIVE.search(n):
+            out[i] = COMMUNICATION
         elif _SYNC_OP.search(n) or (is_sync_call(n) and "WaitEvent" not in n):
             out[i] = SYNC
         elif _MEMCPY_API.search(n):
             out[i] = MEMCPY
+        elif _WRAPPER.search(n):
+            out[i] = WRAPPER
         elif _OPTIMIZER.search(n):
             out[i] = OPTIMIZER
         elif _BACKWARD.search(n):
@@ -76,7 +103,7 @@ def host_roles(trace: Trace, idx: np.ndarray) -> np.ndarray:
     kind = s.kind[idx]
     role = by_name[s.name[idx]].copy()
     runtime = kind == int(Kind.RUNTIME)
-    role[runtime & ~np.isin(role, [SYNC, DATA_LOADING, MEMCPY])] = RUNTIME
+    role[runtime & ~np.isin(role, [SYNC, DATA_LOADING, MEMCPY, COMMUNICATION])] = RUNTIME
     role[~runtime & (role == MEMCPY)] = NONE  # a copy *op* is classified by its phase
     role[kind == int(Kind.SYNC)] = SYNC
     role[(role == MEMCPY) & np.isin(idx, _readback_calls(trace))] = SYNC
@@ -144,8 +171,25 @@ def step_driver_counts(trace: Trace) -> np.ndarray:
 
 
 def step_marker_ids(trace: Trace) -> np.ndarray:
-    """Name ids of ``ProfilerStep#N`` annotations."""
-    return trace.memo("roles.step_ids", lambda: trace.name_ids(_STEP_MARKER.match))
+    """Name ids of step markers (:data:`STEP_NAME`)."""
+    return trace.memo("roles.step_ids", lambda: trace.name_ids(
+        lambda n: bool(STEP_NAME.match(n.strip().strip("#").strip()))))
+
+
+def waits_for(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx``: the role of what a thread waits *for* while it runs
+    (``DATA_LOADING`` for an input fetch such as ``IteratorGetNextOp::DoCompute``,
+    ``COMMUNICATION`` for a collective), NONE otherwise.  Such a slice on another thread
+    than the loop's tells what the loop's thread waits for while nothing of its own runs."""
+    def build():
+        out = np.full(len(trace.names), NONE, np.int8)
+        for i, n in enumerate(trace.names):
+            if _INPUT_WAIT.search(n):
+                out[i] = DATA_LOADING
+            elif _COLLECTIVE.search(n):
+                out[i] = COMMUNICATION
+        return out
+    return trace.memo("roles.waits_for", build)[trace.slices.name[idx]]
 
 
 def copy_memory_kind(trace: Trace, idx: np.ndarray) -> np.ndarray:
@@ -159,3 +203,36 @@ def copy_memory_kind(trace: Trace, idx: np.ndarray) -> np.ndarray:
         return out
     return trace.memo("roles.copy_mem", build)[trace.slices.name[idx]]
 
+
+
+def host_collectives(trace: Trace) -> np.ndarray:
+    """Slices of collectives run on host threads (gloo / MPI / UCC ranges such as
+    ``gloo:all_reduce``), for runs whose collectives have no device kernel."""
+    def build():
+        s = trace.slices
+        ids = trace.name_ids(_BACKEND_COLLECTIVE.match)
+        return np.flatnonzero(np.isin(s.name, ids) & (s.device < 0) & (s.dur > 0))
+    return trace.memo("roles.host_collectives", build)
+
+
+#: Threads of the framework runtimes' compute pools (not tf.data's own threads).
+_POOL_LANE = re.compile(r"tf_Compute|tf_XLA|XLA|PjRt|pjrt|Eigen|inter_op|intra_op", re.I)
+#: Pool-thread spans that wait or mark rather than compute.
+_POOL_IDLE = re.compile(r"Await|ThreadpoolListener::|[Ww]ait|^end: |BlockUntilReady|"
+                        r"ExecutorDoneCallback")
+
+
+def pool_work(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """The slices of ``idx`` that are compute on a runtime pool thread (TF ``tf_Compute``,
+    XLA PjRt / Eigen threads): what a main thread inside a step function or a blocking
+    read waits for.  Waits and markers of those threads are left out."""
+    s = trace.slices
+    lanes = np.unique(s.lane[idx])
+    pools = [int(x) for x in lanes.tolist() if _POOL_LANE.search(trace.lanes.name[x])
+             and not trace.lanes.name[x].startswith("tf_data")]
+    if not pools:
+        return idx[:0]
+    idle = trace.memo("roles.pool_idle", lambda: trace.name_ids(_POOL_IDLE.search))
+    keep = np.isin(s.lane[idx], pools) & ~np.isin(s.name[idx], idle) & (
+        s.kind[idx] == int(Kind.CPU_OP))
+    return idx[keep]

@@ -9,10 +9,12 @@ Facts (``RunFacts.facts`` keys):
 ===========  ===============================================  ========================
 key          values                                           proved by
 ===========  ===============================================  ========================
-framework    pytorch / tensorflow / jax                       op names, XLA modules
+framework    pytorch / tensorflow / jax / python (none of them)  op names, XLA modules
 device       cuda / rocm / cpu / tpu / mixed (+ device names)  device properties,
                                                               runtime calls, lanes
-mode         training / inference                             backward/optimizer ops
+mode         training / inference                             backward/optimizer ops,
+                                                              TF gradient ops, XLA
+                                                              grad / update names
 ranks        world size (``detail``: this trace's ranks)       distributed info
 cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
                                                               misc.txt, trace metadata
@@ -29,7 +31,8 @@ cpu_handover what a loader worker's batch costs the main thread   trace metadata
              MB; a calibration, ``recorder.calibrate``)
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
-precision    low (fp16/bf16 kernels) / tf32                   kernel names
+precision    low (fp16/bf16 kernels or op inputs) / tf32      kernel names, op input
+                                                              types (CPU autocast)
 compiled     torch.compile / cuda_graphs / xla                compiled regions, graph
                                                               launches
 optimizer    fused / foreach / for_loop                       optimizer kernels/ops
@@ -56,6 +59,7 @@ import numpy as np
 
 from ..metadata import amount, count
 from ..trace import Kind, LaneKind, Trace
+from .codec import register
 from .results import us
 
 
@@ -178,7 +182,7 @@ def _framework_ops(trace: Trace) -> int:
 
 # -- probes --------------------------------------------------------------------------------
 _JAX = r"^PjitFunction\(|^jit_|pjit|^\$jax|jaxlib"
-_TF = r"^__inference_|IteratorGetNext|^tf\.|TensorFlow|^Iterator::"
+_TF = r"__inference_|IteratorGetNext|^tf\.|TensorFlow|^Iterator::|^TFE_Py_|^EagerLocalExecute"
 _TORCH = r"^aten::|^ProfilerStep#|^autograd::|^Optimizer\.step"
 
 
@@ -188,10 +192,30 @@ def _framework(trace: Trace) -> list[Fact]:
         f = _named(trace, "framework", value, pattern)
         if f.known:
             break
+    else:
+        f = _plain_python(trace)
     version = _header(trace).get("pytorch_version") or _header(trace).get("torch_version")
     if f.known and f.value == "pytorch" and version:
         f.detail = f"torch {version}"
     return [f]
+
+
+#: Python frames of a framework's own code (sampled stacks name the module's path).
+_FRAMEWORK_CODE = r"torch|tensorflow|keras|jax|flax|optax|lightning"
+
+
+def _plain_python(trace: Trace) -> Fact:
+    """``python`` for a program with Python frames and no framework op, device work or
+    framework name at all (a plain Python loop under ``sofa-gui record``): no
+    framework's fix applies to it."""
+    s = trace.slices
+    device = np.isin(s.kind, [int(Kind.KERNEL), int(Kind.MEMCPY), int(Kind.MEMSET),
+                              int(Kind.RUNTIME)]).any()
+    frames = int(np.count_nonzero(s.kind == int(Kind.PYTHON)))
+    if _framework_ops(trace) or device or not frames or first_named(trace, _FRAMEWORK_CODE) >= 0:
+        return Fact("framework")
+    return Fact("framework", "python", "no PyTorch, TensorFlow or JAX",
+                f"{frames:,} Python frames and no framework op or device event")
 
 
 _ROCM = re.compile(r"AMD|Radeon|Instinct|MI\d{3}|gfx", re.I)
@@ -222,19 +246,30 @@ def _device(trace: Trace) -> list[Fact]:
     return [Fact("device")]
 
 
+#: Names only training makes: autograd and optimizer ops (PyTorch), gradient ops and
+#: variable updates (TensorFlow: ``gradient_tape/...``, ``*Grad``, ``ResourceApply*``),
+#: differentiation and update names in XLA modules and ops (JAX: ``transpose(jvp(...))``,
+#: ``value_and_grad``, optax updates).
+_TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
+             r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|gradient_tape/|"
+             r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
+             r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
+             r"transpose\(jvp|\bjvp\(|value_and_grad|\bgrad\(|optax|apply_updates|"
+             r"train_step|update_step|train_function")
+
+
 @probe
 def _mode(trace: Trace) -> list[Fact]:
-    f = _named(trace, "mode", "training",
-               r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
-               r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|Backprop(Filter|Input)$|"
-               r"^ResourceApply")
+    f = _named(trace, "mode", "training", _TRAINING)
     if f.known:
         return [f]
     ops = _framework_ops(trace)
     fw = _framework(trace)[0]
-    if fw.known and fw.value == "pytorch" and ops >= 50:
+    # TF ops name their gradients unless XLA fused them; PyTorch's autograd always shows
+    eager_tf = fw.value == "tensorflow" and _compiled(trace)[0].value != "xla"
+    if (fw.value == "pytorch" or eager_tf) and ops >= 50:
         return [Fact("mode", "inference", "",
-                     f"no backward or optimizer op among {ops:,} framework ops")]
+                     f"no backward, gradient or optimizer op among {ops:,} framework ops")]
     return [Fact("mode")]
 
 
@@ -376,7 +411,49 @@ def _precision(trace: Trace) -> list[Fact]:
     kinds = [Kind.KERNEL]
     low = _named(trace, "precision", "low", r"bf16|fp16|f16_|half|hmma|h884|h1688|h16816|"
                  r"bfloat16|_BBS_|_HHS_", "fp16/bf16 kernels", kinds)
-    return [low if low.known else _named(trace, "precision", "tf32", r"tf32", "", kinds)]
+    if low.known:
+        return [low]
+    typed = _low_precision_inputs(trace)
+    if typed.known:
+        return [typed]
+    return [_named(trace, "precision", "tf32", r"tf32", "", kinds)]
+
+
+#: Ops whose input types tell the compute precision (what autocast casts), and the types.
+_MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
+                      r"mkldnn_\w*|scaled_dot_product\w*)$")
+_LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
+#: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
+_TYPE_SAMPLE = 300
+
+
+def _low_precision_inputs(trace: Trace) -> Fact:
+    """bf16 / fp16 from the recorded input types of matmul / convolution ops (CPU
+    autocast leaves no kernel names): low when at least a quarter of the sampled calls
+    take 16-bit inputs."""
+    s = trace.slices
+    ids = trace.name_ids(_MATH_OP.match)
+    idx = np.flatnonzero(np.isin(s.name, ids) & (s.args >= 0)) if len(ids) else ids
+    if not len(idx):
+        return Fact("precision")
+    pick = idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
+    seen: dict[str, int] = {}
+    first = -1
+    for j in pick.tolist():
+        types = (trace.args.get(int(s.args[j])) or {}).get("Input type")
+        low = {_LOW_TYPES[t] for t in types if t in _LOW_TYPES} if isinstance(types, list) \
+            else set()
+        for t in low:
+            seen[t] = seen.get(t, 0) + 1
+            first = j if first < 0 else first
+    n = sum(seen.values())
+    if n < max(1, len(pick) / 4):
+        return Fact("precision")
+    kind = max(seen, key=seen.get)
+    return Fact("precision", "low", f"{kind} op inputs (autocast)",
+                f"{n} of {len(pick)} sampled matmul/convolution calls take "
+                f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
+                f"`{trace.name_of(first)}`", first)
 
 
 @probe
@@ -465,3 +542,6 @@ def _tf_data(trace: Trace) -> list[Fact]:
 
 def _stage_proof(st) -> str:
     return f"`Iterator::{st.kind}` ({st.dataset})"
+
+
+register(RunFacts, Fact)  # result types the analysis cache may store

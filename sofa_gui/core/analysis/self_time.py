@@ -71,3 +71,29 @@ def _parents(key, starts, kid_key, kid_start) -> np.ndarray:
             at = np.searchsorted(starts[lo:hi], kid_start[a:b], "right") - 1
             out[a:b] = np.where(at >= 0, at + lo, -1)
     return out
+
+
+def parents(trace: Trace) -> np.ndarray:
+    """Per slice, the index of the slice enclosing it on its lane (one nesting row up,
+    the last to start at or before it; the rule :func:`self_times` subtracts children
+    by), -1 for top-level slices and those with no such slice. Computed once per trace."""
+    return trace.memo("self_time.parents", lambda: _all_parents(trace))
+
+
+def _all_parents(trace: Trace) -> np.ndarray:
+    s = trace.slices
+    n = len(s)
+    out = np.full(n, -1, np.int64)
+    if not n:
+        out.flags.writeable = False
+        return out
+    cand = np.arange(n, dtype=np.int64)
+    key = s.lane.astype(np.int64) * 65536 + s.depth
+    order = _rows_order(cand, key, s.start)
+    key, starts = key[order], s.start[order]
+    kpos = np.flatnonzero(s.depth[order] > 0)
+    ppos = _parents(key, starts, key[kpos] - 1, starts[kpos])
+    got = ppos >= 0
+    out[order[kpos[got]]] = order[ppos[got]]
+    out.flags.writeable = False
+    return out

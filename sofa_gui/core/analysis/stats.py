@@ -25,6 +25,7 @@ from ..names import demangle
 from ..trace import CopyKind, Kind, Trace
 from .iterations.symbols import normalize_name
 from .results import us
+from .roles import host_collectives
 from .self_time import self_times
 
 KINDS = ("kernel", "op", "copy", "collective")
@@ -125,6 +126,8 @@ def select(trace: Trace, kind: str, scope: Scope) -> np.ndarray:
     else:
         comm = idx[k == int(Kind.COMMUNICATION)]
         on_device = comm[s.device[comm] >= 0]
+        if not len(on_device):  # CPU collectives (gloo, MPI, UCC) run on host threads
+            comm = np.union1d(comm, idx[np.isin(idx, host_collectives(trace))])
         idx = on_device if len(on_device) else comm
     if scope.lanes is not None:
         idx = idx[np.isin(s.lane[idx], np.asarray(scope.lanes))]
@@ -224,10 +227,13 @@ def iteration_scope(iterations, i: int) -> Scope:
     if not -n <= i < n:
         raise IndexError(f"iteration {i} out of range (the trace has {n})")
     i %= n
+    from ..units import fmt_ns
+
     label = f"iteration {i}"
     if i < len(iterations.labels) and iterations.labels[i]:
         label += f" ({iterations.labels[i]})"
-    return Scope(label, int(iterations.starts[i]), int(iterations.ends[i]))
+    a, b = int(iterations.starts[i]), int(iterations.ends[i])
+    return Scope(f"{label}, {fmt_ns(b - a)}", a, b)
 
 
 def steady_scope(iterations) -> Scope:

@@ -11,7 +11,7 @@ from html import escape
 
 import numpy as np
 
-from .palette import color_of
+from .palette import color_of, label_of
 
 W, H = 920, 260
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
@@ -109,13 +109,13 @@ def stacked_bars(times: np.ndarray, categories: Sequence[str], fmt: Callable[[fl
             y -= h
             body.append(f'<rect x="{x:.2f}" y="{y:.2f}" '
                         f'width="{width:.2f}" height="{h:.2f}" '
-                        f'fill="{color_of(c)}"><title>iteration {i}: {escape(c)} '
+                        f'fill="{color_of(c)}"><title>iteration {i}: {escape(label_of(c))} '
                         f'{escape(fmt(v))}</title></rect>')
     return _frame(body, ymax, fmt, n, title)
 
 
 def legend(categories: Sequence[str]) -> str:
     """An HTML legend (colour swatch + name) for the categories."""
-    items = [f'<span class="sw" style="background:{color_of(c)}"></span>{escape(c)}'
+    items = [f'<span class="sw" style="background:{color_of(c)}"></span>{escape(label_of(c))}'
              for c in categories]
     return '<div class="legend">' + " ".join(f"<span>{i}</span>" for i in items) + "</div>"

@@ -32,6 +32,14 @@ def analysis_text(trace: Trace, analysis: Analysis) -> list[str]:
     return lines
 
 
+def verdict_text(verdict) -> list[str]:
+    """"Verdict: Compute-bound: 64.1% of the profiled time" and its basis, then a blank
+    line ([] without a verdict): what limits the run, read before any finding."""
+    if verdict is None:
+        return []
+    return [f"Verdict: {verdict.headline}", f"  {verdict.basis}", ""]
+
+
 def input_pipeline_text(p) -> list[str]:
     """The tf.data stage tree with total and own time (a :class:`~.tfdata.InputPipeline`)."""
     n = max(len(p.wait_ns), 1)
@@ -55,8 +63,8 @@ def breakdown_text(bd: TraceBreakdown) -> list[str]:
     if bd.device is None:
         lines.append("  no accelerator activity in the trace: host side only")
     if bd.device_clock:
-        lines.append("  device windows on the device clock (it lags its host): each iteration "
-                     "runs from the previous step's last device work to its own")
+        lines.append("  the device lags its host: device rows cover each step's device window "
+                     "(device clock), from the previous step's last device work to its own")
     per = "whole trace" if bd.whole_trace else "mean per iteration"
     for d in bd.devices[:4]:
         lines.append(f"  Device {d.label}: {per}, share")

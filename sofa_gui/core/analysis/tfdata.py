@@ -16,7 +16,9 @@ TensorFlow records every ``GetNext`` of every dataset iterator as an event named
 * whether the pipeline **prefetches**, **caches**, runs in **parallel**, and whether
   its elements come from **Python** (``from_generator``, or ``PyFunc``/``EagerPyFunc``
   ops of ``py_function`` / ``numpy_function``), which the GIL keeps to one core;
-* per iteration, the **input wait**: the main thread's time inside ``IteratorGetNext``.
+* per iteration, the **input wait**: the time the main thread spends inside
+  ``IteratorGetNext`` or in a step function while another thread of its process runs
+  it (``IteratorGetNextOp::DoCompute`` under Keras' ``multi_step_on_iterator``).
 
 This follows the TensorFlow profiler's own tf.data bottleneck analysis (the iterator
 with the longest self time on the blocking path) with a simpler, stated rule.
@@ -31,6 +33,7 @@ import numpy as np
 
 from ..trace import Trace
 from ..units import fmt_ns
+from .codec import register
 from .intervals import measure_in, union
 from .results import us
 
@@ -375,14 +378,18 @@ def _worker_time(trace: Trace, lo: int, hi: int) -> tuple[int, int, int]:
 
 
 def _input_wait(trace: Trace, starts, ends, main_lane) -> tuple[np.ndarray, np.ndarray]:
-    """Per window: the main thread's time inside IteratorGetNext calls, and the wall."""
+    """Per window: the time the main thread waits in IteratorGetNext calls (its own, or
+    those another thread of its process runs for its step), and the wall."""
     ws, we = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     wall = we - ws
     s = trace.slices
     ids = trace.name_ids(_GET_NEXT.search)
     if main_lane is None or not len(ids):
         return np.zeros(len(ws), np.int64), wall
-    mine = trace.lane_slices(main_lane)
-    mine = mine[np.isin(s.name[mine], ids)]
+    lanes = np.flatnonzero(trace.lanes.pid == trace.lanes.pid[main_lane])
+    mine = np.flatnonzero(np.isin(s.name, ids) & np.isin(s.lane, lanes))
     a, b = union(s.start[mine], s.end[mine])
     return measure_in(a, b, ws, we).astype(np.int64), wall
+
+
+register(InputPipeline, Stage)  # result types the analysis cache may store

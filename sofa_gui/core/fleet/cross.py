@@ -7,7 +7,8 @@
   collectives, so wall times are nearly equal and the straggler is the rank that
   spends the *most time outside* collectives (the others wait for it there).
 * **Stragglers**: own time above the iteration's median rank by more than
-  ``max(5% of the median iteration, 4 robust SDs (1.4826 x MAD))``.  The *cause* is the
+  ``max(5% of the median iteration, 4 robust SDs (1.4826 x MAD))``; with two ranks, above
+  the faster one by more than 5% of the median iteration.  The *cause* is the
   breakdown category (communication excluded) with the largest excess over the
   median rank in the straggling iterations, with the share of the excess it explains.
 * **Collective wait skew** per rank: median over iterations of how much longer the
@@ -22,8 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis.findings.fleet_rules import fixes_for
-from ..analysis.findings.fleet_rules import severity as _severity
+from ..analysis.findings.fleet_rules import FleetFinding, fleet_finding
 from ..analysis.results import us
 from .summary import RankSummary
 
@@ -73,7 +73,7 @@ class FleetResult:
     own: np.ndarray
     comm: np.ndarray
     stragglers: list[Straggler] = field(default_factory=list)
-    findings: list[dict] = field(default_factory=list)
+    findings: list[FleetFinding] = field(default_factory=list)
 
     @property
     def ranks(self) -> list[int]:
@@ -121,7 +121,7 @@ class FleetResult:
             },
             "median_rank": self.median_rank(),
             "stragglers": [s.to_dict(self.labels) for s in self.stragglers],
-            "findings": self.findings,
+            "findings": [f.to_dict() for f in self.findings],
         }
 
 
@@ -219,6 +219,12 @@ def find_stragglers(res: FleetResult) -> list[Straggler]:
     dev = np.abs(own - med[None, :])
     mad = _nanmedian_cols(dev)
     med_it = _nanmedian_cols(it)
+    # two ranks have no median rank and no spread to measure noise by: the slower one is
+    # compared with the faster one, on the fixed threshold alone
+    pair = np.sum(~np.isnan(own), axis=0) == 2
+    with np.errstate(all="ignore"):
+        med = np.where(pair, np.nanmin(np.where(np.isnan(own), np.inf, own), axis=0), med)
+    mad = np.where(pair, 0.0, mad)
     thresh = np.maximum(STRAGGLER_MIN_FRACTION * med_it, ROBUST_SDS * 1.4826 * mad)
     excess = own - med[None, :]
     with np.errstate(invalid="ignore"):
@@ -239,13 +245,15 @@ def find_stragglers(res: FleetResult) -> list[Straggler]:
 
 
 def _category_excess(res: FleetResult, r: int, cols: list[int]) -> dict[str, float]:
-    """Mean excess of rank ``r`` over the median rank per category, in ``cols``."""
+    """Mean excess of rank ``r`` over the median rank (of two ranks: the other one) per
+    category, in ``cols``."""
     out = {}
     for k, c in enumerate(res.categories):
         if c == WAIT:
             continue
         m = res.breakdown[k]
-        med = _nanmedian_cols(m[:, cols])
+        others = np.delete(m[:, cols], r, axis=0)
+        med = others[0] if len(others) == 1 else _nanmedian_cols(m[:, cols])
         d = m[r, cols] - med
         if not np.all(np.isnan(d)):
             out[c] = float(np.nanmean(d))
@@ -253,25 +261,18 @@ def _category_excess(res: FleetResult, r: int, cols: list[int]) -> dict[str, flo
 
 
 # -- findings ---------------------------------------------------------------------------------
-def fleet_findings(res: FleetResult) -> list[dict]:
+def fleet_findings(res: FleetResult) -> list[FleetFinding]:
     """Findings that only show across ranks; each says what it rests on and how sure."""
     out = []
     if res.stragglers:
-        st = res.stragglers[0]
-        f = _straggler_finding(res, st)
-        f["fixes"] = fixes_for(f["id"], st.cause)
-        out.append(f)
-    imb = _imbalance_finding(res)
-    if imb:
-        imb["fixes"] = fixes_for(imb["id"])
-        out.append(imb)
-    common = _common_finding(res)
-    if common:
-        out.append(common)
+        out.append(_straggler_finding(res, res.stragglers[0]))
+    for f in (_imbalance_finding(res), _common_finding(res)):
+        if f is not None:
+            out.append(f)
     return out
 
 
-def _straggler_finding(res: FleetResult, s: Straggler) -> dict:
+def _straggler_finding(res: FleetResult, s: Straggler) -> FleetFinding:
     r = res.ranks.index(s.rank)
     cols = s.iterations
     others = [i for i in range(len(res.ranks)) if i != r]
@@ -283,30 +284,24 @@ def _straggler_finding(res: FleetResult, s: Straggler) -> dict:
             f"iteration outside collectives than the median rank in {len(cols)} of "
             f"{len(res.labels)} iterations; the excess is mostly {s.cause} "
             f"(+{us(s.cause_ns) / 1000:.2f} ms)")
+    share = round(s.fraction, 4)
     if held:
-        return {
-            "id": "straggler_holds_collectives", "severity": _severity(s.fraction),
-            "title": f"Rank {s.rank} holds the other {n - 1} ranks in collectives",
-            "share": round(s.fraction, 4),
-            "summary": what + f"; the other ranks wait {extra_wait / 1e6:.2f} ms longer in "
-                              "communication, matching the straggler's excess.",
-            "rests_on": "per-rank own time (wall - exposed communication) and exposed "
-                        "communication per aligned iteration",
-            "confidence": 0.9, "ranks": [s.rank], "iterations": cols,
-        }
-    return {
-        "id": "straggler", "severity": _severity(s.fraction),
-        "title": f"Rank {s.rank} is slower than the median rank",
-        "share": round(s.fraction, 4),
-        "summary": what + "; the other ranks' collective wait does not show a matching "
-                          f"wait ({max(extra_wait, 0.0) / 1e6:.2f} ms more), so whether it "
-                          "delays them is not shown by these traces.",
-        "rests_on": "per-rank own time (wall - exposed communication) per aligned iteration",
-        "confidence": 0.6, "ranks": [s.rank], "iterations": cols,
-    }
+        return fleet_finding(
+            "straggler_holds_collectives", share,
+            what + f"; the other ranks wait {extra_wait / 1e6:.2f} ms longer in "
+                   "communication, matching the straggler's excess.",
+            title=f"Rank {s.rank} holds the other {n - 1} ranks in collectives",
+            factor="others_wait_for_it", cause=s.cause, ranks=[s.rank], iterations=cols)
+    return fleet_finding(
+        "straggler", share,
+        what + "; the other ranks' collective wait does not show a matching "
+               f"wait ({max(extra_wait, 0.0) / 1e6:.2f} ms more), so whether it "
+               "delays them is not shown by these traces.",
+        title=f"Rank {s.rank} is slower than the median rank", factor="wait_not_matched",
+        cause=s.cause, ranks=[s.rank], iterations=cols)
 
 
-def _imbalance_finding(res: FleetResult) -> dict | None:
+def _imbalance_finding(res: FleetResult) -> FleetFinding | None:
     """Broad spread of own time across many ranks (not one straggler)."""
     per_rank = _nanmedian_rows(res.own)
     ok = per_rank[~np.isnan(per_rank)]
@@ -318,20 +313,15 @@ def _imbalance_finding(res: FleetResult) -> dict | None:
     if spread < IMBALANCE_FRACTION:
         return None
     slow = [res.ranks[i] for i in np.flatnonzero(per_rank > p90).tolist()]
-    return {
-        "id": "load_imbalance", "severity": _severity(spread / 2),
-        "title": "Load imbalance across ranks",
-        "share": round(spread / 2, 4),
-        "summary": f"ranks' own time per iteration spreads by {spread:.0%} of the iteration "
-                   f"between the 10th and 90th percentile rank ({len(ok)} ranks); the fast "
-                   "ranks wait for the slow ones in every collective. Slowest: "
-                   + ", ".join(str(r) for r in slow[:8]),
-        "rests_on": "median own time (wall - exposed communication) per rank",
-        "confidence": 0.7, "ranks": slow, "iterations": [],
-    }
+    return fleet_finding(
+        "load_imbalance", round(spread / 2, 4),
+        f"ranks' own time per iteration spreads by {spread:.0%} of the iteration between the "
+        f"10th and 90th percentile rank ({len(ok)} ranks); the fast ranks wait for the slow "
+        "ones in every collective. Slowest: " + ", ".join(str(r) for r in slow[:8]),
+        factor="spread_of_medians", ranks=slow)
 
 
-def _common_finding(res: FleetResult) -> dict | None:
+def _common_finding(res: FleetResult) -> FleetFinding | None:
     tops = Counter(s.findings[0]["id"] for s in res.summaries if s.ok and s.findings)
     ok = sum(1 for s in res.summaries if s.ok)
     if not tops or ok < 2:
@@ -344,15 +334,10 @@ def _common_finding(res: FleetResult) -> dict | None:
     shares = [s.findings[0]["share"] for s in res.summaries if s.ok and s.findings
               and s.findings[0]["id"] == fid]
     med = float(np.median(shares))
-    return {
-        "id": f"fleet_{fid}", "severity": _severity(med),
-        "title": f"{first['title']} on {n} of {ok} ranks",
-        "share": round(med, 4),
-        "summary": f"the per-rank advisor's top finding is {fid} on {n} of {ok} readable "
-                   f"ranks (median share {med:.0%}): a fix applies to the whole job.",
-        "rests_on": "each rank's own analysis (top finding per rank)",
-        "confidence": round(n / ok, 3), "ranks": [s.rank for s in res.summaries
-                                                  if s.ok and s.findings
-                                                  and s.findings[0]["id"] == fid],
-        "iterations": [],
-    }
+    return fleet_finding(
+        f"fleet_{fid}", round(med, 4),
+        f"the per-rank advisor's top finding is {fid} on {n} of {ok} readable ranks (median "
+        f"share {med:.0%}): a fix applies to the whole job.",
+        title=f"{first['title']} on {n} of {ok} ranks", graded_as=fid, confidence=n / ok,
+        ranks=[s.rank for s in res.summaries if s.ok and s.findings
+               and s.findings[0]["id"] == fid], fixes=[])

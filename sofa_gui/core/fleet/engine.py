@@ -5,6 +5,17 @@ rescheduled by the scheduler on another worker (up to ``allowed-failures``, 3 by
 default); a task that raises is retried once (``RETRIES``), then reported as that
 rank's error while the other ranks complete.  Futures are released as soon as their
 summary is read, so the scheduler and the client never keep more than the summaries.
+
+The embedded cluster only talks to its owner: scheduler, workers and client use
+Dask's TLS with credentials made for this run (``Security.temporary()``: a fresh key
+and certificate held in memory and handed to the workers it starts), so a process that
+does not hold them, another local user's included, cannot connect, let alone run code
+on the workers. Its HTTP servers serve nothing (no dashboard, logs or metrics).
+An external scheduler (``--scheduler``,
+``$SOFA_GUI_SCHEDULER``) is reached over ``tcp://``, ``tls://``, ``ws://`` or
+``wss://``, with the TLS settings of the Dask config (``distributed.comm.tls.*``, or
+``DASK_DISTRIBUTED__COMM__TLS__*`` in the environment); it and its workers are trusted
+code, since Dask unpickles what they return (see docs/security.md).
 """
 
 from __future__ import annotations
@@ -23,6 +34,12 @@ from .summary import RankSummary
 from .task import rank_task
 
 ENV_SCHEDULER = "SOFA_GUI_SCHEDULER"
+#: Address schemes an external scheduler may use (ucx:// needs libraries not installed).
+SCHEMES = ("tcp", "tls", "ws", "wss")
+#: The embedded cluster's HTTP servers (which Dask always starts, on a free loopback port)
+#: serve nothing: no dashboard, no worker lists, logs or metrics for other local users.
+NO_HTTP_ROUTES = {"distributed.scheduler.http.routes": [],
+                  "distributed.worker.http.routes": []}
 RETRIES = 1  # extra attempts for a task that raised (not for bad input: that is a result)
 CONNECT_TIMEOUT_S = 20
 
@@ -57,25 +74,14 @@ class Engine:
 @contextmanager
 def open_engine(scheduler: str | None = None, workers: int | None = None) -> Iterator[Engine]:
     """A connected engine; the embedded cluster (if any) is shut down on exit."""
-    from distributed import Client, LocalCluster
-
     scheduler = scheduler or os.environ.get(ENV_SCHEDULER) or None
     cluster = None
     _quiet_dask()
     try:
         if scheduler:
-            try:
-                client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-            except (OSError, TimeoutError) as exc:
-                raise EngineError(f"cannot reach Dask scheduler {scheduler}: {exc}") from None
-            if workers:
-                client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+            client = connect(scheduler)
         else:
-            n = workers or os.cpu_count() or 1
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                   silence_logs=logging.ERROR)
-            client = Client(cluster)
+            cluster, client = start_private_cluster(workers or os.cpu_count() or 1)
             scheduler = cluster.scheduler_address
         try:
             _check_workers(client)
@@ -87,9 +93,57 @@ def open_engine(scheduler: str | None = None, workers: int | None = None) -> Ite
             cluster.close()
 
 
+def start_private_cluster(n_workers: int):
+    """(cluster, client): a ``LocalCluster`` on 127.0.0.1 that only holders of this
+    run's TLS credentials can use (see the module docstring)."""
+    import dask
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    security = Security.temporary()
+    with dask.config.set(NO_HTTP_ROUTES):  # the workers are started (and configured) here
+        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", protocol="tls://", security=security,
+                               dashboard_address=None, silence_logs=logging.ERROR,
+                               scheduler_kwargs={"dashboard": False,
+                                                 "dashboard_address": "127.0.0.1:0"})
+    try:
+        return cluster, Client(cluster, security=security)
+    except BaseException:
+        cluster.close()
+        raise
+
+
+def connect(scheduler: str):
+    """A client of the external ``scheduler``; :class:`EngineError` (one line) if the
+    address is unusable or the scheduler cannot be reached."""
+    from distributed import Client
+    from distributed.security import Security
+
+    from ..errors import one_line
+
+    scheme = scheduler.split("://", 1)[0].lower() if "://" in scheduler else "tcp"
+    if scheme not in SCHEMES:
+        raise EngineError(f"Dask scheduler {scheduler}: the {scheme}:// scheme is not "
+                          f"supported (use {', '.join(s + '://' for s in SCHEMES)})")
+    security = Security()  # the TLS settings of the Dask config and environment
+    if scheme in ("tls", "wss") and not (security.tls_ca_file and security.tls_client_cert):
+        raise EngineError(f"Dask scheduler {scheduler}: no TLS credentials; set "
+                          "distributed.comm.tls.ca-file, .client.cert and .client.key in the "
+                          "Dask config (or DASK_DISTRIBUTED__COMM__TLS__CA_FILE, "
+                          "..._CLIENT__CERT, ..._CLIENT__KEY)")
+    try:
+        return Client(scheduler, timeout=CONNECT_TIMEOUT_S, security=security)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise EngineError(f"cannot reach Dask scheduler {scheduler}: "
+                          f"{one_line(str(exc), 200)}") from None
+
+
 def _quiet_dask() -> None:
     """Dask logs every connection at INFO (and a traceback for each stream closed at
     shutdown): keep stderr for the rank bar unless ``-v`` asked for debug logs."""
+    import distributed  # noqa: F401  (its first import sets its loggers' levels: before ours)
+
     if logging.getLogger().level > logging.DEBUG:
         for name in ("distributed", "tornado"):
             logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -16,7 +16,7 @@ def fleet(run_dir, scheduler: str | None = None, workers: int | None = None,
           on_done: Callable[[RankSummary], None] | None = None,
           cancelled: Callable[[], bool] | None = None,
           on_engine: Callable[[Engine], None] | None = None) -> FleetResult:
-    """Analyse every selected rank of ``run_dir`` on Dask and compare them.
+    """Analyze every selected rank of ``run_dir`` on Dask and compare them.
 
     Raises TraceFormatError (bad folder), ValueError (bad ``ranks``) or
     :class:`~.engine.EngineError` (cluster unusable).

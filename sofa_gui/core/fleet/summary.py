@@ -20,7 +20,7 @@ class RankSummary:
     ``times`` is (iterations x ``categories``) from the breakdown of the rank's busiest
     device (``side == "device"``) or its main thread (``"host"``); each row sums to
     ``durations``.  ``comm_total`` is all collective time per iteration (hidden or not).
-    ``error`` is set (and the rest empty) when the rank could not be read or analysed.
+    ``error`` is set (and the rest empty) when the rank could not be read or analyzed.
     """
 
     rank: int
@@ -89,7 +89,9 @@ def summarize(rank: int, path: str, trace, analysis) -> RankSummary:
         cats = list(bd.categories(side))
         times = bd.times(side)
         durs = bd.durations
-        comm = bd.device.comm_total if side == "device" else np.zeros(len(durs), np.int64)
+        comm = (bd.device.comm_total if side == "device"  # CPU collectives: the host's wait
+                else bd.host.column("communication") if bd.host is not None
+                else np.zeros(len(durs), np.int64))
     labels = list(analysis.iterations.labels)
     if len(labels) != len(durs):
         labels = []

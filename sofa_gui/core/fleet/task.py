@@ -18,7 +18,7 @@ from .summary import RankSummary, summarize
 
 
 def rank_task(path: str, rank: int, mode: str = "auto", use_cache: bool = True) -> RankSummary:
-    """Import and analyse one rank file; bad input comes back as a summary with ``error``.
+    """Import and analyze one rank file; bad input comes back as a summary with ``error``.
 
     Anything else (a bug, a lost worker) is raised, so Dask can retry it and the client
     reports it for this rank alone.

@@ -16,7 +16,7 @@ def fleet_text(res: FleetResult) -> list[str]:
     ok = [s for s in res.summaries if s.ok]
     lines = [f"engine: dask, scheduler {e.get('scheduler')}, {e.get('workers')} workers"
              + (" (embedded)" if e.get("embedded") else ""),
-             f"ranks: {len(res.summaries)} ({len(ok)} analysed, "
+             f"ranks: {len(res.summaries)} ({len(ok)} analyzed, "
              f"{len(res.summaries) - len(ok)} failed); iterations aligned by {res.alignment}: "
              f"{len(res.labels)}"]
     for s in res.summaries:
@@ -42,5 +42,5 @@ def fleet_text(res: FleetResult) -> list[str]:
     lines.append("")
     lines.append("findings:" if res.findings else "findings: none across ranks")
     for f in res.findings:
-        lines.append(f"  [{f['severity']}] {f['title']}: {f['summary']}")
+        lines.append(f"  [{f.severity}] {f.title}: {f.summary}")
     return lines

@@ -27,11 +27,11 @@ from .. import store
 log = logging.getLogger(__name__)
 
 
-def _spill_dir() -> str | None:
+def spill_dir() -> str | None:
     """The cache dir (on disk, unlike a tmpfs /tmp), or the default temp dir."""
     try:
         d = store.cache_root()
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)  # the cache root is private
         return str(d)
     except OSError:
         return None
@@ -40,7 +40,7 @@ def _spill_dir() -> str | None:
 def _temp_file():
     """An anonymous temp file in the cache dir, else in the default temp dir."""
     try:
-        return tempfile.TemporaryFile(prefix="sofa-args-", dir=_spill_dir())
+        return tempfile.TemporaryFile(prefix="sofa-args-", dir=spill_dir())
     except OSError:
         return tempfile.TemporaryFile(prefix="sofa-args-")
 

@@ -25,10 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.analysis.figures import device_window_text
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
+from ...view.breakdown import Side, color, label_of, median_index, sides
+from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .breakdown_view import Side, color, label_of, median_index, sides
 from .common import plain_label, set_muted
 
 TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes", "Rate")
@@ -138,8 +140,10 @@ class BreakdownPanel(QWidget):
         self.table.cellClicked.connect(self._on_cell)
         self.table.setToolTip("Click a category for its kernels, ops or copies in Statistics")
         hdr = self.table.horizontalHeader()
+        # the category names keep their width (the key column); on a narrow dock the
+        # numbers at the right scroll instead
         hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        hdr.setStretchLastSection(True)
         top = QHBoxLayout()
         self.side_label = plain_label("Breakdown of", self)
         top.addWidget(self.side_label)
@@ -157,6 +161,7 @@ class BreakdownPanel(QWidget):
         session.trace_changed.connect(self._reload)
         session.on_analysis("breakdown", self._reload)
         session.iteration_selected.connect(lambda _i: self.refresh())
+        session.busy_changed.connect(lambda _b: self.refresh())  # "Analyzing…" ends with it
         session.rank_selected.connect(self.show_rank)
         self._reload()
 
@@ -196,7 +201,7 @@ class BreakdownPanel(QWidget):
         s, bd, side = self.session, self.session.breakdown, self.current_side()
         if bd is None or side is None or len(side.times) == 0:
             self.status.setText(s.empty_text() if s.trace is None else
-                                "Analysing…" if s.busy else "No breakdown available")
+                                "Analyzing…" if bd is None and s.busy else _nothing_text(bd))
             self.bars.set_rows([])
             self.table.setRowCount(0)
             self.bars.hide()
@@ -209,15 +214,17 @@ class BreakdownPanel(QWidget):
         if bd.whole_trace:
             sel, med = 0, -1
         rows = []
+        on_device = " · device" if side.clock == "device" and side.kind == "device" else ""
         if sel >= 0:
-            rows.append((self._caption(bd, sel), side.row(sel)))
+            rows.append((self._caption(bd, sel) + on_device, side.row(sel)))
         if med >= 0:
-            rows.append((f"Median (#{med})", side.row(med)))
+            rows.append((f"Median (#{med}){on_device}", side.row(med)))
         self.bars.set_rows([(cap, list(zip(side.categories, r.tolist()))) for cap, r in rows])
         self._fill_table(side, sel, med)
         for col in (3, 4):  # median and delta mean nothing for a single span
             self.table.setColumnHidden(col, med < 0)
         self.status.setText(self._status(bd, side, sel, med))
+        self.status.setToolTip(literal_html(_clock_why(side)))
 
     @staticmethod
     def _caption(bd, i: int) -> str:
@@ -226,15 +233,25 @@ class BreakdownPanel(QWidget):
     def _status(self, bd, side: Side, sel: int, med: int) -> str:
         if bd.whole_trace:
             return f"Whole trace as one span ({bd.note})"
-        dur = side.durations if side.durations is not None else bd.durations
+        it = self.session.iterations
+        dur = it.durations if it is not None and len(it) == len(bd) else bd.durations
         clock = _clock_text(side)
         if sel < 0:
-            return (f"Median iteration #{med}: {fmt_ns(dur[med])}. "
+            return (f"Median iteration #{med}: {fmt_ns(dur[med])}{self._device(side, med)}. "
                     f"Select an iteration to compare. {clock}")
         delta = float(dur[sel] - dur[med])
         sign = "+" if delta >= 0 else "−"
-        return (f"Iteration {sel}: {fmt_ns(dur[sel])} · median #{med}: {fmt_ns(dur[med])} "
-                f"({sign}{fmt_ns(abs(delta))}). {clock}")
+        return (f"Iteration {sel}: {fmt_ns(dur[sel])}{self._device(side, sel)} · median "
+                f"#{med}: {fmt_ns(dur[med])} ({sign}{fmt_ns(abs(delta))}). {clock}")
+
+    def _device(self, side: Side, i: int) -> str:
+        """`` (device 368 ms, ends 158 ms after the step)`` when the side is a device whose
+        windows are cut on its own clock."""
+        it = self.session.iterations
+        if side.kind != "device" or side.clock != "device" or it is None:
+            return ""
+        text = device_window_text(it, i)
+        return f" ({text})" if text else ""
 
     def _fill_table(self, side: Side, sel: int, med: int) -> None:
         main = sel if sel >= 0 else med
@@ -278,11 +295,26 @@ class BreakdownPanel(QWidget):
                 self.table.setItem(r, c, item)
 
 
+def _nothing_text(bd) -> str:
+    """Why a finished analysis has no breakdown to draw."""
+    if bd is None:
+        return "No breakdown available"
+    counters = f" (it has {len(bd.counters)} counter series: see the timeline)" \
+        if bd.counters else ""
+    return ("Nothing to break down: the trace has no device work and no host thread with "
+            f"traced ops{counters}. Record with --torch (or a profiler) for a breakdown.")
+
+
 def _clock_text(side: Side) -> str:
-    """Which clock the side's windows are cut on, in words."""
+    """Which clock the side's windows are cut on, in a few words (the status line stays
+    one line so the table keeps its rows on a laptop; the tooltip says why)."""
+    return "On the device clock." if side.clock == "device" else "On the host clock."
+
+
+def _clock_why(side: Side) -> str:
     if side.clock == "device":
-        return ("Windows on the device clock: the device lags its host, so each iteration "
-                "runs from the previous step's last device work to its own.")
+        return ("The device lags its host: its rows cover the device's window on the "
+                "device clock, from the previous step's last device work to this step's own.")
     return "Windows on the host clock (the iterations' host spans)."
 
 

@@ -7,7 +7,9 @@ import re
 
 from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QAbstractItemView, QLabel, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QStyledItemDelegate, QWidget
+
+from ...view.names import compact_name
 
 #: Severity colours (badge background); readable with white text in light and dark themes.
 SEVERITY_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#607d8b"}
@@ -33,18 +35,21 @@ def plain_label(text: str = "", parent: QWidget | None = None, *, bold: bool = F
 #: Longest trace text a label shows (the rest is cut, with the length said).
 MAX_SHOWN = 2000
 _ZWSP = "\u200b"
-_BREAK_AFTER = re.compile(r"([._/:,;#()\[\]{}+*&|-])(?=\S)")
+_BREAK_AFTER = re.compile(r"((?<!\d)[.,]|[_/:;#()\[\]{}+*&|-])(?=\S)")
+_LONG_TOKEN = re.compile(r"\S{24,}")
 _LONG_RUN = re.compile(r"[^\s\u200b]{40}")
 
 
 def breakable(text: str, limit: int = MAX_SHOWN) -> str:
     """``text`` as a label can wrap it: cut to ``limit`` characters, with invisible break
-    chances after punctuation and inside runs of 40 characters, so one mangled C++ name
-    or a 1 MB string cannot make a label (and the window) wider than its dock."""
+    chances after punctuation in words of 24 characters or more and inside runs of 40
+    characters, so one mangled C++ name or a 1 MB string cannot make a label (and the
+    window) wider than its dock. Short words ("host_copies") and numbers ("460.614 ms",
+    "1,234") never break inside."""
     text = str(text)
     if len(text) > limit:
         text = f"{text[:limit]}… ({len(text):,} characters)"
-    text = _BREAK_AFTER.sub("\\1" + _ZWSP, text)
+    text = _LONG_TOKEN.sub(lambda m: _BREAK_AFTER.sub("\\1" + _ZWSP, m.group(0)), text)
     return _LONG_RUN.sub(lambda m: m.group(0) + _ZWSP, text)
 
 
@@ -78,9 +83,6 @@ class WrapLabel(QLabel):
         if got is None:
             got = sizes[key] = compute()
         return got
-
-    def forget_sizes(self) -> None:
-        self._sizes = None
 
     def setText(self, text: str) -> None:  # noqa: N802
         self._raw = str(text)
@@ -147,3 +149,64 @@ def row_picker(view: QAbstractItemView) -> QAbstractItemView:
     view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     return view
+
+
+class TailElideDelegate(QStyledItemDelegate):
+    """Paints a name column so its distinctive tail stays readable: a name that does not
+    fit loses its return type, argument list and namespaces first
+    (:func:`~sofa_gui.view.names.compact_name`, ``compact=True``), then its start
+    ("…elementwise_kernel<float>"). The model's text is untouched: tooltips, copy and
+    sorting see the full name."""
+
+    def __init__(self, parent=None, compact: bool = True):
+        super().__init__(parent)
+        self.compact = compact
+
+    def initStyleOption(self, option, index) -> None:  # noqa: N802
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideLeft
+        if not self.compact or not option.text:
+            return
+        room = option.rect.width() - 8 - (option.decorationSize.width() + 4
+                                          if option.features & option.ViewItemFeature.HasDecoration
+                                          else 0)
+        if option.fontMetrics.horizontalAdvance(option.text) > room:
+            option.text = compact_name(option.text)
+
+
+class ComputedWhenSeen:
+    """Mixin for a panel whose content is costly: :meth:`refresh` recomputes now when the
+    panel is on screen, else when it is next shown. At 1e6 events one Statistics table
+    costs ~0.4 s of the GUI thread, which an open must not pay for a tab nobody is looking
+    at (it was the longest stall of a cached reopen). The panel defines ``_compute()``
+    (which clears ``_stale``); put the mixin before the Qt base class."""
+
+    _stale = True
+
+    def refresh(self) -> None:
+        if self.isVisible() and not self.visibleRegion().isEmpty():
+            self._compute()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._stale and not self.visibleRegion().isEmpty():
+            self._compute()
+
+    def dock_visibility_changed(self, visible: bool) -> None:
+        """Its dock's tab was chosen (a tabbed dock that is not the current tab stays
+        'visible', moved off screen, so no show event comes)."""
+        if visible and self._stale:
+            self._compute()
+
+
+def stack(panel: QWidget, top, caption: QLabel, body: QWidget) -> None:
+    """The panels' layout: a row of controls, a caption line, then the body."""
+    from PySide6.QtWidgets import QVBoxLayout
+
+    lay = QVBoxLayout(panel)
+    lay.setContentsMargins(4, 4, 4, 4)
+    lay.addLayout(top)
+    lay.addWidget(caption)
+    lay.addWidget(body, 1)

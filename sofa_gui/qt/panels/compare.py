@@ -1,13 +1,13 @@
 """Compare dock (File ▸ Compare with…): what ``sofa-gui diff`` says, in the app.
 
 The open trace is "this run" (before), the chosen one "the other run" (after). The
-other run is loaded and analysed on its own worker, so the open trace stays usable;
+other run is loaded and analyzed on its own worker, so the open trace stays usable;
 then :func:`sofa_gui.core.analysis.diff.diff_analyses` gives the speed-up, the
 verdict (mean / p90 / steady-state iteration, slow iterations a median hides, the open
 run's prediction against the measured gain), the per-category deltas, findings
 resolved / new / persisting and the kernels and ops whose time per iteration changed
-most, shown as tables, with both runs' iteration times
-as a strip chart (one dot per iteration, the median as a bar).
+most (paired by normalised name, new and removed ones marked), shown as tables,
+with both runs' iteration times as a strip chart (one dot per iteration, the median as a bar).
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...app import jobs
+from ...app.events import CompareReady
 from ...core.analysis.palette import label_of
 from ...core.units import fmt_ns
 from ...view.tooltip import literal_html
-from .. import jobs
 from ..docks import DockSpec
 from ..session import Session
 from ..worker import Worker
-from .common import plain_label, set_muted
+from .common import TailElideDelegate, plain_label, set_muted
 
 RUN_COLORS = ("#4C72B0", "#DD8452")  # this run, the other run
 
@@ -67,11 +68,11 @@ class ComparePanel(QWidget):
         self.chart.getAxis("bottom").setLabel("iteration time (ms)")
         self.categories = _table(("Category", "This run", "Other run", "Δ"))
         self.findings = _table(("Finding", "Status", "Share this → other", "Predicted"))
-        self.changes = _table(("Kind", "Name", "This run", "Other run", "Δ"))
+        self.changes = _table(("Kind", "Name", "This run", "Other run", "Δ", "Status"))
         self.verdict = QPlainTextEdit(self)  # plain text: trace names are untrusted
         self.verdict.setReadOnly(True)
         self.verdict.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        tabs = QTabWidget(self)
+        tabs = self.tabs = QTabWidget(self)
         tabs.addTab(self.verdict, "Verdict")
         tabs.addTab(self.categories, "Categories")
         tabs.addTab(self.findings, "Findings")
@@ -88,9 +89,13 @@ class ComparePanel(QWidget):
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(80, 60)
 
+    def has_content(self) -> bool:
+        """A comparison is shown (the window never opens on an empty Compare)."""
+        return self.result is not None
+
     # -- requests --------------------------------------------------------------------------
     def compare_with(self, path: str | Path) -> None:
-        """Load and analyse ``path`` in the background, then show the comparison."""
+        """Load and analyze ``path`` in the background, then show the comparison."""
         s = self.session
         if s.trace is None or not s.analysis_done:
             self._say("Open a trace and wait for its analysis before comparing.")
@@ -112,7 +117,7 @@ class ComparePanel(QWidget):
 
     # -- results -----------------------------------------------------------------------------
     def _on_result(self, result) -> None:
-        if not isinstance(result, jobs.CompareReady) or self.session.trace is None:
+        if not isinstance(result, CompareReady) or self.session.trace is None:
             return
         from ...core.analysis.diff import diff_analyses
 
@@ -135,7 +140,33 @@ class ComparePanel(QWidget):
         from ...core.analysis.diff import verdict_lines
 
         self.verdict.setPlainText("\n".join(verdict_lines(d)))
-        self._plot()
+        self._plot(self.iteration_times())
+        self._fill_tables(d)
+
+    def show_try(self, result: dict) -> None:
+        """A try of a fix (``sofa-gui try``): its verdict and repeated diff in the Verdict
+        tab, the tables of its pair nearest the median, the unprofiled step times of the
+        BEFORE and AFTER runs as the chart."""
+        from ...core.analysis.diff_repeated import nearest_median, repeated_text
+        from ...core.analysis.try_result import try_text
+
+        self.worker.cancel()
+        rep = result.get("repeated_diff")
+        self.other = None
+        self.result = rep["rounds"][nearest_median(rep)] if rep and rep.get("rounds") else None
+        lines = try_text(result) + ([""] + repeated_text(rep) if rep else [])
+        self.verdict.setPlainText("\n".join(lines))
+        if self.result is not None:
+            self._fill_tables(self.result)
+        steps = [np.asarray([ms * 1e6 for r in result["runs"] if r["side"] == side
+                             for ms in r["unprofiled_step_ms"]], np.int64)
+                 for side in ("before", "after")]
+        self._plot(steps, ("before", f"with {result['fix']}"), "step time without profiler")
+        self.tabs.setCurrentWidget(self.verdict)
+        self._say(f"Tried {result['fix']}: {result['verdict']}")
+        self.compared.emit()
+
+    def _fill_tables(self, d: dict) -> None:
         rows = [(label_of(c["category"]) + (" (host)" if side == "host" else ""),
                  _us(c["before_us"]), _us(c["after_us"]), _delta(c["delta_us"]))
                 for side in ("device", "host") for c in d["categories"][side]]
@@ -146,7 +177,7 @@ class ComparePanel(QWidget):
                 for status in ("resolved", "new", "persisting") for x in f.get(status, [])]
         _fill(self.findings, rows)
         rows = [(c["kind"], c["name"], _us(c["before_us"]), _us(c["after_us"]),
-                 _delta(c["delta_us"])) for c in d["top_changes"]]
+                 _delta(c["delta_us"]), c.get("status", "")) for c in d["top_changes"]]
         _fill(self.changes, rows)
 
     def iteration_times(self) -> list[np.ndarray]:
@@ -154,11 +185,13 @@ class ComparePanel(QWidget):
         runs = [(self.session.trace, self.session.analysis), self.other]
         return [np.asarray(an.iterations.durations, np.int64) for _t, an in runs]
 
-    def _plot(self) -> None:
+    def _plot(self, runs: list[np.ndarray], names=("this run", "other run"),
+              what: str = "iteration time") -> None:
+        """One dot per iteration (ns) of each run, its median as a bar."""
         self.chart.clear()
-        names = ("this run", "other run")
+        self.chart.getAxis("bottom").setLabel(f"{what} (ms)")
         rng = np.random.default_rng(0)  # fixed jitter: the same picture every time
-        for y, (times, color) in enumerate(zip(self.iteration_times(), RUN_COLORS)):
+        for y, (times, color) in enumerate(zip(runs, RUN_COLORS)):
             if not len(times):
                 continue
             ms = times / 1e6
@@ -185,7 +218,9 @@ def _table(headers) -> QTableWidget:
     t.setTextElideMode(Qt.TextElideMode.ElideMiddle)
     hdr = t.horizontalHeader()
     hdr.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    hdr.setSectionResizeMode(1 if headers[1] == "Name" else 0, QHeaderView.ResizeMode.Stretch)
+    key = 1 if headers[1] == "Name" else 0
+    hdr.setSectionResizeMode(key, QHeaderView.ResizeMode.Stretch)
+    t.setItemDelegateForColumn(key, TailElideDelegate(t))
     return t
 
 

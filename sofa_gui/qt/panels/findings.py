@@ -1,155 +1,58 @@
 """Bottlenecks dock: one card per finding, biggest share first.
 
-Each card shows title, severity, share of steady-state iteration time, the estimated
-speed-up if it were removed (none for one-off work) and the confidence, the summary,
-the causes (the ops / calls that make up the time), the fixes that fit the run's facts
-(with the fact that makes each fit) and the evidence.  Causes and evidence are links
-that zoom the timeline to one instance (and select its iteration). Cards are ranked by
-expected gain x confidence. Observes the session's ``findings`` part and ``trace_changed``.
+Each card (:mod:`.finding_card`) shows on one line the severity, title, share of
+steady-state iteration time, the estimated speed-up if it were removed (none for one-off
+work) and the confidence; a click opens the summary, the causes (the ops / calls that make
+up the time), the fixes that fit the run's facts (with the fact that makes each fit) and
+the evidence. Causes and evidence are links that zoom the timeline to one instance (and
+select its iteration). Cards are ranked by expected gain x confidence; the ones opened stay
+open when the same finding comes back (a re-analysis). Observes the session's ``findings``
+part and ``trace_changed``.
+
+Per-fix actions: :meth:`FindingsPanel.add_fix_action_hook` registers a function called for
+each fix of each card (it may call ``card.add_fix_button(fix_id, text)``); the panel's
+``fix_action_requested(finding_id, fix_id)`` carries the clicks of such buttons.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QScrollArea,
-    QSizePolicy,
-    QVBoxLayout,
-    QWidget,
-)
+from collections.abc import Callable
 
-from ...core.analysis.results import Finding
-from ...core.units import fmt_ns, fmt_pct
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
+
+from ...core.analysis.results import Finding, Fix
+from ...view.search import slice_at_span
 from ..docks import DockSpec
 from ..session import Session
 from ..sliced import SlicedWork
-from .common import SEVERITY_COLORS, breakable, esc, plain_label, rich_label, set_muted
+from .common import plain_label, set_muted
+from .finding_card import FindingCard, fix_id_of
 
-_FRAMEWORK = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX",
-              "tensorflow/jax": "TensorFlow / JAX", "any": "Any framework"}
-#: Evidence links shown per card before "… and N more".
-MAX_EVIDENCE = 8
 #: Cards built per event-loop turn: laying one out takes ~10-30 ms, six at once stalled
 #: the GUI for 100-250 ms right after the analysis.
 CARDS_PER_TURN = 1
 
-
-class SeverityBadge(QLabel):
-    """A small coloured pill with the severity in capitals."""
-
-    def __init__(self, severity: str, parent=None):
-        super().__init__(severity.upper(), parent)
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        color = SEVERITY_COLORS.get(severity, SEVERITY_COLORS["low"])
-        self.setStyleSheet(f"QLabel {{ background: {color}; color: white; border-radius: 3px;"
-                           " padding: 1px 6px; font-weight: bold; font-size: 8pt; }")
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-
-
-class FindingCard(QFrame):
-    """One finding; ``evidence_clicked(index)`` / ``cause_clicked(index)`` when an
-    evidence or cause link is activated."""
-
-    evidence_clicked = Signal(int)
-    cause_clicked = Signal(int)
-
-    def __init__(self, finding: Finding, rank: int, origin_ns: int, parent=None):
-        super().__init__(parent)
-        self.finding = finding
-        self.setObjectName("findingCard")
-        self.setFrameShape(QFrame.Shape.StyledPanel)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 8, 10, 8)
-        lay.setSpacing(4)
-        head = QHBoxLayout()
-        head.addWidget(SeverityBadge(finding.severity, self))
-        self.title = plain_label(f"{rank}. {finding.title}", self, bold=True, wrap=True)
-        head.addWidget(self.title, 1)
-        lay.addLayout(head)
-        if finding.estimated_speedup is None:
-            numbers = (f"{fmt_ns(finding.one_off_ns)} one-off ({fmt_pct(finding.share)} of the "
-                       f"profile) · no per-step speed-up")
-        else:
-            numbers = (f"{fmt_pct(finding.share)} of steady-state iteration time · "
-                       f"up to {finding.estimated_speedup:.2f}× faster "
-                       + (f"with {finding.estimated_by}" if finding.estimated_by
-                          else "if removed"))
-        numbers += f" · confidence {finding.confidence:.2f}"
-        self.numbers = plain_label(numbers, self, wrap=True)
-        set_muted(self.numbers)
-        lay.addWidget(self.numbers)
-        if finding.summary:
-            lay.addWidget(plain_label(finding.summary, self, wrap=True, selectable=True))
-        if finding.causes:
-            self.causes = rich_label(self)
-            self.causes.setText(_causes_html(finding, origin_ns))
-            self.causes.linkActivated.connect(self._on_link)
-            lay.addWidget(self.causes)
-        if finding.fixes:
-            self.fixes = rich_label(self)
-            self.fixes.setText(_fixes_html(finding))
-            self.fixes.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            lay.addWidget(self.fixes)
-        if finding.evidence:
-            self.evidence = rich_label(self)
-            self.evidence.setText(_evidence_html(finding, origin_ns))
-            self.evidence.linkActivated.connect(self._on_link)
-            lay.addWidget(self.evidence)
-
-    def _on_link(self, href: str) -> None:
-        if href.startswith("ev:"):
-            self.evidence_clicked.emit(int(href[3:]))
-        elif href.startswith("cause:"):
-            self.cause_clicked.emit(int(href[6:]))
-
-
-def _fixes_html(f: Finding) -> str:
-    def notes(x) -> str:  # trace names inside (e.g. a DataLoader's) must wrap too
-        return "".join(f" <small><i>({esc(breakable(w))})</i></small>"
-                       for w in (x.because, x.estimate_label) if w)
-
-    items = "".join(
-        f"<li><b>{esc(_FRAMEWORK.get(x.framework, x.framework))}:</b> {esc(breakable(x.text))}"
-        f"{notes(x)}</li>" for x in f.fixes)
-    hidden = (f"<small>{len(f.hidden_fixes)} more do not fit this run's facts.</small>"
-              if f.hidden_fixes else "")
-    return f"<b>Suggested fixes</b><ul style='margin-left:-20px'>{items}</ul>{hidden}"
-
-
-def _causes_html(f: Finding, origin_ns: int) -> str:
-    rows = []
-    for k, c in enumerate(f.causes):
-        text = f"{esc(c.label)}: {esc(fmt_ns(c.total_ns))} in {c.count} ({fmt_pct(c.share)})"
-        if c.instance is not None:
-            at = fmt_ns(c.instance.start_ns - origin_ns)
-            text = f"<a href='cause:{k}'>{text}</a> <small>(one at {esc(at)})</small>"
-        rows.append(text)
-    return "<b>Causes</b> <small>(click to see one)</small><br>" + "<br>".join(rows)
-
-
-def _evidence_html(f: Finding, origin_ns: int) -> str:
-    links = []
-    for k, ev in enumerate(f.evidence[:MAX_EVIDENCE]):
-        where = f"{(ev.start_ns - origin_ns) / 1e6:,.3f} ms, {fmt_ns(ev.end_ns - ev.start_ns)}"
-        label = esc(breakable(ev.label))
-        links.append(f"<a href='ev:{k}'>{label}</a> <small>({esc(where)})</small>")
-    more = len(f.evidence) - MAX_EVIDENCE
-    tail = f"<br>… and {more} more" if more > 0 else ""
-    return "<b>Evidence</b> <small>(click to zoom)</small><br>" + "<br>".join(links) + tail
+#: ``hook(card, fix_id, fix)``: called for every fix of every card built (see
+#: :meth:`FindingsPanel.add_fix_action_hook`).
+FixActionHook = Callable[[FindingCard, str, Fix], None]
 
 
 class FindingsPanel(QWidget):
-    """The Bottlenecks dock's widget: a scrolling list of :class:`FindingCard`."""
+    """The Bottlenecks dock's widget: a scrolling list of :class:`FindingCard`;
+    ``fix_action_requested(finding_id, fix_id)`` from any card's fix buttons."""
+
+    fix_action_requested = Signal(str, str)
 
     def __init__(self, session: Session, parent=None):
         super().__init__(parent)
         self.session = session
         self.cards: list[FindingCard] = []
+        self.expanded_ids: set[str] = set()  # findings the user opened
+        self._fix_hooks: list[FixActionHook] = []
         self._shown: tuple = (None, None)  # (trace, findings) the cards are built for
         self._build = SlicedWork(self, per_turn=CARDS_PER_TURN)
+        self._build.finished.connect(self.open_first_if_room)
         self.status = plain_label("No trace open", self, wrap=True)
         set_muted(self.status)
         self._inner = QWidget()
@@ -157,7 +60,7 @@ class FindingsPanel(QWidget):
         self._list.setContentsMargins(0, 0, 0, 0)
         self._list.setSpacing(8)
         self._list.addStretch(1)
-        scroll = QScrollArea(self)
+        scroll = self.scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -199,16 +102,52 @@ class FindingsPanel(QWidget):
             card = FindingCard(f, rank, origin, self._inner)
             card.evidence_clicked.connect(lambda k, f=f: self.open_evidence(f, k))
             card.cause_clicked.connect(lambda k, f=f: self.open_cause(f, k))
+            card.expanded_changed.connect(lambda on, i=f.id: self._remember_open(i, on))
+            card.fix_action_requested.connect(self.fix_action_requested)
+            card.set_expanded(f.id in self.expanded_ids)
+            for hook in self._fix_hooks:
+                self._run_hook(hook, card)
             self._list.insertWidget(self._list.count() - 1, card)
             self.cards.append(card)
             yield
+
+    def open_first_if_room(self) -> None:
+        """Open the first card when, open, it leaves the next two heads in view (nothing
+        was opened by the user yet): the biggest finding reads at a glance."""
+        if not self.cards or self.expanded_ids or self.cards[0].is_expanded():
+            return
+        first, last = self.cards[0], self.cards[min(2, len(self.cards) - 1)]
+        first.set_expanded(True)
+        self._inner.layout().activate()
+        viewport = self.scroll.viewport()
+        width = viewport.width()
+        below = sum(c.heightForWidth(width) + self._list.spacing()
+                    for c in self.cards[1:self.cards.index(last) + 1])
+        if first.heightForWidth(width) + below > viewport.height():
+            first.set_expanded(False)
+        self.expanded_ids.discard(first.finding.id)  # opened for the user, not by them
+
+    def _remember_open(self, finding_id: str, on: bool) -> None:
+        (self.expanded_ids.add if on else self.expanded_ids.discard)(finding_id)
+
+    def add_fix_action_hook(self, hook: FixActionHook) -> None:
+        """Call ``hook(card, fix_id, fix)`` for each fix of the cards shown and of every
+        card built from now on (e.g. to add a button with ``card.add_fix_button``)."""
+        self._fix_hooks.append(hook)
+        for card in self.cards:
+            self._run_hook(hook, card)
+
+    @staticmethod
+    def _run_hook(hook: FixActionHook, card: FindingCard) -> None:
+        for k, fix in enumerate(card.finding.fixes):
+            hook(card, fix_id_of(fix, k), fix)
 
     def _status_text(self, findings) -> str:
         s = self.session
         if s.trace is None:
             return s.empty_text()
         if s.findings is None:
-            return "Analysing…" if s.busy else "Analysis did not finish"
+            return "Analyzing…" if s.busy else "Analysis did not finish"
         if not findings:
             if s.iterations is not None and len(s.iterations) == 0:
                 return "No iterations, so no per-iteration advice."
@@ -218,19 +157,25 @@ class FindingsPanel(QWidget):
         return f"{len(findings)} findings, best expected gain × confidence first{best}"
 
     def open_evidence(self, finding: Finding, k: int) -> None:
-        """Zoom the timeline to evidence ``k`` of ``finding`` and select its iteration."""
+        """Zoom the timeline to evidence ``k`` of ``finding``, select its iteration and
+        the slice it names (shown in Details)."""
         self._show(finding.evidence[k])
 
     def open_cause(self, finding: Finding, k: int) -> None:
-        """Zoom the timeline to the instance of cause ``k`` of ``finding``."""
+        """Zoom the timeline to the instance of cause ``k`` of ``finding`` and select it."""
         ev = finding.causes[k].instance
         if ev is not None:
             self._show(ev)
 
     def _show(self, ev) -> None:
+        s = self.session
         if ev.iteration is not None:
-            self.session.select_iteration(int(ev.iteration), zoom=False)
-        self.session.zoom_to(ev.start_ns, ev.end_ns, pad=True)
+            s.select_iteration(int(ev.iteration), zoom=False)
+        s.zoom_to(ev.start_ns, ev.end_ns, pad=True)
+        if s.trace is not None:
+            i = slice_at_span(s.trace, ev.start_ns, ev.end_ns, ev.lanes)
+            if i >= 0:
+                s.select_slice(i)
 
 
 DOCK = DockSpec("findings", "Bottlenecks", "right", 10, 560, FindingsPanel)

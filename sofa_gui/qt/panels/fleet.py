@@ -251,8 +251,8 @@ class FleetPanel(QWidget):
         where = (f" on {eng.get('workers')} Dask workers "
                  f"({'embedded' if eng.get('embedded') else eng.get('scheduler')})") if eng else ""
         fail = f", {failed} failed" if failed else ""
-        state = "done" if res is not None else "analysing"
-        self.header.setText(f"{s.fleet_path}: {n} ranks, {done}/{n} analysed{fail}{where} "
+        state = "done" if res is not None else "analyzing"
+        self.header.setText(f"{s.fleet_path}: {n} ranks, {done}/{n} analyzed{fail}{where} "
                             f"({state})")
 
     def select_rank(self, rank: int) -> None:
@@ -292,7 +292,7 @@ def _verdict(res) -> str:
     else:
         lines.append("No straggler: every rank is within 5% of the median rank.")
     for f in res.findings:
-        lines.append(f"[{f['severity']}] {f['title']}")
+        lines.append(f"[{f.severity}] {f.title}")
     med = res.median_rank()
     if med is not None:
         lines.append(f"Median rank: {med}. Iterations aligned by {res.alignment}.")

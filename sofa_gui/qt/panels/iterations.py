@@ -12,12 +12,12 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QHeaderView, QTableView, QVBoxLayout, QWidget
 
 from ...core.units import fmt_ns
+from ...view.breakdown import dominant_labels
 from ...view.model import IterationMarks
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .breakdown_view import dominant_labels
-from .common import fmt_offset, plain_label, row_picker, set_muted
+from .common import TailElideDelegate, fmt_offset, plain_label, row_picker, set_muted
 
 COLUMNS = ("#", "Step", "Start", "Duration", "Δ vs median", "Dominant")
 DUR_COLUMNS = (3, 4)  # sorted by duration
@@ -125,7 +125,14 @@ class IterationsModel(QAbstractTableModel):
             return literal_html(text) if text else None
         if role == Qt.ItemDataRole.ToolTipRole and c == 2:
             return f"starts {fmt_offset(self._starts[r] - self._origin)} after the trace start"
+        if role == Qt.ItemDataRole.ToolTipRole and c == 3:
+            dev = self._marks.device_of(r)
+            return f"{fmt_ns(self._durs[r])}: the step's own time" + (f"; {dev}" if dev else "")
         return None
+
+    def step_labels(self, limit: int = 2000) -> list[str]:
+        """The Step column's texts of the first ``limit`` iterations."""
+        return [self._label(r) for r in range(min(len(self._starts), limit))]
 
     @property
     def has_labels(self) -> bool:
@@ -164,7 +171,8 @@ _TIPS = (
     "(left out of steady-state statistics) and periodic extra work (evaluation, "
     "checkpoint) held by the iteration",
     "Start, as an offset from the start of the trace",
-    "Wall time of the iteration",
+    "The step's own time (its annotation's duration when the trace has one); when the "
+    "device runs behind, the tooltip adds the device's window",
     "Difference to the median iteration (lower median by duration; the breakdown "
     "compares against the same iteration)",
     "The category that takes most of the iteration's time",
@@ -178,6 +186,8 @@ class _Table(QTableView):
 
     #: Preferred width of the Step and Dominant columns, set from the font.
     text_widths = (110, 130)
+    #: Width of the Start column, set from the font.
+    start_width = 70
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)
@@ -185,12 +195,16 @@ class _Table(QTableView):
 
     def fit_columns(self) -> None:
         hdr = self.horizontalHeader()
-        fixed = sum(hdr.sectionSize(c) for c in (0, 2, 3, 4) if not self.isColumnHidden(c))
+        step_pref, _dom_pref = self.text_widths
+        # a narrow table drops Start (the timeline shows where) before it cuts the steps
+        numbers = sum(hdr.sectionSize(c) for c in (0, 3, 4))
+        wanted = numbers + self.start_width + step_pref + 50
+        self.setColumnHidden(2, self.viewport().width() < wanted)
+        fixed = numbers + (0 if self.isColumnHidden(2) else self.start_width)
         room = max(self.viewport().width() - fixed, 0)
-        step_pref, dom_pref = self.text_widths
         step = 0
         if not self.isColumnHidden(1):
-            step = step_pref if room >= step_pref + dom_pref else max(60, min(step_pref, room - 70))
+            step = step_pref if room >= step_pref + 40 else max(60, min(step_pref, room - 40))
             hdr.resizeSection(1, step)
         hdr.resizeSection(5, max(40, room - step))
 
@@ -246,10 +260,21 @@ class IterationsPanel(QWidget):
         for col, text in enumerate(samples):
             self.table.setColumnWidth(col, max(fm.horizontalAdvance(text),
                                                fm.horizontalAdvance(COLUMNS[col]) + 16) + 10)
+        self.table.start_width = self.table.columnWidth(2)
         self.table.text_widths = (self.table.columnWidth(1),
                                   fm.horizontalAdvance("Compute kernels") + 16)
         self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        # a step label keeps its distinctive tail ("…Step#10"), the tooltip the rest
+        self.table.setItemDelegateForColumn(1, TailElideDelegate(self.table, compact=False))
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+    def _fit_step_labels(self) -> None:
+        """The Step column's preferred width: its longest label (of the first 2000)."""
+        fm = self.table.fontMetrics()
+        labels = self.model.step_labels()
+        longest = max((fm.horizontalAdvance(t) for t in labels), default=0)
+        sample = fm.horizontalAdvance("ProfilerStep#00")
+        self.table.text_widths = (max(sample, longest) + 16, self.table.text_widths[1])
 
     def row_of(self, iteration: int) -> int:
         """View row that shows ``iteration`` (the table may be sorted)."""
@@ -264,6 +289,7 @@ class IterationsPanel(QWidget):
         origin = s.trace.start_ns if s.trace is not None else 0
         self.model.set_data(s.iterations, origin, s.breakdown)
         self.table.setColumnHidden(1, not self.model.has_labels)
+        self._fit_step_labels()
         self.table.fit_columns()
         has_rows = self.model.rowCount() > 0
         self.table.setVisible(has_rows)

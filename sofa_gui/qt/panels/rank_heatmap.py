@@ -12,9 +12,13 @@ Reusable on its own (the Ranks dock, the fleet view). API:
 * ``set_selected(row, column)`` outlines one cell (-1, -1 clears); ``selected()``.
 * ``cell_at(QPointF) -> (row, column) | None`` and ``cell_rect(row, column)`` for tests.
 
-Colour is the value relative to the whole matrix (light = fastest, dark = slowest),
-so one slow rank stands out however many ranks there are. Labels are elided; the full
-text is in the tooltip. The widget asks for no minimum width from its labels.
+Colour is a diverging scale centred on the median of the whole matrix
+(:mod:`sofa_gui.view.heat_scale`): blue below it, white at it, red above, reaching full
+colour at the largest deviation but no closer than 10 % of the median, so a 4 % spread
+stays pale and one slow rank stands out however many ranks there are. Each cell prints
+its value where it fits; the legend gives the scale's ends and centre. Labels are
+elided; the full text is in the tooltip. The widget asks for no minimum width from its
+labels.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from ...core.units import fmt_ns
+from ...core.units import fmt_ns, fmt_pct
+from ...view.heat_scale import DivergingScale, diverging_scale
 from ...view.tooltip import literal_html
 
-_LOW = QColor("#fff5e6")  # fastest
-_HIGH = QColor("#c2410c")  # slowest
+_COOL = QColor("#2166ac")  # faster than the median
+_MID = QColor("#f7f7f7")  # the median
+_WARM = QColor("#b2182b")  # slower than the median
 _MISSING = QColor("#9ca3af")
 _STRAGGLER = QColor("#111827")  # near-black, with a white inner line: visible on any cell
 _PAD = 4
@@ -39,6 +45,11 @@ def _mix(a: QColor, b: QColor, t: float) -> QColor:
     return QColor(round(a.red() + (b.red() - a.red()) * t),
                   round(a.green() + (b.green() - a.green()) * t),
                   round(a.blue() + (b.blue() - a.blue()) * t))
+
+
+def scale_color(t: float) -> QColor:
+    """The colour at position ``t`` (-1 .. 1) of the diverging scale."""
+    return _mix(_MID, _WARM, t) if t >= 0 else _mix(_MID, _COOL, -t)
 
 
 def finite_range(values: np.ndarray) -> tuple[float, float]:
@@ -68,6 +79,7 @@ class RankHeatmap(QWidget):
         self._label_px: float | None = None  # widest rank label, measured once per matrix
         self._colors: list[list[QColor]] | None = None  # per cell, built once per matrix
         self._lo_hi: tuple[float, float] | None = None  # finite value range, once per matrix
+        self._scale: DivergingScale | None = None  # colour scale, once per matrix
 
     # -- data ------------------------------------------------------------------------
     def set_matrix(self, values, rank_labels, iteration_labels, stragglers=None,
@@ -90,6 +102,7 @@ class RankHeatmap(QWidget):
         self._label_px = None
         self._colors = None
         self._lo_hi = None
+        self._scale = None
         self.update()
 
     def shape(self) -> tuple[int, int]:
@@ -192,19 +205,40 @@ class RankHeatmap(QWidget):
             self._colors = self._cell_colors()
         return self._colors[row][col]
 
+    def scale(self) -> DivergingScale:
+        if self._scale is None:
+            self._scale = diverging_scale(self._values)
+        return self._scale
+
     def _cell_colors(self) -> list[list[QColor]]:
-        lo, hi = self._range()
         v = self._values
-        t = np.clip((v - lo) / (hi - lo), 0.0, 1.0) if hi > lo else np.zeros(v.shape)
+        t = self.scale().position(v)
         ok = np.isfinite(v)
-        return [[_mix(_LOW, _HIGH, float(t[r, c])) if ok[r, c] else _MISSING
+        return [[scale_color(float(t[r, c])) if ok[r, c] else _MISSING
                  for c in range(v.shape[1])] for r in range(v.shape[0])]
+
+    def cell_text(self, r: int, c: int) -> str:
+        """What cell (r, c) prints: its value, or '' where it does not fit."""
+        v = self._values[r, c]
+        if not np.isfinite(v):
+            return ""
+        text = self._fmt(v)
+        rect = self.cell_rect(r, c)
+        fm = QFontMetrics(self.font())
+        fits = fm.horizontalAdvance(text) <= rect.width() - 4 and fm.height() <= rect.height()
+        return text if fits else ""
 
     def _paint_cell(self, p: QPainter, r: int, c: int) -> None:
         rect = self.cell_rect(r, c).adjusted(0.5, 0.5, -0.5, -0.5)
-        p.fillRect(rect, self.color_of(r, c))
+        color = self.color_of(r, c)
+        p.fillRect(rect, color)
         if not np.isfinite(self._values[r, c]):
             p.fillRect(rect, Qt.BrushStyle.BDiagPattern)
+            return
+        text = self.cell_text(r, c)
+        if text:
+            p.setPen(QColor("black") if color.lightness() > 140 else QColor("white"))
+            p.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
 
     def _paint_outlines(self, p: QPainter) -> None:
         p.setBrush(Qt.BrushStyle.NoBrush)
@@ -222,14 +256,23 @@ class RankHeatmap(QWidget):
     def _paint_legend(self, p: QPainter, fm: QFontMetrics, lo: float, hi: float) -> None:
         y = self.height() - fm.height() - _PAD
         x = self._label_width()
-        for i in range(20):
-            p.fillRect(QRectF(x + i * 4, y + 2, 4, fm.height() - 4), _mix(_LOW, _HIGH, i / 19))
-        text = (f"{self._fmt(lo)} .. {self._fmt(hi)}"
-                + ("   outlined: straggler" if self._stragglers.any() else ""))
+        for i in range(21):
+            p.fillRect(QRectF(x + i * 4, y + 2, 4, fm.height() - 4), scale_color(i / 10 - 1))
         p.setPen(self.palette().color(self.palette().ColorRole.WindowText))
-        avail = max(int(self.width() - x - 86 - _PAD), 0)
-        p.drawText(QRectF(x + 86, y, avail, fm.height()), Qt.AlignmentFlag.AlignLeft,
-                   fm.elidedText(text, Qt.TextElideMode.ElideRight, avail))
+        avail = max(int(self.width() - x - 90 - _PAD), 0)
+        p.drawText(QRectF(x + 90, y, avail, fm.height()), Qt.AlignmentFlag.AlignLeft,
+                   fm.elidedText(self.legend_text(), Qt.TextElideMode.ElideRight, avail))
+
+    def legend_text(self) -> str:
+        """The scale in words: its blue end, centre and red end, the values' range."""
+        sc = self.scale()
+        rel = sc.relative_half()
+        ends = (f"blue −{fmt_pct(rel)} · white median {self._fmt(sc.centre)} · "
+                f"red +{fmt_pct(rel)}" if rel is not None else
+                f"median {self._fmt(sc.centre)} ± {self._fmt(sc.half)}")
+        lo, hi = self._range()
+        text = f"{ends}   (values {self._fmt(lo)} .. {self._fmt(hi)})"
+        return text + ("   outlined: straggler" if self._stragglers.any() else "")
 
     # -- interaction -----------------------------------------------------------------
     def tooltip_at(self, pos: QPointF) -> str:

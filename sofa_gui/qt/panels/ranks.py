@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QVBoxLayout, QWidget
 
+from ...view.breakdown import label_of
 from ..docks import DockSpec
 from ..session import Session
-from .breakdown_view import label_of
 from .common import plain_label, set_muted
 from .rank_heatmap import RankHeatmap
 
@@ -52,6 +52,10 @@ class RanksPanel(QWidget):
     def ranks(self):
         bd = self.session.breakdown
         return getattr(bd, "ranks", None) if bd is not None else None
+
+    def has_content(self) -> bool:
+        """The open trace has ranks to compare."""
+        return self.ranks is not None
 
     def _reload(self) -> None:
         self.measure.blockSignals(True)

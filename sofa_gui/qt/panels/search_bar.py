@@ -54,6 +54,7 @@ class SearchBar(QWidget):
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self.run_search)
+        self._ran: SearchQuery | None = None  # the query this bar last ran
         self.edit.textEdited.connect(lambda _t: self._timer.start())
         self.edit.returnPressed.connect(self._on_return)
         self.regex.toggled.connect(lambda _on: self.run_search())
@@ -92,16 +93,21 @@ class SearchBar(QWidget):
     def close_bar(self) -> None:
         self._timer.stop()
         self.hide()
-        self.session.search(None)
+        self._ran = None
+        if self.session.search_query is not None:  # a Statistics highlight stays
+            self.session.search(None)
 
     def run_search(self) -> None:
         self._timer.stop()
-        self.session.search(self.query())
+        self._ran = self.query()
+        self.session.search(self._ran)
 
     def step(self, delta: int) -> None:
-        if self._timer.isActive() or self.session.search_query != self.query():
+        """Enter / F3: the next match; a query edited since it last ran runs first.  With
+        nothing typed, F3 steps through whatever is highlighted (a Statistics row, a query)."""
+        if self._timer.isActive() or (self.edit.text() and self.query() != self._ran):
             self.run_search()
-        self.session.step_match(delta)
+        self.session.step_highlight(delta)
 
     def _on_return(self) -> None:
         self.step(+1)

@@ -23,11 +23,12 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis import stats
+from ...core.trace import Kind
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, row_picker, set_muted
+from .common import ComputedWhenSeen, TailElideDelegate, plain_label, row_picker, set_muted
 
 KINDS = (("kernel", "Kernels"), ("op", "CPU ops"), ("copy", "Copies"),
          ("collective", "Collectives"))
@@ -35,6 +36,9 @@ SCOPES = (("trace", "Whole trace"), ("iteration", "Selected iteration"),
           ("steady", "Steady state"), ("range", "Range selection"))
 COLUMNS = ("Name", "Count", "Total", "Self", "Mean", "Median", "p95", "Max", "Share")
 COPY_COLUMNS = ("Direction", "Bytes", "Rate")
+#: Slice kind -> the table that lists it.
+SLICE_KIND_TABLE = {int(Kind.KERNEL): "kernel", int(Kind.CPU_OP): "op",
+                    int(Kind.MEMCPY): "copy", int(Kind.COMMUNICATION): "collective"}
 #: Breakdown category -> the table that lists its work (idle time: the host ops around it).
 CATEGORY_KIND = {"compute": "kernel", "communication": "collective",
                  "memcpy_h2d": "copy", "memcpy_d2h": "copy", "memcpy_d2d": "copy",
@@ -138,7 +142,32 @@ def _key(r: stats.StatRow, col: str):
     return _KEYS[col](r)
 
 
-class StatisticsPanel(QWidget):
+def session_scope(s: Session, key: str) -> tuple[stats.Scope | None, str]:
+    """The scope ``key`` (a :data:`SCOPES` key) means in the session now, or None and
+    why it cannot be shown (no range selected, no iteration...)."""
+    if key == "trace":
+        return stats.Scope(), ""
+    if key == "range":
+        if s.selected_range is None:
+            return None, "no range selected: Ctrl+drag on the timeline to select one"
+        a, b, lanes = s.selected_range
+        scope = stats.range_scope(a, b, lanes)
+        scope.label = f"range of {fmt_ns(b - a)} over {len(lanes)} lanes"
+        return scope, ""
+    iters = s.iterations
+    if iters is None or len(iters) == 0:
+        return None, "no iterations found (yet)"
+    if key == "steady":
+        try:
+            return stats.steady_scope(iters), ""
+        except IndexError as exc:
+            return None, str(exc)
+    if s.selected_iteration < 0:
+        return None, "no iteration selected: click one in Iterations or on the timeline"
+    return stats.iteration_scope(iters, s.selected_iteration), ""
+
+
+class StatisticsPanel(ComputedWhenSeen, QWidget):
     """Kind and scope pickers, a caption and the sortable table."""
 
     def __init__(self, session: Session, parent=None):
@@ -165,8 +194,9 @@ class StatisticsPanel(QWidget):
         self.view.setSortingEnabled(True)
         self.view.sortByColumn(2, Qt.SortOrder.DescendingOrder)
         row_picker(self.view)
-        self.view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.view.setItemDelegateForColumn(0, TailElideDelegate(self.view))
         self.view.verticalHeader().hide()
+        self.view.verticalHeader().setDefaultSectionSize(self.view.fontMetrics().height() + 6)
         self.view.setWordWrap(False)
         head = self.view.horizontalHeader()
         head.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -211,6 +241,23 @@ class StatisticsPanel(QWidget):
         self._choose(kind, scope)
         self._compute()
 
+    def show_slice_row(self, i: int) -> bool:
+        """The trace-wide table of slice ``i``'s kind with the row holding ``i`` selected
+        and in view; False when its kind has no table."""
+        trace = self.session.trace
+        kind = SLICE_KIND_TABLE.get(int(trace.slices.kind[i])) if trace is not None else None
+        if kind is None:
+            return False
+        self.show_table(kind, "trace")
+        table = self.model.table
+        for row in range(len(table.rows) if table is not None else 0):
+            if i in table.members(row):
+                index = self.proxy.mapFromSource(self.model.index(row, 0))
+                self.view.selectRow(index.row())
+                self.view.scrollTo(index)
+                return True
+        return False
+
     def _choose(self, kind: str, scope: str) -> None:
         for combo, value in ((self.kind_combo, kind), (self.scope_combo, scope)):
             combo.blockSignals(True)
@@ -248,49 +295,7 @@ class StatisticsPanel(QWidget):
             self.refresh()
 
     def _scope(self) -> tuple[stats.Scope | None, str]:
-        """The scope chosen, or None and why it cannot be shown."""
-        s = self.session
-        key = self.scope_key
-        if key == "trace":
-            return stats.Scope(), ""
-        if key == "range":
-            if s.selected_range is None:
-                return None, "no range selected: Ctrl+drag on the timeline to select one"
-            a, b, lanes = s.selected_range
-            scope = stats.range_scope(a, b, lanes)
-            scope.label = f"range of {fmt_ns(b - a)} over {len(lanes)} lanes"
-            return scope, ""
-        iters = s.iterations
-        if iters is None or len(iters) == 0:
-            return None, "no iterations found (yet)"
-        if key == "steady":
-            try:
-                return stats.steady_scope(iters), ""
-            except IndexError as exc:
-                return None, str(exc)
-        if s.selected_iteration < 0:
-            return None, "no iteration selected: click one in Iterations or on the timeline"
-        return stats.iteration_scope(iters, s.selected_iteration), ""
-
-    def refresh(self) -> None:
-        """Recompute now when the panel is on screen, else when it is next shown: at 1e6
-        events one table costs ~0.4 s of the GUI thread, which an open must not pay for a
-        tab nobody is looking at (it was the longest stall of a cached reopen)."""
-        if self.isVisible() and not self.visibleRegion().isEmpty():
-            self._compute()
-        else:
-            self._stale = True
-
-    def showEvent(self, event) -> None:  # noqa: N802
-        super().showEvent(event)
-        if self._stale and not self.visibleRegion().isEmpty():
-            self._compute()
-
-    def dock_visibility_changed(self, visible: bool) -> None:
-        """Its dock's tab was chosen (a tabbed dock that is not the current tab stays
-        'visible', moved off screen, so no show event comes)."""
-        if visible and self._stale:
-            self._compute()
+        return session_scope(self.session, self.scope_key)
 
     def _compute(self) -> None:
         self._stale = False
@@ -309,6 +314,7 @@ class StatisticsPanel(QWidget):
         table = stats.compute_table(s.trace, self.kind, scope, top=TOP)
         self.model.set_table(table)
         self._fit_columns()
+        self.view.scrollToTop()  # a new scope starts at its biggest rows
         shown = len(table.rows)
         text = (f"{scope.label}: {table.instances:,} instances, {shown} "
                 f"{'groups' if shown != 1 else 'group'}"
@@ -330,7 +336,7 @@ class StatisticsPanel(QWidget):
         row = self.proxy.mapToSource(index).row()
         table = self.model.table
         members = table.members(row)
-        self.session.show_instances(members, focus=table.rows[row].longest)
+        self.session.show_instances(members, focus=table.rows[row].longest, scoped=True)
 
 
 

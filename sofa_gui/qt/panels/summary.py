@@ -1,5 +1,6 @@
-"""Run summary header: file, format, duration, iterations, median iteration, device use,
-and the run facts (framework, device, mode, ... each proved by an event: see the tooltip).
+"""Run summary header: what limits the run (the verdict, first), file, format, duration,
+iterations, median iteration, device use, and the run facts (framework, device, mode, ...
+each proved by an event: see the tooltip).
 
 A strip of label/value pairs above the timeline. Observes ``Session.trace_changed`` and
 every analysis part as it arrives.
@@ -12,15 +13,16 @@ from pathlib import Path
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
+from ...core.summary import event_count
 from ...core.units import fmt_ns, fmt_pct
+from ...view.breakdown import device_utilisation
 from ...view.tooltip import literal_html
 from ..session import Session
-from .breakdown_view import device_utilisation
 from .common import plain_label, set_muted
 
 EMPTY_TITLE = "No trace open — File ▸ Open, or drop a trace here"
-FIELDS = ("Format", "Duration", "Events", "Iterations", "Median iteration", "Device busy",
-          "Top bottleneck")
+FIELDS = ("Limited by", "Format", "Duration", "Events", "Iterations", "Median iteration",
+          "Device busy", "Top bottleneck")
 
 
 class SummaryHeader(QFrame):
@@ -52,6 +54,7 @@ class SummaryHeader(QFrame):
             grid.addWidget(val, 1, col)
             self.values[key] = val
         grid.setColumnStretch(len(FIELDS), 1)
+        self.grid = grid
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
         inner = QWidget(self)
@@ -78,6 +81,12 @@ class SummaryHeader(QFrame):
             session.on_analysis(part, self.refresh)
         session.busy_changed.connect(self.refresh)
         self.refresh()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Narrow windows (laptops) space the figures closer, so the last one (the top
+        bottleneck) is not cut at 1366 px; each value's full text is in its tooltip."""
+        super().resizeEvent(event)
+        self.grid.setHorizontalSpacing(24 if self.width() >= 1600 else 12)
 
     def text_of(self, key: str) -> str:
         return self.values[key].text()
@@ -116,9 +125,14 @@ class SummaryHeader(QFrame):
                 fmt_ns(int(it.durations[it.median_index])) if len(it) else "—"),
             "Device busy": _util_text(s),
             "Top bottleneck": _top_text(s),
+            "Limited by": _verdict_text(s),
         }
         for key, text in vals.items():
             self.values[key].setText(text)
+            if key != "Events":  # that one's tooltip explains the count
+                self.values[key].setToolTip(literal_html(text))
+        v = s.analysis.verdict
+        self.values["Limited by"].setToolTip(literal_html(v.basis) if v is not None else "")
         self._show_run(s.analysis.run)
 
     def _show_run(self, facts) -> None:
@@ -139,6 +153,14 @@ def _util_text(s: Session) -> str:
     return "no device" if u is None else fmt_pct(u)
 
 
+def _verdict_text(s: Session) -> str:
+    """"Compute (64.1%)": the verdict's bound and share."""
+    v = s.analysis.verdict
+    if v is None:
+        return "…" if s.busy else "—"
+    return f"{v.label} ({fmt_pct(v.share)})" if v.bound else "unknown"
+
+
 def _top_text(s: Session) -> str:
     if s.findings is None:
         return "…" if s.busy else "—"
@@ -149,9 +171,9 @@ def _top_text(s: Session) -> str:
 
 
 def events_loaded(trace) -> int:
-    """The one event count the app shows (header and status bar): events of the source
-    that were loaded (the load report's figure; the model's items if it has none)."""
-    return int(trace.meta.load_stats.loaded or trace.events)
+    """The one event count the app shows (header and status bar): the CLI's, the
+    report's and JSON's (:func:`core.summary.event_count`)."""
+    return event_count(trace)
 
 
 def events_note(trace) -> str:

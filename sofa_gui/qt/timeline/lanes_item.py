@@ -15,7 +15,7 @@ import shiboken6
 from PySide6 import QtCore, QtGui
 
 from sofa_gui.core.trace import LaneKind
-from sofa_gui.core.viewport import NAME_COLOR_PX, Blocks, Markers
+from sofa_gui.view.viewport import NAME_COLOR_PX, Blocks, Markers
 
 from ...view.colors import PALETTE, name_color, text_color
 from ...view.model import TimelineModel

@@ -62,8 +62,17 @@ class TimeAxisItem(pg.GraphicsWidget):
         self._tick = QtGui.QColor(self._text)
         self._tick.setAlpha(120)
         self.setCacheMode(QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        #: ``on_click(x_ns)`` when the ruler is clicked (the timeline adds a marker there)
+        self.on_click = None
         vb.sigXRangeChanged.connect(self._repaint)
         vb.sigResized.connect(self._repaint)
+
+    def mouseClickEvent(self, ev):  # noqa: N802
+        if ev.button() != QtCore.Qt.MouseButton.LeftButton or self.on_click is None:
+            ev.ignore()
+            return
+        ev.accept()
+        self.on_click(self.vb.mapSceneToView(ev.scenePos()).x())
 
     def _repaint(self, *_):
         self.update()
@@ -93,12 +102,35 @@ class TimeAxisItem(pg.GraphicsWidget):
             x = left + (v - x0) * scale
             p.drawLine(QtCore.QPointF(x, bottom - 3), QtCore.QPointF(x, bottom))
         p.setFont(self.font)
-        for v, text in zip(majors, labels):
+        for v in majors:
             x = left + (v - x0) * scale
             p.setPen(QtGui.QPen(self._tick, 1))
             p.drawLine(QtCore.QPointF(x, bottom - 7), QtCore.QPointF(x, bottom))
-            p.setPen(self._text)
-            p.drawText(QtCore.QRectF(x + 3, rect.top(), 200, bottom - 4), _BOTTOM_LEFT, text)
+        p.setPen(self._text)
+        for text, lx, width in self.label_boxes():
+            p.drawText(QtCore.QRectF(lx, rect.top(), width + 2, bottom - 4), _BOTTOM_LEFT, text)
+
+    def label_boxes(self) -> list[tuple[str, float, float]]:
+        """(label, left x, width) of each major label drawn: right of its tick, or left of
+        it where it would run past the axis' end (the last label is never cut); a label
+        that would overlap the one before is left out."""
+        (x0, x1), _ = self.vb.viewRange()
+        if x1 <= x0:
+            return []
+        left = self.mapFromScene(self.vb.mapViewToScene(QtCore.QPointF(x0, 0))).x()
+        right = self.mapFromScene(self.vb.mapViewToScene(QtCore.QPointF(x1, 0))).x()
+        scale = (right - left) / (x1 - x0)
+        fm = QtGui.QFontMetricsF(self.font)
+        majors, _minors, labels = self.ticks()
+        out, end = [], -math.inf
+        for v, text in zip(majors, labels):
+            x = left + (v - x0) * scale
+            width = fm.horizontalAdvance(text)
+            lx = x + 3 if x + 3 + width <= right else x - 3 - width
+            if lx >= end + 4 and lx >= left:
+                out.append((text, lx, width))
+                end = lx + width
+        return out
 
 
 def _multiples(x0: float, x1: float, step: float) -> list[float]:

@@ -3,7 +3,8 @@
 Left-drag draws a rubber band and zooms to it; Ctrl+drag selects a time range over
 the lanes it crosses (area selection, aggregated in Statistics); middle-drag or Shift+drag pans
 (time and lanes); the wheel zooms around the cursor (Shift+wheel scrolls the
-lanes, a horizontal wheel pans); click selects; hovering shows a tooltip.
+lanes, a horizontal wheel pans); click selects, Shift+click places a measurement point,
+right-click asks for the slice's context menu; hovering shows a tooltip.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class TimelineIntents(Protocol):
     def rubber_band(self, x_from: float, x_to: float, finished: bool) -> None: ...
     def area_drag(self, start, end, finished: bool) -> None: ...
     def click_at(self, x: float, y: float, double: bool) -> None: ...
+    def context_at(self, x: float, y: float, screen_pos) -> None: ...
+    def measure_at(self, x: float) -> None: ...
     def hover_at(self, x: float | None, y: float | None, screen_pos) -> None: ...
     def scroll_rows(self, units: float) -> None: ...
 
@@ -84,12 +87,19 @@ class TimelineViewBox(pg.ViewBox):
             self._drag_button = None
 
     def mouseClickEvent(self, ev):  # noqa: N802
+        pos = self.mapSceneToView(ev.scenePos())
+        if ev.button() == QtCore.Qt.MouseButton.RightButton:
+            ev.accept()
+            self.owner.context_at(pos.x(), pos.y(), ev.screenPos())
+            return
         if ev.button() != _LEFT:
             ev.ignore()
             return
         ev.accept()
-        pos = self.mapSceneToView(ev.scenePos())
-        self.owner.click_at(pos.x(), pos.y(), ev.double())
+        if ev.modifiers() & _SHIFT:
+            self.owner.measure_at(pos.x())
+        else:
+            self.owner.click_at(pos.x(), pos.y(), ev.double())
 
     def hoverEvent(self, ev):  # noqa: N802
         if ev.isExit():

@@ -22,13 +22,15 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from sofa_gui.core.trace import LaneKind, Trace
-from sofa_gui.core.viewport import pan_window, zoom_window
+from sofa_gui.view.viewport import pan_window, zoom_window
 
+from ...view.markers import MarkerSet
 from ...view.model import MIN_SPAN_NS, Prepared, TimelineModel, prepare
 from ...view.state import Change, ViewState, reveal_window
 from ...view.tooltip import counter_tooltip, iteration_tooltip, literal_html, slice_tooltip
 from .lane_labels import LaneLabelsItem
 from .lanes_item import LanesItem
+from .marker_layer import MarkerLayer
 from .overlays import (
     AreaItem,
     IterationBandsItem,
@@ -61,6 +63,8 @@ class TimelineWidget(QtWidgets.QWidget):
     range_changed = QtCore.Signal("qint64", "qint64")
     #: The user moved/pinned a group or resized the label column: ``track_state()`` changed.
     tracks_changed = QtCore.Signal()
+    #: Right-click: the slice under the cursor (-1: none) and the global position.
+    context_requested = QtCore.Signal("qint64", QtCore.QPoint)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, view: ViewState | None = None):
         super().__init__(parent)
@@ -85,7 +89,7 @@ class TimelineWidget(QtWidgets.QWidget):
         self._vb = TimelineViewBox(self)
         self._strip = StripViewBox(self)
         self._strip.setFixedHeight(20)
-        self._axis = TimeAxisItem(self._vb, pal)
+        self._axis = self.time_axis = TimeAxisItem(self._vb, pal)
         self._labels = LaneLabelsItem(self.model, self._vb, pal, self._toggle_group,
                                       self.scroll_rows, self._toggle_lane,
                                       self.tracks_changed.emit)
@@ -112,6 +116,8 @@ class TimelineWidget(QtWidgets.QWidget):
         self._strip_item = IterationStripItem(self.model, pal)
         self._strip.addItem(self._strip_item, ignoreBounds=True)
         self._vb.sigResized.connect(self._on_resized)
+        self.marks = MarkerLayer(self._vb, self)  # markers (M, ruler click), measurement
+        self._axis.on_click = self.marks.add
 
     def _build_layout(self) -> None:
         self._scroll = QtWidgets.QScrollBar(QtCore.Qt.Orientation.Vertical)
@@ -130,6 +136,7 @@ class TimelineWidget(QtWidgets.QWidget):
         if isinstance(trace, Trace):
             trace = prepare(trace)
         self.model.set_prepared(trace)
+        self.marks.set_markers(MarkerSet())  # the owner restores the trace's own
         self._apply_area()
         self._top = 0.0
         self._data_changed()
@@ -258,17 +265,38 @@ class TimelineWidget(QtWidgets.QWidget):
         self._area.set_area((rng[0], rng[1], y0, y1))
 
     def _escape(self) -> None:
-        """Esc clears the range selection first, then the selected slice."""
-        if self.view.range_selection is not None:
-            self.view.select_range(None)
-        else:
-            self.view.select_slice(-1)
+        """Esc clears the innermost selection: range, highlights, slice, iteration."""
+        self.view.escape()
 
     def click_at(self, x: float, y: float, double: bool) -> None:
         hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
         self.view.select_slice(hit)
         if double and hit >= 0:
             self.fit_selection()
+
+    def context_at(self, x: float, y: float, screen_pos) -> None:
+        """Right-click: select the slice under the cursor and ask for its menu."""
+        hit = self.model.slice_at(x, y, HIT_PX * self._ns_per_px())
+        if hit >= 0:
+            self.view.select_slice(hit)
+        self.context_x = x
+        self.context_requested.emit(hit, QtCore.QPoint(int(screen_pos.x()), int(screen_pos.y())))
+
+    def measure_at(self, x: float) -> None:
+        """Shift-click: a point of the measurement (two points: the delta stays drawn)."""
+        self.marks.measure_click(x)
+
+    def mark_selection(self) -> None:
+        """M: a marker at the range selection's start, else the selected slice's start
+        (named after it), else under the cursor (or the view's middle)."""
+        v = self.view
+        if v.range_selection is not None:
+            self.marks.add(v.range_selection[0])
+        elif v.selected_slice >= 0:
+            start, _end = self.model.slice_extent(v.selected_slice)
+            self.marks.add(start, self.model.label_of(v.selected_slice))
+        else:
+            self.marks.add(self._hover_x if self._hover_x is not None else (v.x0 + v.x1) / 2)
 
     def click_iteration_at(self, x: float, double: bool) -> None:
         self.view.select_iteration(self.model.iteration_at(x), zoom=double)
@@ -335,6 +363,7 @@ class TimelineWidget(QtWidgets.QWidget):
             _KEYS.Key_Home: self.reset_zoom,
             _KEYS.Key_0: self.reset_zoom,
             _KEYS.Key_F: self.fit_selection,
+            _KEYS.Key_M: self.mark_selection,
             _KEYS.Key_Escape: self._escape,
             _KEYS.Key_Up: lambda: self.scroll_rows(-1),
             _KEYS.Key_Down: lambda: self.scroll_rows(1),

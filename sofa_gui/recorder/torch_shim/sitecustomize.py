@@ -17,6 +17,9 @@ program itself imports torch.
   ``$SOFA_GUI_TORCH_DIR/kineto-<pid>.json`` (temporary name, then renamed),
   beside ``kineto-<pid>.status.json`` describing what happened.
 * Multiprocessing helpers (spawned DataLoader workers) are not profiled.
+* ``SOFA_GUI_TRY_*`` variables (``sofa-gui try``): ``sofa_try`` beside this module
+  applies a fix's settings and, with ``SOFA_GUI_TRY_STEPS``, starts and stops the
+  profiler at step boundaries instead.
 * Another ``sitecustomize`` later on ``sys.path`` is still run.
 """
 
@@ -64,6 +67,7 @@ class _Session:
         self.status = {"pid": self.pid, "argv": list(sys.argv), "rank": os.environ.get("RANK"),
                        "window_s": list(window) if window else None}
         self.ctl_signal = None
+        self.by_steps = False  # ``sofa-gui try`` starts and stops it at step boundaries
 
     # -- called on the main thread ------------------------------------------------------
     def start(self):
@@ -142,7 +146,10 @@ class _Session:
             return
         self._own_sigterm()
         atexit.register(self.finish, "exit")
-        if self.window is None:
+        if self.by_steps:
+            self.state = "armed"
+            self._save_status()
+        elif self.window is None:
             self.start()
         elif not self._install_control_signal():
             self.status["note"] = "no free real-time signal for the window: profiling it all"
@@ -220,15 +227,16 @@ def _warm_up_profiler():
         pass
 
 
-class _TorchWatcher:
-    """``sys.meta_path`` finder that wraps torch's loader to call back after it ran."""
+class _ImportWatcher:
+    """``sys.meta_path`` finder that wraps a module's loader to call back after it ran."""
 
-    def __init__(self, session):
-        self.session = session
+    def __init__(self, name, callbacks):
+        self.name = name
+        self.callbacks = callbacks
         self.busy = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch" or self.busy:
+        if fullname != self.name or self.busy:
             return None
         self.busy = True
         try:
@@ -242,6 +250,12 @@ class _TorchWatcher:
         spec.loader = _NotifyingLoader(spec.loader, self)
         return spec
 
+    def loaded(self):
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        for callback in self.callbacks:
+            callback()
+
 
 class _NotifyingLoader:
     def __init__(self, loader, watcher):
@@ -253,12 +267,21 @@ class _NotifyingLoader:
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        if self.watcher in sys.meta_path:
-            sys.meta_path.remove(self.watcher)
-        self.watcher.session.on_torch_loaded()
+        self.watcher.loaded()
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
+
+
+def _watch(name, callbacks):
+    """Call ``callbacks`` once module ``name`` is imported (now, if it already is)."""
+    if not callbacks:
+        return
+    if name in sys.modules:
+        for callback in callbacks:
+            callback()
+    else:
+        sys.meta_path.insert(0, _ImportWatcher(name, callbacks))
 
 
 def _parse_window(text):
@@ -271,20 +294,45 @@ def _parse_window(text):
     return (start, dur) if dur > 0 and start >= 0 else None
 
 
-def _install():
+def _trial(session):
+    """``sofa-gui try``'s settings for this process (``sofa_try``), if any."""
+    if not any(k.startswith("SOFA_GUI_TRY_") for k in os.environ):
+        return None
+    try:
+        import atexit as _atexit
+
+        import sofa_try
+    except ImportError:
+        return None
+    trial = sofa_try.Trial(sofa_try.settings(), session)
+    _atexit.register(trial.save)
+    if session is not None and trial.steps:
+        session.by_steps = True
+    return trial
+
+
+def _profiler_session():
     out_dir = os.environ.get(_ENV_DIR)
-    if not out_dir or _is_multiprocessing_helper():
-        return
+    if not out_dir:
+        return None
     try:
         os.makedirs(out_dir, exist_ok=True)
         t0 = int(os.environ.get(_ENV_T0) or time.time_ns())
     except (OSError, ValueError):
+        return None
+    return _Session(out_dir, _parse_window(os.environ.get(_ENV_WINDOW, "")), t0)
+
+
+def _install():
+    if _is_multiprocessing_helper():
         return
-    session = _Session(out_dir, _parse_window(os.environ.get(_ENV_WINDOW, "")), t0)
-    if "torch" in sys.modules:
-        session.on_torch_loaded()
-    else:
-        sys.meta_path.insert(0, _TorchWatcher(session))
+    session = _profiler_session()
+    trial = _trial(session)
+    on_torch = [trial.on_torch] if trial is not None else []
+    if session is not None:
+        on_torch.append(session.on_torch_loaded)
+    _watch("torch", on_torch)
+    _watch("tensorflow", [trial.on_tensorflow] if trial is not None else [])
 
 
 def _chain_next_sitecustomize():

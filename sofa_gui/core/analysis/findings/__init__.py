@@ -17,11 +17,13 @@ cause is likely outside the program), then whatever is under the noise floor (ga
 confidence < :data:`NOISE_FLOOR`, 5%).
 
 Adding a rule
-    Write one function ``check(ctx) -> Finding | None`` (``ctx``:
+    Write one function ``check(ctx, rule) -> Finding | None`` (``ctx``:
     :class:`.context.Ctx` with the trace, iterations, breakdown, run facts and steady
-    phases), decorate it with ``@rule(id, title, moderate, high, grounded_on,
-    partition=..., per_step=...)`` in a module imported below, build the result with
-    :func:`.context.make_finding` (it attaches title, severity, confidence and fixes),
+    phases; ``rule``: its own :class:`.registry.Rule`), decorate it with
+    ``@rule(id, title, moderate, high, grounded_on, partition=..., per_step=...,
+    factors={name: confidence factor})`` in a module imported below, build the result with
+    ``make_finding(ctx, rule, ...)`` (:mod:`.context`: it attaches title, severity,
+    confidence and fixes; sentences quote ``rule.moderate`` / ``rule.grading(...)``),
     and add its fixes to :data:`.fixes.FIXES` under the same id.  A counter check
     ``(ctx, signals, state)`` is added to an id with ``@counter_rule(id)``.
 
@@ -42,21 +44,27 @@ add up in ``diff``):
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from ...trace import Trace
 from .. import aside
 from ..breakdown import TraceBreakdown
 from ..results import Finding, Iterations
 from ..run_facts import RunFacts, run_facts
-from . import (  # noqa: F401  (registers the rules)
-    counter_rules,
-    device_rules,
-    fleet_rules,
-    run_rules,
-)
+
+# isort: on
 from .context import BELOW, MAX_EVIDENCE, Ctx
-from .counter_rules import counter_rules as _counter_findings
 from .registry import RULES, disjoint_ids, rules_table, thresholds
 from .steady import phases
+from .work import confirm_extras
+
+#: Modules of rules by family, in the order they register (evaluation and listing order).
+RULE_MODULES = ("input_rules", "launch_rules", "sync_rules", "dispatch_rules", "compute_rules",
+                "jitter_rules", "idle_rules", "counter_rules", "fleet_rules", "run_rules",
+                "small_batch")
+for _name in RULE_MODULES:
+    import_module(f".{_name}", __name__)
+counter_findings = import_module(".counter_rules", __name__).counter_rules
 
 __doc__ += rules_table() + "\n"
 
@@ -69,7 +77,9 @@ __all__ = ["BELOW", "HYPOTHESIS", "MEASURED", "MINOR", "NOISE_FLOOR", "RULES", "
 def make_context(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
                  facts: RunFacts | None = None, all_frameworks: bool = False) -> Ctx:
     ph = phases(iters, breakdown.durations, breakdown.whole_trace)
-    return Ctx(trace, iters, breakdown, facts or run_facts(trace), ph, all_frameworks)
+    ctx = Ctx(trace, iters, breakdown, facts or run_facts(trace), ph, all_frameworks)
+    confirm_extras(ctx)
+    return ctx
 
 
 def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
@@ -85,6 +95,10 @@ def find_bottlenecks(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
                 f"expected gain x confidence {100 * f.rank_key:.1f}% is under the "
                 f"{100 * NOISE_FLOOR:.0f}% noise floor: ranked after the others")) if x)
     out.sort(key=lambda f: (rank_tier(f), -f.rank_key))
+    for f in out:  # findings of one partition measure disjoint time: say which
+        part = RULES[f.id].partition if f.id in RULES else ""
+        f.disjoint_with = [g.id for g in out if g is not f and part
+                           and g.id in RULES and RULES[g.id].partition == part]
     return out
 
 
@@ -119,8 +133,8 @@ def evaluate_rules(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
     out: list = [None] * len(checks)
     for i, (rid, check) in enumerate(checks):
         if job is None or rid not in BESIDE:
-            out[i] = check(ctx)
-    counters = _counter_findings(ctx)
+            out[i] = check(ctx, RULES[rid])
+    counters = counter_findings(ctx)
     if job is not None:
         for i, f in job.result():
             out[i] = f
@@ -144,7 +158,7 @@ def _checks() -> list:
 def _run_checks(ctx: Ctx, which: list[int]) -> list:
     """(position, finding or None) of the checks at positions ``which``."""
     checks = _checks()
-    return [(i, checks[i][1](ctx)) for i in which]
+    return [(i, checks[i][1](ctx, RULES[checks[i][0]])) for i in which]
 
 
 def _merge_same_id(found: list[Finding]) -> list[Finding]:

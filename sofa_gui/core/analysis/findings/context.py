@@ -14,12 +14,23 @@ from ..host_side import HostBreakdown
 from ..results import Cause, Evidence, Finding, Fix, Iterations
 from ..run_facts import RunFacts
 from .fixes import choose_fixes
-from .registry import RULES
+from .registry import RULES, Rule
 from .steady import Phases
 
 MAX_EVIDENCE = 5
 MAX_CAUSES = 5
 BELOW = "none"  # severity of a rule result under its threshold (never shown as a finding)
+
+#: Confidence factors every finding gets from how it was measured (a rule's own
+#: assumptions are :attr:`.registry.Rule.factors`):
+#: measured from the events themselves, with / without evidence;
+MEASURED_DIRECTLY, DIRECT_WITHOUT_EVIDENCE = 0.9, 0.3
+#: no iterations (the whole trace is one window), or iterations without a confidence;
+WHOLE_TRACE = 0.5
+#: one / two steady-state iterations only;
+ONE_STEADY, TWO_STEADY = 0.5, 0.7
+#: no evidence at all; a single piece of evidence over several iterations.
+NO_EVIDENCE, ONE_EVIDENCE = 0.3, 0.8
 
 
 @dataclass
@@ -84,7 +95,7 @@ class Ctx:
         out[ok] = self.ph.steady[w[ok]]
         return out
 
-    #: Below this the iterations are "uncertain" (issue 11's wording) and every finding
+    #: Below this the iterations are "uncertain" and every finding
     #: that rests on them says so.
     UNCERTAIN = 0.5
 
@@ -102,31 +113,35 @@ class Ctx:
         ``direct``: the finding rests on the events themselves, not on the iterations."""
         why = list(notes)
         if direct:
-            c = 0.9 if n_evidence else 0.3
+            c = MEASURED_DIRECTLY if n_evidence else DIRECT_WITHOUT_EVIDENCE
             return round(c * assumption, 2), "; ".join(why or ["measured from the events"])
         if self.bd.whole_trace:
-            c = 0.5
+            c = WHOLE_TRACE
             why.append("no iterations: whole trace")
         else:
-            c = float(self.iters.confidence) if self.iters.confidence else 0.5
+            c = float(self.iters.confidence) if self.iters.confidence else WHOLE_TRACE
             if c < 0.8:
                 why.append(f"iterations found with confidence {c:.2f}")
         n = self.ph.n_steady
         if not self.bd.whole_trace and n < 3:
-            c *= 0.5 if n <= 1 else 0.7
+            c *= ONE_STEADY if n <= 1 else TWO_STEADY
             why.append(f"{n} steady-state iteration{'s' if n != 1 else ''}")
         if n_evidence == 0:
-            c *= 0.3
+            c *= NO_EVIDENCE
             why.append("no evidence")
         elif n_evidence == 1 and n >= 2:
-            c *= 0.8
+            c *= ONE_EVIDENCE
             why.append("one piece of evidence")
         c *= assumption
         return round(min(max(c, 0.0), 1.0), 2), "; ".join(why)
 
 
-def severity(fid: str, share: float) -> str:
-    r = RULES[fid]
+def rule_of(fid: str | Rule) -> Rule:
+    return fid if isinstance(fid, Rule) else RULES[fid]
+
+
+def severity(fid: str | Rule, share: float) -> str:
+    r = rule_of(fid)
     if share < r.moderate:
         return BELOW
     return "high" if share >= r.high else "medium"
@@ -140,7 +155,7 @@ def amdahl(share: float) -> float:
 FixGain = tuple[float | None, str, float]
 
 
-def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[Evidence],
+def make_finding(ctx: Ctx, fid: str | Rule, share: float, summary: str, evidence: list[Evidence],
                  *, speedup: float | None = 0.0, sev: str | None = None,
                  causes: list[Cause] | None = None, title: str | None = None,
                  assumption: float = 1.0, notes: tuple[str, ...] = (),
@@ -151,7 +166,8 @@ def make_finding(ctx: Ctx, fid: str, share: float, summary: str, evidence: list[
     ``fix_gain``: each shown fix's own estimate (see :func:`best_fix`); the finding's
     estimate is then that of the best fix, named.  ``tentative``: why its reading is
     unproven (it then ranks after the hypotheses)."""
-    rule = RULES[fid]
+    rule = rule_of(fid)
+    fid = rule.id
     if speedup == 0.0:
         speedup = amdahl(share) if rule.per_step else None
     shown, hidden = choose_fixes(rule.fixes, ctx.facts, ctx.all_frameworks)

@@ -23,7 +23,7 @@ Rules (shares are fractions of the analysed time that has the needed counters):
   ``sum(w * (1 - sm/100)) / sum(w)``.
 * ``cpu_contention`` -- ``contention`` intervals; share as above when the run uses
   a GPU, otherwise half of their time (assumes the program would at least double
-  its CPU with the machine to itself, the :data:`.device_rules.COMPUTE_GAIN` rule).
+  its CPU with the machine to itself, the :data:`.compute_rules.COMPUTE_GAIN` rule).
 * ``cpu_bound`` -- ``single_thread`` intervals of a run that uses no GPU; share:
   half of their time (spreading the work over two cores halves it).
 
@@ -43,16 +43,16 @@ from ...units import fmt_pct as _pct
 from ..counter_signals import HostSignals, host_signals
 from ..host_side import window_of
 from ..results import Cause, Evidence, Finding
+from .compute_rules import COMPUTE_GAIN
 from .context import MAX_EVIDENCE, Ctx, make_finding
-from .device_rules import COMPUTE_GAIN
 from .registry import RULES, counter_rule, declare
 
 declare("cpu_contention", "CPU contention from other processes", 0.05, 0.20,
         "same grading as input-bound; from counters only (other processes hold a "
-        "saturated CPU)")
+        "saturated CPU)", partition="host_state")
 declare("cpu_bound", "CPU bound on one thread", 0.05, 0.20,
         "same grading as input-bound; from counters only (one thread pegged, the other "
-        "cores idle)")
+        "cores not saturated)", partition="host_state")
 
 GPU_LOW_PCT = 50.0
 CPU_SATURATED_PCT = 90.0
@@ -113,12 +113,12 @@ def _input_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | Non
                f"{_pct(share)} of the analysed time while the host CPU is saturated or one "
                f"thread is pegged, i.e. the host cannot prepare batches as fast as the GPU "
                f"consumes them (GPU < {GPU_LOW_PCT:g}% SM with all cores >= "
-               f"{CPU_SATURATED_PCT:g}% busy or the process at one core). Thresholds: >= 5% "
-               f"moderately, >= 20% highly input-bound (TensorFlow profiler).")
+               f"{CPU_SATURATED_PCT:g}% busy or the process at one core). "
+               f"{RULES['input_pipeline_bound'].grading('input-bound', 'TensorFlow profiler')}")
+    assumption, notes = few_samples(int(hit.sum()), 0.8)
     return make_finding(ctx, "input_pipeline_bound", share, summary, evidence,
-                        title="Input pipeline bound (GPU starved, host busy)", assumption=0.8,
-                        causes=runs_as_causes(evidence),
-                        notes=("from utilisation counters",))
+                        title="Input pipeline bound (GPU starved, host busy)",
+                        assumption=assumption, causes=runs_as_causes(evidence), notes=notes)
 
 
 @counter_rule("cpu_contention")
@@ -136,9 +136,9 @@ def _contention(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None
                f"all {sig.n_cores} cores are >= {CPU_SATURATED_PCT:g}% busy while "
                f"{sig.proc_name} gets less than {CONTENDED_SHARE:.0%} of that busy CPU; "
                f"{what}.")
-    return make_finding(ctx, "cpu_contention", share, summary, evidence, assumption=0.8,
-                        causes=runs_as_causes(evidence),
-                        notes=("from utilisation counters",))
+    assumption, notes = few_samples(int(hit.sum()), 0.8)
+    return make_finding(ctx, "cpu_contention", share, summary, evidence, assumption=assumption,
+                        causes=runs_as_causes(evidence), notes=notes)
 
 
 @counter_rule("cpu_bound")
@@ -146,20 +146,47 @@ def _cpu_bound(ctx: Ctx, sig: HostSignals, state: np.ndarray) -> Finding | None:
     if sig.has_gpu or sig.n_cores < 2:
         return None  # with a GPU, a pegged host thread starves it: input_pipeline_bound
     hit = state == SINGLE_THREAD
-    factor = np.full(len(sig), 1.0 - 1.0 / COMPUTE_GAIN)
+    others = _others_busy(sig)
+    free = np.clip(1.0 - np.nan_to_num(others) / 100.0, 0.0, 1.0)
+    # spreading the work gains only what the other cores have free
+    factor = (1.0 - 1.0 / COMPUTE_GAIN) * free
     share, evidence = _measure(ctx, sig, hit, factor, np.ones(len(sig), bool),
                                _single_thread_label)
     by = (f"{sig.proc_name} uses one core's worth of CPU" if not np.isnan(sig.proc).all()
           else f"one core is >= {CORE_BUSY_PCT:g}% busy")
+    busy = float(np.nanmean(others[hit])) if hit.any() else 0.0
     summary = (f"Single-thread bound: {_pct(_frac(sig, hit))} of the analysed time {by} "
-               f"while {_others(sig.n_cores)} mostly idle. The share assumes "
-               f"the work spreads over two cores ({COMPUTE_GAIN:g}x faster).")
-    return make_finding(ctx, "cpu_bound", share, summary, evidence, assumption=0.8,
-                        causes=runs_as_causes(evidence),
-                        notes=("from utilisation counters",))
+               f"while {_others(sig.n_cores)} {busy:.0f}% busy on average. The share assumes "
+               f"the work spreads over the free part of the other cores (at most "
+               f"{COMPUTE_GAIN:g}x faster).")
+    assumption, notes = few_samples(int(hit.sum()), 0.8)
+    return make_finding(ctx, "cpu_bound", share, summary, evidence, assumption=assumption,
+                        causes=runs_as_causes(evidence), notes=notes)
 
 
 # -- shared --------------------------------------------------------------------------------
+#: Fewer sample intervals than this cannot show a state of the run: a finding from them
+#: says so and keeps a low confidence (at most :data:`FEW_SAMPLES_CONFIDENCE`).
+HANDFUL, FEW_SAMPLES_CONFIDENCE = 5, 0.3
+
+
+def few_samples(n: int, assumption: float) -> tuple[float, tuple[str, ...]]:
+    """(confidence factor, notes) of a counter finding resting on ``n`` sample intervals."""
+    if n >= HANDFUL:
+        return assumption, ("from utilisation counters",)
+    return min(assumption, FEW_SAMPLES_CONFIDENCE), (
+        f"from only {n} counter sample{'s' if n != 1 else ''}: too few to show a state of "
+        f"the run",)
+
+
+def _others_busy(sig: HostSignals) -> np.ndarray:
+    """Per interval: mean busy % of the cores other than the busiest one."""
+    if sig.n_cores < 2:
+        return np.zeros(len(sig))
+    top = sig.cores.max(axis=0)
+    return (sig.cores.sum(axis=0) - top) / (sig.n_cores - 1)
+
+
 def _frac(sig: HostSignals, hit: np.ndarray) -> float:
     total = int(sig.weight.sum())
     return float(sig.weight[hit].sum()) / total if total else 0.0

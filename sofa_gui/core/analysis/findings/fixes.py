@@ -12,22 +12,27 @@ from dataclasses import replace
 
 from ..results import Fix
 
-_PT, _TF, _JAX, _TFJ, _ANY = "pytorch", "tensorflow", "jax", "tensorflow/jax", "any"
+_PT, _TF, _JAX, _ANY = "pytorch", "tensorflow", "jax", "any"
 _GPU = ("cuda", "rocm")
 _TRAIN = ("training",)
+#: Needs a PyTorch DataLoader in the trace (either kind).
+_LOADER = (("dataloader", ("single_process", "workers")),)
 
 FIXES: dict[str, list[Fix]] = {
     "input_pipeline_bound": [
         Fix(_PT, "Load batches in worker processes: DataLoader(num_workers=N) with N about the "
                  "number of free CPU cores, persistent_workers=True (no respawn each epoch) and "
                  "prefetch_factor=2..4 so batches are ready before the step asks for them.",
-            fact="dataloader", unless=("workers",), gain="cores", name="loader workers"),
+            fact="dataloader", unless=("workers",), needs=_LOADER, gain="cores",
+            name="loader workers"),
         Fix(_PT, "Raise prefetch_factor and num_workers, or make each sample cheaper: the "
                  "workers exist but do not keep up.", fact="dataloader",
-            unless=("single_process",), gain="cores", name="more loader workers"),
+            unless=("single_process",), needs=_LOADER, gain="cores",
+            name="more loader workers"),
         Fix(_PT, "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True) so the "
                  "host-to-device copy overlaps compute.", devices=_GPU,
-            fact="host_copies", unless=("pinned",), gain="none", name="pinned memory"),
+            fact="host_copies", unless=("pinned",), needs=_LOADER, gain="none",
+            name="pinned memory"),
         Fix(_PT, "Move decoding/augmentation to the GPU (torchvision.transforms.v2 on CUDA "
                  "tensors, NVIDIA DALI) or pre-process the dataset once and cache it.",
             devices=_GPU, gain="none", name="preprocessing on the GPU"),
@@ -59,11 +64,11 @@ FIXES: dict[str, list[Fix]] = {
             fact="tf_data_parallel", unless=("serial", "python"), gain="removes",
             name="cheaper samples"),
         Fix(_JAX, "Feed batches from a background thread (flax.jax_utils.prefetch_to_device or "
-                  "a grain / tf.data pipeline) so the next batch is on device before the jitted "
-                  "step returns.", gain="core", name="background prefetch"),
+                  "a grain pipeline) so the next batch is on device before the jitted step "
+                  "returns.", gain="core", name="background prefetch"),
     ],
     "host_device_copy_bound": [
-        Fix(_PT, "Copy from pinned memory: DataLoader(pin_memory=True) or tensor.pin_memory(); "
+        Fix(_PT, "Copy from pinned memory: tensor.pin_memory() (or pin_memory=True in the loader); "
                  "pageable copies are staged and blocking, pinned ones run at full PCIe/NVLink "
                  "speed and can be asynchronous.", devices=_GPU, fact="host_copies",
             unless=("pinned",)),
@@ -72,8 +77,10 @@ FIXES: dict[str, list[Fix]] = {
             devices=_GPU),
         Fix(_ANY, "Batch many small copies into one large copy (concatenate, then copy once); "
                   "small copies never reach peak bandwidth."),
-        Fix(_TFJ, "Keep tensors on device: avoid .numpy() inside the step; use "
-                  "tf.data.experimental.prefetch_to_device or jax.device_put of whole batches."),
+        Fix(_TF, "Keep tensors on device: avoid .numpy() inside the step; use "
+                 "tf.data.experimental.prefetch_to_device for whole batches."),
+        Fix(_JAX, "Keep arrays on device: avoid np.asarray() inside the step; jax.device_put "
+                  "whole batches ahead of the step."),
     ],
     "launch_overhead_bound": [
         Fix(_PT, "Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\"), "
@@ -84,7 +91,11 @@ FIXES: dict[str, list[Fix]] = {
             unless=("torch.compile", "cuda_graphs")),
         Fix(_PT, "Use a foreach/fused optimizer (torch.optim.AdamW(..., fused=True) or "
                  "foreach=True): one launch per parameter group instead of per tensor.",
-            modes=_TRAIN, fact="optimizer", unless=("fused",)),
+            modes=_TRAIN, fact="optimizer", unless=("fused", "foreach")),
+        Fix(_PT, "The optimizer already runs foreach: use the fused implementation "
+                 "(torch.optim.AdamW(..., fused=True)): one kernel per parameter group.",
+            modes=_TRAIN, fact="optimizer", unless=("fused",),
+            needs=(("optimizer", ("foreach",)),)),
         Fix(_ANY, "Give each kernel more work: larger batch size, or fewer/larger layers, so "
                   "launch cost is small next to kernel time."),
         Fix(_TF, "Compile the step with XLA: @tf.function(jit_compile=True) so ops fuse into "
@@ -93,6 +104,9 @@ FIXES: dict[str, list[Fix]] = {
                   "kernels.", fact="compiled", unless=("xla",)),
     ],
     "op_overhead_bound": [
+        Fix(_ANY, "Batch the requests: stack many inputs into one call (one forward pass on "
+                  "a batch of N instead of N passes on one; a dynamic batcher in a server), so "
+                  "the fixed cost of each call is paid once per batch.", modes=("inference",)),
         Fix(_PT, "Replace the many tiny ops by few large ones: batch the per-item loop into one "
                  "tensor op (stack the small matrices and use one bmm / one nn.Linear), or "
                  "torch.compile(model) to fuse them.", fact="compiled",
@@ -102,8 +116,9 @@ FIXES: dict[str, list[Fix]] = {
             unless=("cuda_graphs",)),
         Fix(_ANY, "Give each op more work (larger batch, fewer larger layers): the fixed cost "
                   "per op (dispatch, Python, allocation) then matters less."),
-        Fix(_TFJ, "Compile the step (tf.function(jit_compile=True) / jax.jit over the whole "
-                  "step) so the ops fuse.", fact="compiled", unless=("xla",)),
+        Fix(_TF, "Compile the step (tf.function(jit_compile=True)) so the ops fuse.",
+            fact="compiled", unless=("xla",)),
+        Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),
     ],
     "host_reads_in_loop": [
         Fix(_PT, "Keep the per-item values as tensors: replace the loop of .item() / .cpu() / "
@@ -111,8 +126,10 @@ FIXES: dict[str, list[Fix]] = {
                  "(or read metrics every N steps)."),
         Fix(_PT, "torch.cuda.set_sync_debug_mode(\"warn\") reports each hidden device read.",
             devices=_GPU),
-        Fix(_TFJ, "Do not call .numpy() / float() / int() on single elements in a Python loop; "
-                  "compute on the whole array and fetch once."),
+        Fix(_TF, "Do not call .numpy() / float() / int() on single elements in a Python loop; "
+                 "compute on the whole tensor and fetch once."),
+        Fix(_JAX, "Do not call float() / int() / .item() on single elements in a Python loop; "
+                  "compute on the whole array and fetch once (jax.device_get)."),
     ],
     "synchronization_stalls": [
         Fix(_PT, "Remove host syncs from the loop: no loss.item(), tensor.cpu(), print(tensor) or "
@@ -133,8 +150,10 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Move the consumer of the read-back to the device (keep indices/lengths on the "
                  "GPU), or issue the read-back one step earlier so it overlaps the step's "
                  "compute.", devices=_GPU),
-        Fix(_TFJ, "Fetch outputs with jax.device_get / .numpy() one step later (double "
-                  "buffering), not right after the step that produces them."),
+        Fix(_TF, "Fetch outputs with .numpy() one step later (double buffering), not right "
+                 "after the step that produces them."),
+        Fix(_JAX, "Fetch outputs with jax.device_get one step later (double buffering), not "
+                  "right after the step that produces them."),
     ],
     "host_dispatch_bound": [
         Fix(_JAX, "The runtime threads dispatch and allocate per call: jit a larger function "
@@ -146,9 +165,12 @@ FIXES: dict[str, list[Fix]] = {
                  "compile) so host dispatch is amortised."),
     ],
     "gpu_idle_unexplained": [
-        Fix(_ANY, "The device waits with nothing in the trace explaining why: record the host "
-                  "side too (torch.profiler with CPU activities and with_stack=True, or "
-                  "sofa-gui record --py-spy) to see what the program does in these gaps."),
+        Fix(_PT, "The device waits with nothing in the trace explaining why: record the host "
+                 "side too (torch.profiler with CPU activities and with_stack=True) to see "
+                 "what the program does in these gaps."),
+        Fix(_ANY, "The device waits with nothing in the trace explaining why: record the "
+                  "Python side too (sofa-gui record --py-spy) to see what the program does in "
+                  "these gaps."),
         Fix(_ANY, "Look at the longest gaps below: a host phase not traced (Python, I/O, "
                   "another process) or waits on other ranks show up there."),
     ],
@@ -174,7 +196,9 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "torch.backends.cudnn.benchmark=True for fixed input shapes (cuDNN picks the "
                  "fastest convolution).", devices=_GPU),
         Fix(_PT, "On the CPU: torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16) where "
-                 "the CPU supports bf16, torch.set_num_threads(physical cores).",
+                 "the CPU supports bf16.", devices=("cpu",), fact="precision",
+            unless=("low",)),
+        Fix(_PT, "On the CPU: torch.set_num_threads(physical cores) for intra-op parallelism.",
             devices=("cpu",)),
         Fix(_PT, "Fuse kernels with torch.compile(model) and use fused implementations "
                  "(scaled_dot_product_attention).", fact="compiled",
@@ -193,20 +217,24 @@ FIXES: dict[str, list[Fix]] = {
             devices=_GPU),
     ],
     "iteration_jitter": [
-        Fix(_PT, "Look at the slow iterations: Python GC (gc.freeze() after setup, "
-                 "gc.disable() with manual gc.collect() between epochs), DataLoader workers "
-                 "falling behind (raise prefetch_factor / num_workers)."),
+        Fix(_ANY, "Look at the slow iterations: Python GC (gc.freeze() after setup, "
+                  "gc.disable() with manual gc.collect() between epochs), other processes."),
+        Fix(_PT, "DataLoader workers falling behind now and then: raise prefetch_factor / "
+                 "num_workers.", needs=(("dataloader", ("workers",)),)),
         Fix(_PT, "Stragglers in multi-rank runs: balance the data per rank (bucket by sequence "
                  "length), check thermal/clock throttling and noisy neighbours on the slow rank.",
             fact="ranks", unless=(1,)),
-        Fix(_TFJ, "Keep tf.data autotuning stable with a fixed ram_budget and prefetch; in JAX "
-                  "keep shapes static so no step recompiles."),
+        Fix(_TF, "Keep tf.data autotuning stable with a fixed ram_budget and prefetch.",
+            needs=(("tf_data", ("python", "tf_ops")),)),
+        Fix(_JAX, "Keep shapes static so no step recompiles under jax.jit."),
     ],
     "startup_cost": [
-        Fix(_ANY, "One-off work, not a per-step cost: start measuring after the first steps "
-                  "(torch.profiler.schedule(wait=1, warmup=1, active=N); jax.profiler / "
-                  "tf.profiler started after a warm-up call); it only matters for short "
-                  "jobs."),
+        Fix(_ANY, "One-off work, not a per-step cost: start measuring after the first steps; "
+                  "it only matters for short jobs."),
+        Fix(_PT, "Profile the steady state only: torch.profiler.schedule(wait=1, warmup=1, "
+                 "active=N)."),
+        Fix(_TF, "Profile the steady state only: start tf.profiler after a warm-up call."),
+        Fix(_JAX, "Profile the steady state only: start jax.profiler after a warm-up call."),
         Fix(_PT, "If start-up matters (short jobs, serving): cache compiled kernels "
                  "(TORCHINDUCTOR_CACHE_DIR / torch.compile mode=\"max-autotune-no-cudagraphs\" "
                  "off), set torch.backends.cudnn.benchmark only for fixed shapes, and create the "
@@ -223,7 +251,8 @@ FIXES: dict[str, list[Fix]] = {
             modes=_TRAIN),
         Fix(_ANY, "Run evaluation / logging less often, or overlap it with training (a separate "
                   "process or stream); batch the logging writes."),
-        Fix(_TFJ, "Save with orbax / tf.train.CheckpointManager in async mode, less often."),
+        Fix(_TF, "Save with tf.train.CheckpointManager less often, or from a thread."),
+        Fix(_JAX, "Save with orbax's CheckpointManager in async mode, less often."),
     ],
     "cpu_contention": [
         Fix(_ANY, "Run on a machine (or CPU set) of its own: other jobs hold the cores; check "
@@ -241,12 +270,13 @@ FIXES: dict[str, list[Fix]] = {
     "cpu_bound": [
         Fix(_PT, "Spread the host work over processes: DataLoader(num_workers=N, "
                  "persistent_workers=True) for loading and augmentation; the Python GIL keeps "
-                 "one process to about one core.", fact="dataloader", unless=("workers",)),
+                 "one process to about one core.", fact="dataloader", unless=("workers",),
+            needs=_LOADER),
         Fix(_PT, "Vectorise the Python loop (torch/numpy ops on whole batches instead of "
                  "per-sample Python), raise torch.set_num_threads for CPU ops, or move the work "
                  "to the GPU."),
         Fix(_TF, "tf.data: map(..., num_parallel_calls=tf.data.AUTOTUNE) and interleave to use "
-                 "all cores."),
+                 "all cores.", needs=(("tf_data", ("python", "tf_ops")),)),
         Fix(_JAX, "jit the per-sample Python into one compiled function, or feed it from a "
                   "multi-process loader (grain)."),
         Fix(_ANY, "Profile the hot thread (py-spy record --native, perf) to see which "
@@ -265,7 +295,7 @@ def choose_fixes(fixes: list[Fix], facts, all_frameworks: bool = False
     shown, hidden = [], []
     fw = facts.get("framework")
     for fix in fixes:
-        why = _contradiction(fix, facts, fw, all_frameworks)
+        why = _contradiction(fix, facts, fw, all_frameworks) or _unmet(fix, facts)
         if why:
             hidden.append((fix, why))
         else:
@@ -290,6 +320,21 @@ def _contradiction(fix: Fix, facts, fw, all_frameworks: bool) -> str:
         f = facts.get(fix.fact)
         if f.known and f.value in fix.unless:
             return f"already done: {fix.fact} is {f.value} here ({f.proof})"
+    return ""
+
+
+def _unmet(fix: Fix, facts) -> str:
+    """Why a fix's declared needs / exclusions rule it out here ("" when they do not)."""
+    for key, allowed in fix.needs:
+        f = facts.get(key)
+        if not f.known:
+            return f"needs {key} ({'/'.join(map(str, allowed))}); the trace shows none"
+        if f.value not in allowed:
+            return f"needs {key} {'/'.join(map(str, allowed))}; here {f.value} ({f.proof})"
+    for key, values in fix.excludes:
+        f = facts.get(key)
+        if f.known and f.value in values:
+            return f"ruled out: {key} is {f.value} here ({f.proof})"
     return ""
 
 

@@ -1,27 +1,37 @@
-"""Cross-rank findings (``sofa-gui fleet``) in the rule registry: ids, titles, thresholds, fixes.
+"""Cross-rank findings (``sofa-gui fleet``) in the rule registry: ids, titles, thresholds,
+confidence factors, fixes.
 
 They are computed over per-rank summaries by :mod:`sofa_gui.core.fleet.cross`, not over
 one trace, so they have no trace checks; declaring them here lists them with every other
-rule and keeps their remedies in the same table (:data:`.fixes.FIXES`).
+rule, keeps their remedies in the same table (:data:`.fixes.FIXES`) and grades them the
+same way (:func:`fleet_finding`: severity from the rule's thresholds, confidence from its
+named factors).
 """
 
 from __future__ import annotations
 
-from ..results import Fix
+from dataclasses import dataclass, field
+
+from ..results import Finding, Fix
+from .context import BELOW, amdahl, rule_of
+from .context import severity as graded
 from .fixes import FIXES
 from .registry import RULES, declare
 
 MODERATE, HIGH = 0.05, 0.20
-_PT, _TFJ, _ANY = "pytorch", "tensorflow/jax", "any"
+_PT, _TF, _JAX, _ANY = "pytorch", "tensorflow", "jax", "any"
 _GPU = ("cuda", "rocm")
 
 declare("straggler_holds_collectives", "One rank holds the others in collectives", MODERATE,
         HIGH, "across ranks (fleet): own time (wall - exposed communication) and exposed "
-              "communication per aligned iteration")
+              "communication per aligned iteration",
+        factors={"others_wait_for_it": 0.9})
 declare("straggler", "One rank slower than the median rank", MODERATE, HIGH,
-        "across ranks (fleet): own time (wall - exposed communication) per aligned iteration")
+        "across ranks (fleet): own time (wall - exposed communication) per aligned iteration",
+        factors={"wait_not_matched": 0.6})
 declare("load_imbalance", "Load imbalance across ranks", MODERATE, HIGH,
-        "across ranks (fleet): spread of the ranks' median own time per iteration")
+        "across ranks (fleet): spread of the ranks' median own time per iteration",
+        factors={"spread_of_medians": 0.7})
 
 #: Remedies by the straggler's cause (the breakdown category that differs most).
 CAUSE_FIXES: dict[str, list[Fix]] = {
@@ -46,9 +56,10 @@ CAUSE_FIXES: dict[str, list[Fix]] = {
 _GENERIC = [
     Fix(_ANY, "Open the straggler next to the median rank (app: 'Open with median rank') and "
               "compare their iterations category by category."),
-    Fix(_TFJ, "If the slow replica gets bigger inputs, pad or bucket batches to equal shapes "
-              "(tf.data bucket_by_sequence_length / fixed shapes under jax.jit) so every "
-              "replica does the same work."),
+    Fix(_TF, "If the slow replica gets bigger inputs, pad or bucket batches to equal shapes "
+             "(tf.data bucket_by_sequence_length) so every replica does the same work."),
+    Fix(_JAX, "If the slow replica gets bigger inputs, pad batches to fixed shapes under "
+              "jax.jit so every replica does the same work."),
 ]
 
 FIXES.setdefault("straggler_holds_collectives", _GENERIC)
@@ -56,19 +67,53 @@ FIXES.setdefault("straggler", _GENERIC)
 FIXES.setdefault("load_imbalance", [
     Fix(_PT, "Balance work per rank: length-bucketed or packed batches, an even split of "
              "layers across pipeline stages, or uneven_inputs handling (DDP join())."),
-    Fix(_TFJ, "Give every replica the same work: equal per-replica batch shapes "
-              "(tf.distribute experimental_distribute_dataset with a global batch divisible by "
-              "the replicas; jax sharding with even shards)."),
+    Fix(_TF, "Give every replica the same work: equal per-replica batch shapes "
+             "(tf.distribute experimental_distribute_dataset with a global batch divisible by "
+             "the replicas)."),
+    Fix(_JAX, "Give every replica the same work: jax sharding with even shards."),
     Fix(_ANY, "Ranks differ steadily: compare the slowest with the fastest rank side by "
               "side; a node-level cause (hardware, co-located jobs) shows on all its ranks."),
 ])
 
 
-def fixes_for(fid: str, cause: str = "") -> list[dict]:
+def fixes_for(fid: str, cause: str = "") -> list[Fix]:
     """The fixes of a fleet finding, cause-specific ones first."""
     extra = CAUSE_FIXES.get(cause, []) if fid.startswith("straggler") else []
-    return [f.to_dict() for f in (*extra, *RULES[fid].fixes)]
+    return [*extra, *RULES[fid].fixes]
 
 
-def severity(share: float) -> str:
-    return "high" if share >= HIGH else "medium" if share >= MODERATE else "low"
+@dataclass
+class FleetFinding(Finding):
+    """A finding across ranks: which ranks and aligned iterations it names, and what it
+    rests on."""
+
+    ranks: list[int] = field(default_factory=list)
+    iterations: list[int] = field(default_factory=list)
+    rests_on: str = ""
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        out.update(ranks=list(self.ranks), iterations=list(self.iterations),
+                   rests_on=self.rests_on)
+        return out
+
+
+def fleet_finding(fid: str, share: float, summary: str, *, title: str = "",
+                  factor: str = "", confidence: float | None = None, cause: str = "",
+                  ranks: list[int] = (), iterations: list[int] = (),
+                  graded_as: str = "", fixes: list[Fix] | None = None) -> FleetFinding:
+    """A fleet finding graded by the registry: severity from the thresholds of ``fid``'s
+    rule (``graded_as``'s for a per-rank finding shared across ranks; under the moderate
+    threshold it is "low": the cross-rank test already found it), confidence the rule's
+    factor ``factor`` (or ``confidence`` when it is a measured ratio)."""
+    spec = rule_of(graded_as or fid)
+    sev = graded(spec, share)
+    conf = spec.factor(factor) if factor else float(confidence if confidence is not None
+                                                   else 1.0)
+    why = (f"{factor.replace('_', ' ')}" if factor else "share of ranks that agree")
+    return FleetFinding(fid, title or spec.title, "low" if sev == BELOW else sev, share,
+                        amdahl(share), summary, [],
+                        list(fixes if fixes is not None else fixes_for(fid, cause)),
+                        confidence=round(conf, 3), confidence_why=why, ranks=list(ranks),
+                        iterations=list(iterations), rests_on=spec.grounded if not graded_as
+                        else "each rank's own analysis (top finding per rank)")

@@ -4,6 +4,8 @@ Everything that lists findings reads it: the package docstring's table, ``diff``
 set of disjoint findings (:func:`disjoint_ids`), the report's threshold note and the
 fix lists.  A rule registers its check functions with :func:`rule` (trace side) and
 :func:`counter_rule` (utilisation counters); its fixes come from :data:`.fixes.FIXES`.
+Each check receives its own :class:`Rule`, so its id, thresholds and confidence factors
+are written once, where it is registered, and its sentences quote them from there.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ class Rule:
     (their savings add up); "" means it overlaps others.  ``per_step`` is False for
     one-off work, which gets no per-iteration speed-up.  ``hypothesis``: the gain assumes
     a change nothing in the trace shows to be possible (e.g. 2x faster compute); such
-    findings rank after every measured one.
+    findings rank after every measured one.  ``factors``: the named confidence factors its
+    check applies (an assumption it makes, a reading it cannot prove), by name.
+    ``grounded`` may quote the thresholds as ``{moderate}`` / ``{high}``.
     """
 
     id: str
@@ -35,38 +39,52 @@ class Rule:
     partition: str = ""
     per_step: bool = True
     hypothesis: bool = False
+    factors: dict[str, float] = field(default_factory=dict)
     checks: list[Callable] = field(default_factory=list)
     counter_checks: list[Callable] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.grounded = self.grounded.format(moderate=f"{100 * self.moderate:g}%",
+                                             high=f"{100 * self.high:g}%")
+
+    def factor(self, name: str) -> float:
+        """The confidence factor ``name`` (KeyError for one the rule did not declare)."""
+        return self.factors[name]
+
+    def grading(self, what: str, source: str = "") -> str:
+        """The sentence stating the thresholds ("Thresholds: >= 5% moderately, ...")."""
+        by = f" ({source})" if source else ""
+        return (f"Thresholds: >= {100 * self.moderate:g}% moderately, >= {100 * self.high:g}% "
+                f"highly {what}{by}.")
 
     @property
     def fixes(self) -> list[Fix]:
         return list(FIXES.get(self.id, []))
-
-    def disjoint_with(self, other: Rule) -> bool:
-        return bool(self.partition) and self.partition == other.partition and self is not other
 
 
 RULES: dict[str, Rule] = {}
 
 
 def rule(fid: str, title: str, moderate: float, high: float, grounded: str,
-         partition: str = "", per_step: bool = True, hypothesis: bool = False):
-    """Decorator registering a trace check ``(ctx) -> Finding | None``."""
+         partition: str = "", per_step: bool = True, hypothesis: bool = False,
+         factors: dict[str, float] | None = None):
+    """Decorator registering a trace check ``(ctx, rule) -> Finding | None``."""
     def deco(fn):
         r = RULES.get(fid)
         if r is None:
             r = RULES[fid] = Rule(fid, title, moderate, high, grounded, partition, per_step,
-                                  hypothesis)
+                                  hypothesis, dict(factors or {}))
         r.checks.append(fn)
         return fn
     return deco
 
 
 def declare(fid: str, title: str, moderate: float, high: float, grounded: str,
-            partition: str = "", per_step: bool = True) -> Rule:
-    """Register an id whose checks are all counter checks."""
+            partition: str = "", per_step: bool = True,
+            factors: dict[str, float] | None = None) -> Rule:
+    """Register an id whose checks are all counter checks (or computed elsewhere)."""
     return RULES.setdefault(fid, Rule(fid, title, moderate, high, grounded, partition,
-                                      per_step))
+                                      per_step, factors=dict(factors or {})))
 
 
 def counter_rule(fid: str):

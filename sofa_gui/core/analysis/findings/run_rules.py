@@ -11,21 +11,25 @@ from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
+from ..intervals import union
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import Ctx, make_finding
-from .registry import rule
+from .registry import Rule, rule
 from .work import extra_calls_share, grown_work, one_off_calls, outermost
 
 #: Warm-up whose extra host time is under this fraction extra calls is a slow start.
 SLOW_START_OWN_WORK = 1 / 3
 SLOW_START = "warm-up makes the same calls as later steps, slower: a slow start, not " \
              "proven one-off work"
+FIRST_PASS = "warm-up waits for input (the pipeline's first pass): one-off only if later " \
+             "epochs are served from a cache"
 
 
 @rule("startup_cost", "One-off start-up work (no per-step gain)", 0.05, 0.20,
-      "fraction of the profiled time; one-off work never speeds up a step", per_step=False)
-def startup_cost(ctx: Ctx) -> Finding | None:
+      "fraction of the profiled time; one-off work never speeds up a step", per_step=False,
+      factors={"slow_start": 0.5, "first_pass_input": 0.5})
+def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     s = ctx.trace.slices
     warm = ctx.ph.warmup
@@ -72,29 +76,41 @@ def startup_cost(ctx: Ctx) -> Finding | None:
                     f"workers' first batches (the workers start and fill their prefetch "
                     f"queue once; later steps find a batch ready).")
         own = max(own, fill / warm_ns)
-    if own < SLOW_START_OWN_WORK:
+    waited = _input_fill(ctx, warm, r) if fill <= 0 else 0.0
+    if waited > 0.5 * warm_ns and warm_ns > extra_ns:
+        summary += (f" Most of it ({fmt_ns(waited)}) is the main thread waiting for input: "
+                    f"the input pipeline's first pass (filling a cache, opening files), "
+                    f"one-off only if later epochs are served from the cache.")
+        assumption, notes = spec.factor("first_pass_input"), (FIRST_PASS,)
+    elif own < SLOW_START_OWN_WORK:
         summary += (f" But the warm-up iterations make the same calls as later ones, each "
                     f"slower (only {pct(own)} of their extra host time is calls later ones "
                     f"lack, and no compile or set-up call is among them): a slow start of "
                     f"the profile (profiler start-up, cold caches, CPU clock) as much as "
                     f"one-off work of the program.")
-        assumption, notes = 0.5, (SLOW_START,)
+        assumption, notes = spec.factor("slow_start"), (SLOW_START,)
     # warm-up excess rests on the iterations: when it is most of the finding, uncertain
     # iterations make it uncertain too (one-off calls are measured from the events)
     direct = not (warm_ns > extra_ns and ctx.iters_uncertain is not None)
-    return make_finding(ctx, "startup_cost", share, summary, evidence, speedup=None,
+    return make_finding(ctx, spec, share, summary, evidence, speedup=None,
                         causes=causes, one_off_ns=int(total), direct=direct,
                         assumption=assumption, notes=notes,
-                        tentative=SLOW_START if notes else "")
+                        tentative=notes[0] if notes else "")
 
 
 def _worker_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
     """ns the warm-up iterations wait for data beyond a steady iteration's wait, when the
     run's DataLoader has workers: their start-up and first prefetch, one-off by nature
     (the same ``__next__`` call as every step, so call counts alone call it a slow start)."""
+    if ctx.facts.value("dataloader") != "workers":
+        return 0.0
+    return _input_fill(ctx, warm, rows)
+
+
+def _input_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
+    """ns the warm-up iterations' main thread waits for input beyond a steady one's wait."""
     host = ctx.bd.host
-    if ctx.facts.value("dataloader") != "workers" or host is None or not len(warm) \
-            or not len(rows):
+    if host is None or not len(warm) or not len(rows):
         return 0.0
     dl = host.column("data_loading").astype(np.float64)
     return float(np.maximum(dl[warm] - np.median(dl[rows]), 0.0).sum())
@@ -113,8 +129,9 @@ def _one_off_events(ctx: Ctx) -> np.ndarray:
 
 
 @rule("periodic_extra", "Extra work every few iterations (checkpoint, eval, logging)",
-      0.05, 0.20, "same grading as iteration jitter, on the time the extra iterations add")
-def periodic_extra(ctx: Ctx) -> Finding | None:
+      0.05, 0.20, "same grading as iteration jitter, on the time the extra iterations add",
+      factors={"seen_once": 0.6})
+def periodic_extra(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     ex = ctx.ph.extras
     r = ctx.rows
@@ -136,8 +153,9 @@ def periodic_extra(ctx: Ctx) -> Finding | None:
                f"The causes are the work those iterations do on top of a normal step "
                f"(checkpointing, evaluation, logging).")
     conf_note = () if len(ex) >= 2 else ("seen once",)
-    return make_finding(ctx, "periodic_extra", share, summary, evidence, causes=causes,
-                        notes=conf_note, assumption=1.0 if len(ex) >= 2 else 0.6)
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        notes=conf_note,
+                        assumption=1.0 if len(ex) >= 2 else spec.factor("seen_once"))
 
 
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
@@ -166,14 +184,19 @@ def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
-      "same grading as input-bound; tiny = outermost op <= 50 µs, >= 200 per iteration")
-def op_overhead_bound(ctx: Ctx) -> Finding | None:
+      f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
+      f"{MIN_TINY_PER_STEP} per iteration; or inference on batches of a few inputs "
+      f"(:mod:`.small_batch`)",
+      factors={"batched_op_cheap": 0.7, "math_scales_with_batch": 0.7})
+def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    # ops inside the loader are the input pipeline's cost, not the step's overhead
+    ops = ops[~_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
     if len(ops) < 2:
         return None
     gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
@@ -199,8 +222,9 @@ def op_overhead_bound(ctx: Ctx) -> Finding | None:
                f"the math. The estimate removes that time and assumes the batched op costs "
                f"little; the rest of the step stays. Under the profiler each op also carries "
                f"the profiler's own cost, so the unprofiled gain is larger.")
-    return make_finding(ctx, "op_overhead_bound", share, summary, evidence, causes=causes,
-                        assumption=0.7, notes=("assumes the batched op is cheap",))
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        assumption=spec.factor("batched_op_cheap"),
+                        notes=("assumes the batched op is cheap",))
 
 
 #: A gap this long between two ops of a tight loop, with no op open, on a machine whose
@@ -274,9 +298,32 @@ def _burst_cost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return (end - start) + np.where(close & in_loop, np.maximum(gap, 0), 0)
 
 
+#: The optimizer's own step: reads inside it (AdamW's step counts) are not the loop's.
+_OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+
+
+def _inside_optimizer(ctx: Ctx, lane: int, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx``: inside an ``Optimizer.step`` range of ``lane``."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(lane)
+    return _inside(ctx, mine[np.isin(s.name[mine], ctx.trace.name_ids(_OPTIMIZER_STEP.match))],
+                   idx)
+
+
+def _inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx``: starts inside one of the slices ``regions``."""
+    s = ctx.trace.slices
+    if not len(regions) or not len(idx):
+        return np.zeros(len(idx), bool)
+    a, b = union(s.start[regions], s.end[regions])
+    k = np.searchsorted(a, s.start[idx], side="right") - 1
+    return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
+
+
 @rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
-      0.03, 0.15, "synchronisation thresholds; >= 16 reads per iteration make a loop")
-def host_reads_in_loop(ctx: Ctx) -> Finding | None:
+      0.03, 0.15, f"synchronisation thresholds; >= {MIN_READS_PER_STEP} reads per iteration make a "
+      f"loop")
+def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None:
         return None
@@ -285,6 +332,7 @@ def host_reads_in_loop(ctx: Ctx) -> Finding | None:
     ids = ctx.trace.name_ids(lambda n: bool(_READ.match(n)))
     reads = ops[np.isin(s.name[ops], ids)]
     reads = reads[ctx.in_steady(s.start[reads], host.starts, host.ends)]
+    reads = reads[~_inside_optimizer(ctx, host.lane, reads)]  # the optimizer's own reads
     per_step = len(reads) / max(ctx.ph.n_steady, 1)
     if per_step < MIN_READS_PER_STEP:
         return None
@@ -302,4 +350,4 @@ def host_reads_in_loop(ctx: Ctx) -> Finding | None:
                f"the time."
                + (" Each one also waits for the device queue to drain." if dev else
                   " On the CPU each is a dispatch plus a Python float: vectorise the loop."))
-    return make_finding(ctx, "host_reads_in_loop", share, summary, evidence, causes=causes)
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes)

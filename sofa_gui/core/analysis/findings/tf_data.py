@@ -10,7 +10,7 @@ from .context import MAX_CAUSES, Ctx
 
 
 def pipeline_of(ctx: Ctx, host) -> InputPipeline | None:
-    """The tf.data pipeline over the analysed iterations, seen from ``host``'s main thread."""
+    """The tf.data pipeline over the analyzed iterations, seen from ``host``'s main thread."""
     if host is None:
         return None
     return analyze_input_pipeline(ctx.trace, host.starts, host.ends, host.lane)

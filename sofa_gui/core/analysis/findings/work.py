@@ -10,6 +10,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_ns
 from ..host_side import window_of
+from ..iterations.recurring import name_base, recurs
 from ..results import Cause, Evidence
 from .causes import self_times
 from .context import MAX_CAUSES, Ctx
@@ -143,7 +144,7 @@ def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray)
         return 1.0
     s = ctx.trace.slices
     idx, w, own = host_work(ctx)
-    base = ctx.trace.memo("name_base", lambda: _name_base(ctx.trace.names))
+    base = ctx.trace.memo("name_base", lambda: name_base(ctx.trace.names))
     names, n = base[s.name[idx]], int(base.max()) + 1 if len(base) else 1
     ex, st = np.isin(w, extra_rows), np.isin(w, steady_rows)
     cnt_ex = np.bincount(names[ex], minlength=n) / len(extra_rows)
@@ -158,8 +159,19 @@ def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray)
     return min(float(calls.sum()) / grown, 1.0)
 
 
-def _name_base(names: list[str]) -> np.ndarray:
-    """Name id -> id of the name without trailing digits and separators."""
-    strip = [re.sub(r"[\s#._-]*\d+$", "", n) for n in names]
-    _, inv = np.unique(np.asarray(strip, dtype=object), return_inverse=True)
-    return inv.astype(np.int64)
+def confirm_extras(ctx: Ctx) -> None:
+    """Keep as periodic extras only iterations whose extra work recurs
+    (:func:`..iterations.recurring.recurs`); the others are steady again (slower steps of
+    the same work are jitter, not checkpointing).  Changes ``ctx.ph`` in place."""
+    ph, host = ctx.ph, ctx.bd.host
+    if not len(ph.extras) or ctx.bd.whole_trace:
+        return
+    regular = np.flatnonzero(ph.steady)
+    lane = host.lane if host is not None else -1
+    ok, why = recurs(ctx.trace, lane, ctx.bd.starts, ctx.bd.ends, ctx.bd.durations,
+                     ph.extras, regular)
+    if ok:
+        return
+    ph.steady[ph.extras] = True
+    ph.extras = np.zeros(0, np.int64)
+    ph.source += f"; no periodic extras: {why}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from ...trace import Kind, LaneKind, Trace
 from ..results import Iterations, us
 from .stream import is_step_name
 
@@ -36,7 +36,9 @@ def step_slices(trace: Trace) -> np.ndarray:
 
 
 def annotation_iterations(trace: Trace) -> Iterations:
-    """One iteration per step annotation; the last also holds its device tail."""
+    """One iteration per step annotation, exactly as long as the annotation (the last one
+    too: device work that runs on past it is the iteration's device window, a second
+    number, see :func:`.marks.mark_iterations`)."""
     idx = step_slices(trace)
     if len(idx) == 0:
         return Iterations.none("step annotations", "the trace has no step annotations "
@@ -44,25 +46,11 @@ def annotation_iterations(trace: Trace) -> Iterations:
     s = trace.slices
     starts = s.start[idx].astype(np.int64)
     ends = s.end[idx].astype(np.int64)
-    ends[-1] = max(int(ends[-1]), _device_tail(trace, int(idx[-1])))
     lane = int(s.lane[idx[0]])
     kind = "ProfilerStep" if trace.name_of(int(idx[0])).startswith("ProfilerStep#") else "step"
     stream = f"{len(idx)} {kind} annotations on {trace.lanes.name[lane]}"
     labels = [trace.name_of(int(i)) for i in idx]
     return Iterations("annotations", stream, starts, ends, 1.0, None, None, "", labels)
-
-
-def _device_tail(trace: Trace, ann: int) -> int:
-    """End of the last device event launched from inside annotation ``ann``'s process."""
-    s, f = trace.slices, trace.flows
-    lo, hi = int(s.start[ann]), int(s.end[ann])
-    launch = f.kind == 0
-    src, dst = f.src[launch], f.dst[launch]
-    pid = trace.lanes.pid[s.lane[ann]]
-    inside = (s.start[src] >= lo) & (s.start[src] < hi) & (trace.lanes.pid[s.lane[src]] == pid)
-    dst = dst[inside]
-    dst = dst[np.isin(s.kind[dst], [int(k) for k in DEVICE_KINDS])]
-    return int(s.end[dst].max()) if len(dst) else hi
 
 
 def agreement(annotated: Iterations, detected: Iterations) -> dict:

@@ -39,8 +39,11 @@ class Landmarks:
         ops = ops or HostOps(trace)
         opt = ops.optimizer_ranges()
         main = _main_lane(trace, ops, len(opt[0]) > 0)
-        bwd, fwd = backward_passes(trace, main), _forward_starts(trace)
-        fetch, kind = ops.loader_starts(), "input fetch"
+        mine = _rank_lanes(trace, main)  # several ranks in one trace: the main lane's
+        if mine is not None:
+            opt = ops.optimizer_ranges(mine)
+        bwd, fwd = backward_passes(trace, main, mine), _forward_starts(trace)
+        fetch, kind = ops.loader_starts(mine), "input fetch"
         if not len(fetch) and not len(opt[0]):
             fetch, kind = step_dispatches(trace, main), "step dispatch"
         return cls(_one_per_pass(opt, bwd[0], fwd), fetch, bwd, main, fwd, kind)
@@ -71,6 +74,15 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     return np.sort(s.start[mine[outer]])
 
 
+def _rank_lanes(trace: Trace, main: int) -> np.ndarray | None:
+    """Lanes of the main lane's rank when the trace holds several ranks (their steps
+    interleave in time and must not be merged or counted together); None otherwise."""
+    ranks = trace.lanes.rank
+    if main < 0 or len(np.unique(ranks[ranks >= 0])) < 2:
+        return None
+    return np.flatnonzero(ranks == ranks[main])
+
+
 def _one_per_pass(opt: tuple[np.ndarray, np.ndarray], bwd: np.ndarray,
                   fwd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge optimizer ranges with no forward or backward work between them (several
@@ -98,14 +110,18 @@ def _main_lane(trace: Trace, ops: HostOps, has_optimizer: bool) -> int:
     return ops.busiest_lane(step_driver_counts(trace))  # TF/JAX: the step's thread
 
 
-def backward_passes(trace: Trace, main_lane: int) -> tuple[np.ndarray, np.ndarray]:
-    """Backward passes: runs of outermost ``evaluate_function`` ops with no other host
-    op of the main thread starting in between (forward work separates passes)."""
+def backward_passes(trace: Trace, main_lane: int, lanes: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Backward passes: runs of outermost ``evaluate_function`` ops (on ``lanes`` when
+    given) with no other host op of the main thread starting in between (forward work
+    separates passes)."""
     s = trace.slices
     ids = trace.name_ids(lambda n: n.startswith(BACKWARD_PREFIX))
     if len(ids) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     ev = np.flatnonzero(np.isin(s.name, ids) & (trace.lanes.kind[s.lane] == int(LaneKind.CPU)))
+    if lanes is not None:
+        ev = ev[np.isin(s.lane[ev], lanes)]
     ev = ev[np.argsort(s.start[ev], kind="stable")]
     a, b = s.start[ev], s.end[ev]
     outer = a >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(b)[:-1]]

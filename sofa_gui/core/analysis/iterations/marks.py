@@ -7,7 +7,8 @@ steady state only and knows which iterations hold extra work:
 * ``device_starts/ends``: span of the device work launched from inside the
   iteration (launch flows), which a lagging device runs later than the host;
 * periodic extras: iterations that are heavy (more host ops, or much more host
-  time outside any op) on a schedule ``i % every == phase``;
+  time outside any op) on a schedule ``i % every == phase``, and make calls the others
+  do not (:mod:`.recurring`);
 * warm-up: the leading run of heavy or far slower iterations that the extras
   schedule does not explain.
 """
@@ -21,6 +22,7 @@ import numpy as np
 from ...trace import DEVICE_KINDS, Kind, Trace
 from ..results import Iterations, PeriodicExtra
 from .landmarks import Landmarks
+from .recurring import recurs
 
 MAX_EVERY = 64  # longest extras period searched
 WARMUP_SLOWER = 2.0  # a leading iteration this many times the steady median is warm-up
@@ -175,7 +177,8 @@ def find_extra(trace: Trace, iters: Iterations, prof: Profile, heavy: np.ndarray
     _, every, phase = best
     holders = [int(i) for i in idx if i % every == phase and heavy[i]]
     regular = np.array([i for i in range(lead, n) if not heavy[i]], np.int64)
-    if len(regular) == 0:
+    if len(regular) == 0 or not recurs(trace, lm.main_lane, iters.starts, iters.ends,
+                                       prof.dur, holders, regular)[0]:
         return None
     base = float(np.median(prof.dur[regular]))
     cost = float(np.mean(prof.dur[holders])) - base

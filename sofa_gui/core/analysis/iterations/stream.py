@@ -17,11 +17,8 @@ import numpy as np
 from ...builder import assign_depths
 from ...trace import DEVICE_KINDS, Kind, LaneKind, Trace
 from ...units import lane_title
-from ..roles import step_driver_counts
+from ..roles import STEP_NAME, step_driver_counts
 
-#: Annotation names that mark training steps (ProfilerStep#N, NVTX "step 12", ...).
-STEP_NAME = re.compile(
-    r"^(ProfilerStep#\d+|(train(ing)?[ _-]?)?(step|iteration|iter)[ _#:-]*\d+)$", re.I)
 #: Host ranges of the optimizer step (the last work of an iteration).
 OPTIMIZER_NAME = re.compile(r"^Optimizer\.step#|#+\s*optimizer\s*#+|\boptimizer[._ ]step\b", re.I)
 #: Device kernels of optimizers, used when no optimizer range is recorded.
@@ -219,11 +216,14 @@ class HostOps:
         seg = self._by_lane[lo:hi]
         return seg[depth[lo:hi] == level[i]]
 
-    def optimizer_ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        """Merged (start, end) ranges of optimizer steps on any host thread."""
+    def optimizer_ranges(self, lanes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Merged (start, end) ranges of optimizer steps on any host thread (of ``lanes``
+        when given: one rank's, whose steps are not merged with another rank's)."""
         s = self.trace.slices
         ids = self.trace.name_ids(lambda n: bool(OPTIMIZER_NAME.search(n)))
         hit = np.flatnonzero(np.isin(s.name, ids)) if len(ids) else np.zeros(0, np.int64)
+        if lanes is not None:
+            hit = hit[np.isin(s.lane[hit], lanes)]
         if len(hit) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         a, b = s.start[hit], s.end[hit]
@@ -234,11 +234,13 @@ class HostOps:
         ends = np.r_[b[np.flatnonzero(new)[1:] - 1], b[-1]]
         return starts, ends
 
-    def loader_starts(self) -> np.ndarray:
-        """Start times of data-loader calls on any host thread (sorted)."""
+    def loader_starts(self, lanes: np.ndarray | None = None) -> np.ndarray:
+        """Start times of data-loader calls on any host thread (of ``lanes``), sorted."""
         s = self.trace.slices
         ids = self.trace.name_ids(lambda n: bool(LOADER_NAME.search(n)))
         if len(ids) == 0:
             return np.zeros(0, np.int64)
         hit = self._idx[np.isin(s.name[self._idx], ids)]
+        if lanes is not None:
+            hit = hit[np.isin(s.lane[hit], lanes)]
         return np.sort(s.start[hit])

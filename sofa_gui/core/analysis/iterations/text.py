@@ -6,6 +6,7 @@ import numpy as np
 
 from ...trace import Trace
 from ...units import fmt_ns_exact
+from ..figures import device_window_texts
 from ..results import Iterations
 
 MAX_ROWS = 40  # longer lists show the first and last rows
@@ -30,8 +31,10 @@ def iterations_text(trace: Trace, iters: Iterations) -> list[str]:
     d = iters.durations[iters.steady].astype(float)
     cv = d.std() / d.mean() if d.mean() > 0 else 0.0
     scope = "steady state: " if iters.steady_state_from else ""
-    lines.append(f"  {scope}mean {fmt_ns_exact(d.mean())}, median {fmt_ns_exact(np.median(d))}, "
-                 f"CV {cv:.1%}, min {fmt_ns_exact(d.min())}, max {fmt_ns_exact(d.max())}")
+    k = iters.median_index
+    lines.append(f"  median iteration #{k}: {fmt_ns_exact(iters.durations[k])}; {scope}"
+                 f"mean {fmt_ns_exact(d.mean())}, CV {cv:.1%}, min {fmt_ns_exact(d.min())}, "
+                 f"max {fmt_ns_exact(d.max())}")
     return lines
 
 
@@ -50,7 +53,8 @@ def marks_text(iters: Iterations) -> list[str]:
                    f"+{fmt_ns_exact(x.cost_ns_mean)} each, {x.share_of_time:.1%} of the time")
     if iters.device_lags:
         out.append("  the device runs behind the host: device-side windows "
-                   "(device_start_us/device_end_us) hold each step's device work")
+                   "(device_start_us/device_end_us) hold each step's device work; "
+                   "an iteration's duration stays its host step")
     return out
 
 
@@ -82,6 +86,7 @@ def _rows(trace: Trace, iters: Iterations) -> list[str]:
     idx = list(range(n)) if n <= MAX_ROWS else [*range(MAX_ROWS // 2), -1,
                                                  *range(n - MAX_ROWS // 2, n)]
     out = []
+    dev = device_window_texts(iters)
     for i in idx:
         if i < 0:
             out.append(f"  ... {n - MAX_ROWS} more ...")
@@ -93,5 +98,5 @@ def _rows(trace: Trace, iters: Iterations) -> list[str]:
             label = (label + " +extra").strip()
         s, e = int(iters.starts[i]), int(iters.ends[i])
         out.append(f"  #{i:<4d} {label:<18s} start +{fmt_ns_exact(s - t0):>12s}  "
-                   f"duration {fmt_ns_exact(e - s):>12s}")
+                   f"duration {fmt_ns_exact(e - s):>12s}" + (f"  ({dev[i]})" if dev[i] else ""))
     return out

@@ -43,7 +43,7 @@ from ..source_args import piece_tag
 
 BLOCK = 4 << 20  # decompressed bytes read at a time
 CHUNK = 2 << 20  # target size of one decoded piece
-_SEP = re.compile(rb"\}\s*,\s*\{")
+OBJECT_SEP = re.compile(rb"\}\s*,\s*\{")
 _WS = b" \t\r\n"
 _NON_WS = re.compile(rb"[^ \t\r\n]")
 #: Largest value held outside ``traceEvents`` (Kineto's header values are a few kB).
@@ -529,7 +529,7 @@ class EventStream:
         start = self._pos
         search = start + self.chunk
         while True:
-            m = _SEP.search(self._buf, min(search, len(self._buf)))
+            m = OBJECT_SEP.search(self._buf, min(search, len(self._buf)))
             if m is None and len(self._buf) - start > MAX_PIECE:
                 raise self._fail(f"an event (with the blank space after it) is larger than "
                                  f"{MAX_PIECE >> 20} MiB, at byte {self._offset(start)}")

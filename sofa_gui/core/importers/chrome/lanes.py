@@ -24,8 +24,10 @@ import pyarrow as pa
 from ...builder import TraceBuilder
 from ...trace import LaneKind
 from ..grouping import group_rows_numpy
+from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW
-from .reader import COUNTER_LIMIT, LAUNCH_CATS, FileData, LaneInfo
+from .reader import LAUNCH_CATS
+from .values import COUNTER_LIMIT
 
 
 @dataclass

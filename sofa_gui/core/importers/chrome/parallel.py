@@ -30,7 +30,6 @@ piece's events are grouped; a mix of tagged and untagged pieces falls back.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import mmap
 import os
@@ -52,9 +51,12 @@ from ...trace import LoadStats
 from ..args_spill import ArgsSpill, part_array
 from ..source_args import on_demand
 from ..spill_dir import part_dir
-from .decode import _SEP, EventStream
+from .cores import parallel_pays, usable_cpus
+from .decode import OBJECT_SEP, EventStream
+from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
-from .reader import FileData, FileReader, LaneInfo
+from .reader import FileReader
+from .workers import WorkerDied, exit_text, sigint_held, stop_pool, workers_of
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +76,12 @@ def _env_int(name: str) -> int | None:
         return None
 
 
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def decode_parts(size: int) -> int:
     """How many parts a plain file of ``size`` bytes is decoded in (1: serially).
 
+    One per usable core (the affinity mask capped by the cgroup's CPU quota), and one
+    in all when a probe finds that a second process would not run in parallel with
+    this one (:func:`.cores.parallel_pays`), so the split never makes an open slower.
     ``SOFA_GUI_DECODE_PARTS`` forces the count (for tests and benchmarks); a process
     that may not start children (a daemonic one) decodes serially."""
     if size < 1 << 20 and not {"SOFA_GUI_DECODE_PARTS", "SOFA_GUI_PARALLEL_MIN_BYTES"} & set(
@@ -99,7 +97,11 @@ def decode_parts(size: int) -> int:
     least = _env_int("SOFA_GUI_PARALLEL_MIN_BYTES")
     if size < (PARALLEL_MIN_BYTES if least is None else least):
         return 1
-    return max(1, min(_cpus(), MAX_PARTS))
+    n = min(usable_cpus(), MAX_PARTS)
+    if n > 1 and not parallel_pays():
+        log.debug("a second decode process would not run in parallel now; one process")
+        return 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ def _boundaries(mm, first: int, chunk: int) -> list[tuple[int, int]]:
     each piece ends at the first ``},{`` at least ``chunk`` bytes past its start."""
     out, start = [], first
     while True:
-        m = _SEP.search(mm, start + chunk)
+        m = OBJECT_SEP.search(mm, start + chunk)
         if m is None:
             return out
         out.append((m.start() + 1, m.end() - 1))
@@ -355,24 +357,6 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-@contextlib.contextmanager
-def _sigint_held():
-    """Ctrl-C held back while the pool forks its workers and starts its threads (they
-    keep it blocked; the workers ignore it): a KeyboardInterrupt raised inside an
-    at-fork hook is printed and dropped, and the open went on to exit 0."""
-    import signal
-
-    hold = threading.current_thread() is threading.main_thread() and hasattr(
-        signal, "pthread_sigmask")
-    if hold:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        if hold:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def _context():
     """fork where it is safe (one thread, no Qt: the CLI), else spawn (the app)."""
     import multiprocessing as mp
@@ -397,7 +381,7 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         spill_paths = [_spill_file() for _ in cuts[1:]]
         columns_paths = [_spill_file("sofa-columns-part-") for _ in cuts[1:]]
         lazy = on_demand()
-        with _sigint_held():
+        with sigint_held():
             pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
                                        initializer=die_with_parent, initargs=(os.getpid(),))
             futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
@@ -407,7 +391,7 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         stream = cuts[0].stream(path)
         reader.read(_OnCores(progress, len(cuts)), lo, lo + (hi - lo) / len(cuts),
                     stream=stream, finish=False)
-        results = _collect(futures, progress, _workers(pool))
+        results = _collect(futures, progress, workers_of(pool))
         tagged = set().union(_tagged(stream), *(r.tagged for r in results))
         if len(tagged) > 1:
             log.info("%s: parts decoded with different decoders; reading serially", path)
@@ -425,7 +409,7 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         log.info("%s: parallel decode not used (%s); reading serially", path, exc)
         return None
     finally:
-        _stop(pool)
+        stop_pool(pool)
         for sp in (*spill_paths, *columns_paths):
             _unlink(sp)
     log.debug("%s: decoded in %d parts", path, len(cuts))
@@ -446,14 +430,6 @@ class _OnCores:
         self._progress.check_cancelled()
 
 
-class WorkerDied(Exception):
-    """A decode worker process ended before its result arrived (killed, out of memory)."""
-
-
-def _workers(pool) -> list:
-    return list((getattr(pool, "_processes", None) or {}).values())
-
-
 def _collect(futures: list, progress: Progress, workers: list) -> list[PartResult]:
     """Results in part order; raises the first worker error, or :class:`WorkerDied` within
     0.1 s of a worker's death (its half-sent result would block the pool's reader
@@ -471,20 +447,9 @@ def _collect(futures: list, progress: Progress, workers: list) -> list[PartResul
         progress.check_cancelled()
         dead = [p for p in workers if p.exitcode is not None]
         if pending and dead:
-            raise WorkerDied(f"a decode worker ended while reading ({_how(dead[0].exitcode)}); "
-                             "nothing was loaded")
+            how = exit_text(dead[0].exitcode)
+            raise WorkerDied(f"a decode worker ended while reading ({how}); nothing was loaded")
     return [f.result() for f in futures]
-
-
-def _how(exitcode: int) -> str:
-    if exitcode < 0:
-        import signal
-
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit status {exitcode}"
 
 
 def _as_error(exc: BaseException) -> BaseException:
@@ -494,24 +459,6 @@ def _as_error(exc: BaseException) -> BaseException:
                         KeyboardInterrupt)):
         return exc
     return RuntimeError(f"decode worker failed: {exc!r}")
-
-
-def _stop(pool) -> None:
-    """Shut the pool down; workers still busy (cancel, an error elsewhere) are killed."""
-    if pool is None:
-        return
-    procs = _workers(pool)
-    died = any(p.exitcode not in (None, 0) for p in procs)
-    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        if p.is_alive():
-            p.kill() if died else p.terminate()
-    for p in procs:
-        p.join(timeout=5)
-    if writer is not None:  # a worker stopped mid-send leaves the pool's reader waiting
-        writer.close()  # for the rest: with the workers gone, ours was the last open end
-    pool.shutdown(wait=True)  # joins its manager thread: the caller may fork again later
 
 
 def _spill_file(prefix: str = "sofa-args-part-") -> str:
@@ -562,7 +509,7 @@ def _merge(reader: FileReader, own_spill: ArgsSpill, stats: LoadStats,
         _add_stats(stats, r.stats)
     reader.load_stats = stats
     d.category_names = list(reader.cats.names)
-    reader._finish_begin_end()
+    reader.finish_begin_end()
     own = own_spill.array()
     for chunk in d.chunks:
         chunk.setdefault("args", own)

@@ -20,7 +20,7 @@ from ...names import visible
 from ...progress import Progress
 from ...trace import Trace
 from ..confidence import Confidence
-from .reader import FileData
+from .file_data import FileData
 from .trace import RankedFile, has_json_suffix, header_rank, load_files, rank_from_header, sniff
 
 _RANK_IN_NAME = re.compile(r"rank[-_ ]?(\d+)", re.IGNORECASE)

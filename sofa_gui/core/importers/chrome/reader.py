@@ -4,20 +4,16 @@ Each decoded piece (see :mod:`.decode`) is turned into numpy columns in a
 few vectorised passes; only the rare phases (B/E, C, M) and malformed values
 are handled per event in Python. Slices keep *local* lane ids here; lanes are
 named and created in the builder by :mod:`.lanes` once the whole file
-(including metadata events, which Kineto writes last) has been read.
+(including metadata events, which Kineto writes last) has been read. Value
+conversions live in :mod:`.values`, the args the reader looks into in
+:mod:`.event_args`, and what it fills in :mod:`.file_data`.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from itertools import compress
-from operator import attrgetter
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import numpy as np
 
 from ...progress import Progress
@@ -25,14 +21,41 @@ from ...trace import DEVICE_KINDS, Kind, LoadStats
 from ..args_spill import ArgsSpill
 from ..source_args import SourceFile
 from .decode import EventStream, Piece, exact_ts_strings
+from .event_args import (
+    A_BYTES,
+    A_BYTES2,
+    A_DELTA,
+    A_DEVICE,
+    A_STREAM,
+    A_TOTAL,
+    DEVICE_ARGS,
+    MEM_ARGS,
+    RUNTIME_ARGS,
+    arg_ints,
+    args_dict,
+    correlations,
+    decode_batch,
+    merge_args,
+)
+from .file_data import FileData, LaneInfo
 from .ids import (
     ANN_TID,
     GLOBAL_PID,
     SYNTHETIC_BELOW,
     CategoryTable,
-    IdCodes,
     NameTable,
     pack,
+)
+from .values import (
+    EXACT_ABOVE,
+    TS_LIMIT,
+    exact_ns,
+    float_or_nan,
+    has_fraction,
+    int_or,
+    is_number,
+    phases,
+    to_ns,
 )
 
 X, B, E, I1, I2, C, M = (ord(c) for c in "XBEiICM")
@@ -40,9 +63,6 @@ FLOW_S, FLOW_T, FLOW_F = (ord(c) for c in "stf")
 _KNOWN = np.zeros(256, bool)
 _KNOWN[[X, B, E, I1, I2, C, M, FLOW_S, FLOW_T, FLOW_F]] = True
 
-TS_LIMIT = 9.2e15  # µs; beyond this ns do not fit in int64
-COUNTER_LIMIT = 2.0 ** 63  # counter values beyond int64's range are corrupt, not data
-EXACT_ABOVE = 4.0e12  # µs; above this float64 may miss the ns digit of a fractional ts
 LAUNCH_CATS = {"ac2g", "async_cpu_to_gpu", "async"}
 _DEV_OR_RUNTIME = np.zeros(256, bool)  # by Kind value: events whose args are read
 _DEV_OR_RUNTIME[[int(k) for k in (*DEVICE_KINDS, Kind.SYNC, Kind.RUNTIME)]] = True
@@ -50,240 +70,6 @@ _COPIES = np.zeros(256, bool)
 _COPIES[[int(Kind.MEMCPY), int(Kind.MEMSET)]] = True
 _ANN_CATS = {"gpu_user_annotation"}
 _MEMORY_NAME = "[memory]"
-
-
-class _RuntimeArgs(msgspec.Struct, gc=False):
-    """Strict args: plain ints or absent (-1), so columns convert in one C pass."""
-
-    correlation: int = -1
-    correlation_id: int = msgspec.field(default=-1, name="correlation id")
-
-
-class _DeviceArgs(msgspec.Struct, gc=False):
-    correlation: int = -1
-    correlation_id: int = msgspec.field(default=-1, name="correlation id")
-    device: int = -1
-    stream: int = -1
-    nbytes: int = msgspec.field(default=-1, name="bytes")
-    nbytes2: int = msgspec.field(default=-1, name="Bytes")
-
-
-class _LooseRuntimeArgs(msgspec.Struct, gc=False):
-    correlation: Any = None
-    correlation_id: Any = msgspec.field(default=None, name="correlation id")
-
-
-class _LooseDeviceArgs(msgspec.Struct, gc=False):
-    correlation: Any = None
-    correlation_id: Any = msgspec.field(default=None, name="correlation id")
-    device: Any = None
-    stream: Any = None
-    nbytes: Any = msgspec.field(default=None, name="bytes")
-    nbytes2: Any = msgspec.field(default=None, name="Bytes")
-
-
-class _MemArgs(msgspec.Struct, gc=False):
-    dev_type: Any = msgspec.field(default=None, name="Device Type")
-    dev_id: Any = msgspec.field(default=None, name="Device Id")
-    delta: Any = msgspec.field(default=None, name="Bytes")
-    total: Any = msgspec.field(default=None, name="Total Allocated")
-
-
-def _decoders(strict, loose) -> tuple:
-    return (msgspec.json.Decoder(list[strict]), msgspec.json.Decoder(strict),
-            msgspec.json.Decoder(list[loose]), msgspec.json.Decoder(loose))
-
-
-_RUNTIME_ARGS = _decoders(_RuntimeArgs, _LooseRuntimeArgs)
-_DEVICE_ARGS = _decoders(_DeviceArgs, _LooseDeviceArgs)
-_MEM_ARGS = _decoders(_MemArgs, _MemArgs)
-_A_CORR, _A_CORR2 = attrgetter("correlation"), attrgetter("correlation_id")
-_A_DEVICE, _A_STREAM = attrgetter("device"), attrgetter("stream")
-_A_BYTES, _A_BYTES2 = attrgetter("nbytes"), attrgetter("nbytes2")
-_A_TOTAL, _A_DELTA = attrgetter("total"), attrgetter("delta")
-
-
-class KeyIndex:
-    """Packed (pid, tid) lane keys -> local lane ids; a file has few, so a sorted
-    array and ``searchsorted`` beat hashing every event.
-
-    Keys added since the last lookup are merged in once, at the next lookup: a
-    file with 100k threads must not rebuild the arrays per new thread.
-    """
-
-    def __init__(self):
-        self._keys = np.zeros(0, np.int64)
-        self._vals = np.zeros(0, np.int32)
-        self._new_keys: list[int] = []
-        self._new_vals: list[int] = []
-
-    def add(self, key: int, value: int) -> None:
-        self._new_keys.append(key)
-        self._new_vals.append(value)
-
-    def _merge(self) -> None:
-        keys = np.concatenate([self._keys, np.array(self._new_keys, np.int64)])
-        vals = np.concatenate([self._vals, np.array(self._new_vals, np.int32)])
-        self._new_keys, self._new_vals = [], []
-        # a key added again wins (as a dict assignment would): keep its last value
-        order = np.argsort(keys, kind="stable")
-        keys, vals = keys[order], vals[order]
-        last = np.append(keys[1:] != keys[:-1], True)
-        self._keys, self._vals = keys[last], vals[last]
-
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """Lane id per key, -1 where the key has no lane."""
-        if self._new_keys:
-            self._merge()
-        if not len(self._keys):
-            return np.full(len(keys), -1, np.int32)
-        pos = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
-        return np.where(self._keys[pos] == keys, self._vals[pos], -1).astype(np.int32)
-
-
-@dataclass
-class LaneInfo:
-    """A lane as the file describes it: (pid, tid) codes and what ran on it."""
-
-    pid: int
-    tid: int
-    klass: str  # "thread" | "annotation" | "global"
-    device: int = -1
-    stream: int = -1
-    device_slices: int = 0
-
-
-@dataclass
-class FileData:
-    """Everything read from one file, before it is put into the builder."""
-
-    path: Path
-    header: dict = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    chunks: list[dict] = field(default_factory=list)
-    lanes: list[LaneInfo] = field(default_factory=list)
-    lane_index: KeyIndex = field(default_factory=lambda: KeyIndex())
-    process_names: dict[int, str] = field(default_factory=dict)
-    process_labels: dict[int, str] = field(default_factory=dict)
-    process_sort: dict[int, float] = field(default_factory=dict)
-    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
-    thread_sort: dict[tuple[int, int], float] = field(default_factory=dict)
-    counters: dict[tuple[int, str], list] = field(default_factory=dict)
-    memory: list[tuple] = field(default_factory=list)
-    flows: list[dict] = field(default_factory=list)
-    bound_flows: list[tuple] = field(default_factory=list)  # (chunk, row, id, in, out)
-    begin_end: list[tuple] = field(default_factory=list)
-    category_names: list[str] = field(default_factory=list)
-    ids: IdCodes = field(default_factory=IdCodes)
-    flow_ids: IdCodes = field(default_factory=IdCodes)
-    #: the file chunks with ``args_span`` read their args from on demand (else None)
-    args_source: SourceFile | None = None
-
-
-def _phases(evs: list) -> np.ndarray:
-    phs = [e.ph for e in evs]
-    joined = "".join(phs)
-    if len(joined) == len(phs) and joined.isascii():
-        return np.frombuffer(joined.encode("ascii"), np.uint8)
-    return np.fromiter((ord(p) if len(p) == 1 and ord(p) < 128 else 0 for p in phs),
-                       np.uint8, len(phs))
-
-
-def _int_or(values: list, default: int) -> np.ndarray:
-    """Integer values as int64; None, text, fractions and huge values -> ``default``."""
-    n = len(values)
-    try:
-        f = np.fromiter(values, np.float64, n)  # None -> nan
-    except (ValueError, TypeError, OverflowError):
-        return np.fromiter((v if v.__class__ is int and -(1 << 62) < v < (1 << 62) else default
-                            for v in values), np.int64, n)
-    ok = np.isfinite(f) & (np.abs(f) < 2.0 ** 62)
-    ok[ok] &= f[ok] == np.rint(f[ok])
-    out = np.full(n, default, np.int64)
-    out[ok] = f[ok].astype(np.int64)
-    if ok.any() and np.abs(f[ok]).max() >= 2.0 ** 53:  # beyond float precision: redo exactly
-        big = np.flatnonzero(ok & (np.abs(f) >= 2.0 ** 53))
-        out[big] = [values[i] if values[i].__class__ is int else default for i in big.tolist()]
-    return out
-
-
-def _has_fraction(ts: np.ndarray) -> bool:
-    """Whether these µs stamps were written with decimals.
-
-    Below 2**52 µs (the year 2112) a written fraction almost never rounds to a
-    whole float; one per piece is enough to switch the piece to exact parsing.
-    """
-    return bool((ts != np.floor(ts)).any())
-
-
-_PLAIN_NUMBERS = {float, int, type(None)}
-
-
-def _float_or_nan(values: list) -> np.ndarray:
-    """Numbers within int64's range as float64 (byte counts); anything else -> NaN."""
-    try:
-        if not set(map(type, values)) <= _PLAIN_NUMBERS:  # bools and numeric text are not
-            raise TypeError
-        out = np.fromiter(values, np.float64, len(values))
-    except (ValueError, TypeError, OverflowError):
-        out = np.array([_as_float(v) for v in values], np.float64)
-    return np.where(np.abs(out) < COUNTER_LIMIT, out, np.nan)
-
-
-def _as_float(v) -> float:
-    try:
-        return float(v) if _is_number(v) else np.nan
-    except OverflowError:  # an int beyond float's range
-        return np.nan
-
-
-def ns_exact(v) -> int | None:
-    """A ``ts`` as written in the file (int or decimal text, in µs) -> int ns."""
-    if isinstance(v, int):
-        return v * 1000
-    if not isinstance(v, str):
-        return None
-    try:
-        return int((Decimal(v) * 1000).to_integral_value())
-    except (InvalidOperation, ValueError, OverflowError):
-        return None
-
-
-_NEAR = 2.0 ** 52  # µs; below this a float ts is within 250 ns of the written value
-
-
-def _exact_ns(approx: np.ndarray, ts: np.ndarray, written: list) -> np.ndarray:
-    """ns exactly as written (``written``: the text of each ts, see exact_ts_strings).
-
-    The float is within 250 ns of the written value below 2**52 µs, so the last
-    three decimals fix it: vectorised for the usual ``123.456`` form, one by
-    one (exact decimal arithmetic) for anything else.
-    """
-    out = approx.copy()
-    blob = np.frombuffer(("\n".join(map(str, written)) + "\n").encode("ascii", "replace"),
-                         np.uint8)
-    ends = np.flatnonzero(blob == 10)
-    starts = np.concatenate([[0], ends[:-1] + 1])
-    tail = blob[np.maximum(ends - 4, 0)[:, None] + np.arange(4)]  # ".ddd" before each end
-    digits = tail[:, 1:].astype(np.int64) - 48
-    usual = ((ends - starts >= 5) & (tail[:, 0] == 46) & (blob[starts] != 45)
-             & ((digits >= 0) & (digits <= 9)).all(axis=1) & (np.abs(ts) < _NEAR))
-    frac = digits @ np.array([100, 10, 1])
-    delta = (frac - approx) % 1000
-    out[usual] = approx[usual] + np.where(delta >= 500, delta - 1000, delta)[usual]
-    marks = (blob == 46) | (blob == 101) | (blob == 69)  # '.', 'e', 'E': not a plain int
-    other = ~usual & (np.add.reduceat(marks, starts) > 0)
-    for i in np.flatnonzero(other).tolist():
-        v = ns_exact(written[i])
-        if v is not None:
-            out[i] = v
-    return out
-
-
-def _to_ns(us: np.ndarray) -> np.ndarray:
-    """µs floats -> int64 ns with integer arithmetic for the whole part (no 2**53 loss)."""
-    whole = np.floor(us)
-    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
 
 
 class FileReader:
@@ -319,7 +105,7 @@ class FileReader:
         self.data.notes = stream.notes
         self.data.category_names = list(self.cats.names)
         if finish:
-            self._finish_begin_end()
+            self.finish_begin_end()
         return self.data
 
     def _skip(self, mask: np.ndarray, reason: str) -> None:
@@ -366,7 +152,7 @@ class FileReader:
         # one list comprehension per field: attribute loads on the structs are
         # specialised bytecode, cheaper than map(attrgetter) and a C-level call
         if ph is None:
-            ph = _phases(evs)
+            ph = phases(evs)
         ts = at.ts()
         ns, ts_ok = self._times(ts, at)
         name = self.names.ids([e.name for e in evs])
@@ -411,14 +197,14 @@ class FileReader:
         ok = np.isfinite(ts) & (np.abs(ts) < TS_LIMIT)
         ns = np.zeros(len(ts), np.int64)
         if ok.all():
-            ns = _to_ns(ts)
+            ns = to_ns(ts)
         elif ok.any():
-            ns[ok] = _to_ns(ts[ok])
+            ns[ok] = to_ns(ts[ok])
         big = ok & (np.abs(ts) >= EXACT_ABOVE)
         if at.text is not None and big.any() and at.exact():
             written = at.exact_ts()
             rows = np.flatnonzero(big)
-            ns[rows] = _exact_ns(ns[rows], ts[rows], [written[i] for i in rows.tolist()])
+            ns[rows] = exact_ns(ns[rows], ts[rows], [written[i] for i in rows.tolist()])
         return ns, ok
 
     def _check_x(self, x, ts_ok, evs, cols: _Cols) -> np.ndarray:
@@ -437,7 +223,7 @@ class FileReader:
         ok = xs & ~missing & ~negative & ~huge
         cols.dur = np.zeros(len(evs), np.int64)
         if ok.any():
-            cols.dur[ok] = _to_ns(dur[ok])
+            cols.dur[ok] = to_ns(dur[ok])
         wraps = ok & (cols.ns > np.iinfo(np.int64).max - cols.dur)  # end beyond int64
         self._skip(wraps, "dur out of range")
         return ok & ~wraps
@@ -529,22 +315,22 @@ class FileReader:
         runtime = kind[rows] == int(Kind.RUNTIME)
         rrows, drows = rows[runtime], rows[~runtime]
         if len(rrows):
-            args, strict = _decode_batch([evs[i].args for i in rrows.tolist()], _RUNTIME_ARGS)
-            chunk["correlation"][rrows] = _correlation(args, strict)
+            args, strict = decode_batch([evs[i].args for i in rrows.tolist()], RUNTIME_ARGS)
+            chunk["correlation"][rrows] = correlations(args, strict)
         if not len(drows):
             return
-        args, strict = _decode_batch([evs[i].args for i in drows.tolist()], _DEVICE_ARGS)
-        chunk["correlation"][drows] = _correlation(args, strict)
-        device = _ints(args, _A_DEVICE, strict)
+        args, strict = decode_batch([evs[i].args for i in drows.tolist()], DEVICE_ARGS)
+        chunk["correlation"][drows] = correlations(args, strict)
+        device = arg_ints(args, A_DEVICE, strict)
         fallback = np.where(pid[drows] >= 0, pid[drows], 0)
         device = np.where((device >= 0) & (device < 32768), device, fallback)
         chunk["device"][drows] = np.clip(device, -1, 32767)
-        stream = _ints(args, _A_STREAM, strict)
+        stream = arg_ints(args, A_STREAM, strict)
         chunk["stream"][drows] = np.where(stream >= 0, stream, chunk["stream"][drows])
         copies = _COPIES[kind[drows]]
         if copies.any():
-            nbytes = _ints(args, _A_BYTES, strict)
-            nbytes2 = _ints(args, _A_BYTES2, strict)
+            nbytes = arg_ints(args, A_BYTES, strict)
+            nbytes2 = arg_ints(args, A_BYTES2, strict)
             chunk["bytes"][drows] = np.where(copies, np.where(nbytes >= 0, nbytes, nbytes2), -1)
         memcpy = drows[kind[drows] == int(Kind.MEMCPY)]
         if len(memcpy):
@@ -628,7 +414,7 @@ class FileReader:
 
     def _metadata(self, c: _Cols, i: int) -> None:
         ev = c.evs[i]
-        args = _args_dict(ev.args)
+        args = args_dict(ev.args)
         pid, tid = int(c.pid[i]), int(c.tid[i])
         d = self.data
         value_name = args.get("name")
@@ -639,9 +425,9 @@ class FileReader:
             d.thread_names[(pid, tid)] = value_name
         elif ev.name == "process_labels" and isinstance(args.get("labels"), str):
             d.process_labels[pid] = args["labels"]
-        elif ev.name == "process_sort_index" and _is_number(sort_index):
+        elif ev.name == "process_sort_index" and is_number(sort_index):
             d.process_sort[pid] = float(sort_index)
-        elif ev.name == "thread_sort_index" and _is_number(sort_index):
+        elif ev.name == "thread_sort_index" and is_number(sort_index):
             d.thread_sort[(pid, tid)] = float(sort_index)
         else:
             self.load_stats.skip(f"unused metadata event {ev.name[:40]!r}")
@@ -650,11 +436,11 @@ class FileReader:
         """Kineto ``[memory]`` instants -> allocator samples (a counter, not slices)."""
         if not len(idx):
             return
-        args, _ = _decode_batch([c.evs[i].args for i in idx.tolist()], _MEM_ARGS)
-        dev_type = _int_or([a.dev_type for a in args], -1)
-        dev_id = _int_or([a.dev_id for a in args], -1)
-        total = _float_or_nan(list(map(_A_TOTAL, args)))
-        delta = _float_or_nan(list(map(_A_DELTA, args)))
+        args, _ = decode_batch([c.evs[i].args for i in idx.tolist()], MEM_ARGS)
+        dev_type = int_or([a.dev_type for a in args], -1)
+        dev_id = int_or([a.dev_id for a in args], -1)
+        total = float_or_nan(list(map(A_TOTAL, args)))
+        delta = float_or_nan(list(map(A_DELTA, args)))
         bad = np.isnan(total) & np.isnan(delta)
         self._skip(bad, "memory event without byte counts")
         keep = ~bad
@@ -662,7 +448,7 @@ class FileReader:
                                  c.ns[idx][keep], total[keep], delta[keep]))
 
     # -- B/E --------------------------------------------------------------------
-    def _finish_begin_end(self) -> None:
+    def finish_begin_end(self) -> None:
         """Match B/E per (pid, tid) stack into slices; unmatched ones are skipped."""
         be = self.data.begin_end
         if not be:
@@ -676,7 +462,7 @@ class FileReader:
                 stack.append((ts, name, kind, args))
             elif stack:
                 b_ts, b_name, b_kind, b_args = stack.pop()
-                out.append((pid, tid, b_ts, ts - b_ts, b_name, b_kind, _merge_args(b_args, args)))
+                out.append((pid, tid, b_ts, ts - b_ts, b_name, b_kind, merge_args(b_args, args)))
             else:
                 self.load_stats.skip("E event without matching B")
         left = sum(len(s) for s in stacks.values())
@@ -756,7 +542,7 @@ class _Where:
         if "exact" not in self._piece:
             ts = self.ts() if self.mask is None else self.of(None).ts()
             big = np.isfinite(ts) & (np.abs(ts) >= EXACT_ABOVE) & (np.abs(ts) < TS_LIMIT)
-            self._piece["exact"] = bool(big.any()) and _has_fraction(ts[big])
+            self._piece["exact"] = bool(big.any()) and has_fraction(ts[big])
         return self._piece["exact"]
 
     def exact_ts(self) -> list:
@@ -765,73 +551,3 @@ class _Where:
             self._piece["written"] = exact_ts_strings(self.text)
         written = self._piece["written"]
         return written if self.mask is None else list(compress(written, self.mask.tolist()))
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _args_dict(raw) -> dict:
-    if not len(raw):
-        return {}
-    try:
-        v = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
-def _merge_args(b_args: bytes, e_args: bytes) -> bytes:
-    """B's args plus E's (the format merges them), as JSON bytes."""
-    if not e_args or e_args.strip() in (b"{}", b""):
-        return b_args
-    merged = {**_args_dict(b_args), **_args_dict(e_args)}
-    return msgspec.json.encode(merged)
-
-
-def _decode_batch(raws: list, decoders: tuple) -> tuple[list, bool]:
-    """Decode many args objects in one call; per object (then leniently) if that fails.
-
-    Returns (structs, strict): strict structs hold only ints (absent: -1); the
-    loose ones whatever the file has, for :func:`_int_or`.
-    """
-    many, one, loose_many, loose_one = decoders
-    try:
-        out = many.decode(b"[" + b",".join(raws) + b"]")
-        if len(out) == len(raws):  # an empty args value would vanish from the list
-            return out, True
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        pass
-    text = b"[" + b",".join(r if len(r) else b"{}" for r in raws) + b"]"
-    try:
-        return loose_many.decode(text), False
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        out = []
-        for r in raws:
-            try:
-                out.append(loose_one.decode(r) if len(r) else loose_one.decode(b"{}"))
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-                out.append(loose_one.decode(b"{}"))
-        return out, False
-
-
-_INT_LIMIT = 1 << 62  # as :func:`_int_or`: larger magnitudes are not ids or counts
-
-
-def _ints(args: list, get, strict: bool) -> np.ndarray:
-    """An int field of decoded args as int64; absent, not an int or huge -> -1."""
-    if strict:
-        try:
-            out = np.fromiter(map(get, args), np.int64, len(args))
-        except OverflowError:  # beyond int64: per value
-            return _int_or(list(map(get, args)), -1)
-        return np.where((out > -_INT_LIMIT) & (out < _INT_LIMIT), out, -1)
-    return _int_or(list(map(get, args)), -1)
-
-
-def _correlation(args: list, strict: bool) -> np.ndarray:
-    corr = _ints(args, _A_CORR, strict)
-    if (corr < 0).any():
-        corr2 = _ints(args, _A_CORR2, strict)
-        corr = np.where(corr >= 0, corr, corr2)
-    return corr

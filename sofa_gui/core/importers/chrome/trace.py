@@ -25,11 +25,11 @@ from ...trace import Trace
 from ..args_spill import ArgsSpill
 from ..confidence import Confidence
 from .decode import sniff_head
+from .file_data import FileData
 from .flows import link_flows
 from .ids import NameTable
 from .lanes import commit
 from .parallel import read_file
-from .reader import FileData
 
 _SUFFIXES = (".json", ".json.gz")
 _KINETO_CATS = {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "operator", "runtime",

@@ -38,7 +38,8 @@ _TF_DATA_THREAD = "tf_data"
 TF_DATA_GROUP = "tf.data"
 #: Stat names longer than this are cut in args keys (real ones are identifiers of a few
 #: dozen characters); interned strings (``ref_value``) longer than ``_SHARE_TEXT`` are
-#: stored once and referred to, so that no event copies a long string (issue 15 item 5).
+#: stored once and referred to, so that no event copies a long string (a string many
+#: events carry would otherwise cost its length per event).
 _MAX_KEY = 100
 _SHARE_TEXT = 32
 

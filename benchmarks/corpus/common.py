@@ -1,0 +1,314 @@
+"""Framework-neutral parts of the diagnosis corpus generators: the case registry, the
+phase clock, the unprofiled truth measurement and the ``truth.json`` writer.
+
+A case is a function ``build(variant) -> step`` registered with :func:`case`; ``step(i)``
+runs one iteration and times its phases with :data:`CLOCK` (``with CLOCK("input"): ...``).
+``variant`` is ``"run"`` (the case as captured) or ``"fix"`` (the counterfactual, when the
+case claims a fix).  Truth is measured WITHOUT the profiler, after the captures, in rounds
+that alternate the run and its fix (each round builds its variant afresh, skips its
+warm-up steps and times the rest), so both see the same machine load; medians over the
+rounds, with their spread.
+
+Phase names map to the bound they measure (:data:`PHASE_BOUND`); time of a step in no
+named phase is compute.  A case whose slow part is per-op overhead (or whose bound is only
+known from its fix) says so with ``share_from_fix``: the bound's share is then
+``1 - fixed time / run time`` of the measured counterfactual.
+
+This module imports no framework: the TensorFlow and JAX generators run in their own
+virtual environments and import it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests" / "data" / "corpus"
+BOUNDS = ("compute", "input", "communication", "host_overhead", "sync", "startup",
+          "memory_copies")
+PHASE_BOUND = {"input": "input", "comm": "communication", "sync": "sync",
+               "overhead": "host_overhead", "copy": "memory_copies", "compute": "compute",
+               "periodic": "periodic", "startup": "startup"}
+REQUIRED_KEYS = ("case", "split", "framework", "mode", "description", "facts", "bound",
+                 "bound_share", "shares", "step_ms", "phases_ms", "noise", "fix",
+                 "captures", "generator", "machine")
+
+
+@dataclass
+class Case:
+    """One corpus case: how to build it and what it is (its design and facts)."""
+
+    name: str
+    build: Callable
+    framework: str
+    mode: str
+    steps: int  # steps in a capture (after ``warmup`` unprofiled ones)
+    facts: dict
+    split: str = "tuned"
+    warmup: int = 2
+    fix: str = ""  # what the "fix" variant changes, "" when no fix is claimed
+    share_from_fix: str = ""  # bound whose share is 1 - fix/run (per-op overhead, ...)
+    share_variant: str = "fix"  # the variant that share is measured against ("bare": the
+    # run with its bottleneck removed outright, when the claimed fix only eases it)
+    per_item: int = 1  # items per step in the run (fix may differ: fix_per_item)
+    fix_per_item: int = 1
+    startup_in_window: bool = False  # the capture starts cold: the first steps are timed
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def doc(self) -> str:
+        return " ".join((self.build.__doc__ or "").split())
+
+
+CASES: dict[str, Case] = {}
+
+
+def case(name: str, framework: str, mode: str, steps: int, facts: dict, **kw):
+    """Register ``build(variant) -> step`` as corpus case ``name``."""
+    def deco(fn):
+        CASES[name] = Case(name, fn, framework, mode, steps, facts, **kw)
+        return fn
+    return deco
+
+
+class Clock:
+    """Per-phase perf_counter totals of the current step (cheap enough to stay on in the
+    profiled runs, where it is ignored)."""
+
+    def __init__(self):
+        self.acc: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, phase: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.acc[phase] += time.perf_counter() - t0
+
+    def take(self) -> dict[str, float]:
+        out, self.acc = dict(self.acc), defaultdict(float)
+        return out
+
+
+CLOCK = Clock()
+
+
+def time_steps(step: Callable, first: int, n: int) -> list[tuple[float, dict]]:
+    """Run steps ``first .. first+n-1``; per step (wall s, phase seconds)."""
+    out = []
+    for i in range(first, first + n):
+        CLOCK.take()
+        t0 = time.perf_counter()
+        step(i)
+        wall = time.perf_counter() - t0
+        out.append((wall, CLOCK.take()))
+    return out
+
+
+def warmed(c: Case):
+    """(step, first index): the run variant built, its warm-up steps run unprofiled
+    (none when the case captures its start-up)."""
+    step = c.build("run")
+    if c.startup_in_window:
+        return step, 0
+    for i in range(c.warmup):
+        step(i)
+    return step, c.warmup
+
+
+def release(step) -> None:
+    """Let a variant free what it holds (loader workers, process groups)."""
+    close = getattr(step, "close", None)
+    if close:
+        close()
+
+
+def measure(c: Case, rounds: int = 3) -> dict:
+    """Unprofiled truth: ``rounds`` rounds of the run (and of its fix, interleaved)."""
+    variants = ["run", "fix"] if c.fix else ["run"]
+    if c.share_from_fix and c.share_variant not in variants:
+        variants.append(c.share_variant)
+    got = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v in variants:
+            step = c.build(v)
+            if c.startup_in_window:
+                got[v].append(time_steps(step, 0, c.warmup + c.steps))
+            else:
+                time_steps(step, 0, c.warmup)
+                got[v].append(time_steps(step, c.warmup, c.steps))
+            release(step)
+    return summarize(c, got)
+
+
+def _ms(x: float) -> float:
+    return round(x * 1e3, 3)
+
+
+def _round_stats(rounds: list[list[tuple[float, dict]]]) -> dict:
+    """Median step wall and median phase times, per round and over the rounds."""
+    per_round, phases = [], defaultdict(list)
+    for r in rounds:
+        per_round.append(statistics.median(w for w, _ in r))
+        names = {k for _, ph in r for k in ph}
+        for k in names:
+            phases[k].append(statistics.mean(ph.get(k, 0.0) for _, ph in r))
+    walls = [w for r in rounds for w, _ in r]
+    totals = [sum(w for w, _ in r) / len(r) for r in rounds]
+    return {"median": statistics.median(per_round), "mean": statistics.median(totals),
+            "rounds": per_round, "round_means": totals, "walls": walls,
+            "round_walls": [[w for w, _ in r] for r in rounds],
+            "phases": {k: statistics.median(v) for k, v in phases.items()}}
+
+
+def _spread(xs: list[float]) -> float:
+    """(max - min) / median of per-round medians: the machine's noise on this figure."""
+    m = statistics.median(xs)
+    return round((max(xs) - min(xs)) / m, 3) if m else 0.0
+
+
+def shares_of(c: Case, run: dict, fix: dict | None) -> dict[str, float]:
+    """Measured share of each bound in the run's mean step (phases, start-up, fix)."""
+    mean = run["mean"]
+    shares: dict[str, float] = defaultdict(float)
+    named = 0.0
+    for phase, sec in run["phases"].items():
+        b = PHASE_BOUND.get(phase.split(":")[0], "compute")
+        shares[b] += sec / mean
+        named += sec
+    if c.startup_in_window:
+        steady = statistics.median(statistics.median(r[c.warmup:])
+                                   for r in run["round_walls"])
+        extra = max(0.0, mean - steady)
+        shares["startup"] += extra / mean
+        named += extra
+    shares["compute"] += max(0.0, 1.0 - named / mean)
+    if c.share_from_fix and fix:
+        per_run = run["mean"] / c.per_item
+        per_fix = fix["mean"] / c.fix_per_item
+        moved = max(0.0, 1.0 - per_fix / per_run)
+        taken = min(moved, shares.get("compute", 0.0))
+        shares["compute"] -= taken
+        shares[c.share_from_fix] += moved
+    return {k: round(v, 3) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
+            if v >= 0.005}
+
+
+def summarize(c: Case, got: dict) -> dict:
+    """Truth from the timed rounds of each variant: ``got[variant] = [round, ...]``, a
+    round being a list of (wall s, phase seconds) per step."""
+    run = _round_stats(got["run"])
+    fix = _round_stats(got["fix"]) if "fix" in got else None
+    ref = _round_stats(got[c.share_variant]) if c.share_variant in got else None
+    shares = shares_of(c, run, ref)
+    ranked = [(k, v) for k, v in shares.items() if k in BOUNDS]
+    bound, share = ranked[0] if ranked else ("compute", 0.0)
+    truth = {
+        "bound": bound, "bound_share": share, "shares": shares,
+        "step_ms": {"mean": _ms(run["mean"]), "median": _ms(run["median"]),
+                    "min": _ms(min(run["walls"])), "max": _ms(max(run["walls"])),
+                    "rounds_median": [_ms(x) for x in run["rounds"]]},
+        "phases_ms": {k: _ms(v) for k, v in sorted(run["phases"].items())},
+        "noise": {"round_spread": _spread(run["rounds"]),
+                  "step_cv": round(statistics.pstdev(run["walls"]) /
+                                   statistics.mean(run["walls"]), 3)},
+        "fix": None,
+    }
+    truth["raw"] = {v: [[_ms(w) for w, _ in r] for r in rounds] for v, rounds in got.items()}
+    if ref and c.share_variant != "fix":
+        truth["bare_step_ms_median"] = _ms(ref["median"])
+    if fix:  # per-round mean step: what a run's throughput is (the median of short
+        # steps hides the preemptions that long steps absorb)
+        ratios = [(a / c.per_item) / (b / c.fix_per_item)
+                  for a, b in zip(run["round_means"], fix["round_means"])]
+        truth["fix"] = {"what": c.fix, "step_ms_median": _ms(fix["median"]),
+                        "step_ms_mean": _ms(fix["mean"]), "items_per_step": c.fix_per_item,
+                        "speedup": round(statistics.median(ratios), 3),
+                        "speedup_rounds": [round(r, 3) for r in ratios],
+                        "speedup_spread": _spread(ratios)}
+    return truth
+
+
+def machine(**versions) -> dict:
+    return {"cpu_count": os.cpu_count(), "load_avg_1min": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(), **versions}
+
+
+def write_truth(c: Case, measured: dict, captures: list[str], generator: str,
+                versions: dict, out: Path = CORPUS) -> Path:
+    """``out/<case>/truth.json``: the case's design and facts plus the measured truth."""
+    truth = {"case": c.name, "split": c.split, "framework": c.framework, "mode": c.mode,
+             "description": c.doc, "facts": c.facts, **measured,
+             "captures": captures, "capture_steps": c.steps,
+             "startup_in_window": c.startup_in_window, "tags": c.tags,
+             "generator": generator, "machine": machine(**versions)}
+    missing = [k for k in REQUIRED_KEYS if k not in truth]
+    if missing:
+        raise ValueError(f"{c.name}: truth lacks {missing}")
+    dest = out / c.name / "truth.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(truth, indent=1) + "\n")
+    return dest
+
+
+def report_line(c: Case, measured: dict, seconds: float) -> str:
+    fix = measured["fix"]
+    fx = f" fix {fix['speedup']:.2f}x ({fix['speedup_spread']:.2f})" if fix else ""
+    return (f"{c.name:<26} {c.split:<8} {measured['bound']:<14} "
+            f"{measured['bound_share']:>5.2f} {measured['step_ms']['median']:>9.2f} ms "
+            f"noise {measured['noise']['round_spread']:.2f}{fx}  [{seconds:.0f} s]")
+
+
+@dataclass
+class Driver:
+    """How one generator captures and measures its cases (the parts that differ between
+    frameworks); :func:`run_case` and :func:`cli` do the rest."""
+
+    script: str  # e.g. "run_torch.py"
+    capture: Callable  # (case, dest path) -> None
+    versions: dict
+    suffix: str = ""  # capture name suffix: ".json.gz" for a file, "" for a folder
+    measure: Callable = measure  # (case, rounds) -> measured truth
+
+    def run_case(self, name: str, captures: int, rounds: int, out: Path) -> str:
+        """Captures ``capture-1..N``, then the unprofiled truth; one report line."""
+        c, t0 = CASES[name], time.perf_counter()
+        names = []
+        for k in range(1, captures + 1):
+            dest = out / name / f"capture-{k}{self.suffix}"
+            self.capture(c, dest)
+            names.append(dest.name)
+        measured = self.measure(c, rounds)
+        write_truth(c, measured, names, f"benchmarks/corpus/{self.script} --only {name}",
+                    self.versions, out)
+        return report_line(c, measured, time.perf_counter() - t0)
+
+
+def cli(driver: Driver, doc: str, argv=None, names: list[str] | None = None) -> int:
+    """The generators' command line: ``--only``, ``--captures``, ``--rounds``, ``--out``."""
+    import argparse
+
+    names = names or sorted(CASES)
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--only", nargs="*", choices=names)
+    ap.add_argument("--captures", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=CORPUS)
+    args = ap.parse_args(argv)
+    for name in args.only or names:
+        try:
+            print(driver.run_case(name, args.captures, args.rounds, args.out), flush=True)
+        except Exception as exc:  # noqa: BLE001 - report which case failed and go on
+            print(f"{name:<26} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 0

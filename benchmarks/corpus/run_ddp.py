@@ -1,0 +1,137 @@
+"""DistributedDataParallel cases of the diagnosis corpus: 2 CPU ranks over gloo.
+
+    nice python benchmarks/corpus/run_ddp.py [--only CASE ...]
+
+Two processes (``torch.multiprocessing.spawn``), one rank each, a DDP-wrapped MLP with
+SGD.  Per capture each rank writes its own ``torch.profiler`` trace,
+``tests/data/corpus/<case>/capture-K/rankR.json.gz`` (the profiler records the process
+group as ``distributedInfo``).  Truth is measured without the profiler on every rank in
+lockstep (``benchmarks/corpus/common.py``): rank 0's figures are the case's, rank 1's are
+kept under ``ranks``.  In the straggler case rank 1 prepares its batches with slow Python
+work; the others wait for it in DDP's gloo all-reduce.  The communication share is what
+the same loop without DDP (``bare``: no collective) saves on rank 0; in the straggler
+case the balanced run is the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from gen_torch_loops import mlp, train_step  # noqa: E402
+
+from corpus.common import CASES, CLOCK, CORPUS, case, measure, report_line, write_truth  # noqa: E402  # noqa: E402
+from corpus.run_torch import capture  # noqa: E402
+
+WORLD = 2
+WIDTH = {"pt_ddp_gloo_straggler": 128, "pt_ddp_gloo_balanced": 1024}
+DDP_FACTS = {"framework": "pytorch", "device": "cpu", "mode": "training", "ranks": WORLD,
+             "collectives": "gloo", "optimizer": "sgd"}
+
+
+def slow_input(ms: float, rng) -> None:
+    """Python/numpy work standing in for a slow decoder on one rank."""
+    t_end = time.perf_counter() + ms / 1e3
+    a = rng.standard_normal(4096).astype(np.float32)
+    while time.perf_counter() < t_end:
+        a = np.sort(a) * 0.999
+
+
+def ddp_loop(straggle_ms: float, width: int, wrap: bool = True):
+    """The loop; ``wrap=False`` is the same work without DDP (no collective at all)."""
+    torch.manual_seed(0)
+    model = DDP(mlp(width)) if wrap else mlp(width)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(dist.get_rank())
+    slow = straggle_ms if dist.get_rank() == 1 else 0.0
+
+    def step(i):
+        with CLOCK("input"):
+            x, y = torch.randn(64, 256), torch.randn(64, 1)
+            if slow:
+                slow_input(slow, rng)
+        train_step(model, opt, x, y)
+    return step
+
+
+@case("pt_ddp_gloo_straggler", "pytorch", "training", 12, DDP_FACTS,
+      fix="balance rank 1's input (no straggler)", share_from_fix="communication",
+      share_variant="bare", tags=["ddp", "gloo", "straggler"])
+def pt_ddp_gloo_straggler(variant):
+    """DDP over gloo on 2 CPU ranks training a small MLP; rank 1 spends ~100 ms per step
+    making its batch, so rank 0 waits for it in the gradient all-reduce every step."""
+    return ddp_loop(0.0 if variant == "fix" else 100.0, WIDTH["pt_ddp_gloo_straggler"],
+                    wrap=variant != "bare")
+
+
+@case("pt_ddp_gloo_balanced", "pytorch", "training", 12, DDP_FACTS, split="holdout",
+      share_from_fix="communication", share_variant="bare", tags=["ddp", "gloo"])
+def pt_ddp_gloo_balanced(variant):
+    """DDP over gloo on 2 CPU ranks with the same work on both: compute-bound, the
+    all-reduce of the MLP's gradients is short."""
+    return ddp_loop(0.0, WIDTH["pt_ddp_gloo_balanced"], wrap=variant != "bare")
+
+
+def allreduce_alone_ms(width: int, n: int = 10) -> float:
+    """Median time of a gloo all-reduce of a buffer the size of the MLP's gradients."""
+    buf = torch.zeros(sum(p.numel() for p in mlp(width).parameters()))
+    times = []
+    for _ in range(n):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(buf)
+        times.append(time.perf_counter() - t0)
+    return round(sorted(times)[n // 2] * 1e3, 3)
+
+
+def worker(rank: int, names: list[str], captures: int, rounds: int, out: str, port: int):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    torch.set_num_threads(1)
+    for name in names:
+        c, t0 = CASES[name], time.perf_counter()
+        caps = []
+        for k in range(1, captures + 1):
+            folder = Path(out) / name / f"capture-{k}"
+            capture(c, folder / f"rank{rank}.json.gz")
+            caps.append(folder.name)
+        measured = measure(c, rounds)
+        measured["allreduce_alone_ms"] = allreduce_alone_ms(WIDTH[name])
+        got = [None] * WORLD
+        dist.all_gather_object(got, measured)
+        if rank == 0:
+            measured["ranks"] = {str(r): {k: got[r][k] for k in ("step_ms", "phases_ms")}
+                                 for r in range(WORLD)}
+            write_truth(c, measured, caps, f"benchmarks/corpus/run_ddp.py --only {name}",
+                        {"torch": torch.__version__, "backend": "gloo", "world": WORLD},
+                        Path(out))
+            print(report_line(c, measured, time.perf_counter() - t0), flush=True)
+    dist.destroy_process_group()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    names = [n for n in CASES if n.startswith("pt_ddp")]
+    ap.add_argument("--only", nargs="*", choices=names)
+    ap.add_argument("--captures", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=CORPUS)
+    ap.add_argument("--port", type=int, default=29533)
+    args = ap.parse_args(argv)
+    mp.spawn(worker, args=(args.only or names, args.captures, args.rounds, str(args.out),
+                           args.port), nprocs=WORLD)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""How right the advisor is on the diagnosis corpus (``tests/data/corpus``).
+
+For every capture of every case, ``python3 -m sofa_gui analyze --json --no-cache`` is run
+and its answer set against the case's ``truth.json`` (measured without the profiler, see
+``docs/diagnosis.md``).  Printed, for all cases, the tuned ones and the held-out ones:
+
+* the confusion table: the true bound x the predicted one (the ``verdict`` bound where
+  ``analyze --json`` has a ``verdict`` key, else the bound of the top finding);
+* right top finding (or verdict) %;
+* false positives: findings with confidence >= 0.5 whose bound the truth does not have
+  (no measured share >= 5%);
+* estimate vs measured fix: the estimated speed-up of the finding of the true bound
+  against the measured counterfactual, within 25% or not;
+* stability: whether every capture of a case gets the same prediction;
+* run facts: the facts the truth states (framework, mode, precision, loader workers,
+  optimizer, compilation, ranks) against those ``analyze`` proves.
+
+    python benchmarks/diagnosis.py [--corpus tests/data/corpus] [--only CASE ...]
+                                   [--markdown] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "corpus"
+BOUNDS = ("compute", "input", "communication", "host_overhead", "sync", "startup",
+          "memory_copies")
+FINDING_BOUND = {
+    "input_pipeline_bound": "input", "compute_bound": "compute", "cpu_bound": "compute",
+    "communication_bound": "communication", "straggler_holds_collectives": "communication",
+    "straggler": "communication", "load_imbalance": "communication",
+    "op_overhead_bound": "host_overhead", "launch_overhead_bound": "host_overhead",
+    "host_dispatch_bound": "host_overhead", "synchronization_stalls": "sync",
+    "blocking_readback": "sync", "host_reads_in_loop": "sync", "startup_cost": "startup",
+    "host_device_copy_bound": "memory_copies", "periodic_extra": "periodic",
+    "iteration_jitter": "noise", "cpu_contention": "noise", "gpu_idle_unexplained": "other",
+}
+HINTS = (("input", "input"), ("comput", "compute"), ("communic", "communication"),
+         ("collective", "communication"), ("overhead", "host_overhead"),
+         ("dispatch", "host_overhead"), ("sync", "sync"), ("readback", "sync"),
+         ("start", "startup"), ("compile", "startup"), ("cop", "memory_copies"),
+         ("memory", "memory_copies"), ("periodic", "periodic"))
+PRESENT = 0.05  # a truth share at least this large: the run has that bottleneck
+CONFIDENT = 0.5
+WITHIN = 0.25
+
+
+def bound_of(label: str | None) -> str:
+    """The bound a finding id or a verdict's bound names (unknown ids by their words)."""
+    if not label:
+        return "none"
+    key = str(label).lower().replace("-", "_").replace(" ", "_")
+    if key in BOUNDS or key == "periodic":
+        return key
+    if key in FINDING_BOUND:
+        return FINDING_BOUND[key]
+    return next((b for hint, b in HINTS if hint in key), "other")
+
+
+def capture_paths(case_dir: Path, truth: dict) -> list[Path]:
+    return [case_dir / name for name in truth.get("captures", [])]
+
+
+def load_cases(corpus: Path, only: list[str] | None = None) -> list[tuple[Path, dict]]:
+    cases = []
+    for tj in sorted(corpus.glob("*/truth.json")):
+        truth = json.loads(tj.read_text())
+        if not only or truth["case"] in only:
+            cases.append((tj.parent, truth))
+    return cases
+
+
+def source_key() -> str:
+    """A hash of the analyzer's source: reused answers are valid only for the same code."""
+    h = hashlib.sha256()
+    for p in sorted((ROOT / "sofa_gui").rglob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def analyze(path: Path, reuse: Path | None = None, timeout: float = 600) -> dict:
+    """``analyze --json`` of one capture; {"error": line} when it fails.  With ``reuse``
+    (a folder), answers are kept there per capture, analyzer source and capture time,
+    and read back instead of analyzing again."""
+    if reuse is None:
+        return _analyze(path, timeout)
+    st = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{st.st_mtime_ns}|{SOURCE_KEY[0]}".encode())
+    kept = reuse / f"{key.hexdigest()[:24]}.json"
+    if kept.exists():
+        return json.loads(kept.read_text())
+    doc = _analyze(path, timeout)
+    if "error" not in doc:
+        reuse.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(doc))
+    return doc
+
+
+SOURCE_KEY = [""]
+
+
+def _analyze(path: Path, timeout: float) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "sofa_gui", "analyze", "--json", "--no-cache",
+                           str(path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout, check=False)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {proc.returncode}: {last}"}
+    return json.loads(proc.stdout)
+
+
+def prediction(doc: dict) -> tuple[str, str]:
+    """(predicted bound, what it comes from): the verdict when there is one, else the top
+    finding."""
+    verdict = doc.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("bound"):
+        return bound_of(verdict["bound"]), f"verdict {verdict['bound']}"
+    findings = doc.get("findings") or []
+    if not findings:
+        return "none", "no finding"
+    return bound_of(findings[0].get("id")), findings[0].get("id", "?")
+
+
+def truth_bottlenecks(truth: dict) -> set[str]:
+    return {b for b, share in truth.get("shares", {}).items() if share >= PRESENT}
+
+
+def false_positives(doc: dict, truth: dict) -> list[str]:
+    """Confident findings naming a bottleneck the truth does not have (machine noise is
+    one the truth has when its steps vary by 10% or more)."""
+    have = truth_bottlenecks(truth)
+    if truth.get("noise", {}).get("step_cv", 0) >= 0.1:
+        have.add("noise")
+    out = []
+    for f in doc.get("findings") or []:
+        b = bound_of(f.get("id"))
+        if (f.get("confidence") or 0) >= CONFIDENT and b not in have:
+            out.append(f"{f.get('id')} ({f.get('confidence')})")
+    return out
+
+
+def estimate_check(doc: dict, truth: dict) -> dict | None:
+    """The estimate of the finding of the true bound against the measured fix."""
+    fix = truth.get("fix")
+    if not fix:
+        return None
+    match = next((f for f in doc.get("findings") or []
+                  if bound_of(f.get("id")) == truth["bound"]), None)
+    est = match.get("estimated_speedup") if match else None
+    measured = fix["speedup"]
+    ok = est is not None and abs(est / measured - 1) <= WITHIN
+    return {"estimated": est, "measured": measured, "within": ok,
+            "finding": match.get("id") if match else None}
+
+
+def _precision(v):
+    return "low" if v in ("bf16", "fp16") else v
+
+
+def _workers(v):
+    return "single_process" if v == 0 else "workers"
+
+
+def _optimizer(v):
+    return "foreach" if "foreach" in v else "fused" if "fused" in v else "for_loop"
+
+
+FACT_CHECKS = {  # truth fact -> (run fact, how the truth's value reads as the run fact's)
+    "framework": ("framework", str), "mode": ("mode", str), "device": ("device", str),
+    "precision": ("precision", _precision), "dataloader_workers": ("dataloader", _workers),
+    "optimizer": ("optimizer", _optimizer), "ranks": ("ranks", int),
+    "collectives": ("collectives", str), "compiled": ("compiled", lambda v: "yes"),
+}
+
+
+def facts_check(doc: dict, truth: dict) -> dict[str, tuple]:
+    """{fact: (expected, got, right)} for the facts the truth states."""
+    run = doc.get("run") or {}
+    out = {}
+    for key, value in truth.get("facts", {}).items():
+        if key not in FACT_CHECKS:
+            continue
+        run_key, conv = FACT_CHECKS[key]
+        want = conv(value)
+        got = (run.get(run_key) or {}).get("value")
+        right = got is not None if key == "compiled" else str(got).lower() == str(want).lower()
+        out[key] = (want, got, right)
+    return out
+
+
+def score_case(case_dir: Path, truth: dict, reuse: Path | None = None) -> dict:
+    rows = []
+    for path in capture_paths(case_dir, truth):
+        doc = analyze(path, reuse)
+        if "error" in doc:
+            rows.append({"capture": path.name, "error": doc["error"], "predicted": "error"})
+            continue
+        pred, basis = prediction(doc)
+        rows.append({"capture": path.name, "predicted": pred, "basis": basis,
+                     "false_positives": false_positives(doc, truth),
+                     "estimate": estimate_check(doc, truth),
+                     "facts": facts_check(doc, truth),
+                     "iterations": len((doc.get("iterations") or {}).get("items") or [])})
+    preds = {r["predicted"] for r in rows}
+    return {"case": truth["case"], "split": truth.get("split", "tuned"),
+            "truth": truth["bound"], "share": truth.get("bound_share"), "captures": rows,
+            "stable": len(preds) == 1}
+
+
+def _pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.0f}% ({n}/{d})" if d else "-"
+
+
+def summary(results: list[dict]) -> dict:
+    caps = [r for res in results for r in res["captures"]]
+    truth_of = {id(r): res["truth"] for res in results for r in res["captures"]}
+    right = sum(1 for r in caps if r["predicted"] == truth_of[id(r)])
+    fps = [(res["case"], r["capture"], fp) for res in results for r in res["captures"]
+           for fp in r.get("false_positives", [])]
+    ests = [r["estimate"] for r in caps if r.get("estimate")]
+    facts = [ok for r in caps for (_, _, ok) in (r.get("facts") or {}).values()]
+    return {"cases": len(results), "captures": len(caps),
+            "right": _pct(right, len(caps)), "right_n": right,
+            "false_positives": len(fps), "fp_list": fps,
+            "estimates_within": _pct(sum(e["within"] for e in ests), len(ests)),
+            "stable": _pct(sum(r["stable"] for r in results), len(results)),
+            "facts_right": _pct(sum(facts), len(facts))}
+
+
+def confusion(results: list[dict]) -> tuple[list[str], list[str], dict]:
+    table = defaultdict(Counter)
+    for res in results:
+        for r in res["captures"]:
+            table[res["truth"]][r["predicted"]] += 1
+    rows = [b for b in BOUNDS if b in table]
+    cols = sorted({p for c in table.values() for p in c}, key=lambda p: (
+        BOUNDS.index(p) if p in BOUNDS else len(BOUNDS), p))
+    return rows, cols, table
+
+
+def render(results: list[dict], markdown: bool) -> list[str]:
+    lines = []
+    for label, part in (("all", results),
+                        ("tuned", [r for r in results if r["split"] != "holdout"]),
+                        ("held-out", [r for r in results if r["split"] == "holdout"])):
+        if not part:
+            continue
+        s = summary(part)
+        lines += [f"## {label}: {s['cases']} cases, {s['captures']} captures", "",
+                  f"right top finding / verdict: {s['right']}; confident false positives: "
+                  f"{s['false_positives']}; estimates within {int(WITHIN * 100)}% of the "
+                  f"measured fix: {s['estimates_within']}; stable across captures: "
+                  f"{s['stable']}; run facts right: {s['facts_right']}", ""]
+        rows, cols, table = confusion(part)
+        head = ["truth \\ predicted", *cols]
+        body = [[r, *[str(table[r][c] or "") for c in cols]] for r in rows]
+        lines += _table(head, body, markdown) + [""]
+    lines += ["## per case", ""]
+    head = ["case", "split", "truth", "share", "predicted (per capture)", "stable",
+            "fix est/measured", "false positives", "facts wrong"]
+    body = []
+    for res in results:
+        caps = res["captures"]
+        est = next((r["estimate"] for r in caps if r.get("estimate")), None)
+        wrong = sorted({f"{k}={got}" for r in caps
+                        for k, (_, got, ok) in (r.get("facts") or {}).items() if not ok})
+        body.append([res["case"], res["split"], res["truth"], f"{res['share']:.2f}",
+                     ", ".join(r.get("basis", r["predicted"]) for r in caps),
+                     "yes" if res["stable"] else "no",
+                     f"{est['estimated']}/{est['measured']}" if est else "",
+                     "; ".join(fp for r in caps for fp in r.get("false_positives", [])),
+                     ", ".join(wrong)])
+    return lines + _table(head, body, markdown)
+
+
+def _table(head: list[str], body: list[list[str]], markdown: bool) -> list[str]:
+    if markdown:
+        return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                *("| " + " | ".join(r) + " |" for r in body)]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*head), *(fmt.format(*r) for r in body)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--markdown", action="store_true", help="tables as Markdown")
+    ap.add_argument("--json", type=Path, help="also write every result to this file")
+    ap.add_argument("--reuse", type=Path, metavar="DIR",
+                    help="keep analyze answers in DIR and reuse them while neither the "
+                         "capture nor the analyzer's source changed")
+    args = ap.parse_args(argv)
+    if args.reuse:
+        SOURCE_KEY[0] = source_key()
+    cases = load_cases(args.corpus, args.only)
+    if not cases:
+        print(f"{args.corpus}: no case (no */truth.json)", file=sys.stderr)
+        return 2
+    results = []
+    for case_dir, truth in cases:
+        results.append(score_case(case_dir, truth, args.reuse))
+        print(f"{truth['case']}: {[r['predicted'] for r in results[-1]['captures']]}",
+              file=sys.stderr, flush=True)
+    print("\n".join(render(results, args.markdown)))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Input rule: the device (or, on a CPU run, the main thread) waits for the next batch.
+
+The share is the breakdown's ``idle_input`` (``data_loading`` on the host without a device);
+each fix has its own estimate, bounded by the free cores it needs (:func:`parallel_bound`)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
+from ..results import Evidence, Finding
+from ..run_facts import handover_parts
+from .causes import causes_by_name, nested_in, self_times
+from .context import (
+    Ctx,
+    amdahl,
+    make_finding,
+    severity,
+    top_rows,
+)
+from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
+from .registry import Rule, rule
+from .tf_data import pipeline_note
+
+
+# -- input -----------------------------------------------------------------------------------
+@rule("input_pipeline_bound", "Input pipeline bound", 0.05, 0.20,
+      TF_PROFILER + " input-pipeline analysis (moderately/highly input-bound at {moderate} / "
+      "{high})",
+      partition="device_time")
+def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
+    d, share = ctx.best_device(INPUT_CATEGORIES)
+    host = ctx.host_of(d.rank) if d is not None else ctx.bd.host
+    if host is None:
+        return None
+    host_share = ctx.share(host, ["data_loading"])
+    if d is None:
+        share = host_share
+        per_iter = host.column("data_loading")
+        where = "the main thread spends it loading data (no accelerator in the trace)"
+    else:
+        per_iter = d.column("idle_input")
+        where = (f"{d.label} sits idle while the main thread loads the next batch "
+                 f"(data loading is {pct(host_share)} of host time)")
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64))
+    s = ctx.trace.slices
+    dl = dl[ctx.in_steady(s.start[dl], host.starts, host.ends)] if len(dl) else dl
+    evidence = []
+    lanes = [host.lane] + (d.lanes if d is not None else [])
+    for i in top_rows(ctx.steady_only(per_iter)):
+        lo, hi = host.starts[i], host.ends[i]
+        mine = dl[(s.start[dl] < hi) & (s.end[dl] > lo)]
+        if not len(mine):
+            continue
+        a, b = max(int(s.start[mine].min()), int(lo)), min(int(s.end[mine].max()), int(hi))
+        evidence.append(Evidence(
+            f"iteration {i}: {fmt_ns(per_iter[i])} waiting for input in "
+            f"{ctx.trace.name_of(int(mine[0]))}", a, b, ctx.it(i), lanes))
+    tf_note, causes = pipeline_note(ctx, host)
+    causes = causes or _loader_causes(ctx, dl)
+    grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(spec, share), "NOT")
+    summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
+               f"waiting for input; {where}.{tf_note} "
+               f"{spec.grading('input-bound', TF_PROFILER)} The estimate is that of the best "
+               f"fix that fits this machine.")
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
+
+
+def _loader_causes(ctx: Ctx, dl: np.ndarray):
+    """What inside the loader regions takes the time: nested ops / Python functions by
+    exclusive time; the regions themselves when nothing is nested."""
+    if not len(dl):
+        return []
+    total = float(ctx.trace.slices.dur[dl].sum())
+    inner = nested_in(ctx, dl)
+    if len(inner):
+        return causes_by_name(ctx, inner, self_times(ctx, inner), total)
+    return causes_by_name(ctx, dl, ctx.trace.slices.dur[dl], total)
+
+
+def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, float]:
+    """One input fix's speed-up: work moved to other cores is bounded by the free cores
+    (``cores``: one per worker; ``core``: one background thread); work removed (cached,
+    done once) by Amdahl only; (speed-up, why, confidence factor of the assumption)."""
+    if fix.gain == "removes":
+        return amdahl(share), ("no extra core: the work is done once, not every step, if "
+                               "the data can be prepared ahead"), 0.9
+    if fix.gain in ("cores", "core"):
+        return _parallel_speedup(ctx, share, one=fix.gain == "core")
+    return None, f"{fix.name} shortens only part of the wait", 1.0
+
+
+def parallel_bound(share: float, free: float, slow: float = 1.0,
+                   paced: float | None = None, handover: float = 0.0) -> float:
+    """Speed-up when the loading share ``share`` of a step moves to ``free`` idle cores:
+    the step cannot get shorter than the rest of it plus the hand-over of each batch to
+    the main thread (``handover``, a share of the step), nor than the loading spread over
+    those cores; with the other cores busy, the host-paced part ``paced`` of the rest (all
+    of it by default) and the moved loading run ``slow`` x slower
+    (``1 / max(1 - L + (s - 1) P + H, s L / f)``, at most Amdahl's)."""
+    if free < 0.05:
+        return 1.0
+    p = 1.0 - share if paced is None else paced
+    rest = 1.0 - share + (slow - 1.0) * p + handover
+    return min(1.0 / max(rest, slow * share / free, 1e-6), amdahl(share))
+
+
+#: Compute on one core runs this much slower while another core is busy, when the trace
+#: carries no measured factor (run fact ``cpu_interf``): separate cores still share the
+#: last-level cache and memory bandwidth, SMT siblings and many VMs' vCPUs share a core.
+#: A stated assumption (the order of what ``recorder.calibrate`` measures on machines
+#: with shared caches), not a figure fitted to any run.
+DEFAULT_INTERFERENCE = 1.15
+
+
+def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, float]:
+    """Amdahl on the loading share, bounded by the cores that can take the loading over:
+    with ``f`` free cores (cores, minus the main process, minus what other processes
+    keep busy; at most 1 for one background thread) the step cannot get shorter than
+    ``max(T - L, L / f)``; the rest of the step slows while the moved work runs beside it
+    (:func:`_interference`), and work the workers already do hands each batch over."""
+    cores = ctx.facts.get("cpu_cores")
+    slow, slow_why, slow_conf = _interference(ctx)
+    moved, hand, moved_why, hand_conf = _moved_share(ctx, share)
+    slow_conf *= hand_conf
+    if not cores.known:
+        return parallel_bound(moved, float("inf"), slow, _host_paced(ctx, share), hand), (
+            f"assumes a free CPU core per worker: the trace does not say how many cores the "
+            f"machine has; {slow_why}{moved_why}"), 0.8 * slow_conf
+    n = int(cores.value)
+    other = ctx.facts.get("cpu_other")
+    busy = float(other.value) if other.known else 0.0
+    free = max(n - 1 - busy, 0.0)
+    held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
+    if free < 0.05:
+        return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
+                     f"speed-up is expected"), 1.0
+    use = min(free, 1.0) if one else free
+    sp = parallel_bound(moved, use, slow, _host_paced(ctx, share), hand)
+    unsure = "" if other.known else "; other processes' load unknown"
+    return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
+                f"{cores.proof}{held}{unsure}); {slow_why}{moved_why}"), \
+        (1.0 if other.known else 0.9) * slow_conf
+
+
+def _interference(ctx: Ctx) -> tuple[float, str, float]:
+    """(slow-down of the work left on the main core while another core works, why, its
+    confidence factor).  1.0 when workers already run beside the step: the trace has the
+    slow-down in it."""
+    if ctx.facts.value("dataloader") == "workers":
+        return 1.0, "the workers already running beside the step are in its times", 1.0
+    f = ctx.facts.get("cpu_interf")
+    if f.known:  # under 1 is the calibration's noise: a busy core never speeds another up
+        slow = max(float(f.value), 1.0)
+        return slow, (f"the main thread's work {slow:.2f}x slower while another core works "
+                      f"({f.proof})"), 1.0
+    return DEFAULT_INTERFERENCE, (f"the main thread's work assumed {DEFAULT_INTERFERENCE:.2f}x "
+                                  f"slower while another core works (not measured on this "
+                                  f"machine)"), 0.9
+
+
+def _host_paced(ctx: Ctx, share: float) -> float:
+    """Share of steady time whose pace the host sets, which a busy neighbour core slows:
+    all of the rest on a run without a device, the device's waits for the host otherwise
+    (kernels do not slow)."""
+    d, _ = ctx.best_device(INPUT_CATEGORIES)
+    return 1.0 - share if d is None else ctx.share(d, LAUNCH_CATEGORIES)
+
+
+def _moved_share(ctx: Ctx, share: float) -> tuple[float, float, str, float]:
+    """(loading share more workers can take over, hand-over share the main thread keeps,
+    why, confidence factor): with workers already, the main thread still receives each
+    batch, at least as long as its shortest wait for one (the workers were ahead then);
+    without workers, the hand-over measured on the machine (:func:`_handover`)."""
+    dl = ctx.facts.value("dataloader")
+    if dl == "single_process":
+        hand, why, conf = _handover(ctx)
+        return share, hand, why + _MEMORY_NOT_COUNTED, conf
+    host = ctx.bd.host
+    r = ctx.rows
+    if dl != "workers" or host is None or not len(r):
+        return share, 0.0, "", 1.0
+    per = host.column("data_loading")[r].astype(np.float64)
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    hand = float(per.min()) * len(r) / wall
+    if hand <= 0:
+        return share, 0.0, "", 1.0
+    return max(share - hand, 0.0), 0.0, (f"; {fmt_ns(per.min())} per step stays on the main "
+                                         f"thread (the shortest wait for a batch: its "
+                                         f"hand-over)"), 1.0
+
+
+#: What a trace of the single-process loader cannot show about the step left behind.
+_MEMORY_NOT_COUNTED = ("; not counted: changes in the main process's own memory behaviour once "
+                       "the loading leaves it (e.g. freed memory faulted in again every step)")
+#: Loader calls of a PyTorch DataLoader (one per batch) and its default collate's stack
+#: (one per tensor of the batch).
+_LOADER_NEXT = re.compile(r"DataLoader.*__next__|DataLoaderIter")
+_COLLATE = "aten::stack"
+_ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long int": 8,
+             "int": 4, "unsigned char": 1, "bool": 1, "signed char": 1, "short int": 2}
+
+
+def _handover(ctx: Ctx) -> tuple[float, str, float]:
+    """(share of the step the main thread still spends receiving the batches a worker
+    hands over, why, confidence factor): the calibration's cost of one batch (trace
+    metadata ``cpu_batch_handover_*``: per batch, per tensor, per MB) for the batches per
+    step and the tensors per batch the trace shows (its collate's stacks); bytes from the
+    stacks' shapes when recorded.  Unmeasured: not counted, said, confidence x0.9."""
+    parts = handover_parts(ctx.trace)
+    if parts is None:
+        return 0.0, ("; the hand-over of each batch from a worker is not in this trace (not "
+                     "measured on this machine)"), 0.9
+    per_batch, per_tensor, per_mb, _, where = parts
+    host, r = ctx.bd.host, ctx.rows
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64)) if host else []
+    if host is None or not len(r) or not len(dl):
+        return 0.0, "", 1.0
+    dl = dl[ctx.in_steady(ctx.trace.slices.start[dl], host.starts, host.ends)]
+    calls = np.array([j for j in dl.tolist() if _LOADER_NEXT.search(ctx.trace.name_of(j))],
+                     np.int64)
+    calls = calls if len(calls) else dl
+    batches = len(calls) / len(r)
+    stacks = [j for j in nested_in(ctx, calls).tolist() if ctx.trace.name_of(j) == _COLLATE] \
+        if len(calls) else []
+    tensors = max(len(stacks) / max(len(calls), 1), 1.0)
+    mb = _stacked_mb(ctx, stacks, len(calls))
+    us = per_batch + tensors * per_tensor + (mb or 0.0) * per_mb
+    wall = float((host.ends[r] - host.starts[r]).mean()) or 1.0
+    hand = us * 1e3 * batches / wall
+    size = (f"{mb:.2f} MB per batch from the stacks' shapes" if mb is not None else
+            f"bytes not in the trace (no shapes): +{per_mb:.0f} µs per MB not counted")
+    return hand, (f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch (its "
+                  f"collate's {_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} "
+                  f"per step: {us / 1e3:.1f} ms per batch stays on the main thread to receive "
+                  f"it ({pct(hand)} of the step; {size}; calibration: {per_batch:.0f} µs per "
+                  f"batch + {per_tensor:.0f} µs per tensor, {where})"), 1.0
+
+
+def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:
+    """MB per batch the collate stacked, from its recorded input shapes; None without."""
+    if not stacks or not calls:
+        return None
+    total = 0
+    for j in stacks:
+        a = ctx.trace.args.get(int(ctx.trace.slices.args[j])) or {}
+        dims, types = a.get("Input Dims"), a.get("Input type")
+        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+            return None
+        size = _ITEMSIZE.get(types[0] if isinstance(types, list) and types else "", 4)
+        for d in dims[0]:  # the stacked samples
+            if not isinstance(d, list) or not all(isinstance(x, int) for x in d):
+                return None
+            total += size * int(np.prod(d)) if d else size
+    return total / 1e6 / calls
+
+

@@ -1,0 +1,114 @@
+"""Is there extra work that recurs in some iterations, or are they only slower?
+
+Some iterations being slower on a schedule (every 2nd, every 6th) is not enough to call
+them periodic extra work (checkpoint, evaluation, logging): two DataLoader workers that
+hand over batches alternately make long and short steps, and machine noise can line up
+with a period by chance.  Extra work recurs when the slow iterations make calls the
+others do not make (a name absent from the others, or more calls of it than any regular
+iteration makes), in most of them, and either there are at least
+:data:`MIN_OCCURRENCES` of them or each stands out from the run's own noise
+(:func:`stands_out`).  Waits (the same fetch or collective, longer) are not extra work.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...trace import Kind, Trace
+from ..roles import step_marker_ids
+
+#: With this many slow iterations that share extra calls, the extra work recurs.
+MIN_OCCURRENCES = 3
+#: Fewer slow iterations must each exceed the regular median by this many robust SDs
+#: (1.4826 x MAD of the regular iterations), and by this share of the median.
+NOISE_SDS, MIN_EXCESS = 5.0, 0.05
+#: A call is extra when it is in at least this share of the slow iterations.
+IN_MOST = 2 / 3
+_KINDS = (int(Kind.CPU_OP), int(Kind.ANNOTATION), int(Kind.RUNTIME), int(Kind.PYTHON))
+
+
+def extra_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
+                extra: np.ndarray, regular: np.ndarray) -> list[str]:
+    """Names (trailing numbers stripped) that the ``extra`` iterations call more often than
+    every-but-a-few ``regular`` ones do (median + max(1, 3 robust SDs) calls), in at least
+    :data:`IN_MOST` of them; most time first.  Looked for on ``lane`` (the loop's thread)."""
+    extra, regular = np.asarray(extra, np.int64), np.asarray(regular, np.int64)
+    if lane < 0 or not len(extra) or not len(regular):
+        return []
+    s = trace.slices
+    idx = trace.lane_slices(lane)
+    idx = idx[np.isin(s.kind[idx], _KINDS) & ~np.isin(s.name[idx], step_marker_ids(trace))]
+    w = np.searchsorted(starts, s.start[idx], side="right") - 1
+    ok = (w >= 0) & (s.start[idx] < ends[np.maximum(w, 0)])
+    idx, w = idx[ok], w[ok]
+    base = trace.memo("name_base", lambda: name_base(trace.names))
+    names = base[s.name[idx]]
+    in_extra = np.isin(w, extra)
+    cand = np.unique(names[in_extra])
+    if not len(cand):
+        return []
+    pos = {int(r): k for k, r in enumerate(np.concatenate([extra, regular]).tolist())}
+    keep = np.isin(names, cand) & np.isin(w, list(pos))
+    col = np.searchsorted(cand, names[keep])
+    row = np.array([pos[int(x)] for x in w[keep].tolist()], np.int64)
+    counts = np.zeros((len(pos), len(cand)), np.int64)
+    np.add.at(counts, (row, col), 1)
+    ex, reg = counts[:len(extra)], counts[len(extra):]
+    med = np.median(reg, axis=0)
+    mad = 1.4826 * np.median(np.abs(reg - med), axis=0)
+    more = ex > (med + np.maximum(1.0, 3.0 * mad))[None, :]
+    hit = more.mean(axis=0) >= IN_MOST
+    if not hit.any():
+        return []
+    t = np.bincount(col, weights=s.dur[idx[keep]].astype(np.float64) * (row < len(extra)),
+                    minlength=len(cand))
+    labels = trace.memo("recurring.base_label", lambda: _base_label(trace.names, base))
+    order = np.flatnonzero(hit)[np.argsort(-t[hit], kind="stable")]
+    return [labels[int(cand[k])] for k in order]
+
+
+def stands_out(durations: np.ndarray, extra: np.ndarray, regular: np.ndarray) -> bool:
+    """Every extra iteration is longer than the regular median by :data:`NOISE_SDS` robust
+    SDs of the regular iterations and by :data:`MIN_EXCESS` of that median."""
+    d = np.asarray(durations, np.float64)
+    reg = d[np.asarray(regular, np.int64)]
+    if not len(reg) or not len(extra):
+        return False
+    med = float(np.median(reg))
+    sd = 1.4826 * float(np.median(np.abs(reg - med)))
+    return bool(d[np.asarray(extra, np.int64)].min() - med > max(NOISE_SDS * sd,
+                                                                 MIN_EXCESS * med))
+
+
+def recurs(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
+           durations: np.ndarray, extra, regular) -> tuple[bool, str]:
+    """(whether the ``extra`` iterations hold recurring extra work, why in words)."""
+    calls = extra_calls(trace, lane, starts, ends, extra, regular)
+    n = len(extra)
+    if not calls:
+        return False, (f"the {n} slower iterations make no call the others lack: the same "
+                       f"work (or waits), slower")
+    listed = ", ".join(calls[:3])
+    if n >= MIN_OCCURRENCES:
+        return True, f"{n} iterations make calls the others do not: {listed}"
+    if stands_out(durations, extra, regular):
+        return True, (f"{n} iterations make calls the others do not ({listed}) and each "
+                      f"stands out from the run's noise")
+    return False, (f"only {n} slower iterations with extra calls ({listed}), within the "
+                   f"run's noise: not shown to recur")
+
+
+def name_base(names: list[str]) -> np.ndarray:
+    """Name id -> id of the name without trailing digits and separators."""
+    strip = [re.sub(r"[\s#._-]*\d+$", "", n) for n in names]
+    _, inv = np.unique(np.asarray(strip, dtype=object), return_inverse=True)
+    return inv.astype(np.int64)
+
+
+def _base_label(names: list[str], base: np.ndarray) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for i, b in enumerate(base.tolist()):
+        out.setdefault(b, re.sub(r"[\s#._-]*\d+$", "", names[i]) or names[i])
+    return out

@@ -1,0 +1,204 @@
+"""The verdict: what limits the run, in one word, with the share of time it holds.
+
+Findings are ranked by expected gain x confidence, which answers "what is worth doing
+first"; the verdict answers "what limits my run": the largest of these shares of the
+profiled iterations (warm-up included):
+
+==============  ==============================================  ===========================
+bound           device run (breakdown categories)               host-only run
+==============  ==============================================  ===========================
+compute         compute, memset, memcpy_d2d                     forward, backward, optimizer,
+                                                                other (the main thread's
+                                                                untraced own work)
+input           idle_input                                      data_loading
+communication   communication (exposed)                         communication
+host_overhead   idle_launch, idle_host                          runtime, python, and the
+                                                                tiny-op share of compute
+                                                                (``op_overhead_bound``)
+sync            idle_sync                                       sync
+memory_copies   memcpy_h2d / d2h / p2p / other, idle_copy       memcpy
+startup         what warm-up iterations take over the steady median (not counting more
+                waiting for input, collectives or syncs: a first epoch that fills a
+                cache is input), plus one-off calls later on
+==============  ==============================================  ===========================
+
+Device idle no category explains (``idle_other``) is no bound; the basis says how much
+of it there is.  With several ranks the breakdown of the rank that waits most in
+collectives is read: in synchronous data parallelism its step is the job's step (its
+own work, then the wait for the slowest rank).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..units import fmt_pct as pct
+from .codec import register
+
+BOUNDS = ("compute", "input", "communication", "host_overhead", "sync", "memory_copies",
+          "startup")
+LABELS = {"compute": "Compute", "input": "Input", "communication": "Communication",
+          "host_overhead": "Host overhead", "sync": "Sync", "memory_copies": "Memory copies",
+          "startup": "Start-up"}
+DEVICE_MAP = {"compute": "compute", "memset": "compute", "memcpy_d2d": "compute",
+              "idle_input": "input", "communication": "communication",
+              "idle_launch": "host_overhead", "idle_host": "host_overhead",
+              "idle_sync": "sync", "memcpy_h2d": "memory_copies",
+              "memcpy_d2h": "memory_copies", "memcpy_p2p": "memory_copies",
+              "memcpy_other": "memory_copies", "idle_copy": "memory_copies"}
+HOST_MAP = {"forward": "compute", "backward": "compute", "optimizer": "compute",
+            "other": "compute",
+            "data_loading": "input", "communication": "communication",
+            "runtime": "host_overhead", "python": "host_overhead", "sync": "sync",
+            "memcpy": "memory_copies"}
+#: Waiting for these is not one-off work even in the first iterations.
+WAITS = ("input", "communication", "sync")
+#: A finding smaller than this that ranks above the bound it is smaller than says so.
+SMALL = 0.10
+
+
+@dataclass
+class Verdict:
+    """``bound`` (one of :data:`BOUNDS`, "" when nothing is measured), its ``share`` of
+    the profiled iterations and the ``basis`` it rests on, in words."""
+
+    bound: str
+    share: float
+    basis: str
+    shares: dict[str, float]
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.bound, "Unknown")
+
+    @property
+    def headline(self) -> str:
+        """"Compute-bound: 72% of the profiled time"."""
+        if not self.bound:
+            return "Bound unknown: " + self.basis
+        return f"{self.label}-bound: {pct(self.share)} of the profiled time"
+
+    def to_dict(self) -> dict:
+        return {"bound": self.bound, "label": self.label, "share": round(self.share, 4),
+                "basis": self.basis,
+                "shares": {k: round(v, 4) for k, v in self.shares.items()}}
+
+
+def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Verdict:
+    """The verdict of one analysis: ``breakdown`` (a :class:`.breakdown.TraceBreakdown`),
+    its ``findings`` and the warm-up rows (``None``: none)."""
+    if breakdown is None or not len(breakdown.durations):
+        return Verdict("", 0.0, "no iterations or breakdown to measure", {})
+    side, label, rank = _side(breakdown)
+    if side is None:
+        return Verdict("", 0.0, "no breakdown of the main thread or a device", {})
+    mapping = DEVICE_MAP if side.categories[0] == "compute" else HOST_MAP
+    times = side.times.astype(np.float64)
+    total = float(times.sum()) or 1.0
+    ns = dict.fromkeys(BOUNDS, 0.0)
+    warm = np.asarray(warmup if warmup is not None else [], np.int64)
+    steady = np.setdiff1d(np.arange(len(times)), warm)
+    base = np.median(times[steady], axis=0) if len(steady) else np.zeros(times.shape[1])
+    for k, cat in enumerate(side.categories):
+        bound = mapping.get(cat)
+        col = times[:, k]
+        extra = float(np.maximum(col[warm] - base[k], 0.0).sum()) if len(warm) else 0.0
+        if bound is None or bound not in WAITS:
+            ns["startup"] += extra  # warm-up work over a steady step: one-off
+            col_ns = float(col.sum()) - extra
+        else:
+            col_ns = float(col.sum())
+        if bound is not None:
+            ns[bound] += col_ns
+    _move_tiny_ops(ns, findings, times, steady)
+    later = min(_later_one_off(findings, ns["startup"]), ns["compute"])
+    ns["startup"] += later  # one-off calls in steady steps ran as part of them
+    ns["compute"] -= later
+    shares = {k: v / total for k, v in ns.items()}
+    bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
+    if shares[bound] <= 0:
+        return Verdict("", 0.0, "no time in any category", shares)
+    return Verdict(bound, min(shares[bound], 1.0), _basis(bound, shares, label, rank), shares)
+
+
+def _side(bd):
+    """(the breakdown to read, its label, the slowest rank when several): with several
+    ranks, the rank that waits most in collectives (its step is the job's step: its own
+    work plus the wait for the slowest); its busiest device, else its main thread."""
+    sides = bd.devices or bd.hosts
+    slow = None
+    if bd.ranks is not None and len(bd.ranks.straggler) and len(sides) > 1:
+        ranks, counts = np.unique(bd.ranks.straggler, return_counts=True)
+        slow = int(ranks[np.argmax(counts)])
+        side = max(sides, key=lambda x: float(x.column("communication").sum())
+                   / max(float(x.times.sum()), 1.0))
+        return side, side.label, slow
+    side = bd.device if bd.devices else bd.host
+    return side, (side.label if side is not None else ""), slow
+
+
+def _move_tiny_ops(ns: dict, findings, times: np.ndarray, steady: np.ndarray) -> None:
+    """The per-op framework overhead ``op_overhead_bound`` measured (tiny ops and the
+    Python between them) is host overhead, not compute."""
+    f = next((f for f in findings or [] if f.id == "op_overhead_bound"), None)
+    if f is None:
+        return
+    moved = min(float(f.share) * float(times[steady].sum()), ns["compute"])
+    ns["compute"] -= moved
+    ns["host_overhead"] += moved
+
+
+def _later_one_off(findings, counted: float) -> float:
+    """One-off calls outside the warm-up (``startup_cost``'s one-off time beyond what the
+    warm-up rows hold), ns."""
+    f = next((f for f in findings or [] if f.id == "startup_cost"), None)
+    if f is None or not f.one_off_ns:
+        return 0.0
+    return max(float(f.one_off_ns) - counted, 0.0)
+
+
+def _basis(bound: str, shares: dict, label: str, rank) -> str:
+    others = sorted(((s, b) for b, s in shares.items() if b != bound and s >= 0.05),
+                    reverse=True)
+    rest = "; ".join(f"{LABELS[b].lower()} {pct(s)}" for s, b in others[:3])
+    where = f"{label}" + (f" (rank {rank} is the slowest: the others wait for it)"
+                          if rank is not None else "")
+    unexplained = 1.0 - sum(shares.values())
+    tail = (f"; {pct(unexplained)} of the time the trace does not explain"
+            if unexplained >= 0.10 else "")
+    return (f"{LABELS[bound]} takes {pct(shares[bound])} of the profiled iterations on "
+            f"{where}" + (f"; then {rest}" if rest else "") + tail + ".")
+
+
+def note_small_findings(findings, verdict: Verdict) -> None:
+    """A finding under :data:`SMALL` ranked above the finding of the bound (or above
+    everything, when the bound has none) says that it is smaller than the bound."""
+    if not verdict.bound or verdict.share < SMALL:
+        return
+    for f in findings or []:
+        if bound_of(f.id) == verdict.bound:
+            return
+        if f.share < SMALL and f.share < verdict.share:
+            f.summary = (f"Smaller than what limits the run: it covers {pct(f.share)}, while "
+                         f"the run is {verdict.label.lower()}-bound ({pct(verdict.share)} of "
+                         f"the profiled time); it ranks here by expected gain x confidence. "
+                         + f.summary)
+
+
+#: The bound each finding id is about ("" for findings about variation or one rank).
+FINDING_BOUND = {
+    "input_pipeline_bound": "input", "compute_bound": "compute", "cpu_bound": "compute",
+    "communication_bound": "communication", "op_overhead_bound": "host_overhead",
+    "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
+    "synchronization_stalls": "sync", "blocking_readback": "sync",
+    "host_reads_in_loop": "sync", "startup_cost": "startup",
+    "host_device_copy_bound": "memory_copies"}
+
+
+def bound_of(fid: str) -> str:
+    return FINDING_BOUND.get(fid, "")
+
+
+register(Verdict)  # result types the analysis cache may store

@@ -1,0 +1,92 @@
+"""What the panels read from a core ``TraceBreakdown``, in display terms.
+
+Keeps every access to the breakdown object in one place: the sides (each device,
+each rank's main thread), category labels and colours, the dominant category,
+device utilisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.analysis.palette import color_of, label_of
+
+
+@dataclass
+class Side:
+    """One breakdown matrix: a device or a rank's main thread."""
+
+    title: str
+    kind: str  # "device" | "host"
+    categories: tuple[str, ...]
+    times: np.ndarray  # (n_windows, n_categories) int64 ns
+    bytes: np.ndarray | None  # same shape, device copies/memsets only
+    durations: np.ndarray | None = None  # ns per window (rows sum to these)
+    clock: str = "host"  # "device": windows cut on the device clock (the device lags)
+    copies: object | None = None  # device_side.CopyStats: bytes and own time per direction
+    rank: int = -1
+
+    def copy_figures(self, i: int, category: str) -> tuple[int, int, int] | None:
+        """(count, bytes, copy time ns) of the copies behind a ``memcpy_*`` category in
+        window ``i`` -- all of them, whatever part of their time is exposed."""
+        if self.copies is None or not category.startswith("memcpy_"):
+            return None
+        from ..core.analysis.device_side import COPY_DIRECTIONS
+
+        direction = category.removeprefix("memcpy_")
+        if direction not in COPY_DIRECTIONS:
+            return None
+        c = COPY_DIRECTIONS.index(direction)
+        cp = self.copies
+        return int(cp.count[i, c]), int(cp.bytes[i, c]), int(cp.busy[i, c])
+
+    def row(self, i: int) -> np.ndarray:
+        return self.times[i]
+
+
+def sides(bd) -> list[Side]:
+    """Every device first (busiest first), then every rank's main thread."""
+    out = []
+    clock = "device" if getattr(bd, "device_clock", False) else "host"
+    for d in getattr(bd, "devices", []):
+        out.append(Side(f"Device: {d.label}", "device", tuple(d.categories), d.times, d.bytes,
+                        d.ends - d.starts, clock, getattr(d, "copies", None),
+                        int(getattr(d, "rank", -1))))
+    for h in getattr(bd, "hosts", []):
+        out.append(Side(f"Host: {h.label}", "host", tuple(h.categories), h.times, None,
+                        h.ends - h.starts, rank=int(getattr(h, "rank", -1))))
+    return out
+
+
+def median_index(bd) -> int:
+    return int(bd.median_iteration) if bd is not None and len(bd) else -1
+
+
+def dominant_labels(bd, n: int) -> list[str]:
+    """Readable dominant category (primary side) of iterations ``0..n-1``, one numpy pass."""
+    if bd is None or getattr(bd, "whole_trace", False):
+        return [""] * n
+    t = bd.times()
+    if t.ndim != 2 or t.shape[1] == 0:
+        return [""] * n
+    cats = bd.categories()
+    names = [label_of(c) for c in cats]
+    arg = np.argmax(t, axis=1)
+    busy = t.sum(axis=1) > 0
+    out = [names[int(a)] if ok else "" for a, ok in zip(arg.tolist(), busy.tolist())]
+    return (out + [""] * n)[:n]
+
+
+def device_utilisation(bd) -> float | None:
+    """Busy share of the primary device over the analyzed windows (None: no device)."""
+    dev = getattr(bd, "device", None)
+    if dev is None:
+        return None
+    wall = float(np.sum(dev.ends - dev.starts))  # its own windows (device clock when it lags)
+    return float(np.sum(dev.busy)) / wall if wall > 0 else 0.0
+
+
+def color(category: str) -> str:
+    return color_of(category)

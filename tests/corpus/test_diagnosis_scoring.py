@@ -1,0 +1,82 @@
+"""``benchmarks/diagnosis.py`` scores an ``analyze --json`` answer against a case's truth:
+the verdict first (top finding without one), confident false positives, estimates
+within 25% of the measured fix, run facts."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis.py"
+
+
+@pytest.fixture(scope="module")
+def diag():
+    spec = importlib.util.spec_from_file_location("diagnosis_bench", PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+TRUTH = {"case": "c", "bound": "input", "bound_share": 0.6,
+         "shares": {"input": 0.6, "compute": 0.38, "periodic": 0.02},
+         "noise": {"step_cv": 0.05}, "fix": {"speedup": 2.0},
+         "facts": {"framework": "pytorch", "mode": "training", "dataloader_workers": 0,
+                   "optimizer": "adamw_foreach", "precision": "bf16"}}
+
+
+def finding(fid, conf=0.9, est=None):
+    return {"id": fid, "confidence": conf, "estimated_speedup": est}
+
+
+def test_the_verdict_wins_over_the_top_finding_and_the_top_finding_stands_in(diag):
+    doc = {"findings": [finding("compute_bound")]}
+    assert diag.prediction(doc) == ("compute", "compute_bound")
+    doc["verdict"] = {"bound": "input", "share": 0.6, "basis": "..."}
+    assert diag.prediction(doc)[0] == "input"
+    assert diag.prediction({"findings": []}) == ("none", "no finding")
+
+
+def test_finding_ids_and_verdict_words_map_to_bounds(diag):
+    assert diag.bound_of("host_reads_in_loop") == "sync"
+    assert diag.bound_of("straggler_holds_collectives") == "communication"
+    assert diag.bound_of("Host overhead") == "host_overhead"
+    assert diag.bound_of("start-up") == "startup"
+    assert diag.bound_of("some_new_input_wait_rule") == "input"  # an id added later
+    assert diag.bound_of(None) == "none"
+
+
+def test_confident_findings_of_absent_bottlenecks_are_false_positives(diag):
+    doc = {"findings": [finding("input_pipeline_bound"), finding("periodic_extra", 0.7),
+                        finding("host_reads_in_loop", 0.4),
+                        finding("iteration_jitter", 0.6)]}
+    # periodic work is 2% (< 5%): a false positive; the read-back finding is not
+    # confident; jitter on steps that vary by 5% is one too
+    assert diag.false_positives(doc, TRUTH) == ["periodic_extra (0.7)",
+                                                "iteration_jitter (0.6)"]
+    noisy = {**TRUTH, "noise": {"step_cv": 0.3}}
+    assert diag.false_positives(doc, noisy) == ["periodic_extra (0.7)"]
+
+
+def test_estimates_are_checked_against_the_measured_fix_within_25_percent(diag):
+    ok = diag.estimate_check({"findings": [finding("compute_bound", est=1.1),
+                                           finding("input_pipeline_bound", est=2.4)]}, TRUTH)
+    assert ok == {"estimated": 2.4, "measured": 2.0, "within": True,
+                  "finding": "input_pipeline_bound"}
+    far = diag.estimate_check({"findings": [finding("input_pipeline_bound", est=1.3)]},
+                              TRUTH)
+    assert far["within"] is False
+    assert diag.estimate_check({"findings": []}, TRUTH)["within"] is False
+    assert diag.estimate_check({"findings": []}, {**TRUTH, "fix": None}) is None
+
+
+def test_run_facts_are_compared_in_the_analyzer_s_terms(diag):
+    run = {"framework": {"value": "pytorch"}, "mode": {"value": "inference"},
+           "dataloader": {"value": "single_process"}, "optimizer": {"value": "foreach"},
+           "precision": {"value": None}}
+    got = diag.facts_check({"run": run}, TRUTH)
+    assert {k: ok for k, (_, _, ok) in got.items()} == {
+        "framework": True, "mode": False, "dataloader_workers": True, "optimizer": True,
+        "precision": False}
