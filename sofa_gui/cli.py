@@ -272,6 +272,9 @@ def leave(rc: int) -> None:
     except (OSError, ValueError):  # a closed pipe: let the ordinary exit report it
         sys.exit(rc)
     logging.shutdown()
+    spill = sys.modules.get("sofa_gui.core.importers.spill_dir")
+    if spill is not None:  # its atexit hook does not run past os._exit
+        spill.cleanup()
     os._exit(rc)
 
 

@@ -193,33 +193,6 @@ def xplane_shared_stats(folder: Path, size: int, events: int, how: str = "metada
     return path
 
 
-#: (family, generator, args at full size, args at test size, env) for fuzz.py --attacks
-FAMILIES = [
-    ("gzip: 1 event + blank space after the document", trailing_blank_gzip,
-     (1 << 30, "after"), (8 << 20, "after"), {}),
-    ("gzip: blank space between header keys", trailing_blank_gzip,
-     (1 << 30, "before"), (8 << 20, "before"), {}),
-    ("gzip: blank space inside the events array", trailing_blank_gzip,
-     (200 << 20, "array"), (8 << 20, "array"), {}),
-    ("gzip: huge header value", huge_header_value, (1 << 30,), (40 << 20,), {}),
-    ("gzip: decompresses past the limit (limit 256 MiB)", trailing_blank_gzip,
-     (1 << 30, "after"), (8 << 20, "after"),
-     {"SOFA_GUI_MAX_DECOMPRESSED_BYTES": str(256 << 20)}),
-    ("args nested 990 deep", nested_args, (990,), (990,), {}),
-    ("args nested 100,000 deep", nested_args, (100_000,), (5_000,), {}),
-    ("xplane: 1 MB metadata stat, 3,000 events", xplane_shared_stats,
-     (1 << 20, 3000), (1 << 20, 300), {}),
-    ("xplane: 1 MB interned string, 3,000 events refer to it", xplane_shared_stats,
-     (1 << 20, 3000, "ref"), (1 << 20, 300, "ref"), {}),
-    ("100,000 threads", many_threads, (100_000, 1), (2_000, 1), {}),
-    ("SQLite: kernel table is a recursive VIEW", recursive_view_sqlite, (), (), {}),
-    ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),
-    ("one 200 MB slice name", huge_name, (200 << 20, 2), (4 << 20, 4), {}),
-    ("SOFA CSV: one 9 MiB cell", sofa_long_cell, (9 << 20,), (9 << 20,), {}),
-    ("SOFA CSV: quoted cell of 2.5M line breaks (5 MB)", sofa_quoted_breaks,
-     (2_500_000,), (2_500_000,), {}),
-    ("symlink loop as the path", symlink_loop, (), (), {}),
-]
 
 
 # -- recordings, SQLite, values: hostile inputs past the importer families above ---------
@@ -297,3 +270,109 @@ def period_stream(folder: Path, events: int, period: int) -> Path:
     path = folder / f"period-{period}-{events}.json"
     path.write_text(json.dumps({"traceEvents": evs}))
     return path
+
+
+KERNEL_COLUMNS = ("end INTEGER, deviceId INTEGER, contextId INTEGER, streamId INTEGER, "
+                  "correlationId INTEGER, globalPid INTEGER, demangledName INTEGER, "
+                  "shortName INTEGER")
+
+
+def generated_column_sqlite(folder: Path, rows: int = 200, cost: int = 1 << 20,
+                            how: str = "virtual") -> Path:
+    """A small SQLite whose kernel table computes ``start`` on every read from a costly
+    generated column (``how="virtual"``), or a plain table with a trigger
+    (``how="trigger"``): 12 KB took 3.5 GB, 128 KB hung past 150 s."""
+    import sqlite3
+
+    path = folder / f"generated-{how}-{rows}.sqlite"
+    con = sqlite3.connect(path)
+    start = (f"start INTEGER AS (length(hex(zeroblob({cost}))) + id) VIRTUAL"
+             if how == "virtual" else "start INTEGER")
+    con.executescript(f"""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'kernel');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (id INTEGER PRIMARY KEY, {start},
+                                                 {KERNEL_COLUMNS});
+    """)
+    cols = "end, deviceId, contextId, streamId, correlationId, globalPid, demangledName, " \
+           "shortName"
+    if how != "virtual":
+        cols = "start, " + cols
+    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({cols}) VALUES "
+                    f"({', '.join('?' * len(cols.split(',')))})",
+                    [((i * 10,) if how != "virtual" else ()) + (i * 10 + 5, 0, 0, 7, i, 0, 1, 1)
+                     for i in range(rows)])
+    if how == "trigger":
+        con.execute("CREATE TRIGGER t AFTER INSERT ON CUPTI_ACTIVITY_KIND_KERNEL BEGIN "
+                    "DELETE FROM StringIds; END")
+    con.commit()
+    con.close()
+    return path
+
+
+def value_attacks(folder: Path, kind: str) -> Path:
+    """One small Chrome trace with one hostile value: a ``[memory]`` Device Id of 2**40
+    (the file was lost), a lone ``\\ud83d`` escape after the events ("truncated JSON"),
+    metadata of the wrong type (a traceback), or names with line breaks (forged lines)."""
+    evs = [_event("aten::mm", i * 10.0, 1, 5.0) for i in range(60)]
+    head = ""
+    if kind == "memory":
+        evs.append({"ph": "i", "s": "t", "name": "[memory]", "ts": 3.0, "pid": 1, "tid": 1,
+                    "args": {"Device Id": 2 ** 40, "Device Type": 1, "Bytes": 64,
+                             "Total Allocated": 64, "Total Reserved": 128}})
+    elif kind == "metadata":
+        head = '"cpu_cores": "many", "cpu_busy_other_cores": 1e999, "cpu_core_interference": ' \
+               '"nan", '
+    elif kind == "names":
+        evs += [_event("op\nerror: forged line\r", 700.0 + i, 1, 0.5) for i in range(3)]
+        evs.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1,
+                    "args": {"name": "main\nerror: forged"}})
+    text = "{" + head + '"traceEvents": ' + json.dumps(evs)
+    text += ', "traceName": "\\ud83d"}' if kind == "surrogate" else "}"
+    path = folder / f"value-{kind}.json"
+    path.write_text(text)
+    return path
+
+
+#: (family, generator, args at full size, args at test size, env) for fuzz.py --attacks
+FAMILIES = [
+    ("gzip: 1 event + blank space after the document", trailing_blank_gzip,
+     (1 << 30, "after"), (8 << 20, "after"), {}),
+    ("gzip: blank space between header keys", trailing_blank_gzip,
+     (1 << 30, "before"), (8 << 20, "before"), {}),
+    ("gzip: blank space inside the events array", trailing_blank_gzip,
+     (200 << 20, "array"), (8 << 20, "array"), {}),
+    ("gzip: huge header value", huge_header_value, (1 << 30,), (40 << 20,), {}),
+    ("gzip: decompresses past the limit (limit 256 MiB)", trailing_blank_gzip,
+     (1 << 30, "after"), (8 << 20, "after"),
+     {"SOFA_GUI_MAX_DECOMPRESSED_BYTES": str(256 << 20)}),
+    ("args nested 990 deep", nested_args, (990,), (990,), {}),
+    ("args nested 100,000 deep", nested_args, (100_000,), (5_000,), {}),
+    ("xplane: 1 MB metadata stat, 3,000 events", xplane_shared_stats,
+     (1 << 20, 3000), (1 << 20, 300), {}),
+    ("xplane: 1 MB interned string, 3,000 events refer to it", xplane_shared_stats,
+     (1 << 20, 3000, "ref"), (1 << 20, 300, "ref"), {}),
+    ("100,000 threads", many_threads, (100_000, 1), (2_000, 1), {}),
+    ("SQLite: kernel table is a recursive VIEW", recursive_view_sqlite, (), (), {}),
+    ("names with ESC/CSI/CR/bidi/Markdown", hostile_names, (), (), {}),
+    ("one 200 MB slice name", huge_name, (200 << 20, 2), (4 << 20, 4), {}),
+    ("SOFA CSV: one 9 MiB cell", sofa_long_cell, (9 << 20,), (9 << 20,), {}),
+    ("SOFA CSV: quoted cell of 2.5M line breaks (5 MB)", sofa_quoted_breaks,
+     (2_500_000,), (2_500_000,), {}),
+    ("symlink loop as the path", symlink_loop, (), (), {}),
+    ("period-3 stream, 200k events", period_stream, (200_000, 3), (30_000, 3), {}),
+    ("period-600 stream, 200k events", period_stream, (200_000, 600), (30_000, 600), {}),
+    ("recording: 80,000 processes", recording_many_processes, (80_000,), (3_000,), {}),
+    ("recording: 10M run-length rows in counters.parquet", recording_rle_counters,
+     (10_000_000,), (2_000_000,), {}),
+    ("recording: files linking out of the folder", recording_symlinks, (), (), {}),
+    ("SQLite: costly VIRTUAL generated column", generated_column_sqlite,
+     (4000, 1 << 30), (200, 64 << 20), {}),
+    ("SQLite: trigger on a kernel table", generated_column_sqlite,
+     (200, 1, "trigger"), (200, 1, "trigger"), {}),
+    ("[memory] Device Id 2**40", value_attacks, ("memory",), ("memory",), {}),
+    ("lone \\ud83d escape after the events", value_attacks, ("surrogate",), ("surrogate",),
+     {}),
+    ("metadata of the wrong type", value_attacks, ("metadata",), ("metadata",), {}),
+    ("line breaks in names", value_attacks, ("names",), ("names",), {}),
+]

@@ -48,13 +48,15 @@ from ...errors import TraceFormatError
 from ...idle_work import idle_work_pending, run_idle_work
 from ...progress import NullProgress, Progress
 from ...trace import LoadStats
-from ..args_spill import ArgsSpill, part_array, spill_dir
+from ..args_spill import ArgsSpill, part_array
 from ..source_args import on_demand
+from ..spill_dir import part_dir
 from .cores import parallel_pays, usable_cpus
 from .decode import OBJECT_SEP, EventStream
 from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileReader
+from .workers import WorkerDied, exit_text, sigint_held, stop_pool, workers_of
 
 log = logging.getLogger(__name__)
 
@@ -346,6 +348,11 @@ def die_with_parent(parent: int) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
         except (OSError, AttributeError):
             pass
+    import signal
+
+    # Ctrl-C is the parent's to handle: it stops the workers (no worker traceback, and a
+    # worker's KeyboardInterrupt must not pass for a decode error read again serially)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if os.getppid() != parent:
         os._exit(1)
 
@@ -373,17 +380,18 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
     try:
         spill_paths = [_spill_file() for _ in cuts[1:]]
         columns_paths = [_spill_file("sofa-columns-part-") for _ in cuts[1:]]
-        pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
-                                   initializer=die_with_parent, initargs=(os.getpid(),))
         lazy = on_demand()
-        futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
-                   for part, sp, cp in zip(cuts[1:], spill_paths, columns_paths)]
+        with sigint_held():
+            pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
+                                       initializer=die_with_parent, initargs=(os.getpid(),))
+            futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
+                       for part, sp, cp in zip(cuts[1:], spill_paths, columns_paths)]
         own_stats, own_spill = LoadStats(), ArgsSpill()
         reader = FileReader(path, names, own_stats, own_spill, lazy)
         stream = cuts[0].stream(path)
         reader.read(_OnCores(progress, len(cuts)), lo, lo + (hi - lo) / len(cuts),
                     stream=stream, finish=False)
-        results = _collect(futures, progress)
+        results = _collect(futures, progress, workers_of(pool))
         tagged = set().union(_tagged(stream), *(r.tagged for r in results))
         if len(tagged) > 1:
             log.info("%s: parts decoded with different decoders; reading serially", path)
@@ -395,11 +403,13 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         arrays = [part_array(sp, r.offsets, r.blob) for sp, r in zip(spill_paths, results)]
         for r, cp in zip(results, columns_paths):
             unship(r.data, cp)
+    except WorkerDied as exc:
+        raise TraceFormatError(path, str(exc)) from None
     except (TraceFormatError, OSError, RuntimeError, EOFError, ValueError, MemoryError) as exc:
         log.info("%s: parallel decode not used (%s); reading serially", path, exc)
         return None
     finally:
-        _stop(pool)
+        stop_pool(pool)
         for sp in (*spill_paths, *columns_paths):
             _unlink(sp)
     log.debug("%s: decoded in %d parts", path, len(cuts))
@@ -420,8 +430,10 @@ class _OnCores:
         self._progress.check_cancelled()
 
 
-def _collect(futures: list, progress: Progress) -> list[PartResult]:
-    """Results in part order; raises the first worker error; cancellable meanwhile."""
+def _collect(futures: list, progress: Progress, workers: list) -> list[PartResult]:
+    """Results in part order; raises the first worker error, or :class:`WorkerDied` within
+    0.1 s of a worker's death (its half-sent result would block the pool's reader
+    forever); cancellable meanwhile."""
     from concurrent.futures import FIRST_EXCEPTION, wait
 
     pending = set(futures)
@@ -433,32 +445,24 @@ def _collect(futures: list, progress: Progress) -> list[PartResult]:
             if f.exception() is not None:
                 raise _as_error(f.exception())
         progress.check_cancelled()
+        dead = [p for p in workers if p.exitcode is not None]
+        if pending and dead:
+            how = exit_text(dead[0].exitcode)
+            raise WorkerDied(f"a decode worker ended while reading ({how}); nothing was loaded")
     return [f.result() for f in futures]
 
 
-def _as_error(exc: BaseException) -> Exception:
-    """A worker's failure as one of the errors that mean "read serially"."""
-    if isinstance(exc, (TraceFormatError, OSError, RuntimeError, ValueError, MemoryError)):
+def _as_error(exc: BaseException) -> BaseException:
+    """A worker's failure as one of the errors that mean "read serially"; an interrupt
+    stays one."""
+    if isinstance(exc, (TraceFormatError, OSError, RuntimeError, ValueError, MemoryError,
+                        KeyboardInterrupt)):
         return exc
     return RuntimeError(f"decode worker failed: {exc!r}")
 
 
-def _stop(pool) -> None:
-    """Shut the pool down; workers still busy (cancel, an error elsewhere) are killed."""
-    if pool is None:
-        return
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    for p in procs:
-        p.join(timeout=5)
-    pool.shutdown(wait=True)  # joins its manager thread: the caller may fork again later
-
-
 def _spill_file(prefix: str = "sofa-args-part-") -> str:
-    fd, name = tempfile.mkstemp(prefix=prefix, dir=spill_dir())
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=part_dir())
     os.close(fd)
     return name
 

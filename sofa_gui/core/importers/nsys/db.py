@@ -46,13 +46,36 @@ def connect(path: Path) -> sqlite3.Connection:
     uri = "file:" + quote(str(Path(path).resolve())) + "?mode=ro"
     con = sqlite3.connect(uri, uri=True, check_same_thread=False)
     con.text_factory = lambda b: b.decode("utf-8", "replace")
+    if hasattr(con, "setlimit"):  # Python 3.11+
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     return con
+
+
+#: SQLite VM steps the reads of one file may take: this many per file byte, at least
+#: :data:`STEPS_FLOOR` (an export reads in a few dozen steps per byte; a hostile one
+#: computing something per row would run for minutes).
+STEPS_PER_BYTE, STEPS_FLOOR = 4_000, 2_000_000_000
+#: Longest string or blob a query may make (SQLITE_LIMIT_LENGTH): exports hold short names.
+MAX_VALUE_BYTES = 64 << 20
+
+
+def budget_for(path: Path) -> int:
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        size = 0
+    return max(STEPS_FLOOR, STEPS_PER_BYTE * size)
+
+
+class OverBudget(Exception):
+    """The reads of a file took more SQLite steps than :func:`budget_for` allows."""
 
 
 class NsysDb:
     """Table/column discovery plus chunked integer fetches."""
 
-    def __init__(self, con: sqlite3.Connection, progress: Progress | None = None):
+    def __init__(self, con: sqlite3.Connection, progress: Progress | None = None,
+                 budget: int | None = None):
         self.con = con
         self._progress = progress
         #: why the running query was stopped (Cancelled or KeyboardInterrupt), to re-raise
@@ -60,15 +83,39 @@ class NsysDb:
         #: rows dropped because a value in an integer column was not an integer (skipped)
         self.bad_rows = 0
         con.set_progress_handler(self._keep_going, _CHECK_STEPS)
+        #: VM steps left before the reads are stopped (None: no budget)
+        self.steps_left = budget
         self.tables = {r[0] for r in con.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND sql NOT LIKE 'CREATE VIRTUAL%'")}
         self._columns: dict[str, set[str]] = {}
+
+    def crafted(self) -> str | None:
+        """Why the file is not a plain export, or None: a generated column (computed on
+        every read, at any cost) or a trigger in a table it reads. Views are never read."""
+        for table in sorted(self.tables):
+            rows = self.con.execute(f'PRAGMA table_xinfo("{table}")').fetchall()
+            gen = [r[1] for r in rows if r[6] in (2, 3)]
+            if gen:
+                return f"table {table} has a generated column ({gen[0]}): not an export"
+        trig = self.con.execute("SELECT name, tbl_name FROM sqlite_master "
+                                "WHERE type = 'trigger' LIMIT 1").fetchone()
+        if trig is not None:
+            return f"table {trig[1]} has a trigger ({trig[0]}): not an export"
+        return None
 
     def _keep_going(self) -> int:
         """SQLite's progress callback: non-zero aborts the query (Cancel, Ctrl-C)."""
         try:
             if self._progress is not None:
                 self._progress.check_cancelled()
+            if self.steps_left is not None:
+                self.steps_left -= _CHECK_STEPS
+                if self.steps_left < 0:
+                    raise OverBudget("its queries ran past their budget of SQLite steps "
+                                     "for a file of this size: not an export")
+        except OverBudget as exc:
+            self.stopped = exc
         except Cancelled as exc:
             self.stopped = exc
         except KeyboardInterrupt as exc:  # the SIGINT handler runs here, in Python code

@@ -18,7 +18,7 @@ from ...progress import Progress
 from ...trace import Trace
 from ..confidence import Confidence
 from .activity import LOADERS, TABLES, Ctx
-from .db import NsysDb, StringIds, connect, is_sqlite
+from .db import NsysDb, OverBudget, StringIds, budget_for, connect, is_sqlite
 
 _REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 _GPU_FIELDS = {"name": "name", "totalMemory": "total memory", "smCount": "SM count",
@@ -69,10 +69,12 @@ class NsysSqliteImporter:
             raise TraceFormatError(path, f"cannot open SQLite file ({exc})") from None
         db = None
         try:
-            db = NsysDb(con, progress)
+            db = NsysDb(con, progress, budget_for(path))
             return _load(path, db, progress)
         except sqlite3.Error as exc:
             stop = db.why_stopped(exc) if db is not None else None
+            if isinstance(stop, OverBudget):
+                raise TraceFormatError(path, str(stop)) from None
             if stop is not None:
                 raise stop from None  # Cancel or Ctrl-C stopped the query
             raise TraceFormatError(path, f"unreadable SQLite data ({exc})") from None
@@ -84,6 +86,9 @@ def _load(path: Path, db: NsysDb, progress: Progress) -> Trace:
     if not _is_nsys(db.tables):
         raise TraceFormatError(path, "SQLite file but not an Nsight Systems export"
                                + _what_it_is(db.tables))
+    crafted = db.crafted()
+    if crafted is not None:
+        raise TraceFormatError(path, f"SQLite file not read: {crafted}")
     b = TraceBuilder(str(path), "nsys")
     ctx = Ctx(b, db, StringIds(db), progress)
     _meta(ctx)
