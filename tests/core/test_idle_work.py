@@ -36,7 +36,7 @@ def test_the_decode_runs_it_while_a_worker_is_still_busy():
 
     timer.start()
     with while_idle(work):
-        assert parallel._collect([busy], NullProgress()) == ["part 1"]
+        assert parallel._collect([busy], NullProgress(), workers=[]) == ["part 1"]
     assert ran == [False]  # before the worker was done
 
 
@@ -44,7 +44,7 @@ def test_not_when_the_workers_are_done_already():
     done, ran = Future(), []
     done.set_result("part 1")
     with while_idle(lambda: ran.append(1)):
-        parallel._collect([done], NullProgress())
+        parallel._collect([done], NullProgress(), workers=[])
     assert ran == []
 
 
