@@ -1,5 +1,5 @@
-"""How many decode processes an open uses: the cgroup's CPU quota and a live probe decide,
-so that splitting a file never makes its open slower than one process."""
+"""How many decode processes an open uses: one per usable core, the cgroup's CPU quota
+capping the affinity mask."""
 
 from __future__ import annotations
 
@@ -31,38 +31,16 @@ def test_usable_cpus_is_capped_by_the_quota(monkeypatch):
     assert cores.usable_cpus() == 1
 
 
-def test_parallel_gain_is_a_positive_ratio():
-    gain = cores.parallel_gain()
-    assert gain is None or 0 < gain < 10
-
-
-def test_a_big_file_stays_in_one_process_when_a_second_would_not_run_in_parallel(
-        monkeypatch):
+def test_a_big_file_is_split_over_the_usable_cores(monkeypatch):
     monkeypatch.delenv("SOFA_GUI_DECODE_PARTS", raising=False)
     monkeypatch.delenv("SOFA_GUI_PARALLEL_MIN_BYTES", raising=False)
     monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
-    calls = []
-    monkeypatch.setattr(cores, "parallel_gain", lambda: calls.append(1) or 1.05)
-    monkeypatch.setattr(parallel, "parallel_pays", cores.parallel_pays)
-    assert parallel.decode_parts(parallel.PARALLEL_MIN_BYTES) == 1
-    assert len(calls) == 2  # a low reading is confirmed before giving up the split
-
-
-def test_a_big_file_is_split_when_the_probe_finds_free_cores(monkeypatch):
-    monkeypatch.delenv("SOFA_GUI_DECODE_PARTS", raising=False)
-    monkeypatch.delenv("SOFA_GUI_PARALLEL_MIN_BYTES", raising=False)
-    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
-    monkeypatch.setattr(parallel, "parallel_pays", lambda: True)
     assert parallel.decode_parts(parallel.PARALLEL_MIN_BYTES) == 2
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
+    assert parallel.decode_parts(parallel.PARALLEL_MIN_BYTES) == 1
 
 
-def test_one_busy_moment_does_not_give_up_the_split(monkeypatch):
-    readings = iter([1.0, 1.9])
-    monkeypatch.setattr(cores, "parallel_gain", lambda: next(readings))
-    assert cores.parallel_pays()
-
-
-def test_forced_part_count_skips_the_probe(monkeypatch):
+def test_a_forced_part_count_wins(monkeypatch):
     monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", "3")
-    monkeypatch.setattr(parallel, "parallel_pays", lambda: (_ for _ in ()).throw(AssertionError))
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
     assert parallel.decode_parts(parallel.PARALLEL_MIN_BYTES) == 3

@@ -51,7 +51,7 @@ from ...trace import LoadStats
 from ..args_spill import ArgsSpill, part_array
 from ..source_args import on_demand
 from ..spill_dir import part_dir
-from .cores import parallel_pays, usable_cpus
+from .cores import usable_cpus
 from .decode import OBJECT_SEP, EventStream
 from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
@@ -79,9 +79,9 @@ def _env_int(name: str) -> int | None:
 def decode_parts(size: int) -> int:
     """How many parts a plain file of ``size`` bytes is decoded in (1: serially).
 
-    One per usable core (the affinity mask capped by the cgroup's CPU quota), and one
-    in all when a probe finds that a second process would not run in parallel with
-    this one (:func:`.cores.parallel_pays`), so the split never makes an open slower.
+    One per usable core: the affinity mask capped by the cgroup's CPU quota
+    (:func:`.cores.usable_cpus`), so a container allowed one CPU's worth of time decodes
+    in one process.
     ``SOFA_GUI_DECODE_PARTS`` forces the count (for tests and benchmarks); a process
     that may not start children (a daemonic one) decodes serially."""
     if size < 1 << 20 and not {"SOFA_GUI_DECODE_PARTS", "SOFA_GUI_PARALLEL_MIN_BYTES"} & set(
@@ -97,11 +97,7 @@ def decode_parts(size: int) -> int:
     least = _env_int("SOFA_GUI_PARALLEL_MIN_BYTES")
     if size < (PARALLEL_MIN_BYTES if least is None else least):
         return 1
-    n = min(usable_cpus(), MAX_PARTS)
-    if n > 1 and not parallel_pays():
-        log.debug("a second decode process would not run in parallel now; one process")
-        return 1
-    return n
+    return min(usable_cpus(), MAX_PARTS)
 
 
 @dataclass(frozen=True)
