@@ -319,14 +319,21 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def compiled_envs(pyc: Path) -> tuple[dict, dict]:
+    """(default, one-process) CLI environments sharing the bytecode cache ``pyc``, the
+    bytecode compiled once by a first run on the sample."""
+    env = cli_env(pyc)
+    one = cli_env(pyc, SOFA_GUI_DECODE_PARTS="1")
+    with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
+        run_cli(SAMPLE, Path(cache), "--no-cache", env=env)
+    return env, one
+
+
 def measure_tiled(path: Path, repeat: int) -> dict:
     """Every step ``repeat`` times, interleaved (so load spikes hit all alike); best kept."""
     steps: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="sofa-bench-pyc-") as pyc:
-        env = cli_env(Path(pyc))
-        one = cli_env(Path(pyc), SOFA_GUI_DECODE_PARTS="1")
-        with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
-            run_cli(SAMPLE, Path(cache), "--no-cache", env=env)  # compiles the bytecode
+        env, one = compiled_envs(Path(pyc))
         for _ in range(repeat):
             steps.setdefault("json", []).append(_json_load(path))
             with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:

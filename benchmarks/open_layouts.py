@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import (  # noqa: E402  (benchmarks share helpers by path)
     SAMPLE,
     STEP_NAME,
-    cli_env,
+    compiled_envs,
     run_cli,
     tile_event,
     tile_shift,
@@ -120,10 +120,7 @@ def _json_load(path: Path) -> float:
 def measure(files: list[tuple[str, Path]], repeat: int) -> dict[str, dict[str, float]]:
     best: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="sofa-bench-pyc-") as pyc:
-        env = cli_env(Path(pyc))
-        one = cli_env(Path(pyc), SOFA_GUI_DECODE_PARTS="1")
-        with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
-            run_cli(SAMPLE, Path(cache), "--no-cache", env=env)  # compiles the bytecode
+        env, one = compiled_envs(Path(pyc))
         for _ in range(repeat):
             for label, path in files:
                 row = best.setdefault(label, {})
