@@ -147,6 +147,18 @@ print(json.dumps({"one": one, "two": two, "big": big}), flush=True)
 """
 
 
+def calibrate_cores(notes: list[str]) -> dict:
+    """``{"core_interference": ..., "batch_handover": ...}`` as the manifest's host section
+    keeps them (None where not measured, with a line in ``notes`` saying why)."""
+    out = {"core_interference": core_interference(), "batch_handover": batch_handover()}
+    if out["core_interference"] is None:
+        notes.append("--calibrate-cores: could not measure (one core, or no numpy)")
+    if out["batch_handover"] is None:
+        notes.append("--calibrate-cores: batch hand-over not measured (one core, or no "
+                     "PyTorch in sofa-gui's Python)")
+    return out
+
+
 def batch_handover(batches: int = 80, rounds: int = 2, timeout: float = 60.0) -> dict | None:
     """What a DataLoader worker's batch costs the main thread on this machine:
     ``{"per_batch_us", "per_tensor_us", "per_mb_us", "batches", "spread_us", "how"}`` (one

@@ -38,6 +38,9 @@ class RecordConfig:
     env: dict[str, str] = field(default_factory=dict)  # extra variables for the child
     stop_grace_s: float = 10.0  # Stop: SIGINT, then SIGTERM after this, then SIGKILL
     calibrate_cores: bool = False  # after the run: how much a busy core slows another
+    # a calibration measured once for several runs (``sofa-gui try``): written into the
+    # manifest's host section as if measured after this run
+    calibration: dict = field(default_factory=dict)
     keep_env: tuple[str, ...] = ()  # variables kept for ``sofa-gui try`` besides the usual
 
     def __post_init__(self):

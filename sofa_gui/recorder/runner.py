@@ -338,6 +338,7 @@ class Recorder:
                          f"could not be written ({self.pump.error})")
         m["processes"] = self.host.process_list()
         m["sources"] = self._sources(rows)
+        m["host"].update(self.config.calibration)
         if self.config.calibrate_cores:  # after the run: the program is not slowed by it
             self._calibrate(m["host"], notes)
         m["files"] = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
@@ -359,14 +360,8 @@ class Recorder:
     def _calibrate(host: dict, notes: list) -> None:
         """``--calibrate-cores``: how much a busy core slows another, and what a DataLoader
         worker's batch costs the main thread (the advisor's loader-workers estimate)."""
-        from .calibrate import batch_handover, core_interference
-        host["core_interference"] = core_interference()
-        if host["core_interference"] is None:
-            notes.append("--calibrate-cores: could not measure (one core, or no numpy)")
-        host["batch_handover"] = batch_handover()
-        if host["batch_handover"] is None:
-            notes.append("--calibrate-cores: batch hand-over not measured (one core, or no "
-                         "PyTorch in sofa-gui's Python)")
+        from .calibrate import calibrate_cores
+        host.update(calibrate_cores(notes))
     def _sources(self, rows: dict) -> dict:
         cfg, st = self.config, self.host.stats
         out = {

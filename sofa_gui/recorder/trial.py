@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.analysis.tryable import SHIM_PREFIX, Tryable, env_for
+from .calibrate import calibrate_cores
 from .config import RecordConfig, command_label
 from .runner import Recorder
 
@@ -98,6 +99,7 @@ class Trial:
         self.config = config
         self.on_progress = on_progress
         self.cores_free = cores_free
+        self.calibration: dict = {}  # measured once, written into every run's manifest
         self._cancel = threading.Event()
         self._recorder: Recorder | None = None
         self._lock = threading.Lock()
@@ -115,18 +117,32 @@ class Trial:
         cfg = self.config
         cfg.folder.mkdir(parents=True, exist_ok=True)
         cores = self.cores_free if self.cores_free is not None else free_cores()
-        after_env = env_for(cfg.fix, {**os.environ, **cfg.env}, cores)
-        runs: list[dict] = []
         total = 2 * cfg.rounds
+        if cfg.fix.planned:
+            self._progress(0, total, "measuring how the cores share work (about 10 s)")
+            self.calibration = calibrate_cores([])
+        runs: list[dict] = []
+        after_env, plan = None, None
         for i in range(cfg.rounds):
             for side in SIDES:
+                if side == "after" and after_env is None:
+                    plan = self._plan(runs[0]) if cfg.fix.planned else None
+                    after_env = env_for(cfg.fix, {**os.environ, **cfg.env}, cores, plan)
                 self._progress(len(runs), total, f"{side.upper()} run {i + 1} of {cfg.rounds}")
                 env = dict(cfg.env, **(after_env if side == "after" else {}))
                 runs.append(self._record(side, i + 1, env))
         self._progress(total, total, "analyzing the runs")
-        result = summarize(cfg.fix, cfg.folder, runs, after_env, cores)
+        result = summarize(cfg.fix, cfg.folder, runs, after_env, cores, plan)
         write_json(cfg.folder / TRY_FILE, result)
         return result
+
+    def _plan(self, before: dict) -> dict | None:
+        """The settings the first BEFORE run's advisor gives the fix (its worker count and
+        main threads for this machine and this loop); None when it has none."""
+        from ..core.analysis.try_result import planned_settings
+
+        self._progress(1, 2 * self.config.rounds, "planning the fix from BEFORE run 1")
+        return planned_settings(self.config.fix, self.config.folder / before["folder"])
 
     def _progress(self, done: int, total: int, what: str) -> None:
         if self._cancel.is_set():
@@ -140,7 +156,7 @@ class Trial:
         env = dict(env, **{f"{SHIM_PREFIX}STEPS": f"{cfg.warmup}:{cfg.steps}",
                            f"{SHIM_PREFIX}FIX": cfg.fix.id if side == "after" else "none"})
         rec_cfg = RecordConfig(command=cfg.command, cwd=cfg.cwd, output=folder, torch=True,
-                               env=env)
+                               env=env, calibration=self.calibration)
         logs = {name: open(folder.parent / f".{folder.name}-{name}.tmp", "wb")
                 for name in ("stdout", "stderr")}
         recorder = Recorder(rec_cfg, on_output=lambda name, chunk: logs[name].write(chunk))

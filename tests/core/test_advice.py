@@ -198,7 +198,7 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
     ``cpu_interf``; the workers estimate uses it; a bad value is unknown, not guessed."""
     import gzip
 
-    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.loader_plan import plan
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
         doc.pop(key)  # the interference alone: no hand-over term
@@ -214,7 +214,9 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
         if known:
             assert fact.value == 1.3 and "calibration: test" in fact.proof
             share = by_id(a)["input_pipeline_bound"].share
-            assert w.estimate == pytest.approx(parallel_bound(share, 1.0, 1.3), rel=1e-6)
+            rest = 1.0 - share
+            assert w.estimate == pytest.approx(plan(share, rest, rest, 0.0, 1.3, 2.0).speedup,
+                                               rel=1e-6)
             assert "1.30x slower while another core works (trace metadata" in w.estimate_why
         else:
             assert "assumed" in w.estimate_why
@@ -249,7 +251,7 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     recorded on the stacks add the per-MB cost; implausible values are unknown."""
     import gzip
 
-    from sofa_gui.core.analysis.findings.input_rules import parallel_bound
+    from sofa_gui.core.analysis.findings.loader_plan import plan
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     doc.pop("cpu_core_interference", None)  # the stated default: the comparison is the term
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
@@ -273,11 +275,14 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     assert "no shapes): +1000 µs per MB not counted" in w.estimate_why
     assert w.estimate_why.endswith("not counted: changes in the main process's own memory "
                                    "behaviour once the loading leaves it (e.g. freed memory "
-                                   "faulted in again every step)")
+                                   "faulted in again every step); fewer main threads' effect "
+                                   "on its own compute not counted")
     assert w.estimate < plain.estimate
     hand = 2.5e6 / _steady_wall(a)
-    assert w.estimate == pytest.approx(parallel_bound(f.share, 1.0, 1.15, None, hand),
+    rest = 1.0 - f.share  # a CPU-only run: all of the rest is the host's work
+    assert w.estimate == pytest.approx(plan(f.share, rest, rest, hand, 1.15, 2.0).speedup,
                                        rel=1e-6)
+    assert w.settings == plan(f.share, rest, rest, hand, 1.15, 2.0).settings()
     stacks = [ev for ev in doc["traceEvents"] if ev.get("name") == "aten::stack"]
     for k, ev in enumerate(stacks):  # the collate's shapes: 64 samples of 1728, then of 1
         ev.setdefault("args", {})["Input Dims"] = [[[1728 if k % 2 == 0 else 1]] * 64, []]

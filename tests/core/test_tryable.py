@@ -35,11 +35,21 @@ def test_the_input_finding_s_worker_fix_is_loader_workers():
     assert TRYABLE["loader-workers"] not in tryables_for("compute_bound", fix)
 
 
-def test_workers_come_from_the_free_cores_leaving_one_to_the_loop():
-    assert loader_workers(8) == 7
-    assert loader_workers(1) == 1
+def test_without_a_plan_workers_leave_one_core_to_the_loop_and_its_threads_one_each():
+    assert loader_workers(8) == (7, 1)
+    assert loader_workers(1) == (1, 1)
     env = env_for(TRYABLE["loader-workers"], {}, cores_free=4)
-    assert env == {f"{SHIM_PREFIX}LOADER_WORKERS": "3", f"{SHIM_PREFIX}PERSISTENT_WORKERS": "1"}
+    assert env == {f"{SHIM_PREFIX}LOADER_WORKERS": "3", f"{SHIM_PREFIX}PERSISTENT_WORKERS": "1",
+                   f"{SHIM_PREFIX}MAIN_THREADS": "1"}
+
+
+def test_the_advisor_s_plan_sets_the_workers_and_the_main_threads():
+    plan = {"num_workers": 2, "main_threads": 3}
+    env = env_for(TRYABLE["loader-workers"], {}, cores_free=8, plan=plan)
+    assert env[f"{SHIM_PREFIX}LOADER_WORKERS"] == "2"
+    assert env[f"{SHIM_PREFIX}MAIN_THREADS"] == "3"
+    assert TRYABLE["loader-workers"].planned and TRYABLE["prefetch-factor"].planned
+    assert not TRYABLE["gc-freeze"].planned
 
 
 def test_flag_variables_are_appended_to_the_user_s_own():
@@ -84,3 +94,15 @@ def test_without_a_profile_the_whole_runs_wall_times_are_measured():
     r = _result(1.5, None, unprofiled={"basis": "whole run"}, unprofiled_speedup=1.45)
     assert verdict(r) == "held: predicted 1.50x, measured 1.45x"
     assert tried_label(r) == "tried: 1.45x measured (predicted 1.50x)"
+
+
+def test_the_unprofiled_steps_judge_and_the_profiled_gain_is_named_beside():
+    r = _result(1.08, 0.70, unprofiled={"basis": "median step", "speedup": 1.15},
+                unprofiled_speedup=1.15)
+    assert verdict(r) == ("held: predicted 1.08x, measured 1.15x (the profiler changed the "
+                          "gain (profiled 0.70x))")
+    assert tried_label(r) == "tried: 1.15x measured (predicted 1.08x)"
+    miss = verdict(_result(1.6, 1.55, unprofiled={"basis": "median step", "speedup": 1.02},
+                           unprofiled_speedup=1.02))
+    assert miss.startswith("did not hold, because the profiler changed the gain (profiled "
+                           "1.55x)") and miss.endswith("(predicted 1.60x, measured 1.02x)")

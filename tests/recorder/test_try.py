@@ -108,6 +108,26 @@ def test_the_shim_changes_tf_data_map_s_default(tmp_path):
 
 
 @needs_torch
+def test_the_main_process_keeps_the_cores_the_new_workers_leave(tmp_path):
+    """loader-workers: a DataLoader that gets workers from the fix caps the main process's
+    intra-op threads at the plan's; one that already has workers changes nothing."""
+    code = ("import torch\n"
+            "from torch.utils.data import DataLoader\n"
+            "torch.set_num_threads(2)\n"
+            "DataLoader(list(range(4)), num_workers=3)\n"
+            "print(torch.get_num_threads())\n"
+            "d = DataLoader(list(range(4)))\n"
+            "print(torch.get_num_threads(), d.num_workers)\n")
+    env = dict(os.environ, PYTHONPATH=str(SHIM_DIR), SOFA_GUI_RECORDING=str(tmp_path),
+               SOFA_GUI_TRY_LOADER_WORKERS="2", SOFA_GUI_TRY_MAIN_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.split() == ["2", "1", "2"], out.stderr
+    applied = json.loads((tmp_path / "try-applied.json").read_text())["applied"]
+    assert applied["torch.set_num_threads"] == 1 and applied["DataLoader.num_workers"] == 2
+
+
+@needs_torch
 @pytest.mark.slow
 def test_loader_workers_on_a_training_script_leaves_the_script_unchanged(tmp_path, capsys):
     script = tmp_path / "train.py"
@@ -122,6 +142,11 @@ def test_loader_workers_on_a_training_script_leaves_the_script_unchanged(tmp_pat
     assert hashlib.sha256(script.read_bytes()).hexdigest() == digest
     assert result["applied"]["program"]["DataLoader.num_workers"] >= 1
     assert result["applied"]["program"]["DataLoader.persistent_workers"] is True
+    plan = result["plan"]  # the first BEFORE run's plan; none when no core was free then
+    workers = plan["num_workers"] if plan else 1
+    assert result["applied"]["program"]["DataLoader.num_workers"] == workers
+    manifest = json.loads((out / "b1" / "manifest.json").read_text())
+    assert "batch_handover" in manifest["host"]  # the calibration measured once, in each run
     assert set(result["measured"]) >= {"median_speedup", "mean_speedup", "p90_speedup"}
     assert result["unprofiled_speedup"] > 0
     assert result["predicted_by"]["finding"] == "input_pipeline_bound"

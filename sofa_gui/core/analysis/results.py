@@ -204,7 +204,9 @@ class Fix:
     ``because`` is filled per run with the fact that makes it fit.
     ``gain``: how its own speed-up is estimated (a key of :data:`GAIN_NEEDS`; "" = the
     finding's estimate applies to all its fixes), ``name`` a short label for it;
-    ``estimate``/``estimate_why`` are filled per run.
+    ``estimate``/``estimate_why`` are filled per run, and ``settings`` with the values the
+    estimate assumes for the fix's parameters (``num_workers``, ``main_threads``), which
+    ``sofa-gui try`` applies.
     """
 
     framework: str
@@ -220,6 +222,7 @@ class Fix:
     name: str = ""
     estimate: float | None = None
     estimate_why: str = ""
+    settings: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = {"framework": self.framework, "text": self.text,
@@ -235,6 +238,8 @@ class Fix:
             out["estimated_speedup"] = (None if self.estimate is None
                                         else round(float(self.estimate), 3))
             out["estimate_basis"] = self.estimate_why
+        if self.settings:
+            out["settings"] = dict(self.settings)
         return out
 
     @property

@@ -22,9 +22,9 @@ _BUSY_CORES = 0.5  # other processes' mean busy cores worth naming in a verdict
 
 
 def summarize(fix: Tryable, folder: Path, runs: list[dict], env: dict[str, str],
-              cores_free: int) -> dict:
+              cores_free: int, plan: dict | None = None) -> dict:
     """The JSON result of a try whose runs (``run_record`` dicts, B A B A ...) are in
-    ``folder``."""
+    ``folder``; ``plan`` the settings the AFTER runs got from the advisor."""
     loaded = [_load(folder / r["folder"]) for r in runs]
     befores, afters = loaded[::2], loaded[1::2]
     predicted = _predicted(fix, [a for _, a in befores if a is not None])
@@ -36,7 +36,7 @@ def summarize(fix: Tryable, folder: Path, runs: list[dict], env: dict[str, str],
     unprofiled = _unprofiled(runs)
     applied = {"environment": env, "program": _merged(r["applied"] for r in runs[1::2])}
     out = {"fix": fix.id, "how": fix.how, "summary": fix.summary, "applied": applied,
-           "rounds": len(runs) // 2, "cores_free": cores_free,
+           "rounds": len(runs) // 2, "cores_free": cores_free, "plan": plan,
            "predicted": predicted["speedup"] if predicted else None,
            "predicted_by": predicted, "measured": measured,
            "unprofiled_speedup": unprofiled.get("speedup"), "unprofiled": unprofiled,
@@ -58,6 +58,19 @@ def _load(path: Path):
     if analysis.iterations is None or not len(analysis.iterations):
         return "no iterations in its profile", None
     return trace, analysis
+
+
+def planned_settings(fix: Tryable, run_folder: Path) -> dict | None:
+    """The ``settings`` (worker count, main threads) the advisor gives ``fix`` in the run
+    recorded in ``run_folder``; None when it cannot be read or gives none."""
+    _, analysis = _load(run_folder)
+    if analysis is None:
+        return None
+    for finding in analysis.findings:
+        for f in finding.fixes:
+            if f.settings and fix in tryables_for(finding.id, f):
+                return dict(f.settings)
+    return None
 
 
 def _predicted(fix: Tryable, analyses: list) -> dict | None:
@@ -138,11 +151,26 @@ def _busy(loaded: list) -> float | None:
 
 
 def measured_speedup(result: dict) -> float | None:
-    """The profiled runs' steady-state speed-up; without a profile, the whole runs'."""
+    """What the fix gave: the steps timed without the profiler (what the program does
+    when nobody watches; the profiler's own work changes the gain, most of all when the
+    fix moves work to other processes that share the cores with it); without them the
+    profiled runs' steady-state speed-up; without a profile, the whole runs'."""
+    unp = result.get("unprofiled") or {}
+    if unp.get("basis") == "median step" and unp.get("speedup"):
+        return unp["speedup"]
     meas = (result.get("measured") or {}).get("steady_speedup")
-    if meas is None and (result.get("unprofiled") or {}).get("basis") == "whole run":
+    if meas is None and unp.get("basis") == "whole run":
         meas = result.get("unprofiled_speedup")
     return meas
+
+
+def _other_measure(result: dict, meas: float) -> str | None:
+    """The profiled gain where the verdict judged by the unprofiled one and the two part
+    by more than :data:`HOLDS`."""
+    prof = (result.get("measured") or {}).get("steady_speedup")
+    if prof and prof != meas and abs(prof / meas - 1.0) > HOLDS:
+        return f"the profiler changed the gain (profiled {prof:.2f}x)"
+    return None
 
 
 def verdict(result: dict) -> str:
@@ -156,7 +184,8 @@ def verdict(result: dict) -> str:
                 f"nothing was predicted (measured {meas:.2f}x)")
     head = f"predicted {pred:.2f}x, measured {meas:.2f}x"
     if abs(pred / meas - 1.0) <= HOLDS:
-        return f"held: {head}"
+        note = _other_measure(result, meas)
+        return f"held: {head}" + (f" ({note})" if note else "")
     return f"did not hold, because {'; '.join(_reasons(result, pred, meas))} ({head})"
 
 
@@ -170,6 +199,8 @@ def _reasons(result: dict, pred: float, meas: float) -> list[str]:
     unp = result.get("unprofiled_speedup")
     if unp and unp != meas and abs(unp / meas - 1.0) > HOLDS:
         why.append(f"the profiler changed the gain (unprofiled {unp:.2f}x)")
+    elif _other_measure(result, meas):
+        why.append(_other_measure(result, meas))
     grew = _rest_grew(result.get("repeated_diff"))
     if grew is not None and abs(grew) >= 0.10:
         why.append(f"the rest of the step {'grew' if grew > 0 else 'shrank'} "
@@ -198,6 +229,9 @@ def try_text(result: dict) -> list[str]:
     env = {k: v for k, v in result["applied"]["environment"].items()}
     if env:
         lines.append("  environment: " + " ".join(f"{k}={v}" for k, v in env.items()))
+    if result.get("plan"):
+        lines.append("  planned by BEFORE run 1's advisor for this machine: " +
+                     ", ".join(f"{k}={v}" for k, v in result["plan"].items()))
     m = result["measured"]
     if m:
         extra = ", ".join(f"{lbl} {m[k]:.2f}x" for k, lbl in

@@ -45,17 +45,32 @@ class Tryable:
     def from_outside(self) -> bool:
         return self.how != CODE
 
-    def settings(self, cores_free: int | None = None) -> dict[str, str]:
-        """The shim settings with ``{workers}`` / ``{threads}`` filled from the free cores."""
-        workers = str(loader_workers(cores_free))
-        threads = str(max(1, os.cpu_count() or 1))
-        return {k: v.format(workers=workers, threads=threads) for k, v in self.shim.items()}
+    @property
+    def planned(self) -> bool:
+        """Its worker count and main threads come from the advisor's plan for the run."""
+        return any("{workers}" in v or "{main_threads}" in v for v in self.shim.values())
+
+    def settings(self, cores_free: int | None = None, plan: dict | None = None
+                 ) -> dict[str, str]:
+        """The shim settings with ``{workers}`` / ``{main_threads}`` from the advisor's
+        ``plan`` (its fix's ``settings``: ``num_workers``, ``main_threads``), else from the
+        free cores (:func:`loader_workers`); ``{threads}`` is the machine's cores."""
+        workers, main = loader_workers(cores_free)
+        if plan and int(plan.get("num_workers") or 0) > 0:
+            workers = int(plan["num_workers"])
+            main = max(1, int(plan.get("main_threads") or main))
+        values = {"workers": str(workers), "main_threads": str(main),
+                  "threads": str(max(1, os.cpu_count() or 1))}
+        return {k: v.format(**values) for k, v in self.shim.items()}
 
 
-def loader_workers(cores_free: int | None) -> int:
-    """DataLoader workers for the free cores: one core stays with the training loop."""
+def loader_workers(cores_free: int | None) -> tuple[int, int]:
+    """(DataLoader workers, main-process threads) for the free cores when the advisor has
+    no plan: one core stays with the training loop, and the main process keeps the cores
+    the workers leave (at least one thread), so the two do not oversubscribe them."""
     free = (os.cpu_count() or 1) if cores_free is None else cores_free
-    return max(1, int(free) - 1)
+    workers = max(1, int(free) - 1)
+    return workers, max(1, int(free) - workers)
 
 
 _PT, _TF, _JAX = "pytorch", "tensorflow", "jax"
@@ -63,15 +78,18 @@ _INPUT = ("input_pipeline_bound", "cpu_bound", "iteration_jitter")
 
 TRYABLE: dict[str, Tryable] = {t.id: t for t in (
     Tryable("loader-workers", _PT, SHIM,
-            "DataLoader(num_workers=N, persistent_workers=True) with N from the free cores "
-            "(one stays with the training loop) where the program asks for num_workers=0",
+            "DataLoader(num_workers=N, persistent_workers=True) where the program asks for "
+            "num_workers=0, and torch.set_num_threads(T) in the main process, N and T from "
+            "the advisor's plan for the free cores",
             findings=_INPUT, keywords=("num_workers=N",),
-            shim={"LOADER_WORKERS": "{workers}", "PERSISTENT_WORKERS": "1"}),
+            shim={"LOADER_WORKERS": "{workers}", "PERSISTENT_WORKERS": "1",
+                  "MAIN_THREADS": "{main_threads}"}),
     Tryable("prefetch-factor", _PT, SHIM,
             "DataLoader(prefetch_factor=4) on loaders that have workers (and one worker "
             "where they have none, since prefetching needs one)",
             findings=_INPUT, keywords=("prefetch_factor",),
-            shim={"PREFETCH_FACTOR": "4", "LOADER_WORKERS": "{workers}"}),
+            shim={"PREFETCH_FACTOR": "4", "LOADER_WORKERS": "{workers}",
+                  "MAIN_THREADS": "{main_threads}"}),
     Tryable("pin-memory", _PT, SHIM,
             "DataLoader(pin_memory=True): host-to-device copies from pinned memory",
             findings=("input_pipeline_bound", "host_device_copy_bound"),
@@ -160,17 +178,17 @@ def tryables_for(finding_id: str, fix) -> list[Tryable]:
             and any(k in fix.text for k in t.keywords)]
 
 
-def env_for(tryable: Tryable, base: dict[str, str], cores_free: int | None = None
-            ) -> dict[str, str]:
+def env_for(tryable: Tryable, base: dict[str, str], cores_free: int | None = None,
+            plan: dict | None = None) -> dict[str, str]:
     """The variables to set for the AFTER run (shim settings prefixed, ``+`` values
-    appended to ``base``'s)."""
+    appended to ``base``'s; ``plan`` as :meth:`Tryable.settings` takes it)."""
     out = {}
     for key, value in tryable.env.items():
         if value.startswith("+"):
             old = base.get(key, "")
             value = f"{old} {value[1:]}".strip()
         out[key] = value
-    for key, value in tryable.settings(cores_free).items():
+    for key, value in tryable.settings(cores_free, plan).items():
         out[SHIM_PREFIX + key] = value
     return out
 

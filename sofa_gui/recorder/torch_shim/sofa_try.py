@@ -3,7 +3,8 @@
 Loaded by ``sitecustomize`` when a ``SOFA_GUI_TRY_*`` variable is set; standard library
 only until the framework is imported. Settings (each a variable ``SOFA_GUI_TRY_<NAME>``):
 
-* ``LOADER_WORKERS=N``: a ``DataLoader`` asked for ``num_workers=0`` gets N workers;
+* ``LOADER_WORKERS=N``: a ``DataLoader`` asked for ``num_workers=0`` gets N workers, and
+  the main process then keeps at most ``MAIN_THREADS=T`` intra-op threads;
   ``PERSISTENT_WORKERS=1``, ``PREFETCH_FACTOR=K`` and ``PIN_MEMORY=1`` change those
   arguments (prefetch and persistence only where the loader has workers).
 * ``CUDNN_BENCHMARK=1``, ``TF32_MATMUL=1``, ``INTRA_OP_THREADS=N``, ``GC_FREEZE=1``:
@@ -102,6 +103,7 @@ class Trial:
         if workers and not kwargs.get("num_workers"):
             kwargs["num_workers"] = workers
             self.note("DataLoader.num_workers", workers)
+            self._main_threads()
         has_workers = bool(kwargs.get("num_workers"))
         if has_workers and v.get("PERSISTENT_WORKERS") == "1":
             kwargs["persistent_workers"] = True
@@ -115,6 +117,16 @@ class Trial:
         self.applied["loaders"] = self.loaders
         self.save()
         return kwargs
+
+    def _main_threads(self):
+        """The main process keeps the cores the new workers leave: fewer intra-op threads
+        when it has more than ``MAIN_THREADS``, never more than it asked for."""
+        import torch
+
+        cap = _int(self.values.get("MAIN_THREADS"))
+        if cap > 0 and torch.get_num_threads() > cap:
+            torch.set_num_threads(cap)
+            self.note("torch.set_num_threads", cap)
 
     def _patch_next(self, cls):
         original = cls.__next__

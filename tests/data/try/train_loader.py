@@ -1,7 +1,10 @@
 """A small CPU training loop of the kind users write: a DataLoader without workers whose
 per-sample augmentation (numpy) costs more than the model's step.
 
-    python3 train_loader.py [EPOCHS]
+    python3 train_loader.py [EPOCHS] [SIZE] [PASSES]
+
+SIZE x SIZE images (default 32) and PASSES blur passes (default 6) set how heavy the
+augmentation is against the model's step (64 and 10: the loading is most of the step).
 """
 
 import sys
@@ -14,9 +17,10 @@ from torch.utils.data import DataLoader, Dataset
 class Augmented(Dataset):
     """Image-like samples, jittered, blurred and normalised one by one in numpy."""
 
-    def __init__(self, n=512):
+    def __init__(self, n=512, size=32, passes=6):
         rng = np.random.default_rng(0)
-        self.raw = rng.standard_normal((n, 3, 32, 32)).astype(np.float32)
+        self.raw = rng.standard_normal((n, 3, size, size)).astype(np.float32)
+        self.passes = passes
         self.labels = rng.integers(0, 10, n)
 
     def __len__(self):
@@ -24,18 +28,19 @@ class Augmented(Dataset):
 
     def __getitem__(self, i):
         x = self.raw[i]
-        for _ in range(6):  # a few passes of a cheap blur, as an augmentation would
+        for _ in range(self.passes):  # a few passes of a cheap blur, as an augmentation would
             x = (x + np.roll(x, 1, axis=1) + np.roll(x, 1, axis=2)) / 3.0
         x = (x - x.mean()) / (x.std() + 1e-6)
         return torch.from_numpy(x.astype(np.float32)), int(self.labels[i])
 
 
-def main(epochs=2):
+def main(epochs=2, size=32, passes=6):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 256),
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * size * size, 256),
                                 torch.nn.ReLU(), torch.nn.Linear(256, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(Augmented(), batch_size=32, shuffle=True, num_workers=0)
+    loader = DataLoader(Augmented(size=size, passes=passes), batch_size=32, shuffle=True,
+                        num_workers=0)
     for epoch in range(epochs):
         total = 0.0
         for x, y in loader:
@@ -48,4 +53,4 @@ def main(epochs=2):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
+    main(*(int(a) for a in sys.argv[1:4]))

@@ -152,7 +152,7 @@ def amdahl(share: float) -> float:
 
 
 #: (speed-up or None when not estimated, why in words, confidence factor of its assumption)
-FixGain = tuple[float | None, str, float]
+FixGain = tuple  # (speed-up or None, why, confidence factor[, the fix's settings])
 
 
 def make_finding(ctx: Ctx, fid: str | Rule, share: float, summary: str, evidence: list[Evidence],
@@ -199,8 +199,9 @@ def best_fix(fixes: list[Fix], fix_gain: Callable[[Fix], FixGain]) -> tuple[Fix 
     for fix in fixes:
         if not fix.gain:
             continue
-        est, why, factor = fix_gain(fix)
+        est, why, factor, *settings = fix_gain(fix)
         fix.estimate, fix.estimate_why = est, why
+        fix.settings = settings[0] if settings else {}
         if est is None:
             continue
         key = (1.0 - 1.0 / max(est, 1e-9)) * factor

@@ -13,6 +13,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..results import Evidence, Finding
 from ..run_facts import handover_parts
+from . import loader_plan
 from .causes import causes_by_name, nested_in, self_times
 from .context import (
     Ctx,
@@ -89,6 +90,9 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
     if fix.gain == "removes":
         return amdahl(share), ("no extra core: the work is done once, not every step, if "
                                "the data can be prepared ahead"), 0.9
+    if fix.gain == "cores" and fix.fact == "dataloader" and \
+            ctx.facts.value("dataloader") == "single_process":
+        return _loader_plan_gain(ctx, share)
     if fix.gain in ("cores", "core"):
         return _parallel_speedup(ctx, share, one=fix.gain == "core")
     return None, f"{fix.name} shortens only part of the wait", 1.0
@@ -145,6 +149,34 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
     return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
                 f"{cores.proof}{held}{unsure}); {slow_why}{moved_why}"), \
         (1.0 if other.known else 0.9) * slow_conf
+
+
+def _loader_plan_gain(ctx: Ctx, share: float) -> tuple[float, str, float, dict]:
+    """Workers for a single-process DataLoader: the plan (:mod:`.loader_plan`) on the cores
+    other processes leave free, with the measured (or assumed) interference and hand-over;
+    (speed-up, why, confidence factor, the plan's settings)."""
+    cores = ctx.facts.get("cpu_cores")
+    if not cores.known:
+        sp, why, conf = _parallel_speedup(ctx, share, one=False)
+        return sp, why, conf, {}
+    other = ctx.facts.get("cpu_other")
+    busy = float(other.value) if other.known else 0.0
+    n = int(cores.value)
+    free = n - busy
+    held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
+    if free - 1.0 < 0.05:
+        return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
+                     f"speed-up is expected"), 1.0, {}
+    slow, slow_why, slow_conf = _interference(ctx)
+    load, hand, hand_why, hand_conf = _moved_share(ctx, share)
+    p = loader_plan.plan(load, 1.0 - share, _host_paced(ctx, share), hand, slow, free)
+    unsure = "" if other.known else "; other processes' load unknown"
+    why = (f"num_workers={p.workers} with the main process at {p.main_threads} intra-op "
+           f"thread{'s' if p.main_threads != 1 else ''} (torch.set_num_threads), the step then "
+           f"set by {p.limit}, on {free:.1f} free cores ({n} cores: {cores.proof}{held}"
+           f"{unsure}); {slow_why}{hand_why}; fewer main threads' effect on its own compute "
+           f"not counted")
+    return p.speedup, why, (1.0 if other.known else 0.9) * slow_conf * hand_conf, p.settings()
 
 
 def _interference(ctx: Ctx) -> tuple[float, str, float]:
