@@ -34,7 +34,7 @@ def size_of(path: Path) -> int:
         p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def test_the_corpus_spans_frameworks_modes_and_bounds_with_a_held_out_third():
+def test_the_corpus_spans_frameworks_modes_and_bounds_with_a_third_or_more_held_out():
     truths = [truth_of(n) for n in CASES]
     assert len(truths) >= 30
     assert {t["framework"] for t in truths} == {"pytorch", "tensorflow", "jax"}
@@ -43,7 +43,7 @@ def test_the_corpus_spans_frameworks_modes_and_bounds_with_a_held_out_third():
                                             "host_overhead", "sync", "startup",
                                             "memory_copies"}
     held = sum(t["split"] == "holdout" for t in truths)
-    assert 0.25 <= held / len(truths) <= 0.4
+    assert 0.3 <= held / len(truths) <= 0.5  # the tuned cases stay the majority
     assert sum(size_of(CORPUS / n) for n in CASES) < 25e6
 
 
