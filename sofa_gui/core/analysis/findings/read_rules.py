@@ -43,10 +43,12 @@ from .work import outermost, starts_inside
 #: PyTorch ops that hand values to Python (``resolve_neg`` outside any op: ``.tolist()``
 #: and ``.numpy()`` record it and nothing else).
 TORCH_READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist|resolve_neg)$")
-#: Python-level conversions of a JAX / TensorFlow array to host values (Python tracer
-#: frames ``$array.py:298 __float__``).
-PY_READ = re.compile(r"^\$\S+\.py:\d+ (__float__|__int__|__bool__|__index__|__complex__|"
-                     r"__array__|item|tolist|numpy|_numpy|device_get)$")
+#: Python-level conversions of a JAX / TensorFlow / PyTorch array to host values, as the
+#: Python tracer names their frames (``$array.py:298 __float__``): the method names, in the
+#: frameworks' array / tensor / ops modules (``device_get`` in JAX's ``api.py``).
+PY_READ = re.compile(r"^\$(\S*/)?(array|array_methods|ops|tensor|_tensor|api)\.py:\d+ "
+                     r"(__float__|__int__|__bool__|__index__|__complex__|__array__|item|tolist|"
+                     r"numpy|_numpy|device_get)$")
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -211,18 +213,18 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     evidence = _loop_evidence(ctx, host, loops)
     per_loop = float(np.median(loops.count))
     n = len(loops.starts)
-    how = (f"{n} loops of {per_loop:,.0f} reads (median), each a call of its own that hands "
-           f"one value to Python, {fmt_ns(float(np.median(s.dur[reads])))} median read plus "
-           f"the indexing that picks it")
-    where = (f"the loops take {pct(share)} of the main thread's time from one loop's start "
-             f"to the next (the iterations found are finer than the loops: each holds "
-             f"several)" if by_cycle else
-             f"{len(reads) / max(ctx.ph.n_steady, 1):,.0f} reads per steady-state iteration; "
-             f"the loops take {pct(share)} of the main thread's time")
+    each = (f"each read a call of its own that hands one value to Python "
+            f"({fmt_ns(float(np.median(s.dur[reads])))} median) plus the indexing that "
+            f"picks it")
+    head = (f"{n} loops of {per_loop:,.0f} element reads (median) on the main thread, {each}; "
+            f"the loops take {pct(share)} of its time from one loop's start to the next (the "
+            f"iterations found are finer than the loops: each holds several)" if by_cycle else
+            f"{len(reads) / max(ctx.ph.n_steady, 1):,.0f} element reads per steady-state "
+            f"iteration on the main thread, in {n} loop{'s' if n != 1 else ''} of "
+            f"{per_loop:,.0f} reads (median), {each}; the loops take {pct(share)} of its time")
     dev = ctx.bd.device is not None
-    summary = (f"The main thread reads results back one element at a time: {how}; {where}. "
-               f"Reading the whole result once per batch (one vectorised op, one transfer) "
-               f"removes the loops."
+    summary = (f"{head}. Reading the whole result once per batch (one vectorised op, one "
+               f"transfer) removes the loops."
                + (" Each read also waits for the device queue to drain." if dev else
                   " On a CPU run nothing waits for a device: the loop is the host reading "
                   "results back one at a time."))
