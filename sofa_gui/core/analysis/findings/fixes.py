@@ -126,6 +126,9 @@ FIXES: dict[str, list[Fix]] = {
                  "weights instead of the batch), use views (slicing, .view, .expand) instead "
                  "of .contiguous() / .clone(), and write pieces into one preallocated tensor "
                  "(out[:, a:b] = piece) instead of torch.cat every step."),
+        Fix("tensorflow/jax", "Keep large arrays in the layout the model reads: do the "
+                              "transpose / concatenate inside the compiled step, where XLA "
+                              "fuses it into its consumer, or once before the loop."),
         Fix(_ANY, "Move copies that do not change between steps out of the loop (copy once, "
                   "reuse the result); copy only the slice the step reads."),
     ],
