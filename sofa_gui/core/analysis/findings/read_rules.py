@@ -9,8 +9,8 @@ What the trace proves is the read calls themselves and what repeats between them
   ``aten::tolist`` and the ``aten::resolve_neg`` that ``.tolist()`` / ``.numpy()`` record
   outside any other op; JAX's and TensorFlow's Python conversions (``__float__``,
   ``__int__``, ``__array__``, ``item``, ``tolist``, ``numpy``, ``device_get``) in their
-  array / tensor / ops modules, where the Python tracer records them. Reads inside the optimizer's step or the input pipeline
-  are theirs, not the loop's;
+  array / tensor / ops modules, where the Python tracer records them. Reads inside the
+  optimizer's step or the input pipeline are theirs, not the loop's;
 * a **read loop** is a run of consecutive reads with only the loop's own body between
   them: the calls that recur between most pairs of reads (the indexing that picks the
   element, the Python around it). A call foreign to that body (the forward pass, the
