@@ -41,7 +41,8 @@ FINDING_BOUND = {
     "op_overhead_bound": "host_overhead", "launch_overhead_bound": "host_overhead",
     "host_dispatch_bound": "host_overhead", "synchronization_stalls": "sync",
     "blocking_readback": "sync", "host_reads_in_loop": "sync", "startup_cost": "startup",
-    "host_device_copy_bound": "memory_copies", "periodic_extra": "periodic",
+    "host_device_copy_bound": "memory_copies", "memory_copy_bound": "memory_copies",
+    "periodic_extra": "periodic",
     "iteration_jitter": "noise", "cpu_contention": "noise", "gpu_idle_unexplained": "other",
 }
 HINTS = (("input", "input"), ("comput", "compute"), ("communic", "communication"),

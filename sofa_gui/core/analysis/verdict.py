@@ -15,8 +15,10 @@ communication   communication (exposed)                         communication
 host_overhead   idle_launch, idle_host                          runtime, python, and the
                                                                 tiny-op share of compute
                                                                 (``op_overhead_bound``)
-sync            idle_sync                                       sync
-memory_copies   memcpy_h2d / d2h / p2p / other, idle_copy       memcpy
+sync            idle_sync                                       sync, and the loops of element
+                                                                reads (``host_reads_in_loop``)
+memory_copies   memcpy_h2d / d2h / p2p / other, idle_copy       memcpy, and large copy ops
+                                                                (``memory_copy_bound``)
 startup         what warm-up iterations take over the steady median (not counting more
                 waiting for input, collectives or syncs: a first epoch that fills a
                 cache is input), plus one-off calls later on
@@ -112,7 +114,7 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
             col_ns = float(col.sum())
         if bound is not None:
             ns[bound] += col_ns
-    _move_tiny_ops(ns, findings, times, steady)
+    _move_measured(ns, findings, times, steady, mapping is HOST_MAP)
     later = min(_later_one_off(findings, ns["startup"]), ns["compute"])
     ns["startup"] += later  # one-off calls in steady steps ran as part of them
     ns["compute"] -= later
@@ -139,15 +141,32 @@ def _side(bd):
     return side, (side.label if side is not None else ""), slow
 
 
-def _move_tiny_ops(ns: dict, findings, times: np.ndarray, steady: np.ndarray) -> None:
-    """The per-op framework overhead ``op_overhead_bound`` measured (tiny ops and the
-    Python between them) is host overhead, not compute."""
-    f = next((f for f in findings or [] if f.id == "op_overhead_bound"), None)
-    if f is None:
-        return
-    moved = min(float(f.share) * float(times[steady].sum()), ns["compute"])
-    ns["compute"] -= moved
-    ns["host_overhead"] += moved
+#: Findings that measure, on a host-only run, time the breakdown's categories give to
+#: compute or host overhead, and the bound that time belongs to: per-op overhead (tiny ops
+#: and the Python between them), loops of element reads (the indexing and Python around
+#: each read) and memory-bound copies.
+MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
+            "host_reads_in_loop": ("sync", ("host_overhead", "compute")),
+            "memory_copy_bound": ("memory_copies", ("compute",))}
+
+
+def _move_measured(ns: dict, findings, times: np.ndarray, steady: np.ndarray,
+                   host_only: bool) -> None:
+    """Time the findings of :data:`MOVED_BY` measured goes to their bound: up to their
+    share of the steady time, less what that bound already holds (reads are ``sync``
+    already), taken from the categories they are in."""
+    total = float(times[steady].sum())
+    for f in findings or []:
+        if f.id not in MOVED_BY or (f.id != "op_overhead_bound" and not host_only):
+            continue
+        bound, sources = MOVED_BY[f.id]
+        held = 0.0 if f.id == "op_overhead_bound" else ns[bound]
+        want = max(float(f.share) * total - held, 0.0)
+        for src in sources:
+            moved = min(want, ns[src])
+            ns[src] -= moved
+            ns[bound] += moved
+            want -= moved
 
 
 def _later_one_off(findings, counted: float) -> float:
@@ -194,7 +213,7 @@ FINDING_BOUND = {
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
     "host_reads_in_loop": "sync", "startup_cost": "startup",
-    "host_device_copy_bound": "memory_copies"}
+    "host_device_copy_bound": "memory_copies", "memory_copy_bound": "memory_copies"}
 
 
 def bound_of(fid: str) -> str:

@@ -120,6 +120,18 @@ FIXES: dict[str, list[Fix]] = {
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),
     ],
+    "memory_copy_bound": [
+        Fix(_PT, "Stop re-laying out tensors every step: make the data once in the layout the "
+                 "model reads (x.to(memory_format=torch.channels_last) once, or permute the "
+                 "weights instead of the batch), use views (slicing, .view, .expand) instead "
+                 "of .contiguous() / .clone(), and write pieces into one preallocated tensor "
+                 "(out[:, a:b] = piece) instead of torch.cat every step."),
+        Fix("tensorflow/jax", "Keep large arrays in the layout the model reads: do the "
+                              "transpose / concatenate inside the compiled step, where XLA "
+                              "fuses it into its consumer, or once before the loop."),
+        Fix(_ANY, "Move copies that do not change between steps out of the loop (copy once, "
+                  "reuse the result); copy only the slice the step reads."),
+    ],
     "host_reads_in_loop": [
         Fix(_PT, "Keep the per-item values as tensors: replace the loop of .item() / .cpu() / "
                  ".tolist() by one vectorised op on the whole batch and read one result "

@@ -3,20 +3,18 @@ N-th iteration, per-op overhead and element-wise host reads on the main thread."
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
-from ..intervals import union
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import Ctx, make_finding
+from .read_rules import in_read_loops
 from .registry import Rule, rule
-from .work import extra_calls_share, grown_work, one_off_calls, outermost
+from .work import extra_calls_share, grown_work, one_off_calls, outermost, starts_inside
 
 #: Warm-up whose extra host time is under this fraction extra calls is a slow start.
 SLOW_START_OWN_WORK = 1 / 3
@@ -171,16 +169,15 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
     return outermost(s.start, s.start + s.dur, mine[s.kind[mine] == int(Kind.CPU_OP)])
 
 
-def _tiny_by_name(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """True per op whose *name's* median duration is <= TINY_NS (one preempted instance of
-    a 3 µs op is still a tiny op)."""
+def _name_medians(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per op, the median duration of the ops of its name."""
     _, inv = np.unique(names, return_inverse=True)
     order = np.lexsort((dur, inv))  # by name, then duration: one sort for every median
     d = np.asarray(dur, np.float64)[order]
     n = np.bincount(inv)
     first = np.cumsum(n) - n
     med = (d[first + (n - 1) // 2] + d[first + n // 2]) / 2
-    return med[inv] <= TINY_NS
+    return med[inv]
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
@@ -196,11 +193,16 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
     # ops inside the loader are the input pipeline's cost, not the step's overhead
-    ops = ops[~_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
+    ops = ops[~starts_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
+    ops = ops[~in_read_loops(ctx, s.start[ops])]  # a loop of reads is host_reads_in_loop's
     if len(ops) < 2:
         return None
     gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
-    tiny = _tiny_by_name(s.name[ops], s.dur[ops])
+    # a tiny op is one whose *name's* median is <= TINY_NS (one preempted instance of a
+    # 3 µs op is still a tiny op, and its time counts: a loaded machine deschedules the
+    # thread in proportion to its work, so the loop's share of it is the loop's)
+    typical = _name_medians(s.name[ops], s.dur[ops])
+    tiny = typical <= TINY_NS
     n_steps = max(ctx.ph.n_steady, 1)
     per_step = int(tiny.sum()) / n_steps
     if per_step < MIN_TINY_PER_STEP:
@@ -210,6 +212,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     away, away_note = _descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
+    held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
                             label=lambda n, j: f"{n} (median "
@@ -218,13 +221,38 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time"
-               f"{away_note}: the fixed cost per op (dispatch, Python, allocation) dominates "
-               f"the math. The estimate removes that time and assumes the batched op costs "
-               f"little; the rest of the step stays. Under the profiler each op also carries "
-               f"the profiler's own cost, so the unprofiled gain is larger.")
+               f"{away_note}{_held_note(held, steady_part, share)}: the fixed cost per op "
+               f"(dispatch, Python, allocation) dominates the math. The estimate removes that "
+               f"time and assumes the batched op costs little; the rest of the step stays. "
+               f"Under the profiler each op also carries the profiler's own cost, so the "
+               f"unprofiled gain is larger.")
+    lumps = min(steady_part / share, 1.0) if share else 1.0
+    notes = ("assumes the batched op is cheap",) + (
+        (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
+        if lumps < 1 else ())
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                        assumption=spec.factor("batched_op_cheap"),
-                        notes=("assumes the batched op is cheap",))
+                        assumption=spec.factor("batched_op_cheap") * lumps, notes=notes)
+
+
+def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,
+          wall: int) -> tuple[int, float]:
+    """(tiny ops held :data:`DESCHED_NS` or more, the share without them): an instance of a
+    tiny op held a millisecond was descheduled (no tiny op needs that).  Such lumps land
+    where the thread happens to be, so a share that rests on a few of them is as noisy as
+    the machine: the finding's confidence is scaled by the share left when each counts its
+    name's median and its excess is left out of the main thread's time."""
+    held = tiny & (dur >= DESCHED_NS)
+    excess = float((dur - typical)[held].sum())
+    kept = float(span.sum()) - excess
+    return int(held.sum()), max(kept, 0.0) / max(wall - excess, 1.0)
+
+
+def _held_note(held: int, steady_part: float, share: float) -> str:
+    if not held or steady_part >= share:
+        return ""
+    return (f" ({held} tiny op{'s' if held != 1 else ''} held {fmt_ns(DESCHED_NS)} or more "
+            f"were descheduled there; without them the share is {pct(steady_part)}, and the "
+            f"confidence is scaled by that ratio)")
 
 
 #: A gap this long between two ops of a tight loop, with no op open, on a machine whose
@@ -277,77 +305,3 @@ def _bare(ctx: Ctx, host, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     w = window_of(lo, host.starts, host.ends)
     return np.where(w >= 0, ~covered(mine[~marker]), ~covered(mine))
 
-
-_READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist)$")
-#: Fewer element reads per iteration than this is a metric read, not a loop.
-MIN_READS_PER_STEP = 16
-
-
-#: Reads closer than this belong to one loop (the indexing and Python between them count).
-BURST_GAP_NS = 200_000
-
-
-def _burst_cost(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per read: its duration plus the time to the next read when that is within
-    BURST_GAP_NS and both belong to a burst of >= MIN_READS_PER_STEP reads."""
-    gap = np.append(start[1:] - end[:-1], BURST_GAP_NS + 1)
-    close = gap <= BURST_GAP_NS
-    run_id = np.concatenate([[0], np.cumsum(~close[:-1])])
-    size = np.bincount(run_id)[run_id]
-    in_loop = size >= MIN_READS_PER_STEP
-    return (end - start) + np.where(close & in_loop, np.maximum(gap, 0), 0)
-
-
-#: The optimizer's own step: reads inside it (AdamW's step counts) are not the loop's.
-_OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
-
-
-def _inside_optimizer(ctx: Ctx, lane: int, idx: np.ndarray) -> np.ndarray:
-    """Per slice of ``idx``: inside an ``Optimizer.step`` range of ``lane``."""
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(lane)
-    return _inside(ctx, mine[np.isin(s.name[mine], ctx.trace.name_ids(_OPTIMIZER_STEP.match))],
-                   idx)
-
-
-def _inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Per slice of ``idx``: starts inside one of the slices ``regions``."""
-    s = ctx.trace.slices
-    if not len(regions) or not len(idx):
-        return np.zeros(len(idx), bool)
-    a, b = union(s.start[regions], s.end[regions])
-    k = np.searchsorted(a, s.start[idx], side="right") - 1
-    return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
-
-
-@rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
-      0.03, 0.15, f"synchronisation thresholds; >= {MIN_READS_PER_STEP} reads per iteration make a "
-      f"loop")
-def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
-    host = ctx.bd.host
-    if host is None:
-        return None
-    s = ctx.trace.slices
-    ops = _outer_ops(ctx, host.lane)
-    ids = ctx.trace.name_ids(lambda n: bool(_READ.match(n)))
-    reads = ops[np.isin(s.name[ops], ids)]
-    reads = reads[ctx.in_steady(s.start[reads], host.starts, host.ends)]
-    reads = reads[~_inside_optimizer(ctx, host.lane, reads)]  # the optimizer's own reads
-    per_step = len(reads) / max(ctx.ph.n_steady, 1)
-    if per_step < MIN_READS_PER_STEP:
-        return None
-    # the loop: a burst of reads with the indexing / Python between them
-    cost = _burst_cost(s.start[reads], s.start[reads] + s.dur[reads])
-    r = ctx.rows
-    wall = int((host.ends[r] - host.starts[r]).sum()) or 1
-    share = min(float(cost.sum()) / wall, 1.0)
-    causes = causes_by_name(ctx, reads, cost, float(cost.sum()) or 1.0)
-    evidence = [c.instance for c in causes if c.instance is not None]
-    dev = ctx.bd.device is not None
-    summary = (f"{per_step:,.0f} element reads (.item() / .tolist()) per steady-state "
-               f"iteration on the main thread, {fmt_ns(float(np.median(s.dur[reads])))} "
-               f"median each: the loop around them (indexing, Python) takes {pct(share)} of "
-               f"the time."
-               + (" Each one also waits for the device queue to drain." if dev else
-                  " On the CPU each is a dispatch plus a Python float: vectorise the loop."))
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes)

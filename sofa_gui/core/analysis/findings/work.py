@@ -10,6 +10,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_ns
 from ..host_side import window_of
+from ..intervals import union
 from ..iterations.recurring import name_base, recurs
 from ..results import Cause, Evidence
 from .causes import self_times
@@ -175,3 +176,13 @@ def confirm_extras(ctx: Ctx) -> None:
     ph.steady[ph.extras] = True
     ph.extras = np.zeros(0, np.int64)
     ph.source += f"; no periodic extras: {why}"
+
+
+def starts_inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx``: starts inside one of the slices ``regions``."""
+    s = ctx.trace.slices
+    if not len(regions) or not len(idx):
+        return np.zeros(len(idx), bool)
+    a, b = union(s.start[regions], s.end[regions])
+    k = np.searchsorted(a, s.start[idx], side="right") - 1
+    return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])

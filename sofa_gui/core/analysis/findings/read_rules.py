@@ -1,0 +1,242 @@
+"""Host reads in a loop: the main thread reads results back one element (or one row) at a
+time, each read a call of its own (``.item()``, ``float(x[k])``, ``x[k].tolist()``,
+``np.asarray`` of one element of a JAX array).
+
+What the trace proves is the read calls themselves and what repeats between them:
+
+* a **read** is a main-thread call that hands a tensor's values to Python: PyTorch's
+  ``aten::item`` / ``aten::_local_scalar_dense`` (``.item()``, ``float(t)``),
+  ``aten::tolist`` and the ``aten::resolve_neg`` that ``.tolist()`` / ``.numpy()`` record
+  outside any other op; JAX's and TensorFlow's Python conversions (``__float__``,
+  ``__int__``, ``__array__``, ``item``, ``tolist``, ``numpy``, ``device_get``) in their
+  array / tensor / ops modules, where the Python tracer records them. Reads inside the
+  optimizer's step or the input pipeline are theirs, not the loop's;
+* a **read loop** is a run of consecutive reads with only the loop's own body between
+  them: the calls that recur between most pairs of reads (the indexing that picks the
+  element, the Python around it). A call foreign to that body (the forward pass, the
+  optimizer) ends the loop; a pause with nothing recorded does not (a descheduled thread
+  loses time in proportion to the work it does, here the loop's).
+
+The loop's time (first read to last) is the blocking host reads' time: the fix reads the
+whole result once per batch, and the estimate is Amdahl on that time.  On a device run
+each read also drains the device queue (``synchronization_stalls`` measures that side).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
+from ..host_side import window_of
+from ..intervals import measure_in
+from ..results import Evidence, Finding
+from .causes import causes_by_name
+from .context import MAX_EVIDENCE, Ctx, make_finding
+from .registry import Rule, rule
+from .work import outermost, starts_inside
+
+#: PyTorch ops that hand values to Python (``resolve_neg`` outside any op: ``.tolist()``
+#: and ``.numpy()`` record it and nothing else).
+TORCH_READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist|resolve_neg)$")
+#: Python-level conversions of a JAX / TensorFlow / PyTorch array to host values, as the
+#: Python tracer names their frames (``$array.py:298 __float__``): the method names, in the
+#: frameworks' array / tensor / ops modules (``device_get`` in JAX's ``api.py``).
+PY_READ = re.compile(r"^\$(\S*/)?(array|array_methods|ops|tensor|_tensor|api)\.py:\d+ "
+                     r"(__float__|__int__|__bool__|__index__|__complex__|__array__|item|tolist|"
+                     r"numpy|_numpy|device_get)$")
+#: Fewer reads in a row than this is a metric read, not a loop.
+MIN_READS = 16
+#: A call between reads is the loop's body when it recurs between at least this share of
+#: the pairs of consecutive reads.
+BODY_SHARE = 0.5
+#: The optimizer's own step and the input pipeline: reads inside them are theirs.
+_NOT_THE_LOOP = re.compile(r"^Optimizer\.step#")
+
+
+@dataclass
+class ReadLoops:
+    """The read loops of the main thread: ``reads`` (the read calls in loops, by start),
+    ``loop`` (the loop of each read), ``starts``/``ends`` (each loop's span) and ``count``
+    (reads per loop)."""
+
+    reads: np.ndarray
+    loop: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    count: np.ndarray
+
+
+def read_loops(ctx: Ctx) -> ReadLoops:
+    """The main thread's read loops (computed once per analysis)."""
+    if "read_loops" not in ctx.memo:
+        ctx.memo["read_loops"] = _find_loops(ctx)
+    return ctx.memo["read_loops"]
+
+
+def in_read_loops(ctx: Ctx, t_ns: np.ndarray) -> np.ndarray:
+    """Per time: inside one of the read loops."""
+    loops = read_loops(ctx)
+    t_ns = np.asarray(t_ns)
+    if not len(loops.starts):
+        return np.zeros(len(t_ns), bool)
+    k = np.searchsorted(loops.starts, t_ns, side="right") - 1
+    return (k >= 0) & (t_ns <= loops.ends[np.maximum(k, 0)])
+
+
+def _find_loops(ctx: Ctx) -> ReadLoops:
+    none = ReadLoops(*(np.zeros(0, np.int64) for _ in range(5)))
+    host = ctx.bd.host
+    if host is None:
+        return none
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    reads = _reads(ctx, host, mine)
+    if len(reads) < MIN_READS:
+        return none
+    foreign = _foreign_between(ctx, mine, reads)
+    run = np.concatenate([[0], np.cumsum(foreign)])  # loop id per read
+    size = np.bincount(run)
+    keep = size[run] >= MIN_READS
+    reads, run = reads[keep], run[keep]
+    if not len(reads):
+        return none
+    ids, first, loop = np.unique(run, return_index=True, return_inverse=True)
+    last = np.append(first[1:], len(run)) - 1
+    return ReadLoops(reads, loop.astype(np.int64), s.start[reads[first]].astype(np.int64),
+                     s.end[reads[last]].astype(np.int64), (last - first + 1).astype(np.int64))
+
+
+def _reads(ctx: Ctx, host, mine: np.ndarray) -> np.ndarray:
+    """The main thread's read calls, outermost among reads, by start; those inside the
+    optimizer's step or the input pipeline left out."""
+    s = ctx.trace.slices
+    torch_ids = ctx.trace.name_ids(lambda n: bool(TORCH_READ.match(n)))
+    py_ids = ctx.trace.name_ids(lambda n: bool(PY_READ.match(n)))
+    ops = mine[s.kind[mine] == int(Kind.CPU_OP)]
+    top = outermost(s.start, s.end, ops)  # resolve_neg counts only outside every op
+    cand = np.concatenate([top[np.isin(s.name[top], torch_ids)],
+                           ops[np.isin(s.name[ops], torch_ids[~_is_neg(ctx, torch_ids)])],
+                           mine[(s.kind[mine] == int(Kind.PYTHON))
+                                & np.isin(s.name[mine], py_ids)]])
+    reads = outermost(s.start, s.end, np.unique(cand))
+    skip = mine[np.isin(s.name[mine], ctx.trace.name_ids(_NOT_THE_LOOP.match))]
+    skip = np.concatenate([skip, host.role_slices.get("data_loading", skip[:0])])
+    return reads[~starts_inside(ctx, skip, reads)]
+
+
+def _is_neg(ctx: Ctx, ids: np.ndarray) -> np.ndarray:
+    return np.array([ctx.trace.names[int(i)] == "aten::resolve_neg" for i in ids], bool)
+
+
+def _foreign_between(ctx: Ctx, mine: np.ndarray, reads: np.ndarray) -> np.ndarray:
+    """Per pair of consecutive reads: a call foreign to the loop's body lies between them
+    (a name that recurs between fewer than :data:`BODY_SHARE` of the pairs).  Frames that
+    open between two reads and hold later ones (an inner loop's frame) are the loop's."""
+    s = ctx.trace.slices
+    n_gaps = len(reads) - 1
+    lo, hi = s.end[reads[:-1]], s.start[reads[1:]]
+    starts = s.start[mine]
+    gap = np.searchsorted(lo, starts, side="right") - 1  # the pair a slice may lie between
+    ok = (gap >= 0) & (gap < n_gaps)
+    ok[ok] &= s.end[mine[ok]] <= hi[gap[ok]]  # frames that hold later reads are the loop
+    gap, names = gap[ok], s.name[mine[ok]].astype(np.int64)
+    foreign = np.zeros(n_gaps, bool)
+    if not len(gap):
+        return foreign
+    pairs = np.unique(gap * (int(names.max()) + 1) + names)  # (pair, name) once each
+    p_gap, p_name = pairs // (int(names.max()) + 1), pairs % (int(names.max()) + 1)
+    seen = np.bincount(p_name)  # pairs each name lies between
+    rare = seen[p_name] < BODY_SHARE * n_gaps
+    foreign[p_gap[rare]] = True
+    return foreign
+
+
+def loop_share(ctx: Ctx) -> tuple[float, np.ndarray, np.ndarray, bool]:
+    """(share of the main thread's time inside read loops, the reads counted, each one's
+    part of its loop's time in ns, whether the share is taken loop to loop).  Over the
+    steady iterations; but when the iterations found are finer than the loops (several
+    start inside one loop: the loop's elements were taken for the steps), over the
+    cycles from each loop's start to the next one's."""
+    host = ctx.bd.host
+    loops = read_loops(ctx)
+    r = ctx.rows
+    empty = (0.0, np.zeros(0, np.int64), np.zeros(0), False)
+    if host is None or not len(loops.starts) or not len(r):
+        return empty
+    s = ctx.trace.slices
+    per_read = ((loops.ends - loops.starts) / np.maximum(loops.count, 1))[loops.loop]
+    if _finer_than_loops(host, loops):
+        span = (loops.ends - loops.starts)[:-1].astype(np.float64)
+        cycle = float(loops.starts[-1] - loops.starts[0]) or 1.0
+        keep = loops.loop < len(loops.starts) - 1
+        return (min(float(span.sum()) / cycle, 1.0), loops.reads[keep],
+                per_read[keep].astype(np.float64), True)
+    ws, we = host.starts[r], host.ends[r]
+    inside = measure_in(ws, we, loops.starts, loops.ends).astype(np.float64)
+    wall = float((we - ws).sum()) or 1.0
+    steady = ctx.in_steady(s.start[loops.reads], host.starts, host.ends)
+    return (min(float(inside.sum()) / wall, 1.0), loops.reads[steady],
+            per_read[steady].astype(np.float64), False)
+
+
+#: Loops to measure loop to loop (two whole cycles at least).
+MIN_CYCLES = 3
+
+
+def _finer_than_loops(host, loops: ReadLoops) -> bool:
+    """At least :data:`MIN_CYCLES` loops, and the median loop holds two or more iteration
+    starts."""
+    if len(loops.starts) < MIN_CYCLES:
+        return False
+    inside = (np.searchsorted(host.starts, loops.ends, side="right")
+              - np.searchsorted(host.starts, loops.starts, side="left"))
+    return float(np.median(inside)) >= 2
+
+
+@rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
+      0.03, 0.15, f"synchronisation thresholds; >= {MIN_READS} reads in a row, with only the "
+      f"loop's own calls between them, make a loop")
+def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
+    host = ctx.bd.host
+    share, reads, cost, by_cycle = loop_share(ctx)
+    if host is None or not len(reads) or share <= 0:
+        return None
+    s = ctx.trace.slices
+    loops = read_loops(ctx)
+    causes = causes_by_name(ctx, reads, cost, float(cost.sum()) or 1.0)
+    evidence = _loop_evidence(ctx, host, loops)
+    per_loop = float(np.median(loops.count))
+    n = len(loops.starts)
+    each = (f"each read a call of its own that hands one value to Python "
+            f"({fmt_ns(float(np.median(s.dur[reads])))} median) plus the indexing that "
+            f"picks it")
+    head = (f"{n} loops of {per_loop:,.0f} element reads (median) on the main thread, {each}; "
+            f"the loops take {pct(share)} of its time from one loop's start to the next (the "
+            f"iterations found are finer than the loops: each holds several)" if by_cycle else
+            f"{len(reads) / max(ctx.ph.n_steady, 1):,.0f} element reads per steady-state "
+            f"iteration on the main thread, in {n} loop{'s' if n != 1 else ''} of "
+            f"{per_loop:,.0f} reads (median), {each}; the loops take {pct(share)} of its time")
+    dev = ctx.bd.device is not None
+    summary = (f"{head}. Reading the whole result once per batch (one vectorised op, one "
+               f"transfer) removes the loops."
+               + (" Each read also waits for the device queue to drain." if dev else
+                  " On a CPU run nothing waits for a device: the loop is the host reading "
+                  "results back one at a time."))
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes)
+
+
+def _loop_evidence(ctx: Ctx, host, loops: ReadLoops) -> list[Evidence]:
+    span = loops.ends - loops.starts
+    out = []
+    for k in np.argsort(-span, kind="stable")[:MAX_EVIDENCE].tolist():
+        it = int(window_of(loops.starts[k:k + 1], host.starts, host.ends)[0])
+        out.append(Evidence(f"{int(loops.count[k])} reads in a row take {fmt_ns(int(span[k]))}",
+                            int(loops.starts[k]), int(loops.ends[k]),
+                            None if it < 0 else ctx.it(it), [host.lane]))
+    return out
