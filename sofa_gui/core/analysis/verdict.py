@@ -120,7 +120,11 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
     bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
     if shares[bound] <= 0:
         return Verdict("", 0.0, "no time in any category", shares)
-    return Verdict(bound, min(shares[bound], 1.0), _basis(bound, shares, label, rank), shares)
+    paced = next((f.paced for f in findings or [] if getattr(f, "paced", "")), "")
+    if paced and shares["input"] > 0:  # the loader sets the step time (input_pacing.py)
+        bound = "input"
+    basis = _basis(bound, shares, label, rank) + (" " + paced if paced else "")
+    return Verdict(bound, min(shares[bound], 1.0), basis, shares)
 
 
 def _side(bd):

@@ -23,6 +23,7 @@ from .context import (
 )
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
 from .registry import Rule, rule
+from .input_pacing import loader_paces, unexplained_wait
 from .tf_data import pipeline_note
 
 
@@ -61,13 +62,19 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
             f"{ctx.trace.name_of(int(mine[0]))}", a, b, ctx.it(i), lanes))
     tf_note, causes = pipeline_note(ctx, host)
     causes = causes or _loader_causes(ctx, dl)
+    share, unmade = unexplained_wait(ctx, host, share)
     grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(spec, share), "NOT")
+    paced = loader_paces(ctx, host, share, spec)
     summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
-               f"waiting for input; {where}.{tf_note} "
+               f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''} "
                f"{spec.grading('input-bound', TF_PROFILER)} The estimate is that of the best "
                f"fix that fits this machine.")
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                        fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
+    if share < spec.moderate:
+        return None
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                     fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
+    f.paced = paced
+    return f
 
 
 def _loader_causes(ctx: Ctx, dl: np.ndarray):
