@@ -22,8 +22,8 @@ from .context import (
     top_rows,
 )
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
-from .registry import Rule, rule
 from .input_pacing import loader_paces, unexplained_wait
+from .registry import Rule, rule
 from .tf_data import pipeline_note
 
 
