@@ -380,6 +380,11 @@ def _link(stages: dict[int, Stage]) -> list[int]:
     return roots
 
 
+def pyfunc_ids(trace: Trace) -> np.ndarray:
+    """Name ids of the ops that run a map's Python (``py_function`` / ``numpy_function``)."""
+    return trace.name_ids(_PYFUNC.match)
+
+
 def tf_data_lanes(trace: Trace, workers_only: bool = False) -> np.ndarray:
     """Lanes of tf.data threads; ``workers_only``: those of its private thread pool, which
     run the map functions (the iterator threads mostly wait on them)."""
@@ -394,7 +399,7 @@ def _worker_time(trace: Trace, lo: int, hi: int) -> tuple[int, int, int]:
     if not len(lanes):
         return 0, 0, 0
     sel = np.flatnonzero(np.isin(s.lane, lanes) & (s.start >= lo) & (s.start < hi))
-    py = trace.name_ids(_PYFUNC.match)
+    py = pyfunc_ids(trace)
     pyfunc = int(s.dur[sel[np.isin(s.name[sel], py)]].sum()) if len(py) else 0
     top = sel[(s.depth[sel] == 0) & (s.dur[sel] > 0)]
     busy = 0
