@@ -70,8 +70,6 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''} "
                f"{spec.grading('input-bound', TF_PROFILER)} The estimate is that of the best "
                f"fix that fits this machine.")
-    if share < spec.moderate:
-        return None
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
                      fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
     f.paced = paced
@@ -141,7 +139,8 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
         n, proof = int(cores.value), cores.proof
     else:  # the least a machine with a core to spare for the loading has: no promise of
         # cores the machine may not have
-        n, proof = ASSUMED_CORES, (f"the trace does not say how many: {ASSUMED_CORES} assumed, "
+        n, proof = ASSUMED_CORES, (f"the trace does not say how many cores the machine has: "
+                                   f"{ASSUMED_CORES} assumed, "
                                    f"the main thread's and one for the loading")
         slow_conf *= 0.8
     busy = float(other.value) if other.known else 0.0
