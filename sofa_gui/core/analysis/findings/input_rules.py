@@ -259,7 +259,8 @@ def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:
     for j in stacks:
         a = ctx.trace.args.get(int(ctx.trace.slices.args[j])) or {}
         dims, types = a.get("Input Dims"), a.get("Input type")
-        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) \
+                or not dims[0]:  # a TensorList recorded without its tensors' shapes
             return None
         size = _ITEMSIZE.get(types[0] if isinstance(types, list) and types else "", 4)
         for d in dims[0]:  # the stacked samples
