@@ -27,8 +27,8 @@ of it there is.  One exception to "the largest share": when the input finding pr
 the loader paces the run (batches made beside the step, the main thread waiting for one
 in every steady step: ``findings/input_pacing.py``), the bound is input, and the basis
 says why, whatever the compute's share.  With several ranks the breakdown of the rank
-that waits most in collectives is read: in synchronous data parallelism its step is the job's step (its
-own work, then the wait for the slowest rank).
+that waits most in collectives is read: in synchronous data parallelism its step is the
+job's step (its own work, then the wait for the slowest rank).
 """
 
 from __future__ import annotations
