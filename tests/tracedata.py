@@ -40,3 +40,16 @@ def shared_trace(rel: str) -> Path:
         if p is not None and p.exists():
             return p
     pytest.skip(f"shared trace {rel} not available")
+
+
+CORPUS = DATA / "corpus"
+
+
+def corpus_capture(case: str, k: int = 0) -> Path:
+    """The ``k``-th capture of a diagnosis corpus case (skips when the corpus lacks it)."""
+    truth = CORPUS / case / "truth.json"
+    if not truth.exists():
+        pytest.skip(f"corpus case {case} not in tests/data/corpus")
+    import json
+
+    return CORPUS / case / json.loads(truth.read_text())["captures"][k]

@@ -291,6 +291,12 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
     assert "0.44 MB per batch from the stacks' shapes" in w.estimate_why  # 64 x 1729 x 4 B
     assert "2.9 ms per batch stays" in w.estimate_why  # + 0.44 MB x 1000 µs
+    for ev in stacks:  # recent profilers record a TensorList input without its shapes
+        ev["args"]["Input Dims"] = [[], []]
+    path.write_text(json.dumps(doc))
+    _, a = analyzed(path)
+    w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
+    assert "no shapes): +1000 µs per MB not counted" in w.estimate_why  # unknown, not 0 MB
     for key, bad in (("cpu_batch_handover_us", "slow"), ("cpu_batch_handover_us", -1.0),
                      ("cpu_batch_handover_tensor_us", None), ("cpu_batch_handover_mb_us", 2e9)):
         doc.update(cpu_batch_handover_us=1500.0, cpu_batch_handover_tensor_us=500.0,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracedata import corpus_capture as capture
 
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.run_facts import run_facts
@@ -22,14 +23,6 @@ from sofa_gui.core.importers import load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CORPUS = DATA / "corpus"
-
-
-def capture(case: str, k: int = 0) -> Path:
-    """The ``k``-th capture of a corpus case (skips when the corpus lacks it)."""
-    truth = CORPUS / case / "truth.json"
-    if not truth.exists():
-        pytest.skip(f"corpus case {case} not in tests/data/corpus")
-    return CORPUS / case / json.loads(truth.read_text())["captures"][k]
 
 
 def analyzed(path: Path):

@@ -80,3 +80,15 @@ def test_run_facts_are_compared_in_the_analyzer_s_terms(diag):
     assert {k: ok for k, (_, _, ok) in got.items()} == {
         "framework": True, "mode": False, "dataloader_workers": True, "optimizer": True,
         "precision": False}
+
+
+def test_the_score_compares_the_estimate_of_the_fix_that_was_measured(diag):
+    f = {"id": "input_pipeline_bound", "estimated_speedup": 3.0,
+         "estimated_by": "cache pre-processed data",
+         "fixes": [{"name": "loader workers", "estimated_speedup": 1.3},
+                   {"name": "cache pre-processed data", "estimated_speedup": 3.0}]}
+    truth = {"bound": "input", "fix": {"what": "num_workers=2", "speedup": 1.33}}
+    got = diag.estimate_check({"findings": [f]}, truth)
+    assert got["estimated"] == 1.3 and got["within"] is True
+    other = {"bound": "input", "fix": {"what": "something else", "speedup": 1.33}}
+    assert diag.estimate_check({"findings": [f]}, other)["estimated"] == 3.0

@@ -306,6 +306,9 @@ class Finding:
     tentative: str = ""
     #: other shown findings that measure disjoint time (their shares add up)
     disjoint_with: list[str] = field(default_factory=list)
+    #: why this finding's wait sets the step time though its share may be smaller than
+    #: another's (an input loader late for every step); "" when it does not
+    paced: str = ""
 
     @property
     def gain(self) -> float:
@@ -343,6 +346,8 @@ class Finding:
             out["estimated_by"] = self.estimated_by
         if self.disjoint_with:
             out["disjoint_with"] = list(self.disjoint_with)
+        if self.paced:
+            out["paced"] = self.paced
         return out
 
 

@@ -19,9 +19,14 @@ from ..trace import SAMPLED_LANES, CopyKind, Kind, Trace
 (DATA_LOADING, SYNC, COMMUNICATION, MEMCPY, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON,
  WRAPPER, OTHER_EVENT, NONE) = range(12)
 
+#: Input fetches: loader and tf.data calls, and Python's ``next()`` as the Python tracers
+#: record it (JAX ``$builtins next``, the PyTorch profiler's ``<built-in function next>``):
+#: the loop asking an iterator or a generator for its next element, with the work that
+#: makes it nested inside.
 _DATA_LOADING = re.compile(
     r"DataLoader|_DataLoaderIter|IteratorGetNext|Iterator::|tf\.data|tf_data|"
-    r"data_?load|load_?batch|next_?batch|get_?batch|prefetch_?batch", re.I)
+    r"data_?load|load_?batch|next_?batch|get_?batch|prefetch_?batch|"
+    r"^\$builtins next$|^<built-in function next>$", re.I)
 _OPTIMIZER = re.compile(
     r"^Optimizer\.|optimizer|zero_grad|ResourceApply|ApplyGradient|ApplyAdam|"
     r"ResourceSparseApply|## ?optim", re.I)

@@ -86,6 +86,12 @@ class Stage:
         return self.kind == "Generator" or "GeneratorDataset" in self.dataset
 
     @property
+    def asynchronous(self) -> bool:
+        """A stage whose elements another thread makes (prefetch, parallel, map-and-batch):
+        its own time is how long its consumer waited on its buffer, not work."""
+        return bool(_PREFETCH.match(self.kind)) or "MapAndBatch" in self.kind or self.parallel
+
+    @property
     def label(self) -> str:
         what = self.kind
         if self.python:
@@ -138,6 +144,28 @@ class InputPipeline:
     def wait_share(self) -> float:
         total = float(self.iter_ns.sum())
         return float(self.wait_ns.sum()) / total if total else 0.0
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether elements are made beside the consumer (a prefetch, a parallel or fused
+        map-and-batch stage, or map functions on tf.data's own threads)."""
+        return any(st.asynchronous for st in self.stages.values()) or self.worker_busy_ns > 0
+
+    @property
+    def work_ns(self) -> int:
+        """Time the pipeline spends making elements: the own time of its synchronous
+        stages (an asynchronous stage's own time is its consumer blocked on the buffer)
+        plus its worker threads' work.  A wait longer than this is not input work: the
+        thread that makes the elements did not get a core (CPU contention)."""
+        sync = sum(st.own_ns for st in self.stages.values()
+                   if not st.asynchronous and st.kind != "Root")
+        return int(sync + self.worker_busy_ns)
+
+    @property
+    def explained(self) -> float:
+        """Fraction of the main thread's wait the pipeline's work can account for (0..1)."""
+        wait = float(self.wait_ns.sum())
+        return min(self.work_ns / wait, 1.0) if wait > 0 else 1.0
 
     @property
     def bottleneck_stage(self) -> Stage | None:
@@ -352,6 +380,11 @@ def _link(stages: dict[int, Stage]) -> list[int]:
     return roots
 
 
+def pyfunc_ids(trace: Trace) -> np.ndarray:
+    """Name ids of the ops that run a map's Python (``py_function`` / ``numpy_function``)."""
+    return trace.name_ids(_PYFUNC.match)
+
+
 def tf_data_lanes(trace: Trace, workers_only: bool = False) -> np.ndarray:
     """Lanes of tf.data threads; ``workers_only``: those of its private thread pool, which
     run the map functions (the iterator threads mostly wait on them)."""
@@ -366,7 +399,7 @@ def _worker_time(trace: Trace, lo: int, hi: int) -> tuple[int, int, int]:
     if not len(lanes):
         return 0, 0, 0
     sel = np.flatnonzero(np.isin(s.lane, lanes) & (s.start >= lo) & (s.start < hi))
-    py = trace.name_ids(_PYFUNC.match)
+    py = pyfunc_ids(trace)
     pyfunc = int(s.dur[sel[np.isin(s.name[sel], py)]].sum()) if len(py) else 0
     top = sel[(s.depth[sel] == 0) & (s.dur[sel] > 0)]
     busy = 0

@@ -25,9 +25,12 @@ startup         what warm-up iterations take over the steady median (not countin
 ==============  ==============================================  ===========================
 
 Device idle no category explains (``idle_other``) is no bound; the basis says how much
-of it there is.  With several ranks the breakdown of the rank that waits most in
-collectives is read: in synchronous data parallelism its step is the job's step (its
-own work, then the wait for the slowest rank).
+of it there is.  One exception to "the largest share": when the input finding proves that
+the loader paces the run (batches made beside the step, the main thread waiting for one
+in every steady step: ``findings/input_pacing.py``), the bound is input, and the basis
+says why, whatever the compute's share.  With several ranks the breakdown of the rank
+that waits most in collectives is read: in synchronous data parallelism its step is the
+job's step (its own work, then the wait for the slowest rank).
 """
 
 from __future__ import annotations
@@ -122,7 +125,11 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
     bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
     if shares[bound] <= 0:
         return Verdict("", 0.0, "no time in any category", shares)
-    return Verdict(bound, min(shares[bound], 1.0), _basis(bound, shares, label, rank), shares)
+    paced = next((f.paced for f in findings or [] if getattr(f, "paced", "")), "")
+    if paced and shares["input"] > 0:  # the loader sets the step time (input_pacing.py)
+        bound = "input"
+    basis = _basis(bound, shares, label, rank) + (" " + paced if paced else "")
+    return Verdict(bound, min(shares[bound], 1.0), basis, shares)
 
 
 def _side(bd):

@@ -23,6 +23,8 @@ from .context import (
     top_rows,
 )
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
+from .input_estimate import ASSUMED_CORES, tf_pipeline_speedup
+from .input_pacing import loader_paces, unexplained_wait
 from .registry import Rule, rule
 from .tf_data import pipeline_note
 
@@ -62,13 +64,17 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
             f"{ctx.trace.name_of(int(mine[0]))}", a, b, ctx.it(i), lanes))
     tf_note, causes = pipeline_note(ctx, host)
     causes = causes or _loader_causes(ctx, dl)
+    share, unmade = unexplained_wait(ctx, host, share)
     grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(spec, share), "NOT")
+    paced = loader_paces(ctx, host, share, spec)
     summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
-               f"waiting for input; {where}.{tf_note} "
+               f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''} "
                f"{spec.grading('input-bound', TF_PROFILER)} The estimate is that of the best "
                f"fix that fits this machine.")
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                        fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                     fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
+    f.paced = paced
+    return f
 
 
 def _loader_causes(ctx: Ctx, dl: np.ndarray):
@@ -94,7 +100,8 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
             ctx.facts.value("dataloader") == "single_process":
         return _loader_plan_gain(ctx, share)
     if fix.gain in ("cores", "core"):
-        return _parallel_speedup(ctx, share, one=fix.gain == "core")
+        return tf_pipeline_speedup(ctx, share, fix) or _parallel_speedup(
+            ctx, share, one=fix.gain == "core")
     return None, f"{fix.name} shortens only part of the wait", 1.0
 
 
@@ -131,23 +138,26 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
     slow, slow_why, slow_conf = _interference(ctx)
     moved, hand, moved_why, hand_conf = _moved_share(ctx, share)
     slow_conf *= hand_conf
-    if not cores.known:
-        return parallel_bound(moved, float("inf"), slow, _host_paced(ctx, share), hand), (
-            f"assumes a free CPU core per worker: the trace does not say how many cores the "
-            f"machine has; {slow_why}{moved_why}"), 0.8 * slow_conf
-    n = int(cores.value)
     other = ctx.facts.get("cpu_other")
+    if cores.known:
+        n, proof = int(cores.value), cores.proof
+    else:  # the least a machine with a core to spare for the loading has: no promise of
+        # cores the machine may not have
+        n, proof = ASSUMED_CORES, (f"the trace does not say how many cores the machine has: "
+                                   f"{ASSUMED_CORES} assumed, "
+                                   f"the main thread's and one for the loading")
+        slow_conf *= 0.8
     busy = float(other.value) if other.known else 0.0
     free = max(n - 1 - busy, 0.0)
     held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
     if free < 0.05:
-        return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
+        return 1.0, (f"no CPU core is free for it ({n} cores: {proof}{held}), so no "
                      f"speed-up is expected"), 1.0
     use = min(free, 1.0) if one else free
     sp = parallel_bound(moved, use, slow, _host_paced(ctx, share), hand)
     unsure = "" if other.known else "; other processes' load unknown"
     return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
-                f"{cores.proof}{held}{unsure}); {slow_why}{moved_why}"), \
+                f"{proof}{held}{unsure}); {slow_why}{moved_why}"), \
         (1.0 if other.known else 0.9) * slow_conf
 
 
@@ -281,7 +291,8 @@ def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:
     for j in stacks:
         a = ctx.trace.args.get(int(ctx.trace.slices.args[j])) or {}
         dims, types = a.get("Input Dims"), a.get("Input type")
-        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) \
+                or not dims[0]:  # a TensorList recorded without its tensors' shapes
             return None
         size = _ITEMSIZE.get(types[0] if isinstance(types, list) and types else "", 4)
         for d in dims[0]:  # the stacked samples

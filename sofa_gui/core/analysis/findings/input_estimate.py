@@ -1,0 +1,111 @@
+"""What a tf.data fix can gain on a run without an accelerator, from the threads the trace
+shows: the pipeline's worker threads and the runtime's compute threads share the cores.
+
+A fix that overlaps or parallelises the input (``prefetch``, ``num_parallel_calls``)
+moves no work off the machine: the step cannot get shorter than
+
+* the step's own part (what it does besides waiting for input);
+* the work of every pipeline and compute thread spread over the usable cores (their busy
+  time per step / cores): on a CPU-only run the input's work already takes cores from
+  the compute;
+* for a fix that adds no parallelism (a prefetch of a serial pipeline), the time the
+  pipeline's threads are busy at all (their union): a serial pipeline makes one batch at
+  a time;
+* while the map runs Python (``py_function``), the time some thread runs it: the GIL
+  lets one thread run Python at a time, so parallel calls of it add no throughput.
+
+Busy time counts a thread descheduled or waiting for the GIL inside an event as busy, so
+these floors can only make the estimate smaller than the gain: a stated, conservative
+reading.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...units import fmt_pct as pct
+from ..intervals import measure_in, union
+from ..tfdata import InputPipeline, pyfunc_ids, tf_data_lanes
+from .context import Ctx
+from .tf_data import pipeline_of
+
+#: The consumer-side thread of tf.data (``IteratorGetNextOp``): its time is the step's
+#: wait for input, not the pipeline's work.
+_CONSUMER_LANE = "tf_data_iterator_get_next"
+#: Fixes that replace the map's Python by tf.data ops (so the GIL no longer bounds it).
+_DROPS_PYTHON = ("tf.data ops in parallel",)
+#: Cores assumed when the trace does not say (the least a machine with a core to spare for
+#: the input has): a stated assumption that keeps the estimate from promising cores the
+#: machine may not have.
+ASSUMED_CORES = 2
+
+
+def _busy(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None) -> tuple[float, float]:
+    """(sum over ``lanes`` of each lane's busy time, busy time of their union) inside the
+    steady windows, ns; only slices named ``names`` when given (top-level slices else)."""
+    host, r = ctx.bd.host, ctx.rows
+    s = ctx.trace.slices
+    sel = np.isin(s.lane, lanes) & (s.dur > 0)
+    sel &= np.isin(s.name, names) if names is not None else s.depth == 0
+    idx = np.flatnonzero(sel)
+    ws, we = host.starts[r], host.ends[r]
+    total = 0.0
+    for lane in np.unique(s.lane[idx]).tolist():
+        mine = idx[s.lane[idx] == lane]
+        a, b = union(s.start[mine], s.end[mine])
+        total += float(measure_in(a, b, ws, we).sum())
+    a, b = union(s.start[idx], s.end[idx])
+    return total, float(measure_in(a, b, ws, we).sum())
+
+
+def _cores(ctx: Ctx) -> tuple[float, str]:
+    """(usable cores, where that comes from)."""
+    cores, other = ctx.facts.get("cpu_cores"), ctx.facts.get("cpu_other")
+    if not cores.known:
+        return float(ASSUMED_CORES), (f"the trace does not say how many cores the machine has: "
+                                      f"{ASSUMED_CORES} assumed, nothing else running")
+    busy = float(other.value) if other.known else 0.0
+    held = f", {busy:.1f} held by other processes" if other.known else ""
+    return max(float(cores.value) - busy, 1.0), f"{int(cores.value)} cores ({cores.proof}{held})"
+
+
+def pipeline_floors(ctx: Ctx, p: InputPipeline) -> dict[str, float] | None:
+    """Per steady time: ``work`` (pipeline and compute threads' busy time over the usable
+    cores), ``serial`` (pipeline threads busy at all), ``python`` (some thread in the
+    map's Python); None without pipeline worker threads in the trace."""
+    host, r = ctx.bd.host, ctx.rows
+    if host is None or not len(r) or not p.worker_threads:
+        return None
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    names = ctx.trace.lanes.name
+    helpers = np.asarray([h for h in host.helper_lanes if not names[h].startswith(_CONSUMER_LANE)],
+                         np.int64)
+    pool = tf_data_lanes(ctx.trace, workers_only=True)
+    work, _ = _busy(ctx, np.union1d(helpers, pool))
+    _, serial = _busy(ctx, pool)
+    py = pyfunc_ids(ctx.trace)
+    _, python = _busy(ctx, tf_data_lanes(ctx.trace), py) if len(py) else (0.0, 0.0)
+    cores, _ = _cores(ctx)
+    return {"work": work / cores / wall, "serial": serial / wall, "python": python / wall}
+
+
+def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float] | None:
+    """(speed-up, why, confidence factor) of an overlapping / parallelising tf.data fix
+    from the floors above; None when the trace has no pipeline threads to read."""
+    host = ctx.bd.host
+    p = pipeline_of(ctx, host)
+    floors = pipeline_floors(ctx, p) if p is not None and not ctx.bd.devices else None
+    if floors is None:
+        return None
+    bounds = {"the step's own part": 1.0 - share,
+              "the pipeline's and the compute's work over the cores": floors["work"]}
+    if fix.gain == "core" and not p.parallel:
+        bounds["the serial pipeline's busy time (one batch at a time)"] = floors["serial"]
+    if p.python and fix.name not in _DROPS_PYTHON:
+        bounds["the map's Python under the GIL (one thread at a time)"] = floors["python"]
+    what, floor = max(bounds.items(), key=lambda kv: kv[1])
+    sp = max(1.0 / max(floor, 1e-6), 1.0)
+    _, where = _cores(ctx)
+    told = "; ".join(f"{k} {pct(v)}" for k, v in bounds.items())
+    return sp, (f"the step cannot get shorter than {what} ({pct(floor)} of it; {told}; "
+                f"{where})"), 0.9

@@ -1,0 +1,86 @@
+"""Input-bound diagnosis on corpus captures of each kind: a loader that paces the run from
+beside the step (Keras ``fit`` on a serial ``tf.data`` map, one starved DataLoader worker),
+Python's ``next()`` on the loop's thread (numpy batches before a jitted JAX step), a
+tf.data wait the pipeline's work does not explain (machine noise on a jitted TF step), and
+the estimates of the fixes that overlap or parallelise the input."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from tracedata import corpus_capture as capture
+
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.analysis.tfdata import analyze_input_pipeline
+from sofa_gui.core.importers import load_trace
+
+
+@functools.cache
+def analyzed(case: str, k: int = 0):
+    t = load_trace(capture(case, k), use_cache=False)
+    return t, analyze(t)
+
+
+def input_finding(a):
+    return next((f for f in a.findings if f.id == "input_pipeline_bound"), None)
+
+
+def fix_named(f, name: str):
+    return next(x for x in f.fixes if x.name == name)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_keras_fit_on_a_serial_map_is_input_bound_because_the_loader_paces_it(k):
+    _, a = analyzed("tf_keras_fit_slow_map", k)
+    f = input_finding(a)
+    assert "The loader paces the run" in f.paced and "tf.data" in f.paced
+    # the wait is under half the step: the verdict names input because of the pacing
+    assert a.verdict.bound == "input" and a.verdict.shares["input"] < 0.5
+    assert "The loader paces the run" in a.verdict.basis
+
+
+def test_a_prefetch_of_a_busy_python_pipeline_is_estimated_at_about_no_gain():
+    _, a = analyzed("tf_keras_fit_slow_map")
+    pre = fix_named(input_finding(a), "prefetch")
+    # the pipeline's threads are busy nearly all the time and its map runs Python:
+    # overlapping it more gains little (measured without the profiler: 0.91x)
+    assert pre.estimate <= 1.25
+    assert "cannot get shorter than" in pre.estimate_why and "GIL" in pre.estimate_why
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_starved_loader_worker_paces_the_run_on_every_capture(k):
+    _, a = analyzed("pt_train_input_nw1_starved", k)
+    assert "DataLoader worker processes" in input_finding(a).paced
+    assert a.verdict.bound == "input"
+
+
+def test_a_loader_in_the_main_process_does_not_pace_it_the_shares_add_up():
+    _, a = analyzed("pt_train_input_nw0")
+    f = input_finding(a)
+    assert f.paced == "" and a.verdict.bound == "input"
+    assert "The loader paces" not in a.verdict.basis
+    workers = fix_named(f, "loader workers")
+    # the trace does not say how many cores: two are assumed, not one per worker
+    assert "2 assumed" in workers.estimate_why and workers.estimate < 1.6
+
+
+def test_python_next_on_the_loop_thread_is_an_input_fetch():
+    _, a = analyzed("jax_train_input_numpy")
+    host = a.breakdown.host
+    share = host.column("data_loading").sum() / (host.ends - host.starts).sum()
+    assert share > 0.4  # `$builtins next` into the numpy generator: was host overhead
+    assert a.verdict.bound == "input"
+    _, fast = analyzed("jax_train_jit")  # the same loop on cheap batches stays compute
+    assert fast.verdict.bound == "compute"
+
+
+def test_a_wait_the_pipeline_did_no_work_for_is_not_input():
+    t, a = analyzed("tf_jit_step_noise")
+    host = a.breakdown.host
+    p = analyze_input_pipeline(t, host.starts, host.ends, host.lane)
+    assert p.asynchronous and p.explained < 0.2  # batches held in memory, a prefetch
+    f = input_finding(a)
+    assert f is None or f.confidence < 0.5
+    assert a.verdict.bound == "compute"
