@@ -104,15 +104,24 @@ class Clock:
 CLOCK = Clock()
 
 
-def time_steps(step: Callable, first: int, n: int) -> list[tuple[float, dict]]:
-    """Run steps ``first .. first+n-1``; per step (wall s, phase seconds)."""
-    out = []
-    for i in range(first, first + n):
+def time_steps(step: Callable, first: int, n: int, min_s: float = 0.0,
+               most: int = 0) -> list[tuple[float, dict]]:
+    """Run steps ``first .. first+n-1``, then more (up to ``most`` in all) until the round
+    has taken ``min_s`` seconds or the loop's data ends; per step (wall s, phase seconds).
+    Short steps need many of them for a median the machine's noise does not move."""
+    out, total, i = [], 0.0, first
+    while len(out) < n or (total < min_s and len(out) < most):
         CLOCK.take()
         t0 = time.perf_counter()
-        step(i)
+        try:
+            step(i)
+        except StopIteration:
+            if len(out) >= n:
+                break
+            raise
         wall = time.perf_counter() - t0
         out.append((wall, CLOCK.take()))
+        total, i = total + wall, i + 1
     return out
 
 
@@ -134,8 +143,13 @@ def release(step) -> None:
         close()
 
 
+#: Each timed round of a steady case lasts at least this long (at most 50x its steps).
+ROUND_S = 0.5
+
+
 def measure(c: Case, rounds: int = 3) -> dict:
-    """Unprofiled truth: ``rounds`` rounds of the run (and of its fix, interleaved)."""
+    """Unprofiled truth: ``rounds`` rounds of the run (and of its fix, interleaved), each
+    at least :data:`ROUND_S` of steps."""
     variants = ["run", "fix"] if c.fix else ["run"]
     if c.share_from_fix and c.share_variant not in variants:
         variants.append(c.share_variant)
@@ -147,7 +161,7 @@ def measure(c: Case, rounds: int = 3) -> dict:
                 got[v].append(time_steps(step, 0, c.warmup + c.steps))
             else:
                 time_steps(step, 0, c.warmup)
-                got[v].append(time_steps(step, c.warmup, c.steps))
+                got[v].append(time_steps(step, c.warmup, c.steps, ROUND_S, 50 * c.steps))
             release(step)
     return summarize(c, got)
 
@@ -258,8 +272,20 @@ def write_truth(c: Case, measured: dict, captures: list[str], generator: str,
         raise ValueError(f"{c.name}: truth lacks {missing}")
     dest = out / c.name / "truth.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(truth, indent=1) + "\n")
+    dest.write_text(truth_text(truth))
     return dest
+
+
+def truth_text(truth: dict) -> str:
+    """``truth.json``'s text: indented, with the raw step times (thousands of numbers)
+    last and one line per variant, so the file stays small and readable."""
+    body = {k: v for k, v in truth.items() if k != "raw"}
+    text = json.dumps(body, indent=1)
+    if "raw" not in truth:
+        return text + "\n"
+    rows = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}"
+                       for k, v in truth["raw"].items())
+    return f"{text[:-2]},\n \"raw\": {{\n{rows}\n }}\n}}\n"
 
 
 def report_line(c: Case, measured: dict, seconds: float) -> str:
@@ -282,9 +308,10 @@ class Driver:
     measure: Callable = measure  # (case, rounds) -> measured truth
 
     def run_case(self, name: str, captures: int, rounds: int, out: Path) -> str:
-        """Captures ``capture-1..N``, then the unprofiled truth; one report line."""
+        """Captures ``capture-1..N`` (none: the case's captures stay as they are), then the
+        unprofiled truth; one report line."""
         c, t0 = CASES[name], time.perf_counter()
-        names = []
+        names = sorted(p.name for p in (out / name).glob("capture-*")) if not captures else []
         for k in range(1, captures + 1):
             dest = out / name / f"capture-{k}{self.suffix}"
             self.capture(c, dest)
@@ -302,7 +329,9 @@ def cli(driver: Driver, doc: str, argv=None, names: list[str] | None = None) -> 
     names = names or sorted(CASES)
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--only", nargs="*", choices=names)
-    ap.add_argument("--captures", type=int, default=2)
+    ap.add_argument("--captures", type=int, default=2,
+                    help="captures per case; 0 keeps the case's captures and re-measures "
+                         "its truth only")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=CORPUS)
     args = ap.parse_args(argv)

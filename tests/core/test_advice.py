@@ -198,10 +198,11 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
     ``cpu_interf``; the workers estimate uses it; a bad value is unknown, not guessed."""
     import gzip
 
+    from sofa_gui.core.analysis.findings.input_rules import DEFAULT_HANDOVER
     from sofa_gui.core.analysis.findings.loader_plan import plan
     doc = json.loads(gzip.open(QUIET / "input_nw0.json.gz").read())
     for key in [k for k in doc if k.startswith("cpu_batch_handover")]:
-        doc.pop(key)  # the interference alone: no hand-over term
+        doc.pop(key)  # no calibration of the hand-over: the assumed one applies
     for value, known in ((1.3, True), ("fast", False), (99.0, False)):
         doc["cpu_core_interference"] = value
         doc["cpu_core_interference_how"] = "calibration: test"
@@ -214,9 +215,11 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
         if known:
             assert fact.value == 1.3 and "calibration: test" in fact.proof
             share = by_id(a)["input_pipeline_bound"].share
-            rest = 1.0 - share
-            assert w.estimate == pytest.approx(plan(share, rest, rest, 0.0, 1.3, 2.0).speedup,
+            rest, t = 1.0 - share, analyzed(path)[0]
+            hand = _handover_share(t, a, DEFAULT_HANDOVER)  # 2 tensors, bytes not recorded
+            assert w.estimate == pytest.approx(plan(share, rest, rest, hand, 1.3, 2.0).speedup,
                                                rel=1e-6)
+            assert "assumed: 1500 µs per batch + 600 µs per tensor" in w.estimate_why
             assert "1.30x slower while another core works (trace metadata" in w.estimate_why
         else:
             assert "assumed" in w.estimate_why
@@ -229,12 +232,12 @@ def _steady_wall(a) -> float:
     return float((host.ends - host.starts)[_steady(a)].mean())
 
 
-def _handover_share(trace, a):
+def _handover_share(trace, a, assumed=None):
     """The hand-over share the workers estimate should count, recomputed by hand: the
-    calibration's cost for a batch of as many tensors as the collate stacks, over the mean
-    steady step (one batch per step in these runs)."""
+    calibration's cost (else ``assumed``'s) for a batch of as many tensors as the collate
+    stacks, over the mean steady step (one batch per step in these runs)."""
     from sofa_gui.core.analysis.run_facts import handover_parts
-    h = handover_parts(trace)
+    h = handover_parts(trace) or assumed
     if not h:
         return None
     names = [trace.name_of(j) for j in range(len(trace.slices.dur))]
@@ -261,24 +264,25 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     _, a_plain = analyzed(base)
     plain = next(x for x in by_id(a_plain)["input_pipeline_bound"].fixes
                  if x.name == "loader workers")
-    doc.update(cpu_batch_handover_us=1500.0, cpu_batch_handover_tensor_us=500.0,
+    assert "assumed: 1500 µs per batch + 600 µs per tensor, not measured" in plain.estimate_why
+    doc.update(cpu_batch_handover_us=2500.0, cpu_batch_handover_tensor_us=500.0,
                cpu_batch_handover_mb_us=1000.0, cpu_batch_handover_how="test calibration")
     path = tmp_path / "hand.json"
     path.write_text(json.dumps(doc))
     t, a = analyzed(path)
     fact = a.run.get("cpu_handover")
-    assert fact.value == 2000 and "test calibration" in fact.proof
+    assert fact.value == 3000 and "test calibration" in fact.proof
     f = by_id(a)["input_pipeline_bound"]
     w = next(x for x in f.fixes if x.name == "loader workers")
     assert "2 tensors per batch (its collate's aten::stack calls), 1 batch per step: " \
-        "2.5 ms per batch stays on the main thread" in w.estimate_why
+        "3.5 ms per batch stays on the main thread" in w.estimate_why
     assert "no shapes): +1000 µs per MB not counted" in w.estimate_why
     assert w.estimate_why.endswith("not counted: changes in the main process's own memory "
                                    "behaviour once the loading leaves it (e.g. freed memory "
                                    "faulted in again every step); fewer main threads' effect "
                                    "on its own compute not counted")
     assert w.estimate < plain.estimate
-    hand = 2.5e6 / _steady_wall(a)
+    hand = 3.5e6 / _steady_wall(a)
     rest = 1.0 - f.share  # a CPU-only run: all of the rest is the host's work
     assert w.estimate == pytest.approx(plan(f.share, rest, rest, hand, 1.15, 2.0).speedup,
                                        rel=1e-6)
@@ -290,7 +294,7 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     _, a = analyzed(path)
     w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
     assert "0.44 MB per batch from the stacks' shapes" in w.estimate_why  # 64 x 1729 x 4 B
-    assert "2.9 ms per batch stays" in w.estimate_why  # + 0.44 MB x 1000 µs
+    assert "3.9 ms per batch stays" in w.estimate_why  # + 0.44 MB x 1000 µs
     for ev in stacks:  # recent profilers record a TensorList input without its shapes
         ev["args"]["Input Dims"] = [[], []]
     path.write_text(json.dumps(doc))

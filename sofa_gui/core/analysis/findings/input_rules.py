@@ -166,16 +166,16 @@ def _loader_plan_gain(ctx: Ctx, share: float) -> tuple[float, str, float, dict]:
     other processes leave free, with the measured (or assumed) interference and hand-over;
     (speed-up, why, confidence factor, the plan's settings)."""
     cores = ctx.facts.get("cpu_cores")
-    if not cores.known:
-        sp, why, conf = _parallel_speedup(ctx, share, one=False)
-        return sp, why, conf, {}
+    n, proof, conf = int(cores.value or 0), cores.proof, 1.0
+    if not cores.known:  # no promise of cores the machine may not have
+        n, proof, conf = ASSUMED_CORES, (f"the trace does not say how many cores the machine "
+                                         f"has: {ASSUMED_CORES} assumed"), 0.8
     other = ctx.facts.get("cpu_other")
     busy = float(other.value) if other.known else 0.0
-    n = int(cores.value)
     free = n - busy
     held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
     if free - 1.0 < 0.05:
-        return 1.0, (f"no CPU core is free for it ({n} cores: {cores.proof}{held}), so no "
+        return 1.0, (f"no CPU core is free for it ({n} cores: {proof}{held}), so no "
                      f"speed-up is expected"), 1.0, {}
     slow, slow_why, slow_conf = _interference(ctx)
     load, hand, hand_why, hand_conf = _moved_share(ctx, share)
@@ -183,10 +183,11 @@ def _loader_plan_gain(ctx: Ctx, share: float) -> tuple[float, str, float, dict]:
     unsure = "" if other.known else "; other processes' load unknown"
     why = (f"num_workers={p.workers} with the main process at {p.main_threads} intra-op "
            f"thread{'s' if p.main_threads != 1 else ''} (torch.set_num_threads), the step then "
-           f"set by {p.limit}, on {free:.1f} free cores ({n} cores: {cores.proof}{held}"
+           f"set by {p.limit}, on {free:.1f} free cores ({n} cores: {proof}{held}"
            f"{unsure}); {slow_why}{hand_why}; fewer main threads' effect on its own compute "
            f"not counted")
-    return p.speedup, why, (1.0 if other.known else 0.9) * slow_conf * hand_conf, p.settings()
+    return p.speedup, why, (1.0 if other.known else 0.9) * conf * slow_conf * hand_conf, \
+        p.settings()
 
 
 def _interference(ctx: Ctx) -> tuple[float, str, float]:
@@ -247,16 +248,25 @@ _ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long 
              "int": 4, "unsigned char": 1, "bool": 1, "signed char": 1, "short int": 2}
 
 
+#: The hand-over of one batch when the trace carries no calibration: µs per batch, per
+#: tensor and per MB, the order ``recorder.calibrate.batch_handover`` measures on x86-64
+#: Linux (1.4-1.8 ms per batch, 0.4-0.8 ms per tensor, 0.3-0.7 ms per MB on 2-core VMs).
+#: A stated assumption, like :data:`DEFAULT_INTERFERENCE`, not a figure fitted to any run.
+DEFAULT_HANDOVER = (1500.0, 600.0, 500.0)
+
+
 def _handover(ctx: Ctx) -> tuple[float, str, float]:
     """(share of the step the main thread still spends receiving the batches a worker
     hands over, why, confidence factor): the calibration's cost of one batch (trace
     metadata ``cpu_batch_handover_*``: per batch, per tensor, per MB) for the batches per
     step and the tensors per batch the trace shows (its collate's stacks); bytes from the
-    stacks' shapes when recorded.  Unmeasured: not counted, said, confidence x0.9."""
+    stacks' shapes when recorded.  Unmeasured: :data:`DEFAULT_HANDOVER`, said, confidence
+    x0.9."""
     parts = handover_parts(ctx.trace)
+    conf, what = 1.0, "calibration"
     if parts is None:
-        return 0.0, ("; the hand-over of each batch from a worker is not in this trace (not "
-                     "measured on this machine)"), 0.9
+        parts = (*DEFAULT_HANDOVER, "", "not measured on this machine")
+        conf, what = 0.9, "assumed"
     per_batch, per_tensor, per_mb, _, where = parts
     host, r = ctx.bd.host, ctx.rows
     dl = host.role_slices.get("data_loading", np.zeros(0, np.int64)) if host else []
@@ -279,8 +289,8 @@ def _handover(ctx: Ctx) -> tuple[float, str, float]:
     return hand, (f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch (its "
                   f"collate's {_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} "
                   f"per step: {us / 1e3:.1f} ms per batch stays on the main thread to receive "
-                  f"it ({pct(hand)} of the step; {size}; calibration: {per_batch:.0f} µs per "
-                  f"batch + {per_tensor:.0f} µs per tensor, {where})"), 1.0
+                  f"it ({pct(hand)} of the step; {size}; {what}: {per_batch:.0f} µs per "
+                  f"batch + {per_tensor:.0f} µs per tensor, {where})"), conf
 
 
 def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:
