@@ -44,7 +44,7 @@ def test_the_corpus_spans_frameworks_modes_and_bounds_with_a_third_or_more_held_
                                             "memory_copies"}
     held = sum(t["split"] == "holdout" for t in truths)
     assert 0.3 <= held / len(truths) <= 0.5  # the tuned cases stay the majority
-    assert sum(size_of(CORPUS / n) for n in CASES) < 25e6
+    assert sum(size_of(CORPUS / n) for n in CASES) < 30e6
 
 
 @pytest.mark.parametrize("name", CASES)
