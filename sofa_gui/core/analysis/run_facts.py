@@ -423,6 +423,7 @@ def _precision(trace: Trace) -> list[Fact]:
 _MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
                       r"mkldnn_\w*|scaled_dot_product\w*)$")
 _LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
+_LOW_TEXTS = tuple(t.encode() for t in _LOW_TYPES)
 #: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
 _TYPE_SAMPLE = 300
 
@@ -437,6 +438,8 @@ def _low_precision_inputs(trace: Trace) -> Fact:
     if not len(idx):
         return Fact("precision")
     pick = idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
+    if not trace.args.may_hold(s.args[pick], _LOW_TEXTS):
+        return Fact("precision")  # (no sampled call can name a 16-bit type: none decoded)
     seen: dict[str, int] = {}
     first = -1
     for j in pick.tolist():
