@@ -42,6 +42,8 @@ class Spy:
 
 
 def load(path: Path, monkeypatch, piped: bool):
+    monkeypatch.delenv("SOFA_GUI_DECODE_PARTS", raising=False)
+    monkeypatch.setattr(gunzip, "usable_cpus", lambda: 2)
     monkeypatch.setenv("SOFA_GUI_PIPE_GZIP_MIN_BYTES", "0" if piped else "1e15")
     return load_trace(path, use_cache=False)
 
@@ -62,6 +64,17 @@ def test_small_gzip_files_are_inflated_in_process(monkeypatch):
     small = gzip_traces()[0]
     assert small.stat().st_size < gunzip.PIPE_GZIP_MIN_BYTES
     load_trace(small, use_cache=False)
+    assert spy.started == 0
+
+
+@pytest.mark.parametrize(("parts", "cores"), [("1", 2), (None, 1)])
+def test_one_process_when_asked_or_on_one_core(parts, cores, monkeypatch):
+    spy = Spy(monkeypatch)
+    monkeypatch.setenv("SOFA_GUI_PIPE_GZIP_MIN_BYTES", "0")
+    monkeypatch.setattr(gunzip, "usable_cpus", lambda: cores)
+    if parts:
+        monkeypatch.setenv("SOFA_GUI_DECODE_PARTS", parts)
+    load_trace(gzip_traces()[0], use_cache=False)
     assert spy.started == 0
 
 

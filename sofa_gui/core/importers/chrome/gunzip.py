@@ -20,11 +20,13 @@ import os
 import zlib
 from pathlib import Path
 
+from .cores import usable_cpus
 from .opening import Capped
 from .workers import die_with_parent, exit_text, start_context
 
 #: Gzip files at least this large (compressed) are decompressed by a child process
-#: (``SOFA_GUI_PIPE_GZIP_MIN_BYTES`` overrides it); smaller ones are not worth its start.
+#: (``SOFA_GUI_PIPE_GZIP_MIN_BYTES`` overrides it); smaller ones are not worth its start,
+#: and ``SOFA_GUI_DECODE_PARTS=1`` or a single usable core keeps every read in-process.
 PIPE_GZIP_MIN_BYTES = 4 << 20
 _MESSAGE = 1 << 20
 _ERRORS = {"EOFError": EOFError, "BadGzipFile": gzip.BadGzipFile, "zlib.error": zlib.error}
@@ -32,11 +34,17 @@ _PIPE_BYTES = 1 << 20
 _F_SETPIPE_SZ = 1031  # Linux fcntl: a pipe's buffer size (fewer wake-ups per message)
 
 
-def _min_bytes() -> int:
+def _env_int(name: str, default: int) -> int:
     try:
-        return int(float(os.environ["SOFA_GUI_PIPE_GZIP_MIN_BYTES"]))
+        return int(float(os.environ[name]))
     except (KeyError, ValueError):
-        return PIPE_GZIP_MIN_BYTES
+        return default
+
+
+def _one_process() -> bool:
+    """Whether the read must stay in one process: ``SOFA_GUI_DECODE_PARTS=1`` (as for a
+    plain file) or one usable core, where the child would only compete with its parent."""
+    return _env_int("SOFA_GUI_DECODE_PARTS", 2) <= 1 or usable_cpus() < 2
 
 
 def piped(path: Path):
@@ -50,7 +58,8 @@ def piped(path: Path):
             magic = f.read(2)
     except OSError:
         return None
-    if magic != b"\x1f\x8b" or size < _min_bytes() or mp.current_process().daemon:
+    if (magic != b"\x1f\x8b" or size < _env_int("SOFA_GUI_PIPE_GZIP_MIN_BYTES", PIPE_GZIP_MIN_BYTES)
+            or mp.current_process().daemon or _one_process()):
         return None
     try:
         stream = PipedGzip(Path(path), size)
@@ -139,10 +148,10 @@ def inflate(path: str, data, outcome_conn, done, parent: int) -> None:
     try:
         with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as text:
             while chunk := text.read(_MESSAGE):
+                done.value = raw.tell()
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view):]
-                done.value = raw.tell()
     except (BrokenPipeError, ConnectionResetError):
         return  # the reader closed its end: nothing more is wanted
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
