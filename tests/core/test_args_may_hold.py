@@ -67,3 +67,25 @@ def test_no_bf16_text_means_no_low_precision_fact(tmp_path, monkeypatch):
 def test_rows_in_memory_are_scanned_with_escapes_counted(raw, holds):
     store = ArgsStore([b'{"x": 1}', raw])
     assert store.may_hold(np.array([0, 1]), (b"c10::Half",)) is holds
+
+
+def test_the_analysis_scans_beside_its_first_steps(tmp_path, monkeypatch):
+    """``analyze`` starts the scan first (in a forked child where it may fork); the facts
+    are those of a scan in-process (``run_facts`` alone)."""
+    from sofa_gui.core.analysis import aside
+    from sofa_gui.core.analysis.pipeline import analyze
+
+    started = []
+    real = aside.start
+
+    def spy(fn, args):
+        job = real(fn, args)
+        started.append(fn.__name__)
+        return job
+    monkeypatch.setattr(aside, "start", spy)
+    for src in (SAMPLE, capture("pt_train_autocast_bf16")):
+        _, lazy = both_ways(src, tmp_path, monkeypatch)
+        alone = run_facts(load_trace(lazy.meta.source, use_cache=False)).get("precision")
+        started.clear()
+        assert analyze(lazy).run.get("precision") == alone
+        assert started[0] == "_may_be_low"
