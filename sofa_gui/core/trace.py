@@ -339,9 +339,24 @@ class ArgsStore:
             return {ARGS_UNAVAILABLE: str(exc)}
         return out if isinstance(out, dict) else {"value": out}
 
+    def may_hold(self, rows, texts: tuple[bytes, ...]) -> bool:
+        """False only when the args of no row in ``rows`` can hold any of ``texts`` (UTF-8
+        of a JSON string's content): a quick byte scan that spares decoding rows to look
+        for a rare value. A backslash (an escape can spell any text; shared rows are
+        marked by one) counts as a possible hit; rows read on demand scan their piece."""
+        texts = (b"\\", *texts)
+        scan = getattr(self._raw, "may_hold", None)
+        if scan is not None:
+            return scan(rows, texts)
+        return any(_holds(self.raw(int(i)), texts) for i in rows)
+
     @property
     def backing(self):
         return self._raw
+
+
+def _holds(raw: bytes, texts: tuple[bytes, ...]) -> bool:
+    return any(t in raw for t in texts)
 
 
 #: The key of the one entry :meth:`ArgsStore.get` returns when an event's args cannot be
@@ -368,6 +383,20 @@ class ArgSegments:
         v = self.segments[k][i - int(self._starts[k])]
         v = v.as_py() if hasattr(v, "as_py") else v
         return v if v is not None else b""
+
+    def may_hold(self, rows, texts: tuple[bytes, ...]) -> bool:
+        """:meth:`ArgsStore.may_hold` over these segments: a segment read from the file
+        scans its piece once for all its rows."""
+        rows = np.asarray(rows, np.int64)
+        seg = np.searchsorted(self._starts, rows, side="right") - 1
+        for k in np.unique(seg).tolist():
+            segment = self.segments[k]
+            if getattr(segment, "in_file", False):
+                if segment.may_hold(texts):
+                    return True
+            elif any(_holds(self[int(i)], texts) for i in rows[seg == k]):
+                return True
+        return False
 
     def to_pylist(self) -> list:
         return self.to_arrow().to_pylist()

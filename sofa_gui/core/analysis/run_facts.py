@@ -423,8 +423,43 @@ def _precision(trace: Trace) -> list[Fact]:
 _MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
                       r"mkldnn_\w*|scaled_dot_product\w*)$")
 _LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
+_LOW_TEXTS = tuple(t.encode() for t in _LOW_TYPES)
 #: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
 _TYPE_SAMPLE = 300
+
+
+_SCAN = "run_facts.low_precision_scan"
+
+
+def start_scans(trace: Trace) -> None:
+    """Start the byte scan of the sampled calls' args (:func:`_low_precision_inputs`) in a
+    forked child where the analysis may fork (:mod:`.aside`): with args read on demand it
+    reads ~120 pieces of a 1M-event file (~0.2 s), beside the first analysis steps."""
+    from .aside import start
+
+    trace.memo(_SCAN, lambda: start(_may_be_low, (trace,)))
+
+
+def _type_sample(trace: Trace) -> np.ndarray:
+    """The matmul / convolution calls with args whose input types are read, in order."""
+    s = trace.slices
+    ids = trace.name_ids(_MATH_OP.match)
+    idx = np.flatnonzero(np.isin(s.name, ids) & (s.args >= 0)) if len(ids) else ids
+    return idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
+
+
+def _may_be_low(trace: Trace) -> bool:
+    """False when no sampled call's args can name a 16-bit type (none need decoding)."""
+    pick = _type_sample(trace)
+    return bool(len(pick)) and trace.args.may_hold(trace.slices.args[pick], _LOW_TEXTS)
+
+
+def _scanned_low(trace: Trace) -> bool:
+    job = trace.memo(_SCAN, lambda: None)
+    try:
+        return bool(job.result()) if job is not None else _may_be_low(trace)
+    except (OSError, ValueError):  # a job stopped with an earlier analysis
+        return _may_be_low(trace)
 
 
 def _low_precision_inputs(trace: Trace) -> Fact:
@@ -432,11 +467,9 @@ def _low_precision_inputs(trace: Trace) -> Fact:
     autocast leaves no kernel names): low when at least a quarter of the sampled calls
     take 16-bit inputs."""
     s = trace.slices
-    ids = trace.name_ids(_MATH_OP.match)
-    idx = np.flatnonzero(np.isin(s.name, ids) & (s.args >= 0)) if len(ids) else ids
-    if not len(idx):
+    pick = _type_sample(trace)
+    if not len(pick) or not _scanned_low(trace):
         return Fact("precision")
-    pick = idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
     seen: dict[str, int] = {}
     first = -1
     for j in pick.tolist():

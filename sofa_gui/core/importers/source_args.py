@@ -25,6 +25,7 @@ again to show one event would decompress everything before it.
 from __future__ import annotations
 
 import contextvars
+import mmap
 import os
 import threading
 import zlib
@@ -127,20 +128,36 @@ class SourceFile:
                 self._pieces.popitem(last=False)
         return got
 
-    def _read(self, span: tuple) -> list:
-        lo, hi, n, tag = span
+    def holds(self, span: tuple, texts: tuple[bytes, ...]) -> bool:
+        """Whether piece ``span``'s text holds any of ``texts`` (True when the file
+        cannot be scanned: reading the args then says why)."""
+        lo, hi = span[0], span[1]
+        try:
+            with open(self.path, "rb") as f:
+                if _identity(os.fstat(f.fileno())) != self._id or hi <= lo:
+                    return True
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    return any(mm.find(t, lo, hi) >= 0 for t in texts)
+        except (OSError, ValueError):
+            return True
+
+    def _text(self, lo: int, hi: int) -> bytes:
         try:
             with open(self.path, "rb") as f:
                 if _identity(os.fstat(f.fileno())) != self._id:
                     raise self._gone("was modified")
                 f.seek(lo)
-                text = f.read(hi - lo)
+                return f.read(hi - lo)
         except FileNotFoundError:
             raise self._gone("was removed") from None
         except ArgsUnavailable:
             raise
         except OSError as exc:
             raise self._gone(f"cannot be read ({exc.strerror or exc})") from None
+
+    def _read(self, span: tuple) -> list:
+        lo, hi, n, tag = span
+        text = self._text(lo, hi)
         doc = b"[" + text + b"]"
         items = None
         if len(text) == hi - lo and piece_tag(doc) == tag:
@@ -188,6 +205,10 @@ class ArgsRows:
 
     def __getitem__(self, j: int) -> bytes:
         return bytes(self.source.raws(self.span)[int(self.items[j])])
+
+    def may_hold(self, texts: tuple[bytes, ...]) -> bool:
+        """Whether these rows' args may hold any of ``texts`` (their piece's text does)."""
+        return self.source.holds(self.span, texts)
 
     def values(self) -> list:
         """Every row's raw args (``msgspec.Raw``), in row order."""

@@ -39,7 +39,7 @@ def decompressed_limit() -> int:
         return 64 << 30
 
 
-class _Capped:
+class Capped:
     """A gzip stream that refuses to decompress past :func:`decompressed_limit`."""
 
     def __init__(self, stream, path: Path):
@@ -66,7 +66,7 @@ def open_text(path: Path):
     raw = open(path, "rb")
     if raw.read(2) == b"\x1f\x8b":
         raw.seek(0)
-        return _Capped(gzip.GzipFile(fileobj=raw, mode="rb"), Path(path)), raw
+        return Capped(gzip.GzipFile(fileobj=raw, mode="rb"), Path(path)), raw
     raw.seek(0)
     return raw, raw
 

@@ -33,9 +33,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
-import sys
 import tempfile
-import threading
 from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +54,15 @@ from .decode import OBJECT_SEP, EventStream
 from .file_data import FileData, LaneInfo
 from .ids import SYNTHETIC_BELOW, NameTable, pack, pack_one, unpack
 from .reader import FileReader
-from .workers import WorkerDied, exit_text, sigint_held, stop_pool, workers_of
+from .workers import (
+    WorkerDied,
+    die_with_parent,
+    exit_text,
+    sigint_held,
+    start_context,
+    stop_pool,
+    workers_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -332,37 +338,6 @@ def read_file(path: Path, names: NameTable, stats: LoadStats, spill: ArgsSpill,
     return FileReader(path, names, stats, spill, on_demand()).read(progress, lo, hi)
 
 
-def die_with_parent(parent: int) -> None:
-    """Pool-worker start-up: ask the kernel to kill this worker when the process that
-    started it dies (Linux ``PR_SET_PDEATHSIG``), so a loader killed on cancel or app exit
-    leaves no decode worker behind; a worker whose parent is already gone exits."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    import signal
-
-    # Ctrl-C is the parent's to handle: it stops the workers (no worker traceback, and a
-    # worker's KeyboardInterrupt must not pass for a decode error read again serially)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if os.getppid() != parent:
-        os._exit(1)
-
-
-def _context():
-    """fork where it is safe (one thread, no Qt: the CLI), else spawn (the app)."""
-    import multiprocessing as mp
-
-    if (threading.active_count() == 1 and "PySide6" not in sys.modules
-            and "fork" in mp.get_all_start_methods()):
-        return mp.get_context("fork")
-    return mp.get_context("spawn")
-
-
 def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
                    progress: Progress, lo: float, hi: float) -> FileData | None:
     """The merged data, or None when any part fails (the caller then reads serially)."""
@@ -378,7 +353,7 @@ def _read_parallel(path: Path, parts: int, names: NameTable, stats: LoadStats,
         columns_paths = [_spill_file("sofa-columns-part-") for _ in cuts[1:]]
         lazy = on_demand()
         with sigint_held():
-            pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=_context(),
+            pool = ProcessPoolExecutor(max_workers=len(cuts) - 1, mp_context=start_context(),
                                        initializer=die_with_parent, initargs=(os.getpid(),))
             futures = [pool.submit(read_part, str(path), part, sp, lazy, cp)
                        for part, sp, cp in zip(cuts[1:], spill_paths, columns_paths)]
@@ -572,4 +547,5 @@ def _merge_lanes(d: FileData, p: FileData, ids: _Codes, lane_of: dict) -> np.nda
     return lane_map
 
 
-__all__ = ["PARALLEL_MIN_BYTES", "Part", "decode_parts", "plan", "read_file", "read_part"]
+__all__ = ["PARALLEL_MIN_BYTES", "Part", "decode_parts", "die_with_parent", "plan", "read_file",
+           "read_part"]

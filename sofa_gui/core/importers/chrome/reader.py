@@ -39,6 +39,7 @@ from .event_args import (
 )
 from .event_types import Piece, exact_ts_strings
 from .file_data import FileData, LaneInfo
+from .gunzip import piped
 from .ids import (
     ANN_TID,
     GLOBAL_PID,
@@ -94,7 +95,8 @@ class FileReader:
              stream: EventStream | None = None, finish: bool = True) -> FileData:
         """Read the file (or ``stream``: a part of it); ``finish=False`` leaves B/E
         events unmatched, for :mod:`.parallel` to match once every part is in."""
-        stream = stream if stream is not None else EventStream(self.data.path)
+        if stream is None:  # a large gzip file is inflated beside the decode
+            stream = EventStream(self.data.path, source=piped(self.data.path))
         if self.on_demand and stream.file_origin is not None and self.data.args_source is None:
             self.data.args_source = SourceFile.open(self.data.path)
         for piece in stream:
