@@ -18,8 +18,11 @@ What the trace proves is the read calls themselves and what repeats between them
   loses time in proportion to the work it does, here the loop's).
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
-whole result once per batch, and the estimate is Amdahl on that time.  On a device run
-each read also drains the device queue (``synchronization_stalls`` measures that side).
+whole result once per batch.  The estimate is Amdahl on that time once the profiler's own
+cost per recorded event is taken out of it (a loop of short events is mostly that cost,
+:mod:`.profiler_cost`), less what one read of the whole result still spends converting
+every value.  On a device run each read also drains the device queue
+(``synchronization_stalls`` measures that side).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from ..host_side import window_of
 from ..intervals import measure_in
 from ..results import Evidence, Finding
 from .causes import causes_by_name
-from .context import MAX_EVIDENCE, Ctx, make_finding
+from .context import MAX_EVIDENCE, Ctx, amdahl, make_finding
+from .profiler_cost import BULK_NS_PER_VALUE, basis, profiler_share_of, unprofiled_share
 from .registry import Rule, rule
 from .work import outermost, starts_inside
 
@@ -228,7 +232,41 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
                + (" Each read also waits for the device queue to drain." if dev else
                   " On a CPU run nothing waits for a device: the loop is the host reading "
                   "results back one at a time."))
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes)
+    speedup, why = _estimate(ctx, loops, share)
+    return make_finding(ctx, spec, share, summary + why, evidence, causes=causes,
+                        speedup=speedup)
+
+
+def _estimate(ctx: Ctx, loops: ReadLoops, share: float) -> tuple[float, str]:
+    """(the fix's speed-up, its basis in words): Amdahl on the loops' unprofiled share,
+    less the time one bulk read still spends on every value the loops read."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(ctx.bd.host.lane)
+    inside = mine[in_read_loops(ctx, s.start[mine])]
+    span = float((loops.ends - loops.starts).sum())
+    python = bool((s.kind[loops.reads] == int(Kind.PYTHON)).mean() > 0.5)
+    f = profiler_share_of(float(np.median(s.dur[inside])) if len(inside) else 0.0, python)
+    real = unprofiled_share(share, f)
+    values = sum(_values(ctx, j) for j in loops.reads.tolist())
+    left = min(values * BULK_NS_PER_VALUE / max(span * (1 - f), 1.0), 1.0)
+    why = basis(f, python)
+    if left >= 0.01:
+        why += (f" One read of the whole result still converts the {values:,} values the "
+                f"loops read ({BULK_NS_PER_VALUE} ns each, measured for one .tolist()): "
+                f"{pct(left)} of the loops' time stays.")
+    return amdahl(real * (1 - left)), why
+
+
+def _values(ctx: Ctx, j: int) -> int:
+    """Values one read hands to Python: the elements of its first recorded input (1
+    where shapes are not recorded)."""
+    s = ctx.trace.slices
+    args = ctx.trace.args.get(int(s.args[j])) if s.args[j] >= 0 else None
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    first = dims[0] if isinstance(dims, list) and dims else None
+    if not isinstance(first, list) or not all(isinstance(x, int) for x in first):
+        return 1
+    return max(int(np.prod(first, dtype=np.int64)), 1)
 
 
 def _loop_evidence(ctx: Ctx, host, loops: ReadLoops) -> list[Evidence]:
