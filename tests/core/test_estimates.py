@@ -75,3 +75,14 @@ def test_jitter_within_the_runs_own_noise_is_not_confident():
     assert f is None or f.confidence < 0.5
     if f is not None:
         assert "step-to-step noise" in f.summary
+
+
+def test_a_batch_1_inference_estimate_takes_out_the_profilers_cost():
+    """Batch-1 inference of a small conv net: the per-call overhead's captured share holds
+    the profiler's cost of each short call; without it the estimate meets the measured
+    batching (Amdahl on the captured share: 9.8x against 7.9x)."""
+    measured = truth("pt_infer_batch1_convnet")["fix"]["speedup"]
+    f = finding(analyzed("pt_infer_batch1_convnet", 0), "op_overhead_bound")
+    assert f is not None and "profiler's own cost" in f.summary
+    assert abs(f.estimated_speedup / measured - 1) <= WITHIN, (f.estimated_speedup, measured)
+    assert f.estimated_speedup < 1 / (1 - f.share)
