@@ -4,9 +4,8 @@ A batch-1 forward pass calls every layer once for one sample: the fixed cost of 
 (dispatch, allocation, the Python between calls) is paid per sample, and the math kernels
 run on shapes too small to be efficient.  Batching requests amortises both.  The share is
 the main thread's time outside the math ops' own work (convolutions, matmuls): what does
-not grow with the batch; the estimate is Amdahl on it once the profiler's own cost per
-short event is taken out (:mod:`.profiler_cost`), a lower bound otherwise (the math
-itself also gets more efficient per sample with larger shapes).
+not grow with the batch; the estimate is Amdahl on it, a lower bound (the math itself
+also gets more efficient per sample with larger shapes).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..results import Finding
 from .causes import causes_by_name, self_times
-from .context import Ctx, amdahl, make_finding
-from .profiler_cost import basis, profiler_share_of, unprofiled_share
+from .context import Ctx, make_finding
 from .registry import Rule, rule
 
 #: The ops whose own time grows with the batch (the model's math).
@@ -63,9 +61,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                f"is the fixed cost of each call and the Python between them, paid once per "
                f"batch. Batching requests amortises it; the estimate counts that part only "
                f"(larger shapes also make the math itself cheaper per input).")
-    f = profiler_share_of(float(np.median(s.dur[ops])) if len(ops) else 0.0, python=False)
-    return make_finding(ctx, spec, share, summary + basis(f, False), evidence, causes=causes,
-                        speedup=amdahl(unprofiled_share(share, f)),
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         title="Framework overhead: small-batch inference",
                         assumption=spec.factor("math_scales_with_batch"),
                         notes=("assumes the math ops' time grows with the batch",))
