@@ -6,6 +6,7 @@ import numpy as np
 
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
+from ..iterations.recurring import NOISE_SDS, stands_out
 from ..results import Evidence, Finding
 from .context import (
     Ctx,
@@ -25,6 +26,7 @@ JITTER_OUTLIER_MADS = 3.0
 #: Below this fraction of the slow iterations' extra host time in extra calls, the slow
 #: steps are the same work run slower: likely the machine, not the program.
 JITTER_OWN_WORK = 1 / 3
+WITHIN_NOISE = "the slow steps do not stand apart from the run's own step-to-step noise"
 SAME_CALLS = "the slow steps make the same calls as the others, slower: cause likely " \
              "outside the program"
 
@@ -33,7 +35,8 @@ SAME_CALLS = "the slow steps make the same calls as the others, slower: cause li
       "same grading as input-bound, on the time lost to slower-than-median iterations; "
       f">= {JITTER_MIN_STEPS} steady iterations, >= {JITTER_MIN_SLOW} slow ones or isolated "
       f"outliers clipped at {JITTER_OUTLIER_MADS:g} MADs",
-      factors={"isolated_outliers": 0.3, "one_iteration": 0.6, "same_calls": 0.5})
+      factors={"isolated_outliers": 0.3, "one_iteration": 0.6, "same_calls": 0.5,
+               "within_noise": 0.6})
 def iteration_jitter(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     r = ctx.rows
@@ -80,6 +83,13 @@ def iteration_jitter(ctx: Ctx, spec: Rule) -> Finding | None:
                     f"that points outside the program (other processes, CPU clock, the "
                     f"profiler), which the trace cannot show.")
         notes, assumption = notes + (SAME_CALLS,), assumption * spec.factor("same_calls")
+        if not stands_out(dur, np.flatnonzero(slow), np.flatnonzero(~slow)):
+            summary += (f" Nor do the slow iterations stand apart from the others: not each "
+                        f"is {NOISE_SDS:g} robust deviations of the other iterations over "
+                        f"their median, so the variation is the run's own step-to-step noise "
+                        f"more than a slow-down of some iterations.")
+            notes = notes + (WITHIN_NOISE,)
+            assumption *= spec.factor("within_noise")
     return make_finding(ctx, spec, share, summary, evidence, speedup=speedup, causes=causes,
                         assumption=assumption, notes=notes,
                         tentative=SAME_CALLS if own < JITTER_OWN_WORK else "")
