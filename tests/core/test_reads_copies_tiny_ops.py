@@ -106,11 +106,11 @@ def test_large_bytes_is_a_mebibyte():
 
 
 # -- tiny ops -----------------------------------------------------------------------------
-@pytest.mark.parametrize("k", [0, 1])
-def test_preempted_instances_of_tiny_ops_are_not_dispatch_cost(k):
-    """A transformer layer on variable-length batches (compute-bound): AdamW's per-tensor
-    ops are tiny, and on the loaded machine a few of them were held 50-150 ms."""
-    a = analyzed("pt_train_variable_length", k)
+def test_preempted_instances_of_tiny_ops_are_not_dispatch_cost():
+    """A transformer layer on variable-length batches (compute-bound) captured on a machine
+    loaded 11 deep: AdamW's per-tensor ops are tiny, and a few of them were held 50-150 ms
+    while the thread waited for a core; that wait is not dispatch cost."""
+    a = analyze(load_trace(DATA / "advice" / "preempted-tiny-ops.json.gz", use_cache=False))
     assert not confident(a, "op_overhead_bound")
     assert a.verdict.bound == "compute"
 
