@@ -40,6 +40,12 @@ def pytest_report_header(config):
     return config.stash[ORDER].describe()
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    # `pytest -q` prints no header: a reordered run says its order (and seed) at the end
+    if config.stash[ORDER].mode != "collected":
+        terminalreporter.write_line(config.stash[ORDER].describe())
+
+
 def pytest_collection_modifyitems(config, items):
     items[:] = reorder(items, config.stash[ORDER])
 
