@@ -6,8 +6,8 @@ environment variable or signal handler it sets) shows up when the order changes:
 - unset or ``collected``: pytest's own order;
 - ``reverse``: the modules in reverse order, and the tests of each module in reverse;
 - ``random`` or ``random:SEED``: the modules shuffled, and the tests of each module
-  shuffled, from SEED (a new one when none is given; pytest's header prints it, so
-  ``SOFA_GUI_TEST_ORDER=random:SEED`` repeats a failing order).
+  shuffled, from SEED (a new one when none is given; the run names it in pytest's
+  header and at its end, so ``SOFA_GUI_TEST_ORDER=random:SEED`` repeats a failing order).
 
 The tests of one module stay together, so a module-scoped fixture is still set up once.
 """
