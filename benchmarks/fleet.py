@@ -22,6 +22,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -100,7 +101,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--tile", type=int, default=2, help="copies of the source's steps per rank")
     ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--dir", default="/tmp/sofa_fleet_bench")
+    ap.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "sofa_fleet_bench"))
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     if not SOURCE.exists():

@@ -20,6 +20,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -251,7 +252,7 @@ def _json_of(out_file: Path) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=10_000_000)
-    ap.add_argument("--dir", default="/tmp/sofa-huge")
+    ap.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "sofa-huge"))
     ap.add_argument("--keep", action="store_true", help="keep the file and the cache")
     ap.add_argument("--skip", action="append", default=[],
                     help="skip a step: cli, model, phases, cancel, app")

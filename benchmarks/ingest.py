@@ -146,7 +146,8 @@ def write_tiled(path: Path, copies: int = 13) -> int:
     sample's span and correlation/flow/external ids by their range, so launches
     still pair with their own kernels; the ``ProfilerStep#N`` annotations are numbered on
     (copy k: N + 6k), so the analysis sees 6 x ``copies`` steps, as in a real long trace
-    (repeated step names count once: files written before this change show 6 steps).
+    (the analysis counts a repeated step name once, so copies that kept the sample's own
+    numbers would show 6 steps).
     """
     import msgspec
 

@@ -5,9 +5,9 @@ one checkout on every test trace (the analysis cache test's list) plus any extra
 and stores each document; ``--compare`` then lists the traces whose documents differ
 (the output has no timing fields, so documents are compared whole).
 
-    python3 benchmarks/same_output.py --root /tmp/base --out /tmp/docs-base [extra files]
-    python3 benchmarks/same_output.py --root . --out /tmp/docs-new [extra files]
-    python3 benchmarks/same_output.py --compare /tmp/docs-base /tmp/docs-new
+    python3 benchmarks/same_output.py --root ../base-checkout --out docs-base [extra files]
+    python3 benchmarks/same_output.py --root . --out docs-new [extra files]
+    python3 benchmarks/same_output.py --compare docs-base docs-new
 """
 
 from __future__ import annotations

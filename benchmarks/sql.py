@@ -1,6 +1,6 @@
 """SQL benchmark: a group-by over every slice of a generated 1M-event trace, once cached.
 
-    python benchmarks/sql.py                   # 1M slices into /tmp/sofa-sql, then measure
+    python benchmarks/sql.py                   # 1M slices into TMPDIR/sofa-sql, then measure
     python benchmarks/sql.py --slices 300000   # a smaller run
 
 The trace is ``benchmarks/huge.py``'s generated Kineto JSON (CPU ops, runtime launches,
@@ -23,6 +23,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def probe(path: str, repeat: int) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--slices", type=int, default=1_000_000)
-    ap.add_argument("--dir", default="/tmp/sofa-sql")
+    ap.add_argument("--dir", default=str(Path(tempfile.gettempdir()) / "sofa-sql"))
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the file and the cache")
     ap.add_argument("--probe", help=argparse.SUPPRESS)

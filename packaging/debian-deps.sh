@@ -12,9 +12,14 @@ pkgs=(libgl1 libegl1 libx11-6 libdbus-1-3 libfontconfig1 libfreetype6 libglib2.0
 if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
   pkgs+=(python3-venv python3-pip)
 fi
+# Ubuntu 24.04 and Debian 13 renamed some libraries for 64-bit time (libglib2.0-0 is
+# libglib2.0-0t64 there; apt installs it for the old name): either name counts as present.
+installed() {
+  [[ "$(dpkg-query -W -f='${Status}\n' "$1" "$1t64" 2>/dev/null)" == *"install ok installed"* ]]
+}
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""

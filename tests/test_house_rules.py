@@ -10,6 +10,7 @@ machine paths).
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -166,8 +167,16 @@ def test_the_private_name_check_finds_both_forms(tmp_path):
 
 # -- the text speaks of the product --------------------------------------------------------
 
-TEXT_TOPS = ("sofa_gui", "tests", "benchmarks", "docs", "packaging")
-TEXT_SUFFIXES = {".py", ".md", ".toml", ".sh", ".json"}
+#: What the residue check skips: version control, virtualenvs, caches and build output
+#: (what .gitignore keeps out of the repository).
+NOT_THE_REPO = {".git", ".venv", "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis",
+                "build", "dist", "sofa_runs", "out"}
+#: Recorded data (traces, a recording's manifest and logs) carries the dates, clock times
+#: and temporary paths of the run that produced it: that is its content.
+RECORDED_DATA = ("tests/data/", "resources/samples/")
+RECORDED_KINDS = {"dated run", "clock time of a run", "temporary path"}
+#: The desktop metadata's release entry has a date by its format (AppStream).
+DATED_BY_FORMAT = {"resources/io.github.sofa_gui.SofaGui.metainfo.xml"}
 #: How the making of the software shows in its text; each pattern is a phrase that
 #: describes work (who, when, which ticket), not the product.
 #: ("handoff" alone is the product's word for a trace the loader child hands over, and
@@ -178,18 +187,32 @@ RESIDUE = {
     "dated run": r"\b20(2[5-9]|[3-9]\d)-[01]\d-[0-3]\d\b",
     "clock time of a run": r"\b[0-2]\d:[0-5]\d(:[0-5]\d)? ?UTC\b",
     "machine path": r"/work/|/home/\w+/",
+    "temporary path": r"(?<![\w.~])/tmp/",
     "history of the work": r"\bdocs/handoff\b|\bhandoff notes\b|\bthe lead\b|\bengineers?\b",
     "helper session": r"\bhelpers? (session|agent|engineer)s?\b",
 }
 
 
-def _text_files():
-    for top in TEXT_TOPS:
-        for p in sorted((ROOT / top).rglob("*")):
-            if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts:
-                yield p
-    yield ROOT / "README.md"
-    yield ROOT / "pyproject.toml"
+def _repo_files():
+    """Every file of the repository (README, .ci, code, docs, tests, data, resources)."""
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in NOT_THE_REPO and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            if name not in NOT_THE_REPO and not name.endswith((".pyc", ".whl")):
+                yield Path(top, name)
+
+
+def _text(path: Path) -> str | None:
+    """The file's text, or None for binary content (images, gzip, protobuf, parquet)."""
+    head = path.read_bytes()[:8192]
+    if b"\0" in head or head.startswith(b"\x1f\x8b"):
+        return None
+    return path.read_text(errors="replace")
+
+
+def _allowed(rel: str, kind: str) -> bool:
+    return ((rel.startswith(RECORDED_DATA) and kind in RECORDED_KINDS)
+            or (rel in DATED_BY_FORMAT and kind == "dated run"))
 
 
 def residue(text: str) -> list[tuple[int, str, str]]:
@@ -205,15 +228,34 @@ def residue(text: str) -> list[tuple[int, str, str]]:
 
 def test_the_text_speaks_of_the_product():
     this = Path(__file__).resolve()
-    found = [f"{_rel(p)}:{n}: {kind}: {text!r}" for p in _text_files() if p != this
-             for n, kind, text in residue(p.read_text(errors="replace"))]
+    found = []
+    for p in _repo_files():
+        text = _text(p) if p != this else None
+        rel = _rel(p)
+        found += [f"{rel}:{n}: {kind}: {m!r}" for n, kind, m in residue(text or "")
+                  if not _allowed(rel, kind)]
     assert found == [], "\n".join(found)
+
+
+def test_file_names_speak_of_what_they_hold():
+    found = [f"{_rel(p)}: {kind}: {m!r}" for p in _repo_files()
+             for _, kind, m in residue(_rel(p))]
+    assert found == [], "\n".join(found)
+
+
+def test_the_residue_check_reads_every_part_of_the_repository():
+    files = {_rel(p) for p in _repo_files()}
+    for part in ("README.md", "pyproject.toml", ".ci/run", "packaging/debian-deps.sh",
+                 "docs/architecture.md", "tests/conftest.py", "resources/samples/SOURCES.md"):
+        assert part in files
+    assert any(f.startswith("benchmarks/") for f in files)
+    assert not any(f.startswith((".git/", ".venv/")) or f == ".git" for f in files)
 
 
 @pytest.mark.parametrize("line", [
     "# issue 15 item 3: keep the cap", "Measured 2026-12-02 on main", "at 01:47 UTC",
-    "see /work/bench/run.json", "as in docs/handoff/", "the lead merged it", "Session 4 fix",
-    "kept from round 2", "a helper session wrote this"])
+    "see /work/bench/run.json", "--dir /tmp/sofa-huge", "as in docs/handoff/",
+    "the lead merged it", "Session 4 fix", "kept from round 2", "a helper session wrote this"])
 def test_the_residue_patterns_catch_process_talk(line):
     assert residue(line)
 
@@ -221,6 +263,7 @@ def test_the_residue_patterns_catch_process_talk(line):
 @pytest.mark.parametrize("line", [
     "def _helper(x):", "a small helper that formats ns", "the session's signals",
     "an iteration round trip", "ProfilerStep#12", "times in UTC on the axis",
-    "tissue 15", "from 2021-06-08 08:57:03.460 UTC", "the child's handoff folder"])
+    "tissue 15", "a path like ~/tmp/x or out.tmp/", "from 2021-06-08 08:57:03.460 UTC",
+    "the child's handoff folder"])
 def test_the_residue_patterns_let_the_products_words_pass(line):
     assert residue(line) == []

@@ -23,8 +23,8 @@ EVIL = '<script>alert("x")</script>|*_```&amp;'
 
 
 def _analysis(n=5, with_iterations=True):
-    b = TraceBuilder("/tmp/" + EVIL + ".json", "test")
-    b.meta.source = "/tmp/" + EVIL + ".json"
+    b = TraceBuilder("/data/" + EVIL + ".json", "test")
+    b.meta.source = "/data/" + EVIL + ".json"
     cpu = b.lane(("cpu",), "main " + EVIL, LaneKind.CPU, "proc", pid=1, tid=1)
     gpu = b.lane(("gpu",), "stream 7", LaneKind.GPU, "GPU 0", device=0, stream=7)
     for i in range(n):

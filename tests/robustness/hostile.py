@@ -27,6 +27,14 @@ def _limits(fsize: int | None, address_space: int | None):
     return apply
 
 
+def as_from_a_terminal() -> None:
+    """A ``preexec_fn``: the child starts with SIGINT's default action, as a shell's
+    foreground command does, so Python turns a Ctrl-C into KeyboardInterrupt. Tests
+    started in the background (``&``, nohup) run with SIGINT ignored, and a child
+    inherits that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(args: list[str], *, env: dict | None = None, fsize: int | None = None,
             address_space: int | None = None, timeout: float = 120,
             stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from hostile import ROOT
+from hostile import ROOT, as_from_a_terminal
 
 from sofa_gui.core.importers import spill_dir
 
@@ -62,7 +62,8 @@ def test_a_worker_killed_mid_send_ends_the_open_in_one_line(big_trace, tmp_path)
 def test_ctrl_c_during_a_parallel_decode_exits_130(big_trace, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "sofa_gui", "analyze", "--no-cache",
                              str(big_trace)], env=_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=as_from_a_terminal)
     spill = tmp_path / "cache" / "spill"
     deadline = time.monotonic() + 60
     while not list(spill.glob("*/sofa-*-part-*")) and time.monotonic() < deadline:

@@ -80,10 +80,16 @@ def test_decompression_beyond_the_limit_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.parametrize("depth", [990, 5_000, 100_000])
-def test_one_event_with_args_nested_deep_is_skipped_not_the_file(tmp_path, depth):
+def test_one_event_with_args_nested_deep_never_loses_the_file(tmp_path, depth):
+    # How deep the decoders go is the interpreter's recursion limit (Python 3.11 stops
+    # near 1,000 levels, 3.12 goes past 5,000): the deep event loads, or is skipped and
+    # counted; the other 100 always load.
     trace = load_trace(nested_args(tmp_path, depth, events=100), use_cache=False)
-    assert trace.events == 100
-    assert trace.meta.load_stats.skipped == {"args nested too deep": 1}
+    skipped = trace.meta.load_stats.skipped
+    assert trace.events >= 100 and trace.events + skipped["args nested too deep"] == 101
+    assert set(skipped) <= {"args nested too deep"}
+    if depth == 100_000:  # deeper than any interpreter decodes
+        assert skipped == {"args nested too deep": 1}
 
 
 def test_deep_args_are_never_decoded_into_a_crash(tmp_path):
