@@ -58,13 +58,20 @@ def test_piped_gzip_gives_the_one_process_trace(src, monkeypatch):
     assert cli_doc(piped, analyze(piped, AUTO)) == cli_doc(serial, analyze(serial, AUTO))
 
 
-def test_small_gzip_files_are_inflated_in_process(monkeypatch):
+def test_gzip_files_are_inflated_in_process_unless_asked(monkeypatch):
     monkeypatch.delenv("SOFA_GUI_PIPE_GZIP_MIN_BYTES", raising=False)
+    monkeypatch.delenv("SOFA_GUI_DECODE_PARTS", raising=False)
+    monkeypatch.setattr(gunzip, "usable_cpus", lambda: 2)
     spy = Spy(monkeypatch)
-    small = gzip_traces()[0]
-    assert small.stat().st_size < gunzip.PIPE_GZIP_MIN_BYTES
-    load_trace(small, use_cache=False)
+    path = gzip_traces()[0]
+    load_trace(path, use_cache=False)
     assert spy.started == 0
+    monkeypatch.setenv("SOFA_GUI_PIPE_GZIP_MIN_BYTES", str(path.stat().st_size + 1))
+    load_trace(path, use_cache=False)
+    assert spy.started == 0  # smaller than asked for
+    monkeypatch.setenv("SOFA_GUI_PIPE_GZIP_MIN_BYTES", str(path.stat().st_size))
+    load_trace(path, use_cache=False)
+    assert spy.started == 1
 
 
 @pytest.mark.parametrize(("parts", "cores"), [("1", 2), (None, 1)])
