@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 pytest.importorskip("PySide6")
 pytest.importorskip("pyqtgraph")
+
+
+@pytest.fixture(autouse=True)
+def collected_on_the_gui_thread():
+    """Python's collector frees Qt wrappers on whichever thread allocates when it runs;
+    PySide6 then defers their C++ deletion to the GUI thread, which can run it inside a
+    layout pass and block on the object's own mutex (a hang in ``QObject::~QObject`` under
+    ``WrapLabel.sizeHint``). Collecting after every GUI test frees the test's widgets on
+    the GUI thread instead."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture
