@@ -6,6 +6,7 @@ each fix has its own estimate, bounded by the free cores it needs (:func:`parall
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -134,60 +135,67 @@ def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, fl
     keep busy; at most 1 for one background thread) the step cannot get shorter than
     ``max(T - L, L / f)``; the rest of the step slows while the moved work runs beside it
     (:func:`_interference`), and work the workers already do hands each batch over."""
-    cores = ctx.facts.get("cpu_cores")
     slow, slow_why, slow_conf = _interference(ctx)
     moved, hand, moved_why, hand_conf = _moved_share(ctx, share)
-    slow_conf *= hand_conf
-    other = ctx.facts.get("cpu_other")
-    if cores.known:
-        n, proof = int(cores.value), cores.proof
-    else:  # the least a machine with a core to spare for the loading has: no promise of
-        # cores the machine may not have
-        n, proof = ASSUMED_CORES, (f"the trace does not say how many cores the machine has: "
-                                   f"{ASSUMED_CORES} assumed, "
-                                   f"the main thread's and one for the loading")
-        slow_conf *= 0.8
-    busy = float(other.value) if other.known else 0.0
-    free = max(n - 1 - busy, 0.0)
-    held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
+    m = _machine(ctx)
+    free = max(m.cores - 1 - m.busy, 0.0)
     if free < 0.05:
-        return 1.0, (f"no CPU core is free for it ({n} cores: {proof}{held}), so no "
-                     f"speed-up is expected"), 1.0
+        return 1.0, m.none_free, 1.0
     use = min(free, 1.0) if one else free
     sp = parallel_bound(moved, use, slow, _host_paced(ctx, share), hand)
+    return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({m.what}); "
+                f"{slow_why}{moved_why}"), m.conf * slow_conf * hand_conf
+
+
+@dataclass(frozen=True)
+class _Machine:
+    """The cores a move of work to other cores can count on: ``cores`` (the trace's, else
+    :data:`ASSUMED_CORES`), ``busy`` (held by other processes), ``what`` (the text that
+    says where both come from) and ``conf`` (the confidence factor of those numbers)."""
+
+    cores: int
+    busy: float
+    what: str
+    conf: float
+
+    @property
+    def none_free(self) -> str:
+        return (f"no CPU core is free for it ({self.what.split('; ')[0]}), so no speed-up is "
+                f"expected")
+
+
+def _machine(ctx: Ctx) -> _Machine:
+    cores, other = ctx.facts.get("cpu_cores"), ctx.facts.get("cpu_other")
+    if cores.known:
+        n, proof, conf = int(cores.value), cores.proof, 1.0
+    else:  # the least a machine with a core to spare for the loading has: no promise of
+        # cores the machine may not have
+        n, proof, conf = ASSUMED_CORES, (f"the trace does not say how many cores the machine "
+                                         f"has: {ASSUMED_CORES} assumed, the main thread's and "
+                                         f"one for the loading"), 0.8
+    busy = float(other.value) if other.known else 0.0
+    held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
     unsure = "" if other.known else "; other processes' load unknown"
-    return sp, (f"bounded by {use:.1f} free core{'s' if use != 1 else ''} ({n} cores: "
-                f"{proof}{held}{unsure}); {slow_why}{moved_why}"), \
-        (1.0 if other.known else 0.9) * slow_conf
+    return _Machine(n, busy, f"{n} cores: {proof}{held}{unsure}",
+                    conf * (1.0 if other.known else 0.9))
 
 
 def _loader_plan_gain(ctx: Ctx, share: float) -> tuple[float, str, float, dict]:
     """Workers for a single-process DataLoader: the plan (:mod:`.loader_plan`) on the cores
     other processes leave free, with the measured (or assumed) interference and hand-over;
     (speed-up, why, confidence factor, the plan's settings)."""
-    cores = ctx.facts.get("cpu_cores")
-    n, proof, conf = int(cores.value or 0), cores.proof, 1.0
-    if not cores.known:  # no promise of cores the machine may not have
-        n, proof, conf = ASSUMED_CORES, (f"the trace does not say how many cores the machine "
-                                         f"has: {ASSUMED_CORES} assumed"), 0.8
-    other = ctx.facts.get("cpu_other")
-    busy = float(other.value) if other.known else 0.0
-    free = n - busy
-    held = f", {busy:.1f} held by other processes ({other.proof})" if other.known else ""
+    m = _machine(ctx)
+    free = m.cores - m.busy
     if free - 1.0 < 0.05:
-        return 1.0, (f"no CPU core is free for it ({n} cores: {proof}{held}), so no "
-                     f"speed-up is expected"), 1.0, {}
+        return 1.0, m.none_free, 1.0, {}
     slow, slow_why, slow_conf = _interference(ctx)
     load, hand, hand_why, hand_conf = _moved_share(ctx, share)
     p = loader_plan.plan(load, 1.0 - share, _host_paced(ctx, share), hand, slow, free)
-    unsure = "" if other.known else "; other processes' load unknown"
     why = (f"num_workers={p.workers} with the main process at {p.main_threads} intra-op "
            f"thread{'s' if p.main_threads != 1 else ''} (torch.set_num_threads), the step then "
-           f"set by {p.limit}, on {free:.1f} free cores ({n} cores: {proof}{held}"
-           f"{unsure}); {slow_why}{hand_why}; fewer main threads' effect on its own compute "
-           f"not counted")
-    return p.speedup, why, (1.0 if other.known else 0.9) * conf * slow_conf * hand_conf, \
-        p.settings()
+           f"set by {p.limit}, on {free:.1f} free cores ({m.what}); {slow_why}{hand_why}; "
+           f"fewer main threads' effect on its own compute not counted")
+    return p.speedup, why, m.conf * slow_conf * hand_conf, p.settings()
 
 
 def _interference(ctx: Ctx) -> tuple[float, str, float]:
