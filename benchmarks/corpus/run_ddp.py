@@ -10,7 +10,9 @@ lockstep (``benchmarks/corpus/common.py``): rank 0's figures are the case's, ran
 kept under ``ranks``.  In the straggler case rank 1 prepares its batches with slow Python
 work; the others wait for it in DDP's gloo all-reduce.  The communication share is what
 the same loop without DDP (``bare``: no collective) saves on rank 0; in the straggler
-case the balanced run is the fix.
+case the balanced run is the fix.  In the uneven-lengths case the straggler is made by
+the data: rank 1 gets the long sequences of a length-bucketed split, and the fix is the
+same sequences shuffled across the ranks.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+F = torch.nn.functional
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_torch_loops import mlp, train_step  # noqa: E402
 
-from corpus.common import CASES, CLOCK, CORPUS, case, measure, report_line, write_truth  # noqa: E402  # noqa: E402
+from corpus import common  # noqa: E402
+from corpus.common import CASES, CLOCK, CORPUS, case, measure, report_line, write_truth  # noqa: E402
 from corpus.run_torch import capture  # noqa: E402
 
 WORLD = 2
@@ -82,9 +87,67 @@ def pt_ddp_gloo_balanced(variant):
     return ddp_loop(0.0, WIDTH["pt_ddp_gloo_balanced"], wrap=variant != "bare")
 
 
-def allreduce_alone_ms(width: int, n: int = 10) -> float:
-    """Median time of a gloo all-reduce of a buffer the size of the MLP's gradients."""
-    buf = torch.zeros(sum(p.numel() for p in mlp(width).parameters()))
+def seq_model() -> torch.nn.Module:
+    """A transformer encoder layer over token features, mean-pooled, a linear head."""
+    return torch.nn.Sequential(torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True),
+                               MeanPool(), torch.nn.Linear(64, 1))
+
+
+class MeanPool(torch.nn.Module):
+    def forward(self, x):
+        return x.mean(1)
+
+
+#: Sequence lengths per rank: sorted by length and split in two contiguous halves, rank 1
+#: gets the long ones; shuffled before the split, both ranks get the mean length.
+LENGTHS = {"run": (32, 160), "fix": (96, 96), "bare": (32, 160)}
+
+
+def seq_loop(variant: str):
+    """16 sequences per rank and step, of the length :data:`LENGTHS` gives the rank."""
+    torch.manual_seed(0)
+    net = seq_model()
+    model = net if variant == "bare" else DDP(net)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    length = LENGTHS[variant][dist.get_rank()]
+    g = torch.Generator().manual_seed(dist.get_rank())
+    data = [(torch.randn(16, length, 64, generator=g), torch.randn(16, 1, generator=g))
+            for _ in range(4)]
+
+    def step(i):
+        with CLOCK("input"):
+            x, y = data[i % 4]
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+@case("pt_ddp_gloo_uneven_lengths", "pytorch", "training", 6,
+      {**DDP_FACTS, "optimizer": "adam"}, split="holdout",
+      fix="shuffle the lengths across ranks (both ranks the same token count)",
+      share_from_fix="communication", share_variant="bare",
+      tags=["ddp", "gloo", "straggler", "variable_length"])
+def pt_ddp_gloo_uneven_lengths(variant):
+    """DDP over gloo on 2 CPU ranks training a transformer encoder layer on sequences
+    bucketed by length and split between the ranks unshuffled: rank 0 gets 16 sequences
+    of 32 tokens a step, rank 1 16 of 160, so rank 0 waits for rank 1 in the gradient
+    all-reduce every step (a straggler made by the data, not by a slow loader)."""
+    return seq_loop(variant)
+
+
+def grad_numel(name: str) -> int:
+    model = seq_model() if name in SEQ_CASES else mlp(WIDTH[name])
+    return sum(p.numel() for p in model.parameters())
+
+
+SEQ_CASES = ("pt_ddp_gloo_uneven_lengths",)
+
+
+def allreduce_alone_ms(name: str, n: int = 10) -> float:
+    """Median time of a gloo all-reduce of a buffer the size of the case's gradients."""
+    buf = torch.zeros(grad_numel(name))
     times = []
     for _ in range(n):
         dist.barrier()
@@ -98,6 +161,10 @@ def worker(rank: int, names: list[str], captures: int, rounds: int, out: str, po
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.set_num_threads(1)
+    # every rank times the same number of steps: a round that ran until its own clock said
+    # so could end a step apart on the ranks, and the extra step's all-reduce would meet
+    # the next variant's collectives
+    common.ROUND_S = 0.0
     for name in names:
         c, t0 = CASES[name], time.perf_counter()
         caps = []
@@ -106,7 +173,7 @@ def worker(rank: int, names: list[str], captures: int, rounds: int, out: str, po
             capture(c, folder / f"rank{rank}.json.gz")
             caps.append(folder.name)
         measured = measure(c, rounds)
-        measured["allreduce_alone_ms"] = allreduce_alone_ms(WIDTH[name])
+        measured["allreduce_alone_ms"] = allreduce_alone_ms(name)
         got = [None] * WORLD
         dist.all_gather_object(got, measured)
         if rank == 0:

@@ -118,6 +118,83 @@ def jax_infer_readback(variant):
     return step
 
 
+# -- held-out: an un-jitted training step, per-element read-back of per-example losses --------
+def mlp_params(key, sizes=(64, 256, 256, 10)):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b)) / np.sqrt(a), jnp.zeros(b))
+            for k, a, b in zip(keys, sizes, sizes[1:])]
+
+
+def mlp_losses(params, x, y):
+    """Per-example cross-entropy of an MLP classifier."""
+    h = x
+    for w, b in params[:-1]:
+        h = jax.nn.relu(h @ w + b)
+    w, b = params[-1]
+    logp = jax.nn.log_softmax(h @ w + b)
+    return -jnp.take_along_axis(logp, y[:, None], 1)[:, 0]
+
+
+def sgd_update(params, x, y):
+    """Loss, per-example losses and the SGD-updated parameters."""
+    def mean_loss(p):
+        per = mlp_losses(p, x, y)
+        return per.mean(), per
+    (loss, per), grads = jax.value_and_grad(mean_loss, has_aux=True)(params)
+    return jax.tree_util.tree_map(lambda p, g: p - 0.05 * g, params, grads), loss, per
+
+
+def tabular(seed: int = 0, n: int = 8, batch: int = 128):
+    rng = np.random.default_rng(seed)
+    return [(jnp.asarray(rng.standard_normal((batch, 64)).astype(np.float32)),
+             jnp.asarray(rng.integers(0, 10, batch).astype(np.int32))) for _ in range(n)]
+
+
+NOJIT = {"framework": "jax", "device": "cpu", "mode": "training"}
+
+
+@case("jax_train_unjitted", "jax", "training", 3, NOJIT, split="holdout", warmup=3,
+      fix="jax.jit the update step", share_from_fix="host_overhead",
+      tags=["op_by_op"])
+def jax_train_unjitted(variant):
+    """A one-hidden-layer MLP classifier trained with ``jax.value_and_grad`` and a ``tree_map`` SGD
+    update called without ``jax.jit``: every primitive of the forward, the backward and
+    the update is dispatched one by one from Python; jitting the step is the fix."""
+    update = jax.jit(sgd_update) if variant == "fix" else sgd_update
+    state = {"p": mlp_params(jax.random.PRNGKey(0), (64, 512, 10))}
+    data = tabular()
+
+    def step(i):
+        x, y = data[i % len(data)]
+        state["p"], loss, _ = update(state["p"], x, y)
+        return float(loss)
+    return step
+
+
+@case("jax_train_loss_readback", "jax", "training", 3, facts("training"), split="holdout",
+      warmup=3, fix="one jax.device_get of the per-example losses", tags=["readback"])
+def jax_train_loss_readback(variant):
+    """A jitted MLP training step whose per-example losses are logged for hard-example
+    mining with ``jax.device_get(per[k])`` for each of the 32 examples: every index is a
+    dispatched op and every get a read-back."""
+    update = jax.jit(sgd_update)
+    state = {"p": mlp_params(jax.random.PRNGKey(0))}
+    data, hardest = tabular(batch=32), []
+
+    def step(i):
+        x, y = data[i % len(data)]
+        state["p"], loss, per = update(state["p"], x, y)
+        per.block_until_ready()
+        with CLOCK("sync"):
+            if variant == "fix":
+                vals = jax.device_get(per).tolist()
+            else:
+                vals = [float(jax.device_get(per[k])) for k in range(per.shape[0])]
+        hardest[:] = sorted(hardest + vals)[-16:]
+        return float(loss)
+    return step
+
+
 def capture(c, dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     step, first = warmed(c)

@@ -20,10 +20,13 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  # noqa: E402
 
@@ -126,10 +129,11 @@ def fit_dataset(pipe: str) -> tf.data.Dataset:
     return ds.map(aug).batch(BATCH)
 
 
-def keras_model():
-    net = model()
+def keras_model(net=None, **compile_kw):
+    net = net or model()
     net.compile(optimizer="sgd",
-                loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                **compile_kw)
     return net
 
 
@@ -147,56 +151,201 @@ class StepClock(tf.keras.callbacks.Callback):
         self.starts.append(time.perf_counter())
 
 
-FIT = {}
+@dataclass
+class FitSpec:
+    """How a Keras ``fit`` case runs: the pipeline it is captured on (``pipe``; the fix
+    and the share's reference are the pipelines ``"fix"`` and ``"bare"``), the dataset a
+    pipeline name makes and the compiled model."""
+
+    pipe: str
+    data: Callable = fit_dataset
+    net: Callable = keras_model
 
 
-def fit_case(name, pipe_run, facts_, steps, **kw):
+FIT: dict[str, FitSpec] = {}
+
+
+def fit_case(name, spec: FitSpec, facts_, steps, **kw):
     """Register a Keras ``fit`` case (measured by :func:`measure_fit`)."""
     def build(variant):
         raise RuntimeError("fit cases are run by measure_fit")
     c = case(name, "tensorflow", "training", steps, facts_, **kw)(build)
-    FIT[name] = pipe_run
+    FIT[name] = spec
     return c
 
 
-fit_case("tf_keras_fit_slow_map", "run",
+fit_case("tf_keras_fit_slow_map", FitSpec("run"),
          facts("training", keras_fit=True, tf_data=True, tf_data_parallel=False), 10,
          fix="map(num_parallel_calls=AUTOTUNE) + prefetch", share_from_fix="input",
          share_variant="bare", warmup=3, tags=["keras_fit", "tf_data"])
 CASES["tf_keras_fit_slow_map"].build.__doc__ = (
     "Keras 3 ``model.fit`` on a tf.data pipeline whose serial ``map`` runs numpy "
     "augmentation in ``tf.py_function``: the step waits for its batch (input-bound).")
-fit_case("tf_keras_fit_cached", "bare", facts("training", keras_fit=True, tf_data=True), 10,
+fit_case("tf_keras_fit_cached", FitSpec("bare"),
+         facts("training", keras_fit=True, tf_data=True), 10,
          split="holdout", warmup=3, tags=["keras_fit"])
 CASES["tf_keras_fit_cached"].build.__doc__ = (
     "Keras 3 ``model.fit`` on batches made once and cached: compute-bound.")
 
 
-def run_fit(pipe: str, n: int, logdir: Path | None = None, skip: int = 3) -> list:
-    """``fit`` for ``skip + n`` steps; per timed step (wall s, {}); profiles steps
-    ``skip+1 .. skip+n`` into ``logdir`` when given."""
+def run_fit(spec: FitSpec, pipe: str, n: int, logdir: Path | None = None,
+            skip: int = 3) -> list:
+    """``fit`` for ``skip + n`` steps (a step: one call of the train function, which runs
+    the model's ``steps_per_execution`` batches); per timed step (wall s, {}); profiles
+    steps ``skip+1 .. skip+n`` into ``logdir`` when given."""
     tf.keras.utils.set_random_seed(0)
-    net, clock = keras_model(), StepClock()
+    net, clock = spec.net(), StepClock()
     cbs = [clock]
     if logdir is not None:
         cbs.append(tf.keras.callbacks.TensorBoard(str(logdir), profile_batch=(skip + 1,
                                                                               skip + n)))
-    net.fit(fit_dataset(pipe), epochs=1, steps_per_epoch=skip + n + 1, verbose=0,
-            callbacks=cbs)
+    per_call = getattr(net, "steps_per_execution", 1) or 1
+    net.fit(spec.data(pipe), epochs=1, steps_per_epoch=(skip + n + 1) * int(per_call),
+            verbose=0, callbacks=cbs)
     walls = [b - a for a, b in zip(clock.starts, clock.starts[1:])]
     return [(w, {}) for w in walls[skip:skip + n]]
 
 
 def measure_fit(c, rounds: int) -> dict:
-    variants = [FIT[c.name]] + (["fix"] if c.fix else [])
+    spec = FIT[c.name]
+    variants = [spec.pipe] + (["fix"] if c.fix else [])
     if c.share_from_fix and c.share_variant not in variants:
         variants.append(c.share_variant)
     got = {v: [] for v in variants}
     for _ in range(rounds):
         for v in variants:
-            got[v].append(run_fit(v, c.steps, skip=c.warmup))
-    got["run"] = got.pop(FIT[c.name])
+            got[v].append(run_fit(spec, v, c.steps, skip=c.warmup))
+    got["run"] = got.pop(spec.pipe)
     return summarize(c, got)
+
+
+# -- held-out cases: Keras predict per sample, read-back per sample, a slow generator,
+# steps_per_execution --------------------------------------------------------------------------
+@case("tf_predict_per_sample", "tensorflow", "inference", 4,
+      facts("inference", batch=1, keras_predict=True), split="holdout", warmup=3,
+      fix="one model.predict on the step's 4 samples", share_from_fix="host_overhead",
+      per_item=4, fix_per_item=4, tags=["keras_predict", "batch1"])
+def tf_predict_per_sample(variant):
+    """A Keras CNN scoring 4 incoming images per step with ``model.predict`` called once
+    per image (batch 1) in a Python loop: every ``predict`` sets up its data adapter,
+    iterator and callbacks around a tiny model call, so per-call overhead is most of the
+    step; one ``predict`` on the 4 images is the fix."""
+    tf.keras.utils.set_random_seed(0)
+    net = model()
+    images = np.random.default_rng(0).standard_normal((64, 40, 40, 3)).astype("float32")
+
+    def run(i):
+        batch = images[(4 * i) % 64:(4 * i) % 64 + 4]
+        if variant == "fix":
+            return net.predict(batch, verbose=0).argmax(1)
+        return [net.predict(batch[k:k + 1], verbose=0).argmax(1) for k in range(4)]
+    return run
+
+
+def tabular_batches(batch: int = 64) -> tf.data.Dataset:
+    """Feature rows held in memory, batched and prefetched (fetching costs next to
+    nothing)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch * 8, 32)).astype("float32")
+    y = rng.integers(0, 10, batch * 8).astype("int32")
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).prefetch(2)
+
+
+@case("tf_tape_per_sample_readback", "tensorflow", "training", 3,
+      facts("training", tf_data=True), split="holdout", warmup=4,
+      fix="one .numpy() of the batch's predicted classes and labels",
+      tags=["gradient_tape", "readback"])
+def tf_tape_per_sample_readback(variant):
+    """A ``tf.function`` GradientTape step on an MLP classifier, followed by a running
+    accuracy counted per sample in Python: ``tf.argmax(logits[k]).numpy()`` against
+    ``y[k].numpy()`` for each of the 48 samples, every one an eager op and a read-back."""
+    tf.keras.utils.set_random_seed(0)
+    L = tf.keras.layers
+    net = tf.keras.Sequential([tf.keras.Input((32,)), L.Dense(128, activation="relu"),
+                               L.Dense(128, activation="relu"), L.Dense(10)])
+    opt = tf.keras.optimizers.Adam(1e-3)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            logits = net(x, training=True)
+            loss = loss_fn(y, logits)
+        opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables),
+                                net.trainable_variables))
+        return loss, logits
+    it = iter(tabular_batches(48))
+
+    def run(i):
+        with CLOCK("input"):
+            x, y = next(it)
+        loss, logits = train_step(x, y)
+        with CLOCK("sync"):
+            if variant == "fix":
+                hits = int((tf.argmax(logits, 1).numpy() == y.numpy()).sum())
+            else:
+                hits = sum(int(tf.argmax(logits[k]).numpy()) == int(y[k].numpy())
+                           for k in range(int(logits.shape[0])))
+        return float(loss), hits
+    return run
+
+
+HANN = np.hanning(128).astype("float32")
+
+
+def clip_features(k: int) -> np.ndarray:
+    """Log-magnitude spectrogram of a synthetic 5120-sample clip, frame by frame in
+    Python (40 frames of 128 samples, 64 bins), normalised."""
+    rng = np.random.default_rng(k)
+    wave = rng.standard_normal(40 * 128).astype("float32")
+    frames = []
+    for f in range(40):
+        seg = wave[f * 128:(f + 1) * 128] * HANN
+        frames.append(np.log1p(np.abs(np.fft.rfft(seg))[:64]))
+    feats = np.stack(frames).astype("float32")
+    return (feats - feats.mean()) / (feats.std() + 1e-6)
+
+
+def clip_dataset(pipe: str) -> tf.data.Dataset:
+    """``Dataset.from_generator`` over clips made in Python (``pipe``: ``run`` as is,
+    ``fix`` with a prefetch, ``bare`` the first batches made once and cached)."""
+    def gen():
+        k = 0
+        while True:
+            yield clip_features(k), k % 10
+            k += 1
+    sig = (tf.TensorSpec((40, 64), tf.float32), tf.TensorSpec((), tf.int32))
+    ds = tf.data.Dataset.from_generator(gen, output_signature=sig)
+    if pipe == "bare":
+        return ds.take(32 * 4).batch(32).cache().repeat()
+    ds = ds.batch(32)
+    return ds.prefetch(tf.data.AUTOTUNE) if pipe == "fix" else ds
+
+
+def clip_model():
+    L = tf.keras.layers
+    return keras_model(tf.keras.Sequential([
+        tf.keras.Input((40, 64)), L.Conv1D(128, 5, padding="same", activation="relu"),
+        L.Conv1D(128, 3, padding="same", activation="relu"), L.GlobalAveragePooling1D(),
+        L.Dense(64, activation="relu"), L.Dense(10)]))
+
+
+fit_case("tf_fit_generator_audio", FitSpec("run", data=clip_dataset, net=clip_model),
+         facts("training", keras_fit=True, tf_data=True), 8, split="holdout",
+         fix="prefetch(AUTOTUNE) after the batch", share_from_fix="input",
+         share_variant="bare", warmup=3, tags=["keras_fit", "tf_data", "generator"])
+CASES["tf_fit_generator_audio"].build.__doc__ = (
+    "Keras 3 ``model.fit`` of a 1-d conv net on spectrograms made by a Python generator "
+    "(``tf.data.Dataset.from_generator``, 40 FFT frames per clip in a Python loop, no "
+    "prefetch): the step waits for the generator (input-bound).")
+fit_case("tf_fit_steps_per_execution",
+         FitSpec("bare", net=lambda: keras_model(steps_per_execution=4)),
+         facts("training", keras_fit=True, tf_data=True, steps_per_execution=4), 4,
+         split="holdout", warmup=2, tags=["keras_fit", "steps_per_execution"])
+CASES["tf_fit_steps_per_execution"].build.__doc__ = (
+    "Keras 3 ``model.fit`` compiled with ``steps_per_execution=4`` (one train-function "
+    "call runs 4 batches) on batches made once and cached: compute-bound; a step here is "
+    "one call, 4 batches.")
 
 
 def keep_profiles(logdir: Path, dest: Path) -> None:
@@ -213,7 +362,7 @@ def capture(c, dest: Path) -> None:
     """One profiled run of case ``c`` into the logdir ``dest``."""
     shutil.rmtree(dest, ignore_errors=True)
     if c.name in FIT:
-        run_fit(FIT[c.name], c.steps, logdir=dest / "tb", skip=c.warmup)
+        run_fit(FIT[c.name], FIT[c.name].pipe, c.steps, logdir=dest / "tb", skip=c.warmup)
         keep_profiles(dest / "tb", dest)
         return
     step, first = warmed(c)
