@@ -43,8 +43,9 @@ def test_the_corpus_spans_frameworks_modes_and_bounds_with_a_third_or_more_held_
                                             "host_overhead", "sync", "startup",
                                             "memory_copies"}
     held = sum(t["split"] == "holdout" for t in truths)
-    assert 0.3 <= held / len(truths) <= 0.5  # the tuned cases stay the majority
-    assert sum(size_of(CORPUS / n) for n in CASES) < 30e6
+    # enough tuned cases to write rules on, enough held out to judge them
+    assert 0.3 <= held / len(truths) <= 0.6
+    assert sum(size_of(CORPUS / n) for n in CASES) < 36e6
 
 
 @pytest.mark.parametrize("name", CASES)
