@@ -167,7 +167,8 @@ def worker(rank: int, names: list[str], captures: int, rounds: int, out: str, po
     common.ROUND_S = 0.0
     for name in names:
         c, t0 = CASES[name], time.perf_counter()
-        caps = []
+        # no captures asked: the case's captures stay as they are and truth.json lists them
+        caps = sorted(p.name for p in (Path(out) / name).glob("capture-*")) if not captures else []
         for k in range(1, captures + 1):
             folder = Path(out) / name / f"capture-{k}"
             capture(c, folder / f"rank{rank}.json.gz")
