@@ -85,7 +85,7 @@ def test_analyze_json_fills_item_breakdowns(capsys):
 
 
 RANK_KEYS = {"ranks", "iteration_us", "median_iteration_us", "busy_us", "communication_us",
-             "communication_total_us", "communication_overlap_us", "overlap_fraction",
+             "communication_total_us", "communication_overlap_us", "work_us", "overlap_fraction",
              "straggler", "straggler_lag_us", "slowest_iteration_rank"}
 
 

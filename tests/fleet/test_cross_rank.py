@@ -59,6 +59,23 @@ def test_slow_rank_holding_collectives_is_found_with_its_cause():
     assert skew[5] == 0 and np.all(skew[np.arange(16) != 5] >= 29 * MS)
 
 
+def test_straggler_estimate_is_the_balanced_step_not_the_whole_wait():
+    # rank 5 computes 30 ms more (work that moves): balanced, each of the 16 ranks does
+    # 30/16 ms more; the collective's own cost (30 ms, the least any rank waits) stays
+    res = cross_rank(_sync_job(slow=5, slow_cat=0))
+    f = res.findings[0]
+    compute = [60 + (r % 3) * 0.5 for r in range(16)]
+    rest = sorted(10 - (r % 3) * 0.5 for r in range(16))[7]  # the lower median rank's
+    balanced = np.mean(compute) + 30 / 16 + rest + 30
+    assert f.estimated_speedup == pytest.approx(130 / balanced, rel=1e-3)
+    assert f.estimated_speedup < 1 / (1 - 30 / 130)  # not the whole skew removed
+    assert "shuffle the samples" in f.fixes[1].text  # after the device check of a compute cause
+    # the same excess in input waits is not work: it goes only with its cause
+    g = cross_rank(_sync_job(slow=5, slow_cat=2)).findings[0]
+    assert g.estimated_speedup == pytest.approx(130 / (np.mean(compute) + rest + 30), rel=1e-3)
+    assert "input" in g.fixes[0].text and "find what it waits on" in g.fixes[1].text
+
+
 def test_uniform_job_has_no_straggler_and_no_imbalance():
     res = cross_rank(_sync_job(extra=0))
     assert res.stragglers == []

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..progress import NullProgress, Progress
 from ..trace import DEVICE_KINDS, Kind, LaneKind, Trace
+from .balance import work_of
 from .codec import register
 from .device_side import (
     COPY_DIRECTIONS,
@@ -367,7 +368,7 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
     real = [r for r in ranks if r >= 0]
     if len(real) < 2:
         return None
-    durs, busy, comm, total, overlap = [], [], [], [], []
+    durs, busy, comm, total, overlap, work = [], [], [], [], [], []
     for r in real:
         ws, we = windows[r]
         durs.append(we - ws)
@@ -376,6 +377,7 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
         if dev:  # the rank's busiest device (devices are sorted busiest first)
             d = dev[0]
             busy.append(d.busy - d.column("communication"))
+            work.append(work_of(d.categories, d.times))
             comm.append(d.column("communication"))
             total.append(d.comm_total)
             overlap.append(d.comm_overlap)
@@ -384,13 +386,15 @@ def _rank_stats(ranks, windows, hosts, devices) -> RankStats | None:
         if h is None:
             busy.append(zero)
             comm.append(zero)
+            work.append(zero)
         else:  # CPU collectives (gloo, MPI): the main thread waits in them or for them;
             waits = h.column("communication")  # the rest, traced or not, is its own work
             busy.append(h.times.sum(axis=1) - waits)
             comm.append(waits)
+            work.append(work_of(h.categories, h.times))
         total.append(comm[-1])
         overlap.append(zero)
-    return rank_stats(real, durs, busy, comm, total, overlap)
+    return rank_stats(real, durs, busy, comm, total, overlap, work)
 
 
 def _counter_summaries(trace: Trace, ws: np.ndarray, we: np.ndarray) -> list[CounterSummary]:

@@ -52,12 +52,15 @@ class RankStats:
     collective, so the rank with the most busy time is the iteration's straggler;
     ``lag`` is how much longer it worked than the median rank.  ``comm`` is exposed
     communication (not hidden behind compute), ``comm_total`` all collective time
-    (union) and ``comm_overlap`` the part of it hidden behind compute kernels.
+    (union) and ``comm_overlap`` the part of it hidden behind compute kernels.  ``work``
+    is the part of the rank's own time in framework work (ops, copies, kernels): what
+    moves between ranks when their data is balanced (:mod:`.balance`).
 
     JSON (``breakdown.ranks`` of ``sofa-gui analyze --json``; µs, lists per iteration,
     dicts keyed by the rank as a string): ``ranks``, ``iteration_us``,
     ``median_iteration_us``, ``busy_us``, ``communication_us`` (exposed),
-    ``communication_total_us``, ``communication_overlap_us``, ``overlap_fraction``
+    ``communication_total_us``, ``communication_overlap_us``, ``work_us``,
+    ``overlap_fraction``
     (per rank, over all iterations), ``straggler`` (rank per iteration),
     ``straggler_lag_us``, ``slowest_iteration_rank`` (rank with the longest own
     iteration window, per iteration).
@@ -71,12 +74,15 @@ class RankStats:
     lag: np.ndarray  # (n_iter,) ns
     comm_total: np.ndarray | None = None  # (n_ranks, n_iter) ns, all communication
     comm_overlap: np.ndarray | None = None  # (n_ranks, n_iter) ns hidden behind compute
+    work: np.ndarray | None = None  # (n_ranks, n_iter) ns of framework work
 
     def __post_init__(self):
         if self.comm_total is None:
             self.comm_total = self.comm.copy()
         if self.comm_overlap is None:
             self.comm_overlap = np.zeros_like(self.comm)
+        if self.work is None:
+            self.work = self.busy.copy()
 
     def overlap_fraction(self) -> np.ndarray:
         """Per rank: share of all its communication hidden behind compute (0 if none)."""
@@ -102,6 +108,7 @@ class RankStats:
             "communication_us": per_rank(self.comm),
             "communication_total_us": per_rank(self.comm_total),
             "communication_overlap_us": per_rank(self.comm_overlap),
+            "work_us": per_rank(self.work),
             "overlap_fraction": {str(r): round(float(f), 4) for r, f in
                                  zip(self.ranks, self.overlap_fraction())},
             "straggler": [int(r) for r in self.straggler],
@@ -112,7 +119,8 @@ class RankStats:
 
 def rank_stats(ranks: list[int], durations: list[np.ndarray], busy: list[np.ndarray],
                comm: list[np.ndarray], comm_total: list[np.ndarray] | None = None,
-               comm_overlap: list[np.ndarray] | None = None) -> RankStats | None:
+               comm_overlap: list[np.ndarray] | None = None,
+               work: list[np.ndarray] | None = None) -> RankStats | None:
     """Stack per-rank rows; None for fewer than two ranks."""
     if len(ranks) < 2:
         return None
@@ -124,7 +132,8 @@ def rank_stats(ranks: list[int], durations: list[np.ndarray], busy: list[np.ndar
     return RankStats(list(ranks), d, b, c, np.array(ranks)[worst],
                      np.rint(lag).astype(np.int64),
                      np.vstack(comm_total) if comm_total is not None else None,
-                     np.vstack(comm_overlap) if comm_overlap is not None else None)
+                     np.vstack(comm_overlap) if comm_overlap is not None else None,
+                     np.vstack(work) if work is not None else None)
 
 
 register(RankStats)  # result types the analysis cache may store

@@ -13,6 +13,9 @@
   median rank in the straggling iterations, with the share of the excess it explains.
 * **Collective wait skew** per rank: median over iterations of how much longer the
   rank sits in exposed communication than the rank that waits least.
+* **What balancing gains** (a straggler holding the collectives): the balanced step of
+  :mod:`..analysis.balance` over the aligned iterations: the ranks' mean op work, the
+  typical rank's time outside ops and the collective's own cost.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.balance import STRAGGLER_MIN_FRACTION, WORK_CATEGORIES, Balanced, balance
 from ..analysis.findings.fleet_rules import FleetFinding, fleet_finding
 from ..analysis.results import us
 from .summary import RankSummary
 
 #: A rank straggles in an iteration when its own time exceeds the median rank's by
-#: more than this share of the median iteration (and more than the rank-to-rank noise).
-STRAGGLER_MIN_FRACTION = 0.05
+#: more than :data:`STRAGGLER_MIN_FRACTION` of the median iteration (and more than the
+#: rank-to-rank noise: this many robust SDs).
 ROBUST_SDS = 4.0
 #: Load imbalance: spread (p90 - p10) of ranks' own time, as a share of the iteration.
 IMBALANCE_FRACTION = 0.10
@@ -266,8 +270,11 @@ def fleet_findings(res: FleetResult) -> list[FleetFinding]:
     out = []
     if res.stragglers:
         out.append(_straggler_finding(res, res.stragglers[0]))
+    held = bool(out) and out[0].id == "straggler_holds_collectives"
     for f in (_imbalance_finding(res), _common_finding(res)):
-        if f is not None:
+        # the ranks' wait in collectives is the straggler's: its finding estimates what
+        # balancing gains, a shared communication finding would count the wait as removable
+        if f is not None and not (held and f.id == f"fleet_{WAIT}_bound"):
             out.append(f)
     return out
 
@@ -285,20 +292,34 @@ def _straggler_finding(res: FleetResult, s: Straggler) -> FleetFinding:
             f"{len(res.labels)} iterations; the excess is mostly {s.cause} "
             f"(+{us(s.cause_ns) / 1000:.2f} ms)")
     share = round(s.fraction, 4)
+    bal = balanced(res)
+    shape = bal.shape if bal is not None else ""
     if held:
         return fleet_finding(
             "straggler_holds_collectives", share,
             what + f"; the other ranks wait {extra_wait / 1e6:.2f} ms longer in "
-                   "communication, matching the straggler's excess.",
+                   "communication, matching the straggler's excess."
+            + (f" {bal.basis()}" if bal is not None else ""),
             title=f"Rank {s.rank} holds the other {n - 1} ranks in collectives",
-            factor="others_wait_for_it", cause=s.cause, ranks=[s.rank], iterations=cols)
+            factor="others_wait_for_it", cause=s.cause, shape=shape, ranks=[s.rank],
+            iterations=cols, speedup=bal.speedup if bal is not None else None)
     return fleet_finding(
         "straggler", share,
         what + "; the other ranks' collective wait does not show a matching "
                f"wait ({max(extra_wait, 0.0) / 1e6:.2f} ms more), so whether it "
                "delays them is not shown by these traces.",
         title=f"Rank {s.rank} is slower than the median rank", factor="wait_not_matched",
-        cause=s.cause, ranks=[s.rank], iterations=cols)
+        cause=s.cause, shape=shape, ranks=[s.rank], iterations=cols)
+
+
+def balanced(res: FleetResult) -> Balanced | None:
+    """The job's balanced step (:func:`..analysis.balance.balance`) over the aligned
+    iterations every rank has."""
+    if not res.breakdown.size:
+        return None
+    work = sum((res.breakdown[k] for k, c in enumerate(res.categories)
+                if c in WORK_CATEGORIES), np.zeros_like(res.iteration))
+    return balance(res.ranks, res.iteration, res.comm, work)
 
 
 def _imbalance_finding(res: FleetResult) -> FleetFinding | None:

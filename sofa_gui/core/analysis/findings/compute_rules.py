@@ -10,6 +10,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
+from ..balance import STRAGGLER_MIN_FRACTION, Balanced, balance
 from ..device_side import DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..results import Evidence, Finding
@@ -22,6 +23,8 @@ from .context import (
     top_rows,
 )
 from .devices import COMM_CATEGORIES
+from .fixes import choose_fixes
+from .fleet_rules import SHAPE_FIXES
 from .registry import Rule, rule
 from .work import outermost
 
@@ -55,15 +58,14 @@ def communication_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     r = ctx.rows
     total = int(d.comm_total[r].sum())
     overlap = int(d.comm_overlap[r].sum()) / total if total else 0.0
-    straggle = _straggler_sentence(ctx)
     mine = comm[ctx.in_steady(s.start[comm], d.starts, d.ends)]
     causes = causes_by_name(ctx, mine, s.dur[mine], float(s.dur[mine].sum()) or 1.0,
                             label=lambda n, j: n + (f" ({int(s.bytes[j]) / 1e6:.2f} MB)"
                                                     if s.bytes[j] > 0 else ""))
     summary = (f"Collectives not overlapped with compute take {pct(share)} of steady-state "
                f"iteration time on {d.label}; {pct(overlap)} of all communication time is "
-               f"hidden behind compute.{straggle}")
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes)
+               f"hidden behind compute.")
+    return _ranks_finding(ctx, spec, share, summary, evidence, causes)
 
 
 def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
@@ -92,14 +94,42 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
     causes = causes_by_name(ctx, mine, s.dur[mine], float(s.dur[mine].sum()) or 1.0)
     summary = (f"The main thread of {host.label} waits in or for collectives "
                f"{pct(share)} of steady-state iteration time (CPU collectives: the wait is "
-               f"the time until every rank has sent its part).{_straggler_sentence(ctx)}")
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes)
+               f"the time until every rank has sent its part).")
+    return _ranks_finding(ctx, spec, share, summary, evidence, causes)
 
 
-def _straggler_sentence(ctx: Ctx) -> str:
+def _ranks_finding(ctx: Ctx, spec: Rule, share: float, summary: str, evidence, causes):
+    """The communication finding; when a slow rank holds the others in the collectives,
+    its estimate is what balancing the ranks gains (not the whole wait: the collective's
+    own cost stays and moved work still runs somewhere), with the remedies of the slow
+    rank's kind of extra time first."""
+    bal = _balanced(ctx)
+    summary += _straggler_sentence(ctx, bal)
+    if bal is None:
+        return make_finding(ctx, spec, share, summary, evidence, causes=causes)
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes, speedup=bal.speedup)
+    shown, hidden = choose_fixes(SHAPE_FIXES[bal.shape], ctx.facts, ctx.all_frameworks)
+    f.fixes[:0] = shown
+    f.hidden_fixes[:0] = hidden
+    return f
+
+
+def _balanced(ctx: Ctx) -> Balanced | None:
+    """The balanced step over the steady iterations of several ranks, when the slow rank's
+    extra time is a straggler's (at least :data:`STRAGGLER_MIN_FRACTION` of the step)."""
+    rs = ctx.bd.ranks
+    if rs is None:
+        return None
+    r = ctx.rows[ctx.rows < rs.durations.shape[1]]
+    bal = balance(rs.ranks, rs.durations[:, r], rs.comm[:, r], rs.work[:, r]) if len(r) \
+        else None
+    return bal if bal is not None and bal.excess_fraction() >= STRAGGLER_MIN_FRACTION else None
+
+
+def _straggler_sentence(ctx: Ctx, bal: Balanced | None) -> str:
     """" Rank 1 is the slowest in 12 of 12 iterations, +40 ms of its own work per iteration
     over the median rank, mostly backward (+35 ms): the others wait for it." ("" with one
-    rank)."""
+    rank); with a straggler's balanced step, that step's basis in place of the lag."""
     rs = ctx.bd.ranks
     if rs is None or not len(rs.straggler):
         return ""
@@ -108,6 +138,9 @@ def _straggler_sentence(ctx: Ctx) -> str:
     ranks, counts = np.unique(rs.straggler[r], return_counts=True)
     slow = int(ranks[np.argmax(counts)])
     n = int(counts.max())
+    if bal is not None:
+        return (f" Rank {slow} is the slowest in {n} of {len(r)} steady iterations: the other "
+                f"ranks' collectives wait for it. {bal.basis()}")
     lag = float(np.median(rs.lag[r][rs.straggler[r] == slow]))
     cause = _straggler_cause(ctx, slow, r)
     return (f" Rank {slow} is the slowest in {n} of {len(r)} steady iterations, "

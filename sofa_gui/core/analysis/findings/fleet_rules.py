@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..balance import MOVES, NOT_WORK
 from ..results import Finding, Fix
 from .context import BELOW, amdahl, rule_of
 from .context import severity as graded
@@ -39,9 +40,6 @@ CAUSE_FIXES: dict[str, list[Fix]] = {
         Fix(_ANY, "Check the slow rank's GPU: clocks and throttling (nvidia-smi -q -d "
                   "PERFORMANCE,CLOCK / rocm-smi), ECC and XID errors, PCIe/NVLink width; "
                   "exclude or replace a degraded node.", devices=_GPU),
-        Fix(_PT, "If the rank gets more work (longer sequences, bigger images), balance the "
-                 "shards: length-bucketed sampling or sequence packing so every rank's batch "
-                 "costs the same."),
     ],
     "idle_input": [
         Fix(_ANY, "The slow rank waits for its input: check its node's storage/network read "
@@ -53,13 +51,36 @@ CAUSE_FIXES: dict[str, list[Fix]] = {
                   "other processes and NUMA/core pinning on that node (taskset, numactl)."),
     ],
 }
+#: Remedies by the shape of the straggler's extra time (:mod:`..balance`): op work that
+#: moves when the data is balanced, or time that is not work, which only its cause removes.
+SHAPE_FIXES: dict[str, list[Fix]] = {
+    MOVES: [
+        Fix(_PT, "Give every rank the same work: shuffle the samples before they are split "
+                 "across the ranks (a length-sorted or bucketed dataset cut into contiguous "
+                 "shards gives one rank all the long samples; DistributedSampler with "
+                 "shuffle=True and set_epoch), bucket by length within each rank's batches, "
+                 "or pack sequences to the same token count per batch."),
+        Fix(_TF, "Give every replica the same work: shuffle before sharding the dataset, then "
+                 "pad or bucket batches to equal shapes (tf.data bucket_by_sequence_length)."),
+        Fix(_JAX, "Give every replica the same work: shuffle before sharding, then pad or pack "
+                  "batches to fixed shapes under jax.jit."),
+        Fix(_ANY, "If the ranks already get the same data, the slow rank's processor is "
+                  "slower: check its clocks, throttling and other processes on its node."),
+    ],
+    NOT_WORK: [
+        Fix(_ANY, "The slow rank's extra time is not in ops: find what it waits on. Time "
+                  "with no op on its main thread is Python outside the framework (a slow "
+                  "decoder or transform, a sleep, logging), I/O or a stall of its node; "
+                  "record that rank's Python side (sofa-gui record --py-spy, or "
+                  "torch.profiler with with_stack=True) and read what fills its gaps. If it "
+                  "is the rank preparing its batches, move that work into loader workers so "
+                  "it overlaps the step."),
+    ],
+}
 _GENERIC = [
     Fix(_ANY, "Open the straggler next to the median rank (app: 'Open with median rank') and "
               "compare their iterations category by category."),
-    Fix(_TF, "If the slow replica gets bigger inputs, pad or bucket batches to equal shapes "
-             "(tf.data bucket_by_sequence_length) so every replica does the same work."),
-    Fix(_JAX, "If the slow replica gets bigger inputs, pad batches to fixed shapes under "
-              "jax.jit so every replica does the same work."),
+    *(f for f in SHAPE_FIXES[MOVES] if f.framework in (_TF, _JAX)),
 ]
 
 FIXES.setdefault("straggler_holds_collectives", _GENERIC)
@@ -76,10 +97,12 @@ FIXES.setdefault("load_imbalance", [
 ])
 
 
-def fixes_for(fid: str, cause: str = "") -> list[Fix]:
-    """The fixes of a fleet finding, cause-specific ones first."""
-    extra = CAUSE_FIXES.get(cause, []) if fid.startswith("straggler") else []
-    return [*extra, *RULES[fid].fixes]
+def fixes_for(fid: str, cause: str = "", shape: str = "") -> list[Fix]:
+    """The fixes of a fleet finding: cause-specific ones first, then those of the shape
+    of the straggler's extra time (:data:`SHAPE_FIXES`)."""
+    extra = ([*CAUSE_FIXES.get(cause, []), *SHAPE_FIXES.get(shape, [])]
+             if fid.startswith("straggler") else [])
+    return list({f.text: f for f in [*extra, *RULES[fid].fixes]}.values())
 
 
 @dataclass
@@ -100,20 +123,22 @@ class FleetFinding(Finding):
 
 def fleet_finding(fid: str, share: float, summary: str, *, title: str = "",
                   factor: str = "", confidence: float | None = None, cause: str = "",
-                  ranks: list[int] = (), iterations: list[int] = (),
-                  graded_as: str = "", fixes: list[Fix] | None = None) -> FleetFinding:
+                  shape: str = "", ranks: list[int] = (), iterations: list[int] = (),
+                  graded_as: str = "", fixes: list[Fix] | None = None,
+                  speedup: float | None = None) -> FleetFinding:
     """A fleet finding graded by the registry: severity from the thresholds of ``fid``'s
     rule (``graded_as``'s for a per-rank finding shared across ranks; under the moderate
     threshold it is "low": the cross-rank test already found it), confidence the rule's
-    factor ``factor`` (or ``confidence`` when it is a measured ratio)."""
+    factor ``factor`` (or ``confidence`` when it is a measured ratio); the speed-up Amdahl
+    on ``share`` unless ``speedup`` gives it (a straggler's balanced step)."""
     spec = rule_of(graded_as or fid)
     sev = graded(spec, share)
     conf = spec.factor(factor) if factor else float(confidence if confidence is not None
                                                    else 1.0)
     why = (f"{factor.replace('_', ' ')}" if factor else "share of ranks that agree")
     return FleetFinding(fid, title or spec.title, "low" if sev == BELOW else sev, share,
-                        amdahl(share), summary, [],
-                        list(fixes if fixes is not None else fixes_for(fid, cause)),
+                        amdahl(share) if speedup is None else speedup, summary, [],
+                        list(fixes if fixes is not None else fixes_for(fid, cause, shape)),
                         confidence=round(conf, 3), confidence_why=why, ranks=list(ranks),
                         iterations=list(iterations), rests_on=spec.grounded if not graded_as
                         else "each rank's own analysis (top finding per rank)")

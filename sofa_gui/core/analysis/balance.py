@@ -1,0 +1,147 @@
+"""What balancing the ranks of a synchronous job would make its step: the estimate behind
+a straggler's speed-up, in ``analyze`` of a multi-rank folder and in ``fleet``.
+
+In synchronous data parallelism every rank waits for the slowest at each collective, so
+the job's step is the slow rank's own time (the step less its exposed communication) plus
+the collective's own cost.  What the slow rank does with its extra own time decides what
+balancing can gain, and the trace tells the two kinds apart:
+
+* **work that moves**: framework ops (forward, backward, optimizer, copies, launches; on a
+  device its kernels and copies) that take longer on the slow rank because it has more
+  data.  Balanced, every rank does the mean of the ranks' op work: the extra work moves
+  to the other ranks, it does not disappear.
+* **time that is not work**: main-thread time with no op under it (Python outside the
+  framework, a sleep, I/O), waits for input and host syncs; on a device its idle time.  It
+  goes only when its cause goes; balanced, the slow rank has as much of it as the typical
+  rank (the lower median rank; of two ranks, the other one).
+
+The collective's own cost stays: in each iteration the least exposed wait of any rank
+(the slow rank arrives last and waits only for the transfer; the others wait for that
+plus the skew).  Per iteration, balanced step = mean op work + the typical rank's time
+outside ops + the collective's own cost, at most the step now; the speed-up is the sum of
+the steps now (the median rank's) over the sum of the balanced steps.  Assumed: each rank's
+work runs at the speed the trace shows (ranks do not share cores or devices), op time
+moves in proportion to the data, and the collective costs what it costs the slow rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..units import fmt_ns
+
+#: Breakdown categories that are framework work, host side and device side: the work
+#: that moves between ranks when their data is balanced.  Every other category but the
+#: collective wait is time that is not work.
+WORK_CATEGORIES = frozenset({
+    "forward", "backward", "optimizer", "memcpy", "runtime",
+    "compute", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other",
+    "memset"})
+WAIT = "communication"
+#: Shapes of a straggler's extra time: its fixes differ.
+MOVES, NOT_WORK = "work", "not_work"
+#: A rank straggles when its own time exceeds the typical rank's by more than this share
+#: of the iteration (``fleet``'s per-iteration test; ``analyze`` asks it of the slow
+#: rank's extra time per step).
+STRAGGLER_MIN_FRACTION = 0.05
+
+
+def work_of(categories, times: np.ndarray) -> np.ndarray:
+    """Per row of ``times`` (rows x ``categories``): the time in work categories."""
+    cols = [k for k, c in enumerate(categories) if c in WORK_CATEGORIES]
+    return times[:, cols].sum(axis=1) if cols else np.zeros(times.shape[0], times.dtype)
+
+
+@dataclass
+class Balanced:
+    """The balanced-step estimate of one job, ns summed over the iterations it read.
+
+    ``now``: the median rank's steps; ``balanced``: the same steps balanced;
+    ``mean_work``: the ranks' mean op work; ``slow_work`` / ``slow_rest``: the slow
+    rank's op work and own time outside ops; ``typical_rest``: the typical rank's time
+    outside ops; ``collective``: the collective's own cost."""
+
+    slow: int
+    iterations: int
+    now: float
+    balanced: float
+    mean_work: float
+    slow_work: float
+    slow_rest: float
+    typical_rest: float
+    collective: float
+
+    @property
+    def speedup(self) -> float:
+        return self.now / max(self.balanced, 1.0)
+
+    @property
+    def moved(self) -> float:
+        """The slow rank's op work above the mean: it moves to the other ranks."""
+        return max(self.slow_work - self.mean_work, 0.0)
+
+    @property
+    def removed(self) -> float:
+        """The slow rank's time outside ops above the typical rank's: it goes with its
+        cause."""
+        return max(self.slow_rest - self.typical_rest, 0.0)
+
+    @property
+    def shape(self) -> str:
+        """:data:`MOVES` when most of the slow rank's extra time is op work, else
+        :data:`NOT_WORK`."""
+        return MOVES if self.moved >= self.removed else NOT_WORK
+
+    def excess_fraction(self) -> float:
+        """The slow rank's extra time (moved + removed) per step, as a share of the step."""
+        return (self.moved + self.removed) / max(self.now, 1.0)
+
+    def basis(self) -> str:
+        """The estimate in words, per step."""
+        n = max(self.iterations, 1)
+
+        def t(v):
+            return fmt_ns(v / n)
+
+        kind = ("op work that moves (balanced, each rank does the mean)"
+                if self.shape == MOVES else
+                "time with no op on it (a gap, a sleep, Python outside the framework, I/O or "
+                "a host stall), which goes only when its cause goes")
+        return (f"With the ranks balanced, the step would be {t(self.balanced)} instead of "
+                f"{t(self.now)} "
+                f"({self.speedup:.2f}x). Rank {self.slow}'s extra time is mostly {kind}: "
+                f"it spends {t(self.slow_work)} a step in ops against a mean of "
+                f"{t(self.mean_work)} per rank (+{t(self.moved)} moves to the other ranks) "
+                f"and {t(self.slow_rest)} outside ops against {t(self.typical_rest)} on the "
+                f"typical rank (+{t(self.removed)} goes with its cause); the collective's own "
+                f"cost, {t(self.collective)} (the least any rank waits in it), stays.")
+
+
+def balance(ranks: list[int], durations, comm, work) -> Balanced | None:
+    """The balanced-step estimate from per-rank (rows) x iteration (columns) ns: own
+    iteration time, exposed communication and op work (NaN where a rank lacks an
+    iteration; only iterations every rank has count).  None with fewer than two ranks,
+    no such iteration or no time."""
+    d, c, w = (np.asarray(a, np.float64) for a in (durations, comm, work))
+    if d.ndim != 2 or d.shape[0] < 2 or d.shape != c.shape or d.shape != w.shape:
+        return None
+    both = np.all(np.isfinite(d) & np.isfinite(c) & np.isfinite(w), axis=0)
+    if not both.any():
+        return None
+    d, c, w = d[:, both], c[:, both], w[:, both]
+    own = np.maximum(d - c, 0.0)
+    w = np.minimum(w, own)
+    rest = own - w
+    slow = int(np.argmax(own.sum(axis=1)))
+    now = np.median(d, axis=0)
+    mean_work = w.mean(axis=0)
+    typical_rest = np.sort(rest, axis=0)[(d.shape[0] - 1) // 2]
+    coll = c.min(axis=0)
+    balanced = np.minimum(mean_work + typical_rest + coll, now)
+    if now.sum() <= 0:
+        return None
+    return Balanced(int(ranks[slow]), int(both.sum()), float(now.sum()),
+                    float(balanced.sum()), float(mean_work.sum()), float(w[slow].sum()),
+                    float(rest[slow].sum()), float(typical_rest.sum()), float(coll.sum()))
