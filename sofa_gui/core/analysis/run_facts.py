@@ -14,7 +14,9 @@ device       cuda / rocm / cpu / tpu / mixed (+ device names)  device properties
                                                               runtime calls, lanes
 mode         training / inference                             backward/optimizer ops,
                                                               TF gradient ops, XLA
-                                                              grad / update names
+                                                              grad / update names; the
+                                                              HLO of the XLA programs
+                                                              run (:mod:`.xla_mode`)
 ranks        world size (``detail``: this trace's ranks)       distributed info
 cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
                                                               misc.txt, trace metadata
@@ -63,8 +65,10 @@ from ..metadata import amount, count
 from ..trace import Kind, LaneKind, Trace
 from . import precision_facts  # noqa: F401  (registers the precision probes first)
 from .facts_base import FACT_KEYS, PROBES, Fact, RunFacts, first_named, named, probe, trace_header
+from .xla_mode import inference_programs, training_program
 
-__all__ = ["FACT_KEYS", "Fact", "RunFacts", "handover_parts", "probe", "run_facts"]
+__all__ = ["FACT_KEYS", "TRAINING_NAMES", "Fact", "RunFacts", "handover_parts", "probe",
+           "run_facts"]
 
 
 def run_facts(trace: Trace) -> RunFacts:
@@ -157,7 +161,7 @@ def _device(trace: Trace) -> list[Fact]:
 #: variable updates (TensorFlow: ``gradient_tape/...``, ``*Grad``, ``ResourceApply*``),
 #: differentiation and update names in XLA modules and ops (JAX: ``transpose(jvp(...))``,
 #: ``value_and_grad``, optax updates).
-_TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
+TRAINING_NAMES = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
              r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|gradient_tape/|"
              r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
              r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
@@ -167,8 +171,12 @@ _TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_gr
 
 @probe
 def _mode(trace: Trace) -> list[Fact]:
-    f = named(trace, "mode", "training", _TRAINING)
+    f = named(trace, "mode", "training", TRAINING_NAMES)
     if f.known:
+        return [f]
+    rx = re.compile(TRAINING_NAMES)
+    f = training_program(trace, rx)  # the HLO of a program that ran
+    if f is not None:
         return [f]
     ops = _framework_ops(trace)
     fw = _framework(trace)[0]
@@ -177,7 +185,7 @@ def _mode(trace: Trace) -> list[Fact]:
     if (fw.value == "pytorch" or eager_tf) and ops >= 50:
         return [Fact("mode", "inference", "",
                      f"no backward, gradient or optimizer op among {ops:,} framework ops")]
-    return [Fact("mode")]
+    return [inference_programs(trace, rx) or Fact("mode")]
 
 
 @probe
