@@ -49,6 +49,23 @@ def integer(value) -> int | None:
     return int(v)
 
 
+#: Instruction-set flags (as /proc/cpuinfo names them) a recording keeps: whether the CPU
+#: does bf16 math natively (AVX512-BF16, AMX), fp16 (AVX512-FP16), and its vector width.
+CPU_ISA_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16", "avx512f", "avx2")
+
+
+def cpu_isa(value) -> dict[str, bool] | None:
+    """``{flag: present}`` over :data:`CPU_ISA_FLAGS`, from a mapping of flags to booleans
+    (a recording manifest's ``host.cpu_isa``; flags given no boolean stay unknown) or from
+    an x86-64 flags line as /proc/cpuinfo lists it (it names ``sse2``); None otherwise."""
+    if isinstance(value, str) and len(value) < 1 << 16:
+        have = set(value.split())
+        return {f: f in have for f in CPU_ISA_FLAGS} if "sse2" in have else None
+    if isinstance(value, dict):
+        return {f: value[f] for f in CPU_ISA_FLAGS if isinstance(value.get(f), bool)} or None
+    return None
+
+
 def check(facts: dict, kinds: dict[str, Callable], where: str, notes: list[str]) -> dict:
     """``facts`` with every key of ``kinds`` that is present checked by its kind; one of
     the wrong kind is left out and noted (``where``: the file and place, e.g.
@@ -73,4 +90,5 @@ def _shown(value) -> str:
 
 
 _WHAT = {count: f"a count (1 to {COUNT_MAX})", number: "a finite number",
-         amount: "a finite number >= 0", integer: "a whole number"}
+         amount: "a finite number >= 0", integer: "a whole number",
+         cpu_isa: "a set of CPU flags"}

@@ -48,7 +48,7 @@ from .trace import (
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 6  # 6: the manifest records the source (source_record)
+FORMAT_VERSION = 7  # 7: XPlane traces note their XLA programs (meta.extra xla_programs)
 #: Files whose bytes are checksummed (CRC-32 in the manifest) and checked on every open:
 #: a flipped byte in a cached entry must not give wrong results or crash later opens.
 #: One CRC per :data:`CRC_BLOCK` bytes, so the blocks are checked on every core at once

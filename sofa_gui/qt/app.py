@@ -107,24 +107,29 @@ def run_window(path: str | None, size: tuple[int, int] | None, mode: str = "auto
     """Show the main window (opening ``path`` if given) and run the event loop; without
     ``size`` it takes what was remembered for this screen size, else the whole screen."""
     from ..app.background_load import prestart
+    from . import collector
 
     prestart()  # a loader child imports its modules while the window is built
     app = make_app()
-    from .main_window import MainWindow
-
-    win = MainWindow(make_settings())
-    win.set_iteration_mode(mode)
-    freeze_startup_objects()
-    if size:
-        win.resize(*size)
-    win.show()
-    restore = _close_on_signals(win)
-    if path:
-        win.open_path(path)
+    gc_on_gui = collector.start(app)  # job threads never run a collection
     try:
-        return app.exec()
+        from .main_window import MainWindow
+
+        win = MainWindow(make_settings())
+        win.set_iteration_mode(mode)
+        freeze_startup_objects()
+        if size:
+            win.resize(*size)
+        win.show()
+        restore = _close_on_signals(win)
+        if path:
+            win.open_path(path)
+        try:
+            return app.exec()
+        finally:
+            restore()
     finally:
-        restore()
+        gc_on_gui.stop()
 
 
 def _close_on_signals(win):

@@ -20,16 +20,27 @@ SETTLE_MS = 400
 def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: int | None = None,
                     mode: str = "auto", settings=None) -> int:
     """Exit code: 0 saved, 2 bad input (trace, iteration, output path), 1 internal error."""
-    from PySide6.QtCore import QSettings
-
-    from . import sliced
+    from . import collector
     from .application import make_app
-    from .main_window import MainWindow
 
     if not Path(out).expanduser().parent.is_dir():
         print(f"error: {Path(out).expanduser().parent}: no such folder", file=sys.stderr)
         return 2
-    make_app()
+    gc_on_gui = collector.start(make_app())  # job threads never run a collection
+    try:
+        return _shoot(path, out, size, iteration, mode, settings)
+    finally:
+        gc_on_gui.stop()
+
+
+def _shoot(path: str | None, out: str, size, iteration: int | None, mode: str,
+           settings) -> int:
+    """:func:`take_screenshot` once the app runs."""
+    from PySide6.QtCore import QSettings
+
+    from . import sliced
+    from .main_window import MainWindow
+
     if settings is None:
         tmp = tempfile.mkdtemp(prefix="sofa-gui-shot-")
         settings = QSettings(os.path.join(tmp, "settings.ini"), QSettings.Format.IniFormat)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from ..core import metadata
 from .clock import EpochClock
 from .parts import PartWriter
 from .periodic import Periodic
@@ -287,18 +288,36 @@ def _cmdline(p: psutil.Process) -> list[str]:
         return []
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (Linux), else platform's guess."""
+def _cpuinfo_field(names: tuple[str, ...]) -> str | None:
+    """The first /proc/cpuinfo line's value whose field starts with one of ``names``
+    (Linux); None where there is none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                if line.lower().startswith(names) and ":" in line:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return None
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (Linux), else platform's guess."""
+    name = _cpuinfo_field(("model name", "hardware", "cpu model"))
+    if name:
+        return name
     import platform
 
     return platform.processor() or platform.machine()
+
+
+def cpu_isa() -> dict[str, bool] | None:
+    """Which of the instruction sets that decide low-precision speed the CPU has
+    (:data:`~sofa_gui.core.metadata.CPU_ISA_FLAGS`, from /proc/cpuinfo's ``flags`` on
+    x86 Linux): with native bf16 (avx512_bf16, amx_bf16) autocast to bf16 speeds the math
+    up, without it bf16 is emulated and slower than fp32. None where the CPU's flags
+    cannot be read."""
+    return metadata.cpu_isa(_cpuinfo_field(("flags",)) or "")
 
 
 def host_info() -> dict:
@@ -311,6 +330,7 @@ def host_info() -> dict:
         "os": f"{platform.system()} {platform.release()}",
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
+        "cpu_isa": cpu_isa(),
         "physical_cores": psutil.cpu_count(logical=False),
         "logical_cores": psutil.cpu_count(logical=True),
         "memory_bytes": psutil.virtual_memory().total,

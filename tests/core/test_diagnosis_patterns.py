@@ -110,11 +110,15 @@ def test_no_periodic_extra_on_steps_that_only_wait_longer():
 
 # -- run facts ------------------------------------------------------------------------------
 def test_cpu_autocast_is_low_precision_and_gets_no_autocast_advice():
+    """Not told to autocast what already is; told to leave bf16 only on the condition
+    the trace cannot prove (a CPU without bf16 instructions), with no speed-up claimed."""
     t, a = analyzed(capture("pt_train_autocast_bf16"))
     prec = a.run.get("precision")
     assert prec.value == "low" and "bf16" in prec.detail
     for f in a.findings:
-        assert not any("autocast" in x.text for x in f.fixes), f.id
+        assert not any("torch.autocast" in x.text for x in f.fixes), f.id
+        assert all(x.conditional and x.estimate is None for x in f.fixes
+                   if "fp32" in x.text), f.id
 
 
 def test_training_mode_from_tf_gradient_ops_and_xla_step_names():

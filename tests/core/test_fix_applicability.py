@@ -33,8 +33,14 @@ DECLARES = ((r"DataLoader\(|num_workers", "dataloader"),
             (r"tf\.data: |dataset\.map|\.prefetch\(|\.cache\(\)", "tf_data"))
 
 
+#: Advice that trades precision where the device may be a CPU (fp32 instead of bf16, or
+#: bf16 itself) pays off only by the CPU's bf16 instructions: it declares ``cpu_bf16``.
+CPU_PRECISION = r"bf16|bfloat16|fp32"
+
+
 def _declared(fix: Fix) -> set[str]:
-    keys = {k for k, _ in fix.needs} | {k for k, _ in fix.excludes} | {fix.fact}
+    keys = ({k for k, _ in fix.needs} | {k for k, _ in fix.excludes}
+            | {k for k, _ in fix.assumes} | {fix.fact})
     return {k.split("_parallel")[0].split("_prefetch")[0].split("_cache")[0] for k in keys if k}
 
 
@@ -91,23 +97,20 @@ def test_fixes_declare_the_facts_their_advice_depends_on():
     assert not bad, "\n".join(bad)
 
 
-#: Held-out cases on which a fix that does not fit is shown today (strict: the mark fails
-#: once the advisor no longer shows it, and goes).
-SHOWN_WRONG = {
-    "jax_train_loss_readback": "the capture does not prove the jitted JAX step's mode "
-                               "(training), so an inference-only fix (batch the requests) "
-                               "is let through",
-}
+def test_precision_advice_on_a_cpu_declares_the_cpus_bf16():
+    bad = [f"{fid}: {fix.text[:70]}" for fid, fix in _every_fix()
+           if re.search(CPU_PRECISION, fix.text) and (not fix.devices or "cpu" in fix.devices)
+           and "cpu_bf16" not in _declared(fix)]
+    assert not bad, "\n".join(bad)
 
 
-def _marked(case: Path):
-    why = SHOWN_WRONG.get(case.name)
-    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=why)) if why \
-        else case
+def test_fixes_shown_on_a_condition_are_named():
+    """A fix that may be shown on an unproven condition says so under its own name."""
+    assert all(fix.name for _, fix in _every_fix() if fix.assumes)
 
 
 @pytest.mark.skipif(not CASES, reason="no diagnosis corpus in tests/data/corpus")
-@pytest.mark.parametrize("case", [_marked(c) for c in CASES], ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
 def test_every_fix_shown_on_a_case_fits_it(case):
     truth = json.loads((case / "truth.json").read_text())
     facts = run_facts(load_trace(case / truth["captures"][0]))

@@ -92,3 +92,24 @@ def test_the_score_compares_the_estimate_of_the_fix_that_was_measured(diag):
     assert got["estimated"] == 1.3 and got["within"] is True
     other = {"bound": "input", "fix": {"what": "something else", "speedup": 1.33}}
     assert diag.estimate_check({"findings": [f]}, other)["estimated"] == 3.0
+
+
+def test_a_measured_slowdown_is_right_unless_the_advisor_promises_a_gain_for_it(diag):
+    """Autocast off measured 0.6x on a CPU with bf16 instructions: not offering it, or
+    offering it on a condition with no estimate, is right; promising a gain is wrong."""
+    truth = {"bound": "compute", "fix": {"what": "autocast off (fp32)", "speedup": 0.6}}
+    leave = {"name": "fp32 on the CPU", "estimated_speedup": None}
+    f = {"id": "compute_bound", "estimated_speedup": 1.65, "fixes": [leave]}
+    assert diag.estimate_check({"findings": [f]}, truth)["within"] is True
+    f["fixes"] = []  # not offered at all: the finding's estimate is for other fixes
+    assert diag.estimate_check({"findings": [f]}, truth)["within"] is True
+    f["fixes"] = [{"name": "fp32 on the CPU"}]  # offered under the finding's estimate
+    got = diag.estimate_check({"findings": [f]}, truth)
+    assert got["within"] is False and got["estimated"] == 1.65
+    workers = {"bound": "input", "fix": {"what": "num_workers=2", "speedup": 0.7}}
+    f = {"id": "input_pipeline_bound", "estimated_speedup": 1.6,
+         "fixes": [{"name": "loader workers", "estimated_speedup": 1.0}]}
+    assert diag.estimate_check({"findings": [f]}, workers)["within"] is True
+    f["fixes"][0]["estimated_speedup"] = 1.3
+    assert diag.estimate_check({"findings": [f]}, workers)["within"] is False
+    assert diag.estimate_check({"findings": []}, workers)["within"] is True

@@ -158,7 +158,7 @@ def analyze(trace: Trace, options: Options | None = None, progress: Progress | N
     total = sum(s.weight for s in STEPS)
     done = 0.0
     with allowed(on_result is None):  # side work in a child only when parts are not watched
-        from .run_facts import start_scans
+        from .precision_facts import start_scans
 
         start_scans(trace)
         for step in STEPS:

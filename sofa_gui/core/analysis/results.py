@@ -201,6 +201,10 @@ class Fix:
     is then not shown).  ``needs``: facts the run must be proven to have, as
     ``(key, allowed values)`` pairs (a DataLoader fix needs a DataLoader in the trace:
     unknown is not enough); ``excludes``: ``(key, values)`` pairs that rule it out.
+    ``assumes``: ``(key, allowed values)`` pairs of facts the fix pays off under that a
+    trace may not prove (a CPU's bf16 instructions): a known other value hides it; an
+    unknown one leaves it shown as a condition, with no speed-up estimate
+    (``gain`` :data:`CONDITIONAL`).
     ``because`` is filled per run with the fact that makes it fit.
     ``gain``: how its own speed-up is estimated (a key of :data:`GAIN_NEEDS`; "" = the
     finding's estimate applies to all its fixes), ``name`` a short label for it;
@@ -217,6 +221,7 @@ class Fix:
     unless: tuple = ()
     needs: tuple[tuple[str, tuple], ...] = ()
     excludes: tuple[tuple[str, tuple], ...] = ()
+    assumes: tuple[tuple[str, tuple], ...] = ()
     because: str = ""
     gain: str = ""
     name: str = ""
@@ -232,8 +237,9 @@ class Fix:
             out["applies_to"]["fact"] = self.fact
         if self.because:
             out["because"] = self.because
-        if self.gain:
+        if self.name:
             out["name"] = self.name
+        if self.gain:
             out["needs"] = GAIN_NEEDS.get(self.gain, "")
             out["estimated_speedup"] = (None if self.estimate is None
                                         else round(float(self.estimate), 3))
@@ -241,6 +247,11 @@ class Fix:
         if self.settings:
             out["settings"] = dict(self.settings)
         return out
+
+    @property
+    def conditional(self) -> bool:
+        """Shown on a condition the trace does not prove: no speed-up is claimed for it."""
+        return self.gain == CONDITIONAL
 
     @property
     def estimate_label(self) -> str:
@@ -252,11 +263,14 @@ class Fix:
         return f"this fix alone: {self.estimate:.2f}x"
 
 
+#: ``Fix.gain`` of a fix shown on a condition the trace does not prove (``Fix.assumes``).
+CONDITIONAL = "conditional"
 #: What a fix's estimate model (``Fix.gain``) needs from the machine, in words.
 GAIN_NEEDS = {"cores": "free CPU cores (one per worker)",
               "core": "one free CPU core (a background thread)",
               "removes": "no extra core (the work is removed, not moved)",
-              "none": "not estimated"}
+              "none": "not estimated",
+              CONDITIONAL: "a fact the trace does not prove (not estimated)"}
 
 
 @dataclass

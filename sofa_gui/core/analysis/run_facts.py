@@ -14,7 +14,9 @@ device       cuda / rocm / cpu / tpu / mixed (+ device names)  device properties
                                                               runtime calls, lanes
 mode         training / inference                             backward/optimizer ops,
                                                               TF gradient ops, XLA
-                                                              grad / update names
+                                                              grad / update names; the
+                                                              HLO of the XLA programs
+                                                              run (:mod:`.xla_mode`)
 ranks        world size (``detail``: this trace's ranks)       distributed info
 cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
                                                               misc.txt, trace metadata
@@ -33,6 +35,9 @@ dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
 precision    low (fp16/bf16 kernels or op inputs) / tf32      kernel names, op input
                                                               types (CPU autocast)
+cpu_bf16     native / emulated: the CPU's bf16 instructions   recording manifest
+             (avx512_bf16, amx_bf16)                          host.cpu_isa, trace
+                                                              metadata ``cpu_flags``
 compiled     torch.compile / cuda_graphs / xla                compiled regions, graph
                                                               launches
 optimizer    fused / foreach / for_loop                       optimizer kernels/ops
@@ -46,90 +51,24 @@ the elements: ``Iterator::Generator`` or ``PyFunc`` ops, else dataset ops);
 none.  ``cpu_cores`` also comes from tf.data's CPU budget (``Iterator::Root``).
 
 More probes (e.g. TensorFlow's ``tf.data``) plug in with :func:`probe`: a function
-``(trace) -> list[Fact]`` decorated with ``@probe``.
+``(trace) -> list[Fact]`` decorated with ``@probe``; the precision probes live in
+:mod:`.precision_facts`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..metadata import amount, count
 from ..trace import Kind, LaneKind, Trace
-from .codec import register
-from .results import us
+from . import precision_facts  # noqa: F401  (registers the precision probes first)
+from .facts_base import FACT_KEYS, PROBES, Fact, RunFacts, first_named, named, probe, trace_header
+from .xla_mode import inference_programs, training_program
 
-
-@dataclass
-class Fact:
-    """One fact about the run: its value (None = unknown), a few words of detail, and
-    what proves it (an event name or a file field; ``slice`` >= 0 is clickable)."""
-
-    key: str
-    value: object = None
-    detail: str = ""
-    proof: str = ""
-    slice: int = -1
-
-    @property
-    def known(self) -> bool:
-        return self.value is not None
-
-    def to_dict(self, trace: Trace | None = None) -> dict:
-        out = {"value": self.value, "detail": self.detail, "proof": self.proof}
-        if trace is not None and self.slice >= 0:
-            s = trace.slices
-            out["event"] = {"name": trace.name_of(self.slice),
-                            "start_us": us(int(s.start[self.slice])),
-                            "end_us": us(int(s.start[self.slice] + s.dur[self.slice])),
-                            "lane": int(s.lane[self.slice])}
-        return out
-
-    def said(self) -> str:
-        """``"value (detail): proof"`` for headers and fix notes."""
-        if not self.known:
-            return "unknown"
-        detail = f" ({self.detail})" if self.detail else ""
-        return f"{self.value}{detail}" + (f": {self.proof}" if self.proof else "")
-
-
-@dataclass
-class RunFacts:
-    facts: dict[str, Fact] = field(default_factory=dict)
-
-    def get(self, key: str) -> Fact:
-        return self.facts.get(key) or Fact(key)
-
-    def value(self, key: str):
-        return self.get(key).value
-
-    def to_dict(self, trace: Trace | None = None) -> dict:
-        return {k: self.get(k).to_dict(trace) for k in FACT_KEYS}
-
-    def header(self) -> str:
-        """One line for summaries: the known facts, short."""
-        parts = []
-        for k in FACT_KEYS:
-            f = self.get(k)
-            if f.known:
-                parts.append(f"{k} {f.value}" + (f" ({f.detail})" if f.detail else ""))
-        return "; ".join(parts) if parts else "nothing about the run is proven by the trace"
-
-
-FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "cpu_interf",
-             "cpu_handover", "dataloader",
-             "host_copies", "precision", "compiled", "optimizer", "collectives", "tf_data",
-             "tf_data_parallel", "tf_data_prefetch", "tf_data_cache")
-PROBES: list[Callable[[Trace], list[Fact]]] = []
-
-
-def probe(fn: Callable[[Trace], list[Fact]]) -> Callable[[Trace], list[Fact]]:
-    """Register a fact probe (see the module doc)."""
-    PROBES.append(fn)
-    return fn
+__all__ = ["FACT_KEYS", "TRAINING_NAMES", "Fact", "RunFacts", "handover_parts", "probe",
+           "run_facts"]
 
 
 def run_facts(trace: Trace) -> RunFacts:
@@ -146,35 +85,6 @@ def _prove(trace: Trace) -> RunFacts:
     return out
 
 
-# -- helpers -------------------------------------------------------------------------------
-def first_named(trace: Trace, pattern: str, kinds=None) -> int:
-    """First slice (in time) whose name matches ``pattern`` (regex), -1 if none."""
-    rx = re.compile(pattern)
-    ids = [i for i, n in enumerate(trace.names) if rx.search(n)]
-    if not ids:
-        return -1
-    s = trace.slices
-    named = np.zeros(len(trace.names), bool)  # a lookup per slice: one pass, not isin's four
-    named[ids] = True
-    hit = named[s.name]
-    if kinds is not None:
-        hit &= np.isin(s.kind, [int(k) for k in kinds])
-    idx = np.flatnonzero(hit)
-    return int(idx[np.argmin(s.start[idx])]) if len(idx) else -1
-
-
-def _named(trace: Trace, key: str, value, pattern: str, detail: str = "", kinds=None) -> Fact:
-    j = first_named(trace, pattern, kinds)
-    if j < 0:
-        return Fact(key)
-    return Fact(key, value, detail, f"`{trace.name_of(j)}`", j)
-
-
-def _header(trace: Trace) -> dict:
-    h = trace.meta.extra.get("header")
-    return h if isinstance(h, dict) else {}
-
-
 def _framework_ops(trace: Trace) -> int:
     s = trace.slices
     return int(np.count_nonzero(s.kind == int(Kind.CPU_OP)))
@@ -189,12 +99,13 @@ _TORCH = r"^aten::|^ProfilerStep#|^autograd::|^Optimizer\.step"
 @probe
 def _framework(trace: Trace) -> list[Fact]:
     for value, pattern in (("jax", _JAX), ("tensorflow", _TF), ("pytorch", _TORCH)):
-        f = _named(trace, "framework", value, pattern)
+        f = named(trace, "framework", value, pattern)
         if f.known:
             break
     else:
         f = _plain_python(trace)
-    version = _header(trace).get("pytorch_version") or _header(trace).get("torch_version")
+    h = trace_header(trace)
+    version = h.get("pytorch_version") or h.get("torch_version")
     if f.known and f.value == "pytorch" and version:
         f.detail = f"torch {version}"
     return [f]
@@ -231,7 +142,7 @@ def _device(trace: Trace) -> list[Fact]:
         return [Fact("device", value, ", ".join(names), "deviceProperties in the trace")]
     for value, pattern in (("rocm", r"^hip[A-Z]|^hsa_|rocclr"), ("cuda", r"^cuda[A-Z]|^cu[A-Z]"),
                            ("tpu", r"^TPU|/device:TPU")):
-        f = _named(trace, "device", value, pattern)
+        f = named(trace, "device", value, pattern)
         if f.known:
             return [f]
     lanes = trace.lanes
@@ -250,7 +161,7 @@ def _device(trace: Trace) -> list[Fact]:
 #: variable updates (TensorFlow: ``gradient_tape/...``, ``*Grad``, ``ResourceApply*``),
 #: differentiation and update names in XLA modules and ops (JAX: ``transpose(jvp(...))``,
 #: ``value_and_grad``, optax updates).
-_TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
+TRAINING_NAMES = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
              r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|gradient_tape/|"
              r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
              r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
@@ -260,8 +171,12 @@ _TRAINING = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_gr
 
 @probe
 def _mode(trace: Trace) -> list[Fact]:
-    f = _named(trace, "mode", "training", _TRAINING)
+    f = named(trace, "mode", "training", TRAINING_NAMES)
     if f.known:
+        return [f]
+    rx = re.compile(TRAINING_NAMES)
+    f = training_program(trace, rx)  # the HLO of a program that ran
+    if f is not None:
         return [f]
     ops = _framework_ops(trace)
     fw = _framework(trace)[0]
@@ -270,7 +185,7 @@ def _mode(trace: Trace) -> list[Fact]:
     if (fw.value == "pytorch" or eager_tf) and ops >= 50:
         return [Fact("mode", "inference", "",
                      f"no backward, gradient or optimizer op among {ops:,} framework ops")]
-    return [Fact("mode")]
+    return [inference_programs(trace, rx) or Fact("mode")]
 
 
 @probe
@@ -299,7 +214,7 @@ def _cpu_cores(trace: Trace) -> list[Fact]:
     if isinstance(misc, dict) and count(misc.get("vcores")):
         return [Fact("cpu_cores", count(misc["vcores"]), f"{misc.get('cores')} physical",
                      "SOFA misc.txt vcores")]
-    n = count(_header(trace).get("cpu_cores"))
+    n = count(trace_header(trace).get("cpu_cores"))
     if n:
         return [Fact("cpu_cores", n, "", "trace metadata cpu_cores")]
     return [Fact("cpu_cores")]
@@ -308,7 +223,7 @@ def _cpu_cores(trace: Trace) -> list[Fact]:
 @probe
 def _cpu_other(trace: Trace) -> list[Fact]:
     """Cores held by other processes: what a loader worker cannot use."""
-    n = amount(_header(trace).get("cpu_busy_other_cores"))
+    n = amount(trace_header(trace).get("cpu_busy_other_cores"))
     if n is not None:
         return [Fact("cpu_other", round(float(n), 2), "cores",
                      "trace metadata cpu_busy_other_cores")]
@@ -331,7 +246,7 @@ def _cpu_interference(trace: Trace) -> list[Fact]:
     """Compute on one core this many times slower while another core is busy: measured
     on the machine by a calibration stored with the trace (work moved to a "free" core
     slows the step left on the first one)."""
-    h = _header(trace)
+    h = trace_header(trace)
     v, how = h.get("cpu_core_interference"), h.get("cpu_core_interference_how")
     proof = "trace metadata cpu_core_interference"
     rec = trace.meta.extra.get("recording")
@@ -359,7 +274,7 @@ def handover_parts(trace: Trace) -> tuple[float, float, float, str, str] | None:
     ``cpu_batch_handover_*`` written by a calibration, or a recording's manifest
     ``host.batch_handover`` from ``record --calibrate-cores``); None when absent or not a
     set of plausible numbers."""
-    h = _header(trace)
+    h = trace_header(trace)
     parts, how = [h.get(k) for k in HANDOVER_KEYS[:3]], h.get(HANDOVER_KEYS[3])
     where = "trace metadata cpu_batch_handover_us"
     if all(x is None for x in parts):
@@ -390,103 +305,20 @@ def _cpu_handover(trace: Trace) -> list[Fact]:
 
 @probe
 def _dataloader(trace: Trace) -> list[Fact]:
-    one = _named(trace, "dataloader", "single_process", r"_SingleProcessDataLoaderIter",
+    one = named(trace, "dataloader", "single_process", r"_SingleProcessDataLoaderIter",
                  "num_workers is 0")
-    many = _named(trace, "dataloader", "workers", r"_MultiProcessingDataLoaderIter",
+    many = named(trace, "dataloader", "workers", r"_MultiProcessingDataLoaderIter",
                   "num_workers > 0")
     return [one if one.known else many]
 
 
 @probe
 def _host_copies(trace: Trace) -> list[Fact]:
-    pageable = _named(trace, "host_copies", "pageable", r"Pageable", "", [Kind.MEMCPY])
-    pinned = _named(trace, "host_copies", "pinned", r"Pinned", "", [Kind.MEMCPY])
+    pageable = named(trace, "host_copies", "pageable", r"Pageable", "", [Kind.MEMCPY])
+    pinned = named(trace, "host_copies", "pinned", r"Pinned", "", [Kind.MEMCPY])
     if pageable.known and pinned.known:
         pageable.value, pageable.detail = "mixed", f"also pinned: {pinned.proof}"
     return [pageable if pageable.known else pinned]
-
-
-@probe
-def _precision(trace: Trace) -> list[Fact]:
-    kinds = [Kind.KERNEL]
-    low = _named(trace, "precision", "low", r"bf16|fp16|f16_|half|hmma|h884|h1688|h16816|"
-                 r"bfloat16|_BBS_|_HHS_", "fp16/bf16 kernels", kinds)
-    if low.known:
-        return [low]
-    typed = _low_precision_inputs(trace)
-    if typed.known:
-        return [typed]
-    return [_named(trace, "precision", "tf32", r"tf32", "", kinds)]
-
-
-#: Ops whose input types tell the compute precision (what autocast casts), and the types.
-_MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
-                      r"mkldnn_\w*|scaled_dot_product\w*)$")
-_LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
-_LOW_TEXTS = tuple(t.encode() for t in _LOW_TYPES)
-#: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
-_TYPE_SAMPLE = 300
-
-
-_SCAN = "run_facts.low_precision_scan"
-
-
-def start_scans(trace: Trace) -> None:
-    """Start the byte scan of the sampled calls' args (:func:`_low_precision_inputs`) in a
-    forked child where the analysis may fork (:mod:`.aside`): with args read on demand it
-    reads ~120 pieces of a 1M-event file (~0.2 s), beside the first analysis steps."""
-    from .aside import start
-
-    trace.memo(_SCAN, lambda: start(_may_be_low, (trace,)))
-
-
-def _type_sample(trace: Trace) -> np.ndarray:
-    """The matmul / convolution calls with args whose input types are read, in order."""
-    s = trace.slices
-    ids = trace.name_ids(_MATH_OP.match)
-    idx = np.flatnonzero(np.isin(s.name, ids) & (s.args >= 0)) if len(ids) else ids
-    return idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
-
-
-def _may_be_low(trace: Trace) -> bool:
-    """False when no sampled call's args can name a 16-bit type (none need decoding)."""
-    pick = _type_sample(trace)
-    return bool(len(pick)) and trace.args.may_hold(trace.slices.args[pick], _LOW_TEXTS)
-
-
-def _scanned_low(trace: Trace) -> bool:
-    job = trace.memo(_SCAN, lambda: None)
-    try:
-        return bool(job.result()) if job is not None else _may_be_low(trace)
-    except (OSError, ValueError):  # a job stopped with an earlier analysis
-        return _may_be_low(trace)
-
-
-def _low_precision_inputs(trace: Trace) -> Fact:
-    """bf16 / fp16 from the recorded input types of matmul / convolution ops (CPU
-    autocast leaves no kernel names): low when at least a quarter of the sampled calls
-    take 16-bit inputs."""
-    s = trace.slices
-    pick = _type_sample(trace)
-    if not len(pick) or not _scanned_low(trace):
-        return Fact("precision")
-    seen: dict[str, int] = {}
-    first = -1
-    for j in pick.tolist():
-        types = (trace.args.get(int(s.args[j])) or {}).get("Input type")
-        low = {_LOW_TYPES[t] for t in types if t in _LOW_TYPES} if isinstance(types, list) \
-            else set()
-        for t in low:
-            seen[t] = seen.get(t, 0) + 1
-            first = j if first < 0 else first
-    n = sum(seen.values())
-    if n < max(1, len(pick) / 4):
-        return Fact("precision")
-    kind = max(seen, key=seen.get)
-    return Fact("precision", "low", f"{kind} op inputs (autocast)",
-                f"{n} of {len(pick)} sampled matmul/convolution calls take "
-                f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
-                f"`{trace.name_of(first)}`", first)
 
 
 @probe
@@ -497,7 +329,7 @@ def _compiled(trace: Trace) -> list[Fact]:
                            ("xla", r"XLA GPU module|XlaModule|^PjitFunction\(|^jit_|"
                                    r"__inference_.*_jit|XlaLaunch|^_XlaRun|^XlaCompile|"
                                    r"^CpuExecutable::|^GpuExecutable::|XlaMustCompile")):
-        f = _named(trace, "compiled", value, pattern)
+        f = named(trace, "compiled", value, pattern)
         if f.known:
             return [f]
     return [Fact("compiled")]
@@ -507,10 +339,10 @@ def _compiled(trace: Trace) -> list[Fact]:
 def _optimizer(trace: Trace) -> list[Fact]:
     for value, pattern in (("fused", r"_fused_adam|fused_adamw|FusedAdam|_fused_sgd"),
                            ("foreach", r"^aten::_foreach_|multi_tensor_apply")):
-        f = _named(trace, "optimizer", value, pattern)
+        f = named(trace, "optimizer", value, pattern)
         if f.known:
             return [f]
-    step = _named(trace, "optimizer", "for_loop", r"^Optimizer\.step")
+    step = named(trace, "optimizer", "for_loop", r"^Optimizer\.step")
     if step.known:
         step.detail = "no foreach or fused optimizer op in the trace"
     return [step]
@@ -519,7 +351,7 @@ def _optimizer(trace: Trace) -> list[Fact]:
 @probe
 def _collectives(trace: Trace) -> list[Fact]:
     for value, pattern in (("rccl", r"rccl"), ("nccl", r"nccl"), ("gloo", r"gloo")):
-        f = _named(trace, "collectives", value, pattern)
+        f = named(trace, "collectives", value, pattern)
         if f.known:
             return [f]
     dist = trace.meta.extra.get("distributed")
@@ -575,6 +407,3 @@ def _tf_data(trace: Trace) -> list[Fact]:
 
 def _stage_proof(st) -> str:
     return f"`Iterator::{st.kind}` ({st.dataset})"
-
-
-register(RunFacts, Fact)  # result types the analysis cache may store

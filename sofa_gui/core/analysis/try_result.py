@@ -88,8 +88,8 @@ def _predicted(fix: Tryable, analyses: list) -> dict | None:
 def _estimate(fix: Tryable, analysis) -> tuple[str, float, str] | None:
     for finding in analysis.findings:
         for f in finding.fixes:
-            if fix not in tryables_for(finding.id, f):
-                continue
+            if fix not in tryables_for(finding.id, f) or f.conditional:
+                continue  # a fix shown on an unproven condition claims no speed-up
             est = f.estimate if f.estimate is not None else finding.estimated_speedup
             if est is not None:
                 why = f.estimate_why or f"the finding's share {100 * finding.share:.0f}%"

@@ -197,7 +197,7 @@ def best_fix(fixes: list[Fix], fix_gain: Callable[[Fix], FixGain]) -> tuple[Fix 
     that confidence factor."""
     best, best_key, best_factor = None, 0.0, 1.0
     for fix in fixes:
-        if not fix.gain:
+        if not fix.gain or fix.conditional:  # a condition unproven: no estimate
             continue
         est, why, factor, *settings = fix_gain(fix)
         fix.estimate, fix.estimate_why = est, why

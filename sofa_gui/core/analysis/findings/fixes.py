@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..results import Fix
+from ..results import CONDITIONAL, Fix
 
 _PT, _TF, _JAX, _ANY = "pytorch", "tensorflow", "jax", "any"
 _GPU = ("cuda", "rocm")
+_ACCEL = ("cuda", "rocm", "tpu")
+_CPU = ("cpu",)
+#: Lower precision is faster on a CPU only with bf16 instructions; without them bf16 is
+#: converted to fp32 and back around each op and runs slower than fp32 (run fact cpu_bf16).
+_NATIVE_BF16 = (("cpu_bf16", ("native",)),)
+_EMULATED_BF16 = (("cpu_bf16", ("emulated",)),)
+#: How a fact a trace leaves unknown becomes known (said with a conditional fix).
+PROVED_BY = {"cpu_bf16": "a `sofa-gui record` recording reads the CPU's flags"}
 _TRAIN = ("training",)
 #: Needs a PyTorch DataLoader in the trace (either kind).
 _LOADER = (("dataloader", ("single_process", "workers")),)
@@ -207,23 +215,38 @@ FIXES: dict[str, list[Fix]] = {
             unless=("low",)),
         Fix(_PT, "torch.backends.cudnn.benchmark=True for fixed input shapes (cuDNN picks the "
                  "fastest convolution).", devices=_GPU),
-        Fix(_PT, "On the CPU: torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16) where "
-                 "the CPU supports bf16.", devices=("cpu",), fact="precision",
-            unless=("low",)),
+        Fix(_PT, "On the CPU: torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16) around "
+                 "the forward pass: a CPU with bf16 instructions (AVX512-BF16, AMX) runs "
+                 "matmuls and convolutions faster in bf16 than in fp32.", devices=_CPU,
+            fact="precision", unless=("low",), assumes=_NATIVE_BF16,
+            name="bf16 autocast on the CPU"),
+        Fix(_ANY, "Compute in fp32 (CPU autocast / the bf16 policy off) on a CPU without bf16 "
+                  "instructions (AVX512-BF16, AMX): there bf16 math is converted to fp32 and "
+                  "back around every op, slower than fp32 itself.", devices=_CPU,
+            fact="precision", needs=(("precision", ("low",)),), assumes=_EMULATED_BF16,
+            name="fp32 on the CPU"),
         Fix(_PT, "On the CPU: torch.set_num_threads(physical cores) for intra-op parallelism.",
             devices=("cpu",)),
         Fix(_PT, "Fuse kernels with torch.compile(model) and use fused implementations "
                  "(scaled_dot_product_attention).", fact="compiled",
             unless=("torch.compile",)),
-        Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") (GPUs, TPUs "
-                 "and CPUs with bf16 units).", fact="precision", unless=("low",)),
+        Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") on GPUs "
+                 "and TPUs.", devices=_ACCEL, fact="precision", unless=("low",)),
+        Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\"): a CPU with "
+                 "bf16 instructions (AVX512-BF16, AMX) computes faster in bf16.", devices=_CPU,
+            fact="precision", unless=("low",), assumes=_NATIVE_BF16,
+            name="bf16 policy on the CPU"),
         Fix(_TF, "Compile the step with XLA: @tf.function(jit_compile=True) (or "
                  "model.compile(jit_compile=True)) fuses its ops.", fact="compiled",
             unless=("xla",)),
         Fix(_JAX, "jax.jit the whole train step (not per-layer functions) so XLA fuses it.",
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions.",
-            fact="precision", unless=("low",)),
+            devices=_ACCEL, fact="precision", unless=("low",)),
+        Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions: a "
+                  "CPU with bf16 instructions (AVX512-BF16, AMX) computes faster in bf16.",
+            devices=_CPU, fact="precision", unless=("low",), assumes=_NATIVE_BF16,
+            name="bf16 arrays on the CPU"),
         Fix(_ANY, "Then profile the top kernels themselves (Nsight Compute / rocprof) or scale "
                   "out: the device is the bottleneck, which is where a well-fed job should be.",
             devices=_GPU),
@@ -311,7 +334,7 @@ def choose_fixes(fixes: list[Fix], facts, all_frameworks: bool = False
         if why:
             hidden.append((fix, why))
         else:
-            shown.append(replace(fix, because=_because(fix, facts)))
+            shown.append(_fitted(fix, facts))
     if fw.known:
         shown.sort(key=lambda f: 0 if fw.value in f.framework.split("/") else 1)
     else:
@@ -347,7 +370,26 @@ def _unmet(fix: Fix, facts) -> str:
         f = facts.get(key)
         if f.known and f.value in values:
             return f"ruled out: {key} is {f.value} here ({f.proof})"
+    for key, allowed in fix.assumes:
+        f = facts.get(key)
+        if f.known and f.value not in allowed:
+            return f"pays off only where {key} is {'/'.join(allowed)}; here {f.value} ({f.proof})"
     return ""
+
+
+def _fitted(fix: Fix, facts) -> Fix:
+    """The shown fix with the facts that make it fit; one whose assumed fact the trace
+    leaves unknown is stated as that condition and claims no speed-up."""
+    unknown = [(k, allowed) for k, allowed in fix.assumes if not facts.get(k).known]
+    if not unknown:
+        said = [_because(fix, facts)] + [f"{k} is {facts.get(k).said()}" for k, _ in fix.assumes]
+        return replace(fix, because="; ".join(w for w in said if w))
+    cond = " and ".join(f"{k} is {'/'.join(allowed)}" for k, allowed in unknown)
+    how = "; ".join(PROVED_BY[k] for k, _ in unknown if k in PROVED_BY)
+    return replace(fix, because=f"only if {cond}: the trace does not say" + (
+        f" ({how})" if how else ""), gain=CONDITIONAL, estimate=None,
+        estimate_why=f"whether it helps depends on {', '.join(k for k, _ in unknown)}, "
+                     f"unknown here")
 
 
 def _because(fix: Fix, facts) -> str:

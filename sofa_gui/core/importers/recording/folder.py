@@ -114,7 +114,7 @@ def _read_manifest(folder: Path) -> dict:
 
 #: Manifest facts the analysis reads as numbers, and the kind each must be.
 HOST_KINDS = {"physical_cores": metadata.count, "logical_cores": metadata.count,
-              "memory_bytes": metadata.amount}
+              "memory_bytes": metadata.amount, "cpu_isa": metadata.cpu_isa}
 RUN_KINDS = {"duration_s": metadata.amount}
 
 
@@ -135,8 +135,8 @@ def _describe(b: TraceBuilder, m: dict) -> None:
         "end": m.get("end"),
         "duration_s": m.get("duration_s"),
         "exit": m.get("exit"),
-        "host": {k: host.get(k) for k in ("hostname", "cpu_model", "physical_cores",
-                                          "logical_cores", "memory_bytes",
+        "host": {k: host.get(k) for k in ("hostname", "cpu_model", "cpu_isa",
+                                          "physical_cores", "logical_cores", "memory_bytes",
                                           "core_interference", "batch_handover")},
         "sources": {k: {"recorded": bool(v.get("recorded")), "reason": v.get("reason")}
                     for k, v in sources.items() if isinstance(v, dict)},

@@ -22,10 +22,17 @@ from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
 from ...trace import MAX_NAME_CHARS, SHARED, CopyKind, Kind, LaneKind, Trace
 from ..confidence import Confidence
+from . import hlo
 from . import wire as w
 from .folder import describe_others, find_runs
 
-_SKIPPED_PLANES = ("/host:metadata", "Task Environment")
+_METADATA_PLANE = "/host:metadata"
+_SKIPPED_PLANES = (_METADATA_PLANE, "Task Environment")
+#: ``meta.extra`` key: the XLA programs that ran in the capture, each summarised from
+#: its HloProto (:func:`.hlo.summary`; ``hlo`` False where the capture has none).
+XLA_PROGRAMS = "xla_programs"
+#: At most this many distinct programs are noted as run.
+_MAX_PROGRAMS = 512
 _DEVICE = re.compile(r"^/device:(GPU|TPU|CUSTOM):(\d+)")
 _STREAM = re.compile(r"Stream #(\d+)")
 _RUNTIME = re.compile(r"^(cuda|cu|hip|hsa|nccl|rccl)[A-Z_]")
@@ -207,6 +214,8 @@ class _Loader:
         self.path, self.buf, self.progress = path, buf, progress
         self.b = builder or TraceBuilder(str(path), "xplane")
         self.rank, self.host = rank, host
+        self.hlo_spans: dict[str, tuple[int, int]] = {}  # "module(program id)" -> HloProto
+        self.ran: set[tuple[str, int]] = set()  # (hlo_module, program_id) of events
 
     def run(self) -> Trace:
         self.read()
@@ -223,8 +232,11 @@ class _Loader:
             self.progress.check_cancelled()
             self.progress.update(lo + (hi - lo) * k / len(planes), "reading planes")
             self.plane(_plane(self.buf, span))
+        self.note_programs()
 
     def plane(self, p: _Plane) -> None:
+        if p.name == _METADATA_PLANE:
+            self.hlo_spans.update(self.programs(p))
         if p.name in _SKIPPED_PLANES:
             n = sum(len(_line(self.buf, s).events) for s in p.lines)
             self.b.load_stats.read += n
@@ -239,6 +251,35 @@ class _Loader:
                 self.device_line(p, ln, dev.group(1), int(dev.group(2)))
             else:
                 self.host_line(p, ln)
+
+    def programs(self, p: _Plane) -> dict[str, tuple[int, int]]:
+        """Where the metadata plane holds each compiled program's HloProto, by the name
+        of its event (``module(program id)``)."""
+        out = {}
+        for mid, spans in p.event_stats.items():
+            for span in spans:
+                m = w.message(self.buf, span, _STAT, name="XStat")
+                if p.stat_names.get(m.get("metadata_id")) == "Hlo Proto" and "bytes" in m:
+                    out[p.event_names.get(mid, "")] = m["bytes"]
+        return out
+
+    def note_programs(self) -> None:
+        """Summarise the programs that ran (their events name them) into
+        ``meta.extra[XLA_PROGRAMS]``; a program whose HloProto is missing or unreadable is
+        noted with ``hlo`` False."""
+        noted = self.b.meta.extra.setdefault(XLA_PROGRAMS, [])
+        read: dict[tuple[int, int], dict | None] = {}  # each HloProto read once
+        for module, pid in sorted(self.ran):
+            span = self.hlo_spans.get(f"{module}({pid})") or self.hlo_spans.get(module)
+            if span is not None and span not in read:
+                try:
+                    read[span] = hlo.summary(self.buf, span)
+                except w.WireError as exc:
+                    self.b.load_stats.notes.append(f"HloProto of {module} unreadable: {exc}")
+                    read[span] = None
+            got = read.get(span) if span is not None else None
+            noted.append({**(got or {}), "module": module, "program_id": pid,
+                          "hlo": got is not None})
 
     def _lane(self, p: _Plane, ln: _Line, device: int | None, kind: str) -> int:
         label = ln.display_name or ln.name or f"line {ln.id}"
@@ -309,6 +350,9 @@ class _Loader:
             durs.append(dur_ps // 1000)
             names.append(p.event_names.get(mid, f"event #{mid}"))
             corr.append(_int(stats.get("correlation_id")))
+            module = stats.get("hlo_module")
+            if isinstance(module, str) and len(self.ran) < _MAX_PROGRAMS:
+                self.ran.add((module[:MAX_NAME_CHARS], _int(stats.get("program_id"))))
             args.append(json.dumps(doc, separators=(",", ":")).encode() if doc else None)
             stats_list.append(stats)
         return (starts, durs, names, args, corr, stats_list) if starts else None

@@ -1,0 +1,146 @@
+"""Run facts about numeric precision: what the run computes in, and what the CPU does
+natively.
+
+``precision``: low (fp16/bf16 kernels, or matmul / convolution ops taking 16-bit inputs
+under CPU autocast) or tf32, from kernel names and recorded input types.
+
+``cpu_bf16``: native / emulated, whether the profiled CPU has bf16 instructions
+(``avx512_bf16``, ``amx_bf16``): with them autocast to bf16 speeds the math up; without
+them bf16 is converted to fp32 and back around each op and runs slower than fp32
+itself. A profiler's trace does not say the instruction set: the fact comes from a
+``sofa-gui record`` recording's manifest (``host.cpu_isa``, read from /proc/cpuinfo)
+or from trace metadata ``cpu_flags`` (a /proc/cpuinfo flags line); else it is unknown,
+and advice that trades precision on a CPU is given only as a condition (see
+:mod:`.findings.fixes`).
+
+Registered with :mod:`.run_facts`, which imports this module before its own probes.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..metadata import cpu_isa
+from ..trace import Kind, Trace
+from .facts_base import Fact, named, probe, trace_header
+
+
+@probe
+def _precision(trace: Trace) -> list[Fact]:
+    kinds = [Kind.KERNEL]
+    low = named(trace, "precision", "low", r"bf16|fp16|f16_|half|hmma|h884|h1688|h16816|"
+                 r"bfloat16|_BBS_|_HHS_", "fp16/bf16 kernels", kinds)
+    if low.known:
+        return [low]
+    typed = _low_precision_inputs(trace)
+    if typed.known:
+        return [typed]
+    return [named(trace, "precision", "tf32", r"tf32", "", kinds)]
+
+
+#: Ops whose input types tell the compute precision (what autocast casts), and the types.
+_MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
+                      r"mkldnn_\w*|scaled_dot_product\w*)$")
+_LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
+_LOW_TEXTS = tuple(t.encode() for t in _LOW_TYPES)
+#: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
+_TYPE_SAMPLE = 300
+
+
+_SCAN = "run_facts.low_precision_scan"
+
+
+def start_scans(trace: Trace) -> None:
+    """Start the byte scan of the sampled calls' args (:func:`_low_precision_inputs`) in a
+    forked child where the analysis may fork (:mod:`.aside`): with args read on demand it
+    reads ~120 pieces of a 1M-event file (~0.2 s), beside the first analysis steps."""
+    from .aside import start
+
+    trace.memo(_SCAN, lambda: start(_may_be_low, (trace,)))
+
+
+def _type_sample(trace: Trace) -> np.ndarray:
+    """The matmul / convolution calls with args whose input types are read, in order."""
+    s = trace.slices
+    ids = trace.name_ids(_MATH_OP.match)
+    idx = np.flatnonzero(np.isin(s.name, ids) & (s.args >= 0)) if len(ids) else ids
+    return idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
+
+
+def _may_be_low(trace: Trace) -> bool:
+    """False when no sampled call's args can name a 16-bit type (none need decoding)."""
+    pick = _type_sample(trace)
+    return bool(len(pick)) and trace.args.may_hold(trace.slices.args[pick], _LOW_TEXTS)
+
+
+def _scanned_low(trace: Trace) -> bool:
+    job = trace.memo(_SCAN, lambda: None)
+    try:
+        return bool(job.result()) if job is not None else _may_be_low(trace)
+    except (OSError, ValueError):  # a job stopped with an earlier analysis
+        return _may_be_low(trace)
+
+
+def _low_precision_inputs(trace: Trace) -> Fact:
+    """bf16 / fp16 from the recorded input types of matmul / convolution ops (CPU
+    autocast leaves no kernel names): low when at least a quarter of the sampled calls
+    take 16-bit inputs."""
+    s = trace.slices
+    pick = _type_sample(trace)
+    if not len(pick) or not _scanned_low(trace):
+        return Fact("precision")
+    seen: dict[str, int] = {}
+    first = -1
+    for j in pick.tolist():
+        types = (trace.args.get(int(s.args[j])) or {}).get("Input type")
+        low = {_LOW_TYPES[t] for t in types if t in _LOW_TYPES} if isinstance(types, list) \
+            else set()
+        for t in low:
+            seen[t] = seen.get(t, 0) + 1
+            first = j if first < 0 else first
+    n = sum(seen.values())
+    if n < max(1, len(pick) / 4):
+        return Fact("precision")
+    kind = max(seen, key=seen.get)
+    return Fact("precision", "low", f"{kind} op inputs (autocast)",
+                f"{n} of {len(pick)} sampled matmul/convolution calls take "
+                f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
+                f"`{trace.name_of(first)}`", first)
+
+
+#: CPU flags (as /proc/cpuinfo names them) that compute in bf16 natively: AVX512-BF16's
+#: dot products, AMX's tiles.
+NATIVE_BF16 = ("avx512_bf16", "amx_bf16")
+
+
+@probe
+def _cpu_bf16(trace: Trace) -> list[Fact]:
+    """native when the CPU has a bf16 instruction set, emulated when its flags are known
+    and name none (see the module doc)."""
+    flags, proof = _isa_flags(trace)
+    if flags is None:
+        return [Fact("cpu_bf16")]
+    have = [f for f in NATIVE_BF16 if flags.get(f)]
+    if have:
+        return [Fact("cpu_bf16", "native", " + ".join(have), proof)]
+    if all(flags.get(f) is False for f in NATIVE_BF16):
+        wide = "avx512f" if flags.get("avx512f") else "avx2" if flags.get("avx2") else ""
+        return [Fact("cpu_bf16", "emulated", f"no {' or '.join(NATIVE_BF16)}"
+                     + (f" (has {wide})" if wide else ""), proof)]
+    return [Fact("cpu_bf16")]
+
+
+def _isa_flags(trace: Trace) -> tuple[dict[str, bool] | None, str]:
+    """The CPU's flags and where they come from: the recording manifest, else trace
+    metadata ``cpu_flags`` (checked again here: a trace cached before may hold any)."""
+    rec = trace.meta.extra.get("recording")
+    host = (rec.get("host") or {}) if isinstance(rec, dict) else {}
+    flags = cpu_isa(host.get("cpu_isa")) if isinstance(host, dict) else None
+    if flags is not None:
+        model = host.get("cpu_model")
+        where = f" ({model})" if isinstance(model, str) and model else ""
+        return flags, f"recording manifest host.cpu_isa{where}"
+    flags = cpu_isa(trace_header(trace).get("cpu_flags"))
+    return flags, "trace metadata cpu_flags" if flags is not None else ""
