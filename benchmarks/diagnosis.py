@@ -10,7 +10,11 @@ and its answer set against the case's ``truth.json`` (measured without the profi
 * false positives: findings with confidence >= 0.5 whose bound the truth does not have
   (no measured share >= 5%);
 * estimate vs measured fix: the estimated speed-up of the finding of the true bound
-  against the measured counterfactual, within 25% or not;
+  against the measured counterfactual, within 25% or not; where the advisor plans a
+  setting of the fix (``settings`` of a loader-workers fix: ``num_workers``) and the
+  truth measured that setting (``fix.variants``), against that setting's speed-up, and
+  where the plan is that no setting helps (``num_workers`` 0), right when no measured
+  setting gains more than 25%;
 * stability: whether every capture of a case gets the same prediction;
 * run facts: the facts the truth states (framework, mode, precision, loader workers,
   optimizer, compilation, ranks) against those ``analyze`` proves.
@@ -155,32 +159,56 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("prefetch", ("prefetch",)))
 
 
-def fix_estimate(finding: dict, what: str) -> tuple[float | None, str]:
-    """(estimate, fix name) of the shown fix that is the measured change ``what``; the
-    finding's own estimate when no named fix is that change."""
+def fix_estimate(finding: dict, what: str) -> tuple[float | None, str, dict]:
+    """(estimate, fix name, the fix's planned settings) of the shown fix that is the
+    measured change ``what``; the finding's own estimate when no named fix is that
+    change."""
     for key, names in MEASURED_AS:
         if key not in what:
             continue
         shown = {f.get("name"): f for f in finding.get("fixes") or []}
         for name in names:
             if name in shown and shown[name].get("estimated_speedup") is not None:
-                return shown[name]["estimated_speedup"], name
-    return finding.get("estimated_speedup"), finding.get("estimated_by") or ""
+                return shown[name]["estimated_speedup"], name, shown[name].get("settings") or {}
+    return finding.get("estimated_speedup"), finding.get("estimated_by") or "", {}
+
+
+def planned_measurement(fix: dict, settings: dict) -> tuple[float, str, bool]:
+    """(measured speed-up to compare, the setting it is of, whether the plan is that no
+    setting helps): the truth's variant of the planned ``num_workers`` where it has one;
+    for a plan of none, the best measured setting."""
+    variants = fix.get("variants") or {}
+    n = settings.get("num_workers")
+    if not variants or not isinstance(n, int):
+        return fix["speedup"], fix.get("what") or "", False
+    if n == 0:
+        best = max(variants, key=lambda k: variants[k]["speedup"])
+        return variants[best]["speedup"], "none helps", True
+    setting = f"num_workers={n}"
+    if setting in variants:
+        return variants[setting]["speedup"], setting, False
+    return fix["speedup"], fix.get("what") or "", False
 
 
 def estimate_check(doc: dict, truth: dict) -> dict | None:
     """The estimate of the finding of the true bound (of its fix that is the measured
-    change, where one is) against the measured fix."""
+    change, where one is) against the measured fix: the measured setting the advisor
+    plans, and for a plan that no setting helps, right when none gains more than
+    :data:`WITHIN`."""
     fix = truth.get("fix")
     if not fix:
         return None
     match = next((f for f in doc.get("findings") or []
                   if bound_of(f.get("id")) == truth["bound"]), None)
-    est, _ = fix_estimate(match, fix.get("what") or "") if match else (None, "")
-    measured = fix["speedup"]
-    ok = est is not None and abs(est / measured - 1) <= WITHIN
-    return {"estimated": est, "measured": measured, "within": ok,
-            "finding": match.get("id") if match else None}
+    est, _, settings = fix_estimate(match, fix.get("what") or "") if match else (None, "", {})
+    measured, setting, none = planned_measurement(fix, settings)
+    if none:
+        ok = est is not None and measured <= 1 + WITHIN
+    else:
+        ok = est is not None and abs(est / measured - 1) <= WITHIN
+    out = {"estimated": est, "measured": measured, "within": ok,
+           "finding": match.get("id") if match else None}
+    return {**out, "setting": setting} if fix.get("variants") else out
 
 
 def _precision(v):
@@ -297,10 +325,18 @@ def render(results: list[dict], markdown: bool) -> list[str]:
         body.append([res["case"], res["split"], res["truth"], f"{res['share']:.2f}",
                      ", ".join(r.get("basis", r["predicted"]) for r in caps),
                      "yes" if res["stable"] else "no",
-                     f"{est['estimated']}/{est['measured']}" if est else "",
+                     _estimate_cell(est),
                      "; ".join(fp for r in caps for fp in r.get("false_positives", [])),
                      ", ".join(wrong)])
     return lines + _table(head, body, markdown)
+
+
+def _estimate_cell(est: dict | None) -> str:
+    """"1.31/1.2", with the planned setting where the truth measured several."""
+    if not est:
+        return ""
+    setting = f" ({est['setting']})" if est.get("setting") else ""
+    return f"{est['estimated']}/{est['measured']}{setting}"
 
 
 def _table(head: list[str], body: list[list[str]], markdown: bool) -> list[str]:

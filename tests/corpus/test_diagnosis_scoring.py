@@ -92,3 +92,25 @@ def test_the_score_compares_the_estimate_of_the_fix_that_was_measured(diag):
     assert got["estimated"] == 1.3 and got["within"] is True
     other = {"bound": "input", "fix": {"what": "something else", "speedup": 1.33}}
     assert diag.estimate_check({"findings": [f]}, other)["estimated"] == 3.0
+
+
+def test_the_score_compares_the_planned_setting_with_its_measured_variant(diag):
+    """A truth that measured one and two loader workers: the estimate is compared with the
+    setting the advisor plans; a plan of none is right when no setting gained 25%."""
+    variants = {"num_workers=2": {"speedup": 1.2}, "num_workers=1": {"speedup": 0.8}}
+    truth = {"bound": "input",
+             "fix": {"what": "num_workers=2", "speedup": 1.2, "variants": variants}}
+
+    def doc(n, est):
+        fix = {"name": "loader workers", "estimated_speedup": est,
+               "settings": {"num_workers": n, "main_threads": 1}}
+        return {"findings": [{"id": "input_pipeline_bound", "estimated_speedup": 2.0,
+                              "fixes": [fix]}]}
+    one = diag.estimate_check(doc(1, 0.9), truth)
+    assert (one["measured"], one["setting"], one["within"]) == (0.8, "num_workers=1", True)
+    two = diag.estimate_check(doc(2, 1.6), truth)
+    assert (two["measured"], two["within"]) == (1.2, False)  # 1.6 is 33% over 1.2
+    none = diag.estimate_check(doc(0, 1.0), truth)
+    assert none["setting"] == "none helps" and none["within"] is True
+    variants["num_workers=2"]["speedup"] = 1.4  # a setting gained 40%: none was wrong
+    assert diag.estimate_check(doc(0, 1.0), truth)["within"] is False
