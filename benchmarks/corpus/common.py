@@ -3,11 +3,16 @@ phase clock, the unprofiled truth measurement and the ``truth.json`` writer.
 
 A case is a function ``build(variant) -> step`` registered with :func:`case`; ``step(i)``
 runs one iteration and times its phases with :data:`CLOCK` (``with CLOCK("input"): ...``).
-``variant`` is ``"run"`` (the case as captured) or ``"fix"`` (the counterfactual, when the
-case claims a fix).  Truth is measured WITHOUT the profiler, after the captures, in rounds
-that alternate the run and its fix (each round builds its variant afresh, skips its
-warm-up steps and times the rest), so both see the same machine load; medians over the
-rounds, with their spread.
+``variant`` is ``"run"`` (the case as captured), ``"fix"`` (the counterfactual, when the
+case claims a fix) or one of the case's further ``variants``, other settings of the same
+fix (``"num_workers=1"`` beside a ``"num_workers=2"`` fix), so the truth has the setting
+the advisor plans, whichever it is.  Truth is measured WITHOUT the profiler, after the
+captures, in rounds that alternate the run and its fix and variants (each round builds
+its variant afresh, skips its warm-up steps and times the rest), so all see the same
+machine load; medians over the rounds, with their spread.  Each round also records how
+many cores other processes kept busy meanwhile (``noise.others_cores``): a round beside
+a busy neighbour times a different machine, and loops with loader workers, which need
+the cores the neighbour takes, most of all.
 
 Phase names map to the bound they measure (:data:`PHASE_BOUND`); time of a step in no
 named phase is compute.  A case whose slow part is per-op overhead (or whose bound is only
@@ -57,6 +62,7 @@ class Case:
     split: str = "tuned"
     warmup: int = 2
     fix: str = ""  # what the "fix" variant changes, "" when no fix is claimed
+    variants: tuple[str, ...] = ()  # further settings of the fix, measured beside it
     share_from_fix: str = ""  # bound whose share is 1 - fix/run (per-op overhead, ...)
     share_variant: str = "fix"  # the variant that share is measured against ("bare": the
     # run with its bottleneck removed outright, when the claimed fix only eases it)
@@ -148,22 +154,98 @@ ROUND_S = 0.5
 
 
 def measure(c: Case, rounds: int = 3) -> dict:
-    """Unprofiled truth: ``rounds`` rounds of the run (and of its fix, interleaved), each
-    at least :data:`ROUND_S` of steps."""
+    """Unprofiled truth: ``rounds`` rounds of the run (and of its fix and the fix's
+    variants, interleaved), each at least :data:`ROUND_S` of steps.  A round during which
+    other processes kept more than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`)
+    is measured again, at most ``rounds`` times in all; ``noise.others_cores`` has the
+    kept rounds' figures, ``noise.rounds_dropped`` how many were measured again."""
     variants = ["run", "fix"] if c.fix else ["run"]
+    variants += [v for v in c.variants if c.fix]
     if c.share_from_fix and c.share_variant not in variants:
         variants.append(c.share_variant)
-    got = {v: [] for v in variants}
-    for _ in range(rounds):
-        for v in variants:
-            step = c.build(v)
-            if c.startup_in_window:
-                got[v].append(time_steps(step, 0, c.warmup + c.steps))
-            else:
-                time_steps(step, 0, c.warmup)
-                got[v].append(time_steps(step, c.warmup, c.steps, ROUND_S, 50 * c.steps))
-            release(step)
-    return summarize(c, got)
+    kept, dropped = [], 0
+    while len(kept) < rounds:
+        got, others = _round(c, variants)
+        busy = [x for x in others.values() if x is not None]
+        if busy and max(busy) > BUSY_NEIGHBOURS and dropped < rounds:
+            dropped += 1
+            continue
+        kept.append((got, others))
+    truth = summarize(c, {v: [g[v] for g, _ in kept] for v in variants})
+    truth["noise"]["others_cores"] = {v: [o[v] for _, o in kept] for v in variants}
+    truth["noise"]["rounds_dropped"] = dropped
+    return truth
+
+
+def _round(c: Case, variants: list[str]) -> tuple[dict, dict]:
+    """One timed round of each variant, built afresh: ({variant: [(wall s, phases)]},
+    {variant: cores other processes kept busy meanwhile})."""
+    got, others = {}, {}
+    for v in variants:
+        watch = Others()
+        step = c.build(v)
+        if c.startup_in_window:
+            got[v] = time_steps(step, 0, c.warmup + c.steps)
+        else:
+            time_steps(step, 0, c.warmup)
+            got[v] = time_steps(step, c.warmup, c.steps, ROUND_S, 50 * c.steps)
+        release(step)
+        others[v] = watch.cores()
+    return got, others
+
+
+#: A round during which other processes kept more cores than this busy is measured again.
+BUSY_NEIGHBOURS = 0.2
+
+
+class Others:
+    """The cores other processes kept busy since it was made: the machine's busy time
+    (``/proc/stat``) less that of the generator's own processes (those of its Unix session
+    id: this one, its loader workers and their reaped children, the other ranks of a
+    distributed case), over the wall time.
+    None where the machine does not say (no ``/proc``)."""
+
+    def __init__(self):
+        self.t0, self.busy0, self.own0 = time.perf_counter(), _machine_busy(), _own_cpu()
+
+    def cores(self) -> float | None:
+        busy, own = _machine_busy(), _own_cpu()
+        if None in (busy, self.busy0, own, self.own0):
+            return None
+        wall = time.perf_counter() - self.t0
+        return round(max((busy - self.busy0) - (own - self.own0), 0.0) / max(wall, 1e-9), 2)
+
+
+def _machine_busy() -> float | None:
+    """Seconds all cores have been busy since boot (user, nice, system, irq, softirq,
+    steal), or None without ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float | None:
+    """CPU seconds of the processes with this one's Unix session id (``os.getsid``) and of
+    the children they have waited for (a loader worker's, once it is joined), from
+    ``/proc/<pid>/stat``."""
+    sid, total = os.getsid(0), 0
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[3]) == sid:  # utime stime cutime cstime
+            total += sum(int(x) for x in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _ms(x: float) -> float:
@@ -244,14 +326,21 @@ def summarize(c: Case, got: dict) -> dict:
         truth["bare_step_ms_median"] = _ms(ref["median"])
     if fix:  # per-round mean step: what a run's throughput is (the median of short
         # steps hides the preemptions that long steps absorb)
-        ratios = [(a / c.per_item) / (b / c.fix_per_item)
-                  for a, b in zip(run["round_means"], fix["round_means"])]
         truth["fix"] = {"what": c.fix, "step_ms_median": _ms(fix["median"]),
-                        "step_ms_mean": _ms(fix["mean"]), "items_per_step": c.fix_per_item,
-                        "speedup": round(statistics.median(ratios), 3),
-                        "speedup_rounds": [round(r, 3) for r in ratios],
-                        "speedup_spread": _spread(ratios)}
+                        "items_per_step": c.fix_per_item, **_gain(c, run, fix)}
+        if c.variants:  # every measured setting of the fix, the fix's own among them
+            truth["fix"]["variants"] = {c.fix: _gain(c, run, fix), **{
+                v: _gain(c, run, _round_stats(got[v])) for v in c.variants if v in got}}
     return truth
+
+
+def _gain(c: Case, run: dict, fixed: dict) -> dict:
+    """A fix setting's speed-up over the run: the median over rounds of the per-round
+    ratio of mean steps (per item when the fix batches), each round's, and their spread."""
+    ratios = [(a / c.per_item) / (b / c.fix_per_item)
+              for a, b in zip(run["round_means"], fixed["round_means"])]
+    return {"step_ms_mean": _ms(fixed["mean"]), "speedup": round(statistics.median(ratios), 3),
+            "speedup_rounds": [round(r, 3) for r in ratios], "speedup_spread": _spread(ratios)}
 
 
 def machine(**versions) -> dict:
@@ -291,9 +380,15 @@ def truth_text(truth: dict) -> str:
 def report_line(c: Case, measured: dict, seconds: float) -> str:
     fix = measured["fix"]
     fx = f" fix {fix['speedup']:.2f}x ({fix['speedup_spread']:.2f})" if fix else ""
+    fx += "".join(f", {k} {v['speedup']:.2f}x" for k, v in (fix or {}).get("variants", {}).items()
+                  if k != c.fix)
+    busy = [x for xs in (measured["noise"].get("others_cores") or {}).values() for x in xs
+            if x is not None]
+    loud = (f"  OTHER PROCESSES BUSY: up to {max(busy):.2f} cores"
+            if busy and max(busy) > BUSY_NEIGHBOURS else "")
     return (f"{c.name:<26} {c.split:<8} {measured['bound']:<14} "
             f"{measured['bound_share']:>5.2f} {measured['step_ms']['median']:>9.2f} ms "
-            f"noise {measured['noise']['round_spread']:.2f}{fx}  [{seconds:.0f} s]")
+            f"noise {measured['noise']['round_spread']:.2f}{fx}  [{seconds:.0f} s]{loud}")
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from corpus.common import CLOCK, case
-from corpus.torch_cases import Loop, facts, sgd_loop
+from corpus.torch_cases import LOADER_FIX, LOADER_VARIANTS, Loop, facts, sgd_loop, workers
 
 F = torch.nn.functional
 WORDS = [f"w{k}" for k in range(5000)]
@@ -49,14 +49,14 @@ class TextClassifier(torch.nn.Module):
 
 @case("pt_train_text_tokenize_nw0", "pytorch", "training", 10,
       facts("training", dataloader_workers=0, optimizer="adam"), split="holdout",
-      fix="num_workers=2", tags=["dataloader", "text"])
+      fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "text"])
 def pt_train_text_tokenize_nw0(variant):
     """A text classifier whose Dataset tokenizes each sentence in Python, with the default
     DataLoader(num_workers=0): the step waits for the tokenizer."""
     torch.manual_seed(0)
     model = TextClassifier()
     dl = DataLoader(Sentences(64 * 300), batch_size=64, shuffle=True,
-                    num_workers=2 if variant == "fix" else 0)
+                    num_workers=workers(variant))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     it = iter(dl)
 
@@ -92,7 +92,7 @@ def pad_collate(batch):
 
 @case("pt_train_collate_python", "pytorch", "training", 12,
       facts("training", dataloader_workers=0, optimizer="sgd"), split="holdout",
-      fix="num_workers=2", tags=["dataloader", "collate"])
+      fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "collate"])
 def pt_train_collate_python(variant):
     """A DataLoader whose Python collate_fn pads variable-length records in the main
     process (num_workers=0): input-bound on the collate."""
@@ -100,7 +100,7 @@ def pt_train_collate_python(variant):
     model = torch.nn.Sequential(torch.nn.Linear(120, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 1))
     dl = DataLoader(Records(), batch_size=256, collate_fn=pad_collate,
-                    num_workers=2 if variant == "fix" else 0)
+                    num_workers=workers(variant))
     return sgd_loop(model, dl)
 
 

@@ -90,6 +90,18 @@ def test_the_text_and_the_finding_label_carry_both_numbers():
     assert tried_label(r) == "tried: 1.48x measured (predicted 1.52x)"
 
 
+def test_a_plan_of_no_workers_is_said_and_the_default_is_what_was_tried():
+    r = _result(1.0, 1.05, plan={"num_workers": 0})
+    r["verdict"] = verdict(r)
+    text = try_text(r)
+    assert "  BEFORE run 1's advisor expects no worker count to help on this machine: " \
+        "tried with the default" in text
+    assert not any("planned by" in line for line in text)
+    r["plan"] = {"num_workers": 2, "main_threads": 1}
+    assert "  planned by BEFORE run 1's advisor for this machine: num_workers=2, " \
+        "main_threads=1" in try_text(r)
+
+
 def test_without_a_profile_the_whole_runs_wall_times_are_measured():
     r = _result(1.5, None, unprofiled={"basis": "whole run"}, unprofiled_speedup=1.45)
     assert verdict(r) == "held: predicted 1.50x, measured 1.45x"

@@ -60,6 +60,15 @@ def test_truth_is_complete_and_consistent(name):
     assert 0 < t["step_ms"]["median"] and t["noise"]["round_spread"] >= 0
     if t["fix"] is not None:
         assert t["fix"]["speedup"] > 0 and len(t["fix"]["speedup_rounds"]) >= 2
+        variants = t["fix"].get("variants")
+        if variants:  # every setting measured in the same rounds, the fix's own among them
+            assert variants[t["fix"]["what"]]["speedup"] == t["fix"]["speedup"]
+            assert {len(v["speedup_rounds"]) for v in variants.values()} == \
+                {len(t["fix"]["speedup_rounds"])}
+    busy = t["noise"].get("others_cores")
+    if busy is not None:  # the rounds kept were measured with other processes quiet
+        assert set(busy) >= {"run"} and all(
+            x is None or x <= 0.2 for xs in busy.values() for x in xs), busy
     assert len(t["captures"]) >= 2
 
 

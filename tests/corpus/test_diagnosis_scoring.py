@@ -113,3 +113,38 @@ def test_a_measured_slowdown_is_right_unless_the_advisor_promises_a_gain_for_it(
     f["fixes"][0]["estimated_speedup"] = 1.3
     assert diag.estimate_check({"findings": [f]}, workers)["within"] is False
     assert diag.estimate_check({"findings": []}, workers)["within"] is True
+
+
+def test_the_score_compares_the_planned_setting_with_its_measured_variant(diag):
+    """A truth that measured one and two loader workers: the estimate is compared with the
+    setting the advisor plans; a plan of none is right when no setting gained 25%."""
+    variants = {"num_workers=2": {"speedup": 1.2}, "num_workers=1": {"speedup": 0.8}}
+    truth = {"bound": "input",
+             "fix": {"what": "num_workers=2", "speedup": 1.2, "variants": variants}}
+
+    def doc(n, est):
+        fix = {"name": "loader workers", "estimated_speedup": est,
+               "settings": {"num_workers": n, "main_threads": 1}}
+        return {"findings": [{"id": "input_pipeline_bound", "estimated_speedup": 2.0,
+                              "fixes": [fix]}]}
+    one = diag.estimate_check(doc(1, 0.9), truth)
+    assert (one["measured"], one["setting"], one["within"]) == (0.8, "num_workers=1", True)
+    two = diag.estimate_check(doc(2, 1.6), truth)
+    assert (two["measured"], two["within"]) == (1.2, False)  # 1.6 is 33% over 1.2
+    none = diag.estimate_check(doc(0, 1.0), truth)
+    assert none["setting"] == "none helps" and none["within"] is True
+    variants["num_workers=2"]["speedup"] = 1.4  # a setting gained 40%: none was wrong
+    assert diag.estimate_check(doc(0, 1.0), truth)["within"] is False
+
+
+def test_a_change_the_advisor_does_not_offer_is_right_only_when_it_gains_little(diag):
+    """A measured prefetch that the advisor does not offer: right at 1.06x (nothing to
+    offer), wrong at 1.5x (a fix that helps was missed); the finding's estimate of its
+    other fixes is not compared with it."""
+    truth = {"bound": "input", "fix": {"what": "prefetch(2)", "speedup": 1.06}}
+    f = {"id": "input_pipeline_bound", "estimated_speedup": 2.6,
+         "fixes": [{"name": "cache pre-processed data", "estimated_speedup": 2.6}]}
+    got = diag.estimate_check({"findings": [f]}, truth)
+    assert (got["estimated"], got["within"], got["said"]) == (None, True, "no gain promised")
+    truth["fix"]["speedup"] = 1.5
+    assert diag.estimate_check({"findings": [f]}, truth)["within"] is False

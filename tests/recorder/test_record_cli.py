@@ -232,6 +232,7 @@ def test_calibrate_cores_stores_the_factor_the_advisor_reads(tmp_path):
         assert not facts.get("cpu_handover").known
     else:
         assert handover["per_batch_us"] + handover["per_tensor_us"] > 0
+        assert {"send_per_batch_us", "send_per_tensor_us", "send_per_mb_us"} <= set(handover)
         fact = facts.get("cpu_handover")
         assert fact.value == round(handover["per_batch_us"] + handover["per_tensor_us"])
         assert fact.proof.startswith("recording manifest host.batch_handover")

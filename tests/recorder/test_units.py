@@ -256,3 +256,19 @@ def test_handover_figures_are_robust_to_a_few_late_batches():
         two[k] += 1e-3
     assert handover_parts_from(one, two, big)["spread_us"] > 0
     assert handover_parts_from([], two, big) is None
+
+
+def test_the_worker_s_side_of_the_hand_over_is_its_cpu_beyond_making_the_batch():
+    """Per layout, the median over rounds of the worker's CPU per batch less the main
+    process's for making the same batch; the tensor and MB parts are differences of those
+    medians; a layout without a usable round (no thread clocks) gives no figures."""
+    from sofa_gui.recorder.calibrate import send_parts_from
+    got = {"one": {"worker": [1.2e-3, 1.3e-3, 9e-3], "local": [0.3e-3, 0.3e-3, 0.3e-3]},
+           "two": {"worker": [1.6e-3, 1.7e-3, 1.6e-3], "local": [0.4e-3, 0.4e-3, 0.4e-3]},
+           "big": {"worker": [5.0e-3, 5.1e-3, 5.2e-3], "local": [0.7e-3, 0.8e-3, 0.7e-3]}}
+    s = send_parts_from(got)  # one late round (9 ms) does not move the medians
+    assert s["send_per_tensor_us"] == pytest.approx(200.0)  # 1.2 ms - 1.0 ms
+    assert s["send_per_batch_us"] == pytest.approx(800.0)  # 1.0 ms less a tensor
+    assert s["send_per_mb_us"] == pytest.approx((4.3e-3 - 1.0e-3) * 1e6 / 4.194304, rel=1e-3)
+    got["big"]["worker"] = [None, None, None]
+    assert send_parts_from(got)["send_per_mb_us"] is None

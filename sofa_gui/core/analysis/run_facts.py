@@ -262,32 +262,52 @@ def _cpu_interference(trace: Trace) -> list[Fact]:
                  proof + (f" ({how})" if isinstance(how, str) and how else ""))]
 
 
-#: Trace metadata keys of the hand-over calibration (scalars: importers keep scalar
-#: metadata only): µs per batch, per tensor, per MB, and how it was measured.
+#: Trace metadata keys of the hand-over calibration (scalars only): the main thread's µs
+#: receiving a batch (per batch, tensor, MB; how); the worker's CPU µs sending it.
 HANDOVER_KEYS = ("cpu_batch_handover_us", "cpu_batch_handover_tensor_us",
                  "cpu_batch_handover_mb_us", "cpu_batch_handover_how")
+SEND_KEYS = ("cpu_batch_send_us", "cpu_batch_send_tensor_us", "cpu_batch_send_mb_us")
+
+
+def _calibration(trace: Trace) -> dict:
+    """A recording's manifest ``host.batch_handover`` (``record --calibrate-cores``)."""
+    rec = trace.meta.extra.get("recording")
+    calib = (rec.get("host") or {}).get("batch_handover") if isinstance(rec, dict) else None
+    return calib if isinstance(calib, dict) else {}
+
+
+def _plausible(parts: list) -> bool:
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1e6
+               for x in parts) and parts[0] + parts[1] > 0
 
 
 def handover_parts(trace: Trace) -> tuple[float, float, float, str, str] | None:
-    """(µs per batch, per tensor, per MB, how, where) of handing a batch from a loader
-    worker to the main thread on the profiled machine (trace metadata
+    """(µs per batch, per tensor, per MB, how, where) the main thread spends receiving a
+    batch from a loader worker on the profiled machine (trace metadata
     ``cpu_batch_handover_*`` written by a calibration, or a recording's manifest
     ``host.batch_handover`` from ``record --calibrate-cores``); None when absent or not a
     set of plausible numbers."""
     h = trace_header(trace)
     parts, how = [h.get(k) for k in HANDOVER_KEYS[:3]], h.get(HANDOVER_KEYS[3])
-    where = "trace metadata cpu_batch_handover_us"
-    if all(x is None for x in parts):
-        rec = trace.meta.extra.get("recording")
-        calib = (rec.get("host") or {}).get("batch_handover") if isinstance(rec, dict) else None
-        if isinstance(calib, dict):
-            parts = [calib.get(k) for k in ("per_batch_us", "per_tensor_us", "per_mb_us")]
-            how, where = calib.get("how"), "recording manifest host.batch_handover"
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1e6
-               for x in parts) or parts[0] + parts[1] <= 0:
+    where, calib = "trace metadata cpu_batch_handover_us", _calibration(trace)
+    if all(x is None for x in parts) and calib:
+        parts = [calib.get(k) for k in ("per_batch_us", "per_tensor_us", "per_mb_us")]
+        how, where = calib.get("how"), "recording manifest host.batch_handover"
+    if not _plausible(parts):
         return None
     return (float(parts[0]), float(parts[1]), float(parts[2]),
             how if isinstance(how, str) else "", where)
+
+
+def send_parts(trace: Trace) -> tuple[float, float, float] | None:
+    """(µs per batch, per tensor, per MB) of CPU a loader worker spends on a batch beyond
+    making it (trace metadata ``cpu_batch_send_*``, or the manifest's
+    ``host.batch_handover`` ``send_per_*``); None when not measured (calibrations that
+    timed the main thread's side only)."""
+    parts, calib = [_header(trace).get(k) for k in SEND_KEYS], _calibration(trace)
+    if all(x is None for x in parts):
+        parts = [calib.get(f"send_{k}") for k in ("per_batch_us", "per_tensor_us", "per_mb_us")]
+    return tuple(float(x) for x in parts) if _plausible(parts) else None
 
 
 @probe

@@ -229,9 +229,13 @@ def try_text(result: dict) -> list[str]:
     env = {k: v for k, v in result["applied"]["environment"].items()}
     if env:
         lines.append("  environment: " + " ".join(f"{k}={v}" for k, v in env.items()))
-    if result.get("plan"):
+    plan = result.get("plan")
+    if plan and plan.get("num_workers") == 0:  # the applied figures are the default's
+        lines.append("  BEFORE run 1's advisor expects no worker count to help on this "
+                     "machine: tried with the default")
+    elif plan:
         lines.append("  planned by BEFORE run 1's advisor for this machine: " +
-                     ", ".join(f"{k}={v}" for k, v in result["plan"].items()))
+                     ", ".join(f"{k}={v}" for k, v in plan.items()))
     m = result["measured"]
     if m:
         extra = ", ".join(f"{lbl} {m[k]:.2f}x" for k, lbl in

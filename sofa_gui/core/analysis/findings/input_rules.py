@@ -13,7 +13,7 @@ import numpy as np
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..results import Evidence, Finding
-from ..run_facts import handover_parts
+from ..run_facts import handover_parts, send_parts
 from . import loader_plan
 from .causes import causes_by_name, nested_in, self_times
 from .context import (
@@ -182,20 +182,34 @@ def _machine(ctx: Ctx) -> _Machine:
 
 def _loader_plan_gain(ctx: Ctx, share: float) -> tuple[float, str, float, dict]:
     """Workers for a single-process DataLoader: the plan (:mod:`.loader_plan`) on the cores
-    other processes leave free, with the measured (or assumed) interference and hand-over;
-    (speed-up, why, confidence factor, the plan's settings)."""
+    other processes leave free, with the measured (or assumed) interference and both
+    sides of the hand-over; (speed-up, why, confidence factor, the plan's settings).  A
+    plan under which no worker count helps promises no gain (1.0) and says what the best
+    count would give."""
     m = _machine(ctx)
     free = m.cores - m.busy
     if free - 1.0 < 0.05:
         return 1.0, m.none_free, 1.0, {}
     slow, slow_why, slow_conf = _interference(ctx)
-    load, hand, hand_why, hand_conf = _moved_share(ctx, share)
-    p = loader_plan.plan(load, 1.0 - share, _host_paced(ctx, share), hand, slow, free)
+    recv, send, hand_why, hand_conf = _handover(ctx)
+    costs = loader_plan.LoaderCosts(share, 1.0 - share, _host_paced(ctx, share), recv, send,
+                                     slow)
+    p = loader_plan.plan(costs, free)
+    where = (f"on {free:.1f} free cores ({m.what}); model: {p.figures()}; {slow_why}{hand_why}"
+             f"; while the main process and its workers outnumber the cores, "
+             f"{loader_plan.TURNS:.0%} of the cores' time assumed to do work"
+             f"{_MEMORY_NOT_COUNTED}")
+    conf = m.conf * slow_conf * hand_conf
+    if not p.helps:
+        return 1.0, (f"no worker count is expected to help on this machine: the best, "
+                     f"num_workers={p.best}, gives {p.speedup:.2f}x (under "
+                     f"{loader_plan.HELPS:.2f}x), the step then set by {p.limit}, {where}"), \
+            conf, p.settings()
     why = (f"num_workers={p.workers} with the main process at {p.main_threads} intra-op "
            f"thread{'s' if p.main_threads != 1 else ''} (torch.set_num_threads), the step then "
-           f"set by {p.limit}, on {free:.1f} free cores ({m.what}); {slow_why}{hand_why}; "
-           f"fewer main threads' effect on its own compute not counted")
-    return p.speedup, why, m.conf * slow_conf * hand_conf, p.settings()
+           f"set by {p.limit}, {where}; not counted: fewer main threads' effect on its own "
+           f"compute, the main process's wait for a busy worker's GIL")
+    return p.speedup, why, conf, p.settings()
 
 
 def _interference(ctx: Ctx) -> tuple[float, str, float]:
@@ -229,8 +243,8 @@ def _moved_share(ctx: Ctx, share: float) -> tuple[float, float, str, float]:
     without workers, the hand-over measured on the machine (:func:`_handover`)."""
     dl = ctx.facts.value("dataloader")
     if dl == "single_process":
-        hand, why, conf = _handover(ctx)
-        return share, hand, why + _MEMORY_NOT_COUNTED, conf
+        recv, _, why, conf = _handover(ctx)
+        return share, recv, why + _MEMORY_NOT_COUNTED, conf
     host = ctx.bd.host
     r = ctx.rows
     if dl != "workers" or host is None or not len(r):
@@ -256,30 +270,37 @@ _ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long 
              "int": 4, "unsigned char": 1, "bool": 1, "signed char": 1, "short int": 2}
 
 
-#: The hand-over of one batch when the trace carries no calibration: µs per batch, per
-#: tensor and per MB, the order ``recorder.calibrate.batch_handover`` measures on x86-64
-#: Linux (1.4-1.8 ms per batch, 0.4-0.8 ms per tensor, 0.3-0.7 ms per MB on 2-core VMs).
-#: A stated assumption, like :data:`DEFAULT_INTERFERENCE`, not a figure fitted to any run.
-DEFAULT_HANDOVER = (1500.0, 600.0, 500.0)
+#: The hand-over of one batch when the trace carries no calibration, µs per batch, per
+#: tensor and per MB: the main thread's time receiving it and the worker's CPU time for it
+#: beyond the loading, the middle of what ``recorder.calibrate.batch_handover`` measures
+#: on an idle 2-core x86-64 VM (main: 1.0-1.4 ms for a one-tensor batch, 1.5-1.9 ms for
+#: two, 0.2-0.35 ms per MB; worker: 0.9-1.1 ms for two tensors, 0.7-1.7 ms per MB).  Stated
+#: assumptions, like :data:`DEFAULT_INTERFERENCE`, not figures fitted to any run.
+DEFAULT_HANDOVER = (700.0, 500.0, 250.0)
+DEFAULT_SEND = (300.0, 330.0, 850.0)
 
 
-def _handover(ctx: Ctx) -> tuple[float, str, float]:
-    """(share of the step the main thread still spends receiving the batches a worker
-    hands over, why, confidence factor): the calibration's cost of one batch (trace
-    metadata ``cpu_batch_handover_*``: per batch, per tensor, per MB) for the batches per
-    step and the tensors per batch the trace shows (its collate's stacks); bytes from the
-    stacks' shapes when recorded.  Unmeasured: :data:`DEFAULT_HANDOVER`, said, confidence
-    x0.9."""
-    parts = handover_parts(ctx.trace)
+def _handover(ctx: Ctx) -> tuple[float, float, str, float]:
+    """(share of the step the main thread spends receiving the batches workers hand over,
+    share the workers spend on them beyond the loading, why, confidence factor): the
+    calibration's costs of one batch (trace metadata ``cpu_batch_handover_*`` and
+    ``cpu_batch_send_*``, or a recording's ``host.batch_handover``: per batch, per tensor,
+    per MB) for the batches per step and the tensors per batch the trace shows (its
+    collate's stacks); bytes from the stacks' shapes when recorded.  Unmeasured:
+    :data:`DEFAULT_HANDOVER` / :data:`DEFAULT_SEND`, said, confidence x0.9."""
+    parts, send = handover_parts(ctx.trace), send_parts(ctx.trace)
     conf, what = 1.0, "calibration"
     if parts is None:
         parts = (*DEFAULT_HANDOVER, "", "not measured on this machine")
         conf, what = 0.9, "assumed"
     per_batch, per_tensor, per_mb, _, where = parts
+    send_what = f"{what}, {where}" if send is not None else "assumed, not measured here"
+    conf *= 1.0 if send is not None or what == "assumed" else 0.9
+    send = send or DEFAULT_SEND
     host, r = ctx.bd.host, ctx.rows
     dl = host.role_slices.get("data_loading", np.zeros(0, np.int64)) if host else []
     if host is None or not len(r) or not len(dl):
-        return 0.0, "", 1.0
+        return 0.0, 0.0, "", 1.0
     dl = dl[ctx.in_steady(ctx.trace.slices.start[dl], host.starts, host.ends)]
     calls = np.array([j for j in dl.tolist() if _LOADER_NEXT.search(ctx.trace.name_of(j))],
                      np.int64)
@@ -289,16 +310,23 @@ def _handover(ctx: Ctx) -> tuple[float, str, float]:
         if len(calls) else []
     tensors = max(len(stacks) / max(len(calls), 1), 1.0)
     mb = _stacked_mb(ctx, stacks, len(calls))
-    us = per_batch + tensors * per_tensor + (mb or 0.0) * per_mb
     wall = float((host.ends[r] - host.starts[r]).mean()) or 1.0
-    hand = us * 1e3 * batches / wall
+
+    def cost(b: float, t: float, m: float) -> float:  # µs per batch
+        return b + tensors * t + (mb or 0.0) * m
+    recv, out = cost(*parts[:3]), cost(*send)
     size = (f"{mb:.2f} MB per batch from the stacks' shapes" if mb is not None else
-            f"bytes not in the trace (no shapes): +{per_mb:.0f} µs per MB not counted")
-    return hand, (f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch (its "
-                  f"collate's {_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} "
-                  f"per step: {us / 1e3:.1f} ms per batch stays on the main thread to receive "
-                  f"it ({pct(hand)} of the step; {size}; {what}: {per_batch:.0f} µs per "
-                  f"batch + {per_tensor:.0f} µs per tensor, {where})"), conf
+            f"bytes not in the trace (no shapes): +{per_mb:.0f} µs per MB received and "
+            f"+{send[2]:.0f} µs per MB sent not counted")
+    share_in, share_out = recv * 1e3 * batches / wall, out * 1e3 * batches / wall
+    return share_in, share_out, (
+        f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch (its collate's "
+        f"{_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} per step: the "
+        f"main process spends {recv / 1e3:.1f} ms receiving each ({pct(share_in)} "
+        f"of the step; {what}: {per_batch:.0f} µs per batch + {per_tensor:.0f} µs per "
+        f"tensor, {where}) and a worker {out / 1e3:.1f} ms of CPU sending it beyond the "
+        f"loading ({send_what}: {send[0]:.0f} µs per batch + {send[1]:.0f} µs per tensor); "
+        f"{size}"), conf
 
 
 def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:

@@ -196,7 +196,10 @@ HEADER_KINDS = {"cpu_cores": metadata.count, "cpu_busy_other_cores": metadata.am
                 "cpu_core_interference": metadata.number,
                 "cpu_batch_handover_us": metadata.amount,
                 "cpu_batch_handover_tensor_us": metadata.amount,
-                "cpu_batch_handover_mb_us": metadata.amount}
+                "cpu_batch_handover_mb_us": metadata.amount,
+                "cpu_batch_send_us": metadata.amount,
+                "cpu_batch_send_tensor_us": metadata.amount,
+                "cpu_batch_send_mb_us": metadata.amount}
 
 
 def _fill_meta(trace: Trace, datas: list[FileData], ranked: list[RankedFile],
