@@ -304,7 +304,7 @@ def send_parts(trace: Trace) -> tuple[float, float, float] | None:
     making it (trace metadata ``cpu_batch_send_*``, or the manifest's
     ``host.batch_handover`` ``send_per_*``); None when not measured (calibrations that
     timed the main thread's side only)."""
-    parts, calib = [_header(trace).get(k) for k in SEND_KEYS], _calibration(trace)
+    parts, calib = [trace_header(trace).get(k) for k in SEND_KEYS], _calibration(trace)
     if all(x is None for x in parts):
         parts = [calib.get(f"send_{k}") for k in ("per_batch_us", "per_tensor_us", "per_mb_us")]
     return tuple(float(x) for x in parts) if _plausible(parts) else None
