@@ -25,6 +25,7 @@ virtual environments and import it too.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
@@ -68,6 +69,7 @@ class Case:
     # run with its bottleneck removed outright, when the claimed fix only eases it)
     per_item: int = 1  # items per step in the run (fix may differ: fix_per_item)
     fix_per_item: int = 1
+    also: tuple[str, ...] = ()  # more variants measured beside the run (truth "variants")
     startup_in_window: bool = False  # the capture starts cold: the first steps are timed
     tags: list[str] = field(default_factory=list)
 
@@ -153,16 +155,24 @@ def release(step) -> None:
 ROUND_S = 0.5
 
 
-def measure(c: Case, rounds: int = 3) -> dict:
-    """Unprofiled truth: ``rounds`` rounds of the run (and of its fix and the fix's
-    variants, interleaved), each at least :data:`ROUND_S` of steps.  A round during which
-    other processes kept more than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`)
-    is measured again, at most ``rounds`` times in all; ``noise.others_cores`` has the
-    kept rounds' figures, ``noise.rounds_dropped`` how many were measured again."""
+def variants_of(c: Case) -> list[str]:
+    """The variants a case's truth times: the run, its fix and the fix's other settings
+    (``variants``), the variant its share is measured against and the others it names
+    (``also``)."""
     variants = ["run", "fix"] if c.fix else ["run"]
     variants += [v for v in c.variants if c.fix]
     if c.share_from_fix and c.share_variant not in variants:
         variants.append(c.share_variant)
+    return variants + [v for v in c.also if v not in variants]
+
+
+def measure(c: Case, rounds: int = 3) -> dict:
+    """Unprofiled truth: ``rounds`` rounds of the run (and of its other variants,
+    interleaved), each at least :data:`ROUND_S` of steps.  A round during which other
+    processes kept more than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is
+    measured again, at most ``rounds`` times in all; ``noise.others_cores`` has the kept
+    rounds' figures, ``noise.rounds_dropped`` how many were measured again."""
+    variants = variants_of(c)
     kept, dropped = [], 0
     while len(kept) < rounds:
         got, others = _round(c, variants)
@@ -179,15 +189,20 @@ def measure(c: Case, rounds: int = 3) -> dict:
 
 def _round(c: Case, variants: list[str]) -> tuple[dict, dict]:
     """One timed round of each variant, built afresh: ({variant: [(wall s, phases)]},
-    {variant: cores other processes kept busy meanwhile})."""
+    {variant: cores other processes kept busy meanwhile}).  Each starts from a collected
+    heap: the garbage of building a variant (or of an earlier capture) is not collected
+    inside the timed steps, where one full collection of the interpreter's objects would
+    land on whichever variant happens to cross the collector's threshold."""
     got, others = {}, {}
     for v in variants:
         watch = Others()
         step = c.build(v)
         if c.startup_in_window:
+            gc.collect()
             got[v] = time_steps(step, 0, c.warmup + c.steps)
         else:
             time_steps(step, 0, c.warmup)
+            gc.collect()
             got[v] = time_steps(step, c.warmup, c.steps, ROUND_S, 50 * c.steps)
         release(step)
         others[v] = watch.cores()
@@ -324,23 +339,31 @@ def summarize(c: Case, got: dict) -> dict:
     truth["raw"] = {v: [[_ms(w) for w, _ in r] for r in rounds] for v, rounds in got.items()}
     if ref and c.share_variant != "fix":
         truth["bare_step_ms_median"] = _ms(ref["median"])
-    if fix:  # per-round mean step: what a run's throughput is (the median of short
-        # steps hides the preemptions that long steps absorb)
-        truth["fix"] = {"what": c.fix, "step_ms_median": _ms(fix["median"]),
-                        "items_per_step": c.fix_per_item, **_gain(c, run, fix)}
+    if fix:
+        truth["fix"] = {"what": c.fix, **_against(run, fix, c.per_item, c.fix_per_item)}
         if c.variants:  # every measured setting of the fix, the fix's own among them
-            truth["fix"]["variants"] = {c.fix: _gain(c, run, fix), **{
-                v: _gain(c, run, _round_stats(got[v])) for v in c.variants if v in got}}
+            truth["fix"]["variants"] = {c.fix: _against(run, fix, c.per_item, c.fix_per_item),
+                                        **{v: _against(run, _round_stats(got[v]), c.per_item,
+                                                       c.fix_per_item)
+                                           for v in c.variants if v in got}}
+    others = [v for v in c.also if v in got]
+    if others:
+        truth["variants"] = {v: _against(run, _round_stats(got[v]), c.per_item, c.per_item)
+                             for v in others}
     return truth
 
 
-def _gain(c: Case, run: dict, fixed: dict) -> dict:
-    """A fix setting's speed-up over the run: the median over rounds of the per-round
-    ratio of mean steps (per item when the fix batches), each round's, and their spread."""
-    ratios = [(a / c.per_item) / (b / c.fix_per_item)
-              for a, b in zip(run["round_means"], fixed["round_means"])]
-    return {"step_ms_mean": _ms(fixed["mean"]), "speedup": round(statistics.median(ratios), 3),
-            "speedup_rounds": [round(r, 3) for r in ratios], "speedup_spread": _spread(ratios)}
+def _against(run: dict, other: dict, per_run: int, per_other: int) -> dict:
+    """A variant's steps and phases and its speed-up over the run: the median over rounds
+    of the per-round ratio of mean steps (per item), a mean being what a run's throughput
+    is (the median of short steps hides the preemptions that long steps absorb)."""
+    ratios = [(a / per_run) / (b / per_other)
+              for a, b in zip(run["round_means"], other["round_means"])]
+    return {"step_ms_median": _ms(other["median"]), "step_ms_mean": _ms(other["mean"]),
+            "phases_ms": {k: _ms(v) for k, v in sorted(other["phases"].items())},
+            "items_per_step": per_other, "speedup": round(statistics.median(ratios), 3),
+            "speedup_rounds": [round(r, 3) for r in ratios],
+            "speedup_spread": _spread(ratios)}
 
 
 def machine(**versions) -> dict:

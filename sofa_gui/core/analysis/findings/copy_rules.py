@@ -26,6 +26,7 @@ from ..intervals import measure_in, union
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import MAX_EVIDENCE, Ctx, make_finding
+from .host_estimate import HostFix, rest_math
 from .registry import Rule, rule
 from .work import outermost, starts_inside
 
@@ -112,12 +113,17 @@ def memory_copy_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                                    key=lambda t: -int(s.dur[t[0]]))[:MAX_EVIDENCE]]
     per = len(copies) / max(ctx.ph.n_steady, 1)
     mb = float(size.sum()) / max(ctx.ph.n_steady, 1) / 1e6
+    fix = HostFix(share, rest_math(ctx, host, host.starts[r], host.ends[r], cs, ce) / wall,
+                  what="the copies")
     summary = (f"{per:,.1f} large copy ops per steady-state iteration on the main thread "
                f"({mb:,.1f} MB copied per iteration: re-layouts, clones, concatenations) take "
                f"{pct(share)} of its time; their time is memory traffic, not math. Keeping "
                f"the data in the layout its consumer reads (views instead of copies, one "
-               f"buffer written in place) removes them; the estimate removes their time.")
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes)
+               f"buffer written in place) removes them, and the caches they flush stay "
+               f"warm for the work that stays.{fix.basis()} A copy that stays (a smaller "
+               f"one, one into a buffer kept across steps) is not counted.")
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        speedup=fix.speedup())
 
 
 def _row(ctx: Ctx, j: int) -> int:

@@ -18,10 +18,12 @@ What the trace proves is the read calls themselves and what repeats between them
   loses time in proportion to the work it does, here the loop's).
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
-whole result once per batch, and the estimate is Amdahl on that time less what one read
-of the whole result still spends converting every value the loops read
-(:data:`BULK_NS_PER_VALUE`).  On a device run
-each read also drains the device queue (``synchronization_stalls`` measures that side).
+whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
+cost out of the loops and the rest of the step, keeps the math of the rest, counts its
+per-op work warm once the loops were most of the step, and adds what one read of the
+whole result still spends converting every value the loops read
+(:data:`BULK_NS_PER_VALUE`).  On a device run each read also drains the device queue
+(``synchronization_stalls`` measures that side).
 """
 
 from __future__ import annotations
@@ -38,9 +40,10 @@ from ..host_side import window_of
 from ..intervals import measure_in
 from ..results import Evidence, Finding
 from .causes import causes_by_name
-from .context import MAX_EVIDENCE, Ctx, amdahl, make_finding
+from .context import MAX_EVIDENCE, Ctx, make_finding
+from .host_estimate import PYTHON_LOOP_UNPROFILED, READ_LOOP_UNPROFILED, HostFix, rest_math
 from .registry import Rule, rule
-from .work import outermost, starts_inside
+from .work import elements, input_dims, optimizer_steps, outermost, starts_inside
 
 #: PyTorch ops that hand values to Python (``resolve_neg`` outside any op: ``.tolist()``
 #: and ``.numpy()`` record it and nothing else).
@@ -61,8 +64,6 @@ BODY_SHARE = 0.5
 #: Python ``max`` per row take 147 µs on one CPU thread, the per-row loop of
 #: ``.max().item()`` 983 µs.
 BULK_NS_PER_VALUE = 36
-#: The optimizer's own step and the input pipeline: reads inside them are theirs.
-_NOT_THE_LOOP = re.compile(r"^Optimizer\.step#")
 
 
 @dataclass
@@ -132,8 +133,9 @@ def _reads(ctx: Ctx, host, mine: np.ndarray) -> np.ndarray:
                            mine[(s.kind[mine] == int(Kind.PYTHON))
                                 & np.isin(s.name[mine], py_ids)]])
     reads = outermost(s.start, s.end, np.unique(cand))
-    skip = mine[np.isin(s.name[mine], ctx.trace.name_ids(_NOT_THE_LOOP.match))]
-    skip = np.concatenate([skip, host.role_slices.get("data_loading", skip[:0])])
+    # the optimizer's own step and the input pipeline: reads inside them are theirs
+    skip = np.concatenate([optimizer_steps(ctx, host.lane),
+                           host.role_slices.get("data_loading", mine[:0])])
     return reads[~starts_inside(ctx, skip, reads)]
 
 
@@ -235,36 +237,77 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
                + (" Each read also waits for the device queue to drain." if dev else
                   " On a CPU run nothing waits for a device: the loop is the host reading "
                   "results back one at a time."))
-    speedup, why = _estimate(ctx, reads, cost, share)
+    speedup, why = _estimate(ctx, reads, cost, share, by_cycle)
     return make_finding(ctx, spec, share, summary + why, evidence, causes=causes,
                         speedup=speedup)
 
 
-def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray,
-              share: float) -> tuple[float, str]:
-    """(the fix's speed-up, why in words): Amdahl on the loops' share with the time one
-    bulk read still spends on every value the counted ``reads`` hand over put back
+def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
+              by_cycle: bool) -> tuple[float, str]:
+    """(the fix's speed-up, why in words): the loops removed (:mod:`.host_estimate`), one
+    bulk read of every value the counted ``reads`` hand over put in their place
     (``cost``: each read's part of its loop's time)."""
-    values = sum(_values(ctx, j) for j in reads.tolist())
+    s = ctx.trace.slices
+    loops = read_loops(ctx)
+    ws, we = _windows(ctx, loops, by_cycle)
+    wall = float((we - ws).sum()) or 1.0
+    values, n = _whole_values(ctx, loops, reads)
     left = min(values * BULK_NS_PER_VALUE / max(float(cost.sum()), 1.0), 1.0)
-    if left < 0.01:
-        return amdahl(share), ""
-    return amdahl(share * (1 - left)), (
-        f" One read of the whole result still converts the {values:,} values the loops "
-        f"read ({BULK_NS_PER_VALUE} ns each, measured for one .tolist() and the Python that "
-        f"consumes it): the estimate keeps {pct(left)} of the loops' time.")
+    python = bool((s.kind[loops.reads] == int(Kind.PYTHON)).mean() > 0.5)
+    inside = loops.starts < we.max()  # by cycle, the last loop starts the window's end
+    math = rest_math(ctx, ctx.bd.host, ws, we, loops.starts[inside], loops.ends[inside])
+    fix = HostFix(share, math / wall, share * left,
+                  PYTHON_LOOP_UNPROFILED if python else READ_LOOP_UNPROFILED, "a loop of reads")
+    bulk = (f" One read of the whole result a loop indexes still converts its "
+            f"{values // max(n, 1):,} values ({BULK_NS_PER_VALUE} ns each, measured for one "
+            f".tolist() and the Python that consumes it): {pct(left)} of the loops' time."
+            if left >= 0.01 else "")
+    return fix.speedup(), fix.basis() + bulk
+
+
+def _windows(ctx: Ctx, loops: ReadLoops, by_cycle: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The time the loops' share is taken of: the steady iterations, or the cycles from
+    the first loop's start to the last one's."""
+    if by_cycle:
+        return loops.starts[:1], loops.starts[-1:]
+    host, r = ctx.bd.host, ctx.rows
+    return host.starts[r], host.ends[r]
+
+
+#: PyTorch ops that pick an element or a row of the result a loop reads.
+INDEX_OP = re.compile(r"^aten::(select|index|slice|narrow|unbind)$")
+#: Indexing ops (and reads) per loop whose input sizes are read (they index the same
+#: result).
+INDEX_SAMPLE = 8
+
+
+def _whole_values(ctx: Ctx, loops: ReadLoops, reads: np.ndarray) -> tuple[int, int]:
+    """(values the fix's one read per loop converts, loops): the whole result each loop
+    indexes (the largest first input of its first indexing ops), or the values its reads
+    hand over (their count times a sample's median) where that is more or shapes are not
+    recorded."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(ctx.bd.host.lane)
+    idx = mine[np.isin(s.name[mine], ctx.trace.name_ids(INDEX_OP.match))]
+    idx = idx[np.argsort(s.start[idx], kind="stable")]
+    which = loops.loop[np.searchsorted(loops.reads, reads)]  # by start: loop by loop
+    ids, first, count = np.unique(which, return_index=True, return_counts=True)
+    total = 0
+    for k, at, n in zip(ids.tolist(), first.tolist(), count.tolist()):
+        lo, hi = np.searchsorted(s.start[idx], [loops.starts[k], loops.ends[k]])
+        whole = max((_values(ctx, j) for j in idx[lo:min(hi, lo + INDEX_SAMPLE)].tolist()),
+                    default=0)
+        sample = reads[at:at + min(n, INDEX_SAMPLE)].tolist()
+        each = float(np.median([_values(ctx, j) for j in sample]))
+        total += max(whole, int(round(each * n)))
+    return total, len(ids)
 
 
 def _values(ctx: Ctx, j: int) -> int:
     """Values one read hands to Python: the elements of its first recorded input (1
     where shapes are not recorded)."""
-    s = ctx.trace.slices
-    args = ctx.trace.args.get(int(s.args[j])) if s.args[j] >= 0 else None
-    dims = args.get("Input Dims") if isinstance(args, dict) else None
-    first = dims[0] if isinstance(dims, list) and dims else None
-    if not isinstance(first, list) or not all(isinstance(x, int) for x in first):
-        return 1
-    return max(int(np.prod(first, dtype=np.int64)), 1)
+    dims = input_dims(ctx, j)
+    return max(elements(dims[0]), 1) if dims else 1
 
 
 def _loop_evidence(ctx: Ctx, host, loops: ReadLoops) -> list[Evidence]:

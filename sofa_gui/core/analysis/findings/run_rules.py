@@ -11,10 +11,20 @@ from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
 from .causes import causes_by_name
-from .context import Ctx, make_finding
+from .context import BELOW, Ctx, make_finding
+from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math, small_batch
 from .read_rules import in_read_loops
 from .registry import Rule, rule
-from .work import extra_calls_share, grown_work, one_off_calls, outermost, starts_inside
+from .work import (
+    elements,
+    extra_calls_share,
+    grown_work,
+    input_dims,
+    one_off_calls,
+    optimizer_steps,
+    outermost,
+    starts_inside,
+)
 
 #: Warm-up whose extra host time is under this fraction extra calls is a slow start.
 SLOW_START_OWN_WORK = 1 / 3
@@ -169,15 +179,17 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
     return outermost(s.start, s.start + s.dur, mine[s.kind[mine] == int(Kind.CPU_OP)])
 
 
-def _name_medians(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per op, the median duration of the ops of its name."""
+def _name_quantile(names: np.ndarray, dur: np.ndarray, q: float = 0.5) -> np.ndarray:
+    """Per op, the ``q`` quantile (linear between neighbours) of the durations of the ops
+    of its name: the median by default."""
     _, inv = np.unique(names, return_inverse=True)
-    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every median
+    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every name
     d = np.asarray(dur, np.float64)[order]
     n = np.bincount(inv)
-    first = np.cumsum(n) - n
-    med = (d[first + (n - 1) // 2] + d[first + n // 2]) / 2
-    return med[inv]
+    pos = np.cumsum(n) - n + (n - 1) * q
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.ceil(pos).astype(np.int64)
+    return (d[lo] + (d[hi] - d[lo]) * (pos - lo))[inv]
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
@@ -189,6 +201,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
+    if small_batch(ctx) is not None:
+        return None  # requests one at a time: batching them is :mod:`.small_batch`'s
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
@@ -201,17 +215,19 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # a tiny op is one whose *name's* median is <= TINY_NS (one preempted instance of a
     # 3 µs op is still a tiny op, and its time counts: a loaded machine deschedules the
     # thread in proportion to its work, so the loop's share of it is the loop's)
-    typical = _name_medians(s.name[ops], s.dur[ops])
+    typical = _name_quantile(s.name[ops], s.dur[ops])
     tiny = typical <= TINY_NS
     n_steps = max(ctx.ph.n_steady, 1)
     per_step = int(tiny.sum()) / n_steps
     if per_step < MIN_TINY_PER_STEP:
         return None
-    span = np.where(tiny, s.dur[ops] + np.clip(gap, 0, TINY_NS), 0)
+    between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
+    span = np.where(tiny, _per_call(ctx, host, ops, typical) + between, 0)
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     away, away_note = _descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
+    fix = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away)
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
@@ -222,16 +238,115 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time"
                f"{away_note}{_held_note(held, steady_part, share)}: the fixed cost per op "
-               f"(dispatch, Python, allocation) dominates the math. The estimate removes that "
-               f"time and assumes the batched op costs little; the rest of the step stays. "
-               f"Under the profiler each op also carries the profiler's own cost, so the "
-               f"unprofiled gain is larger.")
+               f"(dispatch, Python, allocation) dominates the math. Batching them (one op on "
+               f"stacked inputs, a foreach or fused optimizer) removes the tiny ops; the "
+               f"batched op's own cost is not counted.{fix.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
     notes = ("assumes the batched op is cheap",) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
         if lumps < 1 else ())
+    bare = fix.unprofiled_share(share)
+    if bare < spec.moderate:  # the profiler's own cost per op is what makes it count
+        summary = (f"Without the profiler's own cost per op the tiny ops would take about "
+                   f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
+                   + summary)
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
                         assumption=spec.factor("batched_op_cheap") * lumps, notes=notes)
+
+
+#: An optimizer op's fixed cost is what its name costs on the smallest parameters: this
+#: quantile of its durations in the optimizer's steps.
+OPTIMIZER_FIXED_Q = 0.1
+
+
+def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray) -> np.ndarray:
+    """Per op, the time that is its fixed cost per call.  An instance over twice its
+    name's typical time on a larger input than the name's typical one (a ``ViewBackward0``
+    whose reshape copies a longer sequence's gradient) spends the excess on data work; a
+    long instance on the usual input (a preempted op) keeps its time.  Inside the
+    optimizer's step, whose fix (``foreach``, ``fused``) still does each op's math over
+    every parameter, an op counts what its name costs on the smallest parameters."""
+    s = ctx.trace.slices
+    own = s.dur[ops].astype(np.float64)
+    longer = _longest_per_name(s.name[ops], own, np.flatnonzero(own > 2 * typical))
+    if len(longer):
+        more = _larger_inputs(ctx, host, ops, longer)
+        own[longer[more]] = typical[longer[more]]
+    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
+    if opt.any():
+        fixed = _name_quantile(s.name[ops[opt]], own[opt], OPTIMIZER_FIXED_Q)
+        own[opt] = np.minimum(own[opt], fixed)
+    return own
+
+
+#: Instances of a name whose input sizes give the name's typical input; the longest
+#: instances of a name whose inputs are read (reading recorded inputs is the cost).
+SIZE_SAMPLE = 32
+LONGEST_READ = 64
+
+
+def _longest_per_name(names: np.ndarray, dur: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``idx`` less all but the :data:`LONGEST_READ` longest of each name."""
+    if not len(idx):
+        return idx
+    order = idx[np.lexsort((-dur[idx], names[idx]))]  # by name, longest first
+    _, first = np.unique(names[order], return_index=True)
+    rank = np.arange(len(order)) - np.repeat(first, np.diff(np.append(first, len(order))))
+    return np.sort(order[rank < LONGEST_READ])
+
+
+def _larger_inputs(ctx: Ctx, host, ops: np.ndarray, longer: np.ndarray) -> np.ndarray:
+    """Per op of ``ops[longer]``: its input is larger than its name's median input (from
+    up to :data:`SIZE_SAMPLE` instances of the name)."""
+    s = ctx.trace.slices
+    sizes = _input_sizes(ctx, host, ops[longer])
+    out = np.zeros(len(longer), bool)
+    for name in np.unique(s.name[ops[longer]]).tolist():
+        of = np.flatnonzero(s.name[ops] == name)
+        sample = of[:: max(len(of) // SIZE_SAMPLE, 1)]
+        usual = float(np.median(_input_sizes(ctx, host, ops[sample])))
+        mine = s.name[ops[longer]] == name
+        out[mine] = sizes[mine] > usual
+    return out
+
+
+def _input_sizes(ctx: Ctx, host, ops: np.ndarray) -> np.ndarray:
+    """Per op, the elements of its largest recorded input; for an op that records none
+    (an autograd node), of the largest input among the first ops nested in it (0 where
+    no shapes are recorded)."""
+    s = ctx.trace.slices
+    if "lane_by_start" not in ctx.memo:
+        mine = ctx.trace.lane_slices(host.lane)
+        ctx.memo["lane_by_start"] = mine[np.argsort(s.start[mine], kind="stable")]
+    mine = ctx.memo["lane_by_start"]
+    first = np.searchsorted(s.start[mine], s.start[ops], side="right")
+    out = np.zeros(len(ops), np.float64)
+    for k, j in enumerate(ops.tolist()):
+        out[k] = max((elements(d) for d in input_dims(ctx, j)), default=0)
+        if not out[k]:
+            inner = mine[first[k]:first[k] + NESTED_SAMPLE]
+            inner = inner[s.start[inner] < s.end[j]]
+            out[k] = max((elements(d) for i in inner.tolist() for d in input_dims(ctx, i)),
+                         default=0)
+    return out
+
+
+#: Ops nested in an autograd node whose input shapes stand for the node's.
+NESTED_SAMPLE = 4
+
+
+def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float) -> HostFix:
+    """The batched replacement of the tiny ops: their whole time (and the Python between
+    them) removed, the rest of the step kept (:mod:`.host_estimate`); what the batched op
+    costs is not counted."""
+    s = ctx.trace.slices
+    ends = s.end[tiny] + between
+    removed = float((ends - s.start[tiny]).sum()) / max(wall, 1.0)
+    r = ctx.rows
+    math = rest_math(ctx, host, host.starts[r], host.ends[r], s.start[tiny], ends)
+    return HostFix(min(removed, 1.0), math / max(wall, 1.0), unprofiled=TINY_LOOP_UNPROFILED,
+                   what="a loop of tiny ops")
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,

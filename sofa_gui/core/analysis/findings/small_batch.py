@@ -10,44 +10,25 @@ also gets more efficient per sample with larger shapes).
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..results import Finding
 from .causes import causes_by_name, self_times
 from .context import Ctx, make_finding
+from .host_estimate import small_batch
 from .registry import Rule, rule
-
-#: The ops whose own time grows with the batch (the model's math).
-MATH_OP = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convolution_overrideable|"
-                     r"_convolution|addmm|mm|bmm|baddbmm|_scaled_dot_product\w*)$")
-#: The batch the model's math ops see (first input's first dimension) at most this.
-SMALL_BATCH = 4
-#: Steps this short carry the fixed per-call costs in full.
-SHORT_STEP_NS = 20_000_000
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
       "registered with its thresholds and factors in :mod:`.run_rules`")
 def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
-    host = ctx.bd.host
-    if host is None or ctx.bd.device is not None or ctx.facts.value("mode") != "inference":
+    found = small_batch(ctx)
+    if found is None:
         return None
-    r = ctx.rows
-    if not len(r) or float(np.median(host.ends[r] - host.starts[r])) > SHORT_STEP_NS:
-        return None
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[(s.kind[mine] == int(Kind.CPU_OP))
-                & ctx.in_steady(s.start[mine], host.starts, host.ends)]
-    math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
-    batch = _batch(ctx, math)
-    if batch is None or batch > SMALL_BATCH:
-        return None
+    batch, mine, math = found
+    host, r, s = ctx.bd.host, ctx.rows, ctx.trace.slices
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     work = float(self_times(ctx, math).sum())
     share = max(1.0 - work / wall, 0.0)
@@ -65,17 +46,3 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                         title="Framework overhead: small-batch inference",
                         assumption=spec.factor("math_scales_with_batch"),
                         notes=("assumes the math ops' time grows with the batch",))
-
-
-def _batch(ctx: Ctx, math: np.ndarray) -> int | None:
-    """The most common first dimension of the math ops' first input (recorded shapes);
-    None without shapes."""
-    s = ctx.trace.slices
-    seen: dict[int, int] = {}
-    for j in math[:: max(len(math) // 64, 1)].tolist():
-        dims = (ctx.trace.args.get(int(s.args[j])) or {}).get("Input Dims") \
-            if s.args[j] >= 0 else None
-        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] \
-                and isinstance(dims[0][0], int):
-            seen[dims[0][0]] = seen.get(dims[0][0], 0) + 1
-    return max(seen, key=seen.get) if seen else None

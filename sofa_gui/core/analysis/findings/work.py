@@ -186,3 +186,30 @@ def starts_inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
     a, b = union(s.start[regions], s.end[regions])
     k = np.searchsorted(a, s.start[idx], side="right") - 1
     return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
+
+
+#: The optimizer's own step as PyTorch records it (``Optimizer.step#AdamW.step``).
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+
+
+def optimizer_steps(ctx: Ctx, lane: int) -> np.ndarray:
+    """The optimizer steps recorded on ``lane``."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(lane)
+    return mine[np.isin(s.name[mine], ctx.trace.name_ids(OPTIMIZER_STEP.match))]
+
+
+def input_dims(ctx: Ctx, j: int) -> list[list[int]]:
+    """The shapes of a slice's recorded tensor inputs (``Input Dims``; scalars, lists and
+    unrecorded inputs left out)."""
+    s = ctx.trace.slices
+    args = ctx.trace.args.get(int(s.args[j])) if s.args[j] >= 0 else None
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    if not isinstance(dims, list):
+        return []
+    return [d for d in dims if isinstance(d, list) and all(isinstance(x, int) for x in d)]
+
+
+def elements(shape: list[int]) -> int:
+    """Elements of a tensor of ``shape`` (1 for a scalar)."""
+    return int(np.prod(shape, dtype=np.int64))
