@@ -93,11 +93,7 @@ def test_fixes_declare_the_facts_their_advice_depends_on():
 
 #: Held-out cases on which a fix that does not fit is shown today (strict: the mark fails
 #: once the advisor no longer shows it, and goes).
-SHOWN_WRONG = {
-    "jax_train_loss_readback": "the capture does not prove the jitted JAX step's mode "
-                               "(training), so an inference-only fix (batch the requests) "
-                               "is let through",
-}
+SHOWN_WRONG: dict[str, str] = {}
 
 
 def _marked(case: Path):
