@@ -177,6 +177,18 @@ def test_period_is_the_step_not_the_layer():
     assert abs(p.length - len(sym.seq) / 6) <= 3
 
 
+@pytest.mark.parametrize("head, read, reads, steps", [
+    (4, 7, 32, 3), (6, 7, 32, 4), (10, 6, 64, 3), (3, 5, 40, 3), (8, 7, 32, 5)])
+def test_period_is_the_step_not_half_of_it_when_short_reads_repeat_inside(head, read, reads,
+                                                                          steps):
+    # a step = a few ops, then one short read repeated many times (a per-sample read-back):
+    # a shift of half a step lands on the same read within its tolerance, and two of it
+    # are a whole step, which must not make half a step the period
+    step = list(range(100, 100 + head)) + list(range(200, 200 + read)) * reads
+    p = choose_period(np.array(step * steps))
+    assert p.accepted and p.length == len(step), p.candidates
+
+
 def test_anchors_place_every_occurrence_despite_edits():
     rng = np.random.default_rng(4)
     st = training_stream(rng, 300, 25, warmup=70, noise=0.02)

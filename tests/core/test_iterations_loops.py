@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from loop_truth import LOOP_NAMES, LOOPS_DIR, busy_overlap, true_windows_ns, truth
 
-from sofa_gui.core.analysis.iterations import detect_iterations
+from sofa_gui.core.analysis.iterations import detect_iterations, structure_iterations
 from sofa_gui.core.analysis.iterations.landmarks import Landmarks
 from sofa_gui.core.importers import load_trace
 
@@ -58,6 +58,15 @@ def test_rnn_time_steps_and_item_calls_do_not_become_iterations():
     for name, n in (("rnn_unrolled", 16), ("item_loop", 12)):
         _, it = _load(name)
         assert len(it) == n and set(it.micro_batches.tolist()) == {1}
+
+
+@pytest.mark.parametrize("name", ["item_loop", "grad_accum"])
+def test_the_repeat_structure_alone_takes_the_step_not_half_of_it(name):
+    # per-sample .item() calls or micro-batches repeat inside each step; a shift of half a
+    # step lands on them, and two of it are a whole step: the period is still the step
+    t, _ = _load(name)
+    it = structure_iterations(t)
+    assert abs(len(it) - len(true_windows_ns(truth(name))[0])) <= 1, it.reason
 
 
 @pytest.mark.parametrize("name", ["periodic_eval", "epoch_validation", "checkpoint"])

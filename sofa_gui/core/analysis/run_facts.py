@@ -160,13 +160,15 @@ def _device(trace: Trace) -> list[Fact]:
 #: Names only training makes: autograd and optimizer ops (PyTorch), gradient ops and
 #: variable updates (TensorFlow: ``gradient_tape/...``, ``*Grad``, ``ResourceApply*``),
 #: differentiation and update names in XLA modules and ops (JAX: ``transpose(jvp(...))``,
-#: ``value_and_grad``, optax updates).
+#: ``value_and_grad``, optax updates, a compiled step named for its optimizer's update:
+#: ``PjitFunction(adam_update)``, ``sgd_step``).
 TRAINING_NAMES = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
              r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|gradient_tape/|"
              r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
              r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
              r"transpose\(jvp|\bjvp\(|value_and_grad|\bgrad\(|optax|apply_updates|"
-             r"train_step|update_step|train_function")
+             r"train_step|update_step|train_function|"
+             r"(?i:(?<![a-z])(sgd|adamw?|adagrad|rmsprop|lion)_?(update|step)(?![a-z]))")
 
 
 @probe

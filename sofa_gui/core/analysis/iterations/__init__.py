@@ -30,7 +30,13 @@ from .cut import cut_iterations
 from .landmarks import Landmarks
 from .marks import mark_iterations
 from .pattern import MIN_CONTEXT_COVERAGE, MIN_EVENTS, choose_period, find_anchors
-from .steps import holds_one_each, landmark_iterations
+from .steps import (
+    LOOP_BODY,
+    evenly_spaced,
+    holds_one_each,
+    holds_same_each,
+    landmark_iterations,
+)
 from .stream import pick_stream
 from .symbols import reduce_symbols, stream_keys
 from .text import iterations_text
@@ -73,24 +79,42 @@ def _marked(trace: Trace, iters: Iterations) -> Iterations:
 
 def pattern_iterations(trace: Trace, progress: Progress | None = None) -> Iterations:
     """Iterations without annotations: the repeated pattern, checked against the loop's
-    landmarks (one optimizer update per step); cut at the landmarks when they disagree."""
+    landmarks (one optimizer update per step); cut at the landmarks when they disagree.
+    The loop body's Python calls, where recorded, are the steps themselves."""
     progress = progress or NullProgress()
     detected = structure_iterations(trace, progress)
     lm = Landmarks.of(trace)
     by_landmarks = landmark_iterations(trace, lm)
     if by_landmarks is None:
         return detected
-    marks = lm.optimizer[0] if len(lm.optimizer[0]) else np.sort(lm.fetch)
-    if (detected.method != "none" and len(detected) == len(by_landmarks)
-            and holds_one_each(detected.starts, detected.ends, marks) == 1.0):
+    what = by_landmarks.pattern["landmark"]
+    if detected.method != "none" and what != LOOP_BODY and _fits(detected, by_landmarks, lm):
         detected.confidence = max(detected.confidence, by_landmarks.confidence)
-        detected.pattern["landmarks"] = by_landmarks.pattern["landmark"]
+        detected.pattern["landmarks"] = what
         return detected
-    why = (f"the repeated pattern ({len(detected)} occurrences) does not hold one "
-           f"{by_landmarks.pattern['landmark']} each" if detected.method != "none"
-           else "no repeated pattern")
+    if detected.method == "none":
+        why = "no repeated pattern"
+    elif what == LOOP_BODY:
+        why = f"the repeated pattern has {len(detected)} occurrences"
+    else:
+        why = f"the repeated pattern ({len(detected)} occurrences) does not hold one {what} each"
     by_landmarks.reason = f"{by_landmarks.reason}; {why}"
     return by_landmarks
+
+
+def _fits(detected: Iterations, by_landmarks: Iterations, lm: Landmarks) -> bool:
+    """Whether the pattern's occurrences each hold one landmark (an optimizer update, an
+    input fetch, a step dispatch), or, for step dispatches, the same number of them at
+    uneven intervals: a step run op by op dispatches its heaviest primitive several times
+    (evenly spaced ones would be steps, glued together by the pattern)."""
+    a, b = detected.starts, detected.ends
+    marks = lm.optimizer[0] if len(lm.optimizer[0]) else np.sort(lm.fetch)
+    if len(detected) == len(by_landmarks) and holds_one_each(a, b, marks) == 1.0:
+        return True
+    if by_landmarks.pattern["landmark"] != "step dispatch":
+        return False
+    inside = marks[(marks >= a[0]) & (marks < b[-1])]
+    return holds_same_each(a, b, marks) > 1 and not evenly_spaced(inside)
 
 
 def structure_iterations(trace: Trace, progress: Progress | None = None) -> Iterations:

@@ -4,21 +4,24 @@ A training step holds one optimizer update; it fetches its input once per
 micro-batch and runs one backward pass per micro-batch. These host-side events
 tell the step apart from inner loops (per-sample ``.item()`` calls, RNN time
 steps, micro-batches) that also repeat. All are (start, end) ns arrays in time
-order, empty when the trace has none.
+order, empty when the trace has none. Loops that record none of them (JAX, TF
+functions) are marked by the loop body's Python calls and the compiled step's
+dispatches instead (:mod:`.dispatch`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...trace import Kind, LaneKind, Trace
 from ..roles import step_driver_counts
+from .dispatch import loop_calls, step_dispatches
 from .stream import OPTIMIZER_NAME, HostOps
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+_NONE = np.zeros(0, np.int64)
 
 
 @dataclass
@@ -29,6 +32,7 @@ class Landmarks:
     main_lane: int  # host thread that runs the loop (-1: unknown)
     forward_ops: np.ndarray  # sorted starts of host ops recorded for autograd (fwd->bwd links)
     fetch_kind: str = "input fetch"  # or "step dispatch" (a jitted step with no fetch traced)
+    loop: tuple[np.ndarray, np.ndarray] = (_NONE, _NONE)  # the loop body's Python calls
 
     @property
     def has_backward(self) -> bool:
@@ -44,34 +48,11 @@ class Landmarks:
             opt = ops.optimizer_ranges(mine)
         bwd, fwd = backward_passes(trace, main, mine), _forward_starts(trace)
         fetch, kind = ops.loader_starts(mine), "input fetch"
+        loop = (_NONE, _NONE)
         if not len(fetch) and not len(opt[0]):
             fetch, kind = step_dispatches(trace, main), "step dispatch"
-        return cls(_one_per_pass(opt, bwd[0], fwd), fetch, bwd, main, fwd, kind)
-
-
-#: Calls that run one compiled TF/JAX step: a jitted function, a tf.function.
-_DISPATCH = re.compile(r"^(PjitFunction\(|EagerLocalExecute: __inference_|__inference_)")
-
-
-def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
-    """Starts of the main thread's calls of its heaviest jitted function / tf.function (the
-    one with the most time among those called at least twice), outermost only."""
-    if lane < 0:
-        return np.zeros(0, np.int64)
-    s = trace.slices
-    ids = trace.name_ids(_DISPATCH.match)
-    idx = trace.lane_slices(lane)
-    idx = idx[np.isin(s.name[idx], ids)]
-    if not len(idx):
-        return np.zeros(0, np.int64)
-    tot = np.bincount(s.name[idx], weights=s.dur[idx].astype(float))
-    cnt = np.bincount(s.name[idx])
-    tot[cnt < 2] = 0
-    if tot.max() <= 0:
-        return np.zeros(0, np.int64)
-    mine = np.sort(idx[s.name[idx] == int(np.argmax(tot))])
-    outer = s.start[mine] >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(s.end[mine])[:-1]]
-    return np.sort(s.start[mine[outer]])
+            loop = loop_calls(trace, main, fetch)
+        return cls(_one_per_pass(opt, bwd[0], fwd), fetch, bwd, main, fwd, kind, loop)
 
 
 def _rank_lanes(trace: Trace, main: int) -> np.ndarray | None:

@@ -233,7 +233,8 @@ def _primitive(scored: list[Period], recheck=None) -> Period:
             if p.length >= top.length:
                 break
             cov = p.coverage
-            if recheck is not None and cov < top.coverage - PRIMITIVE_SLACK:
+            if (recheck is not None and cov < top.coverage - PRIMITIVE_SLACK
+                    and not _tiled(p, scored)):
                 # edits can break the nearest repeats but not ones two periods away:
                 # count those too, as long as the shift itself explains most of it
                 wide = recheck(p.length, None, 2)
@@ -244,6 +245,21 @@ def _primitive(scored: list[Period], recheck=None) -> Period:
     best.candidates = [(p.length, round(p.coverage, 4))
                        for p in sorted(scored, key=lambda p: -p.coverage)]
     return best
+
+
+def _tiled(p: Period, scored: list[Period]) -> bool:
+    """Whether a shorter candidate that explains at least as much has a multiple within
+    ``p``'s tolerance: then ``p`` recurs only because that shorter unit repeats many
+    times in a row (an inner loop of short reads tiles any shift near ``p``), and the
+    hits two of ``p`` away are another unit's (the step's, when ``2p`` is about it)."""
+    tol = period_tolerance(p.length)
+    for q in scored:
+        if q.length >= p.length or q.coverage < p.coverage:
+            continue
+        m = max(1, int(round(p.length / q.length)))
+        if abs(m * q.length - p.length) <= tol:
+            return True
+    return False
 
 
 class RareEvents:

@@ -8,7 +8,8 @@ forward op when the loop fetches through a data loader, else the ops that
 usually precede the first forward op (read from the steps themselves). Work
 between an update and the next head (evaluation, checkpointing, logging) stays
 in the step it follows. Inference loops (no update, no backward) are cut at each
-input fetch.
+input fetch; loops that record neither (JAX, TF functions) at each call of the loop
+body's Python function, else at each dispatch of the compiled step.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .landmarks import Landmarks
 from .stream import is_step_name
 
 MIN_STEPS = 2
+LOOP_BODY = "loop-body call"
 FETCH_SHARE = 0.8  # steps whose head is an input fetch, for the fetch to be the head
 MIN_USUAL_CONTENT = 0.5  # a step running less of the usual ops than this looks unlike the rest
 
@@ -69,6 +71,8 @@ def landmark_iterations(trace: Trace, lm: Landmarks) -> Iterations | None:
     oa, ob = lm.optimizer
     if len(oa) >= MIN_STEPS:
         return _training_steps(trace, lm, ops)
+    if not lm.has_backward and len(lm.loop[0]) >= MIN_STEPS:
+        return _loop_steps(lm, ops)
     if not lm.has_backward and len(lm.fetch) >= MIN_STEPS:
         return _fetch_steps(lm, ops)
     return None
@@ -224,6 +228,22 @@ def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
                       "; ".join(notes))
 
 
+def _loop_steps(lm: Landmarks, ops: MainOps) -> Iterations:
+    """One iteration per call of the loop body: from its start to the next call's."""
+    starts, ends = lm.loop
+    ends = np.r_[starts[1:], ends[-1]]
+    what = LOOP_BODY
+    pattern = {"symbols": None, "occurrences": len(starts), "evidence": "landmarks",
+               "coverage": 1.0, "duration_cv": round(_cv(ends - starts), 4),
+               "landmark": what, "cut": f"at each {what}"}
+    notes = [f"one iteration per {what} ({len(starts)} calls of the Python function that "
+             "runs the loop's body)"]
+    conf = _consistency(ops, starts, ends, np.ones(len(starts), bool), 0.8, pattern, notes)
+    return Iterations("pattern", f"Python frames of the loop's thread ({what}s)",
+                      starts.astype(np.int64), ends.astype(np.int64), conf, pattern, None,
+                      "; ".join(notes))
+
+
 def _tail_end(ops: MainOps, last_update: int) -> int:
     """End of the last step: the last op of the loop's thread from its last update on."""
     j = int(np.searchsorted(ops.start, last_update, side="left"))
@@ -242,3 +262,26 @@ def holds_one_each(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> f
     lo = np.searchsorted(marks, starts, "left")
     hi = np.searchsorted(marks, ends, "left")
     return float(((hi - lo) == 1).mean())
+
+
+def holds_same_each(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> int:
+    """How many of the sorted ``marks`` every window holds, when it is the same number
+    for all (0 otherwise, or without windows)."""
+    if len(starts) == 0:
+        return 0
+    n = np.searchsorted(marks, ends, "left") - np.searchsorted(marks, starts, "left")
+    return int(n[0]) if bool((n == n[0]).all()) else 0
+
+
+#: Marks whose 90th-percentile interval is under this many times their 10th are evenly spaced.
+EVEN_SPREAD = 2.0
+
+
+def evenly_spaced(marks: np.ndarray) -> bool:
+    """Whether the sorted ``marks`` follow each other at about equal intervals (as steps
+    do; the several dispatches of one primitive in a step run op by op do not)."""
+    gaps = np.diff(marks).astype(float)
+    if len(gaps) < 2:
+        return True
+    lo, hi = np.quantile(gaps, [0.1, 0.9])
+    return bool(hi < EVEN_SPREAD * max(lo, 1.0))

@@ -1,0 +1,169 @@
+"""Iterations of corpus captures that mark no step (JAX and TensorFlow), against the steps
+each capture holds (``capture_steps`` in its ``truth.json``).
+
+JAX runs captured with ``jax.profiler.trace`` record no optimizer step and no input
+fetch: each step is a call of the loop body's Python function (when the Python tracer is
+on) and one dispatch of the jitted step, whose compiled module does the step's work. Short
+units that repeat inside a step (an indexing op per read-back element, a transfer per
+batch, each primitive of a step run op by op) must not become iterations.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+from tracedata import CORPUS
+from tracedata import corpus_capture as capture
+
+from sofa_gui.core.analysis.iterations import (
+    detect_iterations,
+    landmarks,
+    pattern_iterations,
+    structure_iterations,
+)
+from sofa_gui.core.analysis.iterations.dispatch import loop_calls, step_dispatches
+from sofa_gui.core.analysis.iterations.landmarks import Landmarks
+from sofa_gui.core.analysis.iterations.steps import evenly_spaced
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.analysis.run_facts import run_facts
+from sofa_gui.core.importers import load_trace
+
+#: Cases whose steps the trace cannot tell apart: one step calls Keras ``predict`` once
+#: per sample, four times, and nothing recorded groups the four calls into a step.
+UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Keras "
+                                      "predict with its own input fetch"}
+
+
+def _cases(framework: str) -> list[str]:
+    out = []
+    for tj in sorted(CORPUS.glob("*/truth.json")):
+        truth = json.loads(tj.read_text())
+        if truth["framework"] == framework and truth.get("capture_steps"):
+            out.append(truth["case"])
+    return out
+
+
+JAX = _cases("jax")
+TF = _cases("tensorflow")
+PYTHON_FRAMES = [c for c in JAX if c != "jax_compile_startup"]  # its tracer is off
+
+
+def _steps(case: str) -> int:
+    return json.loads((CORPUS / case / "truth.json").read_text())["capture_steps"]
+
+
+@functools.cache
+def _trace(case: str, k: int):
+    return load_trace(capture(case, k))
+
+
+def _param(case: str, k: int):
+    why = UNGROUPED.get(case)
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(case, k, marks=marks, id=f"{case}-{k + 1}")
+
+
+@pytest.mark.parametrize("case, k", [_param(c, k) for c in JAX + TF for k in (0, 1)])
+def test_every_capture_splits_into_the_steps_it_holds(case, k):
+    it = detect_iterations(_trace(case, k))
+    assert len(it) == _steps(case), it.reason
+
+
+@pytest.mark.parametrize("case", PYTHON_FRAMES)
+def test_each_step_is_one_call_of_the_loop_body(case):
+    t = _trace(case, 0)
+    it = pattern_iterations(t)
+    assert it.pattern["landmark"] == "loop-body call" and len(it) == _steps(case)
+    starts, ends = Landmarks.of(t).loop
+    assert np.array_equal(it.starts, starts) and it.ends[-1] == ends[-1]
+
+
+@pytest.mark.parametrize("case", JAX)
+@pytest.mark.parametrize("k", [0, 1])
+def test_without_python_frames_the_step_dispatch_marks_the_steps(case, k, monkeypatch):
+    empty = np.zeros(0, np.int64)
+    monkeypatch.setattr(landmarks, "loop_calls", lambda *a: (empty, empty))
+    it = pattern_iterations(_trace(case, k))
+    assert len(it) == _steps(case), it.reason
+    assert "step dispatch" in (it.pattern.get("landmark"), it.pattern.get("landmarks"))
+
+
+@pytest.mark.parametrize("case, k, name, per_step", [
+    ("jax_train_jit", 0, "PjitFunction(train_step)", 1),  # not the 2 transfers per batch
+    ("jax_train_jit", 1, "PjitFunction(train_step)", 1),
+    ("jax_infer_readback", 0, "PjitFunction(forward)", 1),  # not the 64 indexing ops
+    ("jax_infer_readback", 1, "PjitFunction(forward)", 1),
+    ("jax_train_loss_readback", 0, "PjitFunction(sgd_update)", 1),
+    ("jax_train_unjitted", 0, "PjitFunction(dot_general)", 3),  # op by op: no step module
+])
+def test_the_step_dispatch_is_the_function_whose_module_does_the_work(case, k, name,
+                                                                      per_step):
+    t = _trace(case, k)
+    d = step_dispatches(t, Landmarks.of(t).main_lane)
+    s = t.slices
+    names = {t.names[s.name[i]] for i in np.flatnonzero(np.isin(s.start, d))
+             if t.names[s.name[i]].startswith("PjitFunction(")}
+    assert names == {name} and len(d) == per_step * _steps(case)
+
+
+def test_a_loop_body_must_hold_the_step_dispatches():
+    t = _trace("jax_train_jit", 0)
+    lm = Landmarks.of(t)
+    starts, ends = loop_calls(t, lm.main_lane, lm.fetch)
+    assert len(starts) == 12 and np.all(starts < ends)
+    outside = np.r_[lm.fetch, ends[-1] + 1]  # a dispatch after the last call
+    assert len(loop_calls(t, lm.main_lane, outside)[0]) == 0
+
+
+def test_op_by_op_steps_keep_the_pattern_that_holds_the_same_dispatches_each(monkeypatch):
+    empty = np.zeros(0, np.int64)
+    monkeypatch.setattr(landmarks, "loop_calls", lambda *a: (empty, empty))
+    it = pattern_iterations(_trace("jax_train_unjitted", 0))
+    assert it.pattern["evidence"] == "context" and it.pattern["landmarks"] == "step dispatch"
+    assert len(it) == 3
+
+
+@pytest.mark.parametrize("case, even", [("jax_train_jit", True), ("jax_infer_readback", True),
+                                        ("jax_train_unjitted", False)])
+def test_step_dispatches_are_evenly_spaced_a_primitive_run_op_by_op_is_not(case, even):
+    # a pattern holding two evenly spaced step dispatches each has glued two steps
+    for k in (0, 1):
+        t = _trace(case, k)
+        assert evenly_spaced(step_dispatches(t, Landmarks.of(t).main_lane)) == even
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_the_read_loop_inside_a_step_is_not_the_period(k):
+    it = structure_iterations(_trace("jax_train_loss_readback", k))
+    assert it.pattern["symbols"] >= 240  # the whole step: not half of it, not one read
+
+
+@pytest.mark.parametrize("case", ["pt_train_input_nw0", "pt_train_grad_accum",
+                                  "pt_infer_dataloader_nw0"])
+def test_the_repeat_structure_alone_finds_whole_steps_around_inner_loops(case):
+    # per-sample ops or micro-batches repeat inside each step: half a step recurs near
+    # half a step away only because they do; the period is the step (markers ignored)
+    it = structure_iterations(_trace(case, 0))
+    assert it.method == "pattern" and it.pattern["evidence"] == "context"
+    assert abs(len(it) - _steps(case)) <= 1, it.pattern
+
+
+@pytest.mark.parametrize("case", ["jax_train_loss_readback", "jax_infer_readback"])
+def test_no_periodic_extra_on_steps_that_read_back_per_sample(case):
+    for k in (0, 1):
+        a = analyze(_trace(case, k))
+        assert a.iterations.periodic_extras == []
+        assert not [f for f in a.findings if f.id == "periodic_extra" and f.confidence >= 0.5]
+
+
+def test_a_jitted_step_named_for_its_optimizer_update_proves_training():
+    mode = run_facts(_trace("jax_train_loss_readback", 0)).get("mode")
+    assert mode.value == "training" and "sgd_update" in mode.proof
+
+
+@pytest.mark.parametrize("case", ["jax_infer_jit", "jax_infer_readback"])
+def test_jitted_inference_is_not_taken_for_training(case):
+    assert run_facts(_trace(case, 0)).value("mode") != "training"
