@@ -14,7 +14,15 @@ from .causes import causes_by_name
 from .context import Ctx, make_finding
 from .read_rules import in_read_loops
 from .registry import Rule, rule
-from .work import extra_calls_share, grown_work, one_off_calls, outermost, starts_inside
+from .work import (
+    TINY_NS,
+    extra_calls_share,
+    grown_work,
+    name_medians,
+    one_off_calls,
+    outermost,
+    starts_inside,
+)
 
 #: Warm-up whose extra host time is under this fraction extra calls is a slow start.
 SLOW_START_OWN_WORK = 1 / 3
@@ -157,8 +165,6 @@ def periodic_extra(ctx: Ctx, spec: Rule) -> Finding | None:
 
 
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
-#: An op this short is dominated by its fixed dispatch cost.
-TINY_NS = 50_000
 #: Fewer tiny ops per iteration than this is not a loop of tiny ops.
 MIN_TINY_PER_STEP = 200
 
@@ -167,17 +173,6 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(lane)
     return outermost(s.start, s.start + s.dur, mine[s.kind[mine] == int(Kind.CPU_OP)])
-
-
-def _name_medians(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per op, the median duration of the ops of its name."""
-    _, inv = np.unique(names, return_inverse=True)
-    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every median
-    d = np.asarray(dur, np.float64)[order]
-    n = np.bincount(inv)
-    first = np.cumsum(n) - n
-    med = (d[first + (n - 1) // 2] + d[first + n // 2]) / 2
-    return med[inv]
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
@@ -201,7 +196,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # a tiny op is one whose *name's* median is <= TINY_NS (one preempted instance of a
     # 3 µs op is still a tiny op, and its time counts: a loaded machine deschedules the
     # thread in proportion to its work, so the loop's share of it is the loop's)
-    typical = _name_medians(s.name[ops], s.dur[ops])
+    typical = name_medians(s.name[ops], s.dur[ops])
     tiny = typical <= TINY_NS
     n_steps = max(ctx.ph.n_steady, 1)
     per_step = int(tiny.sum()) / n_steps

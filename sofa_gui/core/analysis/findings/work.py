@@ -31,6 +31,23 @@ def outermost(starts: np.ndarray, ends: np.ndarray, idx: np.ndarray,
     return idx[np.concatenate([[True], later])]
 
 
+#: An op this short is dominated by its fixed dispatch cost.
+TINY_NS = 50_000
+
+
+def name_medians(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per slice, the median duration of the slices of its name."""
+    if not len(names):
+        return np.zeros(0)
+    _, inv = np.unique(names, return_inverse=True)
+    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every median
+    d = np.asarray(dur, np.float64)[order]
+    n = np.bincount(inv)
+    first = np.cumsum(n) - n
+    med = (d[first + (n - 1) // 2] + d[first + n // 2]) / 2
+    return med[inv]
+
+
 #: Events that are one-off by nature (compile, context/allocator setup, autotuning).
 ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
                      r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"
