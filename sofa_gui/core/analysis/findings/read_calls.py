@@ -15,11 +15,11 @@ loop of them (:mod:`.read_rules` finds the loops).
 * **Work** between two reads ends a loop of them: the model's math (a matmul or a
   convolution between two reads means the loop runs the model and reads once per pass: a
   decode loop, per-call work, not a read loop), and, when it does not recur between most
-  pairs of reads, a call of real size (its name's median over :data:`TINY_NS`) or of the
-  step's structure (a region marker, the backward pass, the optimizer, the input
-  pipeline, a collective).  Tiny calls that do not recur (the statistics ``str(tensor)``
-  computes before printing a tensor's values, the slicing that picks the next tensor to
-  read) are the reading's own work.
+  pairs of reads, a call of real size (the median of its name's own time, outside the
+  calls nested in it, over :data:`TINY_NS`) or of the step's structure (a region marker,
+  the backward pass, the optimizer, the input pipeline, a collective).  Tiny calls that
+  do not recur (the statistics ``str(tensor)`` computes before printing a tensor's values,
+  the slicing that picks the next tensor to read) are the reading's own work.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 
 from ...trace import Kind
 from .. import roles as R
+from .causes import self_times
 from .context import Ctx
 from .work import TINY_NS, name_medians, outermost, starts_inside
 
@@ -94,7 +95,7 @@ def work_between(ctx: Ctx, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = ctx.trace.slices
     trace = ctx.trace
     math = np.isin(s.name[mine], trace.name_ids(lambda n: bool(MODEL_MATH.match(n))))
-    sized = name_medians(s.name[mine], s.dur[mine]) > TINY_NS
+    sized = name_medians(s.name[mine], self_times(ctx, mine)) > TINY_NS
     structure = (np.isin(R.host_roles(trace, mine), _STRUCTURE)
                  | (s.kind[mine] == int(Kind.ANNOTATION)))
     return math, math | sized | structure
