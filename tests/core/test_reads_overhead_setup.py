@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from tracedata import DATA, corpus_capture
 
 from sofa_gui.core.analysis.findings import make_context, small_batch
 from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
@@ -24,20 +24,13 @@ from sofa_gui.core.analysis.findings.registry import RULES
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+CORPUS = DATA / "corpus"
 CONFIDENT = 0.5
-
-
-def capture(case: str, k: int = 0) -> Path:
-    truth = CORPUS / case / "truth.json"
-    if not truth.exists():
-        pytest.skip(f"corpus case {case} not in tests/data/corpus")
-    return CORPUS / case / json.loads(truth.read_text())["captures"][k]
 
 
 @functools.cache
 def analyzed(case: str, k: int = 0):
-    t = load_trace(capture(case, k), use_cache=False)
+    t = load_trace(corpus_capture(case, k), use_cache=False)
     return t, analyze(t)
 
 
@@ -81,9 +74,14 @@ def test_tensors_formatted_into_a_report_are_a_read_loop_with_their_statistics(k
     assert len(stats) and in_read_loops(ctx, s.start[stats]).all()
 
 
-def test_a_model_pass_between_two_reads_ends_the_loop():
+@pytest.mark.parametrize("model, read", [
+    (("aten::linear", "aten::addmm"), "aten::item"),
+    (("TFE_Py_ExecuteCancelable", "EagerLocalExecute: __inference_decode_step_12"),
+     "EagerLocalExecute: StridedSlice")])
+def test_a_model_pass_between_two_reads_ends_the_loop(model, read):
     """A decode loop reading one token per pass: the same calls recur between every two
-    reads, but a matmul among them makes each read one per pass of the model."""
+    reads, but a matmul (or a compiled function's call) among them makes each read one per
+    pass of the model."""
     from test_findings import Synth
 
     def decode(with_model: bool):
@@ -94,10 +92,10 @@ def test_a_model_pass_between_two_reads_ends_the_loop():
             for k in range(24):
                 t = t0 + 10 + 80 * k
                 if with_model:
-                    s.host(t, 40, "aten::linear")
-                    s.host(t + 2, 35, "aten::addmm")
+                    s.host(t, 40, model[0])
+                    s.host(t + 2, 35, model[1])
                 s.host(t + 45, 5, "aten::select")
-                s.host(t + 55, 3, "aten::item")
+                s.host(t + 55, 3, read)
         return {f.id for f in s.analyze()[2]}
 
     assert "host_reads_in_loop" in decode(with_model=False)
@@ -179,8 +177,8 @@ def test_a_pipeline_built_once_is_no_set_up_overhead():
 @pytest.mark.parametrize("case", ["pt_train_log_tensors", "tf_tape_per_sample_readback",
                                   "pt_infer_greedy_decode", "tf_predict_per_sample"])
 def test_held_out_reads_decoding_and_per_call_set_up_get_their_bound(case):
-    truth = json.loads((CORPUS / case / "truth.json").read_text()) \
-        if (CORPUS / case).exists() else None
+    corpus_capture(case)  # skips when the corpus lacks the case
+    truth = json.loads((CORPUS / case / "truth.json").read_text())
     for k in (0, 1):
         _, a = analyzed(case, k)
         assert a.verdict.bound == truth["bound"]

@@ -52,13 +52,15 @@ PY_READ = re.compile(
     r"_tensor_str\.py\(\d+\): _str)$")
 #: TensorFlow eager element picks (one element per call, from Python).
 TF_PICK = re.compile(r"^EagerLocalExecute: (StridedSlice|Slice|GatherV2)$")
-#: The model's math: a read loop never has it between two reads.
+#: The model's math: a read loop never has it between two reads.  A ``tf.function``
+#: called from Python (``__inference_*``) runs its ops on the runtime's threads: the call
+#: is the model's work as the main thread sees it.
 MODEL_MATH = re.compile(
     r"^aten::(linear|matmul|mm|addmm|bmm|baddbmm|addbmm|einsum|_convolution|convolution\w*|"
     r"mkldnn_convolution|_slow_conv\w*|conv\w*|lstm\w*|gru\w*|rnn_\w*|"
     r"_scaled_dot_product\w*)$"
     r"|^(EagerLocalExecute: )?(MatMul|BatchMatMul\w*|Conv\dD\w*|Einsum|_Mkl\w*(MatMul|Conv)\w*|"
-    r"_Fused(MatMul|Conv\w*))$")
+    r"_Fused(MatMul|Conv\w*)|__inference_\w+)$")
 #: Host roles that mark the step's structure, whatever their size.
 _STRUCTURE = (R.OPTIMIZER, R.BACKWARD, R.DATA_LOADING, R.COMMUNICATION)
 #: The optimizer's own step: reads inside it are its own, not a loop's.
