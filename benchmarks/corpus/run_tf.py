@@ -290,6 +290,61 @@ def tf_tape_per_sample_readback(variant):
     return run
 
 
+# -- tuned cases: per-row reads of an inference result, fit called once per batch -----------
+def small_mlp(outputs: int = 10):
+    L = tf.keras.layers
+    return tf.keras.Sequential([tf.keras.Input((32,)), L.Dense(64, activation="relu"),
+                                L.Dense(outputs)])
+
+
+@case("tf_infer_labels_readback", "tensorflow", "inference", 3, facts("inference"),
+      warmup=3, fix="one .numpy() of the predicted classes and of the scores",
+      tags=["readback"])
+def tf_infer_labels_readback(variant):
+    """A Keras MLP scoring batches of 16 rows in a ``tf.function``, then labelling each
+    row in Python by iterating the predicted classes and scores (``int(c)``,
+    ``float(p)``: every row picked from the tensor and read on its own)."""
+    tf.keras.utils.set_random_seed(0)
+    net = small_mlp()
+    fwd = tf.function(lambda x: tf.nn.softmax(net(x, training=False)))
+    x = tf.random.normal((16, 32))
+
+    def run(i):
+        probs = fwd(x)
+        with CLOCK("sync"):
+            cls, conf = tf.argmax(probs, 1), tf.reduce_max(probs, 1)
+            if variant == "fix":
+                return list(zip(cls.numpy().tolist(), conf.numpy().tolist()))
+            return [(int(c), float(p)) for c, p in zip(cls, conf)]
+    return run
+
+
+@case("tf_fit_per_batch", "tensorflow", "training", 2, facts("training", keras_fit=True),
+      warmup=3, fix="one fit call on the step's 3 batches (batch_size=8)",
+      share_from_fix="host_overhead", tags=["keras_fit", "online"])
+def tf_fit_per_batch(variant):
+    """Online training of a small Keras MLP: each step receives 3 batches of 8 rows and
+    calls ``model.fit`` once per batch (one epoch, one gradient step each): every call
+    builds its data adapter, a tf.data pipeline, an iterator and its callbacks around a
+    step of a few hundred microseconds; one ``fit`` on the 3 batches is the fix."""
+    tf.keras.utils.set_random_seed(0)
+    net = keras_model(small_mlp())
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((96, 32)).astype("float32")
+    y = rng.integers(0, 10, 96).astype("int32")
+
+    def run(i):
+        lo = (24 * i) % 96
+        if variant == "fix":
+            net.fit(x[lo:lo + 24], y[lo:lo + 24], batch_size=8, epochs=1, verbose=0,
+                    shuffle=False)
+            return
+        for k in range(3):
+            a = lo + 8 * k
+            net.fit(x[a:a + 8], y[a:a + 8], batch_size=8, epochs=1, verbose=0)
+    return run
+
+
 HANN = np.hanning(128).astype("float32")
 
 

@@ -13,7 +13,9 @@ Categories, with their overlap priority (first wins where slices nest):
    (``gloo:all_reduce`` on gloo's thread: the main thread waits for it);
 4. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
    memory the host stages the data itself before the device copy can start;
-5. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches);
+5. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches), and the
+   framework's set-up calls (a tf.data pipeline and iterator built, a tf.function traced:
+   :data:`.roles.SETUP`);
 6. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
 7. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
    thread is idle while an autograd thread of the same process runs backward

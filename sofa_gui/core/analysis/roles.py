@@ -27,6 +27,14 @@ _DATA_LOADING = re.compile(
     r"DataLoader|_DataLoaderIter|IteratorGetNext|Iterator::|tf\.data|tf_data|"
     r"data_?load|load_?batch|next_?batch|get_?batch|prefetch_?batch|"
     r"^\$builtins next$|^<built-in function next>$", re.I)
+#: Framework set-up a call pays before it runs any step: building a tf.data pipeline's
+#: datasets and an iterator over them (``MakeIterator`` and its nested initialisers),
+#: tracing a ``tf.function`` into a graph.  Not input work (no element is made) and not
+#: compute: one-off in a loop that builds them once, per-call overhead where every step
+#: builds them again (Keras ``predict`` / ``fit`` called once per sample).
+SETUP = re.compile(
+    r"^MakeIterator\b|^EagerLocalExecute: (\w*Dataset(V\d+)?|AnonymousIterator\w*|"
+    r"MakeIterator)$|^tf\.function-graph_building$")
 _OPTIMIZER = re.compile(
     r"^Optimizer\.|optimizer|zero_grad|ResourceApply|ApplyGradient|ApplyAdam|"
     r"ResourceSparseApply|## ?optim", re.I)
@@ -82,7 +90,9 @@ def _name_roles(names: list[str]) -> np.ndarray:
     for i, n in enumerate(names):
         if STEP_NAME.match(n):
             continue
-        if _DATA_LOADING.search(n):
+        if SETUP.search(n):
+            out[i] = RUNTIME
+        elif _DATA_LOADING.search(n):
             out[i] = DATA_LOADING
         elif _COLLECTIVE.search(n):
             out[i] = COMMUNICATION

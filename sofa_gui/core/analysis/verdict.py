@@ -218,6 +218,7 @@ FINDING_BOUND = {
     "input_pipeline_bound": "input", "compute_bound": "compute", "cpu_bound": "compute",
     "communication_bound": "communication", "op_overhead_bound": "host_overhead",
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
+    "setup_overhead_bound": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
     "host_reads_in_loop": "sync", "startup_cost": "startup",
     "host_device_copy_bound": "memory_copies", "memory_copy_bound": "memory_copies"}

@@ -128,6 +128,17 @@ FIXES: dict[str, list[Fix]] = {
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),
     ],
+    "setup_overhead_bound": [
+        Fix(_TF, "Call model.predict / evaluate / fit once on many samples (stack the "
+                 "requests into one array, or one tf.data pipeline made once and iterated), "
+                 "or call the model directly for a few (model(x, training=False) inside a "
+                 "tf.function made once): each high-level call builds its own input pipeline "
+                 "and iterator and looks up its step function."),
+        Fix(_ANY, "Batch the requests: stack many inputs into one call, so the per-call "
+                  "set-up is paid once per batch.", modes=("inference",)),
+        Fix(_TF, "Keep tf.function input signatures stable (input_signature=..., "
+                 "reduce_retracing=True) so a step is traced once, not on every call."),
+    ],
     "memory_copy_bound": [
         Fix(_PT, "Stop re-laying out tensors every step: make the data once in the layout the "
                  "model reads (x.to(memory_format=torch.channels_last) once, or permute the "

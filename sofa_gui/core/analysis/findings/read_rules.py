@@ -2,20 +2,21 @@
 time, each read a call of its own (``.item()``, ``float(x[k])``, ``x[k].tolist()``,
 ``np.asarray`` of one element of a JAX array).
 
-What the trace proves is the read calls themselves and what repeats between them:
+What the trace proves is the read calls themselves and what lies between them:
 
-* a **read** is a main-thread call that hands a tensor's values to Python: PyTorch's
-  ``aten::item`` / ``aten::_local_scalar_dense`` (``.item()``, ``float(t)``),
-  ``aten::tolist`` and the ``aten::resolve_neg`` that ``.tolist()`` / ``.numpy()`` record
-  outside any other op; JAX's and TensorFlow's Python conversions (``__float__``,
-  ``__int__``, ``__array__``, ``item``, ``tolist``, ``numpy``, ``device_get``) in their
-  array / tensor / ops modules, where the Python tracer records them. Reads inside the
-  optimizer's step or the input pipeline are theirs, not the loop's;
+* a **read** is a main-thread call that hands a tensor's values to Python
+  (:mod:`.read_calls`: ``.item()``, ``bool(t)``, ``.tolist()``, ``.numpy()``, the
+  formatting of ``str(tensor)``, the Python tracers' conversions; TensorFlow's eager element
+  picks stand for its unrecorded ``.numpy()``). Reads inside the optimizer's step or the
+  input pipeline are theirs, not the loop's;
 * a **read loop** is a run of consecutive reads with only the loop's own body between
   them: the calls that recur between most pairs of reads (the indexing that picks the
-  element, the Python around it). A call foreign to that body (the forward pass, the
-  optimizer) ends the loop; a pause with nothing recorded does not (a descheduled thread
-  loses time in proportion to the work it does, here the loop's).
+  element, the Python around it) and tiny calls that prepare the reads (what
+  ``str(tensor)`` computes before it prints the values). Work between two reads ends the
+  loop (:func:`.read_calls.work_between`: the model's math, or a call of real size or of
+  the step's structure that does not recur: the forward pass, the optimizer); a pause
+  with nothing recorded does not (a descheduled thread loses time in proportion to the
+  work it does, here the loop's).
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
@@ -42,18 +43,10 @@ from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import MAX_EVIDENCE, Ctx, make_finding
 from .host_estimate import PYTHON_LOOP_UNPROFILED, READ_LOOP_UNPROFILED, HostFix, rest_math
+from .read_calls import read_calls, work_between
 from .registry import Rule, rule
-from .work import elements, input_dims, optimizer_steps, outermost, starts_inside
+from .work import elements, input_dims
 
-#: PyTorch ops that hand values to Python (``resolve_neg`` outside any op: ``.tolist()``
-#: and ``.numpy()`` record it and nothing else).
-TORCH_READ = re.compile(r"^aten::(item|_local_scalar_dense|tolist|resolve_neg)$")
-#: Python-level conversions of a JAX / TensorFlow / PyTorch array to host values, as the
-#: Python tracer names their frames (``$array.py:298 __float__``): the method names, in the
-#: frameworks' array / tensor / ops modules (``device_get`` in JAX's ``api.py``).
-PY_READ = re.compile(r"^\$(\S*/)?(array|array_methods|ops|tensor|_tensor|api)\.py:\d+ "
-                     r"(__float__|__int__|__bool__|__index__|__complex__|__array__|item|tolist|"
-                     r"numpy|_numpy|device_get)$")
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -69,14 +62,16 @@ BULK_NS_PER_VALUE = 36
 @dataclass
 class ReadLoops:
     """The read loops of the main thread: ``reads`` (the read calls in loops, by start),
-    ``loop`` (the loop of each read), ``starts``/``ends`` (each loop's span) and ``count``
-    (reads per loop)."""
+    ``loop`` (the loop of each read), ``starts``/``ends`` (each loop's span), ``count``
+    (reads per loop) and ``picked`` (per read: a TensorFlow element pick standing for a
+    read the trace does not record)."""
 
     reads: np.ndarray
     loop: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
     count: np.ndarray
+    picked: np.ndarray
 
 
 def read_loops(ctx: Ctx) -> ReadLoops:
@@ -97,56 +92,35 @@ def in_read_loops(ctx: Ctx, t_ns: np.ndarray) -> np.ndarray:
 
 
 def _find_loops(ctx: Ctx) -> ReadLoops:
-    none = ReadLoops(*(np.zeros(0, np.int64) for _ in range(5)))
+    none = ReadLoops(*(np.zeros(0, np.int64) for _ in range(5)), np.zeros(0, bool))
     host = ctx.bd.host
     if host is None:
         return none
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(host.lane)
     mine = mine[np.argsort(s.start[mine], kind="stable")]
-    reads = _reads(ctx, host, mine)
+    reads, picked = read_calls(ctx, host, mine)
     if len(reads) < MIN_READS:
         return none
     foreign = _foreign_between(ctx, mine, reads)
     run = np.concatenate([[0], np.cumsum(foreign)])  # loop id per read
     size = np.bincount(run)
     keep = size[run] >= MIN_READS
-    reads, run = reads[keep], run[keep]
+    reads, run, picked = reads[keep], run[keep], picked[keep]
     if not len(reads):
         return none
     ids, first, loop = np.unique(run, return_index=True, return_inverse=True)
     last = np.append(first[1:], len(run)) - 1
     return ReadLoops(reads, loop.astype(np.int64), s.start[reads[first]].astype(np.int64),
-                     s.end[reads[last]].astype(np.int64), (last - first + 1).astype(np.int64))
-
-
-def _reads(ctx: Ctx, host, mine: np.ndarray) -> np.ndarray:
-    """The main thread's read calls, outermost among reads, by start; those inside the
-    optimizer's step or the input pipeline left out."""
-    s = ctx.trace.slices
-    torch_ids = ctx.trace.name_ids(lambda n: bool(TORCH_READ.match(n)))
-    py_ids = ctx.trace.name_ids(lambda n: bool(PY_READ.match(n)))
-    ops = mine[s.kind[mine] == int(Kind.CPU_OP)]
-    top = outermost(s.start, s.end, ops)  # resolve_neg counts only outside every op
-    cand = np.concatenate([top[np.isin(s.name[top], torch_ids)],
-                           ops[np.isin(s.name[ops], torch_ids[~_is_neg(ctx, torch_ids)])],
-                           mine[(s.kind[mine] == int(Kind.PYTHON))
-                                & np.isin(s.name[mine], py_ids)]])
-    reads = outermost(s.start, s.end, np.unique(cand))
-    # the optimizer's own step and the input pipeline: reads inside them are theirs
-    skip = np.concatenate([optimizer_steps(ctx, host.lane),
-                           host.role_slices.get("data_loading", mine[:0])])
-    return reads[~starts_inside(ctx, skip, reads)]
-
-
-def _is_neg(ctx: Ctx, ids: np.ndarray) -> np.ndarray:
-    return np.array([ctx.trace.names[int(i)] == "aten::resolve_neg" for i in ids], bool)
+                     s.end[reads[last]].astype(np.int64), (last - first + 1).astype(np.int64),
+                     picked)
 
 
 def _foreign_between(ctx: Ctx, mine: np.ndarray, reads: np.ndarray) -> np.ndarray:
-    """Per pair of consecutive reads: a call foreign to the loop's body lies between them
-    (a name that recurs between fewer than :data:`BODY_SHARE` of the pairs).  Frames that
-    open between two reads and hold later ones (an inner loop's frame) are the loop's."""
+    """Per pair of consecutive reads: work foreign to the loop lies between them: the
+    model's math, or work (:func:`.read_calls.work_between`) whose name recurs between
+    fewer than :data:`BODY_SHARE` of the pairs.  Frames that open between two reads and
+    hold later ones (an inner loop's frame) are the loop's."""
     s = ctx.trace.slices
     n_gaps = len(reads) - 1
     lo, hi = s.end[reads[:-1]], s.start[reads[1:]]
@@ -154,15 +128,20 @@ def _foreign_between(ctx: Ctx, mine: np.ndarray, reads: np.ndarray) -> np.ndarra
     gap = np.searchsorted(lo, starts, side="right") - 1  # the pair a slice may lie between
     ok = (gap >= 0) & (gap < n_gaps)
     ok[ok] &= s.end[mine[ok]] <= hi[gap[ok]]  # frames that hold later reads are the loop
+    math, work = work_between(ctx, mine)
     gap, names = gap[ok], s.name[mine[ok]].astype(np.int64)
+    math, work = math[ok], work[ok]
     foreign = np.zeros(n_gaps, bool)
     if not len(gap):
         return foreign
-    pairs = np.unique(gap * (int(names.max()) + 1) + names)  # (pair, name) once each
-    p_gap, p_name = pairs // (int(names.max()) + 1), pairs % (int(names.max()) + 1)
+    width = int(names.max()) + 1
+    pairs, inv = np.unique(gap * width + names, return_inverse=True)  # (pair, name) once
+    p_gap, p_name = pairs // width, pairs % width
     seen = np.bincount(p_name)  # pairs each name lies between
     rare = seen[p_name] < BODY_SHARE * n_gaps
-    foreign[p_gap[rare]] = True
+    p_work = np.bincount(inv, weights=work, minlength=len(pairs)) > 0
+    foreign[p_gap[rare & p_work]] = True
+    foreign[gap[math]] = True
     return foreign
 
 
@@ -210,7 +189,7 @@ def _finer_than_loops(host, loops: ReadLoops) -> bool:
 
 @rule("host_reads_in_loop", "Element-wise host reads in a loop (.item() / .tolist())",
       0.03, 0.15, f"synchronisation thresholds; >= {MIN_READS} reads in a row, with only the "
-      f"loop's own calls between them, make a loop")
+      f"loop's own calls between them, make a loop", factors={"reads_inferred": 0.8})
 def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     share, reads, cost, by_cycle = loop_share(ctx)
@@ -222,7 +201,12 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     evidence = _loop_evidence(ctx, host, loops)
     per_loop = float(np.median(loops.count))
     n = len(loops.starts)
-    each = (f"each read a call of its own that hands one value to Python "
+    picked = bool(np.isin(reads, loops.reads[loops.picked]).mean() > 0.5)
+    each = (f"each element picked by an eager {_pick_op(ctx, reads)} run from Python "
+            f"({fmt_ns(float(np.median(s.dur[reads])))} median) and read by a conversion the "
+            f"trace does not record (TensorFlow records no event for .numpy() / float() / "
+            f"int()), so the picks stand for the reads" if picked else
+            f"each read a call of its own that hands one value to Python "
             f"({fmt_ns(float(np.median(s.dur[reads])))} median) plus the indexing that "
             f"picks it")
     head = (f"{n} loops of {per_loop:,.0f} element reads (median) on the main thread, {each}; "
@@ -238,8 +222,16 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
                   " On a CPU run nothing waits for a device: the loop is the host reading "
                   "results back one at a time."))
     speedup, why = _estimate(ctx, reads, cost, share, by_cycle)
+    inferred = ("the reads are inferred from the element picks",) if picked else ()
     return make_finding(ctx, spec, share, summary + why, evidence, causes=causes,
-                        speedup=speedup)
+                        speedup=speedup, notes=inferred,
+                        assumption=spec.factor("reads_inferred") if picked else 1.0)
+
+
+def _pick_op(ctx: Ctx, reads: np.ndarray) -> str:
+    """The op that picks the elements ("StridedSlice"), from its most common name."""
+    names, counts = np.unique(ctx.trace.slices.name[reads], return_counts=True)
+    return ctx.trace.names[int(names[np.argmax(counts)])].split(": ")[-1]
 
 
 def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,

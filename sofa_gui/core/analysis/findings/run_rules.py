@@ -10,16 +10,20 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
+from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, make_finding
-from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math, small_batch
+from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math
 from .read_rules import in_read_loops
 from .registry import Rule, rule
 from .work import (
+    TINY_NS,
     elements,
     extra_calls_share,
     grown_work,
     input_dims,
+    name_medians,
+    name_quantiles,
     one_off_calls,
     optimizer_steps,
     outermost,
@@ -167,8 +171,6 @@ def periodic_extra(ctx: Ctx, spec: Rule) -> Finding | None:
 
 
 # -- main-thread overheads (CPU-only runs included) ----------------------------------------
-#: An op this short is dominated by its fixed dispatch cost.
-TINY_NS = 50_000
 #: Fewer tiny ops per iteration than this is not a loop of tiny ops.
 MIN_TINY_PER_STEP = 200
 
@@ -177,19 +179,6 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(lane)
     return outermost(s.start, s.start + s.dur, mine[s.kind[mine] == int(Kind.CPU_OP)])
-
-
-def _name_quantile(names: np.ndarray, dur: np.ndarray, q: float = 0.5) -> np.ndarray:
-    """Per op, the ``q`` quantile (linear between neighbours) of the durations of the ops
-    of its name: the median by default."""
-    _, inv = np.unique(names, return_inverse=True)
-    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every name
-    d = np.asarray(dur, np.float64)[order]
-    n = np.bincount(inv)
-    pos = np.cumsum(n) - n + (n - 1) * q
-    lo = np.floor(pos).astype(np.int64)
-    hi = np.ceil(pos).astype(np.int64)
-    return (d[lo] + (d[hi] - d[lo]) * (pos - lo))[inv]
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
@@ -215,7 +204,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # a tiny op is one whose *name's* median is <= TINY_NS (one preempted instance of a
     # 3 µs op is still a tiny op, and its time counts: a loaded machine deschedules the
     # thread in proportion to its work, so the loop's share of it is the loop's)
-    typical = _name_quantile(s.name[ops], s.dur[ops])
+    typical = name_medians(s.name[ops], s.dur[ops])
     tiny = typical <= TINY_NS
     n_steps = max(ctx.ph.n_steady, 1)
     per_step = int(tiny.sum()) / n_steps
@@ -275,7 +264,7 @@ def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray) -> np.ndarra
         own[longer[more]] = typical[longer[more]]
     opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
     if opt.any():
-        fixed = _name_quantile(s.name[ops[opt]], own[opt], OPTIMIZER_FIXED_Q)
+        fixed = name_quantiles(s.name[ops[opt]], own[opt], OPTIMIZER_FIXED_Q)
         own[opt] = np.minimum(own[opt], fixed)
     return own
 

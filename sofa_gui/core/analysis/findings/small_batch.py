@@ -14,10 +14,12 @@ import numpy as np
 
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
+from ..intervals import measure_in
 from ..results import Finding
+from .batching import small_batch
 from .causes import causes_by_name, self_times
 from .context import Ctx, make_finding
-from .host_estimate import small_batch
+from .read_rules import read_loops
 from .registry import Rule, rule
 
 
@@ -27,22 +29,38 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     found = small_batch(ctx)
     if found is None:
         return None
-    batch, mine, math = found
+    batch, mine, math, step, small = (found.batch, found.mine, found.math, found.step,
+                                      found.small)
     host, r, s = ctx.bd.host, ctx.rows, ctx.trace.slices
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
-    work = float(self_times(ctx, math).sum())
+    work = float(self_times(ctx, math).sum()) + _in_read_loops_ns(ctx, host, r)
     share = max(1.0 - work / wall, 0.0)
     ops = mine[s.depth[mine] == s.depth[mine].min()] if len(mine) else mine
     causes = causes_by_name(ctx, ops, s.dur[ops], float(s.dur[ops].sum()) or 1.0)
     evidence = [c.instance for c in causes if c.instance is not None]
-    summary = (f"Inference on batches of {batch}: each step runs the whole model for "
-               f"{batch} input{'s' if batch != 1 else ''} ({len(mine) / len(r):,.0f} framework "
-               f"calls, median step {fmt_ns(float(np.median(host.ends[r] - host.starts[r])))}); "
-               f"the math ops' own work is {pct(1.0 - share)} of the step, the rest ({pct(share)}) "
-               f"is the fixed cost of each call and the Python between them, paid once per "
-               f"batch. Batching requests amortises it; the estimate counts that part only "
-               f"(larger shapes also make the math itself cheaper per input).")
+    calls = f"{len(mine) / len(r):,.0f} framework calls, median step {fmt_ns(step)}"
+    head = (f"Inference on batches of {batch}: each step runs the whole model for "
+            f"{batch} input{'s' if batch != 1 else ''} ({calls})" if small else
+            f"Inference made of tiny calls: {calls}, its math ops "
+            f"{fmt_ns(float(np.median(s.dur[math])))} each (median; "
+            f"{len(math) / len(r):,.0f} per step), as a model run for one input or one token "
+            f"at a time makes them")
+    summary = (f"{head}; the math ops' own work is {pct(1.0 - share)} of the step, the rest "
+               f"({pct(share)}) is the fixed cost of each call and the Python between them, "
+               f"paid once per call whatever its batch. Batching requests (or the sequences "
+               f"decoded together) amortises it; the estimate counts that part only (larger "
+               f"shapes also make the math itself cheaper per input).")
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         title="Framework overhead: small-batch inference",
                         assumption=spec.factor("math_scales_with_batch"),
                         notes=("assumes the math ops' time grows with the batch",))
+
+
+def _in_read_loops_ns(ctx: Ctx, host, rows: np.ndarray) -> float:
+    """ns of the steady rows inside read loops (host_reads_in_loop's time, not this
+    finding's)."""
+    loops = read_loops(ctx)
+    if not len(loops.starts):
+        return 0.0
+    return float(measure_in(host.starts[rows], host.ends[rows], loops.starts,
+                            loops.ends).sum())

@@ -31,6 +31,30 @@ def outermost(starts: np.ndarray, ends: np.ndarray, idx: np.ndarray,
     return idx[np.concatenate([[True], later])]
 
 
+#: An op this short is dominated by its fixed dispatch cost.
+TINY_NS = 50_000
+
+
+def name_medians(names: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per slice, the median duration of the slices of its name."""
+    return name_quantiles(names, dur, 0.5)
+
+
+def name_quantiles(names: np.ndarray, dur: np.ndarray, q: float) -> np.ndarray:
+    """Per slice, the ``q`` quantile (linear between neighbours) of the durations of the
+    slices of its name."""
+    if not len(names):
+        return np.zeros(0)
+    _, inv = np.unique(names, return_inverse=True)
+    order = np.lexsort((dur, inv))  # by name, then duration: one sort for every name
+    d = np.asarray(dur, np.float64)[order]
+    n = np.bincount(inv)
+    pos = np.cumsum(n) - n + (n - 1) * q
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.ceil(pos).astype(np.int64)
+    return (d[lo] + (d[hi] - d[lo]) * (pos - lo))[inv]
+
+
 #: Events that are one-off by nature (compile, context/allocator setup, autotuning).
 ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
                      r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"

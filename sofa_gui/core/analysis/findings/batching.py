@@ -1,0 +1,97 @@
+"""Steps that serve their inputs a few at a time: CPU inference whose math ops see batches
+of a handful of inputs, or whose step is thousands of tiny calls (a model run for one
+input or one token at a time).  Batching the requests is the fix
+(:mod:`.small_batch` reports it; :mod:`.run_rules`' tiny-ops check leaves such steps to
+it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind
+from .context import Ctx
+from .host_estimate import MATH_OP
+from .read_rules import in_read_loops
+from .work import TINY_NS
+
+#: The batch the model's math ops see (first input's first dimension) at most this.
+SMALL_BATCH = 4
+#: Steps this short carry the fixed per-call costs in full.
+SHORT_STEP_NS = 20_000_000
+
+
+#: Framework calls per step (all depths) from which a step of tiny math calls is made of
+#: per-call cost, whatever batch its shapes show (a token-by-token decode loop).
+MANY_CALLS = 1000
+
+
+@dataclass(frozen=True)
+class SmallBatch:
+    """CPU inference answered a few inputs (or one token) at a time: ``batch`` its math
+    ops' batch (None where shapes are not recorded), ``mine`` the main thread's steady ops
+    outside read loops, ``math`` its math ops, ``step`` the median step (ns) and ``small``
+    whether the batch seen is at most :data:`SMALL_BATCH` (else the step is made of tiny
+    calls)."""
+
+    batch: int | None
+    mine: np.ndarray
+    math: np.ndarray
+    step: float
+    small: bool
+
+
+def small_batch(ctx: Ctx) -> SmallBatch | None:
+    """The step's small-batch inference (batching the requests is the fix), or None:
+    short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, or
+    steps made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show."""
+    if "small_batch" not in ctx.memo:
+        ctx.memo["small_batch"] = _small_batch(ctx)
+    return ctx.memo["small_batch"]
+
+
+def _small_batch(ctx: Ctx) -> SmallBatch | None:
+    host = ctx.bd.host
+    if host is None or ctx.bd.device is not None or ctx.facts.value("mode") != "inference":
+        return None
+    r = ctx.rows
+    if not len(r):
+        return None
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[(s.kind[mine] == int(Kind.CPU_OP))
+                & ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = mine[~in_read_loops(ctx, s.start[mine])]  # a loop of reads is host_reads_in_loop's
+    math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
+    batch = _batch(ctx, math)
+    step = float(np.median(host.ends[r] - host.starts[r]))
+    small = batch is not None and batch <= SMALL_BATCH and step <= SHORT_STEP_NS
+    if not small and not _tiny_calls(ctx, mine, math, len(r)):
+        return None
+    return SmallBatch(batch, mine, math, step, small)
+
+
+def _tiny_calls(ctx: Ctx, mine: np.ndarray, math: np.ndarray, n_steps: int) -> bool:
+    """The step is made of tiny calls: at least :data:`MANY_CALLS` framework calls per
+    step and math calls whose median is tiny (:data:`.work.TINY_NS`)."""
+    if not len(math) or len(mine) < MANY_CALLS * n_steps:
+        return False
+    return float(np.median(ctx.trace.slices.dur[math])) <= TINY_NS
+
+
+def _batch(ctx: Ctx, math: np.ndarray) -> int | None:
+    """The most common first dimension of the math ops' first input of two or more
+    dimensions (recorded shapes; ``addmm``'s first input is its bias); None without
+    shapes."""
+    s = ctx.trace.slices
+    seen: dict[int, int] = {}
+    for j in math[:: max(len(math) // 64, 1)].tolist():
+        dims = (ctx.trace.args.get(int(s.args[j])) or {}).get("Input Dims") \
+            if s.args[j] >= 0 else None
+        first = next((d for d in dims if isinstance(d, list) and len(d) >= 2
+                      and isinstance(d[0], int)), None) if isinstance(dims, list) else None
+        if first is not None:
+            seen[first[0]] = seen.get(first[0], 0) + 1
+    return max(seen, key=seen.get) if seen else None

@@ -1,0 +1,89 @@
+"""Framework set-up paid on every call: each steady iteration builds a new input pipeline
+and an iterator over it, or traces a function into a graph again, before it runs the
+model.
+
+A high-level call such as Keras' ``model.predict`` / ``fit`` / ``evaluate`` wraps its input
+in a new ``tf.data`` pipeline (its datasets, then ``MakeIterator``: the pipeline's threads,
+its map functions instantiated) and looks up or traces its step function, then runs the
+step on what the input holds.  Called once for a whole dataset, that set-up is paid once
+(start-up); called once per sample or per small batch, it is paid per call and is most of
+each call, while the model's own work is small.  The set-up calls
+(:data:`..roles.SETUP`) are the main thread's framework overhead in the breakdown, neither
+input (no element is made: the one batch such a pipeline hands over is fetched in the
+``IteratorGetNext`` after it) nor compute.  The share is their time over the steady
+iterations; the fix makes one call per batch of many samples (or calls the model directly
+for a few), and the estimate is Amdahl on the share, the set-up then paid once per batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
+from ..intervals import measure_in, union
+from ..results import Finding
+from ..roles import SETUP
+from .causes import causes_by_name
+from .context import Ctx, make_finding
+from .registry import Rule, rule
+from .work import outermost
+
+#: Set-up in at least this share of the steady iterations is per call, not one-off.
+EVERY_CALL = 0.5
+
+
+@rule("setup_overhead_bound", "Framework set-up on every call (input pipeline, iterator, "
+      "tracing)", 0.05, 0.20, "same grading as per-op overhead; set-up calls (tf.data "
+      f"datasets and iterators made, tf.function graphs built) in >= {EVERY_CALL:.0%} of the "
+      "steady iterations", factors={"one_call_per_batch": 0.8})
+def setup_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
+    host = ctx.bd.host
+    r = ctx.rows
+    if host is None or not len(r):
+        return None
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[np.isin(s.name[mine], ctx.trace.name_ids(lambda n: bool(SETUP.search(n))))]
+    mine = outermost(s.start, s.end, mine[ctx.in_steady(s.start[mine], host.starts,
+                                                        host.ends)])
+    if not len(mine):
+        return None
+    rows = np.searchsorted(host.starts, s.start[mine], side="right") - 1
+    calls = len(np.unique(rows)) / len(r)
+    if calls < EVERY_CALL:
+        return None
+    a, b = union(s.start[mine], s.end[mine])
+    inside = float(measure_in(host.starts[r], host.ends[r], a, b).sum())
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    share = min(inside / wall, 1.0)
+    causes = causes_by_name(ctx, mine, s.dur[mine], inside or 1.0)
+    evidence = [c.instance for c in causes if c.instance is not None]
+    summary = (f"In {pct(calls)} of the steady iterations the main thread sets the framework "
+               f"up again before it runs the model ({fmt_ns(inside / len(r))} per iteration, "
+               f"{pct(share)} of its time): {_what(ctx, mine, len(r))}. A high-level call "
+               f"pays this set-up each time (Keras model.predict / fit / evaluate wrap their "
+               f"input in a new tf.data pipeline and iterator and look up or trace their step "
+               f"function): called once per sample or per small batch, the set-up is most of "
+               f"each call. It makes no input element (not an input pipeline to "
+               f"parallelise) and no math (not compute). One call on many samples pays it "
+               f"once per batch; the estimate removes it (Amdahl on its share, the one set-up "
+               f"a batch still pays not counted).")
+    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        assumption=spec.factor("one_call_per_batch"),
+                        notes=("assumes the calls can take many samples at once",))
+
+
+def _what(ctx: Ctx, idx: np.ndarray, n_rows: int) -> str:
+    """"2.0 iterators made, 8.0 datasets built, 3.0 tf.function graphs traced per
+    iteration" from the set-up calls' names (their nested calls included)."""
+    s = ctx.trace.slices
+    names = [ctx.trace.names[int(n)] for n in s.name[idx]]
+    made = sum(n.endswith("MakeIterator") or n.startswith("MakeIterator::Root")
+               for n in names)
+    built = sum(n.startswith("EagerLocalExecute: ") and "Dataset" in n for n in names)
+    traced = sum(n == "tf.function-graph_building" for n in names)
+    parts = [f"{k / n_rows:,.1f} {what} per iteration" for k, what in
+             ((made, "iterators made"), (built, "datasets built"),
+              (traced, "tf.function graphs traced")) if k]
+    return "; ".join(parts) or f"{len(idx) / n_rows:,.1f} set-up calls per iteration"

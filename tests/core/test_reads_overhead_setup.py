@@ -1,0 +1,188 @@
+"""Host read-back loops, per-call overhead and framework set-up told apart, on real captures
+of each kind: tensors formatted into text (``str(tensor)`` reads every value it prints),
+TensorFlow rows read one at a time (the trace records the eager pick, not the read), a
+tiny model decoding one unbatched request at a time, and Keras ``fit`` called once per
+batch (its tf.data pipeline and iterator built on every call are set-up, not input).
+
+Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
+corpus is not checked out.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+from tracedata import DATA, corpus_capture
+
+from sofa_gui.core.analysis.findings import make_context, small_batch
+from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
+from sofa_gui.core.analysis.findings.read_rules import in_read_loops
+from sofa_gui.core.analysis.findings.registry import RULES
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+
+CORPUS = DATA / "corpus"
+CONFIDENT = 0.5
+
+
+@functools.cache
+def analyzed(case: str, k: int = 0):
+    t = load_trace(corpus_capture(case, k), use_cache=False)
+    return t, analyze(t)
+
+
+def finding(a, fid: str):
+    return next((f for f in a.findings if f.id == fid), None)
+
+
+def confident(a, fid: str) -> bool:
+    f = finding(a, fid)
+    return f is not None and f.confidence >= CONFIDENT
+
+
+# -- what a read is -------------------------------------------------------------------------
+@pytest.mark.parametrize("name, read", [
+    ("aten::is_nonzero", True), ("aten::item", True), ("aten::select", False),
+    ("<built-in method item of Tensor object at 0x7fdc681f2030>", True),
+    ("<built-in method numpy of Tensor object at 0x7fdc681f1c70>", True),
+    ("<built-in method size of Tensor object at 0x7fdc681f1c70>", False),
+    ("torch/_tensor.py(1052): __format__", True), ("torch/_tensor_str.py(702): _str", True),
+    ("torch/nn/modules/module.py(1779): _call_impl", False),
+    ("$array.py:298 __float__", True), ("$ops.py:410 _numpy", True)])
+def test_reads_of_every_framework_and_tracer_are_named(name, read):
+    assert bool(TORCH_READ.match(name) or PY_READ.match(name)) is read
+
+
+# -- tensors formatted into text: a loop of reads ----------------------------------------------
+@pytest.mark.parametrize("k", [0, 1])
+def test_tensors_formatted_into_a_report_are_a_read_loop_with_their_statistics(k):
+    t, a = analyzed("pt_infer_report_tensors", k)
+    f = finding(a, "host_reads_in_loop")
+    assert f is not None and f.share > 0.5
+    assert a.verdict.bound == "sync"
+    assert not confident(a, "op_overhead_bound")
+    # the statistics str(tensor) computes before it prints the values are the reading's
+    ctx = make_context(t, a.iterations, a.breakdown)
+    s = t.slices
+    stats = np.flatnonzero(np.isin(s.name, t.name_ids(lambda n: n in (
+        "aten::isfinite", "aten::masked_select"))))
+    stats = stats[ctx.in_steady(s.start[stats], a.breakdown.host.starts,
+                                a.breakdown.host.ends)]
+    assert len(stats) and in_read_loops(ctx, s.start[stats]).all()
+
+
+@pytest.mark.parametrize("model, read", [
+    (("aten::linear", "aten::addmm"), "aten::item"),
+    (("TFE_Py_ExecuteCancelable", "EagerLocalExecute: __inference_decode_step_12"),
+     "EagerLocalExecute: StridedSlice")])
+def test_a_model_pass_between_two_reads_ends_the_loop(model, read):
+    """A decode loop reading one token per pass: the same calls recur between every two
+    reads, but a matmul (or a compiled function's call) among them makes each read one per
+    pass of the model."""
+    from test_findings import Synth
+
+    def decode(with_model: bool):
+        s = Synth()
+        for i in range(4):
+            t0 = i * 2000
+            s.step(t0, 2000)
+            for k in range(24):
+                t = t0 + 10 + 80 * k
+                if with_model:
+                    s.host(t, 40, model[0])
+                    s.host(t + 2, 35, model[1])
+                s.host(t + 45, 5, "aten::select")
+                s.host(t + 55, 3, read)
+        return {f.id for f in s.analyze()[2]}
+
+    assert "host_reads_in_loop" in decode(with_model=False)
+    assert "host_reads_in_loop" not in decode(with_model=True)
+
+
+# -- TensorFlow: the eager pick stands for the read --------------------------------------------
+@pytest.mark.parametrize("k", [0, 1])
+def test_tensorflow_rows_read_one_at_a_time_are_sync_from_their_picks(k):
+    _, a = analyzed("tf_infer_labels_readback", k)
+    f = finding(a, "host_reads_in_loop")
+    assert f is not None and f.share > 0.5
+    assert "eager StridedSlice" in f.summary and "does not record" in f.summary
+    assert "inferred" in f.confidence_why
+    assert f.confidence <= 0.9 * RULES["host_reads_in_loop"].factor("reads_inferred")
+    assert any(".numpy()" in x.text for x in f.fixes)
+    assert a.verdict.bound == "sync"
+    assert finding(a, "op_overhead_bound") is None
+
+
+# -- per-call overhead of tiny calls in inference --------------------------------------------
+@pytest.mark.parametrize("k", [0, 1])
+def test_decoding_one_request_at_a_time_is_op_overhead_with_batching_advice(k):
+    _, a = analyzed("pt_infer_decode_unbatched", k)
+    f = finding(a, "op_overhead_bound")
+    assert f is not None and f.share > 0.5 and f.confidence >= CONFIDENT
+    assert any("Batch the requests" in x.text for x in f.fixes)
+    assert a.verdict.bound == "host_overhead"
+
+
+def small_batch_check(case: str, monkeypatch, shapes: bool):
+    t, a = analyzed(case)
+    if not shapes:  # as a capture without recorded input shapes reads
+        monkeypatch.setattr(small_batch, "_batch", lambda ctx, math: None)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    return small_batch.small_batch_inference(ctx, RULES["op_overhead_bound"])
+
+
+def test_thousands_of_tiny_calls_are_per_call_overhead_without_a_visible_batch(monkeypatch):
+    f = small_batch_check("pt_infer_decode_unbatched", monkeypatch, shapes=False)
+    assert f is not None and f.share > 0.5
+    assert f.summary.startswith("Inference made of tiny calls")
+
+
+@pytest.mark.parametrize("case", ["pt_infer_batched_convnet", "pt_infer_no_dataloader",
+                                  "pt_infer_bf16"])
+def test_batched_inference_is_no_small_batch_even_without_shapes(case, monkeypatch):
+    assert small_batch_check(case, monkeypatch, shapes=False) is None
+
+
+def test_the_batch_is_read_from_the_matmul_input_not_its_bias(monkeypatch):
+    f = small_batch_check("pt_infer_decode_unbatched", monkeypatch, shapes=True)
+    assert f is not None and f.summary.startswith("Inference on batches of 1")
+
+
+# -- framework set-up on every call ----------------------------------------------------------
+@pytest.mark.parametrize("k", [0, 1])
+def test_keras_fit_called_per_batch_is_set_up_overhead_not_input(k):
+    t, a = analyzed("tf_fit_per_batch", k)
+    f = finding(a, "setup_overhead_bound")
+    assert f is not None and f.share > 0.5 and f.confidence >= CONFIDENT
+    assert "iterators made" in f.summary and "tf.data" in f.summary
+    assert any("once on many samples" in x.text for x in f.fixes)
+    assert not confident(a, "input_pipeline_bound")
+    assert a.verdict.bound == "host_overhead"
+    # the iterator's creation is framework set-up in the breakdown, not data loading
+    s = t.slices
+    loading = a.breakdown.host.role_slices["data_loading"]
+    assert not any(t.names[int(n)].startswith("MakeIterator") for n in s.name[loading])
+
+
+def test_a_pipeline_built_once_is_no_set_up_overhead():
+    _, a = analyzed("tf_keras_fit_slow_map")
+    assert finding(a, "setup_overhead_bound") is None
+    assert a.verdict.bound == "input"
+
+
+# -- the held-out cases of these kinds ---------------------------------------------------------
+@pytest.mark.parametrize("case", ["pt_train_log_tensors", "tf_tape_per_sample_readback",
+                                  "pt_infer_greedy_decode", "tf_predict_per_sample"])
+def test_held_out_reads_decoding_and_per_call_set_up_get_their_bound(case):
+    corpus_capture(case)  # skips when the corpus lacks the case
+    truth = json.loads((CORPUS / case / "truth.json").read_text())
+    for k in (0, 1):
+        _, a = analyzed(case, k)
+        assert a.verdict.bound == truth["bound"]
+        wrong = [f.id for f in a.findings if f.confidence >= CONFIDENT and f.id in (
+            "input_pipeline_bound", "op_overhead_bound") and f.id != {
+            "host_overhead": "op_overhead_bound"}.get(truth["bound"])]
+        assert wrong == []
