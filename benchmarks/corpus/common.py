@@ -346,7 +346,7 @@ def summarize(c: Case, got: dict) -> dict:
                                         **{v: _against(run, _round_stats(got[v]), c.per_item,
                                                        c.fix_per_item)
                                            for v in c.variants if v in got}}
-    others = [v for v in c.also if v in got]
+    others = [v for v in got if v not in ("run", "fix") and v not in c.variants]
     if others:
         truth["variants"] = {v: _against(run, _round_stats(got[v]), c.per_item, c.per_item)
                              for v in others}

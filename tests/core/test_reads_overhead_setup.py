@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from tracedata import DATA, corpus_capture
 
-from sofa_gui.core.analysis.findings import make_context, small_batch
+from sofa_gui.core.analysis.findings import batching, make_context, small_batch
 from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
 from sofa_gui.core.analysis.findings.read_rules import in_read_loops
 from sofa_gui.core.analysis.findings.registry import RULES
@@ -129,7 +129,7 @@ def test_decoding_one_request_at_a_time_is_op_overhead_with_batching_advice(k):
 def small_batch_check(case: str, monkeypatch, shapes: bool):
     t, a = analyzed(case)
     if not shapes:  # as a capture without recorded input shapes reads
-        monkeypatch.setattr(small_batch, "_batch", lambda ctx, math: None)
+        monkeypatch.setattr(batching, "_batch", lambda ctx, math: None)
     ctx = make_context(t, a.iterations, a.breakdown)
     return small_batch.small_batch_inference(ctx, RULES["op_overhead_bound"])
 

@@ -148,3 +148,15 @@ def test_a_change_the_advisor_does_not_offer_is_right_only_when_it_gains_little(
     assert (got["estimated"], got["within"], got["said"]) == (None, True, "no gain promised")
     truth["fix"]["speedup"] = 1.5
     assert diag.estimate_check({"findings": [f]}, truth)["within"] is False
+
+
+def test_a_change_offered_under_the_other_bound_of_a_near_tie_is_compared(diag):
+    """Compute 0.51 against input 0.49 in the truth, the parallel map offered under the
+    input finding: its estimate is the advisor's for that change."""
+    truth = {"bound": "compute", "fix": {"what": "num_parallel_calls + prefetch",
+                                         "speedup": 1.35}}
+    compute = {"id": "compute_bound", "estimated_speedup": 1.6, "fixes": []}
+    inp = {"id": "input_pipeline_bound", "estimated_speedup": 2.6,
+           "fixes": [{"name": "parallel map", "estimated_speedup": 1.34}]}
+    got = diag.estimate_check({"findings": [inp, compute]}, truth)
+    assert (got["estimated"], got["within"], got["finding"]) == (1.34, True, "compute_bound")

@@ -34,7 +34,9 @@ from sofa_gui.core.importers import load_trace
 #: Cases whose steps the trace cannot tell apart: one step calls Keras ``predict`` once
 #: per sample, four times, and nothing recorded groups the four calls into a step.
 UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Keras "
-                                      "predict with its own input fetch"}
+                                      "predict with its own input fetch",
+             "tf_fit_per_batch": "3 fit calls per step, each a whole Keras fit with its "
+                                 "own data adapter and iterator"}
 
 
 def _cases(framework: str) -> list[str]:

@@ -190,8 +190,9 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
-    if small_batch(ctx) is not None:
-        return None  # requests one at a time: batching them is :mod:`.small_batch`'s
+    sb = small_batch(ctx)
+    if sb is not None and sb.small:
+        return None  # requests a few at a time: batching them is :mod:`.small_batch`'s
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
