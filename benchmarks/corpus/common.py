@@ -147,9 +147,20 @@ def release(step) -> None:
 ROUND_S = 0.5
 
 
-def measure(c: Case, rounds: int = 3) -> dict:
+def steps_to_fill(c: Case, warm: list[tuple[float, dict]]) -> int:
+    """Steps a round needs to last :data:`ROUND_S`, judged by the last warm-up step (the
+    first ones pay for allocation and caches): the case's steps at least, 50x at most."""
+    last = warm[-1][0] if warm else 0.0
+    want = int(-(-ROUND_S // last)) if last > 0 else c.steps
+    return min(max(want, c.steps), 50 * c.steps)
+
+
+def measure(c: Case, rounds: int = 3, agree: Callable[[int], int] | None = None) -> dict:
     """Unprofiled truth: ``rounds`` rounds of the run (and of its fix, interleaved), each
-    at least :data:`ROUND_S` of steps."""
+    at least :data:`ROUND_S` of steps.  ``agree`` (processes that step together, such as
+    the ranks of a DDP job) turns this process's step count into the one every process
+    runs: a round that stopped by each process's own clock could end a step apart, and
+    the extra step's collectives would meet the next variant's."""
     variants = ["run", "fix"] if c.fix else ["run"]
     if c.share_from_fix and c.share_variant not in variants:
         variants.append(c.share_variant)
@@ -159,6 +170,9 @@ def measure(c: Case, rounds: int = 3) -> dict:
             step = c.build(v)
             if c.startup_in_window:
                 got[v].append(time_steps(step, 0, c.warmup + c.steps))
+            elif agree is not None:
+                n = agree(steps_to_fill(c, time_steps(step, 0, c.warmup)))
+                got[v].append(time_steps(step, c.warmup, n))
             else:
                 time_steps(step, 0, c.warmup)
                 got[v].append(time_steps(step, c.warmup, c.steps, ROUND_S, 50 * c.steps))

@@ -81,9 +81,10 @@ def test_analyze_estimates_the_balanced_step_of_the_rank_folder(case, k):
     a = analyze(t)
     comm = next(f for f in a.findings if f.id == "communication_bound")
     fix = _measured(case)
-    # the whole wait is not what balancing removes: the collective's cost stays and the
-    # extra work of uneven data still runs, on the other ranks
-    assert comm.estimated_speedup < 0.75 * amdahl(comm.share)
+    # the whole wait is not what balancing removes: the collective's cost (a tenth of the
+    # straggler case's step) stays and the extra work of uneven data still runs, on the
+    # other ranks
+    assert comm.estimated_speedup < 0.95 * amdahl(comm.share)
     assert _within_rounds(comm.estimated_speedup, fix), (comm.estimated_speedup, fix)
     shape = CASES[case]
     assert FIRST_FIX[shape] in comm.fixes[0].text
