@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tracedata import corpus_capture
 
-from sofa_gui.core.analysis.balance import MOVES, NOT_WORK, balance
+from sofa_gui.core.analysis.balance import MOVES, NOT_WORK, SHAPE_WORDS, balance
 from sofa_gui.core.analysis.findings.context import amdahl
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
@@ -112,3 +112,10 @@ def test_fleet_gives_the_same_estimate_and_fixes_by_shape(case):
     assert FIRST_FIX[CASES[case]] in " ".join(f.text for f in top.fixes[:2])
     # each rank alone reads its wait as removable; the straggler finding says what is
     assert not any(f.id == "fleet_communication_bound" for f in res.findings)
+    # the cause as the balance model reads it, and only the fixes of a PyTorch job
+    assert res.stragglers[0].cause == CASES[case]
+    assert f"the excess is {SHAPE_WORDS[CASES[case]]}" in top.summary
+    assert res.facts.value("framework") == "pytorch"
+    assert {f.framework for f in top.fixes} <= {"pytorch", "any"}
+    assert all("this run is pytorch" in why for f, why in top.hidden_fixes
+               if f.framework in ("tensorflow", "jax"))
