@@ -52,6 +52,10 @@ CAUSE_FIXES: dict[str, list[Fix]] = {
                   "other processes and NUMA/core pinning on that node (taskset, numactl)."),
     ],
 }
+_WAITS_ON = ("The slow rank's extra time is not in ops: find what it waits on. Time with no "
+             "op on its main thread is Python outside the framework (a slow decoder or "
+             "transform, a sleep, logging), I/O or a stall of its node; record that rank's "
+             "Python side (sofa-gui record --py-spy) and read what fills its gaps")
 #: Remedies by the shape of the straggler's extra time (:mod:`..balance`): op work that
 #: moves when the data is balanced, or time that is not work, which only its cause removes.
 SHAPE_FIXES: dict[str, list[Fix]] = {
@@ -69,13 +73,14 @@ SHAPE_FIXES: dict[str, list[Fix]] = {
                   "slower: check its clocks, throttling and other processes on its node."),
     ],
     NOT_WORK: [
-        Fix(_ANY, "The slow rank's extra time is not in ops: find what it waits on. Time "
-                  "with no op on its main thread is Python outside the framework (a slow "
-                  "decoder or transform, a sleep, logging), I/O or a stall of its node; "
-                  "record that rank's Python side (sofa-gui record --py-spy, or "
-                  "torch.profiler with with_stack=True) and read what fills its gaps. If it "
-                  "is the rank preparing its batches, move that work into loader workers so "
-                  "it overlaps the step."),
+        Fix(_PT, _WAITS_ON + "; torch.profiler(with_stack=True) on that rank shows it too. If "
+                 "it is the rank preparing its batches, move that work into DataLoader "
+                 "workers so it overlaps the step."),
+        Fix(_TF, _WAITS_ON + ". If it is the rank preparing its batches, move that work into "
+                 "its tf.data pipeline (a map with num_parallel_calls, then prefetch) so it "
+                 "overlaps the step."),
+        Fix(_JAX, _WAITS_ON + ". If it is the rank preparing its batches, make them in a "
+                  "background thread so they overlap the jitted step."),
     ],
 }
 CAUSE_FIXES["data_loading"] = CAUSE_FIXES["idle_input"]  # the host's wait for its input
