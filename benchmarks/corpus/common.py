@@ -166,16 +166,17 @@ def variants_of(c: Case) -> list[str]:
     return variants + [v for v in c.also if v not in variants]
 
 
-def measure(c: Case, rounds: int = 3) -> dict:
+def measure(c: Case, rounds: int = 3, one_round: Callable | None = None) -> dict:
     """Unprofiled truth: ``rounds`` rounds of the run (and of its other variants,
-    interleaved), each at least :data:`ROUND_S` of steps.  A round during which other
-    processes kept more than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is
-    measured again, at most ``rounds`` times in all; ``noise.others_cores`` has the kept
-    rounds' figures, ``noise.rounds_dropped`` how many were measured again."""
+    interleaved), each at least :data:`ROUND_S` of steps (``one_round(c, variants)``, by
+    default :func:`_round`, times one).  A round during which other processes kept more
+    than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is measured again, at most
+    ``rounds`` times in all; ``noise.others_cores`` has the kept rounds' figures,
+    ``noise.rounds_dropped`` how many were measured again."""
     variants = variants_of(c)
     kept, dropped = [], 0
     while len(kept) < rounds:
-        got, others = _round(c, variants)
+        got, others = (one_round or _round)(c, variants)
         busy = [x for x in others.values() if x is not None]
         if busy and max(busy) > BUSY_NEIGHBOURS and dropped < rounds:
             dropped += 1
