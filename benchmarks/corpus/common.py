@@ -174,21 +174,23 @@ def variants_of(c: Case) -> list[str]:
     return variants + [v for v in c.also if v not in variants]
 
 
-def measure(c: Case, rounds: int = 3, agree: Callable[[int], int] | None = None) -> dict:
+def measure(c: Case, rounds: int = 3, agree: Callable[[int], int] | None = None,
+            one_round: Callable | None = None) -> dict:
     """Unprofiled truth: ``rounds`` rounds of the run (and of its other variants,
-    interleaved), each at least :data:`ROUND_S` of steps.  A round during which other
-    processes kept more than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is
-    measured again, at most ``rounds`` times in all; ``noise.others_cores`` has the kept
-    rounds' figures, ``noise.rounds_dropped`` how many were measured again.  ``agree``
-    (processes that step together, such as the ranks of a DDP job) turns this process's
-    step count into the one every process runs: a round that stopped by each process's
-    own clock could end a step apart, and the extra step's collectives would meet the
-    next variant's; such rounds are kept whatever their neighbours (a round measured again
-    by one process alone would part them)."""
+    interleaved), each at least :data:`ROUND_S` of steps (``one_round(c, variants)``, by
+    default :func:`_round`, times one).  A round during which other processes kept more
+    than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is measured again, at most
+    ``rounds`` times in all; ``noise.others_cores`` has the kept rounds' figures,
+    ``noise.rounds_dropped`` how many were measured again.  ``agree`` (processes that step
+    together, such as the ranks of a DDP job) turns this process's step count into the one
+    every process runs: a round that stopped by each process's own clock could end a step
+    apart, and the extra step's collectives would meet the next variant's; such rounds are
+    kept whatever their neighbours (a round measured again by one process alone would part
+    them)."""
     variants = variants_of(c)
     kept, dropped = [], 0
     while len(kept) < rounds:
-        got, others = _round(c, variants, agree)
+        got, others = one_round(c, variants) if one_round else _round(c, variants, agree)
         busy = [x for x in others.values() if x is not None]
         if agree is None and busy and max(busy) > BUSY_NEIGHBOURS and dropped < rounds:
             dropped += 1

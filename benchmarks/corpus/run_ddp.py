@@ -20,6 +20,7 @@ same sequences shuffled across the ranks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -158,8 +159,122 @@ def pt_ddp_gloo_uneven_lengths(variant):
     return seq_loop(variant)
 
 
+# -- held-out cases written as users write them ----------------------------------------------
+def wide_mlp(width: int = 512) -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(256, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, 10))
+
+
+def accum_cnn() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(4), torch.nn.Flatten(), torch.nn.Linear(32 * 16, 10))
+
+
+def large_mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                               torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
+                               torch.nn.Linear(4096, 10))
+
+
+def class_batches(n: int, batch: int, shape: tuple[int, ...]) -> list:
+    """``n`` batches of (inputs, class labels) of this rank's own data."""
+    g = torch.Generator().manual_seed(dist.get_rank())
+    return [(torch.randn(batch, *shape, generator=g),
+             torch.randint(0, 10, (batch,), generator=g)) for _ in range(n)]
+
+
+def ce_update(model, opt, x, y) -> None:
+    """One cross-entropy step: forward, backward (DDP's all-reduce), optimizer."""
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+@case("pt_ddp_gloo_rank0_eval", "pytorch", "training", 10, DDP_FACTS, split="holdout",
+      share_from_fix="communication", share_variant="bare",
+      tags=["ddp", "gloo", "periodic_eval", "rank0_only"])
+def pt_ddp_gloo_rank0_eval(variant):
+    """DDP over gloo on 2 CPU ranks training a 3-layer MLP classifier on batches of 512;
+    after every 5th step rank 0 alone evaluates the unwrapped model on 4 validation
+    batches of 512 (as ``if rank == 0: evaluate(model.module)`` is written), and rank 1
+    waits for it in the next step's gradient all-reduce."""
+    torch.manual_seed(0)
+    net = wide_mlp()
+    model = net if variant == "bare" else DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = class_batches(8, 512, (256,))
+    data, val = batches[:4], batches[4:]
+
+    def step(i):
+        ce_update(model, opt, *data[i % 4])
+        if dist.get_rank() == 0 and i % 5 == 4:
+            with CLOCK("periodic"):
+                net.eval()
+                with torch.no_grad():
+                    acc = [float((net(vx).argmax(1) == vy).float().mean()) for vx, vy in val]
+                net.train()
+                return acc
+        return None
+    return step
+
+
+@case("pt_ddp_gloo_no_sync_accum", "pytorch", "training", 6,
+      {**DDP_FACTS, "optimizer": "adam"}, split="holdout",
+      share_from_fix="communication", share_variant="bare",
+      tags=["ddp", "gloo", "grad_accum", "no_sync"])
+def pt_ddp_gloo_no_sync_accum(variant):
+    """DDP over gloo on 2 CPU ranks training a small CNN with gradient accumulation: 4
+    micro-batches of 16 images per optimizer step, the first 3 under ``model.no_sync()``
+    so the gradients are all-reduced once per step: compute-bound."""
+    torch.manual_seed(0)
+    net = accum_cnn()
+    model = net if variant == "bare" else DDP(net)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    micro = class_batches(8, 16, (3, 32, 32))
+
+    def step(i):
+        for k in range(4):
+            x, y = micro[(4 * i + k) % 8]
+            ctx = model.no_sync() if k < 3 and variant != "bare" else contextlib.nullcontext()
+            with ctx:
+                (F.cross_entropy(model(x), y) / 4).backward()
+        opt.step()
+        opt.zero_grad()
+    return step
+
+
+@case("pt_ddp_gloo_large_allreduce", "pytorch", "training", 5, DDP_FACTS, split="holdout",
+      share_from_fix="communication", share_variant="bare",
+      tags=["ddp", "gloo", "large_model"])
+def pt_ddp_gloo_large_allreduce(variant):
+    """DDP over gloo on 2 CPU ranks fine-tuning a wide MLP (about 21 M parameters, 84 MB
+    of fp32 gradients) on small batches of 4: each step all-reduces the gradients
+    in DDP's 25 MB buckets over TCP, a large share of a step whose compute is short."""
+    torch.manual_seed(0)
+    net = large_mlp()
+    model = net if variant == "bare" else DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = class_batches(4, 4, (1024,))
+
+    def step(i):
+        ce_update(model, opt, *data[i % 4])
+    return step
+
+
+#: The model of each case that builds its own (for the all-reduce of its gradients alone).
+OWN_MODELS = {"pt_ddp_gloo_rank0_eval": wide_mlp, "pt_ddp_gloo_no_sync_accum": accum_cnn,
+          "pt_ddp_gloo_large_allreduce": large_mlp}
+
+
 def grad_numel(name: str) -> int:
-    model = seq_model() if name in SEQ_CASES else MODELS[name][0]()
+    if name in OWN_MODELS:
+        model = OWN_MODELS[name]()
+    else:
+        model = seq_model() if name in SEQ_CASES else MODELS[name][0]()
     return sum(p.numel() for p in model.parameters())
 
 
