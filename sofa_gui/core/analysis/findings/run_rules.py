@@ -360,7 +360,7 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     r = ctx.rows
     math = rest_math(ctx, host, host.starts[r], host.ends[r], s.start[tiny], ends)
     return HostFix(min(removed, 1.0), math / max(wall, 1.0), unprofiled=TINY_LOOP_UNPROFILED,
-                   what="a loop of tiny ops")
+                   what="a loop of tiny ops", step_ns=wall / max(len(r), 1))
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,
