@@ -48,6 +48,7 @@ FINDING_BOUND = {
     "host_dispatch_bound": "host_overhead", "setup_overhead_bound": "host_overhead",
     "synchronization_stalls": "sync",
     "blocking_readback": "sync", "host_reads_in_loop": "sync", "startup_cost": "startup",
+    "recompile": "startup",
     "host_device_copy_bound": "memory_copies", "memory_copy_bound": "memory_copies",
     "periodic_extra": "periodic",
     "iteration_jitter": "noise", "cpu_contention": "noise", "gpu_idle_unexplained": "other",

@@ -230,6 +230,24 @@ def compile_warmup(step, n):
     return {"micro_batches": 1, "warmup": 1}
 
 
+@loop("compile_recompile", 6)
+def compile_recompile(step, n):
+    """``torch.compile(dynamic=False)`` (eager backend) trained on a new batch size every
+    step: each new shape fails the compiled frame's guards and compiles it again."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    fwd = torch.compile(model, backend="eager", dynamic=False)
+    sizes = [48, 24, 40, 16, 56, 32][:n]
+    step()
+    for b in sizes:
+        x, y = torch.randn(b, D_IN), torch.randn(b, 1)
+        torch.nn.functional.mse_loss(fwd(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        step()
+    return {"micro_batches": 1, "batch_sizes": sizes}
+
+
 def capture(name: str) -> tuple[dict, dict]:
     """Run loop ``name`` under the profiler; (trace dict, truth dict)."""
     fn, n = LOOPS[name]

@@ -335,7 +335,7 @@ def sentence_batches(seed: int = 0, batch: int = 32, longest: int = 128):
 
 
 @case("jax_train_shape_recompile", "jax", "training", 3, facts("training"),
-      split="holdout", warmup=2, fix="pad every batch to 128 tokens (one compilation)",
+      split="tuned", warmup=2, fix="pad every batch to 128 tokens (one compilation)",
       tags=["recompile", "variable_length", "python_tracer_off"])
 def jax_train_shape_recompile(variant):
     """A jitted sentence classifier (token embeddings, mean-pooled, a linear head; SGD)

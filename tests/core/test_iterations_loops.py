@@ -26,7 +26,7 @@ def _load(name: str):
 
 
 def test_all_loops_are_here():
-    assert len(LOOP_NAMES) == 9
+    assert len(LOOP_NAMES) == 10
 
 
 @pytest.mark.parametrize("name", LOOP_NAMES)

@@ -25,6 +25,7 @@ from .context import (
 from .devices import COMM_CATEGORIES
 from .fixes import choose_fixes
 from .fleet_rules import SHAPE_FIXES
+from .recompiles import recompiles
 from .registry import Rule, rule
 from .work import outermost
 
@@ -184,10 +185,14 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
         if host is None:
             return None
         busy = ctx.share(host, ["forward", "backward", "optimizer"])
+        rc = recompiles(ctx)  # compiling in every step is start-up work, not compute
+        busy = max(busy - (rc.share if rc is not None else 0.0), 0.0)
         causes = (_runtime_pool_ops(ctx, host)
                   if ctx.facts.value("framework") in ("tensorflow", "jax") else [])
         causes = causes or _top_host_ops(ctx, host)
-        what = "framework ops keep the main thread busy (no accelerator in the trace)"
+        what = "framework ops keep the main thread busy (no accelerator in the trace)" + (
+            ", the step's recurring compiles left out (see recompile)," if rc is not None
+            else "")
     sev = {"high": "medium", "medium": "low"}.get(severity(spec, busy), "none")
     share = busy * (1.0 - 1.0 / COMPUTE_GAIN)
     evidence = [c.instance for c in causes if c.instance is not None]

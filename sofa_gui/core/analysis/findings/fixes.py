@@ -291,6 +291,18 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_TF, "If start-up matters: warm the tf.function up with the final shapes (an "
                  "input_signature avoids retracing)."),
     ],
+    "recompile": [
+        Fix(_JAX, "Keep the shapes fixed so jax.jit compiles the step once: pad every batch to "
+                  "one length (with a mask), or bucket lengths to a few sizes (a few "
+                  "compilations, each reused); pass values that change every step as arrays, "
+                  "not static arguments."),
+        Fix(_PT, "Mark the varying dimension dynamic so one graph serves every size: "
+                 "torch.compile(model, dynamic=True) or torch._dynamo.mark_dynamic(x, dim) "
+                 "before the call; or pad / bucket the inputs to a few shapes."),
+        Fix(_TF, "Give the tf.function an input_signature with None for the varying "
+                 "dimension (or reduce_retracing=True), or pad / bucket the inputs to a few "
+                 "shapes, so it traces once."),
+    ],
     "periodic_extra": [
         Fix(_PT, "Checkpoint asynchronously (torch.distributed.checkpoint.async_save, or copy "
                  "the state_dict to CPU and write it from a thread) or less often.",

@@ -22,7 +22,7 @@ import numpy as np
 from ...trace import Kind, Trace
 
 #: Calls that run one compiled TF/JAX step: a jitted function, a tf.function.
-_DISPATCH = re.compile(r"^(PjitFunction\(|EagerLocalExecute: __inference_|__inference_)")
+DISPATCH = re.compile(r"^(PjitFunction\(|EagerLocalExecute: __inference_|__inference_)")
 #: The compiled module an XLA op belongs to, in its event's arguments.
 _MODULE = re.compile(rb'"hlo_module":"([^"\\]{1,200})"')
 #: Events whose arguments are read for their module, at most (evenly spread beyond).
@@ -41,7 +41,7 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     if lane < 0:
         return _EMPTY
     s = trace.slices
-    ids = trace.name_ids(_DISPATCH.match)
+    ids = trace.name_ids(DISPATCH.match)
     idx = trace.lane_slices(lane)
     idx = idx[np.isin(s.name[idx], ids)]
     if not len(idx):
