@@ -117,3 +117,22 @@ def test_an_evaluation_over_its_own_loader_is_periodic_work_not_a_restart():
     f = found.get("input_pipeline_bound")
     if f is not None:
         assert all(x.name != "persistent workers" for x in f.fixes)
+
+
+def test_two_fetches_with_another_thread_working_between_them_are_no_restart():
+    # a step function whose ops run on a runtime pool thread between two fetches (the
+    # loop's thread has nothing of its own there): the step's work, not the loader's
+    lp = Loop()
+    pool = lp.b.lane(("pool",), "pool", LaneKind.CPU, "proc", pid=1, tid=2)
+    for _ in range(8):
+        def body():
+            lp.op(0.5, NEXT)
+            lp.b.add_slices([int(lp.t * MS)], [int(8 * MS)], pool, ["aten::addmm"],
+                            kind=Kind.CPU_OP)
+            lp.untraced(8.0)
+            lp.op(0.5, NEXT)
+            lp.train()
+        lp.step(body)
+    trace, bd, _, _ = lp.analyze()
+    assert len(restarts(trace, bd.host.lane, bd.host.starts, bd.host.ends)) == 0
+    assert bd.host.column("data_loading")[3] == pytest.approx(1.0 * MS)

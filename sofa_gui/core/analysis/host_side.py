@@ -4,8 +4,9 @@ Categories, with their overlap priority (first wins where slices nest):
 
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
    ``IteratorGetNext`` and similar spans, with everything inside them; and, after the
-   main thread's own slices, the loader started again between two fetches of one
-   iteration (:mod:`.loader_restarts`: an epoch's ``iter(loader)`` starting its workers);
+   main thread's own slices and what other threads run for it, the loader started again
+   between two fetches of one iteration (:mod:`.loader_restarts`: an epoch's
+   ``iter(loader)`` starting its workers);
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
    stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
    that read back a device-to-host copy (``.cpu()``);
@@ -152,7 +153,7 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     layers = [(s.start[x], s.end[x]) for x, _ in parts]
     cats = [cat for _, cat in parts]
     back = restarts(trace, main, ws, we)  # the loader started again: its untraced time
-    at = len(_OWN_ROLES)
+    at = len(_OWN_ROLES) + len(_WAITED) + 1  # after what other threads run for the step
     layers.insert(at, (back.gap_start, back.gap_end))
     cats.insert(at, "data_loading")
     p = paint(layers, ws, we)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace import Trace
+from ..trace import LaneKind, Trace
 from . import roles as R
 from .intervals import measure_in, union
 
@@ -87,17 +87,29 @@ def _window(t: np.ndarray, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
 
 
 def _traced(trace: Trace, lane: int, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-    """ns of each gap ``[g0, g1)`` covered by slices of ``lane`` that start inside it."""
+    """ns of each gap ``[g0, g1)`` covered by slices that start inside it on ``lane`` or
+    another traced thread of its process (a runtime pool or autograd thread running the
+    step's work while the loop's thread waits is no restart)."""
     if not len(g0):
         return np.zeros(0, np.int64)
     s = trace.slices
-    idx = trace.lane_slices(lane)
+    idx = np.concatenate([trace.lane_slices(ln) for ln in _process_lanes(trace, lane)])
     st = s.start[idx]
     k = np.searchsorted(g0, st, side="right") - 1
     inside = (k >= 0) & (st < g1[np.maximum(k, 0)])
     idx = idx[inside]
     u0, u1 = union(s.start[idx], s.end[idx])
     return measure_in(u0, u1, g0, g1)
+
+
+def _process_lanes(trace: Trace, lane: int) -> list[int]:
+    """``lane`` and the other traced CPU threads of its process (sampled stacks of the
+    same threads left out: they would show the loop's own thread again)."""
+    lanes, sampled = trace.lanes, R.sampled_lanes(trace)
+    if lanes.pid[lane] < 0:  # no process known: the thread alone
+        return [int(lane)]
+    same = (lanes.pid == lanes.pid[lane]) & (lanes.kind == int(LaneKind.CPU)) & ~sampled
+    return sorted({int(lane), *np.flatnonzero(same).tolist()})
 
 
 def _chains(pair: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
