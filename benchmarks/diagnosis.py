@@ -161,6 +161,7 @@ def false_positives(doc: dict, truth: dict) -> list[str]:
 MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("num_parallel_calls", ("parallel map", "prefetch")),
                ("prefetch", ("prefetch",)),
+               ("persistent_workers", ("persistent workers",)),
                ("autocast off", ("fp32 on the CPU",)))
 
 

@@ -141,7 +141,7 @@ def patch_cnn():
 
 
 @case("pt_train_workers_respawn_epochs", "pytorch", "training", 8,
-      facts("training", dataloader_workers=2, optimizer="sgd"), split="holdout",
+      facts("training", dataloader_workers=2, optimizer="sgd"),
       fix="persistent_workers=True", tags=["dataloader", "workers", "epochs"])
 def pt_train_workers_respawn_epochs(variant):
     """A small CNN trained for many short epochs (4 batches of 32 each) from

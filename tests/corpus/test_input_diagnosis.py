@@ -82,3 +82,34 @@ def test_a_wait_the_pipeline_did_no_work_for_is_not_input():
     f = input_finding(a)
     assert f is None or f.confidence < 0.5
     assert a.verdict.bound == "compute"
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_loader_workers_started_again_every_epoch_are_input_and_kept_by_persistent_workers(k):
+    # short epochs of a DataLoader(num_workers=2) with the default persistent_workers=False:
+    # each epoch's first step shuts the workers down, starts new ones in iter(loader) and
+    # waits for their first batches (measured without the profiler: input 0.625; keeping
+    # the workers 2.42x)
+    _, a = analyzed("pt_train_workers_respawn_epochs", k)
+    assert a.verdict.bound == "input"
+    assert all(f.id != "periodic_extra" for f in a.findings)  # not checkpoint or eval work
+    f = input_finding(a)
+    assert f is a.findings[0] and f.estimated_by == "persistent workers"
+    assert "started again inside the loop" in f.summary
+    keep = fix_named(f, "persistent workers")
+    assert "persistent_workers=True" in keep.text
+    assert 2.42 / 1.25 <= keep.estimate <= 2.42 * 1.25
+    # the other fixes act on the steady fetches only, which keep up
+    assert fix_named(f, "more loader workers").estimate < 1.2
+    jitter = next((x for x in a.findings if x.id == "iteration_jitter"), None)
+    if jitter is not None:  # the slow steps are the restarts: not blamed on the machine
+        assert "start the loader again" in jitter.summary
+        assert "outside the program" not in jitter.summary
+
+
+def test_a_loader_that_is_never_started_again_is_offered_no_persistent_workers():
+    _, a = analyzed("pt_train_input_nw2_alternate")
+    f = input_finding(a)
+    assert all(x.name != "persistent workers" for x in f.fixes)
+    assert any(x.name == "persistent workers" and "no restart" in why
+               for x, why in f.hidden_fixes)

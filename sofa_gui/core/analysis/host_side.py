@@ -3,7 +3,10 @@
 Categories, with their overlap priority (first wins where slices nest):
 
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
-   ``IteratorGetNext`` and similar spans, with everything inside them;
+   ``IteratorGetNext`` and similar spans, with everything inside them; and, after the
+   main thread's own slices and what other threads run for it, the loader started again
+   between two fetches of one iteration (:mod:`.loader_restarts`: an epoch's
+   ``iter(loader)`` starting its workers);
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
    stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
    that read back a device-to-host copy (``.cpu()``);
@@ -48,6 +51,7 @@ from ..units import lane_title
 from . import roles as R
 from .codec import register
 from .intervals import paint
+from .loader_restarts import restarts
 
 HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "communication",
                    "memcpy", "runtime", "sync", "python", "other")
@@ -146,9 +150,15 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
              + [(R.pool_work(trace, hidx), "forward"), (idx[role == R.PYTHON], "python"),
                 (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
                 (hb, "backward")])
-    p = paint([(s.start[x], s.end[x]) for x, _ in parts], ws, we)
+    layers = [(s.start[x], s.end[x]) for x, _ in parts]
+    cats = [cat for _, cat in parts]
+    back = restarts(trace, main, ws, we)  # the loader started again: its untraced time
+    at = len(_OWN_ROLES) + len(_WAITED) + 1  # after what other threads run for the step
+    layers.insert(at, (back.gap_start, back.gap_end))
+    cats.insert(at, "data_loading")
+    p = paint(layers, ws, we)
     times = np.zeros((len(ws), len(HOST_CATEGORIES)), np.int64)
-    for li, (_, cat) in enumerate(parts):
+    for li, cat in enumerate(cats):
         times[:, HOST_CATEGORIES.index(cat)] += p.per_window[:, li]
     times[:, HOST_CATEGORIES.index("other")] += p.per_window[:, -1]
     launch = idx[role == R.RUNTIME]

@@ -269,6 +269,7 @@ CONDITIONAL = "conditional"
 GAIN_NEEDS = {"cores": "free CPU cores (one per worker)",
               "core": "one free CPU core (a background thread)",
               "removes": "no extra core (the work is removed, not moved)",
+              "restarts": "no extra core (the loader's start-up is paid once, not every epoch)",
               "none": "not estimated",
               CONDITIONAL: "a fact the trace does not prove (not estimated)"}
 

@@ -160,17 +160,22 @@ def make_finding(ctx: Ctx, fid: str | Rule, share: float, summary: str, evidence
                  causes: list[Cause] | None = None, title: str | None = None,
                  assumption: float = 1.0, notes: tuple[str, ...] = (),
                  one_off_ns: int = 0, direct: bool = False, tentative: str = "",
-                 fix_gain: Callable[[Fix], FixGain] | None = None) -> Finding:
+                 fix_gain: Callable[[Fix], FixGain] | None = None,
+                 unseen: Callable[[Fix], str] | None = None) -> Finding:
     """A finding with its rule's title and fixes chosen by the run facts.  ``speedup`` 0.0
     means Amdahl on ``share``; None means no per-iteration gain (one-off work).
     ``fix_gain``: each shown fix's own estimate (see :func:`best_fix`); the finding's
     estimate is then that of the best fix, named.  ``tentative``: why its reading is
-    unproven (it then ranks after the hypotheses)."""
+    unproven (it then ranks after the hypotheses).  ``unseen``: why a fix's cause is not in
+    this trace ("" when it is); such a fix is not shown."""
     rule = rule_of(fid)
     fid = rule.id
     if speedup == 0.0:
         speedup = amdahl(share) if rule.per_step else None
     shown, hidden = choose_fixes(rule.fixes, ctx.facts, ctx.all_frameworks)
+    if unseen is not None:
+        hidden = hidden + [(f, unseen(f)) for f in shown if unseen(f)]
+        shown = [f for f in shown if not unseen(f)]
     by = ""
     if fix_gain is not None:
         best, factor = best_fix(shown, fix_gain)

@@ -33,6 +33,11 @@ FIXES: dict[str, list[Fix]] = {
                  "prefetch_factor=2..4 so batches are ready before the step asks for them.",
             fact="dataloader", unless=("workers",), needs=_LOADER, gain="cores",
             name="loader workers"),
+        Fix(_PT, "Keep the loader's worker processes between epochs: DataLoader(..., "
+                 "persistent_workers=True). With the default persistent_workers=False every "
+                 "epoch's iter(loader) shuts the workers down, starts new ones and waits for "
+                 "their first batches.", fact="dataloader", needs=(("dataloader", ("workers",)),),
+            gain="restarts", name="persistent workers"),
         Fix(_PT, "Raise prefetch_factor and num_workers, or make each sample cheaper: the "
                  "workers exist but do not keep up.", fact="dataloader",
             unless=("single_process",), needs=_LOADER, gain="cores",

@@ -26,6 +26,7 @@ from .context import (
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
 from .input_estimate import ASSUMED_CORES, tf_pipeline_speedup
 from .input_pacing import loader_paces, unexplained_wait
+from .input_restarts import restart_cost
 from .registry import Rule, rule
 from .tf_data import pipeline_note
 
@@ -68,12 +69,16 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     share, unmade = unexplained_wait(ctx, host, share)
     grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(spec, share), "NOT")
     paced = loader_paces(ctx, host, share, spec)
+    back = restart_cost(ctx, host)
     summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
-               f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''} "
-               f"{spec.grading('input-bound', TF_PROFILER)} The estimate is that of the best "
-               f"fix that fits this machine.")
+               f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''}"
+               f"{back.sentence()} {spec.grading('input-bound', TF_PROFILER)} The estimate is "
+               f"that of the best fix that fits this machine.")
+    rest = max(share - back.share, 0.0)  # what the other fixes act on: the steady fetches
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                     fix_gain=lambda fix: _input_fix_gain(ctx, share, fix))
+                     fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
+                                           _input_fix_gain(ctx, rest, fix)),
+                     unseen=lambda fix: back.unseen() if fix.gain == "restarts" else "")
     f.paced = paced
     return f
 

@@ -7,6 +7,7 @@ import numpy as np
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..iterations.recurring import NOISE_SDS, stands_out
+from ..loader_restarts import restarts
 from ..results import Evidence, Finding
 from .context import (
     Ctx,
@@ -64,11 +65,13 @@ def iteration_jitter(ctx: Ctx, spec: Rule) -> Finding | None:
                f"time. The speed-up is what running every iteration at the median would give.")
     notes: tuple[str, ...] = ()
     assumption = 1.0
+    restarted = _restarts_explain(ctx, r[slow], float(np.maximum(dur[slow] - med, 0).sum()))
     if isolated:
         lost = float(np.maximum(dur - med, 0).sum() / dur.sum())
+        guess = "" if restarted else " (the OS, garbage collection, the profiler)"
         summary += (f" Only {int(slow.sum())} of {len(dur)} iterations are slow (up to "
                     f"{dur.max() / med:.1f}x the median, {pct(lost)} of the time): isolated "
-                    f"outliers (the OS, garbage collection, the profiler) that too few steps "
+                    f"outliers{guess} that too few steps "
                     f"show to say they recur, so each counts only up to "
                     f"{JITTER_OUTLIER_MADS:g} median absolute deviations over the median.")
         notes, assumption = ((f"{int(slow.sum())} isolated slow iteration(s)",),
@@ -77,6 +80,9 @@ def iteration_jitter(ctx: Ctx, spec: Rule) -> Finding | None:
         notes, assumption = (("one iteration makes most of it",),
                              spec.factor("one_iteration"))
     own = extra_calls_share(ctx, r[slow], r[~slow]) if slow.any() and (~slow).any() else 1.0
+    if restarted:
+        summary += restarted
+        own = 1.0  # the program's own work (input), not the machine
     if own < JITTER_OWN_WORK:
         summary += (f" The slow iterations make the same calls as the others, each slower "
                     f"(only {pct(own)} of their extra host time is calls the others lack): "
@@ -93,6 +99,24 @@ def iteration_jitter(ctx: Ctx, spec: Rule) -> Finding | None:
     return make_finding(ctx, spec, share, summary, evidence, speedup=speedup, causes=causes,
                         assumption=assumption, notes=notes,
                         tentative=SAME_CALLS if own < JITTER_OWN_WORK else "")
+
+
+def _restarts_explain(ctx: Ctx, slow_rows: np.ndarray, slow_excess: float) -> str:
+    """A sentence when the loader's restarts (:mod:`..loader_restarts`) in the slow
+    iterations take at least half of their time over the median ("" otherwise): those
+    steps are slow because they start the loader again, input the input rule reports."""
+    host = ctx.bd.host
+    if host is None or not len(slow_rows) or slow_excess <= 0:
+        return ""
+    back = restarts(ctx.trace, host.lane, host.starts, host.ends)
+    mine = np.isin(back.window, slow_rows)
+    took = float(back.excess_ns()[mine].sum())
+    if took < 0.5 * slow_excess:
+        return ""
+    part = pct(min(took / slow_excess, 1.0))
+    return (f" {int(mine.sum())} of the slow iterations start the loader again ({part} of "
+            f"their time over the median): input (input_pipeline_bound), not the machine; a "
+            f"loader that keeps its workers evens them out.")
 
 
 def _outlier_clip(dur: np.ndarray, slow: np.ndarray, med: float) -> float:

@@ -7,7 +7,10 @@ with a period by chance.  Extra work recurs when the slow iterations make calls 
 others do not make (a name absent from the others, or more calls of it than any regular
 iteration makes), in most of them, and either there are at least
 :data:`MIN_OCCURRENCES` of them or each stands out from the run's own noise
-(:func:`stands_out`).  Waits (the same fetch or collective, longer) are not extra work.
+(:func:`stands_out`).  Waits (the same fetch or collective, longer) are not extra work,
+nor is input: a step that starts its loader again (a new epoch's ``iter(loader)``) fetches
+twice and runs the iterator's own ops (:mod:`..loader_restarts`), and those calls are left
+out of the comparison.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import re
 import numpy as np
 
 from ...trace import Kind, Trace
+from ..intervals import union
+from ..loader_restarts import fetch_intervals, restarts
 from ..roles import step_marker_ids
 
 #: With this many slow iterations that share extra calls, the extra work recurs.
@@ -40,6 +45,7 @@ def extra_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
     s = trace.slices
     idx = trace.lane_slices(lane)
     idx = idx[np.isin(s.kind[idx], _KINDS) & ~np.isin(s.name[idx], step_marker_ids(trace))]
+    idx = idx[~_loader_own(trace, lane, starts, ends, s.start[idx])]
     w = np.searchsorted(starts, s.start[idx], side="right") - 1
     ok = (w >= 0) & (s.start[idx] < ends[np.maximum(w, 0)])
     idx, w = idx[ok], w[ok]
@@ -67,6 +73,21 @@ def extra_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
     labels = trace.memo("recurring.base_label", lambda: _base_label(trace.names, base))
     order = np.flatnonzero(hit)[np.argsort(-t[hit], kind="stable")]
     return [labels[int(cand[k])] for k in order]
+
+
+def _loader_own(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
+                t: np.ndarray) -> np.ndarray:
+    """Per time ``t``: inside an input fetch or a restart of the loader between two
+    fetches (:mod:`..loader_restarts`).  Fetching is the same call in every step, and a
+    step that starts the loader again fetches more often and calls the iterator's own ops
+    (its sampler's permutation): input, not extra work."""
+    a, b = fetch_intervals(trace, lane)
+    back = restarts(trace, lane, np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+    a, b = union(np.concatenate([a, back.gap_start]), np.concatenate([b, back.gap_end]))
+    if not len(a):
+        return np.zeros(len(t), bool)
+    k = np.searchsorted(a, t, side="right") - 1
+    return (k >= 0) & (t < b[np.maximum(k, 0)])
 
 
 def stands_out(durations: np.ndarray, extra: np.ndarray, regular: np.ndarray) -> bool:
