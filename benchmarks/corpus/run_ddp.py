@@ -247,7 +247,7 @@ def pt_ddp_gloo_no_sync_accum(variant):
     return step
 
 
-@case("pt_ddp_gloo_large_allreduce", "pytorch", "training", 5, DDP_FACTS, split="holdout",
+@case("pt_ddp_gloo_large_allreduce", "pytorch", "training", 5, DDP_FACTS, split="tuned",
       share_from_fix="communication", share_variant="bare",
       tags=["ddp", "gloo", "large_model"])
 def pt_ddp_gloo_large_allreduce(variant):

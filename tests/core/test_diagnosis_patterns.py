@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from tracedata import corpus_capture as capture
 
+from sofa_gui.core.analysis import roles as R
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.run_facts import run_facts
 from sofa_gui.core.importers import load_trace
@@ -42,6 +43,24 @@ def test_gloo_wait_is_communication_and_the_straggler_has_a_cause():
     assert f"Rank {slow} is the slowest" in comm.summary and "mostly" in comm.summary
     assert a.verdict.bound == "communication"  # the job's step waits for the slow rank
     assert f"rank {slow} is the slowest" in a.verdict.basis
+
+
+def test_ddp_bucket_copies_count_as_communication_on_every_rank():
+    """DDP copies each gradient into the flat bucket its all-reduce sends and the reduced
+    bucket back: a loop without DDP runs neither, so both are communication on every rank,
+    and the verdict's communication share, waits and copies, follows what the same loop
+    without DDP saves (a 21 M-parameter MLP whose all-reduce is about half the step)."""
+    case = "pt_ddp_gloo_large_allreduce"
+    truth = json.loads((CORPUS / case / "truth.json").read_text())["shares"]
+    for k in (0, 1):
+        t, a = analyzed(capture(case, k))
+        for h in a.breakdown.hosts:
+            idx = t.lane_slices(h.lane)
+            bucket = idx[["reducer::" in t.name_of(int(i)) for i in idx]]
+            assert len(bucket) and set(R.host_roles(t, bucket)) == {R.COMMUNICATION}
+            steps = (h.ends - h.starts).sum()
+            assert h.column("communication").sum() / steps > 0.38  # waits alone: 0.28-0.35
+        assert abs(a.verdict.shares["communication"] - truth["communication"]) < 0.1
 
 
 def test_cpu_collectives_are_in_stats_and_fleet():

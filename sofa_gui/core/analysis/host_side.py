@@ -13,7 +13,9 @@ Categories, with their overlap priority (first wins where slices nest):
 3. ``communication`` -- collectives of any backend on the main thread (``c10d::allreduce_``,
    ``nccl:all_reduce``, ``gloo:*``), and main-thread time with nothing of its own
    running while another thread of the process runs a collective
-   (``gloo:all_reduce`` on gloo's thread: the main thread waits for it);
+   (``gloo:all_reduce`` on gloo's thread: the main thread waits for it), and DDP's
+   copies of the gradients into and out of the buckets the all-reduce sends
+   (``reducer::mul_out``, ``reducer::copy_bucket_to_grad``: a loop without DDP has none);
 4. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
    memory the host stages the data itself before the device copy can start;
 5. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches), and the

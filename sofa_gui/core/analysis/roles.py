@@ -60,6 +60,12 @@ _COLLECTIVE = re.compile(
     r"^(nccl|rccl|gloo|mpi|ucc|xccl)[:_]|^c10d::|^record_param_comms$|"
     r"^(Collective(Reduce|Gather|Bcast|Permute|AllToAll)\w*|NcclAllReduce|"
     r"all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)(\b|[.:_])", re.I)
+#: DDP's own work on the gradients around each all-reduce, on the thread that runs backward:
+#: each gradient copied (scaled by 1/world) into the flat bucket the collective sends
+#: (``torch::distributed::reducer::mul_out``) and the reduced bucket copied back
+#: (``torch.distributed.ddp.reducer::copy_bucket_to_grad``).  A loop without DDP runs
+#: none of it, so it is the collective's cost, not the model's compute.
+_GRADIENT_BUCKETS = re.compile(r"^torch(::|\.)distributed(::|\.)(ddp\.)?reducer::")
 #: The collective itself as its backend records it (not the c10d op that enqueues it).
 _BACKEND_COLLECTIVE = re.compile(r"^(nccl|rccl|gloo|mpi|ucc|xccl):", re.I)
 #: Waits for the next input element (what a consumer thread blocks on), on any thread.
@@ -94,7 +100,7 @@ def _name_roles(names: list[str]) -> np.ndarray:
             out[i] = RUNTIME
         elif _DATA_LOADING.search(n):
             out[i] = DATA_LOADING
-        elif _COLLECTIVE.search(n):
+        elif _COLLECTIVE.search(n) or _GRADIENT_BUCKETS.match(n):
             out[i] = COMMUNICATION
         elif _SYNC_OP.search(n) or (is_sync_call(n) and "WaitEvent" not in n):
             out[i] = SYNC

@@ -31,7 +31,10 @@ the loader paces the run (batches made beside the step, the main thread waiting 
 in every steady step: ``findings/input_pacing.py``), the bound is input, and the basis
 says why, whatever the compute's share.  With several ranks the breakdown of the rank
 that waits most in collectives is read: in synchronous data parallelism its step is the
-job's step (its own work, then the wait for the slowest rank).
+job's step (its own work, then the wait for the slowest rank).  A host's communication
+is its main thread in or waiting for a collective, and DDP's copies of the gradients into
+and out of the buckets the all-reduce sends (``host_side.py``): the loop without DDP
+saves both.
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ def communication_bound(ctx: Ctx, spec: Rule) -> Finding | None:
 
 def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
     """CPU collectives (gloo, MPI, UCC): the main thread of the rank that waits most, in
-    a collective or for one another thread runs (host category ``communication``)."""
+    a collective, for one another thread runs, or copying DDP's gradient buckets (host
+    category ``communication``)."""
     hosts = [h for h in ctx.bd.hosts if h.column("communication").any()]
     if not hosts:
         return None
@@ -88,14 +89,14 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
             continue
         j = int(mine[np.argmax(s.dur[mine])])
         evidence.append(Evidence(
-            f"iteration {i}: the main thread waits {fmt_ns(waits[i])} for collectives; "
+            f"iteration {i}: the main thread spends {fmt_ns(waits[i])} on collectives; "
             f"longest {ctx.trace.name_of(j)} ({fmt_ns(int(s.dur[j]))})", int(s.start[j]),
             int(s.end[j]), ctx.it(i), lanes_of([host.lane], [int(s.lane[j])])))
     mine = comm[ctx.in_steady(s.start[comm], host.starts, host.ends)]
     causes = causes_by_name(ctx, mine, s.dur[mine], float(s.dur[mine].sum()) or 1.0)
-    summary = (f"The main thread of {host.label} waits in or for collectives "
-               f"{pct(share)} of steady-state iteration time (CPU collectives: the wait is "
-               f"the time until every rank has sent its part).")
+    summary = (f"The main thread of {host.label} is in, waits for or fills the buffers of "
+               f"collectives {pct(share)} of steady-state iteration time (CPU collectives: "
+               f"the wait is the time until every rank has sent its part).")
     return _ranks_finding(ctx, spec, share, summary, evidence, causes)
 
 
