@@ -102,7 +102,12 @@ def main(argv=None) -> int:
     else:
         import torch
 
-        from corpus import torch_cases, torch_cases_apps  # noqa: F401  (the torch cases)
+        from corpus import (  # noqa: F401  (the torch cases)
+            torch_cases,
+            torch_cases_apps,
+            torch_cases_calls,
+            torch_cases_more,
+        )
         torch.set_num_threads(1)
     for spec in args.cases:
         name, _, vs = spec.partition(":")
