@@ -155,6 +155,14 @@ def release(step) -> None:
 ROUND_S = 0.5
 
 
+def steps_to_fill(c: Case, warm: list[tuple[float, dict]]) -> int:
+    """Steps a round needs to last :data:`ROUND_S`, judged by the last warm-up step (the
+    first ones pay for allocation and caches): the case's steps at least, 50x at most."""
+    last = warm[-1][0] if warm else 0.0
+    want = int(-(-ROUND_S // last)) if last > 0 else c.steps
+    return min(max(want, c.steps), 50 * c.steps)
+
+
 def variants_of(c: Case) -> list[str]:
     """The variants a case's truth times: the run, its fix and the fix's other settings
     (``variants``), the variant its share is measured against and the others it names
@@ -166,18 +174,25 @@ def variants_of(c: Case) -> list[str]:
     return variants + [v for v in c.also if v not in variants]
 
 
-def measure(c: Case, rounds: int = 3) -> dict:
+def measure(c: Case, rounds: int = 3, agree: Callable[[int], int] | None = None,
+            one_round: Callable | None = None) -> dict:
     """Unprofiled truth: ``rounds`` rounds of the run (and of its other variants,
-    interleaved), each at least :data:`ROUND_S` of steps.  A round during which other
-    processes kept more than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is
-    measured again, at most ``rounds`` times in all; ``noise.others_cores`` has the kept
-    rounds' figures, ``noise.rounds_dropped`` how many were measured again."""
+    interleaved), each at least :data:`ROUND_S` of steps (``one_round(c, variants)``, by
+    default :func:`_round`, times one).  A round during which other processes kept more
+    than :data:`BUSY_NEIGHBOURS` cores busy (:class:`Others`) is measured again, at most
+    ``rounds`` times in all; ``noise.others_cores`` has the kept rounds' figures,
+    ``noise.rounds_dropped`` how many were measured again.  ``agree`` (processes that step
+    together, such as the ranks of a DDP job) turns this process's step count into the one
+    every process runs: a round that stopped by each process's own clock could end a step
+    apart, and the extra step's collectives would meet the next variant's; such rounds are
+    kept whatever their neighbours (a round measured again by one process alone would part
+    them)."""
     variants = variants_of(c)
     kept, dropped = [], 0
     while len(kept) < rounds:
-        got, others = _round(c, variants)
+        got, others = one_round(c, variants) if one_round else _round(c, variants, agree)
         busy = [x for x in others.values() if x is not None]
-        if busy and max(busy) > BUSY_NEIGHBOURS and dropped < rounds:
+        if agree is None and busy and max(busy) > BUSY_NEIGHBOURS and dropped < rounds:
             dropped += 1
             continue
         kept.append((got, others))
@@ -187,7 +202,8 @@ def measure(c: Case, rounds: int = 3) -> dict:
     return truth
 
 
-def _round(c: Case, variants: list[str]) -> tuple[dict, dict]:
+def _round(c: Case, variants: list[str],
+           agree: Callable[[int], int] | None = None) -> tuple[dict, dict]:
     """One timed round of each variant, built afresh: ({variant: [(wall s, phases)]},
     {variant: cores other processes kept busy meanwhile}).  Each starts from a collected
     heap: the garbage of building a variant (or of an earlier capture) is not collected
@@ -200,6 +216,10 @@ def _round(c: Case, variants: list[str]) -> tuple[dict, dict]:
         if c.startup_in_window:
             gc.collect()
             got[v] = time_steps(step, 0, c.warmup + c.steps)
+        elif agree is not None:
+            n = agree(steps_to_fill(c, time_steps(step, 0, c.warmup)))
+            gc.collect()
+            got[v] = time_steps(step, c.warmup, n)
         else:
             time_steps(step, 0, c.warmup)
             gc.collect()

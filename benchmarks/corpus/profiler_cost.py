@@ -4,15 +4,17 @@ take: the measurements behind the host-side estimates' constants
 
     python benchmarks/corpus/profiler_cost.py [--rounds 5] CASE[:VARIANT,...] ...
     $JAX_VENV/bin/python benchmarks/corpus/profiler_cost.py --jax jax_infer_readback
+    $TF_VENV/bin/python benchmarks/corpus/profiler_cost.py --tf tf_infer_labels_readback
 
 (on an idle machine).  Per round and variant (the case's ``run`` and ``fix`` unless
 named), the loop is built afresh, its warm-up steps run, the heap is collected, then its
 steps are timed twice in turn: without the profiler (as the truth is) and under it (as a
-capture is: ``torch.profiler`` with CPU activity and input shapes recorded, or
-``jax.profiler.trace`` with its Python tracer).  Printed per variant: the mean step and
-each phase's mean time (what is in no named phase is ``rest``), unprofiled and profiled,
-the events ``torch.profiler`` records per step and, per phase, the profiled time over the
-unprofiled one.  Medians over the rounds.  One intra-op thread, as the captures.
+capture is: ``torch.profiler`` with CPU activity and input shapes recorded,
+``jax.profiler.trace`` with its Python tracer, or ``tf.profiler.experimental``).  Printed
+per variant: the mean step and each phase's mean time (what is in no named phase is
+``rest``), unprofiled and profiled, the events ``torch.profiler`` records per step and, per
+phase, the profiled time over the unprofiled one.  Medians over the rounds.  One intra-op
+thread, as the captures.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus.common import CASES, ROUND_S, release, time_steps  # noqa: E402
 
 JAX = "--jax" in sys.argv
+TF = "--tf" in sys.argv
 
 
 def timed(step, first: int, n: int, profiled: bool) -> tuple[list, float]:
@@ -40,6 +43,15 @@ def timed(step, first: int, n: int, profiled: bool) -> tuple[list, float]:
 
         with tempfile.TemporaryDirectory() as tmp, jax.profiler.trace(tmp):
             return time_steps(step, first, n), 0.0
+    if TF:
+        import tensorflow as tf
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tf.profiler.experimental.start(tmp)
+            try:
+                return time_steps(step, first, n), 0.0
+            finally:
+                tf.profiler.experimental.stop()
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
@@ -96,9 +108,17 @@ def main(argv=None) -> int:
     ap.add_argument("cases", nargs="+", help="CASE or CASE:VARIANT,VARIANT")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--jax", action="store_true", help="JAX cases (run in the JAX venv)")
+    ap.add_argument("--tf", action="store_true",
+                    help="TensorFlow cases (run in the TensorFlow venv)")
     args = ap.parse_args(argv)
     if args.jax:
         from corpus import run_jax  # noqa: F401  (registers the JAX cases)
+    elif args.tf:
+        import tensorflow as tf
+
+        from corpus import run_tf  # noqa: F401  (registers the TensorFlow cases)
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     else:
         import torch
 

@@ -195,6 +195,182 @@ def jax_train_loss_readback(variant):
     return step
 
 
+# -- held-out cases written as users write them: a hand-written Adam, a metrics callback in
+# the jitted step, a new batch shape (and so a new compilation) every step ------------------
+def adam(lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8):
+    """An optax-style optimizer written by hand: ``(init, update)``, ``update`` returning
+    the parameter updates and the new state."""
+    def init_fn(params):
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return {"m": zeros, "v": zeros, "t": jnp.zeros((), jnp.int32)}
+
+    def update_fn(grads, state):
+        t = state["t"] + 1
+        m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+        v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+        scale = lr * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        updates = jax.tree_util.tree_map(lambda m, v: -scale * m / (jnp.sqrt(v) + eps), m, v)
+        return updates, {"m": m, "v": v, "t": t}
+    return init_fn, update_fn
+
+
+def host_init(seed: int, sizes: tuple[int, ...]):
+    """MLP parameters drawn with numpy on the host and put on the device (no jitted
+    initializer: each would be one more compiled program in the capture)."""
+    rng = np.random.default_rng(seed)
+    return [(jnp.asarray(rng.standard_normal((a, b), dtype=np.float32) / np.sqrt(a)),
+             jnp.zeros(b)) for a, b in zip(sizes, sizes[1:])]
+
+
+def apply_updates(params, updates):
+    return jax.tree_util.tree_map(lambda p, u: p + u, params, updates)
+
+
+def digit_batches(n: int = 8, batch: int = 128, seed: int = 0):
+    """Flattened 28x28 images and labels, made once and held on the device."""
+    rng = np.random.default_rng(seed)
+    return [(jnp.asarray(rng.random((batch, 784), dtype=np.float32)),
+             jnp.asarray(rng.integers(0, 10, batch).astype(np.int32))) for _ in range(n)]
+
+
+@case("jax_train_adam_mlp", "jax", "training", 8, facts("training"), split="holdout",
+      warmup=3, tags=["optax_style", "adam"])
+def jax_train_adam_mlp(variant):
+    """A GELU MLP classifier (784-1024-512-10) trained with a hand-written, optax-style Adam
+    (``init``/``update``/``apply_updates``) inside one jitted ``update`` function, on
+    batches of 128 held on the device; the loop keeps a running loss (one ``float`` a
+    step): compute-bound."""
+    init_fn, update_fn = adam()
+    params = host_init(3, (784, 1024, 512, 10))
+    state = {"p": params, "opt": init_fn(params), "loss": 0.0}
+    data = digit_batches()
+
+    def loss_fn(p, x, y):
+        h = x
+        for w, b in p[:-1]:
+            h = jax.nn.gelu(h @ w + b)
+        w, b = p[-1]
+        return -jnp.take_along_axis(jax.nn.log_softmax(h @ w + b), y[:, None], 1).mean()
+
+    @jax.jit
+    def update(p, opt_state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(p, x, y)
+        updates, opt_state = update_fn(grads, opt_state)
+        return apply_updates(p, updates), opt_state, loss
+
+    def step(i):
+        x, y = data[i % len(data)]
+        state["p"], state["opt"], loss = update(state["p"], state["opt"], x, y)
+        state["loss"] = 0.9 * state["loss"] + 0.1 * float(loss)
+    return step
+
+
+@case("jax_train_metrics_callback", "jax", "training", 4, facts("training"),
+      split="holdout", warmup=3, share_from_fix="sync", share_variant="no_callback",
+      tags=["host_callback", "logging"])
+def jax_train_metrics_callback(variant):
+    """A jitted autoencoder step (784-256-64-256-784, SGD with momentum) that logs its
+    loss and gradient norm from inside the compiled function with ``jax.debug.callback``
+    (a Python function formatting a log line per step): compute-bound; what the same
+    step without the callback (``no_callback``) saves is the callback's host round trip,
+    counted as sync."""
+    params = host_init(4, (784, 256, 64, 256, 784))
+    state = {"p": params, "mom": jax.tree_util.tree_map(jnp.zeros_like, params)}
+    data, log = digit_batches(seed=1), []
+
+    def log_metrics(step, loss, gnorm):
+        log.append(f"step {int(step)} loss {float(loss):.5f} |g| {float(gnorm):.4f}")
+        del log[:-100]
+
+    def loss_fn(p, x):
+        h = x
+        for w, b in p[:-1]:
+            h = jax.nn.relu(h @ w + b)
+        w, b = p[-1]
+        return jnp.mean((jax.nn.sigmoid(h @ w + b) - x) ** 2)
+
+    @jax.jit
+    def train(p, mom, x, i):
+        loss, grads = jax.value_and_grad(loss_fn)(p, x)
+        if variant != "no_callback":
+            gnorm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree_util.tree_leaves(grads)))
+            jax.debug.callback(log_metrics, i, loss, gnorm)
+        mom = jax.tree_util.tree_map(lambda m, g: 0.9 * m + g, mom, grads)
+        return jax.tree_util.tree_map(lambda a, m: a - 0.05 * m, p, mom), mom, loss
+
+    def step(i):
+        x, _ = data[i % len(data)]
+        state["p"], state["mom"], loss = train(state["p"], state["mom"], x, i)
+        loss.block_until_ready()
+    return step
+
+
+class CompileClock:
+    """Adds the time JAX spends tracing, lowering and compiling (its monitoring events) to
+    the current step's ``startup`` phase."""
+
+    EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration",
+              "/jax/core/compile/backend_compile_duration")
+    installed = False
+
+    @classmethod
+    def install(cls):
+        if not cls.installed:
+            jax.monitoring.register_event_duration_secs_listener(cls.record)
+            cls.installed = True
+
+    @staticmethod
+    def record(event: str, seconds: float, **kw):
+        if event in CompileClock.EVENTS:
+            CLOCK.acc["startup"] += seconds
+
+
+def sentence_batches(seed: int = 0, batch: int = 32, longest: int = 128):
+    """Token batches of a new length each (16..``longest``), in a fixed order."""
+    rng = np.random.default_rng(seed)
+    lengths = 16 + (np.arange(113) * 47) % (longest - 15)
+    return [(rng.integers(1, 1000, (batch, int(n))).astype(np.int32),
+             rng.integers(0, 2, batch).astype(np.int32)) for n in lengths]
+
+
+@case("jax_train_shape_recompile", "jax", "training", 3, facts("training"),
+      split="holdout", warmup=2, fix="pad every batch to 128 tokens (one compilation)",
+      tags=["recompile", "variable_length", "python_tracer_off"])
+def jax_train_shape_recompile(variant):
+    """A jitted sentence classifier (token embeddings, mean-pooled, a linear head; SGD)
+    trained on batches whose length is that of their longest sentence, different every
+    step: ``jax.jit`` traces and compiles the step again for each new shape (captured
+    with the Python tracer off); padding every batch to 128 tokens, with a mask,
+    compiles once."""
+    CompileClock.install()
+    (emb, _), (head, _) = host_init(5, (1000, 64, 2))
+    params = {"emb": emb, "head": head}
+    data = sentence_batches()
+
+    def loss_fn(p, ids, mask, y):
+        e = p["emb"][ids] * mask[..., None]
+        logits = e.sum(1) / mask.sum(1, keepdims=True) @ p["head"]
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1).mean()
+
+    @jax.jit
+    def train(p, ids, mask, y):
+        loss, grads = jax.value_and_grad(loss_fn)(p, ids, mask, y)
+        return jax.tree_util.tree_map(lambda a, g: a - 0.1 * g, p, grads), loss
+
+    state = {"p": params}
+
+    def step(i):
+        ids, y = data[i % len(data)]
+        mask = np.ones(ids.shape, np.float32)
+        if variant == "fix":
+            pad = 128 - ids.shape[1]
+            ids, mask = np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
+        state["p"], loss = train(state["p"], ids, mask, y)
+        return float(loss)
+    return step
+
+
 def capture(c, dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     step, first = warmed(c)

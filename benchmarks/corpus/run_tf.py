@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  # noqa: E402
 
-from corpus.common import CASES, CLOCK, Driver, case, cli, measure, summarize, warmed  # noqa: E402
+from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
 
 TF = {"framework": "tensorflow", "device": "cpu"}
 BATCH = 16
@@ -142,13 +142,29 @@ class StepClock(tf.keras.callbacks.Callback):
 
     def __init__(self):
         super().__init__()
-        self.starts = []
+        self.starts, self.tests = [], []
 
     def on_train_batch_begin(self, batch, logs=None):
         self.starts.append(time.perf_counter())
 
     def on_train_end(self, logs=None):
         self.starts.append(time.perf_counter())
+
+    def on_test_begin(self, logs=None):
+        self.tests.append([time.perf_counter(), None])
+
+    def on_test_end(self, logs=None):
+        self.tests[-1][1] = time.perf_counter()
+
+    def steps(self) -> list[tuple[float, dict]]:
+        """(wall s, phases) per step: an epoch's validation is the ``periodic`` phase of
+        the step it ends."""
+        out = [(b - a, {}) for a, b in zip(self.starts, self.starts[1:])]
+        for t0, t1 in self.tests:
+            k = sum(1 for s in self.starts if s <= t0) - 1
+            if 0 <= k < len(out):
+                out[k][1]["periodic"] = out[k][1].get("periodic", 0.0) + t1 - t0
+        return out
 
 
 @dataclass
@@ -160,6 +176,9 @@ class FitSpec:
     pipe: str
     data: Callable = fit_dataset
     net: Callable = keras_model
+    fix_net: Callable | None = None  # the fix's model, where the fix is in the model
+    epoch_steps: int = 0  # short epochs of this many steps, validated on ``val()`` each
+    val: Callable | None = None
 
 
 FIT: dict[str, FitSpec] = {}
@@ -194,29 +213,34 @@ def run_fit(spec: FitSpec, pipe: str, n: int, logdir: Path | None = None,
     the model's ``steps_per_execution`` batches); per timed step (wall s, {}); profiles
     steps ``skip+1 .. skip+n`` into ``logdir`` when given."""
     tf.keras.utils.set_random_seed(0)
-    net, clock = spec.net(), StepClock()
+    net, clock = (spec.fix_net if pipe == "fix" and spec.fix_net else spec.net)(), StepClock()
     cbs = [clock]
     if logdir is not None:
         cbs.append(tf.keras.callbacks.TensorBoard(str(logdir), profile_batch=(skip + 1,
                                                                               skip + n)))
-    per_call = getattr(net, "steps_per_execution", 1) or 1
-    net.fit(spec.data(pipe), epochs=1, steps_per_epoch=(skip + n + 1) * int(per_call),
-            verbose=0, callbacks=cbs)
-    walls = [b - a for a, b in zip(clock.starts, clock.starts[1:])]
-    return [(w, {}) for w in walls[skip:skip + n]]
+    per_call = int(getattr(net, "steps_per_execution", 1) or 1)
+    steps, kw = (skip + n + 1) * per_call, {}
+    if spec.epoch_steps:
+        kw = {"validation_data": spec.val(), "epochs": -(-steps // spec.epoch_steps)}
+        steps = spec.epoch_steps
+    net.fit(spec.data(pipe), epochs=kw.pop("epochs", 1), steps_per_epoch=steps, verbose=0,
+            callbacks=cbs, **kw)
+    return clock.steps()[skip:skip + n]
+
+
+def fit_round(c, variants: list[str]) -> tuple[dict, dict]:
+    """One timed ``fit`` of each variant (the run on the case's own pipeline), and the
+    cores other processes kept busy meanwhile."""
+    spec, got, others = FIT[c.name], {}, {}
+    for v in variants:
+        watch = Others()
+        got[v] = run_fit(spec, spec.pipe if v == "run" else v, c.steps, skip=c.warmup)
+        others[v] = watch.cores()
+    return got, others
 
 
 def measure_fit(c, rounds: int) -> dict:
-    spec = FIT[c.name]
-    variants = [spec.pipe] + (["fix"] if c.fix else [])
-    if c.share_from_fix and c.share_variant not in variants:
-        variants.append(c.share_variant)
-    got = {v: [] for v in variants}
-    for _ in range(rounds):
-        for v in variants:
-            got[v].append(run_fit(spec, v, c.steps, skip=c.warmup))
-    got["run"] = got.pop(spec.pipe)
-    return summarize(c, got)
+    return measure(c, rounds, fit_round)
 
 
 # -- held-out cases: Keras predict per sample, read-back per sample, a slow generator,
@@ -401,6 +425,129 @@ CASES["tf_fit_steps_per_execution"].build.__doc__ = (
     "Keras 3 ``model.fit`` compiled with ``steps_per_execution=4`` (one train-function "
     "call runs 4 batches) on batches made once and cached: compute-bound; a step here is "
     "one call, 4 batches.")
+
+
+# -- held-out cases written as users write them: a GIL-bound py_function under a parallel
+# map, a model left with run_eagerly=True, validation after every short epoch --------------
+def py_jitter(img):
+    """Colour jitter row by row and a random erased patch, in numpy behind
+    ``tf.py_function`` (Python holds the GIL for most of it)."""
+    a = img.numpy().astype("float32") / 255.0
+    rng = np.random.default_rng(int(a[0, 0, 0] * 1e6))
+    for r in range(a.shape[0]):
+        a[r] = a[r] * (0.9 + 0.2 * rng.random()) + 0.05 * rng.standard_normal(3)
+        a[r] = np.clip(a[r], 0.0, 1.0)
+    y0, x0 = rng.integers(0, 24, 2)
+    a[y0:y0 + 8, x0:x0 + 8] = rng.random(3)
+    return (a - a.mean()) / (a.std() + 1e-6)
+
+
+def tf_jitter(img, label):
+    """The same kind of augmentation in TensorFlow ops (the fix)."""
+    a = tf.image.random_brightness(tf.cast(img, tf.float32) / 255.0, 0.1)
+    a = tf.image.random_contrast(a, 0.9, 1.1)
+    return tf.image.per_image_standardization(a), label
+
+
+def jitter_dataset(pipe: str) -> tf.data.Dataset:
+    """32x32 images through a parallel, prefetched map of :func:`py_jitter` (``run``),
+    of :func:`tf_jitter` (``fix``), or made once and cached (``bare``)."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (256, 32, 32, 3), dtype=np.uint8)
+    y = rng.integers(0, 10, 256).astype("int32")
+
+    def aug(img, label):
+        out = tf.py_function(py_jitter, [img], tf.float32)
+        out.set_shape((32, 32, 3))
+        return out, label
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+    if pipe == "bare":
+        return ds.take(32 * 4).map(aug).batch(32).cache().repeat()
+    fn = tf_jitter if pipe == "fix" else aug
+    return ds.map(fn, num_parallel_calls=tf.data.AUTOTUNE).batch(32).prefetch(tf.data.AUTOTUNE)
+
+
+def sepconv_model():
+    L = tf.keras.layers
+    return keras_model(tf.keras.Sequential([
+        tf.keras.Input((32, 32, 3)), L.Conv2D(32, 3, padding="same", activation="relu"),
+        L.SeparableConv2D(64, 3, strides=2, padding="same", activation="relu"),
+        L.SeparableConv2D(64, 3, padding="same", activation="relu"),
+        L.GlobalAveragePooling2D(), L.Dense(10)]))
+
+
+fit_case("tf_fit_pyfunc_parallel_map", FitSpec("run", data=jitter_dataset, net=sepconv_model),
+         facts("training", keras_fit=True, tf_data=True, tf_data_parallel=True), 8,
+         split="holdout", fix="the augmentation rewritten in tf.image ops",
+         share_from_fix="input", share_variant="bare", warmup=3,
+         tags=["keras_fit", "tf_data", "py_function", "gil"])
+CASES["tf_fit_pyfunc_parallel_map"].build.__doc__ = (
+    "Keras 3 ``model.fit`` of a small separable-conv net on a tf.data pipeline whose "
+    "``map(num_parallel_calls=AUTOTUNE)`` + ``prefetch`` runs a numpy colour jitter in "
+    "``tf.py_function``: the parallel calls share Python's GIL, so the map stays about "
+    "as slow as a serial one and the step waits for it (input-bound); the fix writes the "
+    "augmentation in tf.image ops.")
+
+
+def rows_dataset(pipe: str) -> tf.data.Dataset:
+    """Feature rows held in memory, batched (the same for every variant)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32 * 8, 64)).astype("float32")
+    y = rng.integers(0, 10, 32 * 8).astype("int32")
+    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32)
+
+
+def deep_mlp(eager: bool = True):
+    L = tf.keras.layers
+    net = tf.keras.Sequential([tf.keras.Input((64,)),
+                               *(L.Dense(32, activation="relu") for _ in range(6)),
+                               L.Dense(10)])
+    net.compile(optimizer="adam", run_eagerly=eager,
+                loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return net
+
+
+fit_case("tf_fit_run_eagerly", FitSpec("bare", data=rows_dataset, net=deep_mlp,
+                                       fix_net=lambda: deep_mlp(eager=False)),
+         facts("training", keras_fit=True, tf_data=True), 4, split="holdout", warmup=3,
+         fix="run_eagerly=False (fit runs a compiled tf.function)",
+         share_from_fix="host_overhead", tags=["keras_fit", "run_eagerly", "eager"])
+CASES["tf_fit_run_eagerly"].build.__doc__ = (
+    "Keras 3 ``model.fit`` of a 7-layer MLP (Dense 32) compiled with Adam and "
+    "``run_eagerly=True`` (left on after debugging) on batches of 32 held in memory: "
+    "every layer's forward and backward op and each of Adam's per-variable updates is "
+    "dispatched eagerly from Python, so per-op overhead is most of the step; "
+    "``run_eagerly=False`` is the fix.")
+
+
+def review_tokens(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(1, 2000, (n, 200)).astype("int32"),
+            rng.integers(0, 2, n).astype("int32"))
+
+
+def reviews(pipe: str) -> tf.data.Dataset:
+    return tf.data.Dataset.from_tensor_slices(review_tokens(64 * 4, 0)).repeat().batch(64)
+
+
+def review_model():
+    L = tf.keras.layers
+    return keras_model(tf.keras.Sequential([
+        tf.keras.Input((200,), dtype="int32"), L.Embedding(2000, 32),
+        L.Conv1D(128, 5, activation="relu"), L.GlobalMaxPooling1D(),
+        L.Dense(32, activation="relu"), L.Dense(2)]))
+
+
+fit_case("tf_fit_validation_epochs",
+         FitSpec("bare", data=reviews, net=review_model, epoch_steps=5,
+                 val=lambda: tf.data.Dataset.from_tensor_slices(review_tokens(256, 1))
+                 .batch(128)),
+         facts("training", keras_fit=True, tf_data=True), 10, split="holdout", warmup=6,
+         tags=["keras_fit", "validation", "periodic_eval", "epochs"])
+CASES["tf_fit_validation_epochs"].build.__doc__ = (
+    "Keras 3 ``model.fit`` of a 1-d conv text classifier on token batches held in memory "
+    "(64 reviews of 200 tokens each), in short epochs of 5 steps with ``validation_data`` "
+    "(2 batches of 128) evaluated after each: compute-bound, the validation periodic.")
 
 
 def keep_profiles(logdir: Path, dest: Path) -> None:

@@ -28,6 +28,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_apps,
     torch_cases_calls,
     torch_cases_more,
+    torch_cases_users,
 )
 from corpus.common import Driver, cli, release, warmed  # noqa: E402
 

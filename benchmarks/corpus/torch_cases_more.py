@@ -209,15 +209,18 @@ class Block(torch.nn.Module):
 
 
 @case("pt_train_activation_checkpointing", "pytorch", "training", 5,
-      facts("training", optimizer="adamw"), split="holdout", tags=["activation_checkpoint"])
+      facts("training", optimizer="adamw"), split="holdout", also=("foreach", "fused"),
+      tags=["activation_checkpoint"])
 def pt_train_activation_checkpointing(variant):
     """Four residual feed-forward blocks trained with activation checkpointing
     (``torch.utils.checkpoint``, non-reentrant): each block's forward runs again in the
-    backward; compute-bound."""
+    backward; compute-bound. ``AdamW(foreach=True)`` and ``AdamW(fused=True)`` are measured
+    beside AdamW's default per-tensor loop."""
     torch.manual_seed(0)
     blocks = torch.nn.ModuleList(Block() for _ in range(4))
     head = torch.nn.Linear(256, 1)
-    opt = torch.optim.AdamW([*blocks.parameters(), *head.parameters()], lr=1e-3)
+    impl = {"fused": {"fused": True}, "foreach": {"foreach": True}}.get(variant, {})
+    opt = torch.optim.AdamW([*blocks.parameters(), *head.parameters()], lr=1e-3, **impl)
     x, y = torch.randn(2, 64, 256), torch.randn(2, 64, 1)
 
     def step(i):

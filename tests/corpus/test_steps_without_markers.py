@@ -37,6 +37,11 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Ke
                                       "predict with its own input fetch",
              "tf_fit_per_batch": "3 fit calls per step, each a whole Keras fit with its "
                                  "own data adapter and iterator"}
+#: Held-out cases whose steps the trace tells apart but the iterations miscount (strict:
+#: a mended detection shows here).
+MISCOUNTED = {"tf_fit_validation_epochs": "Keras numbers its step annotations by the "
+                                          "batch within each epoch: the window's 2 epochs "
+                                          "repeat the numbers 0-4"}
 
 
 def _cases(framework: str) -> list[str]:
@@ -50,7 +55,9 @@ def _cases(framework: str) -> list[str]:
 
 JAX = _cases("jax")
 TF = _cases("tensorflow")
-PYTHON_FRAMES = [c for c in JAX if c != "jax_compile_startup"]  # its tracer is off
+PYTHON_FRAMES = [c for c in JAX  # captured with the Python tracer on
+                 if "python_tracer_off" not in json.loads(
+                     (CORPUS / c / "truth.json").read_text()).get("tags", [])]
 
 
 def _steps(case: str) -> int:
@@ -63,7 +70,7 @@ def _trace(case: str, k: int):
 
 
 def _param(case: str, k: int):
-    why = UNGROUPED.get(case)
+    why = UNGROUPED.get(case) or MISCOUNTED.get(case)
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
     return pytest.param(case, k, marks=marks, id=f"{case}-{k + 1}")
 

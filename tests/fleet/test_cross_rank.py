@@ -7,6 +7,7 @@ import io
 import numpy as np
 import pytest
 
+from sofa_gui.core.analysis.balance import MOVES, NOT_WORK
 from sofa_gui.core.fleet.bar import RankBar
 from sofa_gui.core.fleet.cross import cross_rank
 from sofa_gui.core.fleet.runset import parse_ranks, rank_files, select
@@ -16,18 +17,22 @@ CATS = ["compute", "communication", "idle_input", "idle_other"]
 MS = 1_000_000
 
 
-def _rank(r, rows, labels=None, top="compute_bound", header=None):
-    """rows: per iteration (compute, communication, idle_input, idle_other) in ms."""
+def _rank(r, rows, labels=None, top="compute_bound", header=None, facts=None):
+    """rows: per iteration (compute, communication, idle_input, idle_other) in ms;
+    ``facts``: key -> value the rank's trace proves."""
     times = [[int(v * MS) for v in row] for row in rows]
     return RankSummary(rank=r, path=f"/run/rank-{r}.json", events=100, header_rank=header,
                        labels=labels or [], durations=[sum(t) for t in times], side="device",
                        categories=list(CATS), times=times, comm_total=[t[1] for t in times],
-                       findings=[{"id": top, "title": top, "severity": "high", "share": 0.5}])
+                       findings=[{"id": top, "title": top, "severity": "high", "share": 0.5}],
+                       facts={k: {"value": v, "detail": "", "proof": f"`{k} event`"}
+                              for k, v in (facts or {}).items()})
 
 
-def _sync_job(n=16, slow=5, slow_cat=0, extra=30, iters=4):
+def _sync_job(n=16, slow=5, slow_cat=0, extra=30, iters=4, facts=None):
     """Synchronous job: every rank's iteration is 100 ms; the slow rank spends ``extra``
-    ms more in ``slow_cat`` and the others wait that long in communication."""
+    ms more in ``slow_cat`` and the others wait that long in communication; ``facts``
+    (rank -> facts) what each rank's trace proves."""
     out = []
     for r in range(n):
         rows = []
@@ -37,7 +42,8 @@ def _sync_job(n=16, slow=5, slow_cat=0, extra=30, iters=4):
                 base[1] -= extra
                 base[slow_cat] += extra
             rows.append(base)
-        out.append(_rank(r, rows, [f"ProfilerStep#{10 + j}" for j in range(iters)]))
+        out.append(_rank(r, rows, [f"ProfilerStep#{10 + j}" for j in range(iters)],
+                         facts=(facts or {}).get(r)))
     return out
 
 
@@ -45,9 +51,14 @@ def test_slow_rank_holding_collectives_is_found_with_its_cause():
     res = cross_rank(_sync_job(slow=5, slow_cat=2))
     assert [s.rank for s in res.stragglers] == [5]
     s = res.stragglers[0]
-    assert s.cause == "idle_input" and s.iterations == [0, 1, 2, 3]
+    # a wait for input is time that is not work: the cause as the balance model reads it,
+    # with the category that holds it
+    assert s.cause == NOT_WORK and s.category == "idle_input" and s.iterations == [0, 1, 2, 3]
     assert s.excess_ns == pytest.approx(30 * MS, rel=0.05)
+    assert s.removed_ns == pytest.approx(30 * MS, rel=0.05) and s.moved_ns < 1 * MS
+    assert s.cause_text().startswith("time that is not work (+29.50 ms outside ops")
     f = res.findings[0]
+    assert "the excess is time that is not work" in f.summary
     assert f.id == "straggler_holds_collectives" and f.ranks == [5]
     assert f.confidence > 0.5 and f.rests_on
     assert "input" in f.fixes[0].text  # the cause's remedy first
@@ -74,6 +85,44 @@ def test_straggler_estimate_is_the_balanced_step_not_the_whole_wait():
     g = cross_rank(_sync_job(slow=5, slow_cat=2)).findings[0]
     assert g.estimated_speedup == pytest.approx(130 / (np.mean(compute) + rest + 30), rel=1e-3)
     assert "input" in g.fixes[0].text and "find what it waits on" in g.fixes[1].text
+
+
+def test_extra_compute_is_work_that_moves_named_by_its_category():
+    s = cross_rank(_sync_job(slow=5, slow_cat=0)).stragglers[0]
+    assert s.cause == MOVES and s.category == "compute"
+    assert s.moved_ns == pytest.approx(30 * MS * 15 / 16, rel=0.05)  # above the 16 ranks' mean
+    assert s.cause_text().startswith("op work that moves (+28")
+    assert "largest category: compute" in s.cause_text()
+
+
+def _shown(finding) -> list[str]:
+    return [f.framework for f in finding.fixes]
+
+
+def test_fleet_fixes_are_chosen_by_the_jobs_run_facts():
+    # every rank proves a PyTorch job on CPUs: no TensorFlow or JAX fix, no GPU check
+    pt = {r: {"framework": "pytorch", "device": "cpu"} for r in range(16)}
+    res = cross_rank(_sync_job(slow=5, slow_cat=0, facts=pt))
+    f = res.findings[0]
+    assert set(_shown(f)) <= {"pytorch", "any"} and "shuffle the samples" in f.fixes[0].text
+    why = {fix.framework: reason for fix, reason in f.hidden_fixes}
+    assert "this run is pytorch" in why["tensorflow"] and "this run is pytorch" in why["jax"]
+    assert any("nvidia-smi" in fix.text and "device is cpu" in reason
+               for fix, reason in f.hidden_fixes)
+    assert res.facts.value("framework") == "pytorch"
+    assert res.facts.get("framework").proof.startswith("rank 0: ")
+    assert res.to_dict()["run"]["framework"]["value"] == "pytorch"
+    # the same job where the traces prove nothing: every framework's fix is offered
+    assert {"tensorflow", "jax"} <= set(_shown(cross_rank(_sync_job(slow=5)).findings[0]))
+
+
+def test_ranks_that_disagree_leave_the_fact_unknown():
+    facts = {r: {"framework": "pytorch"} for r in range(16)}
+    facts[3] = {"framework": "jax"}
+    res = cross_rank(_sync_job(slow=5, slow_cat=0, facts=facts))
+    fw = res.facts.get("framework")
+    assert not fw.known and "disagree" in fw.detail
+    assert {"tensorflow", "jax"} <= set(_shown(res.findings[0]))
 
 
 def test_uniform_job_has_no_straggler_and_no_imbalance():

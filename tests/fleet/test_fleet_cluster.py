@@ -86,7 +86,7 @@ def test_fleet_on_cluster_survives_worker_loss_and_finds_the_straggler(run32, cl
     # the injected straggler, with its cause, and nobody else
     assert [s["rank"] for s in doc["stragglers"]] == [SLOW_RANK]
     s = doc["stragglers"][0]
-    assert s["cause"] == "compute" and s["iterations"] == [0, 1]
+    assert s["cause"] == "work" and s["category"] == "compute" and s["iterations"] == [0, 1]
     assert s["excess_us"] > 0.1 * min(doc["iteration_us"][0])
     assert set(s) >= {"rank", "iterations", "excess_us", "cause"}
     assert doc["findings"][0]["ranks"] == [SLOW_RANK]

@@ -42,6 +42,8 @@ WORK_CATEGORIES = frozenset({
 WAIT = "communication"
 #: Shapes of a straggler's extra time: its fixes differ.
 MOVES, NOT_WORK = "work", "not_work"
+#: The shapes in words: what a straggler's cause is called in summaries.
+SHAPE_WORDS = {MOVES: "op work that moves", NOT_WORK: "time that is not work"}
 #: A rank straggles when its own time exceeds the typical rank's by more than this share
 #: of the iteration (``fleet``'s per-iteration test; ``analyze`` asks it of the slow
 #: rank's extra time per step).
@@ -92,7 +94,7 @@ class Balanced:
     def shape(self) -> str:
         """:data:`MOVES` when most of the slow rank's extra time is op work, else
         :data:`NOT_WORK`."""
-        return MOVES if self.moved >= self.removed else NOT_WORK
+        return shape_of(self.moved, self.removed)
 
     def excess_fraction(self) -> float:
         """The slow rank's extra time (moved + removed) per step, as a share of the step."""
@@ -119,6 +121,29 @@ class Balanced:
                 f"cost, {t(self.collective)} (the least any rank waits in it), stays.")
 
 
+def shape_of(moved: float, removed: float) -> str:
+    """:data:`MOVES` when op work above the mean is most of a rank's extra time."""
+    return MOVES if moved >= removed else NOT_WORK
+
+
+def _split(own: np.ndarray, work: np.ndarray):
+    """Per rank (rows) and iteration: (op work, time outside ops), and per iteration the
+    ranks' mean op work and the typical rank's time outside ops (the lower median rank)."""
+    w = np.minimum(work, own)
+    rest = own - w
+    return w, rest, w.mean(axis=0), np.sort(rest, axis=0)[(own.shape[0] - 1) // 2]
+
+
+def excess_of(row: int, own, work) -> tuple[float, float]:
+    """(moved, removed): ns summed over the iterations (columns, every rank present) of
+    rank ``row``'s op work above the ranks' mean and its time outside ops above the
+    typical rank's: the two kinds of a straggler's extra time."""
+    w, rest, mean_work, typical_rest = _split(np.asarray(own, np.float64),
+                                              np.asarray(work, np.float64))
+    return (max(float(w[row].sum() - mean_work.sum()), 0.0),
+            max(float(rest[row].sum() - typical_rest.sum()), 0.0))
+
+
 def balance(ranks: list[int], durations, comm, work) -> Balanced | None:
     """The balanced-step estimate from per-rank (rows) x iteration (columns) ns: own
     iteration time, exposed communication and op work (NaN where a rank lacks an
@@ -132,12 +157,9 @@ def balance(ranks: list[int], durations, comm, work) -> Balanced | None:
         return None
     d, c, w = d[:, both], c[:, both], w[:, both]
     own = np.maximum(d - c, 0.0)
-    w = np.minimum(w, own)
-    rest = own - w
+    w, rest, mean_work, typical_rest = _split(own, w)
     slow = int(np.argmax(own.sum(axis=1)))
     now = np.median(d, axis=0)
-    mean_work = w.mean(axis=0)
-    typical_rest = np.sort(rest, axis=0)[(d.shape[0] - 1) // 2]
     coll = c.min(axis=0)
     balanced = np.minimum(mean_work + typical_rest + coll, now)
     if now.sum() <= 0:

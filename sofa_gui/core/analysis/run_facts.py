@@ -157,18 +157,31 @@ def _device(trace: Trace) -> list[Fact]:
     return [Fact("device")]
 
 
+#: TensorFlow's prefix of an op's type: an eagerly dispatched op is recorded as
+#: ``EagerLocalExecute: <type>``, a graph function's kernel by its type, oneDNN's own
+#: kernels as ``_Mkl[Native]<type>``.
+_TF_OP = r"^(?:EagerLocalExecute: )?(?:_Mkl(?:Native)?)?"
+
 #: Names only training makes: autograd and optimizer ops (PyTorch), gradient ops and
-#: variable updates (TensorFlow: ``gradient_tape/...``, ``*Grad``, ``ResourceApply*``),
-#: differentiation and update names in XLA modules and ops (JAX: ``transpose(jvp(...))``,
-#: ``value_and_grad``, optax updates, a compiled step named for its optimizer's update:
-#: ``PjitFunction(adam_update)``, ``sgd_step``).
+#: weight updates (TensorFlow, graph or eager: ``gradient_tape/...``, ``*Grad``,
+#: ``BroadcastGradientArgs``, ``ResourceApply*``), differentiation and update names in XLA
+#: modules and ops (JAX: ``transpose(jvp(...))``, ``value_and_grad``, optax updates, a
+#: compiled step named for its optimizer's update: ``PjitFunction(adam_update)``,
+#: ``sgd_step``).
 TRAINING_NAMES = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.zero_grad|"
              r"^optimizer|^_foreach_add|transpose_jvp|^gradients/|gradient_tape/|"
-             r"Backprop(Filter|Input)(V\d)?$|^ResourceApply|^(Relu|BiasAdd|Sigmoid|Tanh|"
-             r"Softmax|MaxPool|AvgPool|FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|"
+             r"Backprop(Filter|Input)(V\d)?$|" + _TF_OP + r"Resource(Sparse)?Apply|" + _TF_OP +
+             r"(Relu6?|BiasAdd|Sigmoid|Tanh|Softmax|Softplus|Softsign|MaxPool|AvgPool|"
+             r"FusedBatchNorm\w*|Elu|Selu|LeakyRelu)Grad(V\d)?$|" + _TF_OP +
+             r"BroadcastGradientArgs$|"
              r"transpose\(jvp|\bjvp\(|value_and_grad|\bgrad\(|optax|apply_updates|"
              r"train_step|update_step|train_function|"
              r"(?i:(?<![a-z])(sgd|adamw?|adagrad|rmsprop|lion)_?(update|step)(?![a-z]))")
+
+#: TensorFlow ops that write a variable: every optimizer's update is one of them (Keras 3
+#: writes weights and slots with ``Assign{Add,Sub}VariableOp``, TF's own optimizers with
+#: ``ResourceApply*``), so a run with none has trained no weight.
+_TF_WRITES = _TF_OP + r"(Assign(Add|Sub)?VariableOp$|Resource(Sparse)?Apply|ResourceScatter)"
 
 
 @probe
@@ -181,13 +194,25 @@ def _mode(trace: Trace) -> list[Fact]:
     if f is not None:
         return [f]
     ops = _framework_ops(trace)
-    fw = _framework(trace)[0]
-    # TF ops name their gradients unless XLA fused them; PyTorch's autograd always shows
-    eager_tf = fw.value == "tensorflow" and _compiled(trace)[0].value != "xla"
-    if (fw.value == "pytorch" or eager_tf) and ops >= 50:
+    fw = _framework(trace)[0].value
+    if fw == "pytorch" and ops >= 50:  # autograd's and the optimizer's ops always show
         return [Fact("mode", "inference", "",
                      f"no backward, gradient or optimizer op among {ops:,} framework ops")]
+    if fw == "tensorflow" and _compiled(trace)[0].value != "xla" and ops >= 50:
+        return [_tf_absence(trace, ops)]
     return [inference_programs(trace, rx) or Fact("mode")]
+
+
+def _tf_absence(trace: Trace, ops: int) -> Fact:
+    """Inference for TensorFlow outside XLA where no op wrote a variable: a gradient's ops
+    need not be named for it (a matmul's gradient is a ``MatMul``), but training cannot
+    leave the weights unwritten. A write without a gradient op (an evaluation's metrics, or
+    a step whose gradients look like forward ops) proves neither."""
+    if first_named(trace, _TF_WRITES) >= 0:
+        return Fact("mode")
+    return Fact("mode", "inference", "no gradient op and no variable written",
+                f"among {ops:,} framework ops, none is a gradient op and none writes a "
+                f"variable (an optimizer's update is such an op)")
 
 
 @probe

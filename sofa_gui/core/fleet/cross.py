@@ -8,9 +8,14 @@
   spends the *most time outside* collectives (the others wait for it there).
 * **Stragglers**: own time above the iteration's median rank by more than
   ``max(5% of the median iteration, 4 robust SDs (1.4826 x MAD))``; with two ranks, above
-  the faster one by more than 5% of the median iteration.  The *cause* is the
-  breakdown category (communication excluded) with the largest excess over the
-  median rank in the straggling iterations, with the share of the excess it explains.
+  the faster one by more than 5% of the median iteration.  The *cause* is named as the
+  balance model reads the straggling iterations (:mod:`..analysis.balance`): **op work
+  that moves** (its ops take longer than the ranks' mean) or **time that is not work**
+  (time outside ops above the typical rank's: Python outside the framework, a sleep, I/O,
+  waits for input), with the breakdown category (communication excluded) of that kind
+  in which its excess over the median rank is largest.
+* **Run facts** of the job: those every rank that proves them agrees on
+  (:mod:`.facts`); they choose the findings' fixes as ``analyze`` does.
 * **Collective wait skew** per rank: median over iterations of how much longer the
   rank sits in exposed communication than the rank that waits least.
 * **What balancing gains** (a straggler holding the collectives): the balanced step of
@@ -26,9 +31,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis.balance import STRAGGLER_MIN_FRACTION, WORK_CATEGORIES, Balanced, balance
+from ..analysis.balance import (
+    MOVES,
+    SHAPE_WORDS,
+    STRAGGLER_MIN_FRACTION,
+    WORK_CATEGORIES,
+    Balanced,
+    balance,
+    excess_of,
+    shape_of,
+)
+from ..analysis.facts_base import RunFacts
 from ..analysis.findings.fleet_rules import FleetFinding, fleet_finding
 from ..analysis.results import us
+from .facts import job_facts
 from .summary import RankSummary
 
 #: A rank straggles in an iteration when its own time exceeds the median rank's by
@@ -40,26 +56,50 @@ IMBALANCE_FRACTION = 0.10
 #: A top finding shared by at least this share of ranks becomes a fleet finding.
 COMMON_FINDING_SHARE = 0.5
 WAIT = "communication"
+#: Categories that only say "no op here": they name no cause beyond the shape's words.
+UNNAMED = frozenset({"other", "idle_other", "unknown"})
 
 
 @dataclass
 class Straggler:
+    """One straggling rank.  ``cause``: the shape of its extra time (:data:`MOVES`, op
+    work that moves, or time that is not work), ``moved_ns`` / ``removed_ns`` its two
+    kinds per straggling iteration; ``category``: the breakdown category of that kind
+    with the largest excess over the median rank (``category_ns``)."""
+
     rank: int
     iterations: list[int]  # column indexes
     excess_ns: float  # mean own-time excess over the median rank, per straggling iteration
     total_excess_ns: float
     fraction: float  # excess / median iteration
     cause: str
-    cause_ns: float  # that category's mean excess over the median rank
+    moved_ns: float  # op work above the ranks' mean, per straggling iteration
+    removed_ns: float  # time outside ops above the typical rank's, per straggling iteration
+    category: str
+    category_ns: float
     others: dict[str, float]  # next categories' excess, ns
 
+    def cause_text(self) -> str:
+        """"time that is not work (+30.52 ms outside ops over the typical rank)" or "op
+        work that moves (+22.00 ms of ops over the ranks' mean; its largest category:
+        backward, +40.10 ms over the median rank)"."""
+        amount = (f"+{self.moved_ns / 1e6:.2f} ms of ops over the ranks' mean"
+                  if self.cause == MOVES else
+                  f"+{self.removed_ns / 1e6:.2f} ms outside ops over the typical rank")
+        named = (f"; its largest category: {self.category}, +{self.category_ns / 1e6:.2f} ms "
+                 "over the median rank" if self.category not in UNNAMED else "")
+        return f"{SHAPE_WORDS[self.cause]} ({amount}{named})"
+
     def to_dict(self, labels: list[str]) -> dict:
-        explains = self.cause_ns / self.excess_ns if self.excess_ns > 0 else 0.0
+        explains = self.category_ns / self.excess_ns if self.excess_ns > 0 else 0.0
         return {"rank": self.rank, "iterations": list(self.iterations),
                 "labels": [labels[j] for j in self.iterations],
                 "excess_us": us(self.excess_ns), "total_excess_us": us(self.total_excess_ns),
                 "excess_fraction": round(self.fraction, 4), "cause": self.cause,
-                "cause_excess_us": us(self.cause_ns), "cause_explains": round(explains, 3),
+                "cause_text": self.cause_text(), "moved_us": us(self.moved_ns),
+                "removed_us": us(self.removed_ns), "category": self.category,
+                "category_excess_us": us(self.category_ns),
+                "category_explains": round(explains, 3),
                 "other_categories_us": {k: us(v) for k, v in self.others.items()}}
 
 
@@ -78,6 +118,7 @@ class FleetResult:
     comm: np.ndarray
     stragglers: list[Straggler] = field(default_factory=list)
     findings: list[FleetFinding] = field(default_factory=list)
+    facts: RunFacts = field(default_factory=RunFacts)  # the job's, agreed across ranks
 
     @property
     def ranks(self) -> list[int]:
@@ -111,6 +152,7 @@ class FleetResult:
         skew = self.wait_skew()
         return {
             "engine": self.engine,
+            "run": self.facts.to_dict(),
             "ranks": [_rank_dict(s) for s in self.summaries],
             "alignment": self.alignment,
             "iterations": list(self.labels),
@@ -208,7 +250,8 @@ def cross_rank(summaries: list[RankSummary], engine: dict | None = None) -> Flee
                    for c in cats]) if cats else np.zeros((0, len(summaries), len(labels)))
     comm = bd[cats.index(WAIT)] if WAIT in cats else np.where(np.isnan(iteration), np.nan, 0.0)
     own = iteration - comm
-    res = FleetResult(engine or {}, summaries, alignment, labels, cats, iteration, bd, own, comm)
+    res = FleetResult(engine or {}, summaries, alignment, labels, cats, iteration, bd, own, comm,
+                      facts=job_facts(summaries))
     res.stragglers = find_stragglers(res)
     res.findings = fleet_findings(res)
     return res
@@ -237,15 +280,38 @@ def find_stragglers(res: FleetResult) -> list[Straggler]:
     for r in np.flatnonzero(flagged.any(axis=1)).tolist():
         cols = np.flatnonzero(flagged[r]).tolist()
         ex = excess[r, cols]
+        moved, removed = _kinds_of_excess(res, r, cols)
+        shape = shape_of(moved, removed)
         diffs = _category_excess(res, r, cols)
-        cause = max(diffs, key=diffs.get) if diffs else "unknown"
-        others = dict(sorted(((k, v) for k, v in diffs.items() if k != cause and v > 0),
+        mine = {k: v for k, v in diffs.items() if (k in WORK_CATEGORIES) == (shape == MOVES)}
+        category = max(mine, key=mine.get) if mine else "unknown"
+        others = dict(sorted(((k, v) for k, v in diffs.items() if k != category and v > 0),
                              key=lambda kv: -kv[1])[:3])
         frac = float(np.mean(ex / med_it[cols]))
         out.append(Straggler(res.ranks[r], cols, float(np.mean(ex)), float(np.sum(ex)), frac,
-                             cause, diffs.get(cause, 0.0), others))
+                             shape, moved, removed, category, diffs.get(category, 0.0),
+                             others))
     out.sort(key=lambda s: -s.total_excess_ns)
     return out
+
+
+def work_matrix(res: FleetResult) -> np.ndarray:
+    """(ranks x columns) ns of op work: the breakdown's work categories."""
+    return sum((res.breakdown[k] for k, c in enumerate(res.categories)
+                if c in WORK_CATEGORIES), np.zeros_like(res.iteration))
+
+
+def _kinds_of_excess(res: FleetResult, r: int, cols: list[int]) -> tuple[float, float]:
+    """(moved, removed) ns per iteration of rank ``r`` in ``cols`` (those every rank has):
+    its op work above the ranks' mean and its time outside ops above the typical rank's
+    (:func:`..analysis.balance.excess_of`)."""
+    own, work = res.own[:, cols], work_matrix(res)[:, cols]
+    both = np.all(np.isfinite(own) & np.isfinite(work), axis=0)
+    if not both.any():
+        return 0.0, 0.0
+    moved, removed = excess_of(r, np.maximum(own[:, both], 0.0), work[:, both])
+    n = int(both.sum())
+    return moved / n, removed / n
 
 
 def _category_excess(res: FleetResult, r: int, cols: list[int]) -> dict[str, float]:
@@ -289,11 +355,9 @@ def _straggler_finding(res: FleetResult, s: Straggler) -> FleetFinding:
     n = len(res.ranks)
     what = (f"rank {s.rank} spends {us(s.excess_ns) / 1000:.2f} ms ({s.fraction:.0%}) more per "
             f"iteration outside collectives than the median rank in {len(cols)} of "
-            f"{len(res.labels)} iterations; the excess is mostly {s.cause} "
-            f"(+{us(s.cause_ns) / 1000:.2f} ms)")
+            f"{len(res.labels)} iterations; the excess is {s.cause_text()}")
     share = round(s.fraction, 4)
     bal = balanced(res)
-    shape = bal.shape if bal is not None else ""
     if held:
         return fleet_finding(
             "straggler_holds_collectives", share,
@@ -301,15 +365,16 @@ def _straggler_finding(res: FleetResult, s: Straggler) -> FleetFinding:
                    "communication, matching the straggler's excess."
             + (f" {bal.basis()}" if bal is not None else ""),
             title=f"Rank {s.rank} holds the other {n - 1} ranks in collectives",
-            factor="others_wait_for_it", cause=s.cause, shape=shape, ranks=[s.rank],
-            iterations=cols, speedup=bal.speedup if bal is not None else None)
+            factor="others_wait_for_it", category=s.category, shape=s.cause, ranks=[s.rank],
+            iterations=cols, speedup=bal.speedup if bal is not None else None,
+            facts=res.facts)
     return fleet_finding(
         "straggler", share,
         what + "; the other ranks' collective wait does not show a matching "
                f"wait ({max(extra_wait, 0.0) / 1e6:.2f} ms more), so whether it "
                "delays them is not shown by these traces.",
         title=f"Rank {s.rank} is slower than the median rank", factor="wait_not_matched",
-        cause=s.cause, shape=shape, ranks=[s.rank], iterations=cols)
+        category=s.category, shape=s.cause, ranks=[s.rank], iterations=cols, facts=res.facts)
 
 
 def balanced(res: FleetResult) -> Balanced | None:
@@ -317,9 +382,7 @@ def balanced(res: FleetResult) -> Balanced | None:
     iterations every rank has."""
     if not res.breakdown.size:
         return None
-    work = sum((res.breakdown[k] for k, c in enumerate(res.categories)
-                if c in WORK_CATEGORIES), np.zeros_like(res.iteration))
-    return balance(res.ranks, res.iteration, res.comm, work)
+    return balance(res.ranks, res.iteration, res.comm, work_matrix(res))
 
 
 def _imbalance_finding(res: FleetResult) -> FleetFinding | None:
@@ -339,7 +402,7 @@ def _imbalance_finding(res: FleetResult) -> FleetFinding | None:
         f"ranks' own time per iteration spreads by {spread:.0%} of the iteration between the "
         f"10th and 90th percentile rank ({len(ok)} ranks); the fast ranks wait for the slow "
         "ones in every collective. Slowest: " + ", ".join(str(r) for r in slow[:8]),
-        factor="spread_of_medians", ranks=slow)
+        factor="spread_of_medians", ranks=slow, facts=res.facts)
 
 
 def _common_finding(res: FleetResult) -> FleetFinding | None:

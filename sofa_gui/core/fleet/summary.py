@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..analysis.results import us
+from .facts import rank_facts
 
 #: Per-rank findings kept (the rest stay on the worker): enough to name the top one
 #: and to count findings shared by many ranks.
@@ -21,6 +22,7 @@ class RankSummary:
     device (``side == "device"``) or its main thread (``"host"``); each row sums to
     ``durations``.  ``comm_total`` is all collective time per iteration (hidden or not).
     ``error`` is set (and the rest empty) when the rank could not be read or analyzed.
+    ``facts``: what the rank's trace proves about the program (:mod:`.facts`).
     """
 
     rank: int
@@ -36,6 +38,7 @@ class RankSummary:
     times: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     comm_total: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     findings: list[dict] = field(default_factory=list)  # id, title, severity, share
+    facts: dict[str, dict] = field(default_factory=dict)  # key -> value, detail, proof
     worker: str = ""
     seconds: float = 0.0  # task wall time on the worker
     cpu_seconds: float = 0.0  # task CPU time (process, all threads): what scales to N workers
@@ -64,7 +67,8 @@ class RankSummary:
         """Approximate bytes held on the client (arrays, labels, findings, fixed part)."""
         arrays = self.durations.nbytes + self.times.nbytes + self.comm_total.nbytes
         labels = sum(49 + len(lb) + 8 for lb in self.labels)
-        return 1000 + len(self.path) + arrays + labels + 300 * len(self.findings)
+        return (1000 + len(self.path) + arrays + labels + 300 * len(self.findings)
+                + 200 * len(self.facts))
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -103,6 +107,7 @@ def summarize(rank: int, path: str, trace, analysis) -> RankSummary:
         categories=cats, times=times.astype(np.int64), comm_total=comm.astype(np.int64),
         findings=[{"id": f.id, "title": f.title, "severity": f.severity,
                    "share": round(float(f.share), 4)} for f in analysis.findings[:MAX_FINDINGS]],
+        facts=rank_facts(analysis.run),
     )
 
 

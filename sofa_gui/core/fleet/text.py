@@ -19,6 +19,7 @@ def fleet_text(res: FleetResult) -> list[str]:
              f"ranks: {len(res.summaries)} ({len(ok)} analyzed, "
              f"{len(res.summaries) - len(ok)} failed); iterations aligned by {res.alignment}: "
              f"{len(res.labels)}"]
+    lines.append(f"run: {res.facts.header()}")
     for s in res.summaries:
         if not s.ok:
             lines.append(f"  rank {s.rank}: error: {s.path}: {s.error}")
@@ -30,8 +31,7 @@ def fleet_text(res: FleetResult) -> list[str]:
     lines.append("stragglers:" if res.stragglers else "stragglers: none found")
     for st in res.stragglers[:10]:
         lines.append(f"  rank {st.rank}: +{_ms(st.excess_ns)} ({st.fraction:.0%}) in "
-                     f"{len(st.iterations)} iterations; cause {st.cause} "
-                     f"(+{_ms(st.cause_ns)})")
+                     f"{len(st.iterations)} iterations; cause: {st.cause_text()}")
     if len(res.stragglers) > 10:
         lines.append(f"  ... and {len(res.stragglers) - 10} more (see --json)")
     skew = res.wait_skew()
@@ -43,4 +43,5 @@ def fleet_text(res: FleetResult) -> list[str]:
     lines.append("findings:" if res.findings else "findings: none across ranks")
     for f in res.findings:
         lines.append(f"  [{f.severity}] {f.title}: {f.summary}")
+        lines.extend(f"    fix: {x.text}" for x in f.fixes)
     return lines

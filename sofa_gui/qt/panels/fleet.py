@@ -221,7 +221,7 @@ class FleetPanel(QWidget):
                                f"{fmt_ns(abs(d))}", None if np.isnan(d) else d))
             items.append(_item(s.findings[0]["title"] if s.findings else ""))
             st = cause.get(s.rank)
-            items.append(_item(f"{st.cause} (+{fmt_ns(st.cause_ns)})" if st else ""))
+            items.append(_item(st.cause_text() if st else ""))
             self._set_row(row, items)
         self.table.setSortingEnabled(True)
         self.table.sortItems(0, Qt.SortOrder.AscendingOrder)
@@ -287,7 +287,7 @@ def _verdict(res) -> str:
         st = res.stragglers[0]
         lines.append(f"Straggler: rank {st.rank}, +{fmt_ns(st.excess_ns)} per iteration "
                      f"({st.fraction:.0%}) in {len(st.iterations)} of {len(res.labels)} "
-                     f"iterations; cause: {st.cause} (+{fmt_ns(st.cause_ns)} vs the median rank)"
+                     f"iterations; cause: {st.cause_text()}"
                      + (f"; {len(res.stragglers) - 1} more" if len(res.stragglers) > 1 else ""))
     else:
         lines.append("No straggler: every rank is within 5% of the median rank.")

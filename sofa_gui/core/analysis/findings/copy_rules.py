@@ -26,7 +26,7 @@ from ..intervals import measure_in, union
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import MAX_EVIDENCE, Ctx, make_finding
-from .host_estimate import HostFix, rest_math
+from .host_estimate import COLD_AFTER_COPIES, HostFix, rest_math
 from .registry import Rule, rule
 from .work import outermost, starts_inside
 
@@ -114,7 +114,7 @@ def memory_copy_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     per = len(copies) / max(ctx.ph.n_steady, 1)
     mb = float(size.sum()) / max(ctx.ph.n_steady, 1) / 1e6
     fix = HostFix(share, rest_math(ctx, host, host.starts[r], host.ends[r], cs, ce) / wall,
-                  what="the copies")
+                  what="the copies", step_ns=wall / len(r), cold=COLD_AFTER_COPIES)
     summary = (f"{per:,.1f} large copy ops per steady-state iteration on the main thread "
                f"({mb:,.1f} MB copied per iteration: re-layouts, clones, concatenations) take "
                f"{pct(share)} of its time; their time is memory traffic, not math. Keeping "

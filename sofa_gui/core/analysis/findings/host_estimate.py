@@ -6,33 +6,47 @@ The estimate is the step without the profiler before the fix over the step after
 
 * **before**: the part the fix removes, times what such a part takes without the profiler
   (the profiler records every op of a loop, and in a loop of short events that is most
-  of the loop), plus the rest of the step times :data:`REST_UNPROFILED`;
-* **after**: when the fix takes out most of the step (:data:`WARM_WHEN_REMOVED`), the
-  math ops' own time in the rest (matmuls, convolutions, and the compute of runtime pool
-  threads the main thread waits for) times :data:`REST_UNPROFILED` as before, and the
-  rest's other time (the per-op work: dispatch, Python, small ops) times
-  :data:`WARM_PER_OP` (the step gets short and its work runs warm); when it takes out
-  less, the rest as before.  Plus what the replacement costs (one bulk read converting
-  every value; nothing for a view instead of a copy).
+  of the loop), plus the rest of the step: its math ops' own time as captured (matmuls,
+  convolutions, and the compute of runtime pool threads the main thread waits for: their
+  time is the math, which the recorder does not add to) and its per-op work (dispatch,
+  Python, small ops) times what the recorder leaves of per-op work;
+* **after**: when the fix takes out most of the step (:data:`WARM_WHEN_REMOVED`), what
+  stays runs warmer, by how long the removed part kept it away each step: work that
+  runs again right after itself is fastest, and the slow-down grows with the time between
+  two runs up to :data:`COLD_AFTER_NS`, where per-op work runs :data:`COLD_PER_OP` times
+  slower (:data:`COLD_AFTER_COPIES` after large copies, which flush the caches) and the
+  math :data:`COLD_MATH` times; after the fix what stays is away only for the replacement's
+  own time.  When the fix takes out less, what stays keeps its time.  Plus what the
+  replacement costs (one read of the whole result: a call of the loop's kind and the
+  conversion of every value; nothing for a view instead of a copy).
 
 The figures are measured by ``benchmarks/corpus/profiler_cost.py`` on the tuned corpus
 cases, each loop timed with and without the profiler in turn (medians of 5 rounds, one
 thread of an idle 2-core machine, two runs each; the ranges are the runs'):
 
-* a loop of element reads (a per-sample ``.item()`` metric) runs 0.41-0.43 of its
-  captured time without ``torch.profiler`` (:data:`READ_LOOP_UNPROFILED`); a batch-1
-  conv net's forward, every op tiny, 0.42-0.68 (:data:`TINY_LOOP_UNPROFILED`); a JAX
-  loop of element reads recorded by the Python tracer 0.53-0.57
-  (:data:`PYTHON_LOOP_UNPROFILED`); a large copy's time is its memory traffic, not the
+* a loop of element reads (a per-sample ``.item()`` metric) runs 0.40-0.43 of its
+  captured time without ``torch.profiler`` (:data:`READ_LOOP_UNPROFILED`; a report's
+  ``str(tensor)`` formatting, with more Python between its events, 0.52); a batch-1
+  conv net's forward, every op tiny, 0.42-0.68 (:data:`TINY_LOOP_UNPROFILED`, also the
+  per-op work of the rest); a JAX loop of element reads recorded by the Python tracer
+  0.53-0.61 (:data:`PYTHON_LOOP_UNPROFILED`); TensorFlow's eager element picks, whose
+  recorder costs less per event, 0.63-0.75, and the rest of that step 0.85
+  (:data:`TF_UNPROFILED`); a large copy's time is its memory traffic, not the
   profiler's;
-* the rest of those steps 0.55-0.82 (:data:`REST_UNPROFILED`);
-* once the read loop or the copies are gone, the per-op work that stays took 0.20-0.22
-  (a training step after its ``.item()`` loop) and 0.15-0.21 (after 34 MB of copies) of
-  its captured time, the math ops' own time counted as the rest (:data:`WARM_PER_OP`).
-  That part is the machine's as much as the program's: the step's code and data stay in
-  the caches when the step is short, and on the shared machine measured the work after
-  a 4 ms sleep ran as slowly as after the loop.  A trace cannot show how much warmer the
-  step gets on another machine: the estimate says what it assumes.
+* the rest of those steps, read as its math as captured and its per-op work at the
+  recorder's ratio, 0.64 (0.59 measured) for a short inference step of small ops, 0.66
+  (0.74) for a training step, 0.92 (0.91) for a JAX step that is mostly its compiled
+  convolution;
+* once the loop is gone, the rest ran 1.16x faster after a 0.4 ms formatting loop, 2.0x
+  after a 3.1 ms ``.item()`` loop, 2.0-2.3x after a 4-5 ms loop of TensorFlow element
+  reads, 1.5x after a 9 ms JAX read loop (mostly its convolution's compute), and 3.8x
+  after 4.3 ms of copies (34 MB a step).  Timed apart, a small training step ran 1.0-1.15x
+  slower after 0.3 ms of ``.item()`` reads or a sleep, 1.2-2.4x after 1-2 ms, 2.2-2.8x
+  after 4-16 ms; a 512x128x256 matmul 1.3-2.1x after 4-16 ms
+  (``benchmarks/corpus/rest_warmth.py``).  That part is the machine's as much as the
+  program's (the step's code and data stay in the caches when the step is short; a sleep
+  of the loop's length cools them as much): a trace cannot show how much warmer the step
+  gets on another machine, and the estimate says what it assumes.
 """
 
 from __future__ import annotations
@@ -51,47 +65,72 @@ from .context import Ctx
 
 #: Unprofiled over captured time of a torch.profiler loop of element reads.
 READ_LOOP_UNPROFILED = 0.42
-#: The same for a loop of tiny framework ops.
+#: The same for a loop of tiny framework ops, and for the per-op work of a step's rest.
 TINY_LOOP_UNPROFILED = 0.55
 #: The same for a loop recorded by a Python tracer (JAX, TensorFlow).
 PYTHON_LOOP_UNPROFILED = 0.55
-#: Unprofiled over captured time of the rest of such a step.
-REST_UNPROFILED = 0.8
-#: The per-op work that stays, warm and unprofiled, over its captured time.
-WARM_PER_OP = 0.2
-#: The fix takes out at least this share of the step: what stays runs warm.
+#: The same for TensorFlow's eager ops (a loop of element picks, the rest's per-op work).
+TF_UNPROFILED = 0.75
+#: The fix takes out at least this share of the step: what stays runs warmer.
 WARM_WHEN_REMOVED = 0.5
+#: Away this long (ns) each step, what stays runs its slowest: per-op work this many times
+#: slower than right after itself, after large copies this many, the math ops this many.
+COLD_AFTER_NS = 3_000_000
+COLD_PER_OP, COLD_AFTER_COPIES, COLD_MATH = 2.5, 4.0, 1.5
 #: Ops whose own time is the model's math (it does not shrink with the step).
 MATH_OP = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convolution_overrideable|"
                      r"_convolution|addmm|mm|bmm|baddbmm|_scaled_dot_product\w*)$")
+
+
+def cooled(cold: float, away_ns: float) -> float:
+    """How many times slower work runs after ``away_ns`` away from it, at most ``cold``."""
+    return 1.0 + (cold - 1.0) * min(max(away_ns, 0.0) / COLD_AFTER_NS, 1.0)
 
 
 @dataclass
 class HostFix:
     """A host-side fix as shares of the main thread's time: ``removed`` (what the fix
     takes out, as captured), ``math`` (the math's own time in the rest), ``replacement``
-    (what the fix still spends instead), ``unprofiled`` (the removed part's unprofiled
-    over captured time) and ``what`` (the removed part, in words)."""
+    (what the fix still spends instead, unprofiled), ``unprofiled`` (the removed part's
+    unprofiled over captured time), ``what`` (the removed part, in words), ``step_ns`` (the
+    captured main-thread time per step: the removed part's length), ``per_op`` (the
+    recorder's unprofiled over captured time of the rest's per-op work) and ``cold`` (how
+    many times slower per-op work runs once the removed part keeps it away long)."""
 
     removed: float
     math: float
     replacement: float = 0.0
     unprofiled: float = 1.0
     what: str = "the loop"
+    step_ns: float = 0.0
+    per_op: float = TINY_LOOP_UNPROFILED
+    cold: float = COLD_PER_OP
 
     @property
     def warm(self) -> bool:
         return self.removed >= WARM_WHEN_REMOVED
 
+    def parts(self) -> tuple[float, float]:
+        """(math, per-op work) of the rest, unprofiled, in shares of the captured time."""
+        rest = max(1.0 - self.removed, 0.0)
+        math = min(self.math, rest)
+        return math, (rest - math) * self.per_op
+
+    def away_ns(self) -> tuple[float, float]:
+        """(before, after the fix): how long the rest is away each step, unprofiled."""
+        return (self.removed * self.unprofiled * self.step_ns,
+                self.replacement * self.step_ns)
+
     def times(self) -> tuple[float, float]:
         """(step before the fix, step after it), both without the profiler, in shares of
         the captured main-thread time."""
-        rest = max(1.0 - self.removed, 0.0)
-        math = min(self.math, rest)
-        before = self.removed * self.unprofiled + rest * REST_UNPROFILED
+        math, ops = self.parts()
+        before = self.removed * self.unprofiled + math + ops
         if not self.warm:
-            return before, rest * REST_UNPROFILED + self.replacement
-        return before, math * REST_UNPROFILED + (rest - math) * WARM_PER_OP + self.replacement
+            return before, math + ops + self.replacement
+        was, now = self.away_ns()
+        eased = [cooled(c, now) / cooled(c, was) for c in (COLD_MATH, self.cold)]
+        return before, math * eased[0] + ops * eased[1] + self.replacement
 
     def unprofiled_share(self, part: float | None = None) -> float:
         """The share ``part`` of the captured time (the removed part by default) holds of
@@ -107,15 +146,17 @@ class HostFix:
     def basis(self) -> str:
         """The estimate's basis in words, for the finding's summary."""
         before, after = self.times()
-        rest = f"the rest of the step {REST_UNPROFILED:.0%} (measured)"
-        prof = (f"; without the profiler {rest}" if self.unprofiled >= 1 else
-                f"; without the profiler {self.what} takes about {self.unprofiled:.0%} of its "
-                f"captured time, {rest}")
-        warm = (f"; of what stays, the math ops' own time ({pct(self.math)}) is counted as "
-                f"before and the rest (dispatch, Python, small ops) at {WARM_PER_OP:.0%} of "
-                f"its captured time: once the step is short it runs warm, as measured on a "
-                f"shared 2-core machine (how much warmer a short step gets depends on the "
-                f"machine; the trace cannot show it)"
+        rest = (f"of the rest, the math ops' own time as captured and the per-op work "
+                f"{self.per_op:.0%} (measured)")
+        prof = (f"; without the profiler: {rest}" if self.unprofiled >= 1 else
+                f"; without the profiler {self.what} takes about {self.unprofiled:.0%} of "
+                f"its captured time; {rest}")
+        was, now = self.away_ns()
+        warm = (f"; what stays runs warmer without the {was / 1e6:.1f} ms a step "
+                f"{self.what} kept it away: per-op work runs up to {self.cold:g}x and the "
+                f"math {COLD_MATH:g}x slower after {COLD_AFTER_NS / 1e6:g} ms or more away, "
+                f"less after less, as measured on a shared 2-core machine (how much warmer "
+                f"a short step gets depends on the machine; the trace cannot show it)"
                 if self.warm else "; what stays keeps its time")
         return (f" Estimate: the step without the profiler before the fix over the step "
                 f"after it ({pct(before)} -> {pct(after)} of the captured time){prof}{warm}.")

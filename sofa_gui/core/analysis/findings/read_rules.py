@@ -20,11 +20,12 @@ What the trace proves is the read calls themselves and what lies between them:
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
-cost out of the loops and the rest of the step, keeps the math of the rest, counts its
-per-op work warm once the loops were most of the step, and adds what one read of the
-whole result still spends converting every value the loops read
-(:data:`BULK_NS_PER_VALUE`).  On a device run each read also drains the device queue
-(``synchronization_stalls`` measures that side).
+cost out of the loops and the rest of the step (at the ratios of the reads' recorder),
+counts the rest warmer by how long the loops kept it away once they were most of the
+step, and adds what one read of the whole result still spends: one call of the loop's
+kind and the conversion of every value the loops read (:data:`BULK_NS_PER_VALUE`).  On a
+device run each read also drains the device queue (``synchronization_stalls`` measures that
+side).
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ from ..intervals import measure_in
 from ..results import Evidence, Finding
 from .causes import causes_by_name
 from .context import MAX_EVIDENCE, Ctx, make_finding
-from .host_estimate import PYTHON_LOOP_UNPROFILED, READ_LOOP_UNPROFILED, HostFix, rest_math
+from .host_estimate import (
+    PYTHON_LOOP_UNPROFILED,
+    READ_LOOP_UNPROFILED,
+    TF_UNPROFILED,
+    TINY_LOOP_UNPROFILED,
+    HostFix,
+    rest_math,
+)
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
 from .work import elements, input_dims
@@ -53,10 +61,13 @@ MIN_READS = 16
 #: the pairs of consecutive reads.
 BODY_SHARE = 0.5
 #: ns per value that one read of a whole result still spends (conversion to Python objects
-#: and the Python that consumes them): one ``.tolist()`` of a 512x8 float tensor and a
-#: Python ``max`` per row take 147 µs on one CPU thread, the per-row loop of
-#: ``.max().item()`` 983 µs.
-BULK_NS_PER_VALUE = 36
+#: and the Python that consumes them), measured on one CPU thread of an idle machine for
+#: float results of rows of 8 or more values: ``.tolist()`` (PyTorch), ``np.asarray(x)
+#: .tolist()`` (JAX) and ``.numpy().tolist()`` (TensorFlow) take 13-27 ns a value (5-11 for
+#: integers and booleans, 50-66 for rows of one value), a Python ``max`` per row or a
+#: count of the positive values 10-45 more, formatting each as text about 200 more
+#: (``benchmarks/corpus/bulk_read.py``).
+BULK_NS_PER_VALUE = 40
 
 
 @dataclass
@@ -239,22 +250,42 @@ def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
     """(the fix's speed-up, why in words): the loops removed (:mod:`.host_estimate`), one
     bulk read of every value the counted ``reads`` hand over put in their place
     (``cost``: each read's part of its loop's time)."""
-    s = ctx.trace.slices
     loops = read_loops(ctx)
     ws, we = _windows(ctx, loops, by_cycle)
     wall = float((we - ws).sum()) or 1.0
+    steps = len(loops.starts) - 1 if by_cycle else len(ws)
+    loop_ratio, per_op = _recorder(ctx, loops, reads)
     values, n = _whole_values(ctx, loops, reads)
-    left = min(values * BULK_NS_PER_VALUE / max(float(cost.sum()), 1.0), 1.0)
-    python = bool((s.kind[loops.reads] == int(Kind.PYTHON)).mean() > 0.5)
+    calls = _one_call_each(loops, reads) * loop_ratio
+    left = min((values * BULK_NS_PER_VALUE + calls) / max(float(cost.sum()), 1.0), 1.0)
     inside = loops.starts < we.max()  # by cycle, the last loop starts the window's end
     math = rest_math(ctx, ctx.bd.host, ws, we, loops.starts[inside], loops.ends[inside])
-    fix = HostFix(share, math / wall, share * left,
-                  PYTHON_LOOP_UNPROFILED if python else READ_LOOP_UNPROFILED, "a loop of reads")
-    bulk = (f" One read of the whole result a loop indexes still converts its "
-            f"{values // max(n, 1):,} values ({BULK_NS_PER_VALUE} ns each, measured for one "
-            f".tolist() and the Python that consumes it): {pct(left)} of the loops' time."
-            if left >= 0.01 else "")
+    fix = HostFix(share, math / wall, share * left, loop_ratio, "a loop of reads",
+                  step_ns=wall / max(steps, 1), per_op=per_op)
+    bulk = (f" One read of the whole result a loop indexes still costs one of the loop's "
+            f"reads and converts its {values // max(n, 1):,} values ({BULK_NS_PER_VALUE} ns "
+            f"each, measured for .tolist() / .numpy() and a Python pass over the values): "
+            f"{pct(left)} of the loops' time." if left >= 0.01 else "")
     return fix.speedup(), fix.basis() + bulk
+
+
+def _recorder(ctx: Ctx, loops: ReadLoops, reads: np.ndarray) -> tuple[float, float]:
+    """(the loop's unprofiled over captured time, the rest's per-op work's) for the
+    recorder of the reads: TensorFlow's eager picks, a Python tracer's conversions, or
+    torch.profiler's ops."""
+    s = ctx.trace.slices
+    if np.isin(reads, loops.reads[loops.picked]).mean() > 0.5:
+        return TF_UNPROFILED, TF_UNPROFILED
+    if (s.kind[loops.reads] == int(Kind.PYTHON)).mean() > 0.5:
+        return PYTHON_LOOP_UNPROFILED, PYTHON_LOOP_UNPROFILED
+    return READ_LOOP_UNPROFILED, TINY_LOOP_UNPROFILED
+
+
+def _one_call_each(loops: ReadLoops, reads: np.ndarray) -> float:
+    """Captured ns of one read of each loop the counted ``reads`` are in (its time over
+    its reads): one read of the whole result is at least one call of the loop's kind."""
+    which = np.unique(loops.loop[np.searchsorted(loops.reads, reads)])
+    return float(((loops.ends - loops.starts) / np.maximum(loops.count, 1))[which].sum())
 
 
 def _windows(ctx: Ctx, loops: ReadLoops, by_cycle: bool) -> tuple[np.ndarray, np.ndarray]:

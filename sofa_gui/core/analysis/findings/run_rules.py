@@ -209,11 +209,11 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # 3 µs op is still a tiny op, and its time counts: a loaded machine deschedules the
     # thread in proportion to its work, so the loop's share of it is the loop's)
     typical = name_medians(s.name[ops], s.dur[ops])
-    tiny = typical <= TINY_NS
     n_steps = max(ctx.ph.n_steady, 1)
-    per_step = int(tiny.sum()) / n_steps
-    if per_step < MIN_TINY_PER_STEP:
+    tiny, apart = _tiny_loops(ctx, host, ops, typical <= TINY_NS, n_steps)
+    if not tiny.any():
         return None
+    per_step = int(tiny.sum()) / n_steps
     between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
     span = np.where(tiny, _per_call(ctx, host, ops, typical) + between, 0)
     r = ctx.rows
@@ -230,7 +230,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time"
-               f"{away_note}{_held_note(held, steady_part, share)}: the fixed cost per op "
+               f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
                f"(dispatch, Python, allocation) dominates the math. Batching them (one op on "
                f"stacked inputs, a foreach or fused optimizer) removes the tiny ops; the "
                f"batched calls cost one repeat of the loop and the other repeats' matmul "
@@ -247,6 +247,30 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
                         assumption=spec.factor("batched_op_cheap") * lumps, notes=notes)
+
+
+def _tiny_loops(ctx: Ctx, host, ops: np.ndarray, tiny: np.ndarray,
+                n_steps: int) -> tuple[np.ndarray, str]:
+    """(the tiny ops that make a loop, a note on those left out).  The optimizer's
+    per-tensor ops (inside its step) and the other tiny ops are two loops with two fixes (a
+    foreach or fused optimizer; batching or compiling the model's calls), and each is a loop
+    of tiny ops only with :data:`MIN_TINY_PER_STEP` or more per iteration.  Pooled, a
+    training step's own few per-layer ops (its backward's node per layer and per
+    parameter, a residual add) would pass the count on the optimizer's ops, though no one
+    fix removes both and batching removes neither of them."""
+    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
+    keep = np.zeros(len(ops), bool)
+    left = []
+    for part, what in ((tiny & opt, "tiny ops of the optimizer's step"),
+                       (tiny & ~opt, "other tiny ops")):
+        per_step = int(part.sum()) / n_steps
+        if per_step >= MIN_TINY_PER_STEP:
+            keep |= part
+        elif per_step >= 1:
+            left.append(f"the {per_step:,.0f} {what} per iteration")
+    note = (f" ({' and '.join(left)}, under {MIN_TINY_PER_STEP}, are no loop of their own "
+            f"and are not counted)" if keep.any() and left else "")
+    return keep, note
 
 
 #: An optimizer op's fixed cost is what its name costs on the smallest parameters: this
@@ -343,7 +367,8 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     lb = loop_batch(ctx, host, tiny)
     gather, cost = (lb.gather, lb.replacement) if lb is not None else (0.0, 0.0)
     return HostFix(min(removed + gather, 1.0), math / max(wall, 1.0), replacement=cost,
-                   unprofiled=TINY_LOOP_UNPROFILED, what="a loop of tiny ops")
+                   unprofiled=TINY_LOOP_UNPROFILED, what="a loop of tiny ops",
+                   step_ns=wall / max(len(r), 1))
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,
