@@ -77,6 +77,24 @@ def test_the_requests_a_step_answers_one_at_a_time_are_its_repeats(case, request
     assert found[0].period > 1
 
 
+@pytest.mark.parametrize("case", ["pt_train_item_sync", "pt_train_variable_length",
+                                  "pt_infer_report_tensors"])
+def test_runs_of_repeats_shorter_than_a_tenth_of_the_step_end_the_search(case, monkeypatch):
+    """The runs are taken longest first, so the first one under :data:`MIN_BLOCK` of the
+    step ends the search: no run kept is shorter, and the step's many short runs (two
+    alike calls in a row) are not searched one by one."""
+    _, _, ctx = analyzed(case)
+    host = ctx.bd.host
+    row = B.median_row(ctx, host)
+    searches = []
+    largest = B._largest_run
+    monkeypatch.setattr(B, "_largest_run", lambda *a: searches.append(1) or largest(*a))
+    found = B.repeated_blocks(ctx, host, row)
+    a, b = B.step_window(ctx, host, row, B.step_slices(ctx, host, row))
+    assert all(x.span >= B.MIN_BLOCK * (b - a) for x in found)
+    assert len(searches) <= len(found) + 1
+
+
 def test_a_models_two_alike_layers_are_not_two_requests():
     assert blocks("pt_infer_batch1_convnet") == []
 

@@ -69,6 +69,8 @@ LARGE_FLOPS = 2_000_000
 ELEMENT_NS = 0.5
 #: Repeats cover at least this share of a step to be the requests it answers.
 BLOCK_COVER = 0.75
+#: Runs of repeats shorter than this share of a step are not a loop of its own.
+MIN_BLOCK = 0.1
 #: Units longer than this many outermost calls are not searched for.
 MAX_PERIOD = 512
 
@@ -143,7 +145,9 @@ def repeated_blocks(ctx: Ctx, host, row: int, cover: float = BLOCK_COVER) -> lis
     """The runs of a repeated unit of outermost framework calls in ``row``, largest first,
     that together cover at least ``cover`` of its time; [] where they do not.  A unit is
     the shortest that repeats over the span (one request's forward pass, not two; a
-    request's whole decode where its tokens do not cover the step)."""
+    request's whole decode where its tokens do not cover the step).  Runs are taken
+    longest first (a run among the calls left is never longer than one taken before), so
+    the first under :data:`MIN_BLOCK` of the step ends the search."""
     s = ctx.trace.slices
     every = step_slices(ctx, host, row)
     ops = every[s.kind[every] == int(Kind.CPU_OP)]
@@ -154,13 +158,12 @@ def repeated_blocks(ctx: Ctx, host, row: int, cover: float = BLOCK_COVER) -> lis
     taken = np.zeros(len(top), bool)
     while True:
         best = _largest_run(s.name[top], s.start[top], s.end[top], taken)
-        if best is None:
+        if best is None or best[3] < MIN_BLOCK * wall:
             break
         first, period, count, _ = best
         taken[first:first + period * count] = True
         found.append((first, period, count))
     blocks = [_block(ctx, every, ops, top, *f) for f in found]
-    blocks = [b for b in blocks if b.span >= 0.1 * wall]
     if sum(b.span for b in blocks) < cover * wall:
         return []
     return sorted(blocks, key=lambda b: -b.span)
