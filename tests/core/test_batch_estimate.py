@@ -15,13 +15,18 @@ import json
 import pytest
 from tracedata import DATA, corpus_capture
 
+from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
 from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.call_setup import merged_calls_speedup
+from sofa_gui.core.analysis.findings.eager_dispatch import eager_dispatch
+from sofa_gui.core.analysis.findings.registry import RULES
 from sofa_gui.core.analysis.findings.run_rules import _outer_ops
 from sofa_gui.core.analysis.findings.work import TINY_NS, name_medians
 from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.builder import TraceBuilder
 from sofa_gui.core.importers import load_trace
+from sofa_gui.core.trace import Kind, LaneKind
 
 CORPUS = DATA / "corpus"
 WITHIN = 0.25
@@ -194,3 +199,35 @@ def test_a_jitted_jax_step_is_no_op_by_op_dispatch(case):
     assert all(f.title != "Framework overhead: ops dispatched one at a time"
                for f in a.findings)
     assert a.run.value("compiled") == "xla"
+
+
+def _dispatched(name: str, pool_kernels: bool):
+    """A CPU run of 5 steps of 30 dispatches from Python each, with or without the runtime
+    pool thread's kernels beside them."""
+    from test_findings import US, _iters
+
+    b = TraceBuilder("synth", "test")
+    main = b.lane(("cpu",), "python", LaneKind.CPU, "proc", pid=1, tid=1)
+    pool = b.lane(("cpu", 2), "tf_XLACpuCompute", LaneKind.CPU, "proc", pid=1, tid=2)
+    starts = [i * 3000 * US for i in range(5)]
+    for t0 in starts:
+        for k in range(30):
+            t = t0 + (10 + 95 * k) * US
+            b.add_slices([t], [80 * US], main, [name], kind=Kind.CPU_OP)
+            if pool_kernels:
+                b.add_slices([t + 40 * US], [30 * US], pool, ["dot.3"], kind=Kind.CPU_OP)
+    trace = b.finish()
+    iters = _iters(starts, [t + 3000 * US for t in starts])
+    bd = compute_breakdown(trace, iters)
+    return make_context(trace, iters, bd)
+
+
+@pytest.mark.parametrize("name", ["PjitFunction(add)", "EagerLocalExecute: MatMul"])
+def test_dispatches_without_kernels_beside_them_are_no_op_by_op_step(name):
+    """Where no runtime thread shows the step's kernels (TensorFlow's eager ops run theirs
+    inside the dispatch; a capture without the runtime's threads), dispatch and math cannot
+    be told apart: the op-by-op reading says nothing rather than call it all dispatch."""
+    spec = RULES["op_overhead_bound"]
+    assert eager_dispatch(_dispatched(name, pool_kernels=False), spec) is None
+    with_kernels = eager_dispatch(_dispatched(name, pool_kernels=True), spec)
+    assert (with_kernels is not None) is name.startswith("PjitFunction")

@@ -1,24 +1,28 @@
-"""Ops dispatched one at a time from Python: a JAX step run outside ``jax.jit`` (or a
-TensorFlow step run eagerly) sends every primitive of its forward pass, its gradient and
-its update to the runtime as a program of its own.  Each dispatch pays the Python of the
+"""Ops dispatched one at a time from Python: a JAX step run outside ``jax.jit`` sends every
+primitive of its forward pass, its gradient and its update to the runtime as a program of
+its own.  Each dispatch pays the Python of the
 tracing machinery (``bind``, the JVP and transpose rules), argument checks, an executable
 launch and fresh output buffers, and the math between dispatches is small: the step is
 host overhead, though few framework ops per step are recorded (tens of dispatches, each
 under hundreds of Python frames), too few for the tiny-ops check.
 
 The dispatches are counted on the main thread outside read loops: XLA executable runs
-(``ExecuteHelperOnSingleDevice``), JAX's per-primitive ``PjitFunction(...)`` calls,
-``bind`` frames of the Python tracer where no runtime event is recorded, or TensorFlow's
-eager op executions (set-up calls left out); at least :data:`MIN_DISPATCHES` per steady
-step (a jitted step makes one to three).  The share is the step's time outside the
-runtime threads' kernels.
+(``ExecuteHelperOnSingleDevice``), JAX's per-primitive ``PjitFunction(...)`` calls, or
+``bind`` frames of the Python tracer where no runtime event is recorded (set-up calls
+left out); at least :data:`MIN_DISPATCHES` per steady step (a jitted step makes one to
+three).  The share is the step's time outside the runtime threads' kernels, so the check
+needs those kernels in the trace: where the steady steps show none, the dispatch and the
+math cannot be told apart and the check says nothing.  TensorFlow's eager ops run their
+kernels inside the dispatching call on the main thread (``KernelAndDeviceFunc::Run``
+under each ``EagerLocalExecute``), and a ``tf.function`` still runs every op through the
+graph executor: such a step is a loop of tiny framework ops, the tiny-ops check's.
 
-The fix compiles the step (``jax.jit``, ``tf.function(jit_compile=True)``): one dispatch
-per step, the primitives fused.  The estimate: the step without the profiler before (the
-Python tracer's loop of calls at :data:`.host_estimate.PYTHON_LOOP_UNPROFILED` of its
-captured time, the kernels as captured) over the compiled step after: the matmul and
-convolution kernels as captured (elementwise kernels are fused into them and their
-fresh buffers are gone) plus one dispatch.
+The fix compiles the step (``jax.jit``): one dispatch per step, the primitives fused.  The
+estimate: the step without the profiler before (the Python tracer's loop of calls at
+:data:`.host_estimate.PYTHON_LOOP_UNPROFILED` of its captured time, the kernels as
+captured) over the compiled step after: the matmul and convolution kernels as captured
+(elementwise kernels are fused into them and their fresh buffers are gone) plus one
+dispatch.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from .work import outermost
 MIN_DISPATCHES = 20
 #: One dispatched program or op, by the event its runtime or tracer records.
 DISPATCH = (re.compile(r"ExecuteHelperOnSingleDevice$"), re.compile(r"^PjitFunction\("),
-            re.compile(r"^\$core\.py:\d+ bind$"), re.compile(r"^EagerLocalExecute: "))
+            re.compile(r"^\$core\.py:\d+ bind$"))
 #: Kernels a compiled step keeps: matmuls, convolutions and the library fusions around them.
 KEPT_KERNEL = re.compile(r"dot|conv|gemm|matmul|ynn|onednn|mkl", re.I)
 
@@ -62,6 +66,8 @@ def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
     s = ctx.trace.slices
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     kernels, kept = _kernels(ctx, host)
+    if kernels <= 0:
+        return None  # no kernel apart from the dispatch: the split is not in the trace
     share = max(1.0 - kernels / wall, 0.0)
     one = float(np.median(s.dur[calls])) * PYTHON_LOOP_UNPROFILED
     before = (wall - kernels) * PYTHON_LOOP_UNPROFILED + kernels
@@ -73,8 +79,8 @@ def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
                f"runs op by op, not compiled. Each dispatch pays the tracing machinery's "
                f"Python, argument checks, an executable launch and fresh output buffers; the "
                f"kernels themselves take {pct(1.0 - share)} of the step, the rest ({pct(share)}) "
-               f"is dispatch. Compiling the step (jax.jit, tf.function(jit_compile=True)) "
-               f"makes it one dispatch and fuses its ops. Estimate: the step without the "
+               f"is dispatch. Compiling the step (jax.jit) makes it one dispatch and fuses "
+               f"its ops. Estimate: the step without the "
                f"profiler ({fmt_ns(before / len(r))}: the loop of calls at "
                f"{PYTHON_LOOP_UNPROFILED:.0%} of its captured time, as measured for a loop the "
                f"Python tracer records; the kernels as captured) over the compiled step "
