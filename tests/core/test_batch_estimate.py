@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 
+import numpy as np
 import pytest
 from tracedata import DATA, corpus_capture
 
@@ -24,12 +25,14 @@ from sofa_gui.core.analysis.findings.registry import RULES
 from sofa_gui.core.analysis.findings.run_rules import _outer_ops
 from sofa_gui.core.analysis.findings.work import TINY_NS, name_medians
 from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.builder import TraceBuilder
 from sofa_gui.core.importers import load_trace
 from sofa_gui.core.trace import Kind, LaneKind
 
 CORPUS = DATA / "corpus"
 WITHIN = 0.25
+US = 1000
 
 
 @functools.cache
@@ -204,8 +207,6 @@ def test_a_jitted_jax_step_is_no_op_by_op_dispatch(case):
 def _dispatched(name: str, pool_kernels: bool):
     """A CPU run of 5 steps of 30 dispatches from Python each, with or without the runtime
     pool thread's kernels beside them."""
-    from test_findings import US, _iters
-
     b = TraceBuilder("synth", "test")
     main = b.lane(("cpu",), "python", LaneKind.CPU, "proc", pid=1, tid=1)
     pool = b.lane(("cpu", 2), "tf_XLACpuCompute", LaneKind.CPU, "proc", pid=1, tid=2)
@@ -217,7 +218,8 @@ def _dispatched(name: str, pool_kernels: bool):
             if pool_kernels:
                 b.add_slices([t + 40 * US], [30 * US], pool, ["dot.3"], kind=Kind.CPU_OP)
     trace = b.finish()
-    iters = _iters(starts, [t + 3000 * US for t in starts])
+    iters = Iterations("annotations", "test", np.asarray(starts, np.int64),
+                       np.asarray(starts, np.int64) + 3000 * US, 1.0)
     bd = compute_breakdown(trace, iters)
     return make_context(trace, iters, bd)
 
