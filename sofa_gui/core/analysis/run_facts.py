@@ -65,7 +65,7 @@ from ..metadata import amount, count
 from ..trace import Kind, LaneKind, Trace
 from . import precision_facts  # noqa: F401  (registers the precision probes first)
 from .facts_base import FACT_KEYS, PROBES, Fact, RunFacts, first_named, named, probe, trace_header
-from .xla_mode import inference_programs, training_program
+from .xla_mode import inference_programs, op_by_op, ran_programs, training_program
 
 __all__ = ["FACT_KEYS", "TRAINING_NAMES", "Fact", "RunFacts", "handover_parts", "probe",
            "run_facts"]
@@ -377,6 +377,10 @@ def _compiled(trace: Trace) -> list[Fact]:
                                    r"__inference_.*_jit|XlaLaunch|^_XlaRun|^XlaCompile|"
                                    r"^CpuExecutable::|^GpuExecutable::|XlaMustCompile")):
         f = named(trace, "compiled", value, pattern)
+        if f.known and value == "xla" and op_by_op(trace):
+            return [Fact("compiled", "op by op", "each primitive its own XLA program",
+                         f"{len(ran_programs(trace))} small XLA programs ran, none a compiled "
+                         f"function of several ops; first: {f.proof}", f.slice)]
         if f.known:
             return [f]
     return [Fact("compiled")]

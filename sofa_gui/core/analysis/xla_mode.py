@@ -76,3 +76,18 @@ def inference_programs(trace: Trace, training: re.Pattern) -> Fact | None:
                 f"{ran} in the capture, the math in {held}; none "
                 f"holds a gradient, transpose or optimizer op (HLO op types and name "
                 f"paths): no sign of training, which is weaker than a sign of inference")
+
+
+#: A run whose XLA programs that ran are at least this many, each of fewer than
+#: :data:`FUSED_OP_NAMES` op names, dispatched its primitives one by one (JAX outside
+#: ``jax.jit``: every ``jnp`` function is a small program of its own).
+OP_BY_OP_PROGRAMS = 8
+FUSED_OP_NAMES = 12
+
+
+def op_by_op(trace: Trace) -> bool:
+    """The XLA programs that ran are many small ones and none a compiled function of the
+    program's own: the run was not compiled, whatever ``PjitFunction`` events say."""
+    progs = ran_programs(trace)
+    return (len(progs) >= OP_BY_OP_PROGRAMS and all(p["hlo"] for p in progs)
+            and max(p["op_names"] for p in progs) < FUSED_OP_NAMES)

@@ -12,7 +12,11 @@ each call, while the model's own work is small.  The set-up calls
 input (no element is made: the one batch such a pipeline hands over is fetched in the
 ``IteratorGetNext`` after it) nor compute.  The share is their time over the steady
 iterations; the fix makes one call per batch of many samples (or calls the model directly
-for a few), and the estimate is Amdahl on the share, the set-up then paid once per batch.
+for a few).  The estimate is that of one call on the samples of the calls captured: their
+set-up paid once instead of once per call, what each call does besides (the model's step,
+the call's own Python) kept, so batching ``n`` calls saves at most ``n`` x.  A trace shows
+the calls, not how many of them a program could merge: the estimate says how many it
+assumes.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ def setup_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     if not len(mine):
         return None
     rows = np.searchsorted(host.starts, s.start[mine], side="right") - 1
-    calls = len(np.unique(rows)) / len(r)
+    n_calls = len(np.unique(rows))
+    calls = n_calls / len(r)
     if calls < EVERY_CALL:
         return None
     a, b = union(s.start[mine], s.end[mine])
@@ -67,11 +72,25 @@ def setup_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"function): called once per sample or per small batch, the set-up is most of "
                f"each call. It makes no input element (not an input pipeline to "
                f"parallelise) and no math (not compute). One call on many samples pays it "
-               f"once per batch; the estimate removes it (Amdahl on its share, the one set-up "
-               f"a batch still pays not counted).")
+               f"once per batch.{_basis(share, n_calls)}")
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                        speedup=merged_calls_speedup(share, n_calls),
                         assumption=spec.factor("one_call_per_batch"),
                         notes=("assumes the calls can take many samples at once",))
+
+
+def merged_calls_speedup(share: float, n: int) -> float:
+    """The speed-up of one call instead of ``n`` calls that each spend ``share`` of their
+    time on set-up: the set-up paid once, the rest of every call kept (at most ``n`` x)."""
+    n = max(n, 1)
+    return 1.0 / max(1.0 - share * (n - 1) / n, 1.0 / n)
+
+
+def _basis(share: float, n: int) -> str:
+    return (f" Estimate for one call on the samples of the {n} calls captured: their set-up "
+            f"paid once instead of {n} times, the rest of each call (the model's step, the "
+            f"call's own Python) kept; merging {n} calls saves at most {n}x, more calls merged "
+            f"save more.")
 
 
 def _what(ctx: Ctx, idx: np.ndarray, n_rows: int) -> str:

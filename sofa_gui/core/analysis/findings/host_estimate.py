@@ -173,15 +173,23 @@ def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndar
                & np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
     ops = ops[_inside(s.start[ops], ws, we) & ~_inside(s.start[ops], removed_s, removed_e)]
     total = float(self_times(ctx, ops).sum()) if len(ops) else 0.0
-    lanes = [x for x in np.flatnonzero(ctx.trace.lanes.rank == ctx.trace.lanes.rank[host.lane])
-             if x != host.lane]
-    other = np.concatenate([ctx.trace.lane_slices(x) for x in lanes]) if lanes else mine[:0]
-    pool = R.pool_work(ctx.trace, other.astype(np.int64))
+    pool = pool_slices(ctx, host)
     if len(pool):
         ps, pe = union(s.start[pool], s.end[pool])
         rs, re_ = union(removed_s, removed_e)
         total += float(measure_in(ps, pe, ws, we).sum()) - float(measure_in(ps, pe, rs, re_).sum())
     return max(total, 0.0)
+
+
+def pool_slices(ctx: Ctx, host) -> np.ndarray:
+    """The compute slices of the runtime pool threads (XLA, ``tf_Compute``) beside
+    ``host``'s main thread, in its rank."""
+    lanes = [x for x in np.flatnonzero(ctx.trace.lanes.rank == ctx.trace.lanes.rank[host.lane])
+             if x != host.lane]
+    if not lanes:
+        return np.zeros(0, np.int64)
+    other = np.concatenate([ctx.trace.lane_slices(x) for x in lanes]).astype(np.int64)
+    return R.pool_work(ctx.trace, other)
 
 
 def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

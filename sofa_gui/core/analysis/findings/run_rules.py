@@ -10,6 +10,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
+from .batch_estimate import loop_batch
 from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, make_finding
@@ -184,8 +185,10 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
       f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
       f"{MIN_TINY_PER_STEP} per iteration; or inference on batches of a few inputs "
-      f"(:mod:`.small_batch`)",
-      factors={"batched_op_cheap": 0.7, "math_scales_with_batch": 0.7})
+      f"(:mod:`.small_batch`); or >= 20 ops a step dispatched one at a time from Python "
+      f"(:mod:`.eager_dispatch`)",
+      factors={"batched_op_cheap": 0.7, "math_scales_with_batch": 0.7,
+               "compiled_step_fuses": 0.7})
 def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
@@ -230,7 +233,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
                f"(dispatch, Python, allocation) dominates the math. Batching them (one op on "
                f"stacked inputs, a foreach or fused optimizer) removes the tiny ops; the "
-               f"batched op's own cost is not counted.{fix.basis()}")
+               f"batched calls cost one repeat of the loop and the other repeats' matmul "
+               f"FLOPs.{fix.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
     notes = ("assumes the batched op is cheap",) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
@@ -352,15 +356,19 @@ NESTED_SAMPLE = 4
 
 def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float) -> HostFix:
     """The batched replacement of the tiny ops: their whole time (and the Python between
-    them) removed, the rest of the step kept (:mod:`.host_estimate`); what the batched op
-    costs is not counted."""
+    them) removed with the calls that gather the loop's pieces, the rest of the step kept
+    (:mod:`.host_estimate`), plus what the batched calls cost where the step's calls repeat
+    (:func:`.batch_estimate.loop_batch`)."""
     s = ctx.trace.slices
     ends = s.end[tiny] + between
     removed = float((ends - s.start[tiny]).sum()) / max(wall, 1.0)
     r = ctx.rows
     math = rest_math(ctx, host, host.starts[r], host.ends[r], s.start[tiny], ends)
-    return HostFix(min(removed, 1.0), math / max(wall, 1.0), unprofiled=TINY_LOOP_UNPROFILED,
-                   what="a loop of tiny ops", step_ns=wall / max(len(r), 1))
+    lb = loop_batch(ctx, host, tiny)
+    gather, cost = (lb.gather, lb.replacement) if lb is not None else (0.0, 0.0)
+    return HostFix(min(removed + gather, 1.0), math / max(wall, 1.0), replacement=cost,
+                   unprofiled=TINY_LOOP_UNPROFILED, what="a loop of tiny ops",
+                   step_ns=wall / max(len(r), 1))
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,

@@ -4,8 +4,9 @@ A batch-1 forward pass calls every layer once for one sample: the fixed cost of 
 (dispatch, allocation, the Python between calls) is paid per sample, and the math kernels
 run on shapes too small to be efficient.  Batching requests amortises both.  The share is
 the main thread's time outside the math ops' own work (convolutions, matmuls): what does
-not grow with the batch; the estimate is Amdahl on it, a lower bound (the math itself
-also gets more efficient per sample with larger shapes).
+not grow with the batch.  The estimate is :mod:`.batch_estimate`'s: the requests a step
+answers one at a time (or the steps captured, where each answers one) batched into one
+call, which pays each call's fixed cost once and the math of every input.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import measure_in
 from ..results import Finding
+from .batch_estimate import batch_fix
 from .batching import small_batch
 from .causes import causes_by_name, self_times
 from .context import Ctx, make_finding
@@ -48,12 +50,15 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"{head}; the math ops' own work is {pct(1.0 - share)} of the step, the rest "
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
                f"paid once per call whatever its batch. Batching requests (or the sequences "
-               f"decoded together) amortises it; the estimate counts that part only (larger "
-               f"shapes also make the math itself cheaper per input).")
+               f"decoded together) amortises it.")
+    fix = batch_fix(ctx, host)
+    if fix is not None:
+        summary += fix.basis()
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         title="Framework overhead: small-batch inference",
+                        speedup=fix.speedup() if fix is not None else 0.0,
                         assumption=spec.factor("math_scales_with_batch"),
-                        notes=("assumes the math ops' time grows with the batch",))
+                        notes=("assumes the requests can be batched and the math rates stated",))
 
 
 def _in_read_loops_ns(ctx: Ctx, host, rows: np.ndarray) -> float:

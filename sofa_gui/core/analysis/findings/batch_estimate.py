@@ -1,0 +1,450 @@
+"""What replacing many small calls by one batched call leaves: the estimate of batching the
+requests a step answers one at a time (small-batch inference: :mod:`.small_batch`), of one
+batched op for a loop of tiny ones (:mod:`.run_rules`' tiny-ops check) and of one
+high-level call on many samples (:mod:`.call_setup`).
+
+The estimate is the step without the profiler before the fix over the step after it:
+
+* **before**: the captured time less the profiler's own cost, :data:`PROFILER_NS_PER_EVENT`
+  per recorded event (a loop of small calls records an event for each, and the profiler's
+  cost per event, not per nanosecond of work, is what inflates it);
+* **the calls batched**: the step's outermost framework calls repeat a unit ``count``
+  times in a row (:func:`repeated_blocks`: one request's forward pass, one request's whole
+  token-by-token decode, one iteration of a Python loop over tiny ops); where nothing
+  repeats within a step, each step is one unit and the batch is the steps captured;
+* **after**: the rest of the step as it was, one unit as it was (each of its calls' fixed
+  cost is paid once for the whole batch, with one input's math), and the math the batch's
+  other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
+  (:func:`matmul_rate`), each convolution's own time as measured (a convolution is
+  already compute at batch 1: its time grows with the batch), each other op's elements
+  at :data:`ELEMENT_NS`, views nothing;
+* **bound**: batching ``n`` inputs saves at most ``n`` x per input (the batched call costs
+  at least one unit).
+
+The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of the idle
+2-core machine the corpus is made on, and against the tuned corpus cases' truths:
+
+* ``torch.profiler`` (CPU activity, shapes recorded) costs 0.3-0.6 µs per event in a
+  tight loop of one kind of call, and 0.6-1.7 µs per event of a model's step (captured
+  step less the truth's unprofiled step, over the events a step records: a batch-1 conv
+  net, a token-by-token decode, a per-sample ``.item()`` metric); a ``ProfilerStep#N``
+  span's time before its first recorded call and after its last grows with the events
+  it records (the first of 3,000 tiny ops 37 µs into it, of 20 6 µs): the profiler's step
+  bookkeeping (:func:`step_window` leaves it out);
+* ``addmm`` adds rows at 43-61 GFLOP/s in a batch of 4, 74-90 in one of 16 and 92-99 in
+  one of 64 (layers of 64-128 inputs and 384-1000 outputs), where one row alone is a
+  matrix-vector product bound by reading the weights: ``100 GFLOP/s x rows / (rows + 3)``
+  (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
+* GELU, layer norm and argmax add 0.4-0.9 ns per element to a batch of 64 rows of 96,
+  ReLU 0.1 (:data:`ELEMENT_NS`).
+
+A trace of another machine records its own rates; only matmuls of at least
+:data:`LARGE_FLOPS` show the machine's (the batch-1 calls of a small model are their fixed
+cost), so the assumed rate stands where the trace has none, and the estimate says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind
+from ...units import fmt_ns
+from .causes import self_times
+from .context import Ctx
+from .work import elements, input_dims, outermost
+
+#: What ``torch.profiler`` adds per recorded event (ns).
+PROFILER_NS_PER_EVENT = 1_000
+#: A part's unprofiled time is at least this share of its captured time.
+UNPROFILED_FLOOR = 0.2
+#: The rate of a batched fp32 matmul on one core (FLOP/s) and the rows at which it is half.
+MATMUL_FLOPS = 100e9
+MATMUL_HALF_ROWS = 3
+#: Matmuls of at least this many FLOPs show the machine's rate (their fixed cost is small).
+LARGE_FLOPS = 2_000_000
+#: What one more input adds to a small elementwise, normalisation or reduction op, per element.
+ELEMENT_NS = 0.5
+#: Repeats cover at least this share of a step to be the requests it answers.
+BLOCK_COVER = 0.75
+#: Runs of repeats shorter than this share of a step are not a loop of its own.
+MIN_BLOCK = 0.1
+#: Units longer than this many outermost calls are not searched for.
+MAX_PERIOD = 512
+
+MATMUL = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|addbmm|addmv|mv)$")
+CONV = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convolution_overrideable|"
+                  r"thnn_conv2d|_nnpack_spatial_convolution|slow_conv_dilated[23]d|"
+                  r"_conv_depthwise2d|slow_conv3d_forward)$")
+#: Ops whose cost does not grow with the data (views, allocations, metadata).
+VIEW = re.compile(r"^aten::(view|reshape|_reshape_alias|_unsafe_view|as_strided|t|transpose|"
+                  r"permute|expand|slice|select|unsqueeze|squeeze|flatten|detach|alias|"
+                  r"resolve_conj|resolve_neg|unbind|split|split_with_sizes|chunk|"
+                  r"unsafe_split|unsafe_chunk|narrow|empty|empty_strided|empty_like|"
+                  r"lift_fresh|to|_to_copy_noop|contiguous|numpy_T|expand_as|view_as)$")
+
+
+def unprofiled_ns(captured_ns: float, events: float) -> float:
+    """A part's time without the profiler: its captured time less the profiler's cost per
+    recorded event, at least :data:`UNPROFILED_FLOOR` of it."""
+    return max(captured_ns - events * PROFILER_NS_PER_EVENT, UNPROFILED_FLOOR * captured_ns)
+
+
+@dataclass(frozen=True)
+class Block:
+    """``count`` repeats in a row of a unit of ``period`` outermost calls: ``start``,
+    ``end`` (ns) of the repeats, ``events`` recorded inside them and ``ops`` every
+    framework op inside them (all depths)."""
+
+    period: int
+    count: int
+    start: int
+    end: int
+    events: int
+    ops: np.ndarray
+
+    @property
+    def span(self) -> int:
+        return self.end - self.start
+
+
+def median_row(ctx: Ctx, host) -> int:
+    """The steady row whose main-thread time is the median."""
+    r = ctx.rows
+    d = (host.ends[r] - host.starts[r]).astype(np.float64)
+    return int(r[np.argsort(d, kind="stable")[len(r) // 2]])
+
+
+def step_slices(ctx: Ctx, host, row: int) -> np.ndarray:
+    """Every slice of the main thread starting in ``row``'s window, by start."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[(s.start[mine] >= host.starts[row]) & (s.start[mine] < host.ends[row])]
+    return mine[np.argsort(s.start[mine], kind="stable")]
+
+
+#: The profiler's own step marker: the time in it before the step's first recorded call and
+#: after its last is the profiler's step bookkeeping (``prof.step()``).
+PROFILER_STEP = re.compile(r"^ProfilerStep#\d+$")
+
+
+def step_window(ctx: Ctx, host, row: int, every: np.ndarray) -> tuple[int, int]:
+    """(start, end) ns of ``row``'s work: from its first recorded framework call to the end
+    of its last where the profiler's own step marker spans it, else its window."""
+    s = ctx.trace.slices
+    ops = every[s.kind[every] == int(Kind.CPU_OP)]
+    marked = np.isin(s.name[every], ctx.trace.name_ids(PROFILER_STEP.match)).any()
+    if not marked or not len(ops):
+        return int(host.starts[row]), int(host.ends[row])
+    return int(s.start[ops].min()), int(s.end[ops].max())
+
+
+def repeated_blocks(ctx: Ctx, host, row: int, cover: float = BLOCK_COVER) -> list[Block]:
+    """The runs of a repeated unit of outermost framework calls in ``row``, largest first,
+    that together cover at least ``cover`` of its time; [] where they do not.  A unit is
+    the shortest that repeats over the span (one request's forward pass, not two; a
+    request's whole decode where its tokens do not cover the step).  Runs are taken
+    longest first (a run among the calls left is never longer than one taken before), so
+    the first under :data:`MIN_BLOCK` of the step ends the search."""
+    s = ctx.trace.slices
+    every = step_slices(ctx, host, row)
+    ops = every[s.kind[every] == int(Kind.CPU_OP)]
+    top = outermost(s.start, s.end, ops)
+    a, b = step_window(ctx, host, row, every)
+    wall = float(b - a) or 1.0
+    found: list[tuple[int, int, int]] = []  # (first, period, count) in ``top``
+    taken = np.zeros(len(top), bool)
+    while True:
+        best = _largest_run(s.name[top], s.start[top], s.end[top], taken)
+        if best is None or best[3] < MIN_BLOCK * wall:
+            break
+        first, period, count, _ = best
+        taken[first:first + period * count] = True
+        found.append((first, period, count))
+    blocks = [_block(ctx, every, ops, top, *f) for f in found]
+    if sum(b.span for b in blocks) < cover * wall:
+        return []
+    return sorted(blocks, key=lambda b: -b.span)
+
+
+def _largest_run(seq: np.ndarray, t0: np.ndarray, t1: np.ndarray,
+                 taken: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(first, period, count, span) of the run of repeats that spans the most time among
+    the calls not ``taken`` (the shortest period on a tie), or None."""
+    best = None
+    for p in range(1, min(len(seq) // 2, MAX_PERIOD) + 1):
+        eq = np.concatenate([[False], (seq[:-p] == seq[p:]) & ~taken[:-p] & ~taken[p:],
+                             [False]])
+        d = np.diff(eq.astype(np.int8))
+        st, en = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+        count = (en - st + p) // p
+        ok = count >= 2
+        if not ok.any():
+            continue
+        st, count = st[ok], count[ok]
+        span = t1[st + count * p - 1] - t0[st]
+        k = int(np.argmax(span))
+        if best is None or span[k] > best[3]:
+            best = (int(st[k]), p, int(count[k]), int(span[k]))
+    return best
+
+
+def _block(ctx: Ctx, every: np.ndarray, ops: np.ndarray, top: np.ndarray, first: int,
+           period: int, count: int) -> Block:
+    s = ctx.trace.slices
+    a, b = int(s.start[top[first]]), int(s.end[top[first + period * count - 1]])
+    inside = (s.start[every] >= a) & (s.start[every] < b)
+    return Block(period, count, a, b, int(inside.sum()),
+                 ops[(s.start[ops] >= a) & (s.start[ops] < b)])
+
+
+def matmul_work(dims: list[list[int]]) -> tuple[float, int] | None:
+    """(FLOPs, rows) of a matmul from its inputs' shapes: the last two inputs of two or
+    more dimensions whose inner dimensions agree (``addmm``'s first input is its bias);
+    None where the shapes say nothing."""
+    mats = [d for d in dims if len(d) >= 2]
+    if len(mats) < 2 or mats[-2][-1] != mats[-1][-2]:
+        return None
+    a, b = mats[-2], mats[-1]
+    return 2.0 * elements(a) * b[-1], int(elements(a[:-1]))
+
+
+def matmul_rate(ctx: Ctx, rows: int) -> tuple[float, bool]:
+    """(FLOP/s, measured) of a matmul of ``rows`` rows: the rate of the trace's own
+    matmuls of at least :data:`LARGE_FLOPS` where it has them (FLOP-weighted), else
+    the assumed :data:`MATMUL_FLOPS` at that many rows."""
+    if "large_matmul_rate" not in ctx.memo:
+        ctx.memo["large_matmul_rate"] = _large_matmul_rate(ctx)
+    rate = ctx.memo["large_matmul_rate"]
+    if rate:
+        return rate, True
+    return MATMUL_FLOPS * rows / (rows + MATMUL_HALF_ROWS), False
+
+
+def _large_matmul_rate(ctx: Ctx) -> float:
+    s = ctx.trace.slices
+    idx = np.flatnonzero((s.kind == int(Kind.CPU_OP))
+                         & np.isin(s.name, ctx.trace.name_ids(MATMUL.match)))
+    flops, ns = 0.0, 0.0
+    for j in idx[:: max(len(idx) // 4096, 1)].tolist():
+        w = matmul_work(input_dims(ctx, j))
+        if w is not None and w[0] >= LARGE_FLOPS:
+            flops += w[0]
+            ns += float(s.dur[j])
+    return flops / (ns * 1e-9) if ns > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Added:
+    """What one more input adds to a unit (ns, unprofiled), and whether its matmul rate is
+    the trace's own (``measured``) or assumed."""
+
+    ns: float
+    matmul_ns: float
+    measured: bool
+
+
+def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
+             elementwise: bool = True) -> Added:
+    """The math one more input adds to a unit whose ops (all depths, over ``units``
+    repeats) are ``ops``, in a batch of ``batch``: matmuls' FLOPs at :func:`matmul_rate`
+    of the batched rows (without recorded shapes, :func:`_unshaped_ns`), convolutions'
+    own time (less the profiler's cost of recording them and the calls directly inside
+    them), the other innermost ops' smallest tensor input at :data:`ELEMENT_NS` per element
+    (with ``elementwise``; without, a loop's per-item ops are taken to batch into ops
+    whose per-element cost is small beside their fixed one)."""
+    s = ctx.trace.slices
+    names = ctx.trace.names
+    own = self_times(ctx, ops).astype(np.float64)
+    leaf = _leaves(ctx, ops)
+    children = _children(ctx, ops)
+    mm_ns = other = 0.0
+    measured = False
+    unshaped = np.zeros(len(ops), bool)
+    for k, j in enumerate(ops.tolist()):
+        name = names[int(s.name[j])]
+        if MATMUL.match(name):
+            w = matmul_work(input_dims(ctx, j))
+            if w is None:
+                unshaped[k] = True
+                continue
+            rate, measured = matmul_rate(ctx, w[1] * batch)
+            mm_ns += w[0] / rate * 1e9
+        elif CONV.match(name):
+            other += unprofiled_ns(float(own[k]), 1 + children[k])
+        elif elementwise and leaf[k] and not VIEW.match(name):
+            sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
+            other += min(sizes, default=0) * ELEMENT_NS
+    mm_ns += _unshaped_ns(s.name[ops[unshaped]], own[unshaped])
+    n = max(units, 1)
+    return Added((mm_ns + other) / n, mm_ns / n, measured)
+
+
+#: The quantile of a call's own times taken as its fixed cost, where shapes are unknown.
+FIXED_Q = 0.1
+
+
+def _unshaped_ns(names: np.ndarray, own: np.ndarray) -> float:
+    """What matmuls without recorded shapes add per input: the per-call math the trace
+    shows, each name's median own time over its fixed cost (its :data:`FIXED_Q`
+    quantile), per call (a call's time beyond the fixed cost grows with its work; the
+    median leaves out descheduled ones)."""
+    out = 0.0
+    for name in np.unique(names).tolist():
+        mine = own[names == name]
+        out += len(mine) * max(float(np.median(mine) - np.quantile(mine, FIXED_Q)), 0.0)
+    return out
+
+
+def _children(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
+    """Per op (sorted by start): the ops of ``ops`` directly inside it (the profiler's cost
+    of recording them lands in its own time)."""
+    s = ctx.trace.slices
+    end = np.searchsorted(s.start[ops], s.end[ops], side="left")
+    out = np.zeros(len(ops), np.int64)
+    depth = s.depth[ops]
+    for k in np.flatnonzero(end - np.arange(len(ops)) > 1).tolist():
+        out[k] = int((depth[k + 1:end[k]] == depth[k] + 1).sum())
+    return out
+
+
+def _leaves(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
+    """Per op (sorted by start): no other op of ``ops`` starts inside it."""
+    s = ctx.trace.slices
+    if not len(ops):
+        return np.zeros(0, bool)
+    nxt = np.append(s.start[ops[1:]], np.iinfo(np.int64).max)
+    return nxt >= s.end[ops]
+
+
+@dataclass(frozen=True)
+class BatchFix:
+    """Batching ``batch`` inputs of a unit: the step without the profiler before the fix
+    (``before_ns``) and after it (``after_ns``) for the same inputs, what a unit takes
+    unprofiled (``unit_ns``), what one more input adds to it (``added``), how many units a
+    step holds (``per_step``) and what is batched, in words (``what``)."""
+
+    before_ns: float
+    after_ns: float
+    unit_ns: float
+    added: Added
+    batch: int
+    per_step: int
+    what: str
+
+    def speedup(self) -> float:
+        return self.before_ns / max(self.after_ns, 1e-6)
+
+    def basis(self) -> str:
+        """The estimate's basis in words, for the finding's summary."""
+        rate = ("the trace's own large matmuls' rate" if self.added.measured else
+                f"{MATMUL_FLOPS / 1e9:.0f} GFLOP/s x rows / (rows + {MATMUL_HALF_ROWS}), "
+                f"as a batched fp32 matmul runs on one core (no matmul in the trace is large "
+                f"enough to show this machine's rate)")
+        return (f" Estimate for {self.what}: the step without the profiler's cost "
+                f"({PROFILER_NS_PER_EVENT / 1e3:.1f} µs per recorded event) before the fix, "
+                f"{fmt_ns(self.before_ns)}, over the step after it, {fmt_ns(self.after_ns)}: "
+                f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
+                f"paid once) plus what each further input adds "
+                f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time, "
+                f"{ELEMENT_NS} ns per element of the other ops), the rest of the step as it "
+                f"is; batching {self.batch} inputs saves at most {self.batch}x per input.")
+
+
+def batch_fix(ctx: Ctx, host, what: str = "") -> BatchFix | None:
+    """The batching estimate of the steady steps of ``host``'s main thread: the requests a
+    step answers one at a time (:func:`repeated_blocks`) batched together, or, where a
+    step answers one, the steps captured batched into one call."""
+    r = ctx.rows
+    if host is None or not len(r):
+        return None
+    row = median_row(ctx, host)
+    every = step_slices(ctx, host, row)
+    a, b = step_window(ctx, host, row, every)
+    step_ns = unprofiled_ns(float(b - a), len(every))
+    blocks = repeated_blocks(ctx, host, row)
+    if blocks:
+        b = blocks[0]
+        unit = unprofiled_ns(b.span, b.events) / b.count
+        add = added_ns(ctx, b.ops, b.count, b.count)
+        after = step_ns - unprofiled_ns(b.span, b.events) + unit + (b.count - 1) * add.ns
+        return BatchFix(step_ns, after, unit, add, b.count, b.count,
+                        what or f"the {b.count} requests of a step batched into one call")
+    n = len(r)
+    if n < 2:
+        return None
+    unit, add = _one_request_steps(ctx, host)
+    return BatchFix(n * unit, unit + (n - 1) * add.ns, unit, add, n, 1,
+                    what or f"the {n} steps captured (one request each) batched into one call")
+
+
+#: Steps sampled for the work of a step that answers one request.
+SAMPLED_STEPS = 16
+
+
+def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
+    """(unprofiled step, what one more input adds), medians over up to
+    :data:`SAMPLED_STEPS` steady steps: one step's ops are too few for a typical figure."""
+    s = ctx.trace.slices
+    r = ctx.rows
+    steps, adds = [], []
+    for row in r[:: max(len(r) // SAMPLED_STEPS, 1)].tolist():
+        every = step_slices(ctx, host, row)
+        a, b = step_window(ctx, host, row, every)
+        steps.append(unprofiled_ns(float(b - a), len(every)))
+        adds.append(added_ns(ctx, every[s.kind[every] == int(Kind.CPU_OP)], 1, len(r)))
+    k = int(np.argsort([x.ns for x in adds])[len(adds) // 2])
+    return float(np.median(steps)), adds[k]
+
+
+@dataclass(frozen=True)
+class LoopBatch:
+    """A step's loops of repeated small calls batched, in shares of the step: ``gather``,
+    the calls outside the repeats that work per repeat (as many calls recorded inside as
+    the loop has repeats: a stack of the loop's outputs, its backward unbinding it), which
+    go with the loop; ``replacement``, what the batched calls cost (one repeat of each loop
+    as it runs unprofiled, and the matmul FLOPs of the other repeats); ``count``, the
+    repeats of the longest loop."""
+
+    count: int
+    gather: float
+    replacement: float
+
+
+def loop_batch(ctx: Ctx, host, tiny: np.ndarray) -> LoopBatch | None:
+    """The loops of repeated calls of the median steady step (:func:`repeated_blocks`)
+    whose time is mostly in ``tiny`` outermost calls (the calls batching removes: not a
+    model's repeated layers), and what batching them costs; None where such loops are
+    under half of the step."""
+    if host is None or not len(ctx.rows):
+        return None
+    row = median_row(ctx, host)
+    s = ctx.trace.slices
+    blocks = [x for x in repeated_blocks(ctx, host, row, cover=0.5)
+              if s.dur[x.ops[np.isin(x.ops, tiny)]].sum() >= 0.5 * x.span]
+    every = step_slices(ctx, host, row)
+    a, b = step_window(ctx, host, row, every)
+    wall = float(b - a) or 1.0
+    if sum(x.span for x in blocks) < 0.5 * wall:
+        return None
+    count = max(x.count for x in blocks)
+    replacement = sum(unprofiled_ns(x.span, x.events) / x.count
+                      + (x.count - 1) * added_ns(ctx, x.ops, x.count, x.count, False).ns
+                      for x in blocks)
+    return LoopBatch(count, _gather_ns(ctx, every, blocks, count) / wall, replacement / wall)
+
+
+def _gather_ns(ctx: Ctx, every: np.ndarray, blocks: list[Block], count: int) -> float:
+    """ns of the outermost calls outside ``blocks`` that record at least ``count`` calls."""
+    s = ctx.trace.slices
+    ops = every[s.kind[every] == int(Kind.CPU_OP)]
+    inside = np.zeros(len(ops), bool)
+    for x in blocks:
+        inside |= (s.start[ops] >= x.start) & (s.start[ops] < x.end)
+    top = outermost(s.start, s.end, ops[~inside])
+    starts = np.sort(s.start[ops])
+    held = (np.searchsorted(starts, s.end[top], side="left")
+            - np.searchsorted(starts, s.start[top], side="right"))
+    return float(s.dur[top][held >= count].sum())

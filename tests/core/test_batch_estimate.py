@@ -1,0 +1,235 @@
+"""What batching many small calls into one gains, estimated from the trace: the requests a
+step answers one at a time found as repeats of its calls, the batched call's cost (one
+call's fixed cost, every input's math), Keras calls merged, and a JAX step dispatched op
+by op.
+
+Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
+corpus is not checked out.  Estimates are held to the measured fix on tuned cases only.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+from tracedata import DATA, corpus_capture
+
+from sofa_gui.core.analysis.breakdown import compute_breakdown
+from sofa_gui.core.analysis.findings import batch_estimate as B
+from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings.call_setup import merged_calls_speedup
+from sofa_gui.core.analysis.findings.eager_dispatch import eager_dispatch
+from sofa_gui.core.analysis.findings.registry import RULES
+from sofa_gui.core.analysis.findings.run_rules import _outer_ops
+from sofa_gui.core.analysis.findings.work import TINY_NS, name_medians
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.analysis.results import Iterations
+from sofa_gui.core.builder import TraceBuilder
+from sofa_gui.core.importers import load_trace
+from sofa_gui.core.trace import Kind, LaneKind
+
+CORPUS = DATA / "corpus"
+WITHIN = 0.25
+US = 1000
+
+
+@functools.cache
+def analyzed(case: str, k: int = 0):
+    t = load_trace(corpus_capture(case, k), use_cache=False)
+    a = analyze(t)
+    return t, a, make_context(t, a.iterations, a.breakdown)
+
+
+def finding(case: str, fid: str, k: int = 0):
+    return next((f for f in analyzed(case, k)[1].findings if f.id == fid), None)
+
+
+def measured(case: str) -> float:
+    return json.loads((CORPUS / case / "truth.json").read_text())["fix"]["speedup"]
+
+
+def blocks(case: str, k: int = 0) -> list[B.Block]:
+    _, _, ctx = analyzed(case, k)
+    host = ctx.bd.host
+    return B.repeated_blocks(ctx, host, B.median_row(ctx, host))
+
+
+# -- what the trace says of the calls --------------------------------------------------------
+def test_a_matmul_is_read_from_its_operands_not_its_bias():
+    assert B.matmul_work([[96], [1, 48], [48, 96], [], []]) == (2 * 48 * 96, 1)
+    assert B.matmul_work([[400, 8, 16], [400, 16, 16]]) == (2 * 400 * 8 * 16 * 16, 3200)
+    assert B.matmul_work([[8, 16], [8, 16]]) is None  # inner dimensions disagree
+    assert B.matmul_work([[96]]) is None
+
+
+def test_a_batched_matmul_runs_faster_per_row_the_more_rows_it_has():
+    rates = [B.MATMUL_FLOPS * m / (m + B.MATMUL_HALF_ROWS) for m in (1, 4, 64)]
+    assert rates == sorted(rates) and rates[-1] < B.MATMUL_FLOPS
+
+
+def test_the_profiler_cost_is_taken_per_event_and_never_takes_all():
+    assert B.unprofiled_ns(10_000, 3) == 10_000 - 3 * B.PROFILER_NS_PER_EVENT
+    assert B.unprofiled_ns(10_000, 100) == B.UNPROFILED_FLOOR * 10_000
+
+
+@pytest.mark.parametrize("case, requests", [("pt_infer_decode_unbatched", 3),
+                                            ("pt_infer_greedy_decode", 4),
+                                            ("pt_infer_online_requests", 64)])
+def test_the_requests_a_step_answers_one_at_a_time_are_its_repeats(case, requests):
+    """A request is the shortest unit that repeats over the step: one forward pass, or a
+    request's whole token-by-token decode (its tokens alone do not cover the step)."""
+    found = blocks(case)
+    assert [b.count for b in found][:1] == [requests]
+    assert found[0].period > 1
+
+
+@pytest.mark.parametrize("case", ["pt_train_item_sync", "pt_train_variable_length",
+                                  "pt_infer_report_tensors"])
+def test_runs_of_repeats_shorter_than_a_tenth_of_the_step_end_the_search(case, monkeypatch):
+    """The runs are taken longest first, so the first one under :data:`MIN_BLOCK` of the
+    step ends the search: no run kept is shorter, and the step's many short runs (two
+    alike calls in a row) are not searched one by one."""
+    _, _, ctx = analyzed(case)
+    host = ctx.bd.host
+    row = B.median_row(ctx, host)
+    searches = []
+    largest = B._largest_run
+    monkeypatch.setattr(B, "_largest_run", lambda *a: searches.append(1) or largest(*a))
+    found = B.repeated_blocks(ctx, host, row)
+    a, b = B.step_window(ctx, host, row, B.step_slices(ctx, host, row))
+    assert all(x.span >= B.MIN_BLOCK * (b - a) for x in found)
+    assert len(searches) <= len(found) + 1
+
+
+def test_a_models_two_alike_layers_are_not_two_requests():
+    assert blocks("pt_infer_batch1_convnet") == []
+
+
+# -- small-batch inference -------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["pt_infer_decode_unbatched", "pt_infer_batch1_convnet"])
+@pytest.mark.parametrize("k", [0, 1])
+def test_batching_the_requests_is_estimated_within_a_quarter_of_the_measured_fix(case, k):
+    f = finding(case, "op_overhead_bound", k)
+    assert f is not None and f.title == "Framework overhead: small-batch inference"
+    assert abs(f.estimated_speedup / measured(case) - 1) <= WITHIN, f.estimated_speedup
+    assert "Estimate for the" in f.summary and "saves at most" in f.summary
+
+
+@pytest.mark.parametrize("case", ["pt_infer_decode_unbatched", "pt_infer_greedy_decode",
+                                  "pt_infer_online_requests", "pt_infer_batch1_convnet"])
+def test_batching_n_requests_saves_at_most_n_times_per_request(case):
+    _, _, ctx = analyzed(case)
+    fix = B.batch_fix(ctx, ctx.bd.host)
+    assert fix is not None and 1.0 < fix.speedup() <= fix.batch
+    assert fix.after_ns >= fix.unit_ns  # the batched call costs at least one request
+
+
+def test_where_each_step_answers_one_request_the_steps_captured_are_the_batch():
+    _, _, ctx = analyzed("pt_infer_batch1_convnet")
+    fix = B.batch_fix(ctx, ctx.bd.host)
+    assert fix.per_step == 1 and fix.batch == len(ctx.rows)
+    assert "steps captured" in fix.what
+
+
+def test_a_convolution_adds_its_measured_time_per_input_a_small_matmul_its_flops():
+    """A batch-1 convolution is already compute: each further input costs about its own
+    time; a batch-1 matmul is its fixed cost: a further row costs its FLOPs."""
+    conv = B.batch_fix(*_host("pt_infer_batch1_convnet"))
+    decode = B.batch_fix(*_host("pt_infer_decode_unbatched"))
+    assert conv.added.ns > 0.15 * conv.unit_ns
+    assert decode.added.matmul_ns < 0.1 * decode.unit_ns and not decode.added.measured
+
+
+def _host(case: str):
+    _, _, ctx = analyzed(case)
+    return ctx, ctx.bd.host
+
+
+# -- a loop of tiny ops in training ------------------------------------------------------------
+def _tiny(ctx):
+    s = ctx.trace.slices
+    ops = _outer_ops(ctx, ctx.bd.host.lane)
+    return ops[name_medians(s.name[ops], s.dur[ops]) <= TINY_NS]
+
+
+def test_a_python_loop_of_tiny_matmuls_batches_with_the_stack_of_its_pieces():
+    """400 matmuls forward and their backward repeat 400 times; the backward of the
+    ``torch.stack`` of their outputs unbinds them one by one and goes with the loop."""
+    _, _, ctx = analyzed("pt_train_tiny_ops")
+    lb = B.loop_batch(ctx, ctx.bd.host, _tiny(ctx))
+    assert lb is not None and lb.count == 400
+    assert 0 < lb.gather < 0.1 and 0 < lb.replacement < 0.05
+
+
+def test_a_models_repeated_layers_are_no_loop_of_tiny_ops():
+    _, _, ctx = analyzed("pt_train_activation_checkpointing")
+    assert B.loop_batch(ctx, ctx.bd.host, _tiny(ctx)) is None
+
+
+# -- Keras calls merged ------------------------------------------------------------------------
+def test_merging_calls_pays_their_set_up_once_and_saves_at_most_their_number():
+    assert merged_calls_speedup(0.8, 1) == pytest.approx(1.0)
+    assert merged_calls_speedup(0.8, 3) == pytest.approx(1 / (1 - 0.8 * 2 / 3))
+    assert merged_calls_speedup(1.0, 6) == pytest.approx(6.0)
+    assert merged_calls_speedup(0.8, 1000) < 1 / (1 - 0.8)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_keras_fit_per_batch_merged_is_estimated_within_a_quarter_of_the_measured_fix(k):
+    f = finding("tf_fit_per_batch", "setup_overhead_bound", k)
+    assert f is not None
+    assert abs(f.estimated_speedup / measured("tf_fit_per_batch") - 1) <= WITHIN
+    assert "calls captured" in f.summary
+
+
+# -- a JAX step dispatched op by op ------------------------------------------------------------
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_jax_step_run_outside_jit_is_dispatch_overhead_with_a_jit_fix(k):
+    t, a, _ = analyzed("jax_train_unjitted", k)
+    f = finding("jax_train_unjitted", "op_overhead_bound", k)
+    assert f is not None and f.title == "Framework overhead: ops dispatched one at a time"
+    assert f.estimated_speedup > 2 and f.confidence >= 0.4
+    assert any("jax.jit" in x.text for x in f.fixes)
+    assert a.run.value("compiled") == "op by op"
+
+
+@pytest.mark.parametrize("case", ["jax_train_jit", "jax_infer_jit", "jax_train_loss_readback",
+                                  "jax_infer_readback"])
+def test_a_jitted_jax_step_is_no_op_by_op_dispatch(case):
+    t, a, _ = analyzed(case)
+    assert all(f.title != "Framework overhead: ops dispatched one at a time"
+               for f in a.findings)
+    assert a.run.value("compiled") == "xla"
+
+
+def _dispatched(name: str, pool_kernels: bool):
+    """A CPU run of 5 steps of 30 dispatches from Python each, with or without the runtime
+    pool thread's kernels beside them."""
+    b = TraceBuilder("synth", "test")
+    main = b.lane(("cpu",), "python", LaneKind.CPU, "proc", pid=1, tid=1)
+    pool = b.lane(("cpu", 2), "tf_XLACpuCompute", LaneKind.CPU, "proc", pid=1, tid=2)
+    starts = [i * 3000 * US for i in range(5)]
+    for t0 in starts:
+        for k in range(30):
+            t = t0 + (10 + 95 * k) * US
+            b.add_slices([t], [80 * US], main, [name], kind=Kind.CPU_OP)
+            if pool_kernels:
+                b.add_slices([t + 40 * US], [30 * US], pool, ["dot.3"], kind=Kind.CPU_OP)
+    trace = b.finish()
+    iters = Iterations("annotations", "test", np.asarray(starts, np.int64),
+                       np.asarray(starts, np.int64) + 3000 * US, 1.0)
+    bd = compute_breakdown(trace, iters)
+    return make_context(trace, iters, bd)
+
+
+@pytest.mark.parametrize("name", ["PjitFunction(add)", "EagerLocalExecute: MatMul"])
+def test_dispatches_without_kernels_beside_them_are_no_op_by_op_step(name):
+    """Where no runtime thread shows the step's kernels (TensorFlow's eager ops run theirs
+    inside the dispatch; a capture without the runtime's threads), dispatch and math cannot
+    be told apart: the op-by-op reading says nothing rather than call it all dispatch."""
+    spec = RULES["op_overhead_bound"]
+    assert eager_dispatch(_dispatched(name, pool_kernels=False), spec) is None
+    with_kernels = eager_dispatch(_dispatched(name, pool_kernels=True), spec)
+    assert (with_kernels is not None) is name.startswith("PjitFunction")
