@@ -153,7 +153,7 @@ def tabular(seed: int = 0, n: int = 8, batch: int = 128):
 NOJIT = {"framework": "jax", "device": "cpu", "mode": "training"}
 
 
-@case("jax_train_unjitted", "jax", "training", 3, NOJIT, split="holdout", warmup=3,
+@case("jax_train_unjitted", "jax", "training", 3, NOJIT, warmup=3,
       fix="jax.jit the update step", share_from_fix="host_overhead",
       tags=["op_by_op"])
 def jax_train_unjitted(variant):

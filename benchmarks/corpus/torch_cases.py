@@ -537,7 +537,7 @@ def pt_infer_batched_convnet(variant):
 
 
 @case("pt_train_tiny_ops", "pytorch", "training", 4, facts("training", optimizer="sgd"),
-      split="holdout", fix="one batched matmul (torch.bmm)", share_from_fix="host_overhead",
+      fix="one batched matmul (torch.bmm)", share_from_fix="host_overhead",
       tags=["tiny_ops"])
 def pt_train_tiny_ops(variant):
     """A mixture of 400 tiny experts applied one by one in Python (400 small matmuls

@@ -131,7 +131,7 @@ def ranker():
 
 
 @case("pt_infer_online_requests", "pytorch", "inference", 12, facts("inference", batch=1),
-      split="holdout", fix="answer the 64 requests of a step in one batch",
+      fix="answer the 64 requests of a step in one batch",
       share_from_fix="host_overhead", per_item=64, fix_per_item=64,
       tags=["batch1", "no_dataloader"])
 def pt_infer_online_requests(variant):

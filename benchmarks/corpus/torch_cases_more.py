@@ -175,7 +175,7 @@ class TinyLM(torch.nn.Module):
 
 
 @case("pt_infer_greedy_decode", "pytorch", "inference", 4, facts("inference", batch=1),
-      split="holdout", fix="decode the 4 requests of a step together (batch 4)",
+      fix="decode the 4 requests of a step together (batch 4)",
       share_from_fix="host_overhead", per_item=4, fix_per_item=4,
       tags=["decode", "batch1", "no_dataloader"])
 def pt_infer_greedy_decode(variant):
