@@ -446,10 +446,11 @@ def test_other_slices_as_a_last_resort():
     assert_matches(it.starts, start[::30], 0)
 
 
-def epoch_steps_trace(nested: bool = False):
-    """A Keras-like loop: 2 epochs of 5 steps numbered 0-4 within each epoch, with 8 ms of
-    validation after each epoch's last step (outside any marker); ``nested``: every step
-    marked twice, the second marker inside the first (the same step, not another)."""
+def epoch_steps_trace(nested: bool = False, per_epoch: int = 5):
+    """A Keras-like loop: 2 epochs of 5 steps numbered ``k % per_epoch`` (0-4 within each
+    epoch by default), with 8 ms of validation after each epoch's last step (outside any
+    marker); ``nested``: every step marked twice, the second marker inside the first (the
+    same step, not another)."""
     b = TraceBuilder("epochs")
     lane = b.lane("py", "python", LaneKind.CPU)
     starts, t = [], 0
@@ -459,7 +460,7 @@ def epoch_steps_trace(nested: bool = False):
             t += 1_000_000
         t += 8_000_000
     starts = np.array(starts, np.int64)
-    names = [f"Profiled batch step {k % 5}" for k in range(10)]
+    names = [f"Profiled batch step {k % per_epoch}" for k in range(10)]
     b.add_slices(starts, 990_000, lane, names, kind=Kind.ANNOTATION)
     if nested:
         b.add_slices(starts + 10_000, 900_000, lane, names, kind=Kind.ANNOTATION)
@@ -480,3 +481,13 @@ def test_step_numbers_that_restart_every_epoch_are_steps_of_their_own(nested):
     # other steps stay out, as the last step ends with its marker
     assert it.ends[4] == starts[5] and it.ends[-1] == starts[-1] + 990_000
     assert (it.ends[:4] == starts[:4] + 990_000).all()
+
+
+def test_a_step_number_that_every_step_reuses_still_marks_every_step():
+    # a loop that marks each step with the same number (a fit or a Trace(step_num=0)
+    # per step): one step per marker, told apart by their occurrence
+    t, starts = epoch_steps_trace(per_epoch=1)
+    it = detect_iterations(t, "annotations")
+    assert it.starts.tolist() == starts.tolist()
+    assert it.labels[:3] == ["Profiled batch step 0", "Profiled batch step 0 (2)",
+                             "Profiled batch step 0 (3)"]
