@@ -14,7 +14,9 @@ from sofa_gui.core.analysis.iterations.pattern import choose_period, find_anchor
 from sofa_gui.core.analysis.iterations.suffix import context_classes, dense_ids, suffix_array
 from sofa_gui.core.analysis.iterations.symbols import normalize_name, reduce_symbols
 from sofa_gui.core.builder import TraceBuilder
+from sofa_gui.core.importers import load_trace
 from sofa_gui.core.progress import Cancelled, CancelToken
+from sofa_gui.core.samples import demo_trace_path
 from sofa_gui.core.trace import Kind, LaneKind
 
 
@@ -491,3 +493,16 @@ def test_a_step_number_that_every_step_reuses_still_marks_every_step():
     assert it.starts.tolist() == starts.tolist()
     assert it.labels[:3] == ["Profiled batch step 0", "Profiled batch step 0 (2)",
                              "Profiled batch step 0 (3)"]
+
+
+def test_profiler_step_ranges_end_where_they_end_whatever_lies_between_them():
+    # the PyTorch profiler's step() records its own ops (aten::zeros) between two
+    # ProfilerStep ranges: its bookkeeping, not the loop's work
+    t = load_trace(demo_trace_path())
+    it = detect_iterations(t, "annotations")
+    ann = step_slices(t)
+    s = t.slices
+    between = [t.names[s.name[i]] for i in t.lane_slices(int(s.lane[ann[0]]))
+               if s.end[ann[0]] <= s.start[i] < s.start[ann[1]]]
+    assert "aten::zeros" in between
+    assert it.ends.tolist() == s.end[ann].tolist()

@@ -53,10 +53,11 @@ def _distinct_steps(s, ann: np.ndarray) -> np.ndarray:
 
 def annotation_iterations(trace: Trace) -> Iterations:
     """One iteration per step annotation, as long as the annotation; where the thread
-    records work between two markers (Keras' validation after an epoch's last step), up to
-    the next one's start: that work is the loop's, in the step it follows.  An empty gap
-    (the profiler's own bookkeeping between ``ProfilerStep`` ranges) stays out.  Device
-    work that runs on past the last one is its device window, a second number, see
+    records work between two step markers (Keras' validation after an epoch's last step),
+    up to the next one's start: that work is the loop's, in the step it follows.
+    ``ProfilerStep`` ranges span the loop from one ``step()`` to the next by design: what
+    lies between them is the profiler's own bookkeeping and stays out.  Device work that
+    runs on past the last one is its device window, a second number, see
     :func:`.marks.mark_iterations`."""
     idx = step_slices(trace)
     if len(idx) == 0:
@@ -66,9 +67,10 @@ def annotation_iterations(trace: Trace) -> Iterations:
     starts = s.start[idx].astype(np.int64)
     ends = s.end[idx].astype(np.int64)
     lane = int(s.lane[idx[0]])
-    worked = _work_between(trace, idx, lane)
-    ends[:-1][worked] = starts[1:][worked]
     kind = "ProfilerStep" if trace.name_of(int(idx[0])).startswith("ProfilerStep#") else "step"
+    if kind != "ProfilerStep":  # its ranges span the loop; between them the profiler works
+        worked = _work_between(trace, idx, lane)
+        ends[:-1][worked] = starts[1:][worked]
     stream = f"{len(idx)} {kind} annotations on {trace.lanes.name[lane]}"
     labels = _unique_labels([trace.name_of(int(i)) for i in idx])
     return Iterations("annotations", stream, starts, ends, 1.0, None, None, "", labels)
