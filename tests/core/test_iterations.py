@@ -14,7 +14,9 @@ from sofa_gui.core.analysis.iterations.pattern import choose_period, find_anchor
 from sofa_gui.core.analysis.iterations.suffix import context_classes, dense_ids, suffix_array
 from sofa_gui.core.analysis.iterations.symbols import normalize_name, reduce_symbols
 from sofa_gui.core.builder import TraceBuilder
+from sofa_gui.core.importers import load_trace
 from sofa_gui.core.progress import Cancelled, CancelToken
+from sofa_gui.core.samples import demo_trace_path
 from sofa_gui.core.trace import Kind, LaneKind
 
 
@@ -444,3 +446,63 @@ def test_other_slices_as_a_last_resort():
     it = detect_iterations(b.finish(), "pattern")
     assert it.stream.startswith("all top-level slices (180 events)")
     assert_matches(it.starts, start[::30], 0)
+
+
+def epoch_steps_trace(nested: bool = False, per_epoch: int = 5):
+    """A Keras-like loop: 2 epochs of 5 steps numbered ``k % per_epoch`` (0-4 within each
+    epoch by default), with 8 ms of validation after each epoch's last step (outside any
+    marker); ``nested``: every step marked twice, the second marker inside the first (the
+    same step, not another)."""
+    b = TraceBuilder("epochs")
+    lane = b.lane("py", "python", LaneKind.CPU)
+    starts, t = [], 0
+    for _ in range(2):
+        for _ in range(5):
+            starts.append(t)
+            t += 1_000_000
+        t += 8_000_000
+    starts = np.array(starts, np.int64)
+    names = [f"Profiled batch step {k % per_epoch}" for k in range(10)]
+    b.add_slices(starts, 990_000, lane, names, kind=Kind.ANNOTATION)
+    if nested:
+        b.add_slices(starts + 10_000, 900_000, lane, names, kind=Kind.ANNOTATION)
+    b.add_slices(starts + 20_000, 800_000, lane, ["train_function"] * 10, kind=Kind.CPU_OP)
+    b.add_slices(starts[[4, 9]] + 2_000_000, 6_000_000, lane, ["test_function"] * 2,
+                 kind=Kind.CPU_OP)
+    return b.finish(), starts
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_step_numbers_that_restart_every_epoch_are_steps_of_their_own(nested):
+    t, starts = epoch_steps_trace(nested)
+    it = detect_iterations(t, "annotations")
+    assert it.starts.tolist() == starts.tolist()  # 10 steps, not the 5 distinct numbers
+    assert it.labels[:6] == [f"Profiled batch step {k}" for k in range(5)] + [
+        "Profiled batch step 0 (2)"]  # a repeated number is told apart, ranks align by it
+    # the validation after an epoch's last step stays in that step; the empty gaps between
+    # other steps stay out, as the last step ends with its marker
+    assert it.ends[4] == starts[5] and it.ends[-1] == starts[-1] + 990_000
+    assert (it.ends[:4] == starts[:4] + 990_000).all()
+
+
+def test_a_step_number_that_every_step_reuses_still_marks_every_step():
+    # a loop that marks each step with the same number (a fit or a Trace(step_num=0)
+    # per step): one step per marker, told apart by their occurrence
+    t, starts = epoch_steps_trace(per_epoch=1)
+    it = detect_iterations(t, "annotations")
+    assert it.starts.tolist() == starts.tolist()
+    assert it.labels[:3] == ["Profiled batch step 0", "Profiled batch step 0 (2)",
+                             "Profiled batch step 0 (3)"]
+
+
+def test_profiler_step_ranges_end_where_they_end_whatever_lies_between_them():
+    # the PyTorch profiler's step() records its own ops (aten::zeros) between two
+    # ProfilerStep ranges: its bookkeeping, not the loop's work
+    t = load_trace(demo_trace_path())
+    it = detect_iterations(t, "annotations")
+    ann = step_slices(t)
+    s = t.slices
+    between = [t.names[s.name[i]] for i in t.lane_slices(int(s.lane[ann[0]]))
+               if s.end[ann[0]] <= s.start[i] < s.start[ann[1]]]
+    assert "aten::zeros" in between
+    assert it.ends.tolist() == s.end[ann].tolist()

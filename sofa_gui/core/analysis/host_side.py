@@ -36,7 +36,10 @@ main thread runs nothing but a step function or Python frames (or nothing at all
 another thread of the process fetches input (``IteratorGetNextOp::DoCompute``) or runs a
 collective, that time is ``data_loading`` / ``communication``; while a runtime pool thread
 (TF's ``tf_Compute``, XLA's PjRt client and Eigen threads) computes, it is ``forward``
-(``np.asarray`` of a jitted result waits for XLA's thread).
+(``np.asarray`` of a jitted result waits for XLA's thread); while the input pipeline's
+Python runs on a tf.data thread (``py_function`` / ``numpy_function``, which hold the GIL),
+it is ``data_loading``: the main thread cannot run its own Python then, so the Python
+between its steps and the return from its eager calls wait for the input's.
 
 Every instant of an iteration window gets exactly one category, so a row sums
 to the iteration's wall time.
@@ -54,6 +57,7 @@ from . import roles as R
 from .codec import register
 from .intervals import paint
 from .loader_restarts import restarts
+from .tfdata import pyfunc_ids, tf_data_lanes
 
 HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "communication",
                    "memcpy", "runtime", "sync", "python", "other")
@@ -149,7 +153,8 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     waited = R.waits_for(trace, hidx)
     parts = ([(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
-             + [(R.pool_work(trace, hidx), "forward"), (idx[role == R.PYTHON], "python"),
+             + [(R.pool_work(trace, hidx), "forward"),
+                (_input_python(trace, hidx), "data_loading"), (idx[role == R.PYTHON], "python"),
                 (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
                 (hb, "backward")])
     layers = [(s.start[x], s.end[x]) for x, _ in parts]
@@ -179,6 +184,17 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
         rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
         launches=launches, bytes=nbytes, role_slices=role_slices, work=work)
+
+
+def _input_python(trace: Trace, hidx: np.ndarray) -> np.ndarray:
+    """The slices of ``hidx`` that run the input pipeline's Python (``py_function`` /
+    ``numpy_function`` ops on tf.data's threads): they hold the GIL, so a main thread that
+    runs no op of its own then waits for it (to run its Python between steps, to return
+    from an eager call) on the input."""
+    s = trace.slices
+    keep = np.isin(s.name[hidx], pyfunc_ids(trace)) & np.isin(s.lane[hidx],
+                                                              tf_data_lanes(trace))
+    return hidx[keep]
 
 
 def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:

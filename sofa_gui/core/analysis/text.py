@@ -43,7 +43,7 @@ def verdict_text(verdict) -> list[str]:
 def input_pipeline_text(p) -> list[str]:
     """The tf.data stage tree with total and own time (a :class:`~.tfdata.InputPipeline`)."""
     n = max(len(p.wait_ns), 1)
-    lines = [f"tf.data input pipeline: {p.state()}; the step waits for input "
+    lines = [f"tf.data input pipeline: {p.state()}; the step waits in IteratorGetNext "
              f"{100 * p.wait_share:.1f}% of iteration time "
              f"(mean {fmt_ns(int(p.wait_ns.sum()) // n)} per iteration)",
              f"  {'stage':44s} {'calls':>7s} {'total':>10s} {'own':>10s}"]

@@ -58,8 +58,8 @@ class TfDataPanel(QWidget):
         if p is None:
             self.header.setText(_NONE)
             return
-        self.header.setText(f"{p.state()}. The step waits for input {fmt_pct(p.wait_share)} "
-                            f"of iteration time. " + _bottleneck_text(p))
+        self.header.setText(f"{p.state()}. The step waits in IteratorGetNext "
+                            f"{fmt_pct(p.wait_share)} of iteration time. " + _bottleneck_text(p))
         for st in p.ordered():
             parent = self.items.get(st.parent)
             item = QTreeWidgetItem(parent if parent is not None else self.tree)

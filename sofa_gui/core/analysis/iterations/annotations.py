@@ -31,14 +31,34 @@ def step_slices(trace: Trace) -> np.ndarray:
     lanes, counts = np.unique(s.lane[ann], return_counts=True)
     lane = lanes[np.argmax(counts)]
     ann = ann[s.lane[ann] == lane]
-    _, first = np.unique(s.name[ann], return_index=True)
-    return np.sort(ann[first])
+    return _distinct_steps(s, ann[np.argsort(s.start[ann], kind="stable")])
+
+
+def _distinct_steps(s, ann: np.ndarray) -> np.ndarray:
+    """One marker per step: a marker that overlaps an earlier one of the same name (the
+    step marked twice) is dropped; one that starts after it ends is a step of its own,
+    since frameworks that number steps within an epoch (Keras) repeat the numbers in
+    every epoch."""
+    last_end: dict[int, int] = {}
+    keep = np.zeros(len(ann), bool)
+    for j, i in enumerate(ann.tolist()):
+        name = int(s.name[i])
+        if s.start[i] >= last_end.get(name, s.start[i]):
+            keep[j] = True
+            last_end[name] = int(s.end[i])
+        else:
+            last_end[name] = max(last_end[name], int(s.end[i]))
+    return ann[keep]
 
 
 def annotation_iterations(trace: Trace) -> Iterations:
-    """One iteration per step annotation, exactly as long as the annotation (the last one
-    too: device work that runs on past it is the iteration's device window, a second
-    number, see :func:`.marks.mark_iterations`)."""
+    """One iteration per step annotation, as long as the annotation; where the thread
+    records work between two step markers (Keras' validation after an epoch's last step),
+    up to the next one's start: that work is the loop's, in the step it follows.
+    ``ProfilerStep`` ranges span the loop from one ``step()`` to the next by design: what
+    lies between them is the profiler's own bookkeeping and stays out.  Device work that
+    runs on past the last one is its device window, a second number, see
+    :func:`.marks.mark_iterations`."""
     idx = step_slices(trace)
     if len(idx) == 0:
         return Iterations.none("step annotations", "the trace has no step annotations "
@@ -48,9 +68,33 @@ def annotation_iterations(trace: Trace) -> Iterations:
     ends = s.end[idx].astype(np.int64)
     lane = int(s.lane[idx[0]])
     kind = "ProfilerStep" if trace.name_of(int(idx[0])).startswith("ProfilerStep#") else "step"
+    if kind != "ProfilerStep":  # its ranges span the loop; between them the profiler works
+        worked = _work_between(trace, idx, lane)
+        ends[:-1][worked] = starts[1:][worked]
     stream = f"{len(idx)} {kind} annotations on {trace.lanes.name[lane]}"
-    labels = [trace.name_of(int(i)) for i in idx]
+    labels = _unique_labels([trace.name_of(int(i)) for i in idx])
     return Iterations("annotations", stream, starts, ends, 1.0, None, None, "", labels)
+
+
+def _work_between(trace: Trace, idx: np.ndarray, lane: int) -> np.ndarray:
+    """Per gap between consecutive markers ``idx`` on ``lane``: whether an event of the
+    thread starts in it."""
+    s = trace.slices
+    own = trace.lane_slices(lane)
+    t = np.sort(s.start[own[~np.isin(own, idx)]])
+    a, b = s.end[idx[:-1]], s.start[idx[1:]]
+    return (b > a) & (np.searchsorted(t, b, "left") > np.searchsorted(t, a, "left"))
+
+
+def _unique_labels(names: list[str]) -> list[str]:
+    """Step names as labels, a repeated one (step numbers that restart every epoch) with
+    its occurrence, so the labels that align ranks name one step each."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
+    return out
 
 
 def agreement(annotated: Iterations, detected: Iterations) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...trace import DEVICE_KINDS, Kind, Trace
 from ..results import Iterations, PeriodicExtra
+from ..roles import step_marker_ids
 from .landmarks import Landmarks
 from .recurring import recurs
 
@@ -202,6 +203,8 @@ def _extra_name(trace: Trace, iters: Iterations, prof: Profile, holders: list[in
     m = int(names.max(initial=-1)) + 1
     more = (np.bincount(names[in_h], minlength=m) / len(hold)
             - np.bincount(names[in_r], minlength=m) / len(regular)) >= 0.5
+    steps = step_marker_ids(trace)
+    more[steps[steps < m]] = False  # the step markers name steps, not what they do extra
     held_time = np.bincount(names[in_h], s.dur[prof.op_idx][in_h].astype(float), m)
     top = [int(i) for i in np.argsort(-np.where(more, held_time, -1.0))[:2] if more[i]]
     label = " / ".join(trace.names[i] for i in top)
