@@ -17,18 +17,6 @@ from sofa_gui.core.importers import load_trace
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 CASES = sorted(p.parent for p in CORPUS.glob("*/truth.json"))
-#: Held-out cases whose run facts are read wrong today, so a fix is let through that does
-#: not fit them (strict: a mended run fact shows here).
-MISREAD = {"pt_train_clip_onecycle": "clip_grad_norm_'s foreach norm ops are read as the "
-                                     "optimizer's: AdamW's default per-tensor loop is "
-                                     "taken for a foreach optimizer"}
-
-
-def _case(path: Path):
-    why = MISREAD.get(path.name)
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-    return pytest.param(path, marks=marks, id=path.name)
-
 #: What each framework's API looks like in a fix's text.
 API = {"pytorch": r"\btorch\b|DataLoader|DistributedDataParallel|\bFSDP\b|cudnn",
        "tensorflow": r"\btf\.|[Kk]eras|TensorFlow",
@@ -121,7 +109,7 @@ def test_fixes_shown_on_a_condition_are_named():
 
 
 @pytest.mark.skipif(not CASES, reason="no diagnosis corpus in tests/data/corpus")
-@pytest.mark.parametrize("case", [_case(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_fix_shown_on_a_case_fits_it(case):
     truth = json.loads((case / "truth.json").read_text())
     facts = run_facts(load_trace(case / truth["captures"][0]))
