@@ -435,7 +435,7 @@ def jax_train_text_generator(variant):
 
 
 @case("jax_infer_per_sample_jit", "jax", "inference", 4, facts("inference", batch=1),
-      split="holdout", warmup=3, fix="jax.vmap the scoring function over the 64 requests",
+      split="tuned", warmup=3, fix="jax.vmap the scoring function over the 64 requests",
       share_from_fix="host_overhead", per_item=64, fix_per_item=64,
       tags=["per_sample", "vmap"])
 def jax_infer_per_sample_jit(variant):

@@ -42,16 +42,11 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Ke
 MISCOUNTED = {"tf_fit_validation_epochs": "Keras numbers its step annotations by the "
                                           "batch within each epoch: the window's 2 epochs "
                                           "repeat the numbers 0-4"}
-#: Held-out captures whose steps are miscounted in one capture only (case, capture index).
-MISCOUNTED_CAPTURES = {("jax_infer_per_sample_jit", 0): "the step calls one jitted scorer "
-                                                        "64 times; in this capture each call "
-                                                        "is taken for a step dispatch (256 "
-                                                        "steps), not the loop-body call"}
-FIRST_MISCOUNTED = {c: why for (c, k), why in MISCOUNTED_CAPTURES.items() if k == 0}
-#: Held-out cases whose step calls one jitted function many times: without the loop-body
-#: frames each call reads as a step dispatch (strict: a mended detection shows here).
-DISPATCH_PER_SAMPLE = {"jax_infer_per_sample_jit": "64 calls of the same jitted scorer per "
-                                                   "step, each read as a step dispatch"}
+#: Held-out cases whose first capture recorded no call of the loop body's Python function
+#: (its steps are cut at the runs of step dispatches instead).
+FIRST_MISCOUNTED = {"jax_infer_per_sample_jit": "the first capture has no loop-body frame: "
+                                                "its steps are the runs of 64 calls of the "
+                                                "jitted scorer"}
 
 
 def _cases(framework: str) -> list[str]:
@@ -80,7 +75,7 @@ def _trace(case: str, k: int):
 
 
 def _param(case: str, k: int):
-    why = UNGROUPED.get(case) or MISCOUNTED.get(case) or MISCOUNTED_CAPTURES.get((case, k))
+    why = UNGROUPED.get(case) or MISCOUNTED.get(case)
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
     return pytest.param(case, k, marks=marks, id=f"{case}-{k + 1}")
 
@@ -106,7 +101,7 @@ def test_each_step_is_one_call_of_the_loop_body(case):
     assert np.array_equal(it.starts, starts) and it.ends[-1] == ends[-1]
 
 
-@pytest.mark.parametrize("case", [_known(c, DISPATCH_PER_SAMPLE) for c in JAX])
+@pytest.mark.parametrize("case", JAX)
 @pytest.mark.parametrize("k", [0, 1])
 def test_without_python_frames_the_step_dispatch_marks_the_steps(case, k, monkeypatch):
     empty = np.zeros(0, np.int64)
