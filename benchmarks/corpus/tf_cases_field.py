@@ -122,7 +122,7 @@ def featurize(rec: dict) -> list[float]:
 
 
 @case("tf_tape_numpy_convert", "tensorflow", "training", 8,
-      {**TF, "mode": "training"}, split="holdout", warmup=4,
+      {**TF, "mode": "training"}, split="tuned", warmup=4,
       tags=["gradient_tape", "numpy", "python_features"])
 def tf_tape_numpy_convert(variant):
     """A churn classifier (an MLP, Adam) trained with a ``tf.function`` GradientTape step on

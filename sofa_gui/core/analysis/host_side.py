@@ -3,7 +3,9 @@
 Categories, with their overlap priority (first wins where slices nest):
 
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
-   ``IteratorGetNext`` and similar spans, with everything inside them;
+   ``IteratorGetNext`` and similar spans, with everything inside them; a batch's
+   conversion from host data (``tf.convert_to_tensor``) with the untraced time before
+   it, in which the loop built the batch;
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
    stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
    that read back a device-to-host copy (``.cpu()``);
@@ -39,6 +41,7 @@ to the iteration's wall time.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -141,12 +144,14 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     hidx = hidx[s.dur[hidx] > 0]
     hb = hidx[R.host_roles(trace, hidx) == R.BACKWARD]
     waited = R.waits_for(trace, hidx)
-    parts = ([(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
+    conv, prep = _batch_conversions(trace, idx)
+    parts = ([(conv, "data_loading")]
+             + [(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
              + [(R.pool_work(trace, hidx), "forward"), (idx[role == R.PYTHON], "python"),
                 (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
                 (hb, "backward")])
-    p = paint([(s.start[x], s.end[x]) for x, _ in parts], ws, we)
+    p = paint([prep] + [(s.start[x], s.end[x]) for x, _ in parts[1:]], ws, we)
     times = np.zeros((len(ws), len(HOST_CATEGORIES)), np.int64)
     for li, (_, cat) in enumerate(parts):
         times[:, HOST_CATEGORIES.index(cat)] += p.per_window[:, li]
@@ -156,6 +161,7 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
                                                                 R.MEMCPY, R.COMMUNICATION)}
+    role_slices["data_loading"] = np.sort(np.concatenate([role_slices["data_loading"], conv]))
     for r in _WAITED:  # what other threads run while the main thread waits for it
         cat = _ROLE_CATEGORY[r]
         role_slices[cat] = np.sort(np.concatenate([role_slices[cat], hidx[waited == r]]))
@@ -167,6 +173,30 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
         rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
         launches=launches, bytes=nbytes, role_slices=role_slices, work=work)
+
+
+#: Host data made a tensor by the loop (``tf.convert_to_tensor`` / ``tf.constant`` of a
+#: batch built in Python).
+BATCH_CONVERSION = re.compile(r"^tf\.constant$|^tf\.convert_to_tensor$|^_?EagerConst$")
+
+
+def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """(the main thread's outermost conversions of host data to tensors, the intervals
+    they and the untraced time before each cover).  A loop that builds its batch in
+    Python and converts it records only the conversion: the time from the thread's last
+    event before it to the conversion is the batch being built (nothing the thread
+    records runs then), so it is input preparation with the conversion itself."""
+    s = trace.slices
+    names = trace.name_ids(BATCH_CONVERSION.match)
+    idx = idx[np.argsort(s.start[idx], kind="stable")]
+    conv = np.flatnonzero(np.isin(s.name[idx], names) & (s.depth[idx] == s.depth[idx].min())
+                          ) if len(names) and len(idx) else np.zeros(0, np.int64)
+    if not len(conv):
+        return conv, (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    reach = np.maximum.accumulate(s.end[idx])  # latest end among the events up to each
+    before = np.where(conv > 0, reach[np.maximum(conv - 1, 0)], s.start[idx[conv]])
+    lo = np.where(conv > 0, np.minimum(before, s.start[idx[conv]]), s.start[idx[conv]])
+    return idx[conv], (lo.astype(np.int64), s.end[idx[conv]].astype(np.int64))
 
 
 def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:
