@@ -371,6 +371,98 @@ def jax_train_shape_recompile(variant):
     return step
 
 
+# -- held-out field cases: a Python generator tokenizing text, a jitted call per sample --------
+VOCAB = [f"w{k}" for k in range(4000)]
+WORD_ID = {w: k + 2 for k, w in enumerate(VOCAB)}  # 0: padding, 1: unknown
+
+
+def reviews_text(n: int = 2048, seed: int = 13) -> list[tuple[str, int]]:
+    """Raw review texts (40..200 words, some unknown, mixed case) and their labels."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        draws = rng.integers(0, 4400, 40 + k % 161)
+        words = [VOCAB[j] if j < 4000 else f"x{j}" for j in draws]
+        out.append((" ".join(w.upper() if j % 7 == 0 else w for j, w in enumerate(words))
+                    + ".", k % 2))
+    return out
+
+
+def text_batches(texts: list[tuple[str, int]], batch: int = 64, length: int = 128):
+    """A Python generator: each review lower-cased, split, looked up word by word and
+    padded to ``length`` tokens; each batch ``np.stack``-ed from the samples."""
+    while True:
+        for k in range(0, len(texts) - batch + 1, batch):
+            ids, labels = [], []
+            for text, label in texts[k:k + batch]:
+                toks = [WORD_ID.get(w.strip(".,"), 1) for w in text.lower().split()]
+                ids.append(np.array((toks + [0] * length)[:length], np.int32))
+                labels.append(np.int32(label))
+            yield np.stack(ids), np.stack(labels)
+
+
+@case("jax_train_text_generator", "jax", "training", 4, facts("training"),
+      split="holdout", warmup=3, tags=["generator", "text", "tokenize"])
+def jax_train_text_generator(variant):
+    """A jitted bag-of-embeddings sentiment classifier (4002x64 embeddings, mean-pooled, a
+    64-128-2 MLP; SGD) fed by a Python generator that tokenizes each review word by word
+    and ``np.stack``-s 64 of them into a batch every step: the loop waits for its batch
+    (input-bound)."""
+    rng = np.random.default_rng(6)
+    params = {"emb": jnp.asarray(rng.standard_normal((4002, 64), dtype=np.float32) * 0.1),
+              **{k: v for k, v in zip(("w1", "w2"), (w for w, _ in host_init(7, (64, 128, 2))))}}
+    data = text_batches(reviews_text())
+
+    def loss_fn(p, ids, y):
+        mask = (ids > 0).astype(jnp.float32)
+        h = (p["emb"][ids] * mask[..., None]).sum(1) / jnp.maximum(mask.sum(1), 1)[:, None]
+        logits = jax.nn.relu(h @ p["w1"]) @ p["w2"]
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1).mean()
+
+    @jax.jit
+    def train(p, ids, y):
+        loss, grads = jax.value_and_grad(loss_fn)(p, ids, y)
+        return jax.tree_util.tree_map(lambda a, g: a - 0.1 * g, p, grads), loss
+
+    state = {"p": params}
+
+    def step(i):
+        with CLOCK("input"):
+            ids, y = next(data)
+        state["p"], loss = train(state["p"], ids, y)
+        return float(loss)
+    return step
+
+
+@case("jax_infer_per_sample_jit", "jax", "inference", 4, facts("inference", batch=1),
+      split="tuned", warmup=3, fix="jax.vmap the scoring function over the 64 requests",
+      share_from_fix="host_overhead", per_item=64, fix_per_item=64,
+      tags=["per_sample", "vmap"])
+def jax_infer_per_sample_jit(variant):
+    """A fraud scorer (a 48-256-256-1 MLP) jitted for one transaction and called in a
+    Python loop over the 64 transactions of each step (each a numpy row from the host),
+    the 64 scores stacked and read once: one dispatch per transaction; one call of
+    ``jax.jit(jax.vmap(score))`` on the batch is the fix."""
+    params = host_init(8, (48, 256, 256, 1))
+    rows = np.random.default_rng(9).standard_normal((256, 48), dtype=np.float32)
+
+    def score(p, x):
+        h = x
+        for w, b in p[:-1]:
+            h = jax.nn.relu(h @ w + b)
+        w, b = p[-1]
+        return jax.nn.sigmoid(h @ w + b)[0]
+
+    one, batched = jax.jit(score), jax.jit(jax.vmap(score, in_axes=(None, 0)))
+
+    def step(i):
+        batch = rows[(64 * i) % 256:(64 * i) % 256 + 64]
+        if variant == "fix":
+            return np.asarray(batched(params, batch))
+        return np.asarray(jnp.stack([one(params, x) for x in batch]))
+    return step
+
+
 def capture(c, dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     step, first = warmed(c)

@@ -31,8 +31,8 @@ import tensorflow as tf  # noqa: E402
 from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  # noqa: E402
 
 from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
+from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 
-TF = {"framework": "tensorflow", "device": "cpu"}
 BATCH = 16
 
 

@@ -17,7 +17,6 @@ from sofa_gui.core.importers import load_trace
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 CASES = sorted(p.parent for p in CORPUS.glob("*/truth.json"))
-
 #: What each framework's API looks like in a fix's text.
 API = {"pytorch": r"\btorch\b|DataLoader|DistributedDataParallel|\bFSDP\b|cudnn",
        "tensorflow": r"\btf\.|[Kk]eras|TensorFlow",
@@ -110,7 +109,7 @@ def test_fixes_shown_on_a_condition_are_named():
 
 
 @pytest.mark.skipif(not CASES, reason="no diagnosis corpus in tests/data/corpus")
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_fix_shown_on_a_case_fits_it(case):
     truth = json.loads((case / "truth.json").read_text())
     facts = run_facts(load_trace(case / truth["captures"][0]))

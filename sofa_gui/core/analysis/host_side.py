@@ -3,10 +3,11 @@
 Categories, with their overlap priority (first wins where slices nest):
 
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
-   ``IteratorGetNext`` and similar spans, with everything inside them; and, after the
-   main thread's own slices and what other threads run for it, the loader started again
-   between two fetches of one iteration (:mod:`.loader_restarts`: an epoch's
-   ``iter(loader)`` starting its workers);
+   ``IteratorGetNext`` and similar spans, with everything inside them; a batch's
+   conversion from host data (``tf.convert_to_tensor``) with the untraced time before
+   it, in which the loop built the batch; and, after the main thread's own slices and
+   what other threads run for it, the loader started again between two fetches of one
+   iteration (:mod:`.loader_restarts`: an epoch's ``iter(loader)`` starting its workers);
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
    stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
    that read back a device-to-host copy (``.cpu()``);
@@ -47,6 +48,7 @@ to the iteration's wall time.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,16 +153,18 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     hidx = hidx[s.dur[hidx] > 0]
     hb = hidx[R.host_roles(trace, hidx) == R.BACKWARD]
     waited = R.waits_for(trace, hidx)
-    parts = ([(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
+    conv, prep = _batch_conversions(trace, idx)
+    parts = ([(conv, "data_loading")]
+             + [(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
              + [(R.pool_work(trace, hidx), "forward"),
                 (_input_python(trace, hidx), "data_loading"), (idx[role == R.PYTHON], "python"),
                 (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
                 (hb, "backward")])
-    layers = [(s.start[x], s.end[x]) for x, _ in parts]
+    layers = [prep] + [(s.start[x], s.end[x]) for x, _ in parts[1:]]
     cats = [cat for _, cat in parts]
     back = restarts(trace, main, ws, we)  # the loader started again: its untraced time
-    at = len(_OWN_ROLES) + len(_WAITED) + 1  # after what other threads run for the step
+    at = 1 + len(_OWN_ROLES) + len(_WAITED) + 1  # after what other threads run for the step
     layers.insert(at, (back.gap_start, back.gap_end))
     cats.insert(at, "data_loading")
     p = paint(layers, ws, we)
@@ -173,6 +177,7 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
                                                                 R.MEMCPY, R.COMMUNICATION)}
+    role_slices["data_loading"] = np.sort(np.concatenate([role_slices["data_loading"], conv]))
     for r in _WAITED:  # what other threads run while the main thread waits for it
         cat = _ROLE_CATEGORY[r]
         role_slices[cat] = np.sort(np.concatenate([role_slices[cat], hidx[waited == r]]))
@@ -195,6 +200,30 @@ def _input_python(trace: Trace, hidx: np.ndarray) -> np.ndarray:
     keep = np.isin(s.name[hidx], pyfunc_ids(trace)) & np.isin(s.lane[hidx],
                                                               tf_data_lanes(trace))
     return hidx[keep]
+
+
+#: Host data made a tensor by the loop (``tf.convert_to_tensor`` / ``tf.constant`` of a
+#: batch built in Python).
+BATCH_CONVERSION = re.compile(r"^tf\.constant$|^tf\.convert_to_tensor$|^_?EagerConst$")
+
+
+def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """(the main thread's outermost conversions of host data to tensors, the intervals
+    they and the untraced time before each cover).  A loop that builds its batch in
+    Python and converts it records only the conversion: the time from the thread's last
+    event before it to the conversion is the batch being built (nothing the thread
+    records runs then), so it is input preparation with the conversion itself."""
+    s = trace.slices
+    names = trace.name_ids(BATCH_CONVERSION.match)
+    idx = idx[np.argsort(s.start[idx], kind="stable")]
+    conv = np.flatnonzero(np.isin(s.name[idx], names) & (s.depth[idx] == s.depth[idx].min())
+                          ) if len(names) and len(idx) else np.zeros(0, np.int64)
+    if not len(conv):
+        return conv, (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    reach = np.maximum.accumulate(s.end[idx])  # latest end among the events up to each
+    before = np.where(conv > 0, reach[np.maximum(conv - 1, 0)], s.start[idx[conv]])
+    lo = np.where(conv > 0, np.minimum(before, s.start[idx[conv]]), s.start[idx[conv]])
+    return idx[conv], (lo.astype(np.int64), s.end[idx[conv]].astype(np.int64))
 
 
 def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:

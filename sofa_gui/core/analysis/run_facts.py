@@ -386,16 +386,44 @@ def _compiled(trace: Trace) -> list[Fact]:
     return [Fact("compiled")]
 
 
+def _slices_named(trace: Trace, pattern: str) -> np.ndarray:
+    rx = re.compile(pattern)
+    hit = np.zeros(len(trace.names), bool)
+    hit[[i for i, n in enumerate(trace.names) if rx.search(n)]] = True
+    return np.flatnonzero(hit[trace.slices.name])
+
+
+def _first_inside(trace: Trace, pattern: str, spans: np.ndarray) -> int:
+    """First slice matching ``pattern`` nested in one of ``spans`` (same lane), -1 if none."""
+    s, ends = trace.slices, trace.slices.end
+    ids = _slices_named(trace, pattern)
+    inside = np.zeros(len(ids), bool)
+    for j in spans:
+        inside |= ((s.lane[ids] == s.lane[j]) & (s.start[ids] >= s.start[j])
+                   & (ends[ids] <= ends[j]))
+    ids = ids[inside]
+    return int(ids[np.argmin(s.start[ids])]) if len(ids) else -1
+
+
 @probe
 def _optimizer(trace: Trace) -> list[Fact]:
+    """The optimizer's implementation, read from the ops inside its ``Optimizer.step`` spans
+    where the trace has them: other foreach ops of the step (``clip_grad_norm_``'s
+    ``_foreach_norm``) are not the optimizer's."""
+    spans = _slices_named(trace, r"^Optimizer\.step")
     for value, pattern in (("fused", r"_fused_adam|fused_adamw|FusedAdam|_fused_sgd"),
                            ("foreach", r"^aten::_foreach_|multi_tensor_apply")):
-        f = named(trace, "optimizer", value, pattern)
+        if not len(spans):
+            f = named(trace, "optimizer", value, pattern)
+        elif (j := _first_inside(trace, pattern, spans)) >= 0:
+            f = Fact("optimizer", value, "", f"`{trace.name_of(j)}`", j)
+        else:
+            continue
         if f.known:
             return [f]
     step = named(trace, "optimizer", "for_loop", r"^Optimizer\.step")
     if step.known:
-        step.detail = "no foreach or fused optimizer op in the trace"
+        step.detail = "no foreach or fused op inside the optimizer's step"
     return [step]
 
 

@@ -10,13 +10,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
+from ..intervals import union
 from ..results import Evidence, Finding
 from ..run_facts import handover_parts, send_parts
 from . import loader_plan
 from .causes import causes_by_name, nested_in, self_times
 from .context import (
+    BELOW,
     Ctx,
     amdahl,
     make_finding,
@@ -24,11 +27,13 @@ from .context import (
     top_rows,
 )
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
+from .host_estimate import TINY_LOOP_UNPROFILED
 from .input_estimate import ASSUMED_CORES, tf_pipeline_speedup
 from .input_pacing import loader_paces, unexplained_wait
 from .input_restarts import restart_cost
 from .registry import Rule, rule
 from .tf_data import pipeline_note
+from .work import TINY_NS, name_medians, outermost, starts_inside
 
 
 # -- input -----------------------------------------------------------------------------------
@@ -74,13 +79,43 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''}"
                f"{back.sentence()} {spec.grading('input-bound', TF_PROFILER)} The estimate is "
                f"that of the best fix that fits this machine.")
+    sev = None
+    if d is None and (bare := _unprofiled_loading(ctx, host, dl, share)) < spec.moderate:
+        sev = BELOW  # the profiler's own cost per op is what makes it count
+        summary = (f"Without the profiler's own cost per op the loading would take about "
+                   f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
+                   + summary)
     rest = max(share - back.share, 0.0)  # what the other fixes act on: the steady fetches
-    f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes, sev=sev,
                      fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
                                            _input_fix_gain(ctx, rest, fix)),
                      unseen=lambda fix: back.unseen() if fix.gain == "restarts" else "")
     f.paced = paced
     return f
+
+
+def _unprofiled_loading(ctx: Ctx, host, dl: np.ndarray, share: float) -> float:
+    """The loading's share of the step without the profiler's cost per op, on a CPU run:
+    a loop of tiny framework ops the loader records (a ``TensorDataset``'s indexing op per
+    sample and tensor), each op with the Python up to the next op of the same load, takes
+    about :data:`TINY_LOOP_UNPROFILED` of its captured time without it, as the model's
+    loops of tiny ops do; the rest of the loading keeps its time."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    ops = outermost(s.start, s.end, mine[s.kind[mine] == int(Kind.CPU_OP)])
+    ops = ops[starts_inside(ctx, dl, ops)]
+    if len(ops) < 2:
+        return share
+    a, b = union(s.start[dl], s.end[dl])
+    load = np.searchsorted(a, s.start[ops], side="right")  # which load each op is of
+    gap = np.append(np.where(load[1:] == load[:-1],
+                             s.start[ops[1:]] - s.end[ops[:-1]], 0), 0)
+    tiny = name_medians(s.name[ops], s.dur[ops]) <= TINY_NS
+    loop = float((s.dur[ops] + np.clip(gap, 0, TINY_NS))[tiny].sum())
+    r = ctx.rows
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    saved = (1.0 - TINY_LOOP_UNPROFILED) * loop
+    return max(share * wall - saved, 0.0) / max(wall - saved, 1.0)
 
 
 def _loader_causes(ctx: Ctx, dl: np.ndarray):

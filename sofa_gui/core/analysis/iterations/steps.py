@@ -213,19 +213,46 @@ def _prelude(names: np.ndarray, lo_op: np.ndarray, first_fwd: np.ndarray) -> int
 def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
     heads = np.unique(ops.at(lm.fetch))
     heads = heads[heads >= 0]
+    what = lm.fetch_kind
+    per = burst_size(ops.start[heads]) if what == "step dispatch" else 1
+    heads = heads[::per]
     if len(heads) < MIN_STEPS:
         return None
     starts = ops.start[heads]
     ends = np.r_[starts[1:], ops.end[heads[-1]:].max()]
-    what = lm.fetch_kind
     pattern = {"symbols": None, "occurrences": len(starts), "evidence": "landmarks",
                "coverage": 1.0, "duration_cv": round(_cv(ends - starts), 4),
-               "landmark": what, "cut": f"at each {what}"}
-    notes = [f"one iteration per {what} (no backward, no optimizer update)"]
+               "landmark": what, "cut": f"at each {what}" if per == 1 else
+               f"at the first of each run of {per} {what}es"}
+    notes = [f"one iteration per {what} (no backward, no optimizer update)" if per == 1 else
+             f"one iteration per run of {per} {what}es of one step function (a loop "
+             f"calling it {per} times a step: the runs are apart by over "
+             f"{BURST_GAP:g}x the time between the calls of a run)"]
     conf = _consistency(ops, starts, ends, np.ones(len(starts), bool), 0.7, pattern, notes)
     return Iterations("pattern", f"host ops of the loop's thread ({what}es)",
                       starts.astype(np.int64), ends.astype(np.int64), conf, pattern, None,
                       "; ".join(notes))
+
+
+#: Dispatches apart by more than this many times the median time between dispatches
+#: end a run of calls (a loop inside the step) and begin the next step's.
+BURST_GAP = 10.0
+
+
+def burst_size(marks: np.ndarray) -> int:
+    """How many of the sorted ``marks`` (step dispatches) each step holds: the number in
+    each run of calls that longer pauses (over :data:`BURST_GAP` times the median
+    interval: the step's own work after its loop) split them into, when every run has
+    the same number, at least 2, and there are :data:`MIN_STEPS` runs or more; else 1
+    (each dispatch a step, as when a loop calls its compiled step once an iteration)."""
+    gaps = np.diff(marks)
+    if len(gaps) < 2 * MIN_STEPS:
+        return 1
+    cut = np.flatnonzero(gaps > BURST_GAP * max(float(np.median(gaps)), 1.0))
+    sizes = np.diff(np.r_[-1, cut, len(marks) - 1])
+    if len(sizes) < MIN_STEPS or sizes[0] < 2 or not (sizes == sizes[0]).all():
+        return 1
+    return int(sizes[0])
 
 
 def _loop_steps(lm: Landmarks, ops: MainOps) -> Iterations:
