@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sofa_gui.core.analysis.tryable import loader_workers
 from sofa_gui.recorder.cli import main as record_main
 from sofa_gui.recorder.torch_shim import SHIM_DIR
 from sofa_gui.recorder.try_cli import main as try_main
@@ -143,7 +144,10 @@ def test_loader_workers_on_a_training_script_leaves_the_script_unchanged(tmp_pat
     assert result["applied"]["program"]["DataLoader.num_workers"] >= 1
     assert result["applied"]["program"]["DataLoader.persistent_workers"] is True
     plan = result["plan"]  # the first BEFORE run's plan; none when no core was free then
-    workers = plan["num_workers"] if plan else 1
+    # a plan of no workers (none helps on this machine) is tried with the default for the
+    # cores free, as is a run without a plan
+    workers = (plan["num_workers"] if plan and plan["num_workers"] > 0
+               else loader_workers(result["cores_free"])[0])
     assert result["applied"]["program"]["DataLoader.num_workers"] == workers
     manifest = json.loads((out / "b1" / "manifest.json").read_text())
     assert "batch_handover" in manifest["host"]  # the calibration measured once, in each run
