@@ -299,11 +299,18 @@ def test_host_breakdown_sums_to_wall(host_slices, cuts):
     t = bd.host.times
     assert (t >= 0).all()
     assert t.sum(axis=1).tolist() == np.diff(cuts).tolist()
-    # data loading wins every overlap: its time equals the union of DataLoader spans
+    # data loading wins every overlap: it holds the union of DataLoader spans, and beyond
+    # them at most the time between two fetches of one iteration (a loader's restart)
     us_, ue = union([s for (s, d), k in host_slices if k == 0],
                     [s + d for (s, d), k in host_slices if k == 0])
-    want = measure_in(us_, ue, np.array(cuts[:-1]), np.array(cuts[1:]))
-    assert t[:, HOST_CATEGORIES.index("data_loading")].tolist() == want.tolist()
+    ws, we = np.array(cuts[:-1]), np.array(cuts[1:])
+    want = measure_in(us_, ue, ws, we)
+    got = t[:, HOST_CATEGORIES.index("data_loading")]
+    assert (got >= want).all()
+    window = np.searchsorted(ws, us_, side="right") - 1
+    same = (window[:-1] == window[1:]) & (window[:-1] >= 0) & (us_[1:] < we[window[1:]])
+    between = measure_in(ue[:-1][same], us_[1:][same], ws, we)
+    assert (got <= want + between).all()
 
 
 @given(st.lists(st.tuples(st.integers(0, 300), st.integers(0, 60)), max_size=30))
