@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from corpus.common import CLOCK, case
-from corpus.torch_cases import Loop, facts
+from corpus.torch_cases import Loop, ce_step, facts
 
 F = torch.nn.functional
 
@@ -87,10 +87,7 @@ def epoch_loop(loader: DataLoader, model, opt) -> Loop:
     def step(i):
         with CLOCK("input"):
             x, y = next(batches)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        ce_step(model, opt, x, y)
     return Loop(step, batches.close)
 
 
