@@ -226,6 +226,11 @@ def per_fix_sentence(fixes: list[Fix]) -> str:
     return f" Per fix: {'; '.join(parts)}." if parts else ""
 
 
+def cause_evidence(causes: list[Cause]) -> list[Evidence]:
+    """The causes' clickable instances: a finding grouped by cause shows one of each."""
+    return [c.instance for c in causes if c.instance is not None]
+
+
 def top_rows(values: np.ndarray, k: int = MAX_EVIDENCE) -> list[int]:
     order = np.argsort(-values, kind="stable")
     return [int(i) for i in order[:k] if values[i] > 0]

@@ -37,7 +37,7 @@ from .. import roles as R
 from ..intervals import measure_in, union
 from ..results import Finding
 from .causes import causes_by_name
-from .context import Ctx, make_finding
+from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import PYTHON_LOOP_UNPROFILED, pool_slices
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -73,7 +73,7 @@ def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
     before = (wall - kernels) * PYTHON_LOOP_UNPROFILED + kernels
     after = kept + one * len(r)
     causes = causes_by_name(ctx, calls, s.dur[calls], float(s.dur[calls].sum()) or 1.0)
-    evidence = [c.instance for c in causes if c.instance is not None]
+    evidence = cause_evidence(causes)
     summary = (f"{per_step:,.0f} ops per steady-state iteration are dispatched one at a time "
                f"from Python (median {fmt_ns(float(np.median(s.dur[calls])))} each): the step "
                f"runs op by op, not compiled. Each dispatch pays the tracing machinery's "

@@ -13,7 +13,7 @@ from ..results import Evidence, Finding
 from .batch_estimate import loop_batch
 from .batching import small_batch
 from .causes import causes_by_name
-from .context import BELOW, Ctx, make_finding
+from .context import BELOW, Ctx, cause_evidence, make_finding
 from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -68,7 +68,7 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     evidence = [Evidence(f"warm-up iteration {i}: {fmt_ns(bd.durations[i])}, +{fmt_ns(x)} "
                          f"over the steady-state median", int(bd.starts[i]), int(bd.ends[i]),
                          ctx.it(i), host) for i, x in excess if x > 0]
-    evidence = [c.instance for c in causes if c.instance is not None] + evidence
+    evidence = cause_evidence(causes) + evidence
     parts = []
     if warm_ns:
         parts.append(f"{len(warm)} warm-up iteration{'s take' if len(warm) > 1 else ' takes'} "
@@ -226,7 +226,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
                             label=lambda n, j: f"{n} (median "
                             f"{fmt_ns(float(np.median(s.dur[t[s.name[t] == s.name[j]]])))})")
-    evidence = [c.instance for c in causes if c.instance is not None]
+    evidence = cause_evidence(causes)
     summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time"
