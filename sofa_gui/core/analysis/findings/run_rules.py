@@ -210,12 +210,13 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # thread in proportion to its work, so the loop's share of it is the loop's)
     typical = name_medians(s.name[ops], s.dur[ops])
     n_steps = max(ctx.ph.n_steady, 1)
-    tiny, apart = _tiny_loops(ctx, host, ops, typical <= TINY_NS, n_steps)
+    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)  # the optimizer's ops
+    tiny, apart = _tiny_loops(opt, typical <= TINY_NS, n_steps)
     if not tiny.any():
         return None
     per_step = int(tiny.sum()) / n_steps
     between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
-    span = np.where(tiny, _per_call(ctx, host, ops, typical) + between, 0)
+    span = np.where(tiny, _per_call(ctx, host, ops, typical, opt) + between, 0)
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     away, away_note = _descheduled(ctx, host, ops, gap)
@@ -249,17 +250,15 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                         assumption=spec.factor("batched_op_cheap") * lumps, notes=notes)
 
 
-def _tiny_loops(ctx: Ctx, host, ops: np.ndarray, tiny: np.ndarray,
-                n_steps: int) -> tuple[np.ndarray, str]:
+def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.ndarray, str]:
     """(the tiny ops that make a loop, a note on those left out).  The optimizer's
-    per-tensor ops (inside its step) and the other tiny ops are two loops with two fixes (a
-    foreach or fused optimizer; batching or compiling the model's calls), and each is a loop
-    of tiny ops only with :data:`MIN_TINY_PER_STEP` or more per iteration.  Pooled, a
+    per-tensor ops (inside its step: ``opt``) and the other tiny ops are two loops with two
+    fixes (a foreach or fused optimizer; batching or compiling the model's calls), and each
+    is a loop of tiny ops only with :data:`MIN_TINY_PER_STEP` or more per iteration.  Pooled, a
     training step's own few per-layer ops (its backward's node per layer and per
     parameter, a residual add) would pass the count on the optimizer's ops, though no one
     fix removes both and batching removes neither of them."""
-    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
-    keep = np.zeros(len(ops), bool)
+    keep = np.zeros(len(tiny), bool)
     left = []
     for part, what in ((tiny & opt, "tiny ops of the optimizer's step"),
                        (tiny & ~opt, "other tiny ops")):
@@ -278,20 +277,21 @@ def _tiny_loops(ctx: Ctx, host, ops: np.ndarray, tiny: np.ndarray,
 OPTIMIZER_FIXED_Q = 0.1
 
 
-def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray) -> np.ndarray:
+def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray,
+              opt: np.ndarray) -> np.ndarray:
     """Per op, the time that is its fixed cost per call.  An instance over twice its
     name's typical time on a larger input than the name's typical one (a ``ViewBackward0``
     whose reshape copies a longer sequence's gradient) spends the excess on data work; a
     long instance on the usual input (a preempted op) keeps its time.  Inside the
-    optimizer's step, whose fix (``foreach``, ``fused``) still does each op's math over
-    every parameter, an op counts what its name costs on the smallest parameters."""
+    optimizer's step (``opt``), whose fix (``foreach``, ``fused``) still does each op's
+    math over every parameter, an op counts what its name costs on the smallest
+    parameters."""
     s = ctx.trace.slices
     own = s.dur[ops].astype(np.float64)
     longer = _longest_per_name(s.name[ops], own, np.flatnonzero(own > 2 * typical))
     if len(longer):
         more = _larger_inputs(ctx, host, ops, longer)
         own[longer[more]] = typical[longer[more]]
-    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
     if opt.any():
         fixed = name_quantiles(s.name[ops[opt]], own[opt], OPTIMIZER_FIXED_Q)
         own[opt] = np.minimum(own[opt], fixed)
