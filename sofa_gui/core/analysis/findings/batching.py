@@ -15,7 +15,7 @@ from ...trace import Kind
 from .context import Ctx
 from .host_estimate import MATH_OP
 from .read_rules import in_read_loops
-from .work import TINY_NS
+from .work import TINY_NS, input_dims
 
 #: The batch the model's math ops see (first input's first dimension) at most this.
 SMALL_BATCH = 4
@@ -85,13 +85,9 @@ def _batch(ctx: Ctx, math: np.ndarray) -> int | None:
     """The most common first dimension of the math ops' first input of two or more
     dimensions (recorded shapes; ``addmm``'s first input is its bias); None without
     shapes."""
-    s = ctx.trace.slices
     seen: dict[int, int] = {}
     for j in math[:: max(len(math) // 64, 1)].tolist():
-        dims = (ctx.trace.args.get(int(s.args[j])) or {}).get("Input Dims") \
-            if s.args[j] >= 0 else None
-        first = next((d for d in dims if isinstance(d, list) and len(d) >= 2
-                      and isinstance(d[0], int)), None) if isinstance(dims, list) else None
+        first = next((d for d in input_dims(ctx, j) if len(d) >= 2), None)
         if first is not None:
             seen[first[0]] = seen.get(first[0], 0) + 1
     return max(seen, key=seen.get) if seen else None

@@ -29,7 +29,7 @@ from ..intervals import measure_in, union
 from ..results import Finding
 from ..roles import SETUP
 from .causes import causes_by_name
-from .context import Ctx, make_finding
+from .context import Ctx, cause_evidence, make_finding
 from .registry import Rule, rule
 from .work import outermost
 
@@ -63,7 +63,7 @@ def setup_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     share = min(inside / wall, 1.0)
     causes = causes_by_name(ctx, mine, s.dur[mine], inside or 1.0)
-    evidence = [c.instance for c in causes if c.instance is not None]
+    evidence = cause_evidence(causes)
     summary = (f"In {pct(calls)} of the steady iterations the main thread sets the framework "
                f"up again before it runs the model ({fmt_ns(inside / len(r))} per iteration, "
                f"{pct(share)} of its time): {_what(ctx, mine, len(r))}. A high-level call "

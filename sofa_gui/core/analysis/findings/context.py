@@ -174,8 +174,9 @@ def make_finding(ctx: Ctx, fid: str | Rule, share: float, summary: str, evidence
         speedup = amdahl(share) if rule.per_step else None
     shown, hidden = choose_fixes(rule.fixes, ctx.facts, ctx.all_frameworks)
     if unseen is not None:
-        hidden = hidden + [(f, unseen(f)) for f in shown if unseen(f)]
-        shown = [f for f in shown if not unseen(f)]
+        why = [unseen(f) for f in shown]
+        hidden = hidden + [(f, w) for f, w in zip(shown, why) if w]
+        shown = [f for f, w in zip(shown, why) if not w]
     by = ""
     if fix_gain is not None:
         best, factor = best_fix(shown, fix_gain)
@@ -224,6 +225,11 @@ def per_fix_sentence(fixes: list[Fix]) -> str:
             groups.setdefault((f"{x.estimate:.2f}x", x.estimate_why), []).append(x.name)
     parts = [f"{' / '.join(names)} {est} ({why})" for (est, why), names in groups.items()]
     return f" Per fix: {'; '.join(parts)}." if parts else ""
+
+
+def cause_evidence(causes: list[Cause]) -> list[Evidence]:
+    """The causes' clickable instances: a finding grouped by cause shows one of each."""
+    return [c.instance for c in causes if c.instance is not None]
 
 
 def top_rows(values: np.ndarray, k: int = MAX_EVIDENCE) -> list[int]:

@@ -37,7 +37,7 @@ from .. import roles as R
 from ..intervals import measure_in, union
 from ..results import Finding
 from .causes import causes_by_name
-from .context import Ctx, make_finding
+from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import PYTHON_LOOP_UNPROFILED, pool_slices
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -69,13 +69,14 @@ def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
     if kernels <= 0:
         return None  # no kernel apart from the dispatch: the split is not in the trace
     share = max(1.0 - kernels / wall, 0.0)
-    one = float(np.median(s.dur[calls])) * PYTHON_LOOP_UNPROFILED
+    median = float(np.median(s.dur[calls]))
+    one = median * PYTHON_LOOP_UNPROFILED
     before = (wall - kernels) * PYTHON_LOOP_UNPROFILED + kernels
     after = kept + one * len(r)
     causes = causes_by_name(ctx, calls, s.dur[calls], float(s.dur[calls].sum()) or 1.0)
-    evidence = [c.instance for c in causes if c.instance is not None]
+    evidence = cause_evidence(causes)
     summary = (f"{per_step:,.0f} ops per steady-state iteration are dispatched one at a time "
-               f"from Python (median {fmt_ns(float(np.median(s.dur[calls])))} each): the step "
+               f"from Python (median {fmt_ns(median)} each): the step "
                f"runs op by op, not compiled. Each dispatch pays the tracing machinery's "
                f"Python, argument checks, an executable launch and fresh output buffers; the "
                f"kernels themselves take {pct(1.0 - share)} of the step, the rest ({pct(share)}) "
@@ -117,9 +118,6 @@ def _kernels(ctx: Ctx, host) -> tuple[float, float]:
     pool = pool_slices(ctx, host)
     r = ctx.rows
     kept = pool[np.isin(s.name[pool], ctx.trace.name_ids(KEPT_KERNEL.search))]
-    out = []
-    for idx in (pool, kept):
-        a, b = union(s.start[idx], s.end[idx]) if len(idx) else (idx[:0], idx[:0])
-        out.append(float(measure_in(a, b, host.starts[r], host.ends[r]).sum()) if len(a)
-                   else 0.0)
-    return out[0], out[1]
+    ns = [float(measure_in(*union(s.start[idx], s.end[idx]), host.starts[r], host.ends[r])
+                .sum()) for idx in (pool, kept)]  # union and measure_in take empty sets
+    return ns[0], ns[1]

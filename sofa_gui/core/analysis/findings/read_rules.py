@@ -232,7 +232,7 @@ def host_reads_in_loop(ctx: Ctx, spec: Rule) -> Finding | None:
                + (" Each read also waits for the device queue to drain." if dev else
                   " On a CPU run nothing waits for a device: the loop is the host reading "
                   "results back one at a time."))
-    speedup, why = _estimate(ctx, reads, cost, share, by_cycle)
+    speedup, why = _estimate(ctx, reads, cost, share, by_cycle, picked)
     inferred = ("the reads are inferred from the element picks",) if picked else ()
     return make_finding(ctx, spec, share, summary + why, evidence, causes=causes,
                         speedup=speedup, notes=inferred,
@@ -246,15 +246,16 @@ def _pick_op(ctx: Ctx, reads: np.ndarray) -> str:
 
 
 def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
-              by_cycle: bool) -> tuple[float, str]:
+              by_cycle: bool, picked: bool) -> tuple[float, str]:
     """(the fix's speed-up, why in words): the loops removed (:mod:`.host_estimate`), one
     bulk read of every value the counted ``reads`` hand over put in their place
-    (``cost``: each read's part of its loop's time)."""
+    (``cost``: each read's part of its loop's time; ``picked``: the reads are mostly
+    TensorFlow's element picks)."""
     loops = read_loops(ctx)
     ws, we = _windows(ctx, loops, by_cycle)
     wall = float((we - ws).sum()) or 1.0
     steps = len(loops.starts) - 1 if by_cycle else len(ws)
-    loop_ratio, per_op = _recorder(ctx, loops, reads)
+    loop_ratio, per_op = _recorder(ctx, loops, picked)
     values, n = _whole_values(ctx, loops, reads)
     calls = _one_call_each(loops, reads) * loop_ratio
     left = min((values * BULK_NS_PER_VALUE + calls) / max(float(cost.sum()), 1.0), 1.0)
@@ -269,12 +270,12 @@ def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
     return fix.speedup(), fix.basis() + bulk
 
 
-def _recorder(ctx: Ctx, loops: ReadLoops, reads: np.ndarray) -> tuple[float, float]:
+def _recorder(ctx: Ctx, loops: ReadLoops, picked: bool) -> tuple[float, float]:
     """(the loop's unprofiled over captured time, the rest's per-op work's) for the
-    recorder of the reads: TensorFlow's eager picks, a Python tracer's conversions, or
-    torch.profiler's ops."""
+    recorder of the reads: TensorFlow's eager picks (``picked``), a Python tracer's
+    conversions, or torch.profiler's ops."""
     s = ctx.trace.slices
-    if np.isin(reads, loops.reads[loops.picked]).mean() > 0.5:
+    if picked:
         return TF_UNPROFILED, TF_UNPROFILED
     if (s.kind[loops.reads] == int(Kind.PYTHON)).mean() > 0.5:
         return PYTHON_LOOP_UNPROFILED, PYTHON_LOOP_UNPROFILED

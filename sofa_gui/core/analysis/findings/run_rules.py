@@ -13,7 +13,7 @@ from ..results import Evidence, Finding
 from .batch_estimate import loop_batch
 from .batching import small_batch
 from .causes import causes_by_name
-from .context import BELOW, Ctx, make_finding
+from .context import BELOW, Ctx, cause_evidence, make_finding
 from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -68,7 +68,7 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     evidence = [Evidence(f"warm-up iteration {i}: {fmt_ns(bd.durations[i])}, +{fmt_ns(x)} "
                          f"over the steady-state median", int(bd.starts[i]), int(bd.ends[i]),
                          ctx.it(i), host) for i, x in excess if x > 0]
-    evidence = [c.instance for c in causes if c.instance is not None] + evidence
+    evidence = cause_evidence(causes) + evidence
     parts = []
     if warm_ns:
         parts.append(f"{len(warm)} warm-up iteration{'s take' if len(warm) > 1 else ' takes'} "
@@ -210,12 +210,13 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # thread in proportion to its work, so the loop's share of it is the loop's)
     typical = name_medians(s.name[ops], s.dur[ops])
     n_steps = max(ctx.ph.n_steady, 1)
-    tiny, apart = _tiny_loops(ctx, host, ops, typical <= TINY_NS, n_steps)
+    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)  # the optimizer's ops
+    tiny, apart = _tiny_loops(opt, typical <= TINY_NS, n_steps)
     if not tiny.any():
         return None
     per_step = int(tiny.sum()) / n_steps
     between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
-    span = np.where(tiny, _per_call(ctx, host, ops, typical) + between, 0)
+    span = np.where(tiny, _per_call(ctx, host, ops, typical, opt) + between, 0)
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     away, away_note = _descheduled(ctx, host, ops, gap)
@@ -226,7 +227,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
                             label=lambda n, j: f"{n} (median "
                             f"{fmt_ns(float(np.median(s.dur[t[s.name[t] == s.name[j]]])))})")
-    evidence = [c.instance for c in causes if c.instance is not None]
+    evidence = cause_evidence(causes)
     summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time"
@@ -249,17 +250,15 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                         assumption=spec.factor("batched_op_cheap") * lumps, notes=notes)
 
 
-def _tiny_loops(ctx: Ctx, host, ops: np.ndarray, tiny: np.ndarray,
-                n_steps: int) -> tuple[np.ndarray, str]:
+def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.ndarray, str]:
     """(the tiny ops that make a loop, a note on those left out).  The optimizer's
-    per-tensor ops (inside its step) and the other tiny ops are two loops with two fixes (a
-    foreach or fused optimizer; batching or compiling the model's calls), and each is a loop
-    of tiny ops only with :data:`MIN_TINY_PER_STEP` or more per iteration.  Pooled, a
+    per-tensor ops (inside its step: ``opt``) and the other tiny ops are two loops with two
+    fixes (a foreach or fused optimizer; batching or compiling the model's calls), and each
+    is a loop of tiny ops only with :data:`MIN_TINY_PER_STEP` or more per iteration.  Pooled, a
     training step's own few per-layer ops (its backward's node per layer and per
     parameter, a residual add) would pass the count on the optimizer's ops, though no one
     fix removes both and batching removes neither of them."""
-    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
-    keep = np.zeros(len(ops), bool)
+    keep = np.zeros(len(tiny), bool)
     left = []
     for part, what in ((tiny & opt, "tiny ops of the optimizer's step"),
                        (tiny & ~opt, "other tiny ops")):
@@ -278,20 +277,21 @@ def _tiny_loops(ctx: Ctx, host, ops: np.ndarray, tiny: np.ndarray,
 OPTIMIZER_FIXED_Q = 0.1
 
 
-def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray) -> np.ndarray:
+def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray,
+              opt: np.ndarray) -> np.ndarray:
     """Per op, the time that is its fixed cost per call.  An instance over twice its
     name's typical time on a larger input than the name's typical one (a ``ViewBackward0``
     whose reshape copies a longer sequence's gradient) spends the excess on data work; a
     long instance on the usual input (a preempted op) keeps its time.  Inside the
-    optimizer's step, whose fix (``foreach``, ``fused``) still does each op's math over
-    every parameter, an op counts what its name costs on the smallest parameters."""
+    optimizer's step (``opt``), whose fix (``foreach``, ``fused``) still does each op's
+    math over every parameter, an op counts what its name costs on the smallest
+    parameters."""
     s = ctx.trace.slices
     own = s.dur[ops].astype(np.float64)
     longer = _longest_per_name(s.name[ops], own, np.flatnonzero(own > 2 * typical))
     if len(longer):
         more = _larger_inputs(ctx, host, ops, longer)
         own[longer[more]] = typical[longer[more]]
-    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)
     if opt.any():
         fixed = name_quantiles(s.name[ops[opt]], own[opt], OPTIMIZER_FIXED_Q)
         own[opt] = np.minimum(own[opt], fixed)

@@ -20,7 +20,7 @@ from ..results import Finding
 from .batch_estimate import batch_fix
 from .batching import small_batch
 from .causes import causes_by_name, self_times
-from .context import Ctx, make_finding
+from .context import Ctx, cause_evidence, make_finding
 from .read_rules import read_loops
 from .registry import Rule, rule
 
@@ -39,7 +39,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     share = max(1.0 - work / wall, 0.0)
     ops = mine[s.depth[mine] == s.depth[mine].min()] if len(mine) else mine
     causes = causes_by_name(ctx, ops, s.dur[ops], float(s.dur[ops].sum()) or 1.0)
-    evidence = [c.instance for c in causes if c.instance is not None]
+    evidence = cause_evidence(causes)
     calls = f"{len(mine) / len(r):,.0f} framework calls, median step {fmt_ns(step)}"
     head = (f"Inference on batches of {batch}: each step runs the whole model for "
             f"{batch} input{'s' if batch != 1 else ''} ({calls})" if small else
