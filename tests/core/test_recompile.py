@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracedata import SHARED
 from tracedata import corpus_capture as capture
 
-from sofa_gui.core.analysis.findings.recompiles import COMPILE
+from sofa_gui.core.analysis.findings.recompiles import COMPILE, is_compile
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -78,6 +79,24 @@ def test_compile_spans_are_compiles_not_runs_of_compiled_code():
     assert all(COMPILE.search(n) for n in compiles)
     assert not any(COMPILE.search(n) for n in runs)
 
+
+
+def test_a_python_frame_is_compile_work_by_its_function_not_its_file():
+    # torch/_compile.py's ``inner`` is the wrapper that keeps TorchDynamo out of a call
+    # (activation checkpointing, the optimizer's step): it runs in every step, compiling
+    # nothing
+    assert not is_compile("torch/_compile.py(22): inner")
+    assert is_compile("torch/_dynamo/convert_frame.py(700): _compile")
+    assert is_compile("backend_compile_and_load")
+
+
+ACT_CHECKPOINT = SHARED / "tracelens" / "mi300" / "resnet_act_checkpoint.json.gz"
+
+
+@pytest.mark.skipif(not ACT_CHECKPOINT.exists(), reason="public traces not present")
+def test_activation_checkpointing_under_the_dynamo_wrapper_is_no_recompilation():
+    a = analyze(load_trace(ACT_CHECKPOINT, use_cache=False))
+    assert not any(f.id == "recompile" for f in a.findings)
 
 def test_the_verdict_moves_only_the_recurring_compile_time():
     a = analyzed("jax_train_shape_recompile")

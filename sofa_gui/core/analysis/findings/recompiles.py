@@ -27,6 +27,10 @@ from .work import outermost
 #: ``Torch-Compiled Region``: those run compiled code), JAX's lowering and tracing.
 COMPILE = re.compile(r"[Cc]ompile(?!d)|^lower_sharding_computation|^lower_jaxpr|"
                      r"^trace_to_jaxpr|^dynamo$")
+#: A Python frame recorded by the profiler's Python tracer: ``path/file.py(NN): function``.
+#: Only its function says what it does (``torch/_compile.py(22): inner`` is the wrapper
+#: that keeps TorchDynamo out of a call, no compile).
+PY_FRAME = re.compile(r"^\S+\.py\(\d+\): (.+)$")
 #: A compile span shorter than this is bookkeeping, not compilation.
 MIN_COMPILE_NS = 100_000
 
@@ -88,7 +92,7 @@ def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, np.ndarray]:
     that holds it, or -1)."""
     t, s = ctx.trace, ctx.trace.slices
     mine = t.lane_slices(lane)
-    ids = t.name_ids(lambda n: bool(COMPILE.search(n)))
+    ids = t.name_ids(is_compile)
     comp = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
                                           & (s.dur[mine] >= MIN_COMPILE_NS)])
     owner = np.full(len(comp), -1, np.int64)
@@ -99,6 +103,12 @@ def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, np.ndarray]:
     held = (k >= 0) & (s.end[calls[np.maximum(k, 0)]] >= s.end[comp])
     owner[held] = calls[k[held]]
     return comp, owner
+
+
+def is_compile(name: str) -> bool:
+    """Whether ``name`` is compile work: a Python frame by its function, not its file."""
+    frame = PY_FRAME.match(name)
+    return bool(COMPILE.search(frame.group(1) if frame else name))
 
 
 def _recurring(ctx: Ctx, fn: np.ndarray, rows: np.ndarray) -> int | None:
