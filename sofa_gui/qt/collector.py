@@ -83,10 +83,9 @@ class GuiThreadCollector:
         counts, limits = gc.get_count(), gc.get_threshold()
         if limits[0] <= 0 or counts[0] <= limits[0]:
             return None
-        if len(limits) < 2 or counts[1] <= limits[1]:
+        if counts[1] <= limits[1]:
             return 0
-        full_ok = self._clock() - self._last_full >= self._full_every_s
-        if len(limits) < 3 or counts[2] <= limits[2] or not full_ok:
+        if counts[2] <= limits[2] or self._clock() - self._last_full < self._full_every_s:
             return 1
         return 2
 

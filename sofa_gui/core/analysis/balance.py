@@ -39,7 +39,6 @@ WORK_CATEGORIES = frozenset({
     "forward", "backward", "optimizer", "memcpy", "runtime",
     "compute", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memcpy_p2p", "memcpy_other",
     "memset"})
-WAIT = "communication"
 #: Shapes of a straggler's extra time: its fixes differ.
 MOVES, NOT_WORK = "work", "not_work"
 #: The shapes in words: what a straggler's cause is called in summaries.

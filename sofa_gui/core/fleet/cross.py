@@ -277,10 +277,11 @@ def find_stragglers(res: FleetResult) -> list[Straggler]:
     with np.errstate(invalid="ignore"):
         flagged = (excess > thresh[None, :]) & (np.sum(~np.isnan(own), axis=0) >= 2)[None, :]
     out = []
+    work = work_matrix(res)
     for r in np.flatnonzero(flagged.any(axis=1)).tolist():
         cols = np.flatnonzero(flagged[r]).tolist()
         ex = excess[r, cols]
-        moved, removed = _kinds_of_excess(res, r, cols)
+        moved, removed = _kinds_of_excess(res.own[:, cols], work[:, cols], r)
         shape = shape_of(moved, removed)
         diffs = _category_excess(res, r, cols)
         mine = {k: v for k, v in diffs.items() if (k in WORK_CATEGORIES) == (shape == MOVES)}
@@ -301,11 +302,11 @@ def work_matrix(res: FleetResult) -> np.ndarray:
                 if c in WORK_CATEGORIES), np.zeros_like(res.iteration))
 
 
-def _kinds_of_excess(res: FleetResult, r: int, cols: list[int]) -> tuple[float, float]:
-    """(moved, removed) ns per iteration of rank ``r`` in ``cols`` (those every rank has):
-    its op work above the ranks' mean and its time outside ops above the typical rank's
+def _kinds_of_excess(own: np.ndarray, work: np.ndarray, r: int) -> tuple[float, float]:
+    """(moved, removed) ns per iteration of rank ``r`` in the columns of ``own`` and
+    ``work`` (ranks x iterations) that every rank has: its op work above the ranks' mean
+    and its time outside ops above the typical rank's
     (:func:`..analysis.balance.excess_of`)."""
-    own, work = res.own[:, cols], work_matrix(res)[:, cols]
     both = np.all(np.isfinite(own) & np.isfinite(work), axis=0)
     if not both.any():
         return 0.0, 0.0

@@ -120,8 +120,7 @@ def plan(c: LoaderCosts, cores: float) -> LoaderPlan:
     best = min(s for s, _ in steps)
     n = next(i for i, (s, _) in enumerate(steps, 1) if s <= best * (1.0 + ENOUGH))
     step, limit = steps[n - 1]
-    speedup = 1.0 / max(step, 1e-9)
+    each = tuple(1.0 / max(s, 1e-9) for s, _ in steps)
     used = (c.slow * c.load + c.send) / max(step, 1e-9)
     threads = max(1, int(math.floor(cores - used + 0.5)))
-    return LoaderPlan(n if speedup >= HELPS else 0, threads, speedup, limit, n,
-                      tuple(1.0 / max(s, 1e-9) for s, _ in steps))
+    return LoaderPlan(n if each[n - 1] >= HELPS else 0, threads, each[n - 1], limit, n, each)
