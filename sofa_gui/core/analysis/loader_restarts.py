@@ -54,11 +54,15 @@ class Restarts:
 
 
 def fetch_intervals(trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint input fetches on ``lane`` (data-loading slices, nested ones merged)."""
-    s = trace.slices
-    idx = trace.lane_slices(lane)
-    idx = idx[R.host_roles(trace, idx) == R.DATA_LOADING]
-    return union(s.start[idx], s.end[idx])
+    """The disjoint input fetches on ``lane`` (data-loading slices, nested ones merged);
+    found once per lane (restarts and the iteration grouping both read them)."""
+    cache, lane = trace.memo("loader_restarts.fetches", dict), int(lane)
+    if lane not in cache:
+        s = trace.slices
+        idx = trace.lane_slices(lane)
+        idx = idx[R.host_roles(trace, idx) == R.DATA_LOADING]
+        cache[lane] = union(s.start[idx], s.end[idx])
+    return cache[lane]
 
 
 def restarts(trace: Trace, lane: int, ws: np.ndarray, we: np.ndarray) -> Restarts:
