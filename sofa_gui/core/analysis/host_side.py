@@ -214,7 +214,8 @@ def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple
     event before it to the conversion is the batch being built (nothing the thread
     records runs then), so it is input preparation with the conversion itself."""
     s = trace.slices
-    names = trace.name_ids(BATCH_CONVERSION.match)
+    names = trace.memo("host_side.conversion_ids",
+                       lambda: trace.name_ids(BATCH_CONVERSION.match))
     idx = idx[np.argsort(s.start[idx], kind="stable")]
     conv = np.flatnonzero(np.isin(s.name[idx], names) & (s.depth[idx] == s.depth[idx].min())
                           ) if len(names) and len(idx) else np.zeros(0, np.int64)

@@ -54,15 +54,28 @@ class Restarts:
 
 
 def fetch_intervals(trace: Trace, lane: int) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint input fetches on ``lane`` (data-loading slices, nested ones merged)."""
-    s = trace.slices
-    idx = trace.lane_slices(lane)
-    idx = idx[R.host_roles(trace, idx) == R.DATA_LOADING]
-    return union(s.start[idx], s.end[idx])
+    """The disjoint input fetches on ``lane`` (data-loading slices, nested ones merged);
+    found once per lane (restarts and the iteration grouping both read them)."""
+    cache, lane = trace.memo("loader_restarts.fetches", dict), int(lane)
+    if lane not in cache:
+        s = trace.slices
+        idx = trace.lane_slices(lane)
+        idx = idx[R.host_roles(trace, idx) == R.DATA_LOADING]
+        cache[lane] = union(s.start[idx], s.end[idx])
+    return cache[lane]
 
 
 def restarts(trace: Trace, lane: int, ws: np.ndarray, we: np.ndarray) -> Restarts:
-    """The loader's restarts on ``lane`` inside the windows ``ws``/``we`` (sorted)."""
+    """The loader's restarts on ``lane`` inside the windows ``ws``/``we`` (sorted); found
+    once per lane and windows (the breakdown, iteration grouping and findings all ask)."""
+    cache = trace.memo("loader_restarts", dict)
+    key = (int(lane), ws.dtype.str, ws.tobytes(), we.dtype.str, we.tobytes())
+    if key not in cache:
+        cache[key] = _find(trace, lane, ws, we)
+    return cache[key]
+
+
+def _find(trace: Trace, lane: int, ws: np.ndarray, we: np.ndarray) -> Restarts:
     a, b = fetch_intervals(trace, lane) if lane >= 0 else (np.zeros(0, np.int64),) * 2
     w = _window(a, ws, we)
     pair = np.flatnonzero((w[:-1] >= 0) & (w[:-1] == w[1:])) if len(a) > 1 else a[:0]

@@ -382,7 +382,7 @@ def _link(stages: dict[int, Stage]) -> list[int]:
 
 def pyfunc_ids(trace: Trace) -> np.ndarray:
     """Name ids of the ops that run a map's Python (``py_function`` / ``numpy_function``)."""
-    return trace.name_ids(_PYFUNC.match)
+    return trace.memo("tfdata.pyfunc_ids", lambda: trace.name_ids(_PYFUNC.match))
 
 
 def tf_data_lanes(trace: Trace, workers_only: bool = False) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..host_side import window_of
 from ..intervals import measure_in, union
-from ..iterations.dispatch import DISPATCH
+from ..iterations.dispatch import dispatch_ids
 from .context import Ctx
 from .work import outermost
 
@@ -96,7 +96,7 @@ def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, np.ndarray]:
     comp = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
                                           & (s.dur[mine] >= MIN_COMPILE_NS)])
     owner = np.full(len(comp), -1, np.int64)
-    calls = outermost(s.start, s.end, mine[np.isin(s.name[mine], t.name_ids(DISPATCH.match))])
+    calls = outermost(s.start, s.end, mine[np.isin(s.name[mine], dispatch_ids(t))])
     if not len(comp) or not len(calls):
         return comp, owner
     k = np.searchsorted(s.start[calls], s.start[comp], side="right") - 1

@@ -22,7 +22,7 @@ import numpy as np
 from ...trace import Kind, Trace
 
 #: Calls that run one compiled TF/JAX step: a jitted function, a tf.function.
-DISPATCH = re.compile(r"^(PjitFunction\(|EagerLocalExecute: __inference_|__inference_)")
+_DISPATCH = re.compile(r"^(PjitFunction\(|EagerLocalExecute: __inference_|__inference_)")
 #: The compiled module an XLA op belongs to, in its event's arguments.
 _MODULE = re.compile(rb'"hlo_module":"([^"\\]{1,200})"')
 #: Events whose arguments are read for their module, at most (evenly spread beyond).
@@ -34,6 +34,12 @@ MAX_WRAPPERS = 4
 _EMPTY = np.zeros(0, np.int64)
 
 
+def dispatch_ids(trace: Trace) -> np.ndarray:
+    """Name ids of the calls that run one compiled step (:data:`_DISPATCH`), matched once
+    per trace."""
+    return trace.memo("dispatch.ids", lambda: trace.name_ids(_DISPATCH.match))
+
+
 def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     """Starts of the main thread's calls of the jitted function / tf.function whose compiled
     work is largest (host time in its calls where the trace names no modules), among
@@ -41,7 +47,7 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     if lane < 0:
         return _EMPTY
     s = trace.slices
-    ids = trace.name_ids(DISPATCH.match)
+    ids = dispatch_ids(trace)
     idx = trace.lane_slices(lane)
     idx = idx[np.isin(s.name[idx], ids)]
     if not len(idx):
