@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from corpus.common import CLOCK, case
 from corpus.torch_cases import LOADER_FIX, LOADER_VARIANTS, Loop, facts, workers
-from corpus.torch_cases_users import epochs
+from corpus.torch_cases_field import shut_down_with
+from corpus.torch_cases_users import epochs, patch_cnn
 
 F = torch.nn.functional
 
@@ -134,13 +135,6 @@ class PngPhotos(Dataset):
         return (x - 0.5) / 0.25, self.labels[k]
 
 
-def small_cnn():
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(16 * 8 * 8, 10))
-
-
 @case("pt_train_pil_decode_nw0", "pytorch", "training", 6,
       facts("training", dataloader_workers=0, optimizer="adam"), split="holdout",
       warmup=3, fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "pil"])
@@ -149,7 +143,7 @@ def pt_train_pil_decode_nw0(variant):
     normalises in ``__getitem__``, through the default ``DataLoader(num_workers=0)``
     (batches of 32, shuffled, epoch after epoch): the step waits for the decoding."""
     torch.manual_seed(0)
-    model = small_cnn()
+    model = patch_cnn()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     n = workers(variant)
     loader = DataLoader(PngPhotos(), batch_size=32, shuffle=True, num_workers=n,
@@ -163,13 +157,7 @@ def pt_train_pil_decode_nw0(variant):
         opt.zero_grad()
         loss.backward()
         opt.step()
-
-    def close():
-        batches.close()
-        it = getattr(loader, "_iterator", None)
-        if it is not None:
-            it._shutdown_workers()
-    return Loop(step, close)
+    return shut_down_with(Loop(step, batches.close), loader)
 
 
 # -- compute: dynamic int8 quantized inference ---------------------------------------------------
