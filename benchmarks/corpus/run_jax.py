@@ -463,6 +463,73 @@ def jax_infer_per_sample_jit(variant):
     return step
 
 
+# -- held-out everyday cases: a static argument that changes every step, float64 batches put
+# on the device every step ----------------------------------------------------------------------
+@case("jax_train_static_lr_recompile", "jax", "training", 2, facts("training"),
+      split="holdout", warmup=2, fix="the learning rate passed as a traced argument",
+      tags=["recompile", "static_argnums", "python_tracer_off"])
+def jax_train_static_lr_recompile(variant):
+    """An MLP classifier (64-128-10) trained with a step jitted with
+    ``static_argnums`` on its learning rate, which a cosine schedule changes every step:
+    each new value is a new static argument, so ``jax.jit`` traces and compiles the step
+    again every step (captured with the Python tracer off); passing the rate as an
+    ordinary, traced argument compiles once."""
+    CompileClock.install()
+
+    def update(p, x, y, lr):
+        loss, grads = jax.value_and_grad(lambda q: mlp_losses(q, x, y).mean())(p)
+        return jax.tree_util.tree_map(lambda a, g: a - lr * g, p, grads), loss
+
+    train = jax.jit(update) if variant == "fix" else jax.jit(update, static_argnums=3)
+    state = {"p": mlp_params(jax.random.PRNGKey(0), (64, 128, 10))}
+    data = tabular()
+
+    def step(i):
+        x, y = data[i % len(data)]
+        lr = 0.05 * 0.5 * (1 + np.cos(np.pi * (i % 1000) / 1000))
+        state["p"], loss = train(state["p"], x, y, float(lr))
+        return float(loss)
+    return step
+
+
+@case("jax_train_device_put_float64", "jax", "training", 3, facts("training"),
+      split="holdout", warmup=3, fix="the data set converted to float32 and put on the "
+      "device once, batches sliced there", tags=["device_put", "float64"])
+def jax_train_device_put_float64(variant):
+    """A jitted softmax regression over 1024 features trained on a float64 numpy data set
+    (as ``np.random`` makes it): every step slices a batch of 512 rows and calls
+    ``jax.device_put`` on it, which converts the 4 MB of float64 to float32 and copies it
+    (phase ``copy``); the data set converted and put on the device once, the batches
+    sliced there, is the fix."""
+    rng = np.random.default_rng(6)
+    xs, ys = rng.standard_normal((8 * 512, 1024)), rng.integers(0, 10, 8 * 512)
+    w = jnp.zeros((1024, 10))
+
+    @jax.jit
+    def train(w, x, y):
+        def loss_fn(w):
+            logp = jax.nn.log_softmax(x @ w)
+            return -jnp.take_along_axis(logp, y[:, None], 1).mean()
+        loss, g = jax.value_and_grad(loss_fn)(w)
+        return w - 0.1 * g, loss
+
+    state = {"w": w}
+    if variant == "fix":
+        xs_dev, ys_dev = jax.device_put(xs.astype(np.float32)), jax.device_put(ys)
+
+    def step(i):
+        k = 512 * (i % 8)
+        with CLOCK("copy"):
+            if variant == "fix":
+                x, y = xs_dev[k:k + 512], ys_dev[k:k + 512]
+            else:
+                x, y = jax.device_put(xs[k:k + 512]), jax.device_put(ys[k:k + 512])
+            x.block_until_ready()
+        state["w"], loss = train(state["w"], x, y)
+        return float(loss)
+    return step
+
+
 def capture(c, dest: Path) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     step, first = warmed(c)

@@ -31,6 +31,7 @@ import tensorflow as tf  # noqa: E402
 from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  # noqa: E402
 
 from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
+from corpus.tf_cases_daily import register_fit_cases  # noqa: E402  (and its cases)
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 
 BATCH = 16
@@ -240,7 +241,7 @@ def fit_round(c, variants: list[str]) -> tuple[dict, dict]:
 
 
 def measure_fit(c, rounds: int) -> dict:
-    return measure(c, rounds, fit_round)
+    return measure(c, rounds, one_round=fit_round)
 
 
 # -- held-out cases: Keras predict per sample, read-back per sample, a slow generator,
@@ -548,6 +549,9 @@ CASES["tf_fit_validation_epochs"].build.__doc__ = (
     "Keras 3 ``model.fit`` of a 1-d conv text classifier on token batches held in memory "
     "(64 reviews of 200 tokens each), in short epochs of 5 steps with ``validation_data`` "
     "(2 batches of 128) evaluated after each: compute-bound, the validation periodic.")
+
+
+register_fit_cases(fit_case, FitSpec, keras_model)
 
 
 def keep_profiles(logdir: Path, dest: Path) -> None:
