@@ -235,3 +235,14 @@ def test_each_rule_quotes_its_own_thresholds():
         "highly input-bound.")
     assert "{" not in "".join(r.grounded for r in RULES.values())
     assert np.all([0 < v <= 1 for r in RULES.values() for v in r.factors.values()])
+
+
+def test_quantized_ops_are_int8_precision_and_get_no_mixed_precision_advice():
+    """A dynamically quantized model runs ``quantized::linear_dynamic``: it computes in
+    int8 already, so no advice to move it to bf16/fp16."""
+    t, a = analyzed(capture("pt_infer_dynamic_int8"))
+    fact = run_facts(t).get("precision")
+    assert fact.value == "int8" and "quantized::" in fact.proof
+    for f in a.findings:
+        assert not any("autocast" in x.text or "mixed precision" in x.text.lower()
+                       for x in f.fixes), f.id

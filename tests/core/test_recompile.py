@@ -105,3 +105,31 @@ def test_the_verdict_moves_only_the_recurring_compile_time():
     assert np.isclose(shares["startup"], f.share, atol=0.02)
     assert np.isclose(shares["startup"] + shares["compute"] + shares["host_overhead"], 1.0,
                       atol=0.02)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_tf_function_traced_again_every_step_is_recompilation(k):
+    """A ``tf.function`` handed a new Python number each step (a decayed learning rate)
+    traces a new graph each step, runs it as a new concrete function
+    (``__inference_train_step_<n>``, a new ``n``) and instantiates it on its first call:
+    start-up work repeated, not per-call framework set-up."""
+    a = analyzed("tf_tape_retrace_python_lr", k)
+    assert a.verdict.bound == "startup" and a.verdict.share > 0.8
+    top = a.findings[0]
+    assert top.id == "recompile" and top.confidence >= 0.5
+    assert "setup_overhead_bound" not in [f.id for f in a.findings]
+    labels = [c.label for c in top.causes]
+    assert labels[0].startswith("tf.function-graph_building")
+    assert any("__inference_train_step_" in x for x in labels)  # the new graph's first call
+    assert any("not Python numbers" in f.text for f in top.fixes)
+    assert all(f.framework in ("tensorflow", "any") for f in top.fixes)
+
+
+@pytest.mark.parametrize("case", ["tf_predict_per_sample", "tf_fit_per_batch"])
+def test_graph_building_for_a_step_function_traced_once_is_no_recompilation(case):
+    """Keras' per-call set-up builds graphs of its input pipeline's functions every call,
+    while its step function (one concrete function) is traced once: set-up, not
+    recompilation."""
+    a = analyzed(case)
+    ids = [f.id for f in a.findings]
+    assert "recompile" not in ids and ids[0] == "setup_overhead_bound"

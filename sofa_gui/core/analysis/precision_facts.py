@@ -2,7 +2,9 @@
 natively.
 
 ``precision``: low (fp16/bf16 kernels, or matmul / convolution ops taking 16-bit inputs
-under CPU autocast) or tf32, from kernel names and recorded input types.
+under CPU autocast), int8 (quantized ops: PyTorch's ``quantized::`` ops of a dynamically or
+statically quantized model, TensorFlow's ``Quantized*`` kernels, int8 tensor-core kernels)
+or tf32, from op and kernel names and recorded input types.
 
 ``cpu_bf16``: native / emulated, whether the profiled CPU has bf16 instructions
 (``avx512_bf16``, ``amx_bf16``): with them autocast to bf16 speeds the math up; without
@@ -34,12 +36,17 @@ def _precision(trace: Trace) -> list[Fact]:
                  r"bfloat16|_BBS_|_HHS_", "fp16/bf16 kernels", kinds)
     if low.known:
         return [low]
+    int8 = named(trace, "precision", "int8", _INT8_OPS, "quantized ops")
+    if int8.known:
+        return [int8]
     typed = _low_precision_inputs(trace)
     if typed.known:
         return [typed]
     return [named(trace, "precision", "tf32", r"tf32", "", kinds)]
 
 
+#: Quantized ops and int8 kernels: the model computes in int8.
+_INT8_OPS = r"^quantized::|^(_Mkl)?Quantized[A-Z]\w*|_imma_|int8"
 #: Ops whose input types tell the compute precision (what autocast casts), and the types.
 _MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
                       r"mkldnn_\w*|scaled_dot_product\w*)$")

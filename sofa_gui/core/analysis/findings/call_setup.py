@@ -30,6 +30,7 @@ from ..results import Finding
 from ..roles import SETUP
 from .causes import causes_by_name
 from .context import Ctx, cause_evidence, make_finding
+from .recompiles import recompiles
 from .registry import Rule, rule
 from .work import outermost
 
@@ -49,6 +50,9 @@ def setup_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(host.lane)
     mine = mine[np.isin(s.name[mine], ctx.trace.name_ids(lambda n: bool(SETUP.search(n))))]
+    rc = recompiles(ctx)
+    if rc is not None:  # a tf.function traced again every step is recompilation
+        mine = mine[~np.isin(mine, rc.spans)]
     mine = outermost(s.start, s.end, mine[ctx.in_steady(s.start[mine], host.starts,
                                                         host.ends)])
     if not len(mine):

@@ -16,6 +16,8 @@ _PT, _TF, _JAX, _ANY = "pytorch", "tensorflow", "jax", "any"
 _GPU = ("cuda", "rocm")
 _ACCEL = ("cuda", "rocm", "tpu")
 _CPU = ("cpu",)
+#: Precisions a run already computes in below fp32: no mixed-precision advice there.
+_LOWER = ("low", "int8")
 #: Lower precision is faster on a CPU only with bf16 instructions; without them bf16 is
 #: converted to fp32 and back around each op and runs slower than fp32 (run fact cpu_bf16).
 _NATIVE_BF16 = (("cpu_bf16", ("native",)),)
@@ -228,13 +230,13 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Use mixed precision so matmuls/convolutions run on tensor cores: "
                  "torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16) (or float16 with "
                  "GradScaler); channels_last for CNNs.", devices=_GPU, fact="precision",
-            unless=("low",)),
+            unless=_LOWER),
         Fix(_PT, "torch.backends.cudnn.benchmark=True for fixed input shapes (cuDNN picks the "
                  "fastest convolution).", devices=_GPU),
         Fix(_PT, "On the CPU: torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16) around "
                  "the forward pass: a CPU with bf16 instructions (AVX512-BF16, AMX) runs "
                  "matmuls and convolutions faster in bf16 than in fp32.", devices=_CPU,
-            fact="precision", unless=("low",), assumes=_NATIVE_BF16,
+            fact="precision", unless=_LOWER, assumes=_NATIVE_BF16,
             name="bf16 autocast on the CPU"),
         Fix(_ANY, "Compute in fp32 (CPU autocast / the bf16 policy off) on a CPU without bf16 "
                   "instructions (AVX512-BF16, AMX): there bf16 math is converted to fp32 and "
@@ -247,10 +249,10 @@ FIXES: dict[str, list[Fix]] = {
                  "(scaled_dot_product_attention).", fact="compiled",
             unless=("torch.compile",)),
         Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") on GPUs "
-                 "and TPUs.", devices=_ACCEL, fact="precision", unless=("low",)),
+                 "and TPUs.", devices=_ACCEL, fact="precision", unless=_LOWER),
         Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\"): a CPU with "
                  "bf16 instructions (AVX512-BF16, AMX) computes faster in bf16.", devices=_CPU,
-            fact="precision", unless=("low",), assumes=_NATIVE_BF16,
+            fact="precision", unless=_LOWER, assumes=_NATIVE_BF16,
             name="bf16 policy on the CPU"),
         Fix(_TF, "Compile the step with XLA: @tf.function(jit_compile=True) (or "
                  "model.compile(jit_compile=True)) fuses its ops.", fact="compiled",
@@ -258,10 +260,10 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_JAX, "jax.jit the whole train step (not per-layer functions) so XLA fuses it.",
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions.",
-            devices=_ACCEL, fact="precision", unless=("low",)),
+            devices=_ACCEL, fact="precision", unless=_LOWER),
         Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions: a "
                   "CPU with bf16 instructions (AVX512-BF16, AMX) computes faster in bf16.",
-            devices=_CPU, fact="precision", unless=("low",), assumes=_NATIVE_BF16,
+            devices=_CPU, fact="precision", unless=_LOWER, assumes=_NATIVE_BF16,
             name="bf16 arrays on the CPU"),
         Fix(_ANY, "Then profile the top kernels themselves (Nsight Compute / rocprof) or scale "
                   "out: the device is the bottleneck, which is where a well-fed job should be.",
@@ -304,7 +306,9 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Mark the varying dimension dynamic so one graph serves every size: "
                  "torch.compile(model, dynamic=True) or torch._dynamo.mark_dynamic(x, dim) "
                  "before the call; or pad / bucket the inputs to a few shapes."),
-        Fix(_TF, "Give the tf.function an input_signature with None for the varying "
+        Fix(_TF, "Pass values that change every step (a learning rate, a step count) as "
+                 "tensors or a tf.Variable, not Python numbers: each new Python value traces "
+                 "a new graph. Give the tf.function an input_signature with None for a varying "
                  "dimension (or reduce_retracing=True), or pad / bucket the inputs to a few "
                  "shapes, so it traces once."),
     ],

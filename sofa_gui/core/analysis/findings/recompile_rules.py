@@ -28,14 +28,14 @@ def recompile(ctx: Ctx, spec: Rule) -> Finding | None:
     rc = recompiles(ctx)
     if rc is None:
         return None
-    s = ctx.trace.slices
     n = len(ctx.rows)
-    causes = causes_by_name(ctx, rc.spans, s.dur[rc.spans], rc.spent or 1.0)
+    causes = causes_by_name(ctx, rc.spans, rc.span_ns, rc.spent or 1.0)
     summary = (f"The same function ({ctx.trace.names[rc.function]}) is compiled again in "
                f"{rc.n_rows} of {n} steady-state iterations: {fmt_ns(rc.spent / n)} of "
                f"tracing, lowering and compiling per iteration, {pct(rc.share)} of "
                f"steady-state iteration time. A jitted or compiled function compiles again "
-               f"for every new input shape (or dtype, or static argument), so this is "
+               f"for every new input shape (or dtype, or static argument; a tf.function for "
+               f"every new Python number passed to it), so this is "
                f"start-up work repeated every step. The estimate is the step without it: "
                f"its other work, {fmt_ns((rc.wall - rc.spent) / n)} per iteration as profiled "
                f"(a program run right after its compile runs cold, so the fixed step may be "

@@ -1,13 +1,16 @@
 """Compilation that recurs in steady state, measured: the same function traced and
 compiled again step after step (a jitted function called with a new input shape each step,
-a ``torch.compile`` region whose guards fail on every new shape).
+a ``torch.compile`` region whose guards fail on every new shape, a ``tf.function`` handed a
+new Python number each step, which it traces into a new graph).
 
 The work counted is, on the main thread, every compile span (XLA's ``backend_compile``,
 JAX's lowering, TorchDynamo's frame compile) and, when the compile runs inside the call of
 a jitted function (``PjitFunction(f)``, a ``tf.function``), that call from its start to
 the compile's end: the call traces the function first, then lowers and compiles it, and
-only then runs it.  It recurs when one function compiles in at least half of the steady
-iterations (and two): the compile calls ``startup_cost`` leaves out as not one-off.
+only then runs it.  A ``tf.function`` traced again is its graph building and the first call
+of the new graph up to where its kernels run (instantiating and optimising the graph).  It
+recurs when one function compiles in at least half of the steady iterations (and two): the
+compile calls ``startup_cost`` leaves out as not one-off.
 """
 
 from __future__ import annotations
@@ -24,13 +27,20 @@ from .context import Ctx
 from .work import outermost
 
 #: Spans of compile work: XLA's and TorchDynamo's compiles (not ``CompiledFunction`` or a
-#: ``Torch-Compiled Region``: those run compiled code), JAX's lowering and tracing.
+#: ``Torch-Compiled Region``: those run compiled code), JAX's lowering and tracing,
+#: TensorFlow tracing a ``tf.function`` into a graph.
 COMPILE = re.compile(r"[Cc]ompile(?!d)|^lower_sharding_computation|^lower_jaxpr|"
-                     r"^trace_to_jaxpr|^dynamo$")
+                     r"^trace_to_jaxpr|^dynamo$|^tf\.function-graph_building$")
 #: A Python frame recorded by the profiler's Python tracer: ``path/file.py(NN): function``.
 #: Only its function says what it does (``torch/_compile.py(22): inner`` is the wrapper
 #: that keeps TorchDynamo out of a call, no compile).
 PY_FRAME = re.compile(r"^\S+\.py\(\d+\): (.+)$")
+#: TensorFlow tracing a ``tf.function`` into a graph.
+TF_BUILD = re.compile(r"^tf\.function-graph_building$")
+#: A call of one concrete function of a ``tf.function``: ``__inference_<function>_<number>``.
+TF_CONCRETE = re.compile(r"^(?:EagerLocalExecute: )?__inference_(.+)_\d+$")
+#: Where a TensorFlow function call starts running its graph's kernels.
+TF_RUN = re.compile(r"^(KernelAndDeviceFunc::Run|EagerKernelExecute)$")
 #: A compile span shorter than this is bookkeeping, not compilation.
 MIN_COMPILE_NS = 100_000
 
@@ -42,6 +52,7 @@ class Recompiles:
     function: int  # name id of the function compiled again (its jitted call, else the span)
     n_rows: int  # steady iterations that compile it
     spans: np.ndarray  # the steady compile spans (slice indexes)
+    span_ns: np.ndarray  # per span, ns of its compile work
     per_row: np.ndarray  # ns of compile work per steady row (``ctx.rows`` order)
     starts: np.ndarray  # the compile work as disjoint intervals
     ends: np.ndarray
@@ -68,41 +79,97 @@ def _measure(ctx: Ctx) -> Recompiles | None:
     host = ctx.bd.host
     if host is None or ctx.bd.whole_trace or not len(ctx.rows):
         return None
-    comp, owner = _compiles(ctx, host.lane)
+    comp, lo, hi, fn = _compiles(ctx, host.lane)
     if not len(comp):
         return None
-    s = ctx.trace.slices
-    w = window_of(s.start[comp], ctx.bd.starts, ctx.bd.ends)
+    w = window_of(lo, ctx.bd.starts, ctx.bd.ends)
     steady = (w >= 0) & ctx.ph.steady[np.maximum(w, 0)]
-    fn = np.where(owner >= 0, s.name[np.maximum(owner, 0)], s.name[comp])
     key = _recurring(ctx, fn[steady], w[steady])
     if key is None:
         return None
-    lo = np.where(owner >= 0, s.start[np.maximum(owner, 0)], s.start[comp])
-    us_, ue = union(lo, s.end[comp])
+    us_, ue = union(lo, hi)
     r = ctx.rows
     per_row = measure_in(us_, ue, ctx.bd.starts[r], ctx.bd.ends[r]).astype(np.float64)
     wall = float((ctx.bd.ends[r] - ctx.bd.starts[r]).sum()) or 1.0
     n_rows = len(np.unique(w[steady & (fn == key)]))
-    return Recompiles(key, n_rows, comp[steady], per_row, us_, ue, wall)
+    return Recompiles(key, n_rows, comp[steady], (hi - lo)[steady], per_row, us_, ue, wall)
 
 
-def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, np.ndarray]:
-    """(outermost compile spans of ``lane``, per span the outermost jitted-function call
-    that holds it, or -1)."""
+def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, ...]:
+    """The compile work of ``lane``: (its spans, the work's starts and ends, the name id of
+    the function each compiles).  A compile span's work reaches back to the start of the
+    jitted-function call that holds it (that call traces first); TensorFlow's graph
+    building counts only where it traces a ``tf.function`` again (:func:`_tf_retraces`)."""
     t, s = ctx.trace, ctx.trace.slices
     mine = t.lane_slices(lane)
-    ids = t.name_ids(is_compile)
-    comp = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
+    comp = outermost(s.start, s.end, mine[np.isin(s.name[mine], t.name_ids(is_compile))
                                           & (s.dur[mine] >= MIN_COMPILE_NS)])
-    owner = np.full(len(comp), -1, np.int64)
     calls = outermost(s.start, s.end, mine[np.isin(s.name[mine], dispatch_ids(t))])
-    if not len(comp) or not len(calls):
-        return comp, owner
-    k = np.searchsorted(s.start[calls], s.start[comp], side="right") - 1
-    held = (k >= 0) & (s.end[calls[np.maximum(k, 0)]] >= s.end[comp])
-    owner[held] = calls[k[held]]
-    return comp, owner
+    built = np.isin(s.name[comp], t.name_ids(TF_BUILD.match))
+    comp, tf_built = comp[~built], comp[built]
+    lo, fn = s.start[comp].copy(), s.name[comp].copy()
+    if len(comp) and len(calls):
+        k = np.searchsorted(s.start[calls], s.start[comp], side="right") - 1
+        held = (k >= 0) & (s.end[calls[np.maximum(k, 0)]] >= s.end[comp])
+        lo[held], fn[held] = s.start[calls[k[held]]], s.name[calls[k[held]]]
+    parts = [(comp, lo, s.end[comp], fn), _tf_retraces(ctx, lane, tf_built, calls)]
+    return tuple(np.concatenate(col) for col in zip(*parts))
+
+
+def _tf_retraces(ctx: Ctx, lane: int, built: np.ndarray, calls: np.ndarray
+                 ) -> tuple[np.ndarray, ...]:
+    """Graph building that traces a ``tf.function`` again: each trace makes a new concrete
+    function, named ``__inference_<function>_<number>`` with a new number, run by the call
+    after it.  Such a build counts when that call is the first of its concrete function and
+    its function has several; so does that first call up to where it starts running
+    (instantiating and optimising the new graph).  A pipeline's map functions or a step
+    function traced once are set-up, not recompilation.  Keyed by the function's first
+    concrete function."""
+    t, s = ctx.trace, ctx.trace.slices
+    calls = calls[np.argsort(s.start[calls], kind="stable")]
+    first, base = _concrete_functions(t, calls)
+    out: list[list] = [[], [], [], []]
+    for b in built.tolist():
+        k = int(np.searchsorted(s.start[calls], s.end[b], side="left"))
+        if k >= len(calls) or not first[k] or base[k] is None:
+            continue
+        call = int(calls[k])
+        ran = _run_start(ctx, lane, call)
+        for span, a, z in ((b, s.start[b], s.end[b]), (call, s.start[call], ran)):
+            for col, v in zip(out, (span, a, z, base[k])):
+                col.append(v)
+    return tuple(np.asarray(col, np.int64) for col in out)
+
+
+def _concrete_functions(t, calls: np.ndarray) -> tuple[np.ndarray, list]:
+    """Per call (sorted by start): whether it is the first call of its concrete function,
+    and the name id of its function's first concrete function where that function has
+    several concrete functions (else None)."""
+    s = t.slices
+    names = [t.names[int(n)] for n in s.name[calls]]
+    fns = [m.group(1) if (m := TF_CONCRETE.match(n)) else None for n in names]
+    seen: set[str] = set()
+    first = np.zeros(len(calls), bool)
+    rep: dict[str, int] = {}
+    variants: dict[str, set] = {}
+    for i, (n, f) in enumerate(zip(names, fns)):
+        first[i] = n not in seen
+        seen.add(n)
+        if f is not None:
+            rep.setdefault(f, int(s.name[calls[i]]))
+            variants.setdefault(f, set()).add(n)
+    base = [rep[f] if f is not None and len(variants[f]) > 1 else None for f in fns]
+    return first, base
+
+
+def _run_start(ctx: Ctx, lane: int, call: int) -> int:
+    """Where ``call`` starts running its graph: its first kernel run inside it (the call's
+    start when none is traced)."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(lane)
+    inner = mine[(s.start[mine] >= s.start[call]) & (s.end[mine] <= s.end[call])
+                 & np.isin(s.name[mine], ctx.trace.name_ids(TF_RUN.match))]
+    return int(s.start[inner].min()) if len(inner) else int(s.start[call])
 
 
 def is_compile(name: str) -> bool:
