@@ -45,6 +45,29 @@ def test_gloo_wait_is_communication_and_the_straggler_has_a_cause():
     assert f"rank {slow} is the slowest" in a.verdict.basis
 
 
+def test_a_waiting_rank_slower_at_the_same_calls_waits_for_the_straggler():
+    """Two CPU ranks share the host's cores: in one capture of the straggler case the
+    waiting rank's ops run slower than the same calls on the slow rank (its compute
+    fills time the wait would hold).  Read at the faster rank's pace, both captures are
+    communication-bound, as the loop measured without DDP says; where the ranks make
+    different calls (rank 0 alone evaluates) nothing is moved."""
+    case = "pt_ddp_gloo_straggler"
+    truth = json.loads((CORPUS / case / "truth.json").read_text())["shares"]
+    moved = 0
+    for k in (0, 1):
+        _, a = analyzed(capture(case, k))
+        hosts = sorted(a.breakdown.hosts, key=lambda h: h.rank)
+        assert np.array_equal(hosts[0].calls, hosts[1].calls) and hosts[0].calls.sum() > 0
+        assert a.verdict.bound == "communication"
+        assert abs(a.verdict.shares["communication"] - truth["communication"]) < 0.1
+        moved += "same calls on the fastest rank" in a.verdict.basis
+    assert moved == 1  # only the capture whose waiting rank ran its ops slower
+    _, a = analyzed(capture("pt_ddp_gloo_rank0_eval"))
+    hosts = sorted(a.breakdown.hosts, key=lambda h: h.rank)
+    assert hosts[0].calls.sum() > hosts[1].calls.sum()  # rank 0's evaluation steps
+    assert "same calls" not in a.verdict.basis
+
+
 def test_ddp_bucket_copies_count_as_communication_on_every_rank():
     """DDP copies each gradient into the flat bucket its all-reduce sends and the reduced
     bucket back: a loop without DDP runs neither, so both are communication on every rank,

@@ -69,6 +69,8 @@ _OWN_ROLES = (R.DATA_LOADING, R.SYNC, R.COMMUNICATION, R.MEMCPY, R.RUNTIME, R.OP
               R.BACKWARD, R.FORWARD)
 #: Roles that mean "the host is busy issuing work" (framework, launches, Python).
 WORK_ROLES = (R.RUNTIME, R.OPTIMIZER, R.BACKWARD, R.FORWARD, R.PYTHON, R.WRAPPER)
+#: The framework's op calls of a step (what ``calls`` counts).
+_OP_ROLES = (R.OPTIMIZER, R.BACKWARD, R.FORWARD)
 _ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync",
                   R.COMMUNICATION: "communication", R.MEMCPY: "memcpy", R.RUNTIME: "runtime",
                   R.OPTIMIZER: "optimizer", R.BACKWARD: "backward", R.FORWARD: "forward",
@@ -88,7 +90,9 @@ class HostBreakdown:
     other columns).  ``role_slices`` holds the main-thread
     slice indexes of the ``data_loading``, ``sync`` and ``memcpy`` categories, and
     ``work`` those of framework work (ops, launches, Python, autograd-thread
-    backward), for the device's idle attribution and for evidence.
+    backward), for the device's idle attribution and for evidence.  ``calls[i]`` counts
+    the framework op calls (forward, backward, optimizer) started in iteration ``i``:
+    ranks with the same counts run the same step.
     """
 
     rank: int
@@ -102,6 +106,7 @@ class HostBreakdown:
     bytes: np.ndarray  # (n_iter, n_cat): bytes of the copies launched by memcpy / sync calls
     role_slices: dict[str, np.ndarray] = field(default_factory=dict)
     work: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    calls: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     categories: tuple[str, ...] = HOST_CATEGORIES
 
     def column(self, category: str) -> np.ndarray:
@@ -182,13 +187,16 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
         cat = _ROLE_CATEGORY[r]
         role_slices[cat] = np.sort(np.concatenate([role_slices[cat], hidx[waited == r]]))
     work = np.sort(np.concatenate([idx[np.isin(role, WORK_ROLES)], hb]), kind="stable")
+    ops = np.concatenate([idx[np.isin(role, _OP_ROLES)], hb])
+    cw = window_of(s.start[ops], ws, we)
+    calls = np.bincount(cw[cw >= 0], minlength=len(ws)).astype(np.int64)
     nbytes = np.zeros_like(times)
     for cat in ("memcpy", "sync"):
         nbytes[:, HOST_CATEGORIES.index(cat)] = _launched_bytes(trace, role_slices[cat], ws, we)
     return HostBreakdown(
         rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
-        launches=launches, bytes=nbytes, role_slices=role_slices, work=work)
+        launches=launches, bytes=nbytes, role_slices=role_slices, work=work, calls=calls)
 
 
 def _input_python(trace: Trace, hidx: np.ndarray) -> np.ndarray:

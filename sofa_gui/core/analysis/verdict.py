@@ -34,7 +34,9 @@ that waits most in collectives is read: in synchronous data parallelism its step
 job's step (its own work, then the wait for the slowest rank).  A host's communication
 is its main thread in or waiting for a collective, and DDP's copies of the gradients into
 and out of the buckets the all-reduce sends (``host_side.py``): the loop without DDP
-saves both.
+saves both.  When that rank makes the same op calls as another rank but takes longer
+over them (ranks of a host-only run share its cores), the difference is communication
+too: the slowest rank sets its step, so at its peer's pace it would have waited longer.
 """
 
 from __future__ import annotations
@@ -122,6 +124,9 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
         if bound is not None:
             ns[bound] += col_ns
     _move_measured(ns, findings, times, steady, mapping is HOST_MAP)
+    slower = min(_slower_than_peers(breakdown, side, rank), ns["compute"])
+    ns["compute"] -= slower  # the same ops at a peer's pace: the wait would hold it
+    ns["communication"] += slower
     later = min(_later_one_off(findings, ns["startup"]), ns["compute"])
     ns["startup"] += later  # one-off calls in steady steps ran as part of them
     ns["compute"] -= later
@@ -132,7 +137,8 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
     paced = next((f.paced for f in findings or [] if getattr(f, "paced", "")), "")
     if paced and shares["input"] > 0:  # the loader sets the step time (input_pacing.py)
         bound = "input"
-    basis = _basis(bound, shares, label, rank) + (" " + paced if paced else "")
+    basis = (_basis(bound, shares, label, rank) + (" " + paced if paced else "")
+             + _slower_words(slower, total, side, rank))
     return Verdict(bound, min(shares[bound], 1.0), basis, shares)
 
 
@@ -150,6 +156,41 @@ def _side(bd):
         return side, side.label, slow
     side = bd.device if bd.devices else bd.host
     return side, (side.label if side is not None else ""), slow
+
+
+#: Host categories of the framework's own ops (the ones ``HostBreakdown.calls`` counts).
+OP_CATEGORIES = ("forward", "backward", "optimizer")
+
+
+def _slower_than_peers(bd, side, slow) -> float:
+    """ns of the read rank's op time above what the same op calls take on the rank that
+    runs them fastest (0 when no other rank makes the same calls in every iteration, on a
+    device run, or when the read rank is the slowest itself).  Ranks on one host's CPU
+    share its cores: the same step runs slower on one rank while the others' work holds
+    them.  The read rank waits for the slowest rank, whose pace sets the step: had its
+    ops run at its peer's pace it would have waited that much longer, so the difference
+    is time the wait holds, not work the step needs."""
+    if slow is None or bd.devices or getattr(side, "rank", slow) == slow \
+            or not len(getattr(side, "calls", ())):
+        return 0.0
+    peers = [h for h in bd.hosts if h is not side and np.array_equal(h.calls, side.calls)]
+    if not peers or not side.calls.sum():
+        return 0.0
+    return max(_op_ns(side) - min(_op_ns(h) for h in peers), 0.0)
+
+
+def _op_ns(host) -> float:
+    return float(sum(host.column(c).sum() for c in OP_CATEGORIES))
+
+
+def _slower_words(slower: float, total: float, side, slow) -> str:
+    """The sentence saying what :func:`_slower_than_peers` counted ("" when nothing)."""
+    if slower < 0.01 * total:
+        return ""
+    return (f" Rank {side.rank}'s ops took {pct(slower / total)} of the time more than the "
+            f"same calls on the fastest rank; its step is set by the slowest, rank {slow}, "
+            f"so at that pace it would have waited as much longer: that time is counted as "
+            f"communication.")
 
 
 #: Findings that measure, on a host-only run, time the breakdown's categories give to
