@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_findings import Synth, _by_id
+from test_findings import Synth
 
 from sofa_gui.core.trace import Kind
 
@@ -21,7 +21,7 @@ def _steps_with_one_frame(name: str):
             s.host(t + 900, 1400, name, Kind.OTHER)
             s.host(t + 901, 1300, "aten::mul")
         t += 2500 if k == 7 else 1000
-    return _by_id(s.analyze()[2])
+    return {f.id: f for f in s.analyze()[2]}
 
 
 def test_a_python_frame_is_one_off_work_by_its_function_not_its_file():
