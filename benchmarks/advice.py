@@ -30,10 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from sofa_gui.core.analysis.diff import diff_analyses  # noqa: E402
 from sofa_gui.core.analysis.diff_repeated import summarize  # noqa: E402
-from sofa_gui.core.analysis.findings.input_rules import (  # noqa: E402
-    DEFAULT_INTERFERENCE,
-    parallel_bound,
-)
+from sofa_gui.core.analysis.findings.input_removal import DEFAULT_INTERFERENCE  # noqa: E402
+from sofa_gui.core.analysis.findings.input_rules import parallel_bound  # noqa: E402
 from sofa_gui.core.analysis.pipeline import analyze  # noqa: E402
 from sofa_gui.core.importers import load_trace  # noqa: E402
 

@@ -154,7 +154,8 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(fo
     slower, no page faults), which the diff says, and against AFTER with that part as in
     BEFORE the estimate holds again.  On the steady heap the profiled AFTER takes no
     gradient's worth of page faults in a step."""
-    from sofa_gui.core.analysis.findings.input_rules import DEFAULT_INTERFERENCE, DEFAULT_SEND
+    from sofa_gui.core.analysis.findings.input_removal import DEFAULT_INTERFERENCE
+    from sofa_gui.core.analysis.findings.input_rules import DEFAULT_SEND
     t0, a0 = analyzed(folder / "input_nw0.json.gz")
     t1, a1 = analyzed(folder / "input_nw1.json.gz")
     f = by_id(a0)["input_pipeline_bound"]

@@ -597,3 +597,4 @@ def test_ranking_tiers_measured_then_hypotheses_then_tentative_then_noise():
     # 11% at confidence 0.35 would save ~4% at the confidence it has: under the floor
     assert rank_tier(f("iteration_jitter", 0.114, 1.129, 0.35)) == MINOR
     assert rank_tier(f("compute_bound", 0.1, 1.11, 0.2)) == MINOR
+

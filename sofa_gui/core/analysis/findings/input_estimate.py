@@ -14,6 +14,13 @@ moves no work off the machine: the step cannot get shorter than
 * while the map runs Python (``py_function``), the time some thread runs it: the GIL
   lets one thread run Python at a time, so parallel calls of it add no throughput.
 
+A fix that replaces the map's Python by tf.data ops (``tf.image``, ``tf.io``) removes
+that Python: the GIL floor goes, and the work floor counts the compute threads and the
+pipeline's worker threads without their time in the Python calls (waits for the GIL
+included: graph ops hold no GIL) and without the iterator threads, which then only wait
+on the workers.  What the ops that replace the Python cost the trace cannot show; like a
+cache's estimate, this one reads the Python's work as gone.
+
 Busy time counts a thread descheduled or waiting for the GIL inside an event as busy, so
 these floors can only make the estimate smaller than the gain: a stated, conservative
 reading.
@@ -81,12 +88,25 @@ def pipeline_floors(ctx: Ctx, p: InputPipeline) -> dict[str, float] | None:
     helpers = np.asarray([h for h in host.helper_lanes if not names[h].startswith(_CONSUMER_LANE)],
                          np.int64)
     pool = tf_data_lanes(ctx.trace, workers_only=True)
-    work, _ = _busy(ctx, np.union1d(helpers, pool))
+    lanes = np.union1d(helpers, pool)
+    work, _ = _busy(ctx, lanes)
     _, serial = _busy(ctx, pool)
     py = pyfunc_ids(ctx.trace)
     _, python = _busy(ctx, tf_data_lanes(ctx.trace), py) if len(py) else (0.0, 0.0)
     cores, _ = _cores(ctx)
-    return {"work": work / cores / wall, "serial": serial / wall, "python": python / wall}
+    return {"work": work / cores / wall, "serial": serial / wall, "python": python / wall,
+            "graph": _graph_work(ctx, helpers, pool, py) / cores / wall}
+
+
+def _graph_work(ctx: Ctx, helpers: np.ndarray, pool: np.ndarray, py: np.ndarray) -> float:
+    """ns the compute threads and the pipeline's worker threads are busy outside the map's
+    Python: what stays once tf.data ops replace it.  The iterator threads are left out:
+    without the Python they wait on the workers for the ops' time, no work of their own."""
+    compute = np.setdiff1d(helpers, tf_data_lanes(ctx.trace))
+    lanes = np.union1d(compute, pool)
+    work, _ = _busy(ctx, lanes)
+    in_python, _ = _busy(ctx, pool, py) if len(py) else (0.0, 0.0)
+    return max(work - in_python, 0.0)
 
 
 def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float] | None:
@@ -97,11 +117,16 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     floors = pipeline_floors(ctx, p) if p is not None and not ctx.bd.devices else None
     if floors is None:
         return None
+    drops = p.python and fix.name in _DROPS_PYTHON
     bounds = {"the step's own part": 1.0 - share,
               "the pipeline's and the compute's work over the cores": floors["work"]}
+    if drops:  # the map's Python goes, and with it the threads' wait for the GIL
+        del bounds["the pipeline's and the compute's work over the cores"]
+        bounds["the pipeline's and the compute's work over the cores, less the map's Python "
+               "(its threads' time in it, GIL waits included)"] = floors["graph"]
     if fix.gain == "core" and not p.parallel:
         bounds["the serial pipeline's busy time (one batch at a time)"] = floors["serial"]
-    if p.python and fix.name not in _DROPS_PYTHON:
+    if p.python and not drops:
         bounds["the map's Python under the GIL (one thread at a time)"] = floors["python"]
     what, floor = max(bounds.items(), key=lambda kv: kv[1])
     sp = max(1.0 / max(floor, 1e-6), 1.0)

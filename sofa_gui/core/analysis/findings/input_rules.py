@@ -30,6 +30,7 @@ from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
 from .host_estimate import TINY_LOOP_UNPROFILED
 from .input_estimate import ASSUMED_CORES, tf_pipeline_speedup
 from .input_pacing import loader_paces, unexplained_wait
+from .input_removal import core_interference, removal_gain
 from .input_restarts import restart_cost
 from .registry import Rule, rule
 from .tf_data import pipeline_note
@@ -135,8 +136,7 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
     (``cores``: one per worker; ``core``: one background thread); work removed (cached,
     done once) by Amdahl only; (speed-up, why, confidence factor of the assumption)."""
     if fix.gain == "removes":
-        return amdahl(share), ("no extra core: the work is done once, not every step, if "
-                               "the data can be prepared ahead"), 0.9
+        return removal_gain(ctx, ctx.bd.host, share)
     if fix.gain == "cores" and fix.fact == "dataloader" and \
             ctx.facts.value("dataloader") == "single_process":
         return _loader_plan_gain(ctx, share)
@@ -159,14 +159,6 @@ def parallel_bound(share: float, free: float, slow: float = 1.0,
     p = 1.0 - share if paced is None else paced
     rest = 1.0 - share + (slow - 1.0) * p + handover
     return min(1.0 / max(rest, slow * share / free, 1e-6), amdahl(share))
-
-
-#: Compute on one core runs this much slower while another core is busy, when the trace
-#: carries no measured factor (run fact ``cpu_interf``): separate cores still share the
-#: last-level cache and memory bandwidth, SMT siblings and many VMs' vCPUs share a core.
-#: A stated assumption (the order of what ``recorder.calibrate`` measures on machines
-#: with shared caches), not a figure fitted to any run.
-DEFAULT_INTERFERENCE = 1.15
 
 
 def _parallel_speedup(ctx: Ctx, share: float, one: bool) -> tuple[float, str, float]:
@@ -258,14 +250,7 @@ def _interference(ctx: Ctx) -> tuple[float, str, float]:
     slow-down in it."""
     if ctx.facts.value("dataloader") == "workers":
         return 1.0, "the workers already running beside the step are in its times", 1.0
-    f = ctx.facts.get("cpu_interf")
-    if f.known:  # under 1 is the calibration's noise: a busy core never speeds another up
-        slow = max(float(f.value), 1.0)
-        return slow, (f"the main thread's work {slow:.2f}x slower while another core works "
-                      f"({f.proof})"), 1.0
-    return DEFAULT_INTERFERENCE, (f"the main thread's work assumed {DEFAULT_INTERFERENCE:.2f}x "
-                                  f"slower while another core works (not measured on this "
-                                  f"machine)"), 0.9
+    return core_interference(ctx)
 
 
 def _host_paced(ctx: Ctx, share: float) -> float:
@@ -315,7 +300,7 @@ _ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long 
 #: beyond the loading, the middle of what ``recorder.calibrate.batch_handover`` measures
 #: on an idle 2-core x86-64 VM (main: 1.0-1.4 ms for a one-tensor batch, 1.5-1.9 ms for
 #: two, 0.2-0.35 ms per MB; worker: 0.9-1.1 ms for two tensors, 0.7-1.7 ms per MB).  Stated
-#: assumptions, like :data:`DEFAULT_INTERFERENCE`, not figures fitted to any run.
+#: assumptions, like :data:`.input_removal.DEFAULT_INTERFERENCE`, not figures fitted to any run.
 DEFAULT_HANDOVER = (700.0, 500.0, 250.0)
 DEFAULT_SEND = (300.0, 330.0, 850.0)
 

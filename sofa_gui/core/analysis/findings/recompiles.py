@@ -24,17 +24,13 @@ from ..host_side import window_of
 from ..intervals import measure_in, union
 from ..iterations.dispatch import dispatch_ids
 from .context import Ctx
-from .work import outermost
+from .work import frame_function, outermost
 
 #: Spans of compile work: XLA's and TorchDynamo's compiles (not ``CompiledFunction`` or a
 #: ``Torch-Compiled Region``: those run compiled code), JAX's lowering and tracing,
 #: TensorFlow tracing a ``tf.function`` into a graph.
 COMPILE = re.compile(r"[Cc]ompile(?!d)|^lower_sharding_computation|^lower_jaxpr|"
                      r"^trace_to_jaxpr|^dynamo$|^tf\.function-graph_building$")
-#: A Python frame recorded by the profiler's Python tracer: ``path/file.py(NN): function``.
-#: Only its function says what it does (``torch/_compile.py(22): inner`` is the wrapper
-#: that keeps TorchDynamo out of a call, no compile).
-PY_FRAME = re.compile(r"^\S+\.py\(\d+\): (.+)$")
 #: TensorFlow tracing a ``tf.function`` into a graph.
 TF_BUILD = re.compile(r"^tf\.function-graph_building$")
 #: A call of one concrete function of a ``tf.function``: ``__inference_<function>_<number>``.
@@ -174,8 +170,7 @@ def _run_start(ctx: Ctx, lane: int, call: int) -> int:
 
 def is_compile(name: str) -> bool:
     """Whether ``name`` is compile work: a Python frame by its function, not its file."""
-    frame = PY_FRAME.match(name)
-    return bool(COMPILE.search(frame.group(1) if frame else name))
+    return bool(COMPILE.search(frame_function(name)))
 
 
 def _recurring(ctx: Ctx, fn: np.ndarray, rows: np.ndarray) -> int | None:

@@ -59,20 +59,39 @@ def name_quantiles(names: np.ndarray, dur: np.ndarray, q: float) -> np.ndarray:
 ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
                      r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"
                      r"cuCtxCreate|cudaDeviceGetStreamPriorityRange|DeviceMemAllocator::Alloc")
+#: A Python frame recorded by the profiler's Python tracer: ``path/file.py(NN): function``.
+#: Only its function says what it does (``torch/_compile.py(22): inner`` is the wrapper
+#: that keeps TorchDynamo out of a call and compiles nothing; a frame of
+#: ``flashinfer/autotuner.py`` need not tune anything).
+PY_FRAME = re.compile(r"^\S+\.py\(\d+\): (.+)$")
+
+
+def frame_function(name: str) -> str:
+    """What names the work of an event: a Python frame's function, else the name."""
+    frame = PY_FRAME.match(name)
+    return frame.group(1) if frame else name
+
+
+def is_one_off(name: str) -> bool:
+    """Whether ``name`` is one-off work by nature (:data:`ONE_OFF`): a Python frame by its
+    function, not its file."""
+    return bool(ONE_OFF.search(frame_function(name)))
+
+
 #: A call this long and this many times its name's median is a one-off.
 ONE_OFF_NS = 10_000_000
 ONE_OFF_RATIO = 100
 
 
 def one_off_calls(ctx: Ctx) -> np.ndarray:
-    """Every one-off slice, outermost only: named one-off work (:data:`ONE_OFF`, >= 100 µs,
-    not sampled Python frames) and runtime calls >= 10 ms and >= 100x their name's
+    """Every one-off slice, outermost only: named one-off work (:func:`is_one_off`, >= 100
+    µs, not sampled Python frames) and runtime calls >= 10 ms and >= 100x their name's
     median."""
     cache = ctx.trace.memo("one_off", dict)
     if "idx" in cache:
         return cache["idx"]
     s = ctx.trace.slices
-    ids = ctx.trace.name_ids(lambda n: bool(ONE_OFF.search(n)))
+    ids = ctx.trace.name_ids(is_one_off)
     named = np.flatnonzero(np.isin(s.name, ids) & (s.dur >= 100_000)
                            & (s.kind != int(Kind.PYTHON)))
     rt = np.flatnonzero((s.kind == int(Kind.RUNTIME)) & (s.dur >= ONE_OFF_NS))
