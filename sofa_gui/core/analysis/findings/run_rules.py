@@ -281,7 +281,8 @@ def _fused_gain(loops: TinyLoops, fix: HostFix) -> tuple[float | None, str, floa
         return None, ("the trace does not name the optimizer's class, so whether it has a "
                       "fused implementation is unknown"), 1.0
     return fix.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
-                           f"{loops.optimizer_class} step that does the loop's math"), 1.0
+                           f"{loops.optimizer_class} step that does the math of its in-place "
+                           f"ops"), 1.0
 
 
 def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.ndarray, str]:
