@@ -122,15 +122,26 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_ANY, "Batch the requests: stack many inputs into one call (one forward pass on "
                   "a batch of N instead of N passes on one; a dynamic batcher in a server), so "
                   "the fixed cost of each call is paid once per batch.", modes=("inference",)),
+        Fix(_PT, "Use the fused optimizer implementation: torch.optim.AdamW(..., fused=True) "
+                 "(Adam, SGD and Adagrad take fused=True too) updates every parameter of a "
+                 "group in one op a step instead of a few tiny ops (add_, mul_, addcdiv_, "
+                 "sqrt) per parameter tensor. On a CPU foreach=True keeps those ops' cost.",
+            modes=_TRAIN, fact="optimizer", unless=("fused",), gain="removes",
+            name="fused optimizer"),
+        Fix(_PT, "Or torch.optim.AdamW(..., foreach=True), for an optimizer without a fused "
+                 "implementation too: one launch per op and parameter group instead of per "
+                 "tensor.", devices=_GPU, modes=_TRAIN, fact="optimizer",
+            unless=("fused", "foreach"), name="foreach optimizer"),
         Fix(_PT, "Replace the many tiny ops by few large ones: batch the per-item loop into one "
                  "tensor op (stack the small matrices and use one bmm / one nn.Linear), or "
                  "torch.compile(model) to fuse them.", fact="compiled",
-            unless=("torch.compile",)),
+            unless=("torch.compile",), name="batch or compile the model"),
         Fix(_PT, "Capture the step with CUDA Graphs (torch.compile(mode=\"reduce-overhead\")) so "
                  "per-op dispatch runs once.", devices=_GPU, fact="compiled",
             unless=("cuda_graphs",)),
         Fix(_ANY, "Give each op more work (larger batch, fewer larger layers): the fixed cost "
-                  "per op (dispatch, Python, allocation) then matters less."),
+                  "per op (dispatch, Python, allocation) then matters less.",
+            name="more work per op"),
         Fix(_TF, "Compile the step (tf.function(jit_compile=True)) so the ops fuse.",
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),

@@ -15,6 +15,7 @@ from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math
+from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
 from .read_rules import in_read_loops
 from .registry import Rule, rule
 from .work import (
@@ -210,18 +211,24 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # thread in proportion to its work, so the loop's share of it is the loop's)
     typical = name_medians(s.name[ops], s.dur[ops])
     n_steps = max(ctx.ph.n_steady, 1)
-    opt = starts_inside(ctx, optimizer_steps(ctx, host.lane), ops)  # the optimizer's ops
+    steps = optimizer_steps(ctx, host.lane)
+    opt = starts_inside(ctx, steps, ops)  # the optimizer's ops
     tiny, apart = _tiny_loops(opt, typical <= TINY_NS, n_steps)
     if not tiny.any():
         return None
+    loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()),
+                      optimizer_class(ctx, steps))
     per_step = int(tiny.sum()) / n_steps
     between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
-    span = np.where(tiny, _per_call(ctx, host, ops, typical, opt) + between, 0)
+    per_call = _per_call(ctx, host, ops, typical, opt)
+    span = np.where(tiny, per_call + between, 0)
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     away, away_note = _descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
-    fix = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away)
+    mine = tiny & opt
+    fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
+    fix = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away, ops[tiny & ~opt], fused_ns)
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
@@ -232,10 +239,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
                f"Python between them take {pct(share)} of the main thread's time"
                f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
-               f"(dispatch, Python, allocation) dominates the math. Batching them (one op on "
-               f"stacked inputs, a foreach or fused optimizer) removes the tiny ops; the "
-               f"batched calls cost one repeat of the loop and the other repeats' matmul "
-               f"FLOPs.{fix.basis()}")
+               f"(dispatch, Python, allocation) dominates the math. "
+               f"{_remedy(loops, fused_ns, n_steps)}{fix.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
     notes = ("assumes the batched op is cheap",) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
@@ -247,7 +252,37 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                    + summary)
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
-                        assumption=spec.factor("batched_op_cheap") * lumps, notes=notes)
+                        assumption=spec.factor("batched_op_cheap") * lumps, notes=notes,
+                        fix_gain=lambda f: _fused_gain(loops, fix), unseen=loops.unseen)
+
+
+def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int) -> str:
+    """What removes the counted loops and what the replacement costs, in words."""
+    model = ("Batching them (one op on stacked inputs) removes the tiny ops; the batched "
+             "calls cost one repeat of the loop and the other repeats' matmul FLOPs.")
+    if not loops.optimizer:
+        return model
+    fused = (f"The optimizer's tiny ops are its per-parameter update inside Optimizer.step: "
+             f"the fused implementation does it in one op per parameter group, which costs "
+             f"the math of the loop's in-place ops ({fmt_ns(fused_ns / n_steps)} a step: each "
+             f"op's time over its fixed cost, the time its name takes on the smallest "
+             f"parameters; the out-of-place ops' temporaries go).")
+    return fused if loops.optimizer_only else f"{fused} {model}"
+
+
+def _fused_gain(loops: TinyLoops, fix: HostFix) -> tuple[float | None, str, float]:
+    """The fused optimizer's own estimate: the finding's, where the optimizer's loop is
+    the only one counted and the trace names an optimizer with a fused implementation;
+    none otherwise (said why)."""
+    if not loops.optimizer_only:
+        return None, ("the loop counted holds the model's tiny ops too: the finding's "
+                      "estimate is for removing both"), 1.0
+    if loops.fused_exists() is None:
+        return None, ("the trace does not name the optimizer's class, so whether it has a "
+                      "fused implementation is unknown"), 1.0
+    return fix.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
+                           f"{loops.optimizer_class} step that does the math of its in-place "
+                           f"ops"), 1.0
 
 
 def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.ndarray, str]:
@@ -354,18 +389,21 @@ def _input_sizes(ctx: Ctx, host, ops: np.ndarray) -> np.ndarray:
 NESTED_SAMPLE = 4
 
 
-def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float) -> HostFix:
+def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float,
+              model: np.ndarray, fused_ns: float) -> HostFix:
     """The batched replacement of the tiny ops: their whole time (and the Python between
     them) removed with the calls that gather the loop's pieces, the rest of the step kept
-    (:mod:`.host_estimate`), plus what the batched calls cost where the step's calls repeat
-    (:func:`.batch_estimate.loop_batch`)."""
+    (:mod:`.host_estimate`), plus what the batched calls cost where the model's calls
+    (``model``) repeat (:func:`.batch_estimate.loop_batch`) and what the fused optimizer
+    step costs (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`)."""
     s = ctx.trace.slices
     ends = s.end[tiny] + between
     removed = float((ends - s.start[tiny]).sum()) / max(wall, 1.0)
     r = ctx.rows
     math = rest_math(ctx, host, host.starts[r], host.ends[r], s.start[tiny], ends)
-    lb = loop_batch(ctx, host, tiny)
+    lb = loop_batch(ctx, host, model) if len(model) else None
     gather, cost = (lb.gather, lb.replacement) if lb is not None else (0.0, 0.0)
+    cost += fused_ns / max(wall, 1.0)
     return HostFix(min(removed + gather, 1.0), math / max(wall, 1.0), replacement=cost,
                    unprofiled=TINY_LOOP_UNPROFILED, what="a loop of tiny ops",
                    step_ns=wall / max(len(r), 1))

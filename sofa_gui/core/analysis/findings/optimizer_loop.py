@@ -1,0 +1,87 @@
+"""Which loop of tiny ops a step's op overhead is, and the fixes that fit it.
+
+A PyTorch optimizer's default implementation updates each parameter tensor with a few
+tiny ops (``add_``, ``mul_``, ``addcdiv_``, ``sqrt``) inside ``Optimizer.step``; the
+model's own tiny ops are the rest.  The two loops have different fixes: the fused
+optimizer (``fused=True``) does the whole update in one op per parameter group, while
+batching the model's calls or ``torch.compile(model)`` leaves the optimizer's loop as it
+is.  :class:`TinyLoops` says which loops a finding counts and hides the fixes that
+remove neither of them (through :func:`.context.make_finding`'s ``unseen``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .context import Ctx
+
+#: The optimizers with a fused implementation (``fused=True``) in PyTorch.
+FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
+#: Fix names (:attr:`..results.Fix.name`) per loop they remove.
+OPTIMIZER_FIXES = ("fused optimizer", "foreach optimizer")
+MODEL_FIXES = {"batch or compile the model": "batching or compiling the model's calls leaves "
+                                             "it as it is",
+               "more work per op": "a larger batch leaves its ops as many and as small"}
+#: The class in a recorded step, ``Optimizer.step#AdamW.step`` -> ``AdamW``.
+_STEP_CLASS = re.compile(r"^Optimizer\.step#(\w+)\.step$")
+
+
+@dataclass
+class TinyLoops:
+    """The loops a finding counts: ``optimizer`` (tiny ops inside ``Optimizer.step``),
+    ``model`` (the other tiny ops); ``optimizer_class`` as the step's record names it
+    ("" when no record names one)."""
+
+    optimizer: bool
+    model: bool
+    optimizer_class: str = ""
+
+    @property
+    def optimizer_only(self) -> bool:
+        return self.optimizer and not self.model
+
+    def fused_exists(self) -> bool | None:
+        """Whether the optimizer has a fused implementation (None: the trace does not
+        name its class)."""
+        if not self.optimizer_class:
+            return None
+        return self.optimizer_class in FUSED_OPTIMIZERS
+
+    def unseen(self, fix) -> str:
+        """Why ``fix`` removes neither counted loop ("" when it removes one of them)."""
+        if fix.name in OPTIMIZER_FIXES:
+            if not self.optimizer:
+                return "no loop of tiny ops inside the optimizer's step here"
+            if fix.name == "fused optimizer" and self.fused_exists() is False:
+                return (f"{self.optimizer_class} has no fused implementation (PyTorch's are "
+                        f"{', '.join(FUSED_OPTIMIZERS)})")
+        if fix.name in MODEL_FIXES and self.optimizer_only:
+            return (f"the loop of tiny ops is the optimizer's per-parameter update inside "
+                    f"Optimizer.step: {MODEL_FIXES[fix.name]}")
+        return ""
+
+
+def optimizer_class(ctx: Ctx, steps: np.ndarray) -> str:
+    """The optimizer's class as its recorded steps name it ("" when none does, or they
+    name several)."""
+    names = {ctx.trace.name_of(int(j)) for j in steps.tolist()}
+    found = {m.group(1) for n in names if (m := _STEP_CLASS.match(n))}
+    return found.pop() if len(found) == 1 else ""
+
+
+def fused_step_ns(ctx: Ctx, ops: np.ndarray, fixed: np.ndarray, typical: np.ndarray,
+                  held_ns: float) -> float:
+    """What one fused step costs for the optimizer's loop ``ops``, in ns: the math of the
+    loop's in-place ops (``add_``, ``mul_``, ``lerp_``, ``addcdiv_``: a name ending in
+    ``_``), each op's time over its ``fixed`` cost per call.  A fused step updates each
+    parameter and its state in place as those ops do; the loop's out-of-place ops
+    (``sqrt``, ``div``) fill fresh temporaries it never makes.  An instance held
+    ``held_ns`` or more (descheduled) counts its name's ``typical`` time."""
+    s = ctx.trace.slices
+    dur = s.dur[ops].astype(np.float64)
+    dur = np.where(dur >= held_ns, np.minimum(dur, typical), dur)
+    names = np.array([ctx.trace.name_of(int(j)).endswith("_") for j in ops.tolist()], bool)
+    return float(np.maximum(dur - fixed, 0.0)[names].sum())

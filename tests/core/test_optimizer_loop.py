@@ -1,0 +1,123 @@
+"""The op-overhead finding's fixes follow the loop of tiny ops it counts: the optimizer's
+per-parameter loop inside ``Optimizer.step`` gets the fused optimizer (estimated from the
+trace, within 25% of ``AdamW(fused=True)`` measured without the profiler) and not the
+model's fixes; a loop of the model's own tiny ops gets no optimizer fix.  Real captures
+of the diagnosis corpus; a test is skipped when the corpus is not checked out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sofa_gui.core.analysis.facts_base import Fact, RunFacts
+from sofa_gui.core.analysis.findings.fixes import FIXES, choose_fixes
+from sofa_gui.core.analysis.findings.optimizer_loop import TinyLoops
+from sofa_gui.core.analysis.findings.run_rules import _fused_gain
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+WITHIN = 0.25
+
+
+def _case(case: str) -> tuple[dict, list]:
+    path = CORPUS / case / "truth.json"
+    if not path.exists():
+        pytest.skip(f"corpus case {case} not in tests/data/corpus")
+    truth = json.loads(path.read_text())
+    return truth, [CORPUS / case / c for c in truth["captures"]]
+
+
+def _overhead(capture: Path):
+    a = analyze(load_trace(capture, use_cache=False))
+    return next((f for f in a.findings if f.id == "op_overhead_bound"), None)
+
+
+def _names(fixes) -> set[str]:
+    return {f.name for f in fixes}
+
+
+def test_the_optimizers_loop_of_tiny_ops_gets_the_fused_optimizer():
+    """AdamW's default per-tensor loop on a CPU, with clip_grad_norm_ and a OneCycleLR
+    schedule around it: 380 tiny ops a step inside Optimizer.step, the model's 123 too few
+    to count.  The fix is ``AdamW(fused=True)`` (measured 1.15x; ``foreach=True`` gains
+    nothing on the CPU, so it is not offered there), estimated from the loop's time and
+    the math the fused step still does; batching or compiling the model is not offered."""
+    truth, captures = _case("pt_train_clip_onecycle")
+    measured = truth["variants"]["fused"]["speedup"]
+    assert measured > 1.1 and truth["variants"]["foreach"]["speedup"] < 1.02
+    for capture in captures:
+        f = _overhead(capture)
+        assert f is not None
+        assert _names(f.fixes) == {"fused optimizer"}, [x.text for x in f.fixes]
+        hidden = {fix.name: why for fix, why in f.hidden_fixes}
+        for name in ("batch or compile the model", "more work per op", "foreach optimizer"):
+            assert name in hidden
+        assert "Optimizer.step" in hidden["batch or compile the model"]
+        assert f.estimated_by == "fused optimizer"
+        assert abs(f.estimated_speedup / measured - 1) <= WITHIN, f.estimated_speedup
+        assert "in-place ops" in f.summary and "bmm" not in f.summary
+
+
+def test_the_models_loop_of_tiny_ops_gets_no_optimizer_fix():
+    """A model made of thousands of tiny ops a step: its fixes batch or compile the model;
+    the optimizer's few ops a step are no loop, so no optimizer fix is offered."""
+    _, captures = _case("pt_train_tiny_ops")
+    f = _overhead(captures[0])
+    assert f is not None and "batch or compile the model" in _names(f.fixes)
+    assert "fused optimizer" not in _names(f.fixes)
+    hidden = {fix.name: why for fix, why in f.hidden_fixes}
+    assert "no loop of tiny ops inside the optimizer's step" in hidden["fused optimizer"]
+
+
+def _facts(**values) -> RunFacts:
+    return RunFacts({k: Fact(k, v, proof="test") for k, v in values.items()})
+
+
+def _shown(**values) -> set[str]:
+    shown, _ = choose_fixes(FIXES["op_overhead_bound"], _facts(**values))
+    return _names(shown)
+
+
+def test_the_fused_optimizer_is_not_offered_where_it_runs_already():
+    base = {"framework": "pytorch", "mode": "training"}
+    assert "fused optimizer" not in _shown(device="cpu", optimizer="fused", **base)
+    assert "fused optimizer" in _shown(device="cpu", optimizer="foreach", **base)
+    assert "foreach optimizer" not in _shown(device="cpu", optimizer="for_loop", **base)
+    assert {"fused optimizer", "foreach optimizer"} <= _shown(
+        device="cuda", optimizer="for_loop", **base)
+    assert "foreach optimizer" not in _shown(device="cuda", optimizer="foreach", **base)
+
+
+class _Named:
+    def __init__(self, name: str):
+        self.name = name
+
+
+class _Loop:
+    def speedup(self) -> float:
+        return 1.2
+
+
+def test_an_optimizer_without_a_fused_implementation_gets_none():
+    loops = TinyLoops(True, False, "RMSprop")
+    assert "no fused implementation" in loops.unseen(_Named("fused optimizer"))
+    assert loops.unseen(_Named("foreach optimizer")) == ""
+    assert TinyLoops(True, False, "AdamW").unseen(_Named("fused optimizer")) == ""
+
+
+def test_the_fused_optimizer_is_estimated_only_where_the_trace_grounds_it():
+    """An optimizer the trace does not name may have no fused implementation: the fix is
+    shown without a number; with the model's loop counted too, the finding's estimate is
+    for both loops and the fused optimizer claims none of its own."""
+    est, why, _ = _fused_gain(TinyLoops(True, False, ""), _Loop())
+    assert est is None and "does not name the optimizer's class" in why
+    est, why, _ = _fused_gain(TinyLoops(True, True, "AdamW"), _Loop())
+    assert est is None and "model's tiny ops too" in why
+    est, _, _ = _fused_gain(TinyLoops(True, False, "Adam"), _Loop())
+    assert est == 1.2
+    mixed = TinyLoops(True, True, "AdamW")
+    assert mixed.unseen(_Named("batch or compile the model")) == ""
+    assert mixed.unseen(_Named("fused optimizer")) == ""
