@@ -226,9 +226,12 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
     away, away_note = _descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
-    mine = tiny & opt
+    # the optimizer's loop alone is replaced by a fused step; beside the model's loop it is
+    # batched with it (a batch of more samples pays the optimizer's step once for them all)
+    mine = tiny & opt if loops.optimizer_only else np.zeros_like(tiny)
     fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
-    fix = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away, ops[tiny & ~opt], fused_ns)
+    fix = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away, ops[tiny & ~mine],
+                    fused_ns)
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
@@ -262,12 +265,15 @@ def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int) -> str:
              "calls cost one repeat of the loop and the other repeats' matmul FLOPs.")
     if not loops.optimizer:
         return model
-    fused = (f"The optimizer's tiny ops are its per-parameter update inside Optimizer.step: "
-             f"the fused implementation does it in one op per parameter group, which costs "
-             f"the math of the loop's in-place ops ({fmt_ns(fused_ns / n_steps)} a step: each "
-             f"op's time over its fixed cost, the time its name takes on the smallest "
-             f"parameters; the out-of-place ops' temporaries go).")
-    return fused if loops.optimizer_only else f"{fused} {model}"
+    fused = ("The optimizer's tiny ops are its per-parameter update inside Optimizer.step: "
+             "the fused implementation does it in one op per parameter group")
+    if not loops.optimizer_only:
+        return (f"{fused}. {model} The estimate batches the optimizer's ops with the "
+                f"model's: a step on more samples pays the optimizer's update once for all.")
+    return (f"{fused}, which costs the math of the loop's in-place ops "
+            f"({fmt_ns(fused_ns / n_steps)} a step: each op's time over its fixed cost, the "
+            f"time its name takes on the smallest parameters; the out-of-place ops' "
+            f"temporaries go).")
 
 
 def _fused_gain(loops: TinyLoops, fix: HostFix) -> tuple[float | None, str, float]:
