@@ -31,6 +31,11 @@ MAX_ARGS_READ = 100_000
 LOOP_SHARE = 0.5
 #: Single calls that wrap the loop (``main``, ``train``) are looked into this deep.
 MAX_WRAPPERS = 4
+#: A Python frame of the profiler starting or stopping itself (JAX's ``$profiler.py:271
+#: stop_trace``, ``torch/profiler/profiler.py(750): __exit__``): its time is the
+#: profiler's (writing the trace out), not the program's.
+_PROFILER_CONTROL = re.compile(r"(^|\W)(start_trace|stop_trace)$|"
+                               r"profiler(_v2)?\.py[(:]\d+\)?:? (__enter__|__exit__|start|stop)$")
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -122,8 +127,9 @@ def loop_calls(trace: Trace, lane: int, dispatches: np.ndarray) -> tuple[np.ndar
     py = idx[s.kind[idx] == int(Kind.PYTHON)]
     if len(py) < 2:
         return _EMPTY, _EMPTY
-    span = float(s.end[idx].max() - s.start[idx].min())
-    level = py[s.depth[py] == s.depth[py].min()]
+    level, control = _program_frames(trace, py)
+    span = float(s.end[idx].max() - s.start[idx].min()) - control
+    level = level[s.depth[level] == s.depth[level].min()] if len(level) else level
     for _ in range(MAX_WRAPPERS + 1):
         names, inv = np.unique(s.name[level], return_inverse=True)
         total = np.bincount(inv, weights=s.dur[level].astype(float))
@@ -139,6 +145,22 @@ def loop_calls(trace: Trace, lane: int, dispatches: np.ndarray) -> tuple[np.ndar
         if not len(level):
             break
     return _EMPTY, _EMPTY
+
+
+def _program_frames(trace: Trace, py: np.ndarray) -> tuple[np.ndarray, float]:
+    """(the Python frames ``py`` that hold none of the profiler's own start / stop frames,
+    ns those frames' outermost holders take): a ``with profiler`` block's exit can take
+    longer than the steps it recorded, and is no loop body."""
+    s = trace.slices
+    ctl = py[np.isin(s.name[py], trace.name_ids(_PROFILER_CONTROL.search))]
+    if not len(ctl):
+        return py, 0.0
+    k = np.searchsorted(np.sort(s.start[ctl]), s.start[py], side="left")
+    first = np.r_[np.sort(s.start[ctl]), np.iinfo(np.int64).max][k]
+    holds = first < s.end[py]
+    top = py[holds]
+    top = top[s.depth[top] == s.depth[top].min()]
+    return py[~holds], float(s.dur[top].sum())
 
 
 def _inner_frames(s, py: np.ndarray, parent: int) -> np.ndarray:
