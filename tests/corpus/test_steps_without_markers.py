@@ -41,7 +41,9 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Ke
 #: (its steps are cut at the runs of step dispatches instead).
 FIRST_MISCOUNTED = {"jax_infer_per_sample_jit": "the first capture has no loop-body frame: "
                                                 "its steps are the runs of 64 calls of the "
-                                                "jitted scorer"}
+                                                "jitted scorer",
+                    "jax_train_scan_steps": "the first capture has no loop-body frame: its "
+                                            "steps are cut at the jitted step's dispatches"}
 
 
 def _cases(framework: str) -> list[str]:
