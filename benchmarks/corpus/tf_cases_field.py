@@ -44,9 +44,9 @@ RECORDS = 512
 FEATURES = 96
 
 
-def write_records(path: Path) -> None:
+def write_records(path: Path, seed: int = 11) -> None:
     """``RECORDS`` ``tf.train.Example`` protos (96 float features, an int64 label)."""
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(seed)
     with tf.io.TFRecordWriter(str(path)) as w:
         for k in range(RECORDS):
             ex = tf.train.Example(features=tf.train.Features(feature={
