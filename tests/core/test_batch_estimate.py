@@ -19,7 +19,7 @@ from tracedata import DATA, corpus_capture
 from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
 from sofa_gui.core.analysis.findings import make_context
-from sofa_gui.core.analysis.findings.batching import small_batch
+from sofa_gui.core.analysis.findings.batching import model_requests, small_batch
 from sofa_gui.core.analysis.findings.call_setup import merged_calls_speedup
 from sofa_gui.core.analysis.findings.eager_dispatch import eager_dispatch
 from sofa_gui.core.analysis.findings.registry import RULES
@@ -135,10 +135,20 @@ def test_inference_made_of_tiny_calls_is_the_small_batch_checks_not_a_tiny_op_lo
     image's convolution would stay whole though one batched call runs it once."""
     _, _, ctx = analyzed("pt_infer_vit_batch1")
     sb = small_batch(ctx)
-    assert sb is not None and not sb.small
+    assert sb is not None and not sb.small and model_requests(ctx)
     assert op_overhead_bound(ctx, RULES["op_overhead_bound"]) is None
     assert finding("pt_infer_vit_batch1", "op_overhead_bound").title == (
         "Framework overhead: small-batch inference")
+
+
+def test_a_loop_of_a_few_tiny_calls_is_no_models_request():
+    """1,000 repeats of two row picks and a tiny matmul: a loop the tiny-ops check reads
+    (batched as one ``bmm``), not requests of a model."""
+    t = load_trace(DATA / "advice" / "tiny_ops.json.gz", use_cache=False)
+    a = analyze(t)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    assert small_batch(ctx) is not None and not model_requests(ctx)
+    assert op_overhead_bound(ctx, RULES["op_overhead_bound"]) is not None
 
 
 def test_where_each_step_answers_one_request_the_steps_captured_are_the_batch():

@@ -193,12 +193,10 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
-    if small_batch(ctx) is not None:
-        # inference on a few inputs at a time, or made of tiny calls (a model run for one
-        # input): batching the requests is :mod:`.small_batch`'s fix, estimated from the
-        # repeats of a request's calls; a loop-of-tiny-ops reading would keep each
-        # request's longer calls (a convolution per image) whole, which batching runs once
-        return None
+    sb = small_batch(ctx)
+    if sb is not None and sb.models_requests(ctx):
+        return None  # requests a few at a time, or a model run per request: batching them
+        # is :mod:`.small_batch`'s (estimated from the repeats of a request's calls)
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
