@@ -200,7 +200,7 @@ class TinyViT(torch.nn.Module):
 
 
 @case("pt_infer_vit_batch1", "pytorch", "inference", 3, facts("inference", batch=1),
-      split="holdout", fix="classify the step's 8 images in one batch",
+      fix="classify the step's 8 images in one batch",
       share_from_fix="host_overhead", per_item=8, fix_per_item=8,
       tags=["vit", "batch1", "no_dataloader"])
 def pt_infer_vit_batch1(variant):

@@ -19,10 +19,11 @@ from tracedata import DATA, corpus_capture
 from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
 from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings.batching import model_requests, small_batch
 from sofa_gui.core.analysis.findings.call_setup import merged_calls_speedup
 from sofa_gui.core.analysis.findings.eager_dispatch import eager_dispatch
 from sofa_gui.core.analysis.findings.registry import RULES
-from sofa_gui.core.analysis.findings.run_rules import _outer_ops
+from sofa_gui.core.analysis.findings.run_rules import _outer_ops, op_overhead_bound
 from sofa_gui.core.analysis.findings.work import TINY_NS, name_medians
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.results import Iterations
@@ -108,7 +109,8 @@ def test_a_models_two_alike_layers_are_not_two_requests():
 
 
 # -- small-batch inference -------------------------------------------------------------------
-@pytest.mark.parametrize("case", ["pt_infer_decode_unbatched", "pt_infer_batch1_convnet"])
+@pytest.mark.parametrize("case", ["pt_infer_decode_unbatched", "pt_infer_batch1_convnet",
+                                  "pt_infer_vit_batch1"])
 @pytest.mark.parametrize("k", [0, 1])
 def test_batching_the_requests_is_estimated_within_a_quarter_of_the_measured_fix(case, k):
     f = finding(case, "op_overhead_bound", k)
@@ -124,6 +126,29 @@ def test_batching_n_requests_saves_at_most_n_times_per_request(case):
     fix = B.batch_fix(ctx, ctx.bd.host)
     assert fix is not None and 1.0 < fix.speedup() <= fix.batch
     assert fix.after_ns >= fix.unit_ns  # the batched call costs at least one request
+
+
+def test_inference_made_of_tiny_calls_is_the_small_batch_checks_not_a_tiny_op_loop():
+    """A vision transformer classifying one image at a time: its matmuls see the image's
+    17 tokens (no small batch in the shapes), yet each image is a few hundred tiny calls
+    and a convolution. Batching the images is the fix; read as a loop of tiny ops, each
+    image's convolution would stay whole though one batched call runs it once."""
+    _, _, ctx = analyzed("pt_infer_vit_batch1")
+    sb = small_batch(ctx)
+    assert sb is not None and not sb.small and model_requests(ctx)
+    assert op_overhead_bound(ctx, RULES["op_overhead_bound"]) is None
+    assert finding("pt_infer_vit_batch1", "op_overhead_bound").title == (
+        "Framework overhead: small-batch inference")
+
+
+def test_a_loop_of_a_few_tiny_calls_is_no_models_request():
+    """1,000 repeats of two row picks and a tiny matmul: a loop the tiny-ops check reads
+    (batched as one ``bmm``), not requests of a model."""
+    t = load_trace(DATA / "advice" / "tiny_ops.json.gz", use_cache=False)
+    a = analyze(t)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    assert small_batch(ctx) is not None and not model_requests(ctx)
+    assert op_overhead_bound(ctx, RULES["op_overhead_bound"]) is not None
 
 
 def test_where_each_step_answers_one_request_the_steps_captured_are_the_batch():

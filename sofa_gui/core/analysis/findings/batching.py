@@ -1,8 +1,9 @@
 """Steps that serve their inputs a few at a time: CPU inference whose math ops see batches
 of a handful of inputs, or whose step is thousands of tiny calls (a model run for one
 input or one token at a time).  Batching the requests is the fix
-(:mod:`.small_batch` reports it; :mod:`.run_rules`' tiny-ops check leaves such steps to
-it).
+(:mod:`.small_batch` reports it; :mod:`.run_rules`' tiny-ops check leaves it the steps
+of a small batch and those whose repeats are a model run per request: a loop of a few tiny
+calls stays the tiny-ops check's).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...trace import Kind
+from .batch_estimate import median_row, repeated_blocks
 from .context import Ctx
 from .host_estimate import MATH_OP
 from .read_rules import in_read_loops
-from .work import TINY_NS, input_dims
+from .work import TINY_NS, input_dims, name_medians, outermost
 
 #: The batch the model's math ops see (first input's first dimension) at most this.
 SMALL_BATCH = 4
@@ -41,6 +43,27 @@ class SmallBatch:
     math: np.ndarray
     step: float
     small: bool
+
+    def models_requests(self, ctx: Ctx) -> bool:
+        """Batching the requests is the fix, not batching a loop of tiny ops: the batch
+        seen is small, or the step's repeats are a model's requests
+        (:func:`model_requests`)."""
+        return self.small or model_requests(ctx)
+
+
+def model_requests(ctx: Ctx) -> bool:
+    """The median step's repeats (:func:`.batch_estimate.repeated_blocks`) are a model
+    run once per request: their unit holds a call whose name's median is over
+    :data:`.work.TINY_NS` (a convolution per image), which a reading as a loop of tiny ops
+    would keep whole, though one batched call runs it once.  A loop of a few tiny calls
+    (a matmul per item) is no model's request."""
+    host = ctx.bd.host
+    blocks = repeated_blocks(ctx, host, median_row(ctx, host))
+    if not blocks:
+        return False
+    s = ctx.trace.slices
+    top = outermost(s.start, s.end, blocks[0].ops)
+    return bool((name_medians(s.name[top], s.dur[top]) > TINY_NS).any())
 
 
 def small_batch(ctx: Ctx) -> SmallBatch | None:

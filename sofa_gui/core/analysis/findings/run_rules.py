@@ -195,8 +195,9 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
     sb = small_batch(ctx)
-    if sb is not None and sb.small:
-        return None  # requests a few at a time: batching them is :mod:`.small_batch`'s
+    if sb is not None and sb.models_requests(ctx):
+        return None  # requests a few at a time, or a model run per request: batching them
+        # is :mod:`.small_batch`'s (estimated from the repeats of a request's calls)
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
