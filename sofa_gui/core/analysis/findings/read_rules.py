@@ -25,8 +25,9 @@ counts the rest warmer by how long the loops kept it away once they were most of
 step, and adds what one read of the whole result still spends: one call of the loop's
 kind and the conversion of every value the loops read (:data:`BULK_NS_PER_VALUE`).  The
 untraced Python right after a loop (from its last read to the next recorded event, beyond
-the untraced time the steps start with: the text a log line assembles, numpy work on a
-``.numpy()`` copy) goes with the loop, at its captured time (nothing recorded in it).  On a
+the steps' own untraced boundary, twice the untraced time they start with: the text a log
+line assembles, numpy work on a ``.numpy()`` copy) goes with the loop, at its captured time
+(nothing recorded in it).  On a
 device run each read also drains the device queue (``synchronization_stalls`` measures that
 side).
 """
@@ -270,7 +271,7 @@ def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
                   "a loop of reads" + (" with the Python after it" if after >= 0.01 else ""),
                   step_ns=wall / max(steps, 1), per_op=per_op)
     used = (f" After the loops the main thread works {pct(after)} of the time with nothing "
-            f"recorded, beyond the untraced time each step starts with: Python that works on "
+            f"recorded, beyond the steps' own untraced boundary: Python that works on "
             f"the values read (formatting, summaries), which one read of the whole result "
             f"hands over at once; the fix takes it out with the loops." if after >= 0.01
             else "")
@@ -283,10 +284,12 @@ def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
 
 def _after_reads(ctx: Ctx, loops: ReadLoops, ws: np.ndarray, we: np.ndarray) -> float:
     """ns in the windows ``ws``/``we`` from each loop's last read to the main thread's next
-    recorded event (or the window's end), less the untraced time the same windows start
-    with (the loop around the step, the profiler's step mark): the Python after the reads
-    that works on their values (a text's assembly, a numpy summary of a ``.numpy()``
-    copy), which the trace does not record."""
+    recorded event (or the window's end), less the steps' own untraced boundary: twice the
+    untraced time the same windows start with after their mark (the loop around the step
+    runs on both sides of it: the step function's return and the loop's next turn before,
+    the call into the step after).  What is left is the Python after the reads that works
+    on their values (a text's assembly, a numpy summary of a ``.numpy()`` copy), which the
+    trace does not record."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(ctx.bd.host.lane)
     st = np.sort(s.start[mine[s.dur[mine] > 0]])
@@ -299,7 +302,7 @@ def _after_reads(ctx: Ctx, loops: ReadLoops, ws: np.ndarray, we: np.ndarray) -> 
     tail = np.where(nxt >= end, np.minimum(nxt, w_end), w_end) - end
     first = st[np.minimum(np.searchsorted(st, w_start, side="right"), len(st) - 1)]
     head = np.clip(np.minimum(first, w_end) - w_start, 0, None)  # after the step's own mark
-    return max(float(tail.sum() - head.sum()), 0.0)
+    return max(float(tail.sum() - 2 * head.sum()), 0.0)
 
 
 def _recorder(ctx: Ctx, loops: ReadLoops, picked: bool) -> tuple[float, float]:
