@@ -273,7 +273,8 @@ FINDING_BOUND = {
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
     "setup_overhead_bound": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
-    "host_reads_in_loop": "sync", "startup_cost": "startup", "recompile": "startup",
+    "host_reads_in_loop": "sync", "host_callback_round_trip": "sync",
+    "startup_cost": "startup", "recompile": "startup",
     "host_device_copy_bound": "memory_copies", "memory_copy_bound": "memory_copies"}
 
 

@@ -192,6 +192,14 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_JAX, "Avoid block_until_ready() and host callbacks in the loop; log "
                   "asynchronously (jax.debug.callback with ordered=False) every N steps."),
     ],
+    "host_callback_round_trip": [
+        Fix(_JAX, "Return the metrics from the jitted step (accumulate them on the device) and "
+                  "read them every N steps with jax.device_get instead of a jax.debug.callback "
+                  "per step; the step then takes JAX's C++ dispatch fast path."),
+        Fix(_JAX, "Where the order of the calls does not matter, use io_callback / "
+                  "jax.debug.callback with ordered=False, so the host call does not serialise "
+                  "the steps."),
+    ],
     "blocking_readback": [
         Fix(_PT, "Read the result back asynchronously: copy into a pinned buffer with "
                  "tensor.to(\"cpu\", non_blocking=True) and wait on a CUDA event only where the "

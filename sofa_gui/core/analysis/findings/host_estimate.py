@@ -7,9 +7,10 @@ The estimate is the step without the profiler before the fix over the step after
 * **before**: the part the fix removes, times what such a part takes without the profiler
   (the profiler records every op of a loop, and in a loop of short events that is most
   of the loop), plus the rest of the step: its math ops' own time as captured (matmuls,
-  convolutions, and the compute of runtime pool threads the main thread waits for: their
-  time is the math, which the recorder does not add to) and its per-op work (dispatch,
-  Python, small ops) times what the recorder leaves of per-op work;
+  convolutions, and the kernels of real size of runtime pool threads the main thread
+  waits for: their time is the math, which the recorder does not add to) and its per-op
+  work (dispatch, Python, small ops, a graph executor's kernels of a few microseconds:
+  :data:`POOL_OP_NS`) times what the recorder leaves of per-op work;
 * **after**: when the fix takes out most of the step (:data:`WARM_WHEN_REMOVED`), what
   stays runs warmer, by how long the removed part kept it away each step: work that
   runs again right after itself is fastest, and the slow-down grows with the time between
@@ -62,6 +63,7 @@ from .. import roles as R
 from ..intervals import measure_in, union
 from .causes import self_times
 from .context import Ctx
+from .work import name_medians
 
 #: Unprofiled over captured time of a torch.profiler loop of element reads.
 READ_LOOP_UNPROFILED = 0.42
@@ -77,6 +79,10 @@ WARM_WHEN_REMOVED = 0.5
 #: slower than right after itself, after large copies this many, the math ops this many.
 COLD_AFTER_NS = 3_000_000
 COLD_PER_OP, COLD_AFTER_COPIES, COLD_MATH = 2.5, 4.0, 1.5
+#: A runtime pool kernel whose own time is under this (the median of its name's) is the
+#: runtime's per-op work (executing the graph, variable reads, elementwise updates of small
+#: tensors), not the model's math.
+POOL_OP_NS = 10_000
 #: Ops whose own time is the model's math (it does not shrink with the step).
 MATH_OP = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convolution_overrideable|"
                      r"_convolution|addmm|mm|bmm|baddbmm|_scaled_dot_product\w*)$")
@@ -174,6 +180,8 @@ def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndar
     ops = ops[_inside(s.start[ops], ws, we) & ~_inside(s.start[ops], removed_s, removed_e)]
     total = float(self_times(ctx, ops).sum()) if len(ops) else 0.0
     pool = pool_slices(ctx, host)
+    if len(pool):  # the runtime's per-op work is not math
+        pool = pool[name_medians(s.name[pool], self_times(ctx, pool)) >= POOL_OP_NS]
     if len(pool):
         ps, pe = union(s.start[pool], s.end[pool])
         rs, re_ = union(removed_s, removed_e)

@@ -23,7 +23,11 @@ whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the pro
 cost out of the loops and the rest of the step (at the ratios of the reads' recorder),
 counts the rest warmer by how long the loops kept it away once they were most of the
 step, and adds what one read of the whole result still spends: one call of the loop's
-kind and the conversion of every value the loops read (:data:`BULK_NS_PER_VALUE`).  On a
+kind and the conversion of every value the loops read (:data:`BULK_NS_PER_VALUE`).  The
+untraced Python right after a loop (from its last read to the next recorded event, beyond
+the steps' own untraced boundary, twice the untraced time they start with: the text a log
+line assembles, numpy work on a ``.numpy()`` copy) goes with the loop, at its captured time
+(nothing recorded in it).  On a
 device run each read also drains the device queue (``synchronization_stalls`` measures that
 side).
 """
@@ -261,13 +265,44 @@ def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
     left = min((values * BULK_NS_PER_VALUE + calls) / max(float(cost.sum()), 1.0), 1.0)
     inside = loops.starts < we.max()  # by cycle, the last loop starts the window's end
     math = rest_math(ctx, ctx.bd.host, ws, we, loops.starts[inside], loops.ends[inside])
-    fix = HostFix(share, math / wall, share * left, loop_ratio, "a loop of reads",
+    after = 0.0 if by_cycle else _after_reads(ctx, loops, ws, we) / wall
+    removed = share + after  # untraced: it keeps its time without the profiler
+    fix = HostFix(removed, math / wall, share * left, (share * loop_ratio + after) / removed,
+                  "a loop of reads" + (" with the Python after it" if after >= 0.01 else ""),
                   step_ns=wall / max(steps, 1), per_op=per_op)
+    used = (f" After the loops the main thread works {pct(after)} of the time with nothing "
+            f"recorded, beyond the steps' own untraced boundary: Python that works on "
+            f"the values read (formatting, summaries), which one read of the whole result "
+            f"hands over at once; the fix takes it out with the loops." if after >= 0.01
+            else "")
     bulk = (f" One read of the whole result a loop indexes still costs one of the loop's "
             f"reads and converts its {values // max(n, 1):,} values ({BULK_NS_PER_VALUE} ns "
             f"each, measured for .tolist() / .numpy() and a Python pass over the values): "
             f"{pct(left)} of the loops' time." if left >= 0.01 else "")
-    return fix.speedup(), fix.basis() + bulk
+    return fix.speedup(), fix.basis() + used + bulk
+
+
+def _after_reads(ctx: Ctx, loops: ReadLoops, ws: np.ndarray, we: np.ndarray) -> float:
+    """ns in the windows ``ws``/``we`` from each loop's last read to the main thread's next
+    recorded event (or the window's end), less the steps' own untraced boundary: twice the
+    untraced time the same windows start with after their mark (the loop around the step
+    runs on both sides of it: the step function's return and the loop's next turn before,
+    the call into the step after).  What is left is the Python after the reads that works
+    on their values (a text's assembly, a numpy summary of a ``.numpy()`` copy), which the
+    trace does not record."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(ctx.bd.host.lane)
+    st = np.sort(s.start[mine[s.dur[mine] > 0]])
+    k = np.searchsorted(ws, loops.ends, side="right") - 1
+    ok = (k >= 0) & (loops.starts >= ws[np.maximum(k, 0)]) & (loops.ends < we[np.maximum(k, 0)])
+    if not len(st) or not ok.any():
+        return 0.0
+    end, w_start, w_end = loops.ends[ok], ws[k[ok]], we[k[ok]]
+    nxt = st[np.minimum(np.searchsorted(st, end), len(st) - 1)]
+    tail = np.where(nxt >= end, np.minimum(nxt, w_end), w_end) - end
+    first = st[np.minimum(np.searchsorted(st, w_start, side="right"), len(st) - 1)]
+    head = np.clip(np.minimum(first, w_end) - w_start, 0, None)  # after the step's own mark
+    return max(float(tail.sum() - 2 * head.sum()), 0.0)
 
 
 def _recorder(ctx: Ctx, loops: ReadLoops, picked: bool) -> tuple[float, float]:
@@ -319,12 +354,20 @@ def _whole_values(ctx: Ctx, loops: ReadLoops, reads: np.ndarray) -> tuple[int, i
     total = 0
     for k, at, n in zip(ids.tolist(), first.tolist(), count.tolist()):
         lo, hi = np.searchsorted(s.start[idx], [loops.starts[k], loops.ends[k]])
-        whole = max((_values(ctx, j) for j in idx[lo:min(hi, lo + INDEX_SAMPLE)].tolist()),
+        whole = max((_values(ctx, j) for j in _picks(s.name, idx[lo:hi])[:INDEX_SAMPLE]),
                     default=0)
         sample = reads[at:at + min(n, INDEX_SAMPLE)].tolist()
         each = float(np.median([_values(ctx, j) for j in sample]))
         total += max(whole, int(round(each * n)))
     return total, len(ids)
+
+
+def _picks(names: np.ndarray, idx: np.ndarray) -> list[int]:
+    """The indexing ops of a loop that pick its elements: those whose name recurs in it.
+    An op taken once (``out[:4]`` before the loop formats those rows) cuts the part the
+    loop reads: its input is more than the loop reads."""
+    _, inv, counts = np.unique(names[idx], return_inverse=True, return_counts=True)
+    return idx[counts[inv] > 1].tolist()
 
 
 def _values(ctx: Ctx, j: int) -> int:

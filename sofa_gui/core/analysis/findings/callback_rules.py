@@ -1,0 +1,92 @@
+"""Host callbacks inside a compiled step: ``jax.debug.callback``, ``jax.experimental.
+io_callback`` and ``jax.pure_callback`` stop the compiled program to run Python on the host
+and hand it the callback's arguments (a host round trip per call).
+
+What the trace shows of a round trip:
+
+* the callback's own thunk on the runtime's threads, named after its HLO instruction
+  (``debug_callback.1``, ``io_callback``, ``pure_callback``,
+  ``xla_python_cpu_callback``): the arguments' copy to the host and the Python function;
+* JAX's Python dispatch (``pjit.py`` ``cache_miss`` around the executable's run) in the
+  steps that call back: a compiled function with host callbacks (effects) does not take
+  JAX's C++ fast path, so every call goes through the Python dispatch.
+
+The share is both, over the steady steps' time (the thunks' union; the dispatch outside
+the executable's run).  It is a secondary cost beside the step's own bound (the verdict
+keeps that): the fix returns the metrics as outputs of the step (accumulated on the device)
+and reads them every N steps, or, where an order of the calls is not needed, an
+``io_callback`` / ``debug.callback`` with ``ordered=False``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
+from ..host_side import window_of
+from ..intervals import measure_in, union
+from ..results import Evidence, Finding
+from .context import MAX_EVIDENCE, Ctx, make_finding
+from .registry import Rule, rule
+
+#: The thunk of a host callback, by its HLO instruction's name.
+CALLBACK = re.compile(r"^(debug_callback|io_callback|pure_callback|"
+                      r"xla_(ffi_)?python_[cg]pu_callback)(\.\d+)?$")
+#: JAX's Python dispatch of a jitted call (the C++ fast path missed) and the executable's
+#: run inside it.
+PY_DISPATCH = re.compile(r"^\$(\S*/)?pjit\.py:\d+ cache_miss$")
+EXECUTE = re.compile(r"^(ExecuteReplicated\.__call__|\S*ExecuteHelper\S*)$")
+
+
+@rule("host_callback_round_trip", "Host callback round trips in the compiled step", 0.03,
+      0.15, "synchronisation thresholds: a host callback is a host round trip per call")
+def host_callback_round_trip(ctx: Ctx, spec: Rule) -> Finding | None:
+    host = ctx.bd.host
+    s = ctx.trace.slices
+    calls = np.flatnonzero(np.isin(s.name, ctx.trace.name_ids(CALLBACK.match))
+                           & (s.dur > 0))
+    if host is None or not len(calls) or not len(ctx.rows):
+        return None
+    r = ctx.rows
+    ws, we = host.starts[r], host.ends[r]
+    calls = calls[ctx.in_steady(s.start[calls], host.starts, host.ends)]
+    if not len(calls):
+        return None
+    wall = float((we - ws).sum()) or 1.0
+    thunks = float(measure_in(*union(s.start[calls], s.end[calls]), ws, we).sum()) / wall
+    dispatch = _python_dispatch(ctx, host, ws, we) / wall
+    share = min(thunks + dispatch, 1.0)
+    per = len(calls) / max(ctx.ph.n_steady, 1)
+    name = ctx.trace.name_of(int(calls[0]))
+    evidence = [Evidence(f"{ctx.trace.name_of(j)} runs {fmt_ns(int(s.dur[j]))} on the host",
+                         int(s.start[j]), int(s.end[j]),
+                         ctx.it(int(window_of(s.start[j:j + 1], host.starts, host.ends)[0])),
+                         [int(s.lane[j])])
+                for j in calls[np.argsort(-s.dur[calls], kind="stable")][:MAX_EVIDENCE].tolist()]
+    via = (f"; and every step goes through JAX's Python dispatch (pjit cache_miss), "
+           f"{pct(dispatch)} outside the executable's run: a compiled function with host "
+           f"callbacks does not take the C++ fast path" if dispatch >= 0.01 else "")
+    summary = (f"The compiled step calls back into Python on the host {per:.1f} times per "
+               f"steady-state iteration ({name}, "
+               f"{fmt_ns(float(np.median(s.dur[calls])))} median): a host round trip each "
+               f"time, {pct(thunks)} of the step in the callbacks{via}; {pct(share)} in all. "
+               f"Returning the metrics from the step (accumulated on the device) and reading "
+               f"them every N steps removes the round trips.")
+    return make_finding(ctx, spec, share, summary, evidence)
+
+
+def _python_dispatch(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray) -> float:
+    """ns of the main thread in JAX's Python dispatch of jitted calls, outside the
+    executable's run, in the windows ``ws``/``we``."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    miss = mine[np.isin(s.name[mine], ctx.trace.name_ids(PY_DISPATCH.match))]
+    if not len(miss):
+        return 0.0
+    run = mine[np.isin(s.name[mine], ctx.trace.name_ids(EXECUTE.match))]
+    total = measure_in(*union(s.start[miss], s.end[miss]), ws, we).sum()
+    inside = measure_in(*union(s.start[run], s.end[run]), ws, we).sum() if len(run) else 0
+    return max(float(total - inside), 0.0)
