@@ -21,6 +21,24 @@ from corpus.torch_cases_users import epochs, patch_cnn
 F = torch.nn.functional
 
 
+def batch_at(xs, ys, size: int, i: int):
+    """Step ``i``'s batch of ``size`` rows of data held in memory, in turn."""
+    k = (size * i) % len(xs)
+    return xs[k:k + size], ys[k:k + size]
+
+
+def clocked_step(model, opt, fetch):
+    """One cross-entropy training step on the batch ``fetch()`` gives, the fetch timed as
+    input (gradients cleared before the backward pass)."""
+    with CLOCK("input"):
+        x, y = fetch()
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
 # -- compute: a GAN step, discriminator then generator, each with its own Adam ----------------
 def generator_net():
     return torch.nn.Sequential(
@@ -151,12 +169,7 @@ def pt_train_pil_decode_nw0(variant):
     batches = epochs(loader)
 
     def step(i):
-        with CLOCK("input"):
-            x, y = next(batches)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        return clocked_step(model, opt, lambda: next(batches))
     return shut_down_with(Loop(step, batches.close), loader)
 
 

@@ -12,6 +12,7 @@ import torch
 
 from corpus.common import CLOCK, case
 from corpus.torch_cases import Loop, facts
+from corpus.torch_cases_daily import batch_at, clocked_step
 
 F = torch.nn.functional
 
@@ -48,8 +49,7 @@ def pt_train_per_sample_loss_loop(variant):
 
     def step(i):
         with CLOCK("input"):
-            k = (32 * i) % 4096
-            x, y = xs[k:k + 32], ys[k:k + 32]
+            x, y = batch_at(xs, ys, 32, i)
         logits = model(x)
         if variant == "fix":
             loss = focal_loss(logits, y)
@@ -101,13 +101,7 @@ def pt_train_ema_param_loop(variant):
     xs, ys = rows(4096, 64, 10, seed=6)
 
     def step(i):
-        with CLOCK("input"):
-            k = (128 * i) % 4096
-            x, y = xs[k:k + 128], ys[k:k + 128]
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        loss = clocked_step(model, opt, lambda: batch_at(xs, ys, 128, i))
         with torch.no_grad():
             params = [p.detach() for p in model.parameters()]
             if one_lerp:
@@ -115,7 +109,7 @@ def pt_train_ema_param_loop(variant):
             else:
                 for e, p in zip(ema, params):
                     e.mul_(0.999).add_(p, alpha=0.001)
-        return loss.detach()
+        return loss
     return Loop(step)
 
 
@@ -161,12 +155,5 @@ def pt_train_single_thread_cnn(variant):
     xs, ys = torch.randn(512, 3, 32, 32, generator=g), torch.randint(0, 10, (512,), generator=g)
 
     def step(i):
-        with CLOCK("input"):
-            k = (64 * i) % 512
-            x, y = xs[k:k + 64], ys[k:k + 64]
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.detach()
+        return clocked_step(model, opt, lambda: batch_at(xs, ys, 64, i))
     return Threads(Loop(step), (os.cpu_count() or 2) if variant == "fix" else 1)

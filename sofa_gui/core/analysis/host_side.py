@@ -75,6 +75,8 @@ _ROLE_CATEGORY = {R.DATA_LOADING: "data_loading", R.SYNC: "sync",
                   R.COMMUNICATION: "communication", R.MEMCPY: "memcpy", R.RUNTIME: "runtime",
                   R.OPTIMIZER: "optimizer", R.BACKWARD: "backward", R.FORWARD: "forward",
                   R.PYTHON: "python", R.WRAPPER: "forward", R.OTHER_EVENT: "other"}
+#: The categories of :data:`_OP_ROLES`: the columns of the framework's own ops.
+OP_CATEGORIES = tuple(_ROLE_CATEGORY[r] for r in _OP_ROLES)
 #: After the main thread's own work: what other threads run that it waits for, then the
 #: step functions enclosing it, unclassified events, and backward on autograd threads.
 _WAITED = (R.DATA_LOADING, R.COMMUNICATION)

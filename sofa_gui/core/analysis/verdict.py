@@ -47,6 +47,7 @@ import numpy as np
 
 from ..units import fmt_pct as pct
 from .codec import register
+from .host_side import OP_CATEGORIES
 
 BOUNDS = ("compute", "input", "communication", "host_overhead", "sync", "memory_copies",
           "startup")
@@ -156,10 +157,6 @@ def _side(bd):
         return side, side.label, slow
     side = bd.device if bd.devices else bd.host
     return side, (side.label if side is not None else ""), slow
-
-
-#: Host categories of the framework's own ops (the ones ``HostBreakdown.calls`` counts).
-OP_CATEGORIES = ("forward", "backward", "optimizer")
 
 
 def _slower_than_peers(bd, side, slow) -> float:

@@ -147,7 +147,16 @@ def repeated_blocks(ctx: Ctx, host, row: int, cover: float = BLOCK_COVER) -> lis
     the shortest that repeats over the span (one request's forward pass, not two; a
     request's whole decode where its tokens do not cover the step).  Runs are taken
     longest first (a run among the calls left is never longer than one taken before), so
-    the first under :data:`MIN_BLOCK` of the step ends the search."""
+    the first under :data:`MIN_BLOCK` of the step ends the search.  Found once per
+    analysis for each row and cover (the small-batch check and the tiny-ops check's
+    hand-off to it ask for the same)."""
+    key = ("repeated_blocks", host.lane, row, cover)
+    if key not in ctx.memo:
+        ctx.memo[key] = _repeated_blocks(ctx, host, row, cover)
+    return ctx.memo[key]
+
+
+def _repeated_blocks(ctx: Ctx, host, row: int, cover: float) -> list[Block]:
     s = ctx.trace.slices
     every = step_slices(ctx, host, row)
     ops = every[s.kind[every] == int(Kind.CPU_OP)]

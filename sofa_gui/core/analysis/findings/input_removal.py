@@ -32,7 +32,7 @@ only reads ready tensors), by where the loading ran.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -122,8 +122,7 @@ def removal_gain(ctx: Ctx, host, share: float) -> tuple[float, str, float]:
     # the step before the fix is the workers' time per batch: without the profiler the
     # wait grows by what the profiler cost the step's own work
     m, ops = fix.parts()
-    fix = HostFix(fix.removed, math, replacement=fix.replacement, what=fix.what,
-                  step_ns=fix.step_ns, unprofiled=(1.0 - m - ops) / fix.removed)
+    fix = replace(fix, unprofiled=(1.0 - m - ops) / fix.removed)
     slow, slow_why, conf = core_interference(ctx)
     _, after = fix.times()
     # the receipt, too, was measured beside the busy workers

@@ -83,5 +83,5 @@ def fused_step_ns(ctx: Ctx, ops: np.ndarray, fixed: np.ndarray, typical: np.ndar
     s = ctx.trace.slices
     dur = s.dur[ops].astype(np.float64)
     dur = np.where(dur >= held_ns, np.minimum(dur, typical), dur)
-    names = np.array([ctx.trace.name_of(int(j)).endswith("_") for j in ops.tolist()], bool)
-    return float(np.maximum(dur - fixed, 0.0)[names].sum())
+    in_place = np.isin(s.name[ops], ctx.trace.name_ids(lambda n: n.endswith("_")))
+    return float(np.maximum(dur - fixed, 0.0)[in_place].sum())

@@ -122,15 +122,19 @@ def _tf_retraces(ctx: Ctx, lane: int, built: np.ndarray, calls: np.ndarray
     function traced once are set-up, not recompilation.  Keyed by the function's first
     concrete function."""
     t, s = ctx.trace, ctx.trace.slices
+    out: list[list] = [[], [], [], []]
+    if not len(built) or not len(calls):
+        return tuple(np.asarray(col, np.int64) for col in out)
     calls = calls[np.argsort(s.start[calls], kind="stable")]
     first, base = _concrete_functions(t, calls)
-    out: list[list] = [[], [], [], []]
+    mine = t.lane_slices(lane)
+    runs = np.sort(s.start[mine[np.isin(s.name[mine], t.name_ids(TF_RUN.match))]])
     for b in built.tolist():
         k = int(np.searchsorted(s.start[calls], s.end[b], side="left"))
         if k >= len(calls) or not first[k] or base[k] is None:
             continue
         call = int(calls[k])
-        ran = _run_start(ctx, lane, call)
+        ran = _run_start(runs, int(s.start[call]), int(s.end[call]))
         for span, a, z in ((b, s.start[b], s.end[b]), (call, s.start[call], ran)):
             for col, v in zip(out, (span, a, z, base[k])):
                 col.append(v)
@@ -158,14 +162,11 @@ def _concrete_functions(t, calls: np.ndarray) -> tuple[np.ndarray, list]:
     return first, base
 
 
-def _run_start(ctx: Ctx, lane: int, call: int) -> int:
-    """Where ``call`` starts running its graph: its first kernel run inside it (the call's
-    start when none is traced)."""
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(lane)
-    inner = mine[(s.start[mine] >= s.start[call]) & (s.end[mine] <= s.end[call])
-                 & np.isin(s.name[mine], ctx.trace.name_ids(TF_RUN.match))]
-    return int(s.start[inner].min()) if len(inner) else int(s.start[call])
+def _run_start(runs: np.ndarray, start: int, end: int) -> int:
+    """Where a call from ``start`` to ``end`` starts running its graph: the first kernel run
+    (``runs``: the lane's run starts, sorted) inside it; the call's start when none is."""
+    k = int(np.searchsorted(runs, start, side="left"))
+    return int(runs[k]) if k < len(runs) and runs[k] <= end else start
 
 
 def is_compile(name: str) -> bool:
