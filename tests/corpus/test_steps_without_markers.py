@@ -32,11 +32,15 @@ from sofa_gui.core.analysis.run_facts import run_facts
 from sofa_gui.core.importers import load_trace
 
 #: Cases whose steps the trace cannot tell apart: one step calls Keras ``predict`` once
-#: per sample, four times, and nothing recorded groups the four calls into a step.
+#: per sample, four times (or ``fit`` once per batch, or a SavedModel once per request),
+#: and nothing recorded groups those calls into a step.
 UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Keras "
                                       "predict with its own input fetch",
              "tf_fit_per_batch": "3 fit calls per step, each a whole Keras fit with its "
-                                 "own data adapter and iterator"}
+                                 "own data adapter and iterator",
+             "tf_infer_savedmodel_per_request": "16 serve calls of a loaded SavedModel per "
+                                                "step, one per request, and no step marker "
+                                                "or Python frame around them"}
 def _cases(framework: str) -> list[str]:
     out = []
     for tj in sorted(CORPUS.glob("*/truth.json")):
