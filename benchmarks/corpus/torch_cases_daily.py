@@ -162,9 +162,14 @@ def pt_train_pil_decode_nw0(variant):
     (batches of 32, shuffled, epoch after epoch): the step waits for the decoding."""
     torch.manual_seed(0)
     model = patch_cnn()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    n = workers(variant)
-    loader = DataLoader(PngPhotos(), batch_size=32, shuffle=True, num_workers=n,
+    return shuffled_epochs(PngPhotos(), 32, workers(variant), model,
+                           torch.optim.Adam(model.parameters(), lr=1e-3))
+
+
+def shuffled_epochs(dataset: Dataset, batch: int, n: int, model, opt) -> Loop:
+    """Training on ``dataset`` epoch after epoch through a shuffled
+    ``DataLoader(num_workers=n)`` (its workers persistent), the fetch timed as input."""
+    loader = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=n,
                         persistent_workers=n > 0)
     batches = epochs(loader)
 
