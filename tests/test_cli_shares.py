@@ -1,9 +1,10 @@
-"""``analyze`` text, its JSON and the HTML and Markdown report word each share the same
-way (``core/analysis/shares.py``): the verdict's of the profiled time, a finding's of
-steady-state iteration time (a hypothesis with the time it is about and what its fix
-saves), and the breakdown says which of its time the verdict counts in another bound.
-On real captures: a JAX step with a host callback (compute-bound) and a ``tf.function``
-traced again each step (start-up bound).  The app's side: ``gui/test_shares_agree_app.py``."""
+"""``analyze`` text, its JSON, the ``findings`` SQL table and the HTML and Markdown
+report word each share the same way (``core/analysis/shares.py``): the verdict's of the
+profiled time, a finding's of steady-state iteration time (a hypothesis with the time it
+is about and what its fix saves), and the breakdown says which of its time the verdict
+counts in another bound.  On real captures: a JAX step with a host callback
+(compute-bound) and a ``tf.function`` traced again each step (start-up bound).  The app's
+side: ``gui/test_shares_agree_app.py``."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ def test_the_compute_hypothesis_shows_the_compute_share_and_the_saving():
     assert f["share"] == pytest.approx(f["covers"] / 2, abs=1e-3)  # 2x faster compute
     assert abs(f["covers"] - doc["verdict"]["shares"]["compute"]) < 0.01
     assert doc["verdict"]["moved"] == []
+    sql = json.loads(_run("sql", str(CALLBACK), "SELECT id, share, covers FROM findings",
+                          "--json"))
+    rows = {r[0]: (round(r[1], 4), r[2] if r[2] is None else round(r[2], 4))
+            for r in sql["rows"]}
+    assert rows == {g["id"]: (g["share"], g.get("covers")) for g in doc["findings"]}
 
 
 def test_the_breakdown_says_the_verdict_counts_the_compiles_as_start_up(run):
