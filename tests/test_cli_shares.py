@@ -90,3 +90,11 @@ def test_the_breakdown_says_the_verdict_counts_the_compiles_as_start_up(run):
                     f"Forward / Runtime / launch API."]
     assert m["from"] == ["compute", "host_overhead"]
     assert said[0].strip() in md and said[0].strip() in html
+
+
+def test_diff_gives_the_findings_shares_of_the_step():
+    doc = json.loads(_run("analyze", str(CALLBACK), "--json"))
+    text = _run("diff", str(CALLBACK), str(CALLBACK))
+    for f in doc["findings"]:
+        pct = fmt_pct(f["share"])
+        assert f"Persisting: {f['id']} ({pct} -> {pct} of step, " in text
