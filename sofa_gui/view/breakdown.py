@@ -27,6 +27,7 @@ class Side:
     clock: str = "host"  # "device": windows cut on the device clock (the device lags)
     copies: object | None = None  # device_side.CopyStats: bytes and own time per direction
     rank: int = -1
+    label: str = ""  # the device's or thread's own label (the verdict names the side it reads)
 
     def copy_figures(self, i: int, category: str) -> tuple[int, int, int] | None:
         """(count, bytes, copy time ns) of the copies behind a ``memcpy_*`` category in
@@ -53,10 +54,10 @@ def sides(bd) -> list[Side]:
     for d in getattr(bd, "devices", []):
         out.append(Side(f"Device: {d.label}", "device", tuple(d.categories), d.times, d.bytes,
                         d.ends - d.starts, clock, getattr(d, "copies", None),
-                        int(getattr(d, "rank", -1))))
+                        int(getattr(d, "rank", -1)), d.label))
     for h in getattr(bd, "hosts", []):
         out.append(Side(f"Host: {h.label}", "host", tuple(h.categories), h.times, None,
-                        h.ends - h.starts, rank=int(getattr(h, "rank", -1))))
+                        h.ends - h.starts, rank=int(getattr(h, "rank", -1)), label=h.label))
     return out
 
 

@@ -1,5 +1,6 @@
-"""The app header says what limits the run first: the verdict's bound and share, its basis
-in the tooltip, for a small Keras capture (tests/data/keras-fit-python-map)."""
+"""The app header says what limits the run first: the verdict's bound and share (of the
+profiled time, saying so), its basis in the tooltip, for a small Keras capture
+(tests/data/keras-fit-python-map)."""
 
 from __future__ import annotations
 
@@ -17,5 +18,5 @@ def test_header_shows_the_verdict_first(open_window):
     assert v is not None and v.bound
     assert FIELDS[0] == "Limited by"
     header = w.summary
-    assert header.text_of("Limited by") == f"{v.label} ({fmt_pct(v.share)})"
+    assert header.text_of("Limited by") == f"{v.label} ({fmt_pct(v.share)} of profiled time)"
     assert v.basis.split(" on ")[0] in header.values["Limited by"].toolTip()

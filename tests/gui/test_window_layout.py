@@ -116,4 +116,4 @@ def test_header_figures_are_never_cut_at_1366_on_the_two_rank_folder(qtbot, open
         top.text())
     assert right <= w.summary.width(), top.text()  # elided if need be, never cut
     full = w.summary.text_of("Top bottleneck")
-    assert full.endswith("%)") and full in top.toolTip()
+    assert full.endswith("% of step)") and full in top.toolTip()

@@ -347,8 +347,8 @@ def diff_text(result: dict) -> list[str]:
         for r in f[key]:
             pred = (f"; before, it predicted {r['predicted_speedup']:.2f}x if removed"
                     if r["predicted_speedup"] and key != "new" else "")
-            lines.append(f"{title}: {r['id']} (share {100 * r['share_before']:.1f}% -> "
-                         f"{100 * r['share_after']:.1f}%, "
+            lines.append(f"{title}: {r['id']} ({100 * r['share_before']:.1f}% -> "
+                         f"{100 * r['share_after']:.1f}% of step, "
                          f"{_signed(-r['saved_per_iteration_us'])} per iteration{pred})")
     if f["measured_speedup"]:
         expl = (f"; the bottlenecks that shrank explain {f['explained_speedup']:.2f}x"

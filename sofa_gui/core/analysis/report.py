@@ -25,6 +25,7 @@ from .findings import THRESHOLDS
 from .palette import color_of, label_of
 from .pipeline import Analysis
 from .results import Finding
+from .shares import breakdown_reading
 from .text import breakdown_text, counter_lines, device_details, evidence_where, gain_text
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
@@ -130,6 +131,8 @@ def html_report(trace: Trace, analysis: Analysis) -> str:
     if bd is not None:
         out += _html_charts(bd)
         out += _html_tables(bd)
+        reading = breakdown_reading(analysis.verdict, analysis.findings, bd)
+        out += [f'<p class="meta">{escape(reading)}</p>'] if reading else []
     out.append(f'<p class="meta">{escape(_threshold_note())} Overlap priority: '
                f"{escape(OVERLAP_PRIORITY)}.</p>")
     out.append("</body></html>")
@@ -273,6 +276,8 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
         body = [visible(line, one_line=True) for line in breakdown_text(bd)]
         fence = _fence(body)
         out += ["## Breakdown", "", fence] + body + [fence, ""]
+        reading = breakdown_reading(analysis.verdict, analysis.findings, bd)
+        out += [_md(reading), ""] if reading else []
         if not bd.whole_trace and len(bd):
             out += _md_iterations(bd)
     out += ["", _md(_threshold_note()), ""]

@@ -299,7 +299,10 @@ class Finding:
 
     ``share``: fraction of steady-state iteration time its fixes could remove (for
     one-off / periodic findings: of the profiled time, and ``estimated_speedup`` is
-    None: no per-iteration gain).  ``confidence`` 0..1 says how sure the estimate is.
+    None: no per-iteration gain).  ``covers``: where that is only part of the time the
+    finding is about (a hypothesis: compute made 2x faster saves half of it), the
+    fraction of steady-state iteration time it is about; None where the fix removes all
+    of it.  ``confidence`` 0..1 says how sure the estimate is.
     """
 
     id: str
@@ -324,6 +327,7 @@ class Finding:
     #: why this finding's wait sets the step time though its share may be smaller than
     #: another's (an input loader late for every step); "" when it does not
     paced: str = ""
+    covers: float | None = None
 
     @property
     def gain(self) -> float:
@@ -363,6 +367,8 @@ class Finding:
             out["disjoint_with"] = list(self.disjoint_with)
         if self.paced:
             out["paced"] = self.paced
+        if self.covers is not None:
+            out["covers"] = round(float(self.covers), 4)
         return out
 
 

@@ -12,6 +12,7 @@ from .iterations import iterations_text
 from .palette import label_of
 from .pipeline import Analysis
 from .results import Finding, us
+from .shares import breakdown_reading, finding_share
 
 BAR = 24
 MAX_COUNTERS = 8
@@ -25,6 +26,8 @@ def analysis_text(trace: Trace, analysis: Analysis) -> list[str]:
     bd: TraceBreakdown | None = analysis.breakdown
     if bd is not None:
         lines += [""] + breakdown_text(bd)
+        reading = breakdown_reading(analysis.verdict, analysis.findings, bd)
+        lines += [f"  {reading}"] if reading else []
     pipe = getattr(analysis, "input_pipeline", None)
     if pipe is not None:
         lines += [""] + input_pipeline_text(pipe)
@@ -194,12 +197,12 @@ def run_text(run) -> list[str]:
 
 
 def gain_text(f: Finding) -> str:
-    """"share 12.0% of steady-state time, estimated speed-up 1.14x" or the one-off wording."""
+    """"12.0% of steady-state iteration time, estimated speed-up 1.14x" (a hypothesis adds
+    what its fix saves: :func:`.shares.finding_share`) or the one-off wording."""
     if f.estimated_speedup is None:
-        return (f"{fmt_ns(f.one_off_ns)} one-off ({100 * f.share:.1f}% of the profiled time), "
-                f"no per-step speed-up")
+        return f"{finding_share(f)}, no per-step speed-up"
     by = f" (best fix: {f.estimated_by})" if f.estimated_by else ""
-    return f"share {100 * f.share:.1f}%, estimated speed-up {f.estimated_speedup:.2f}x{by}"
+    return f"{finding_share(f)}, estimated speed-up {f.estimated_speedup:.2f}x{by}"
 
 
 def findings_text(findings: list[Finding], trace: Trace | None = None) -> list[str]:

@@ -41,7 +41,7 @@ too: the slowest rank sets its step, so at its peer's pace it would have waited 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,6 +67,8 @@ HOST_MAP = {"forward": "compute", "backward": "compute", "optimizer": "compute",
             "memcpy": "memory_copies"}
 #: Waiting for these is not one-off work even in the first iterations.
 WAITS = ("input", "communication", "sync")
+#: What moved a rank's op time above its fastest peer's into communication (not a finding).
+SLOWER = "slower_than_peers"
 #: A finding smaller than this that ranks above the bound it is smaller than says so.
 SMALL = 0.10
 
@@ -80,6 +82,12 @@ class Verdict:
     share: float
     basis: str
     shares: dict[str, float]
+    #: time read into another bound than its breakdown category's: (what moved it: a
+    #: finding id, or ``SLOWER`` for a rank's ops above its peer's, the bound it went to,
+    #: its share of the profiled iterations, the bounds it was taken from)
+    moved: list[tuple[str, str, float, tuple[str, ...]]] = field(default_factory=list)
+    #: the breakdown read: its label and kind ("device" or "host")
+    side: tuple[str, str] = ("", "")
 
     @property
     def label(self) -> str:
@@ -95,7 +103,9 @@ class Verdict:
     def to_dict(self) -> dict:
         return {"bound": self.bound, "label": self.label, "share": round(self.share, 4),
                 "basis": self.basis,
-                "shares": {k: round(v, 4) for k, v in self.shares.items()}}
+                "shares": {k: round(v, 4) for k, v in self.shares.items()},
+                "moved": [{"by": by, "to": to, "share": round(sh, 4), "from": list(src)}
+                          for by, to, sh, src in self.moved]}
 
 
 def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Verdict:
@@ -124,23 +134,27 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
             col_ns = float(col.sum())
         if bound is not None:
             ns[bound] += col_ns
-    _move_measured(ns, findings, times, steady, mapping is HOST_MAP)
+    moved = _move_measured(ns, findings, times, steady, mapping is HOST_MAP)
     slower = min(_slower_than_peers(breakdown, side, rank), ns["compute"])
     ns["compute"] -= slower  # the same ops at a peer's pace: the wait would hold it
     ns["communication"] += slower
     later = min(_later_one_off(findings, ns["startup"]), ns["compute"])
     ns["startup"] += later  # one-off calls in steady steps ran as part of them
     ns["compute"] -= later
+    moved += [(by, to, t, ("compute",)) for by, to, t in
+              ((SLOWER, "communication", slower), ("startup_cost", "startup", later)) if t > 0]
+    moved = [(by, to, t / total, src) for by, to, t, src in moved]
     shares = {k: v / total for k, v in ns.items()}
     bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
     if shares[bound] <= 0:
-        return Verdict("", 0.0, "no time in any category", shares)
+        return Verdict("", 0.0, "no time in any category", shares, moved)
     paced = next((f.paced for f in findings or [] if getattr(f, "paced", "")), "")
     if paced and shares["input"] > 0:  # the loader sets the step time (input_pacing.py)
         bound = "input"
     basis = (_basis(bound, shares, label, rank) + (" " + paced if paced else "")
              + _slower_words(slower, total, side, rank))
-    return Verdict(bound, min(shares[bound], 1.0), basis, shares)
+    return Verdict(bound, min(shares[bound], 1.0), basis, shares, moved,
+                   (label, "host" if mapping is HOST_MAP else "device"))
 
 
 def _side(bd):
@@ -206,11 +220,13 @@ EVERY_SIDE = ("op_overhead_bound", "recompile")
 
 
 def _move_measured(ns: dict, findings, times: np.ndarray, steady: np.ndarray,
-                   host_only: bool) -> None:
+                   host_only: bool) -> list:
     """Time the findings of :data:`MOVED_BY` measured goes to their bound: up to their
     share of the steady time, less what that bound already holds (reads are ``sync``
-    already), taken from the categories they are in."""
+    already), taken from the categories they are in.  Returns what moved: (finding id,
+    bound, ns, the bounds taken from)."""
     total = float(times[steady].sum())
+    out = []
     for f in findings or []:
         if f.id not in MOVED_BY or (f.id not in EVERY_SIDE and not host_only):
             continue
@@ -219,11 +235,17 @@ def _move_measured(ns: dict, findings, times: np.ndarray, steady: np.ndarray,
             sources = sources[::-1]
         held = 0.0 if f.id in EVERY_SIDE else ns[bound]
         want = max(float(f.share) * total - held, 0.0)
+        taken = {}
         for src in sources:
             moved = min(want, ns[src])
             ns[src] -= moved
             ns[bound] += moved
             want -= moved
+            if moved > 0:
+                taken[src] = moved
+        if taken:
+            out.append((f.id, bound, sum(taken.values()), tuple(taken)))
+    return out
 
 
 def _later_one_off(findings, counted: float) -> float:

@@ -69,6 +69,8 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("id", "VARCHAR", "rule id"),
         ("title", "VARCHAR", "one-line title"),
         ("share", "DOUBLE", "fraction of steady-state iteration time its fixes could remove"),
+        ("covers", "DOUBLE", "fraction of steady-state iteration time a hypothesis is about "
+                             "(faster compute saves part of it; NULL: its fixes remove it all)"),
         ("speedup", "DOUBLE", "estimated speed-up if removed (NULL: one-off work)"),
         ("confidence", "DOUBLE", "0..1"),
     ]),

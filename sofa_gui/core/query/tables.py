@@ -131,6 +131,8 @@ def findings_table(trace: Trace, findings) -> pa.Table:
         "id": pa.array([f.id for f in findings], pa.string()),
         "title": pa.array([f.title for f in findings], pa.string()),
         "share": pa.array([float(f.share) for f in findings], pa.float64()),
+        "covers": pa.array([None if f.covers is None else float(f.covers) for f in findings],
+                           pa.float64()),
         "speedup": pa.array([None if f.estimated_speedup is None else
                              float(f.estimated_speedup) for f in findings], pa.float64()),
         "confidence": pa.array([float(f.confidence) for f in findings], pa.float64())})

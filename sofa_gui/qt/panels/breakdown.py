@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.figures import device_window_text
+from ...core.analysis.shares import verdict_reading
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 from ...view.breakdown import Side, color, label_of, median_index, sides
 from ...view.tooltip import literal_html
@@ -130,6 +131,10 @@ class BreakdownPanel(QWidget):
         self.status = plain_label("No trace open", self, wrap=True)
         set_muted(self.status)
         self.bars = StackedBars(self)
+        # what the verdict reads as another bound in this side's bars (a recurring compile
+        # runs as forward ops; the verdict counts it as start-up): its numbers, not ours
+        self.reading = plain_label("", self, wrap=True)
+        set_muted(self.reading)
         self.table = QTableWidget(0, len(TABLE_COLUMNS), self)
         self.table.setHorizontalHeaderLabels(TABLE_COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -154,12 +159,14 @@ class BreakdownPanel(QWidget):
         lay.addWidget(self.status)
         lay.addLayout(top)
         lay.addWidget(self.bars)
+        lay.addWidget(self.reading)
         lay.addWidget(self.table, 1)
         lay.addStretch(0)
         for sig in (session.loading_started, session.job_cancelled, session.load_failed):
             sig.connect(lambda *_a: self.refresh())
         session.trace_changed.connect(self._reload)
         session.on_analysis("breakdown", self._reload)
+        session.on_analysis("verdict", self.refresh)
         session.iteration_selected.connect(lambda _i: self.refresh())
         session.busy_changed.connect(lambda _b: self.refresh())  # "Analyzing…" ends with it
         session.rank_selected.connect(self.show_rank)
@@ -206,6 +213,7 @@ class BreakdownPanel(QWidget):
             self.table.setRowCount(0)
             self.bars.hide()
             self.table.hide()
+            self.reading.hide()
             return
         self.bars.show()
         self.table.show()
@@ -225,6 +233,11 @@ class BreakdownPanel(QWidget):
             self.table.setColumnHidden(col, med < 0)
         self.status.setText(self._status(bd, side, sel, med))
         self.status.setToolTip(literal_html(_clock_why(side)))
+        shown = sel if sel >= 0 else med
+        text = verdict_reading(s.analysis.verdict, s.findings, side.label, side.kind,
+                               side.categories, side.row(shown)) if shown >= 0 else ""
+        self.reading.setText(text)
+        self.reading.setVisible(bool(text))
 
     @staticmethod
     def _caption(bd, i: int) -> str:

@@ -67,7 +67,7 @@ class ComparePanel(QWidget):
         self.chart.hideButtons()
         self.chart.getAxis("bottom").setLabel("iteration time (ms)")
         self.categories = _table(("Category", "This run", "Other run", "Δ"))
-        self.findings = _table(("Finding", "Status", "Share this → other", "Predicted"))
+        self.findings = _table(("Finding", "Status", "Share of step this → other", "Predicted"))
         self.changes = _table(("Kind", "Name", "This run", "Other run", "Δ", "Status"))
         self.verdict = QPlainTextEdit(self)  # plain text: trace names are untrusted
         self.verdict.setReadOnly(True)

@@ -1,7 +1,8 @@
 """One finding as a card: a one-line head that expands on click.
 
-The head says, on one line: severity, rank and title, the share of iteration time,
-the estimated speed-up and the confidence. A click on it (or Space / Enter when the
+The head says: severity, rank and title, then the share of steady-state iteration
+time (saying so: "of step"; a hypothesis also what its fix saves), the estimated
+speed-up and the confidence. A click on it (or Space / Enter when the
 card has focus) shows the body: the numbers in words, the summary, the causes, the
 fixes (one row each) and the evidence. Causes and evidence are links.
 
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.results import Finding, Fix
+from ...core.analysis.shares import finding_share
 from ...core.units import fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from .common import SEVERITY_COLORS, breakable, esc, plain_label, rich_label, set_muted
@@ -52,24 +54,23 @@ class SeverityBadge(QLabel):
 
 
 def headline(f: Finding) -> str:
-    """Share · speed-up · confidence, short enough for the card's one-line head."""
+    """What the share is of, then speed-up · confidence: two short lines for the card's
+    head ("25.4% of step" / "1.34× · conf 0.80"; one-off work: "120 ms once")."""
     if f.estimated_speedup is None:
-        gain = f"{fmt_ns(f.one_off_ns)} once"
-    else:
-        gain = f"{f.estimated_speedup:.2f}×"
-    return f"{fmt_pct(f.share)} · {gain} · conf {f.confidence:.2f}"
+        return f"{finding_share(f, short=True)}\nconf {f.confidence:.2f}"
+    return f"{finding_share(f, short=True)}\n{f.estimated_speedup:.2f}× · conf {f.confidence:.2f}"
 
 
 def numbers_text(f: Finding) -> str:
     """The head's numbers in words (the expanded card's first line)."""
     if f.estimated_speedup is None:
-        text = (f"{fmt_ns(f.one_off_ns)} one-off ({fmt_pct(f.share)} of the profile) · "
-                "no per-step speed-up")
+        text = f"{finding_share(f)} · no per-step speed-up"
     else:
-        text = (f"{fmt_pct(f.share)} of steady-state iteration time · "
-                f"up to {f.estimated_speedup:.2f}× faster "
-                + (f"with {f.estimated_by}" if f.estimated_by else "if removed"))
-    return text + f" · confidence {f.confidence:.2f}"
+        text = (f"{finding_share(f)} · up to {f.estimated_speedup:.2f}× faster "
+                + (f"with {f.estimated_by}" if f.estimated_by
+                   else "" if f.covers is not None else "if removed")).rstrip()
+    why = f" ({f.confidence_why})" if f.confidence_why else ""
+    return text + f" · confidence {f.confidence:.2f}{why}"
 
 
 class CardHead(QFrame):
@@ -134,7 +135,7 @@ class FindingCard(QFrame):
         self.figures = QLabel(headline(f), self.head)
         self.figures.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
         self.figures.setTextFormat(Qt.TextFormat.PlainText)
-        self.figures.setToolTip(literal_html("share · speed-up · confidence\n" + numbers_text(f)))
+        self.figures.setToolTip(literal_html(numbers_text(f)))
         small = self.figures.font()
         small.setPointSizeF(small.pointSizeF() * 0.85)
         self.figures.setFont(small)

@@ -1,8 +1,9 @@
 """Bottlenecks dock: one card per finding, biggest share first.
 
-Each card (:mod:`.finding_card`) shows on one line the severity, title, share of
-steady-state iteration time, the estimated speed-up if it were removed (none for one-off
-work) and the confidence; a click opens the summary, the causes (the ops / calls that make
+Each card (:mod:`.finding_card`) shows the severity, title, share of steady-state
+iteration time ("of step": the header's verdict is a share of the profiled time; a
+hypothesis also says what its fix saves), the estimated speed-up (none for one-off work)
+and the confidence; a click opens the summary, the causes (the ops / calls that make
 up the time), the fixes that fit the run's facts (with the fact that makes each fit) and
 the evidence. Causes and evidence are links that zoom the timeline to one instance (and
 select its iteration). Cards are ranked by expected gain x confidence; the ones opened stay

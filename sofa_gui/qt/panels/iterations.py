@@ -175,7 +175,9 @@ _TIPS = (
     "device runs behind, the tooltip adds the device's window",
     "Difference to the median iteration (lower median by duration; the breakdown "
     "compares against the same iteration)",
-    "The category that takes most of the iteration's time",
+    "The breakdown category that takes most of the iteration's time: what the device or "
+    "main thread ran (the verdict may count some of it in another bound, as the Iteration "
+    "breakdown says)",
 )
 
 

@@ -14,6 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QSizePolicy, QWidget
 
 from ...core.analysis.pipeline import PARTS
+from ...core.analysis.shares import finding_share, verdict_share
 from ...core.summary import event_count
 from ...core.units import fmt_ns, fmt_pct
 from ...view.breakdown import device_utilisation
@@ -54,7 +55,12 @@ class SummaryHeader(QFrame):
             grid.addWidget(cap, 0, col)
             grid.addWidget(val, 1, col)
             self.values[key] = val
-        grid.setColumnStretch(len(FIELDS), 1)
+        # the last figure (the top bottleneck) takes the room the others leave and is
+        # elided to it: the verdict and the numbers before it are never cut
+        last = self.values[FIELDS[-1]]
+        last.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        last.setMinimumWidth(40)
+        grid.setColumnStretch(len(FIELDS) - 1, 1)
         self.grid = grid
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 10, 6)
@@ -169,20 +175,23 @@ def _util_text(s: Session) -> str:
 
 
 def _verdict_text(s: Session) -> str:
-    """"Compute (64.1%)": the verdict's bound and share."""
+    """"Compute (64.1% of profiled time)": the verdict's bound and share, saying what
+    it is a share of (a finding's share is of the steady-state step)."""
     v = s.analysis.verdict
     if v is None:
         return "…" if s.busy else "—"
-    return f"{v.label} ({fmt_pct(v.share)})" if v.bound else "unknown"
+    return verdict_share(v)
 
 
 def _top_text(s: Session) -> str:
+    """"Input pipeline bound (33.4% of step)": the top finding, its share as its card
+    says it."""
     if s.findings is None:
         return "…" if s.busy else "—"
     if not s.findings:
         return "none"
     f = s.findings[0]  # the advisor's order (tiers, then gain x confidence)
-    return f"{f.title} ({fmt_pct(f.share)})"
+    return f"{f.title} ({finding_share(f, short=True)})"
 
 
 def events_loaded(trace) -> int:

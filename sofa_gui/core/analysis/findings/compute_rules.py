@@ -204,8 +204,10 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"assume the compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed "
                f"precision on tensor cores, or of kernel fusion), not that it disappears: a "
                f"hypothesis, so its confidence is {trust:g}x that of measured findings.")
-    return make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
-                        assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
+    f = make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
+                     assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
+    f.covers = busy  # the compute's share; ``share`` is what the faster compute saves
+    return f
 
 
 def _top_kernels(ctx: Ctx, d: DeviceBreakdown):

@@ -1,0 +1,86 @@
+"""What each share the analysis reports is a share of, in words: one place for the app's
+header, finding cards and breakdown, the ``analyze`` text and the reports.
+
+Two kinds of share are shown side by side and must not read as one number:
+
+* the verdict's: of all profiled iterations, warm-up included ("of the profiled time");
+* a finding's: of steady-state iteration time ("of the step"), the time its fixes remove;
+  a hypothesis (faster compute) also says the time it is about (``Finding.covers``) and
+  what the fix would save of the step.
+
+The iteration breakdown shows what a thread or device ran, category by category; where
+the verdict reads part of that time as another bound (a recurring compile is start-up,
+not compute), :func:`verdict_reading` says so with the verdict's own numbers.
+"""
+
+from __future__ import annotations
+
+from ..units import fmt_ns, fmt_pct
+from .palette import label_of
+from .results import Finding
+from .verdict import DEVICE_MAP, HOST_MAP, LABELS, SLOWER, Verdict
+
+#: A category holding less of the breakdown's time than this is not named where the
+#: verdict's reading says which categories hold the time it moved.
+MIN_NAMED = 0.01
+#: The words for time the verdict moved that no finding measured.
+MOVED_WORDS = {SLOWER: "this rank's ops over the same calls on its fastest peer"}
+
+
+def finding_share(f: Finding, short: bool = False) -> str:
+    """"25.4% of steady-state iteration time" (``short``: "25.4% of step"); a hypothesis
+    "83.4% of steady-state iteration time, 41.7% saved"; one-off work "120 ms one-off
+    (3.4% of the profiled time)" (``short``: "120 ms once")."""
+    if f.estimated_speedup is None:
+        if short:
+            return f"{fmt_ns(f.one_off_ns)} once"
+        return f"{fmt_ns(f.one_off_ns)} one-off ({fmt_pct(f.share)} of the profiled time)"
+    of = "of step" if short else "of steady-state iteration time"
+    if f.covers is None:
+        return f"{fmt_pct(f.share)} {of}"
+    return f"{fmt_pct(f.covers)} {of}, {fmt_pct(f.share)} saved"
+
+
+def verdict_share(v: Verdict | None) -> str:
+    """"Compute (83.5% of profiled time)": the verdict's bound and share, short."""
+    if v is None or not v.bound:
+        return "unknown"
+    return f"{v.label} ({fmt_pct(v.share)} of profiled time)"
+
+
+def verdict_reading(v: Verdict | None, findings, label: str, kind: str, categories,
+                    times) -> str:
+    """A sentence saying which time of the breakdown side the verdict reads (``label``,
+    ``kind`` "device" or "host", its ``categories`` and their ``times``; a category under
+    :data:`MIN_NAMED` of them is not named) it counts in another bound than the
+    category's own, with the verdict's numbers; "" when it moved none, or for another
+    side.  A breakdown shows what the thread or device ran, and a recurring compile runs
+    as forward ops or runtime calls: the verdict counts it as start-up."""
+    if v is None or not v.moved or (label, kind) != tuple(v.side):
+        return ""
+    mapping = HOST_MAP if kind == "host" else DEVICE_MAP
+    total = float(sum(times))
+    titles = {f.id: f.title.split(" (")[0] for f in findings or []}  # its title's head
+    parts = []
+    for by, to, share, sources in v.moved:
+        cats = [label_of(c) for c, t in zip(categories, times)
+                if mapping.get(c) in sources and t >= MIN_NAMED * total]
+        what = titles.get(by) or MOVED_WORDS.get(by, by)
+        parts.append(f"{fmt_pct(share)} of profiled time as {LABELS.get(to, to)}: {what}, "
+                     f"here in {' / '.join(cats) or 'other categories'}")
+    ran = "thread" if kind == "host" else "device"
+    return (f"Categories of what the {ran} ran. The verdict counts "
+            + "; and ".join(parts) + ".")
+
+
+def breakdown_reading(v: Verdict | None, findings, bd) -> str:
+    """:func:`verdict_reading` of the side of breakdown ``bd`` the verdict reads."""
+    if v is None or bd is None:
+        return ""
+    sides = [(d, "device") for d in bd.devices] + [(h, "host") for h in bd.hosts]
+    for side, kind in sides:
+        text = verdict_reading(v, findings, side.label, kind, side.categories,
+                               side.times.sum(axis=0))
+        if text:
+            return text
+    return ""
