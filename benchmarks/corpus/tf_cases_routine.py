@@ -117,7 +117,7 @@ def requests(n: int = 256, seed: int = 21) -> list[list[float]]:
 
 
 @case("tf_infer_savedmodel_per_request", "tensorflow", "inference", 4,
-      {**TF, "mode": "inference", "batch": 1, "saved_model": True}, split="holdout",
+      {**TF, "mode": "inference", "batch": 1, "saved_model": True},
       warmup=3, fix="the step's 16 requests stacked and scored in one serve call",
       share_from_fix="host_overhead", per_item=16, fix_per_item=16,
       tags=["saved_model", "serving", "batch1"])

@@ -33,7 +33,9 @@ from sofa_gui.core.importers import load_trace
 
 #: Cases whose steps the trace cannot tell apart: one step calls Keras ``predict`` once
 #: per sample, four times (or ``fit`` once per batch, or a SavedModel once per request),
-#: and nothing recorded groups those calls into a step.
+#: and nothing recorded groups those calls into a step: no marker, no Python frame, and
+#: the calls' gaps are as even across a step's end as within it (no longer pause closes
+#: a run of calls, as :func:`.steps.burst_size` needs).
 UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Keras "
                                       "predict with its own input fetch",
              "tf_fit_per_batch": "3 fit calls per step, each a whole Keras fit with its "

@@ -362,10 +362,12 @@ class BatchFix:
                 f"is; batching {self.batch} inputs saves at most {self.batch}x per input.")
 
 
-def batch_fix(ctx: Ctx, host, what: str = "") -> BatchFix | None:
+def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> BatchFix | None:
     """The batching estimate of the steady steps of ``host``'s main thread: the requests a
     step answers one at a time (:func:`repeated_blocks`) batched together, or, where a
-    step answers one, the steps captured batched into one call."""
+    step answers one, the steps captured batched into one call.  ``per_input_ns``: work
+    each further input adds beyond the main thread's ops (a compiled function's ops on the
+    runtime's pool threads, taken to grow with the batch)."""
     r = ctx.rows
     if host is None or not len(r):
         return None
@@ -377,7 +379,7 @@ def batch_fix(ctx: Ctx, host, what: str = "") -> BatchFix | None:
     if blocks:
         b = blocks[0]
         unit = unprofiled_ns(b.span, b.events) / b.count
-        add = added_ns(ctx, b.ops, b.count, b.count)
+        add = _plus(added_ns(ctx, b.ops, b.count, b.count), per_input_ns)
         after = step_ns - unprofiled_ns(b.span, b.events) + unit + (b.count - 1) * add.ns
         return BatchFix(step_ns, after, unit, add, b.count, b.count,
                         what or f"the {b.count} requests of a step batched into one call")
@@ -385,8 +387,13 @@ def batch_fix(ctx: Ctx, host, what: str = "") -> BatchFix | None:
     if n < 2:
         return None
     unit, add = _one_request_steps(ctx, host)
+    add = _plus(add, per_input_ns)
     return BatchFix(n * unit, unit + (n - 1) * add.ns, unit, add, n, 1,
                     what or f"the {n} steps captured (one request each) batched into one call")
+
+
+def _plus(add: Added, ns: float) -> Added:
+    return Added(add.ns + ns, add.matmul_ns, add.measured) if ns else add
 
 
 #: Steps sampled for the work of a step that answers one request.

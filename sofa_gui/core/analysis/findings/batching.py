@@ -1,9 +1,11 @@
 """Steps that serve their inputs a few at a time: CPU inference whose math ops see batches
-of a handful of inputs, or whose step is thousands of tiny calls (a model run for one
-input or one token at a time).  Batching the requests is the fix
-(:mod:`.small_batch` reports it; :mod:`.run_rules`' tiny-ops check leaves it the steps
-of a small batch and those whose repeats are a model run per request: a loop of a few tiny
-calls stays the tiny-ops check's).
+of a handful of inputs, whose step is thousands of tiny calls (a model run for one input
+or one token at a time), or whose step is calls of a compiled function that are mostly
+their fixed cost (:mod:`.compiled_calls`: a SavedModel called once per request).
+Batching the requests is the fix (:mod:`.small_batch` reports it; :mod:`.run_rules`'
+tiny-ops check leaves it the steps of a small batch, of such calls and those whose
+repeats are a model run per request: a loop of a few tiny calls stays the tiny-ops
+check's).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from ...trace import Kind
 from .batch_estimate import median_row, repeated_blocks
+from .compiled_calls import CompiledCalls, compiled_calls
 from .context import Ctx
 from .host_estimate import MATH_OP
 from .read_rules import in_read_loops
@@ -34,21 +37,22 @@ MANY_CALLS = 1000
 class SmallBatch:
     """CPU inference answered a few inputs (or one token) at a time: ``batch`` its math
     ops' batch (None where shapes are not recorded), ``mine`` the main thread's steady ops
-    outside read loops, ``math`` its math ops, ``step`` the median step (ns) and ``small``
+    outside read loops, ``math`` its math ops, ``step`` the median step (ns), ``small``
     whether the batch seen is at most :data:`SMALL_BATCH` (else the step is made of tiny
-    calls)."""
+    calls, or of ``calls`` of a compiled function that are mostly their fixed cost)."""
 
     batch: int | None
     mine: np.ndarray
     math: np.ndarray
     step: float
     small: bool
+    calls: CompiledCalls | None = None
 
     def models_requests(self, ctx: Ctx) -> bool:
         """Batching the requests is the fix, not batching a loop of tiny ops: the batch
-        seen is small, or the step's repeats are a model's requests
-        (:func:`model_requests`)."""
-        return self.small or model_requests(ctx)
+        seen is small, the step is calls of a compiled model, or the step's repeats are a
+        model's requests (:func:`model_requests`)."""
+        return self.small or self.calls is not None or model_requests(ctx)
 
 
 def model_requests(ctx: Ctx) -> bool:
@@ -68,8 +72,9 @@ def model_requests(ctx: Ctx) -> bool:
 
 def small_batch(ctx: Ctx) -> SmallBatch | None:
     """The step's small-batch inference (batching the requests is the fix), or None:
-    short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, or
-    steps made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show."""
+    short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, steps
+    made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show, or of calls
+    of a compiled function that are mostly their fixed cost (:mod:`.compiled_calls`)."""
     if "small_batch" not in ctx.memo:
         ctx.memo["small_batch"] = _small_batch(ctx)
     return ctx.memo["small_batch"]
@@ -91,9 +96,10 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     batch = _batch(ctx, math)
     step = float(np.median(host.ends[r] - host.starts[r]))
     small = batch is not None and batch <= SMALL_BATCH and step <= SHORT_STEP_NS
-    if not small and not _tiny_calls(ctx, mine, math, len(r)):
+    calls = None if small else compiled_calls(ctx, host)
+    if not small and calls is None and not _tiny_calls(ctx, mine, math, len(r)):
         return None
-    return SmallBatch(batch, mine, math, step, small)
+    return SmallBatch(batch, mine, math, step, small, calls)
 
 
 def _tiny_calls(ctx: Ctx, mine: np.ndarray, math: np.ndarray, n_steps: int) -> bool:

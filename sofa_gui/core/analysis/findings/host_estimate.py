@@ -179,9 +179,7 @@ def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndar
                & np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
     ops = ops[_inside(s.start[ops], ws, we) & ~_inside(s.start[ops], removed_s, removed_e)]
     total = float(self_times(ctx, ops).sum()) if len(ops) else 0.0
-    pool = pool_slices(ctx, host)
-    if len(pool):  # the runtime's per-op work is not math
-        pool = pool[name_medians(s.name[pool], self_times(ctx, pool)) >= POOL_OP_NS]
+    pool = pool_math(ctx, host)
     if len(pool):
         ps, pe = union(s.start[pool], s.end[pool])
         rs, re_ = union(removed_s, removed_e)
@@ -198,6 +196,17 @@ def pool_slices(ctx: Ctx, host) -> np.ndarray:
         return np.zeros(0, np.int64)
     other = np.concatenate([ctx.trace.lane_slices(x) for x in lanes]).astype(np.int64)
     return R.pool_work(ctx.trace, other)
+
+
+def pool_math(ctx: Ctx, host) -> np.ndarray:
+    """The runtime pool threads' math beside ``host``'s main thread: their compute slices
+    whose name's median own time is at least :data:`POOL_OP_NS` (the runtime's per-op
+    work is not math)."""
+    pool = pool_slices(ctx, host)
+    if not len(pool):
+        return pool
+    s = ctx.trace.slices
+    return pool[name_medians(s.name[pool], self_times(ctx, pool)) >= POOL_OP_NS]
 
 
 def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

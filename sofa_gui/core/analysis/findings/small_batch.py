@@ -4,9 +4,12 @@ A batch-1 forward pass calls every layer once for one sample: the fixed cost of 
 (dispatch, allocation, the Python between calls) is paid per sample, and the math kernels
 run on shapes too small to be efficient.  Batching requests amortises both.  The share is
 the main thread's time outside the math ops' own work (convolutions, matmuls): what does
-not grow with the batch.  The estimate is :mod:`.batch_estimate`'s: the requests a step
-answers one at a time (or the steps captured, where each answers one) batched into one
-call, which pays each call's fixed cost once and the math of every input.
+not grow with the batch (where the model's ops run on the runtime's pool threads, a
+compiled function's graph, their time is the work: :mod:`.compiled_calls`).  The
+estimate is :mod:`.batch_estimate`'s: the requests a step answers one at a time (or the
+steps captured, where each answers one) batched into one call, which pays each call's
+fixed cost once and the math of every input (a compiled function's ops on the pool
+threads, which record no shapes, taken to grow in proportion to the batch).
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import numpy as np
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import measure_in
-from ..results import Finding
+from ..results import Finding, Fix
 from .batch_estimate import batch_fix
 from .batching import small_batch
 from .causes import causes_by_name, self_times
+from .compiled_calls import CompiledCalls
 from .context import Ctx, cause_evidence, make_finding
 from .read_rules import read_loops
 from .registry import Rule, rule
@@ -36,12 +40,14 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     host, r, s = ctx.bd.host, ctx.rows, ctx.trace.slices
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     work = float(self_times(ctx, math).sum()) + _in_read_loops_ns(ctx, host, r)
+    work += found.calls.pool_ns if found.calls is not None else 0.0
     share = max(1.0 - work / wall, 0.0)
     ops = mine[s.depth[mine] == s.depth[mine].min()] if len(mine) else mine
     causes = causes_by_name(ctx, ops, s.dur[ops], float(s.dur[ops].sum()) or 1.0)
     evidence = cause_evidence(causes)
     calls = f"{len(mine) / len(r):,.0f} framework calls, median step {fmt_ns(step)}"
-    head = (f"Inference on batches of {batch}: each step runs the whole model for "
+    head = (_calls_head(found.calls) if found.calls is not None else
+            f"Inference on batches of {batch}: each step runs the whole model for "
             f"{batch} input{'s' if batch != 1 else ''} ({calls})" if small else
             f"Inference made of tiny calls: {calls}, its math ops "
             f"{fmt_ns(float(np.median(s.dur[math])))} each (median; "
@@ -51,14 +57,39 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
                f"paid once per call whatever its batch. Batching requests (or the sequences "
                f"decoded together) amortises it.")
-    fix = batch_fix(ctx, host)
+    fix = batch_fix(ctx, host, per_input_ns=found.calls.work_ns if found.calls else 0.0)
     if fix is not None:
-        summary += fix.basis()
+        summary += fix.basis() + _calls_basis(found.calls)
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         title="Framework overhead: small-batch inference",
                         speedup=fix.speedup() if fix is not None else 0.0,
                         assumption=spec.factor("math_scales_with_batch"),
-                        notes=("assumes the requests can be batched and the math rates stated",))
+                        notes=("assumes the requests can be batched and the math rates stated",),
+                        unseen=_compiled_unseen if found.calls is not None else None)
+
+
+def _calls_head(calls: CompiledCalls) -> str:
+    return (f"Inference made of calls of the compiled function {calls.name}: "
+            f"{len(calls.calls):,} in the steady steps ({calls.per_step:,.1f} a step), each "
+            f"{fmt_ns(calls.call_ns)} (median) of which {fmt_ns(calls.fixed_ns)} runs none "
+            f"of its ops (the call's fixed cost: its arguments converted, the function "
+            f"dispatched, its graph set running) and {fmt_ns(calls.work_ns)} its ops' work "
+            f"on the runtime's threads")
+
+
+def _compiled_unseen(fix: Fix) -> str:
+    """Compiling the step fuses ops dispatched one at a time: a compiled function's call
+    runs its ops as one graph already, and compiling keeps the call's fixed cost."""
+    return ("the step is already a compiled function's call, whose fixed cost compiling "
+            "keeps" if fix.fact == "compiled" else "")
+
+
+def _calls_basis(calls: CompiledCalls | None) -> str:
+    if calls is None:
+        return ""
+    return (f" What each further input adds includes the compiled function's ops on the "
+            f"runtime's threads as one input takes them ({fmt_ns(calls.work_ns)}; they record "
+            f"no shapes, so their work is taken to grow in proportion to the batch).")
 
 
 def _in_read_loops_ns(ctx: Ctx, host, rows: np.ndarray) -> float:
