@@ -2,10 +2,13 @@
 captures of a jitted JAX step whose batch shape changes every step and of a
 ``torch.compile(dynamic=False)`` model trained on a new batch size every step, against
 one-time start-up (``jax.jit`` and ``torch.compile`` captured from their first call) and
-steps that never compile."""
+steps that never compile; the loading of each new program counted with its compile, and the
+first run of a program just compiled read as cold (the estimate a lower bound where the
+trace holds no warm run of it)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +16,11 @@ import pytest
 from tracedata import SHARED
 from tracedata import corpus_capture as capture
 
-from sofa_gui.core.analysis.findings.recompiles import COMPILE, is_compile
+from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings.first_runs import FirstRuns, _xla_runs, first_runs
+from sofa_gui.core.analysis.findings.recompile_rules import _estimate
+from sofa_gui.core.analysis.findings.recompiles import COMPILE, Recompiles, is_compile, recompiles
+from sofa_gui.core.analysis.iterations.dispatch import function_module
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -133,3 +140,81 @@ def test_graph_building_for_a_step_function_traced_once_is_no_recompilation(case
     a = analyzed(case)
     ids = [f.id for f in a.findings]
     assert "recompile" not in ids and ids[0] == "setup_overhead_bound"
+
+
+def steady_work(case: str, k: int = 0):
+    """(trace, context, recurring compiles) of a corpus capture."""
+    t = load_trace(capture(case, k), use_cache=False)
+    a = analyze(t)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    return t, ctx, recompiles(ctx)
+
+
+def named(t, name: str) -> np.ndarray:
+    s = t.slices
+    return np.flatnonzero(s.name == t.names.index(name))
+
+
+def test_a_jitted_call_that_compiles_loads_its_program_before_running_it():
+    """After ``backend_compile_and_load`` the call wraps and caches the new executable
+    (recorded as nothing with the Python tracer off) before it dispatches the run
+    (``shard_args``): that time is the new program's, counted as recompilation."""
+    t, ctx, rc = steady_work("jax_train_shape_recompile")
+    s = t.slices
+    for c in named(t, "backend_compile_and_load"):
+        k = int(np.searchsorted(rc.starts, s.end[c], side="right")) - 1
+        if k < 0 or rc.starts[k] > s.start[c]:
+            continue  # a compile outside the steady steps
+        nxt = named(t, "shard_args")
+        nxt = nxt[s.start[nxt] >= s.end[c]].min()
+        assert rc.ends[k] == s.start[nxt] and rc.ends[k] - s.end[c] > 100_000
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_retraced_tf_function_counts_from_its_call_to_its_kernels(k):
+    """The ``tf.function`` call that traces again counts from its start (its cache lookup,
+    which missed) to where the new concrete function's first run has created its executor
+    and runs the graph (``FunctionRun``)."""
+    t, ctx, rc = steady_work("tf_tape_retrace_python_lr", k)
+    s = t.slices
+    steady = [(a, z) for a, z in zip(rc.starts, rc.ends) if z - a > 1_000_000]
+    calls, ready = named(t, "train_step"), named(t, "FunctionRun")
+    assert len(steady) == ctx.ph.n_steady
+    for a, z in steady:
+        assert a in s.start[calls] and z in s.start[ready]
+
+
+@pytest.mark.parametrize("case", ["jax_train_shape_recompile", "jax_train_static_lr_recompile",
+                                  "tf_tape_retrace_python_lr"])
+def test_steps_that_run_only_programs_just_compiled_get_a_lower_bound(case):
+    """Each step runs the program it has just compiled, once: a cold first run, with no
+    warm run of it in the trace; the estimate says it is a lower bound, and it is one."""
+    t, ctx, rc = steady_work(case)
+    fr = first_runs(ctx, rc)
+    assert fr.n == ctx.ph.n_steady and fr.warm_ns is None and fr.cold_ns > 0
+    f = next(f for f in analyzed(case).findings if f.id == "recompile")
+    assert "at least" in f.summary and "lower bound" in f.confidence_why
+    truth = json.loads((capture(case).parents[0] / "truth.json").read_text())
+    assert f.estimated_speedup < truth["fix"]["speedup"]
+
+
+def test_later_runs_of_a_program_are_read_as_its_warm_runs():
+    """XLA's thunks name the program and the run: a jitted step run every step is one
+    program, run once per step."""
+    t, ctx, _ = steady_work("jax_train_jit")
+    runs = [r for r in _xla_runs(t) if r[0] == function_module("PjitFunction(train_step)")]
+    assert len(runs) >= ctx.ph.n_steady and len({r[1] for r in runs}) == 1
+
+
+def test_a_first_run_counts_at_its_warm_runs_where_the_trace_has_them():
+    """Where the same program runs again later, its first run's excess over those runs is
+    the program's set-up, counted with the compiles; without them the estimate stays the
+    step as profiled, a lower bound."""
+    n, ms = 2, 1_000_000
+    rc = Recompiles(0, n, np.zeros(0, np.int64), np.zeros(0), np.array([95.0, 95.0]) * ms,
+                    np.zeros(0, np.int64), np.zeros(0, np.int64), 200.0 * ms)
+    cold = _estimate(rc, FirstRuns(n, 8.0 * ms, None), n)
+    warm = _estimate(rc, FirstRuns(n, 8.0 * ms, 2.0 * ms), n)
+    assert cold[0] == pytest.approx(20.0) and cold[2]
+    assert warm[0] == pytest.approx(200.0 / 4.0) and not warm[2]
+    assert "later runs" in warm[1]

@@ -5,10 +5,13 @@ new Python number each step, which it traces into a new graph).
 
 The work counted is, on the main thread, every compile span (XLA's ``backend_compile``,
 JAX's lowering, TorchDynamo's frame compile) and, when the compile runs inside the call of
-a jitted function (``PjitFunction(f)``, a ``tf.function``), that call from its start to
-the compile's end: the call traces the function first, then lowers and compiles it, and
-only then runs it.  A ``tf.function`` traced again is its graph building and the first call
-of the new graph up to where its kernels run (instantiating and optimising the graph).  It
+a jitted function (``PjitFunction(f)``, a ``tf.function``), that call from its start to its
+next recorded event after the compile: the call traces the function first, then lowers and
+compiles it, then loads the new executable, and only then runs it.  A ``tf.function``
+traced again is the call that holds its graph building, from its start (its cache lookup,
+which missed) to where the first call of the new graph runs its kernels (the concrete
+function made, instantiated, and its executor created on its first run).  The new
+program's first run itself is read in :mod:`.first_runs`.  It
 recurs when one function compiles in at least half of the steady iterations (and two): the
 compile calls ``startup_cost`` leaves out as not one-off.
 """
@@ -37,6 +40,9 @@ TF_BUILD = re.compile(r"^tf\.function-graph_building$")
 TF_CONCRETE = re.compile(r"^(?:EagerLocalExecute: )?__inference_(.+)_\d+$")
 #: Where a TensorFlow function call starts running its graph's kernels.
 TF_RUN = re.compile(r"^(KernelAndDeviceFunc::Run|EagerKernelExecute)$")
+#: Where a TensorFlow function's run has its executor and starts the graph's kernels (the
+#: first run of a concrete function creates its executor before this).
+TF_READY = re.compile(r"^FunctionRun$")
 #: A compile span shorter than this is bookkeeping, not compilation.
 MIN_COMPILE_NS = 100_000
 
@@ -103,13 +109,24 @@ def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, ...]:
     calls = outermost(s.start, s.end, mine[np.isin(s.name[mine], dispatch_ids(t))])
     built = np.isin(s.name[comp], t.name_ids(TF_BUILD.match))
     comp, tf_built = comp[~built], comp[built]
-    lo, fn = s.start[comp].copy(), s.name[comp].copy()
+    lo, hi, fn = s.start[comp].copy(), s.end[comp].copy(), s.name[comp].copy()
     if len(comp) and len(calls):
         k = np.searchsorted(s.start[calls], s.start[comp], side="right") - 1
         held = (k >= 0) & (s.end[calls[np.maximum(k, 0)]] >= s.end[comp])
         lo[held], fn[held] = s.start[calls[k[held]]], s.name[calls[k[held]]]
-    parts = [(comp, lo, s.end[comp], fn), _tf_retraces(ctx, lane, tf_built, calls)]
+        hi[held] = _loaded(s.start[mine], hi[held], s.end[calls[k[held]]])
+    parts = [(comp, lo, hi, fn), _tf_retraces(ctx, lane, tf_built, calls)]
     return tuple(np.concatenate(col) for col in zip(*parts))
+
+
+def _loaded(starts: np.ndarray, after: np.ndarray, until: np.ndarray) -> np.ndarray:
+    """Where a jitted call goes on after its compile (``after``): its next recorded event
+    (``starts``: the lane's, sorted), at most the call's end (``until``).  The time between
+    is the new program's loading (JAX wraps and caches the executable), which records
+    nothing with the Python tracer off."""
+    j = np.searchsorted(starts, after, side="left")
+    nxt = starts[np.minimum(j, len(starts) - 1)] if len(starts) else until
+    return np.minimum(np.where(j < len(starts), nxt, until), until)
 
 
 def _tf_retraces(ctx: Ctx, lane: int, built: np.ndarray, calls: np.ndarray
@@ -117,10 +134,11 @@ def _tf_retraces(ctx: Ctx, lane: int, built: np.ndarray, calls: np.ndarray
     """Graph building that traces a ``tf.function`` again: each trace makes a new concrete
     function, named ``__inference_<function>_<number>`` with a new number, run by the call
     after it.  Such a build counts when that call is the first of its concrete function and
-    its function has several; so does that first call up to where it starts running
-    (instantiating and optimising the new graph).  A pipeline's map functions or a step
-    function traced once are set-up, not recompilation.  Keyed by the function's first
-    concrete function."""
+    its function has several, from the start of the ``tf.function`` call that holds both
+    (its cache lookup, which missed) to where that first call runs its kernels: the new
+    concrete function made and instantiated, and on its first run its executor created
+    (up to ``FunctionRun``).  A pipeline's map functions or a step function traced once are
+    set-up, not recompilation.  Keyed by the function's first concrete function."""
     t, s = ctx.trace, ctx.trace.slices
     out: list[list] = [[], [], [], []]
     if not len(built) or not len(calls):
@@ -129,16 +147,35 @@ def _tf_retraces(ctx: Ctx, lane: int, built: np.ndarray, calls: np.ndarray
     first, base = _concrete_functions(t, calls)
     mine = t.lane_slices(lane)
     runs = np.sort(s.start[mine[np.isin(s.name[mine], t.name_ids(TF_RUN.match))]])
+    ready = np.sort(s.start[mine[np.isin(s.name[mine], t.name_ids(TF_READY.match))]])
     for b in built.tolist():
         k = int(np.searchsorted(s.start[calls], s.end[b], side="left"))
         if k >= len(calls) or not first[k] or base[k] is None:
             continue
         call = int(calls[k])
         ran = _run_start(runs, int(s.start[call]), int(s.end[call]))
-        for span, a, z in ((b, s.start[b], s.end[b]), (call, s.start[call], ran)):
+        ran = _run_start(ready, ran, int(s.end[call])) if ran > s.start[call] else ran
+        held = _holder_start(t, mine, b, calls[max(k - 1, 0):k + 2], call)
+        for span, a, z in ((b, held, s.end[b]), (call, s.end[b], ran)):
             for col, v in zip(out, (span, a, z, base[k])):
                 col.append(v)
     return tuple(np.asarray(col, np.int64) for col in out)
+
+
+def _holder_start(t, mine: np.ndarray, built: int, near: np.ndarray, call: int) -> int:
+    """The start of the call that holds a graph build and the ``call`` after it, and no
+    other of the ``near`` calls (the ``tf.function`` call: the build's parent); the build's
+    own start when there is no such call (a loop that holds them all is no such call)."""
+    s = t.slices
+    up = mine[s.depth[mine] == s.depth[built] - 1]
+    k = int(np.searchsorted(s.start[up], s.start[built], side="right")) - 1
+    if k < 0 or s.end[up[k]] < s.end[call]:
+        return int(s.start[built])
+    a, z = s.start[up[k]], s.end[up[k]]
+    others = near[near != call]
+    if np.any((s.start[others] < z) & (s.end[others] > a)):
+        return int(s.start[built])
+    return int(a)
 
 
 def _concrete_functions(t, calls: np.ndarray) -> tuple[np.ndarray, list]:

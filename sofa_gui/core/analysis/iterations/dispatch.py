@@ -81,6 +81,17 @@ def _compiled_work(trace: Trace, called: np.ndarray) -> np.ndarray | None:
     return out if out.any() else None
 
 
+def function_module(name: str) -> str:
+    """The compiled module a dispatch call runs (``PjitFunction(f)``: ``jit_f``), as
+    :func:`module_key` writes it."""
+    return _plain(_function_of(name))
+
+
+def module_key(module: str) -> str:
+    """A module name as compared with a dispatch call's (:func:`function_module`)."""
+    return _plain(module)
+
+
 def _function_of(name: str) -> str:
     m = re.match(r"PjitFunction\((.*)\)$", name)
     return "jit_" + m.group(1) if m else name.split(": ", 1)[-1]
