@@ -163,7 +163,10 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("num_parallel_calls", ("parallel map", "prefetch")),
                ("prefetch", ("prefetch",)),
                ("persistent_workers", ("persistent workers",)),
-               ("autocast off", ("fp32 on the CPU",)))
+               ("autocast off", ("fp32 on the CPU",)),
+               ("inference_mode", ("inference mode",)),
+               ("no_grad", ("inference mode",)),
+               ("whole batch at once", ("batch or compile the model",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:

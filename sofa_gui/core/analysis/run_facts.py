@@ -41,6 +41,8 @@ cpu_bf16     native / emulated: the CPU's bf16 instructions   recording manifest
 compiled     torch.compile / cuda_graphs / xla                compiled regions, graph
                                                               launches
 optimizer    fused / foreach / for_loop                       optimizer kernels/ops
+grad_mode    recorded / off: autograd records the model's ops  ``Sequence number`` of
+                                                              the model's ops
 collectives  nccl / rccl / gloo                               collective kernels
 ===========  ===============================================  ========================
 
@@ -52,7 +54,7 @@ none.  ``cpu_cores`` also comes from tf.data's CPU budget (``Iterator::Root``).
 
 More probes (e.g. TensorFlow's ``tf.data``) plug in with :func:`probe`: a function
 ``(trace) -> list[Fact]`` decorated with ``@probe``; the precision probes live in
-:mod:`.precision_facts`.
+:mod:`.precision_facts`, the grad-mode one in :mod:`.grad_facts`.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ import numpy as np
 
 from ..metadata import amount, count
 from ..trace import Kind, LaneKind, Trace
-from . import precision_facts  # noqa: F401  (registers the precision probes first)
+from . import grad_facts, precision_facts  # noqa: F401  (register their probes first)
 from .facts_base import FACT_KEYS, PROBES, Fact, RunFacts, first_named, named, probe, trace_header
 from .xla_mode import inference_programs, op_by_op, ran_programs, training_program
 

@@ -54,7 +54,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from .causes import self_times
 from .context import Ctx
-from .work import elements, input_dims, outermost
+from .work import elements, input_dims, outermost, starts_inside
 
 #: What ``torch.profiler`` adds per recorded event (ns).
 PROFILER_NS_PER_EVENT = 1_000
@@ -464,3 +464,39 @@ def _gather_ns(ctx: Ctx, every: np.ndarray, blocks: list[Block], count: int) -> 
     held = (np.searchsorted(starts, s.end[top], side="left")
             - np.searchsorted(starts, s.start[top], side="right"))
     return float(s.dur[top][held >= count].sum())
+
+
+#: Instances of an op name whose inputs are read for the name's typical tensor size.
+DATA_SAMPLE = 32
+
+
+def loop_data_ns(ctx: Ctx, host, outer: np.ndarray) -> float:
+    """ns of data work inside the outermost calls ``outer`` that one batched op still does:
+    each innermost op but for views and allocations that is no matmul or convolution (a
+    flip, a copy, an elementwise op) moves its largest input's elements at
+    :data:`ELEMENT_NS` each, whether it runs once per item or once for the batch.
+    Matmuls' FLOPs are :func:`loop_batch`'s; views and allocations cost nothing per
+    element.  Each name's size is the median of up to :data:`DATA_SAMPLE` of its
+    instances (a loop repeats its calls on like inputs)."""
+    if not len(outer):
+        return 0.0
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[s.kind[mine] == int(Kind.CPU_OP)]
+    mine = mine[starts_inside(ctx, outer, mine)]
+    names = ctx.trace.names
+    mine = mine[~np.isin(s.name[mine], ctx.trace.name_ids(VIEW.match))]
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    leaves = mine[_leaves(ctx, mine)]  # innermost but for views and allocations
+    total = 0.0
+    for name in np.unique(s.name[leaves]).tolist():
+        label = names[int(name)]
+        if MATMUL.match(label) or CONV.match(label):
+            continue
+        of = leaves[s.name[leaves] == name]
+        sample = of[:: max(len(of) // DATA_SAMPLE, 1)]
+        size = np.median([max((elements(d) for d in input_dims(ctx, j) if len(d)), default=0)
+                          for j in sample.tolist()])
+        total += len(of) * float(size) * ELEMENT_NS
+    return total
+

@@ -25,6 +25,7 @@ from .context import (
 from .devices import COMM_CATEGORIES
 from .fixes import choose_fixes
 from .fleet_rules import SHAPE_FIXES
+from .grad_recording import estimate_inference_mode
 from .recompiles import recompiles
 from .registry import Rule, rule
 from .work import outermost
@@ -204,10 +205,11 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"assume the compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed "
                f"precision on tensor cores, or of kernel fusion), not that it disappears: a "
                f"hypothesis, so its confidence is {trust:g}x that of measured findings.")
-    f = make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
-                     assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
-    f.covers = busy  # the compute's share; ``share`` is what the faster compute saves
-    return f
+    found = make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
+                         assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
+    found.covers = busy  # the compute's share; ``share`` is what the faster compute saves
+    estimate_inference_mode(ctx, found)  # its own estimate, where the fix is shown
+    return found
 
 
 def _top_kernels(ctx: Ctx, d: DeviceBreakdown):

@@ -262,6 +262,12 @@ FIXES: dict[str, list[Fix]] = {
                   "back around every op, slower than fp32 itself.", devices=_CPU,
             fact="precision", needs=(("precision", ("low",)),), assumes=_EMULATED_BF16,
             name="fp32 on the CPU"),
+        Fix(_PT, "Run the forward under torch.inference_mode() (or torch.no_grad()): with "
+                 "grad mode on, autograd records every op that takes a parameter (a graph "
+                 "node, the tensors kept for a backward that never runs), and modules with a "
+                 "fused inference path (nn.TransformerEncoderLayer, nn.MultiheadAttention) "
+                 "take their general one.", modes=("inference",), fact="grad_mode",
+            needs=(("grad_mode", ("recorded",)),), gain="removes", name="inference mode"),
         Fix(_PT, "On the CPU: torch.set_num_threads(physical cores) for intra-op parallelism.",
             devices=("cpu",)),
         Fix(_PT, "Fuse kernels with torch.compile(model) and use fused implementations "

@@ -10,7 +10,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
-from .batch_estimate import loop_batch
+from .batch_estimate import ELEMENT_NS, loop_batch, loop_data_ns
 from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
@@ -231,8 +231,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # batched with it (a batch of more samples pays the optimizer's step once for them all)
     mine = tiny & opt if loops.optimizer_only else np.zeros_like(tiny)
     fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
-    fix = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away, ops[tiny & ~mine],
-                    fused_ns)
+    fix, data_ns = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away,
+                             ops[tiny & ~mine], fused_ns)
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
@@ -244,11 +244,15 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"Python between them take {pct(share)} of the main thread's time"
                f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
                f"(dispatch, Python, allocation) dominates the math. "
-               f"{_remedy(loops, fused_ns, n_steps)}{fix.basis()}")
+               f"{_remedy(loops, fused_ns, n_steps)}{_data_note(data_ns, n_steps)}"
+               f"{fix.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
+    kept, clear = _trust(fix, data_ns, wall - away)
     notes = ("assumes the batched op is cheap",) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
-        if lumps < 1 else ())
+        if lumps < 1 else ()) + ((f"the batched op still does {pct(1 - kept)} of the "
+                                  f"loop's time as data work",) if kept < 1 else ()) + (
+        (f"the gain is within {pct(CLEAR_GAIN)} of the step",) if clear < 1 else ())
     bare = fix.unprofiled_share(share)
     if bare < spec.moderate:  # the profiler's own cost per op is what makes it count
         summary = (f"Without the profiler's own cost per op the tiny ops would take about "
@@ -256,8 +260,35 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                    + summary)
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
-                        assumption=spec.factor("batched_op_cheap") * lumps, notes=notes,
+                        assumption=spec.factor("batched_op_cheap") * lumps * kept * clear,
+                        notes=notes,
                         fix_gain=lambda f: _fused_gain(loops, fix), unseen=loops.unseen)
+
+
+#: A loop whose removal saves at least this share of the step stands clear of what steps
+#: vary by on their own (5-10% on a shared machine; the advisor's noise floor is 5%):
+#: under it the confidence falls in proportion to the gain.
+CLEAR_GAIN = 0.08
+
+
+def _trust(fix: HostFix, data_ns: float, wall: float) -> tuple[float, float]:
+    """(share of the removed loop's unprofiled time that is dispatch, not data work the
+    batched op still does; how clear of the noise its gain is): two confidence factors.
+    A loop of views and scalar ops is pure dispatch; a loop of per-item copies (crops,
+    flips) moves data that one batched op moves too, so the gain rests on the data work's
+    estimate; and a gain of a few percent is within what steps vary by."""
+    loop_ns = fix.removed * fix.unprofiled * wall
+    kept = 1.0 - min(data_ns / loop_ns, 1.0) if loop_ns > 0 else 1.0
+    gain = 1.0 - 1.0 / max(fix.speedup(), 1e-6)
+    return kept, min(max(gain, 0.0) / CLEAR_GAIN, 1.0)
+
+
+def _data_note(data_ns: float, n_steps: int) -> str:
+    if data_ns <= 0:
+        return ""
+    return (f" The loop's copies and elementwise ops move data one batched op moves too: "
+            f"{fmt_ns(data_ns / n_steps)} a step at {ELEMENT_NS} ns an element, counted as "
+            f"the batched op's cost.")
 
 
 def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int) -> str:
@@ -397,23 +428,26 @@ NESTED_SAMPLE = 4
 
 
 def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float,
-              model: np.ndarray, fused_ns: float) -> HostFix:
-    """The batched replacement of the tiny ops: their whole time (and the Python between
-    them) removed with the calls that gather the loop's pieces, the rest of the step kept
-    (:mod:`.host_estimate`), plus what the batched calls cost where the model's calls
-    (``model``) repeat (:func:`.batch_estimate.loop_batch`) and what the fused optimizer
-    step costs (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`)."""
+              model: np.ndarray, fused_ns: float) -> tuple[HostFix, float]:
+    """(the batched replacement of the tiny ops, ns of their data work it keeps): their
+    whole time (and the Python between them) removed with the calls that gather the
+    loop's pieces, the rest of the step kept (:mod:`.host_estimate`), plus what the batched
+    calls cost: where the model's calls (``model``) repeat, one repeat and the others'
+    math (:func:`.batch_estimate.loop_batch`), else the data work of the model's tiny ops
+    (:func:`.batch_estimate.loop_data_ns`); and what the fused optimizer step costs
+    (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`)."""
     s = ctx.trace.slices
     ends = s.end[tiny] + between
     removed = float((ends - s.start[tiny]).sum()) / max(wall, 1.0)
     r = ctx.rows
     math = rest_math(ctx, host, host.starts[r], host.ends[r], s.start[tiny], ends)
     lb = loop_batch(ctx, host, model) if len(model) else None
+    data = loop_data_ns(ctx, host, model) if lb is None else 0.0
     gather, cost = (lb.gather, lb.replacement) if lb is not None else (0.0, 0.0)
-    cost += fused_ns / max(wall, 1.0)
+    cost += (fused_ns + data) / max(wall, 1.0)
     return HostFix(min(removed + gather, 1.0), math / max(wall, 1.0), replacement=cost,
                    unprofiled=TINY_LOOP_UNPROFILED, what="a loop of tiny ops",
-                   step_ns=wall / max(len(r), 1))
+                   step_ns=wall / max(len(r), 1)), data
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,
