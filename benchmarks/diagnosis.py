@@ -163,7 +163,9 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("num_parallel_calls", ("parallel map", "prefetch")),
                ("prefetch", ("prefetch",)),
                ("persistent_workers", ("persistent workers",)),
-               ("autocast off", ("fp32 on the CPU",)))
+               ("autocast off", ("fp32 on the CPU",)),
+               ("fused=True", ("fused optimizer",)),
+               ("batched first", ("cheaper samples",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:
