@@ -166,7 +166,9 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("autocast off", ("fp32 on the CPU",)),
                ("inference_mode", ("inference mode",)),
                ("no_grad", ("inference mode",)),
-               ("whole batch at once", ("batch or compile the model",)))
+               ("whole batch at once", ("batch or compile the model",)),
+               ("fused=True", ("fused optimizer",)),
+               ("batched first", ("cheaper samples",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:

@@ -127,3 +127,16 @@ def test_the_recorder_writes_the_cpus_flags():
     flags = set(line.split(":", 1)[1].split())
     assert host["cpu_isa"] == {f: f in flags for f in metadata.CPU_ISA_FLAGS}
     assert host["cpu_model"]
+
+
+def test_the_compute_hypothesis_is_said_to_be_no_fixs_estimate():
+    """An fp32 CNN trained on a CPU: the compute finding's 2x is a hypothesis typical of
+    bf16 instructions or more threads there (not of tensor cores), and its summary says the
+    trace measures none of its fixes' gain, naming the one shown on a condition."""
+    a = analyze(load_trace(capture("pt_train_compute_cnn"), use_cache=False))
+    f = next(x for x in a.findings if x.id == "compute_bound")
+    assert not a.run.get("cpu_bf16").known
+    assert "tensor cores" not in f.summary and "more intra-op threads" in f.summary
+    assert "The estimate is the hypothesis's, not a fix's" in f.summary
+    assert "(bf16 autocast on the CPU only on a condition" in f.summary
+    assert not f.estimated_by

@@ -160,3 +160,21 @@ def test_a_change_offered_under_the_other_bound_of_a_near_tie_is_compared(diag):
            "fixes": [{"name": "parallel map", "estimated_speedup": 1.34}]}
     got = diag.estimate_check({"findings": [inp, compute]}, truth)
     assert (got["estimated"], got["within"], got["finding"]) == (1.34, True, "compute_bound")
+
+
+def test_a_fused_optimizer_or_a_vectorised_parse_compares_the_fix_that_makes_it(diag):
+    """A measured ``fused=True`` compares the fused optimizer's own estimate, records
+    batched before they are parsed the cheaper-samples fix's (which vectorises per-sample
+    ops with .batch() before .map()), not the compute hypothesis of the true bound."""
+    compute = {"id": "compute_bound", "estimated_speedup": 1.86, "fixes": []}
+    loop = {"id": "op_overhead_bound", "estimated_speedup": 1.4,
+            "fixes": [{"name": "fused optimizer", "estimated_speedup": 1.16}]}
+    truth = {"bound": "compute", "fix": {"what": "AdamW(fused=True)", "speedup": 1.12}}
+    got = diag.estimate_check({"findings": [loop, compute]}, truth)
+    assert (got["estimated"], got["within"]) == (1.16, True)
+    inp = {"id": "input_pipeline_bound", "estimated_speedup": 1.07,
+           "fixes": [{"name": "cheaper samples", "estimated_speedup": 1.07}]}
+    truth = {"bound": "compute", "fix": {"what": "records batched first, each batch parsed "
+                                                 "with one parse call", "speedup": 1.25}}
+    got = diag.estimate_check({"findings": [compute, inp]}, truth)
+    assert (got["estimated"], got["within"]) == (1.07, True)

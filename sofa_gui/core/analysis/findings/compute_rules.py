@@ -201,15 +201,33 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # a hypothesis, not a measured waste: half confidence on an accelerator (tensor cores
     # make 2x common), a quarter on a CPU (bf16/threads rarely give 2x)
     trust = spec.factor("hypothesis_on_device" if d is not None else "hypothesis_on_cpu")
+    typical = ("FP32 -> mixed precision on tensor cores" if d is not None else
+               "bf16 on a CPU with bf16 instructions, or more intra-op threads")
     summary = (f"{what} {pct(busy)} of steady-state iteration time. The share and speed-up "
-               f"assume the compute becomes {COMPUTE_GAIN:g}x faster (typical of FP32 -> mixed "
-               f"precision on tensor cores, or of kernel fusion), not that it disappears: a "
-               f"hypothesis, so its confidence is {trust:g}x that of measured findings.")
-    found = make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
-                         assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
-    found.covers = busy  # the compute's share; ``share`` is what the faster compute saves
-    estimate_inference_mode(ctx, found)  # its own estimate, where the fix is shown
-    return found
+               f"assume the compute becomes {COMPUTE_GAIN:g}x faster (typical of {typical}, "
+               f"or of kernel fusion), not that it disappears: a hypothesis, so its "
+               f"confidence is {trust:g}x that of measured findings.")
+    f = make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
+                     assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
+    f.covers = busy  # the compute's share; ``share`` is what the faster compute saves
+    estimate_inference_mode(ctx, f)  # its own estimate, where the fix is shown
+    f.summary += _hypothesis_not_a_fix(f.fixes)
+    return f
+
+
+def _hypothesis_not_a_fix(fixes) -> str:
+    """" The estimate is the hypothesis's, not a fix's: ..." -- the 2x is claimed for no
+    fix of the compute finding; those with an estimate of their own (from what the trace
+    shows they remove) and those shown on a condition the trace does not prove are named."""
+    if not fixes:
+        return ""
+    cond = [x.name for x in fixes if x.conditional and x.name]
+    own = [x.name for x in fixes if x.estimate is not None and x.name]
+    which = "of none of the fixes below" + (f" but {', '.join(own)}, estimated on its own"
+                                            if own else "")
+    return (" The estimate is the hypothesis's, not a fix's: the trace measures the gain "
+            + which + (f" ({', '.join(cond)} only on a condition it does not prove)"
+                       if cond else "") + ".")
 
 
 def _top_kernels(ctx: Ctx, d: DeviceBreakdown):

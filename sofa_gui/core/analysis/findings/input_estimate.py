@@ -6,8 +6,9 @@ moves no work off the machine: the step cannot get shorter than
 
 * the step's own part (what it does besides waiting for input);
 * the work of every pipeline and compute thread spread over the usable cores (their busy
-  time per step / cores): on a CPU-only run the input's work already takes cores from
-  the compute;
+  time per step / cores, counting at any instant no more threads busy than there are
+  cores: a thread beyond them waits for a core inside its event): on a CPU-only run the
+  input's work already takes cores from the compute;
 * for a fix that adds no parallelism (a prefetch of a serial pipeline), the time the
   pipeline's threads are busy at all (their union): a serial pipeline makes one batch at
   a time;
@@ -21,9 +22,9 @@ included: graph ops hold no GIL) and without the iterator threads, which then on
 on the workers.  What the ops that replace the Python cost the trace cannot show; like a
 cache's estimate, this one reads the Python's work as gone.
 
-Busy time counts a thread descheduled or waiting for the GIL inside an event as busy, so
-these floors can only make the estimate smaller than the gain: a stated, conservative
-reading.
+Busy time counts a thread descheduled (with no more threads busy than cores) or waiting
+for the GIL inside an event as busy, so these floors can only make the estimate smaller
+than the gain: a stated, conservative reading.
 """
 
 from __future__ import annotations
@@ -47,22 +48,46 @@ _DROPS_PYTHON = ("tf.data ops in parallel",)
 ASSUMED_CORES = 2
 
 
-def _busy(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None) -> tuple[float, float]:
+def _busy(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None,
+          cores: float | None = None) -> tuple[float, float]:
     """(sum over ``lanes`` of each lane's busy time, busy time of their union) inside the
-    steady windows, ns; only slices named ``names`` when given (top-level slices else)."""
+    steady windows, ns; only slices named ``names`` when given (top-level slices else).
+    With ``cores``, the sum counts at most that many lanes busy at once: threads beyond
+    the cores wait for one inside their events, and that wait is no work."""
     host, r = ctx.bd.host, ctx.rows
     s = ctx.trace.slices
     sel = np.isin(s.lane, lanes) & (s.dur > 0)
     sel &= np.isin(s.name, names) if names is not None else s.depth == 0
     idx = np.flatnonzero(sel)
     ws, we = host.starts[r], host.ends[r]
-    total = 0.0
-    for lane in np.unique(s.lane[idx]).tolist():
-        mine = idx[s.lane[idx] == lane]
-        a, b = union(s.start[mine], s.end[mine])
-        total += float(measure_in(a, b, ws, we).sum())
+    per_lane = [union(s.start[m], s.end[m]) for m in
+                (idx[s.lane[idx] == lane] for lane in np.unique(s.lane[idx]).tolist())]
+    total = _at_most(per_lane, cores, ws, we)
     a, b = union(s.start[idx], s.end[idx])
     return total, float(measure_in(a, b, ws, we).sum())
+
+
+def _at_most(per_lane: list, cores: float | None, ws: np.ndarray, we: np.ndarray) -> float:
+    """ns inside the windows of the lanes' busy time (each a disjoint set), counting at
+    most ``cores`` lanes at any instant (all of them without ``cores``): the sum over
+    k = 1..cores of the time at least k lanes are busy, the last level weighted by the
+    fraction of a core left."""
+    if cores is None:
+        return sum(float(measure_in(a, b, ws, we).sum()) for a, b in per_lane)
+    if not per_lane:
+        return 0.0
+    x = np.concatenate([np.concatenate([a, b]) for a, b in per_lane])
+    step = np.concatenate([np.concatenate([np.ones(len(a)), -np.ones(len(b))])
+                           for a, b in per_lane])
+    order = np.argsort(x, kind="stable")
+    x, level = x[order], np.cumsum(step[order])
+    total, k = 0.0, 1
+    while k - 1 < cores:
+        at = level[:-1] >= k
+        a, b = union(x[:-1][at], x[1:][at])
+        total += min(cores - (k - 1), 1.0) * float(measure_in(a, b, ws, we).sum())
+        k += 1
+    return total
 
 
 def _cores(ctx: Ctx) -> tuple[float, str]:
@@ -89,22 +114,23 @@ def pipeline_floors(ctx: Ctx, p: InputPipeline) -> dict[str, float] | None:
                          np.int64)
     pool = tf_data_lanes(ctx.trace, workers_only=True)
     lanes = np.union1d(helpers, pool)
-    work, _ = _busy(ctx, lanes)
+    cores, _ = _cores(ctx)
+    work, _ = _busy(ctx, lanes, cores=cores)
     _, serial = _busy(ctx, pool)
     py = pyfunc_ids(ctx.trace)
     _, python = _busy(ctx, tf_data_lanes(ctx.trace), py) if len(py) else (0.0, 0.0)
-    cores, _ = _cores(ctx)
     return {"work": work / cores / wall, "serial": serial / wall, "python": python / wall,
-            "graph": _graph_work(ctx, helpers, pool, py) / cores / wall}
+            "graph": _graph_work(ctx, helpers, pool, py, cores) / cores / wall}
 
 
-def _graph_work(ctx: Ctx, helpers: np.ndarray, pool: np.ndarray, py: np.ndarray) -> float:
+def _graph_work(ctx: Ctx, helpers: np.ndarray, pool: np.ndarray, py: np.ndarray,
+                cores: float) -> float:
     """ns the compute threads and the pipeline's worker threads are busy outside the map's
     Python: what stays once tf.data ops replace it.  The iterator threads are left out:
     without the Python they wait on the workers for the ops' time, no work of their own."""
     compute = np.setdiff1d(helpers, tf_data_lanes(ctx.trace))
     lanes = np.union1d(compute, pool)
-    work, _ = _busy(ctx, lanes)
+    work, _ = _busy(ctx, lanes, cores=cores)
     in_python, _ = _busy(ctx, pool, py) if len(py) else (0.0, 0.0)
     return max(work - in_python, 0.0)
 

@@ -233,6 +233,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
     fix, data_ns = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away,
                              ops[tiny & ~mine], fused_ns)
+    alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
+                             wall - away) if loops.optimizer and loops.model else fix
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
@@ -258,11 +260,23 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
         summary = (f"Without the profiler's own cost per op the tiny ops would take about "
                    f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
                    + summary)
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                        speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
-                        assumption=spec.factor("batched_op_cheap") * lumps * kept * clear,
-                        notes=notes,
-                        fix_gain=lambda f: _fused_gain(loops, fix), unseen=loops.unseen)
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                     speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
+                     assumption=spec.factor("batched_op_cheap") * lumps * kept * clear,
+                     notes=notes,
+                     fix_gain=lambda f: _fused_gain(loops, alone), unseen=loops.unseen)
+    if not loops.optimizer_only:  # the finding counts both loops: its estimate removes both
+        f.estimated_speedup, f.estimated_by = fix.speedup(), ""
+    return f
+
+
+def _optimizer_alone(ctx: Ctx, host, ops: np.ndarray, own: np.ndarray, between: np.ndarray,
+                     per_call: np.ndarray, typical: np.ndarray, wall: float) -> HostFix:
+    """The fused optimizer's replacement of the optimizer's loop ``ops[own]`` alone, beside
+    a model's loop it leaves as it is: the loop's ops and the Python between them removed,
+    the math of its in-place ops kept (:func:`.optimizer_loop.fused_step_ns`)."""
+    fused_ns = fused_step_ns(ctx, ops[own], per_call[own], typical[own], DESCHED_NS)
+    return _loop_fix(ctx, host, ops[own], between[own], wall, ops[:0], fused_ns)[0]
 
 
 #: A loop whose removal saves at least this share of the step stands clear of what steps
@@ -301,26 +315,26 @@ def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int) -> str:
              "the fused implementation does it in one op per parameter group")
     if not loops.optimizer_only:
         return (f"{fused}. {model} The estimate batches the optimizer's ops with the "
-                f"model's: a step on more samples pays the optimizer's update once for all.")
+                f"model's: a step on more samples pays the optimizer's update once for all; "
+                f"the fused optimizer's own replaces the optimizer's loop alone.")
     return (f"{fused}, which costs the math of the loop's in-place ops "
             f"({fmt_ns(fused_ns / n_steps)} a step: each op's time over its fixed cost, the "
             f"time its name takes on the smallest parameters; the out-of-place ops' "
             f"temporaries go).")
 
 
-def _fused_gain(loops: TinyLoops, fix: HostFix) -> tuple[float | None, str, float]:
-    """The fused optimizer's own estimate: the finding's, where the optimizer's loop is
-    the only one counted and the trace names an optimizer with a fused implementation;
-    none otherwise (said why)."""
-    if not loops.optimizer_only:
-        return None, ("the loop counted holds the model's tiny ops too: the finding's "
-                      "estimate is for removing both"), 1.0
+def _fused_gain(loops: TinyLoops, alone: HostFix) -> tuple[float | None, str, float]:
+    """The fused optimizer's own estimate, where the trace names an optimizer with a fused
+    implementation: its loop of tiny ops (``alone``) replaced by one fused step, the
+    model's tiny ops, where they are counted too, kept (the finding's estimate removes
+    both); none otherwise (said why)."""
     if loops.fused_exists() is None:
         return None, ("the trace does not name the optimizer's class, so whether it has a "
                       "fused implementation is unknown"), 1.0
-    return fix.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
-                           f"{loops.optimizer_class} step that does the math of its in-place "
-                           f"ops"), 1.0
+    kept = "" if loops.optimizer_only else "; the model's tiny ops stay as they are"
+    return alone.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
+                             f"{loops.optimizer_class} step that does the math of its in-place "
+                             f"ops{kept}"), 1.0
 
 
 def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.ndarray, str]:
