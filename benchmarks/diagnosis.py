@@ -234,6 +234,10 @@ def estimate_check(doc: dict, truth: dict) -> dict | None:
         ok, said = abs(est / measured - 1) <= WITHIN, ""
     out = {"estimated": est, "measured": measured, "within": ok,
            "finding": match.get("id") if match else None}
+    if promised and match and match.get("estimate_is_lower_bound") \
+            and est == match.get("estimated_speedup"):
+        out["lower_bound"] = True  # said to be one: scored as a number, and whether it holds
+        said = "lower bound, " + ("holds" if measured >= est else "above the measured fix")
     extra = {k: v for k, v in (("said", said), ("setting", setting)) if v}
     return {**out, **extra}
 
@@ -303,13 +307,23 @@ def summary(results: list[dict]) -> dict:
     fps = [(res["case"], r["capture"], fp) for res in results for r in res["captures"]
            for fp in r.get("false_positives", [])]
     ests = [r["estimate"] for r in caps if r.get("estimate")]
+    floors = [e for e in ests if e.get("lower_bound")]
     facts = [ok for r in caps for (_, _, ok) in (r.get("facts") or {}).values()]
     return {"cases": len(results), "captures": len(caps),
             "right": _pct(right, len(caps)), "right_n": right,
             "false_positives": len(fps), "fp_list": fps,
             "estimates_within": _pct(sum(e["within"] for e in ests), len(ests)),
+            "lower_bounds": (len(floors), sum(e["measured"] >= e["estimated"] for e in floors)),
             "stable": _pct(sum(r["stable"] for r in results), len(results)),
             "facts_right": _pct(sum(facts), len(facts))}
+
+
+def _floors(s: dict) -> str:
+    """" (3 of them lower bounds said to be such, 3 holding)": an estimate the advisor
+    gives as "at least" is scored as a number like any other; this says how many are such
+    and how many hold (the measured fix at or above them)."""
+    n, hold = s["lower_bounds"]
+    return f" ({n} of them lower bounds said to be such, {hold} holding)" if n else ""
 
 
 def confusion(results: list[dict]) -> tuple[list[str], list[str], dict]:
@@ -335,7 +349,7 @@ def render(results: list[dict], markdown: bool) -> list[str]:
                   f"right top finding / verdict: {s['right']}; confident false positives: "
                   f"{s['false_positives']}; estimates within {int(WITHIN * 100)}% of the "
                   f"measured fix (where none is promised: it gains <= 25%): "
-                  f"{s['estimates_within']}; stable across captures: "
+                  f"{s['estimates_within']}{_floors(s)}; stable across captures: "
                   f"{s['stable']}; run facts right: {s['facts_right']}", ""]
         rows, cols, table = confusion(part)
         head = ["truth \\ predicted", *cols]

@@ -54,7 +54,8 @@ def test_every_surface_words_the_findings_shares_alike(run):
     assert "of the profiled time" in text.splitlines()[0]
     assert fmt_pct(doc["verdict"]["share"]) in text.splitlines()[0]
     for f in doc["findings"]:
-        said = f"{_words(f)}, estimated speed-up {f['estimated_speedup']:.2f}x"
+        floor = "at least " if f.get("estimate_is_lower_bound") else ""
+        said = f"{_words(f)}, estimated speed-up {floor}{f['estimated_speedup']:.2f}x"
         assert f"({f['id']}): {said}" in text
         assert said in md and said in html
     assert "share " not in "\n".join(line for line in text.splitlines() if "] " in line)

@@ -22,7 +22,9 @@ from sofa_gui.core.analysis.findings.recompile_rules import _estimate
 from sofa_gui.core.analysis.findings.recompiles import COMPILE, Recompiles, is_compile, recompiles
 from sofa_gui.core.analysis.iterations.dispatch import function_module
 from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.analysis.text import gain_text
 from sofa_gui.core.importers import load_trace
+from sofa_gui.core.query.tables import findings_table
 
 LOOPS = Path(__file__).resolve().parents[1] / "data" / "torch-loops"
 
@@ -196,6 +198,17 @@ def test_steps_that_run_only_programs_just_compiled_get_a_lower_bound(case):
     assert "at least" in f.summary and "lower bound" in f.confidence_why
     truth = json.loads((capture(case).parents[0] / "truth.json").read_text())
     assert f.estimated_speedup < truth["fix"]["speedup"]
+    # every surface says so: JSON, SQL, text (the card: tests/gui/test_finding_cards.py)
+    assert f.estimate_floor and f.to_dict()["estimate_is_lower_bound"] is True
+    assert findings_table(t, [f]).column("speedup_is_lower_bound").to_pylist() == [True]
+    assert f"estimated speed-up at least {f.estimated_speedup:.2f}x" in gain_text(f)
+
+
+def test_an_estimate_the_trace_sizes_in_full_is_no_lower_bound():
+    f = next(f for f in analyzed("pt_train_tiny_ops").findings
+             if f.estimated_speedup is not None)
+    assert not f.estimate_floor and "estimate_is_lower_bound" not in f.to_dict()
+    assert "at least" not in gain_text(f)
 
 
 def test_later_runs_of_a_program_are_read_as_its_warm_runs():

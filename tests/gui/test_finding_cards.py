@@ -77,3 +77,14 @@ def test_fix_action_hook_puts_a_button_on_each_fix_that_names_it(qtbot, open_win
     qtbot.mouseClick(buttons[0], Qt.MouseButton.LeftButton)
     assert seen == [(card.finding.id, card.fix_ids()[0])]
     assert card.fix_ids()[0] == (card.finding.fixes[0].name or "fix0")
+
+
+def test_a_lower_bound_estimate_reads_at_least_on_the_card():
+    from sofa_gui.core.analysis.results import Finding
+    from sofa_gui.qt.panels.finding_card import headline, numbers_text
+
+    f = Finding("recompile", "Recompilation in every step", "high", 0.98, 68.2, "", [], [],
+                confidence=0.87)
+    assert "68.20× · conf 0.87" in headline(f) and "up to 68.20× faster" in numbers_text(f)
+    f.estimate_floor = True
+    assert "≥68.20× · conf 0.87" in headline(f) and "at least 68.20× faster" in numbers_text(f)

@@ -57,6 +57,16 @@ def test_header_and_cards_say_what_their_shares_are_of(open_window, key):
             assert head == f"{fmt_pct(f['covers'])} of step, {fmt_pct(f['share'])} saved"
         else:
             assert head == f"{fmt_pct(f['share'])} of step"
+        if f["estimated_speedup"] is not None:  # "≥" where the estimate is a lower bound
+            floor = "≥" if f.get("estimate_is_lower_bound") else ""
+            assert card.figures.text().splitlines()[1].startswith(
+                f"{floor}{f['estimated_speedup']:.2f}×")
+    best = max((f for f in doc["findings"] if f["estimated_speedup"] is not None),
+               key=lambda f: f["estimated_speedup"], default=None)
+    if best is not None:
+        said = "at least" if best.get("estimate_is_lower_bound") else "up to"
+        assert w.panels["findings"].status.text().endswith(
+            f"best single fix: {said} {best['estimated_speedup']:.2f}×")
     top = doc["findings"][0]
     assert w.summary.text_of("Top bottleneck") == \
         f"{top['title']} ({cards[0].figures.text().splitlines()[0]})"

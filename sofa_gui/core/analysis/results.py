@@ -302,7 +302,9 @@ class Finding:
     None: no per-iteration gain).  ``covers``: where that is only part of the time the
     finding is about (a hypothesis: compute made 2x faster saves half of it), the
     fraction of steady-state iteration time it is about; None where the fix removes all
-    of it.  ``confidence`` 0..1 says how sure the estimate is.
+    of it.  ``confidence`` 0..1 says how sure the estimate is.  ``estimate_floor``: the
+    estimate is a lower bound (the trace shows part of what the fix removes and cannot
+    size the rest, e.g. a program's cold first run with no warm run to compare with).
     """
 
     id: str
@@ -328,6 +330,7 @@ class Finding:
     #: another's (an input loader late for every step); "" when it does not
     paced: str = ""
     covers: float | None = None
+    estimate_floor: bool = False
 
     @property
     def gain(self) -> float:
@@ -369,6 +372,8 @@ class Finding:
             out["paced"] = self.paced
         if self.covers is not None:
             out["covers"] = round(float(self.covers), 4)
+        if self.estimate_floor:
+            out["estimate_is_lower_bound"] = True
         return out
 
 

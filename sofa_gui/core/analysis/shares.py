@@ -41,6 +41,15 @@ def finding_share(f: Finding, short: bool = False) -> str:
     return f"{fmt_pct(f.covers)} {of}, {fmt_pct(f.share)} saved"
 
 
+def speedup_words(f: Finding, short: bool = False) -> str:
+    """"1.72x" or, where the estimate is a lower bound, "at least 27.1x" (``short``:
+    "1.72×", ">=27.1×"): one wording of the estimate for every surface."""
+    sp = f.estimated_speedup
+    if short:
+        return f"{'≥' if f.estimate_floor else ''}{sp:.2f}×"
+    return f"{'at least ' if f.estimate_floor else ''}{sp:.2f}x"
+
+
 def verdict_share(v: Verdict | None) -> str:
     """"Compute (83.5% of profiled time)": the verdict's bound and share, short."""
     if v is None or not v.bound:

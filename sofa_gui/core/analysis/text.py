@@ -12,7 +12,7 @@ from .iterations import iterations_text
 from .palette import label_of
 from .pipeline import Analysis
 from .results import Finding, us
-from .shares import breakdown_reading, finding_share
+from .shares import breakdown_reading, finding_share, speedup_words
 
 BAR = 24
 MAX_COUNTERS = 8
@@ -202,7 +202,7 @@ def gain_text(f: Finding) -> str:
     if f.estimated_speedup is None:
         return f"{finding_share(f)}, no per-step speed-up"
     by = f" (best fix: {f.estimated_by})" if f.estimated_by else ""
-    return f"{finding_share(f)}, estimated speed-up {f.estimated_speedup:.2f}x{by}"
+    return f"{finding_share(f)}, estimated speed-up {speedup_words(f)}{by}"
 
 
 def findings_text(findings: list[Finding], trace: Trace | None = None) -> list[str]:

@@ -72,6 +72,8 @@ TABLES: dict[str, tuple[str, list[tuple[str, str, str]]]] = {
         ("covers", "DOUBLE", "fraction of steady-state iteration time a hypothesis is about "
                              "(faster compute saves part of it; NULL: its fixes remove it all)"),
         ("speedup", "DOUBLE", "estimated speed-up if removed (NULL: one-off work)"),
+        ("speedup_is_lower_bound", "BOOLEAN", "the estimate is a lower bound (the trace "
+                                              "cannot size all the fix removes)"),
         ("confidence", "DOUBLE", "0..1"),
     ]),
 }

@@ -135,4 +135,6 @@ def findings_table(trace: Trace, findings) -> pa.Table:
                            pa.float64()),
         "speedup": pa.array([None if f.estimated_speedup is None else
                              float(f.estimated_speedup) for f in findings], pa.float64()),
+        "speedup_is_lower_bound": pa.array([bool(f.estimate_floor) for f in findings],
+                                           pa.bool_()),
         "confidence": pa.array([float(f.confidence) for f in findings], pa.float64())})

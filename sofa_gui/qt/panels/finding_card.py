@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.results import Finding, Fix
-from ...core.analysis.shares import finding_share
+from ...core.analysis.shares import finding_share, speedup_words
 from ...core.units import fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from .common import SEVERITY_COLORS, breakable, esc, plain_label, rich_label, set_muted
@@ -58,7 +58,7 @@ def headline(f: Finding) -> str:
     head ("25.4% of step" / "1.34× · conf 0.80"; one-off work: "120 ms once")."""
     if f.estimated_speedup is None:
         return f"{finding_share(f, short=True)}\nconf {f.confidence:.2f}"
-    return f"{finding_share(f, short=True)}\n{f.estimated_speedup:.2f}× · conf {f.confidence:.2f}"
+    return f"{finding_share(f, short=True)}\n{speedup_words(f, True)} · conf {f.confidence:.2f}"
 
 
 def numbers_text(f: Finding) -> str:
@@ -66,7 +66,8 @@ def numbers_text(f: Finding) -> str:
     if f.estimated_speedup is None:
         text = f"{finding_share(f)} · no per-step speed-up"
     else:
-        text = (f"{finding_share(f)} · up to {f.estimated_speedup:.2f}× faster "
+        up = "at least" if f.estimate_floor else "up to"
+        text = (f"{finding_share(f)} · {up} {f.estimated_speedup:.2f}× faster "
                 + (f"with {f.estimated_by}" if f.estimated_by
                    else "" if f.covers is not None else "if removed")).rstrip()
     why = f" ({f.confidence_why})" if f.confidence_why else ""

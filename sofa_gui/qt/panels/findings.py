@@ -153,8 +153,10 @@ class FindingsPanel(QWidget):
             if s.iterations is not None and len(s.iterations) == 0:
                 return "No iterations, so no per-iteration advice."
             return "No bottleneck stands out: the run looks balanced."
-        speeds = [f.estimated_speedup for f in findings if f.estimated_speedup is not None]
-        best = f" · best single fix: up to {max(speeds):.2f}×" if speeds else ""
+        sped = [f for f in findings if f.estimated_speedup is not None]
+        top = max(sped, key=lambda f: f.estimated_speedup) if sped else None
+        best = (f" · best single fix: {'at least' if top.estimate_floor else 'up to'} "
+                f"{top.estimated_speedup:.2f}×") if top else ""
         return f"{len(findings)} findings, best expected gain × confidence first{best}"
 
     def open_evidence(self, finding: Finding, k: int) -> None:

@@ -47,8 +47,10 @@ def recompile(ctx: Ctx, spec: Rule) -> Finding | None:
                f"argument; a tf.function for every new Python number passed to it), so "
                f"this is start-up work repeated every step. ")
     speedup, said, notes = _estimate(rc, first_runs(ctx, rc), n)
-    return make_finding(ctx, spec, rc.share, summary + said, _evidence(ctx, rc),
-                        causes=causes, speedup=speedup, notes=notes)
+    found = make_finding(ctx, spec, rc.share, summary + said, _evidence(ctx, rc),
+                         causes=causes, speedup=speedup, notes=notes)
+    found.estimate_floor = bool(notes)  # no warm run to read the cold first runs against
+    return found
 
 
 def _estimate(rc: Recompiles, fr: FirstRuns | None, n: int
