@@ -13,7 +13,7 @@ import pytest
 from tracedata import SHARED
 from tracedata import corpus_capture as capture
 
-from sofa_gui.core.analysis.findings.recompiles import COMPILE, is_compile
+from sofa_gui.core.analysis.one_off import COMPILE, is_compile
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
