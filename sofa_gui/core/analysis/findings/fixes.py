@@ -151,9 +151,9 @@ FIXES: dict[str, list[Fix]] = {
                   "called once per batch (random keys split per sample outside it) instead of "
                   "the augmentation's jax.numpy calls per sample, each a dispatch of its own.",
             name="jit and vmap the preparation"),
-        Fix(_ANY, "Or prepare the batches in the data loader, off the loop's thread (numpy "
-                  "in loader workers, tf.data map with num_parallel_calls), and hand the "
-                  "compiled step finished arrays.", name="prepare in the loader"),
+        Fix(_ANY, "Or prepare the batches off the loop's thread (numpy in loader worker "
+                  "processes or a background thread) and hand the compiled step finished "
+                  "arrays.", name="prepare in the loader"),
     ],
     "setup_overhead_bound": [
         Fix(_TF, "Call model.predict / evaluate / fit once on many samples (stack the "
