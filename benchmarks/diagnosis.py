@@ -41,7 +41,8 @@ CORPUS = ROOT / "tests" / "data" / "corpus"
 BOUNDS = ("compute", "input", "communication", "host_overhead", "sync", "startup",
           "memory_copies")
 FINDING_BOUND = {
-    "input_pipeline_bound": "input", "compute_bound": "compute", "cpu_bound": "compute",
+    "input_pipeline_bound": "input", "eager_input_bound": "input",
+    "compute_bound": "compute", "cpu_bound": "compute",
     "communication_bound": "communication", "straggler_holds_collectives": "communication",
     "straggler": "communication", "load_imbalance": "communication",
     "op_overhead_bound": "host_overhead", "launch_overhead_bound": "host_overhead",

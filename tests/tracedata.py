@@ -6,6 +6,7 @@ A plain module (not ``conftest``) so tests in every folder can import it unambig
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,18 @@ def corpus_capture(case: str, k: int = 0) -> Path:
     import json
 
     return CORPUS / case / json.loads(truth.read_text())["captures"][k]
+
+
+@functools.cache
+def corpus_analysis(case: str, k: int = 0):
+    """(trace, analysis) of the ``k``-th capture of a corpus case, analyzed once a test run."""
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    t = load_trace(corpus_capture(case, k), use_cache=False)
+    return t, analyze(t)
+
+
+def findings_by_id(analysis) -> dict:
+    """An analysis's findings by id."""
+    return {f.id: f for f in analysis.findings}

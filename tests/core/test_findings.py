@@ -19,7 +19,7 @@ ALL_IDS = {"input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bo
            "cpu_contention", "cpu_bound", "startup_cost", "periodic_extra", "op_overhead_bound",
            "host_reads_in_loop", "gpu_idle_unexplained", "blocking_readback",
            "host_dispatch_bound", "memory_copy_bound", "setup_overhead_bound", "recompile",
-           "host_callback_round_trip",  # then across ranks, from sofa_gui.core.fleet.cross
+           "host_callback_round_trip", "eager_input_bound",  # then fleet.cross:
            "straggler_holds_collectives", "straggler", "load_imbalance"}
 
 

@@ -19,8 +19,9 @@ from tracedata import corpus_capture as capture
 from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.first_runs import FirstRuns, _xla_runs, first_runs
 from sofa_gui.core.analysis.findings.recompile_rules import _estimate
-from sofa_gui.core.analysis.findings.recompiles import COMPILE, Recompiles, is_compile, recompiles
+from sofa_gui.core.analysis.findings.recompiles import Recompiles, recompiles
 from sofa_gui.core.analysis.iterations.dispatch import function_module
+from sofa_gui.core.analysis.one_off import COMPILE, is_compile
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.text import gain_text
 from sofa_gui.core.importers import load_trace

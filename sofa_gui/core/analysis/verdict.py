@@ -207,11 +207,13 @@ def _slower_words(slower: float, total: float, side, slow) -> str:
 #: Findings that measure, on a host-only run, time the breakdown's categories give to
 #: compute or host overhead, and the bound that time belongs to: per-op overhead (tiny ops
 #: and the Python between them), loops of element reads (the indexing and Python around
-#: each read) and memory-bound copies.
+#: each read), memory-bound copies, and the batch made op by op between a compiled
+#: step's calls (input).
 MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
             "host_reads_in_loop": ("sync", ("host_overhead", "compute")),
             "memory_copy_bound": ("memory_copies", ("compute",)),
-            "recompile": ("startup", ("compute", "host_overhead"))}
+            "recompile": ("startup", ("compute", "host_overhead")),
+            "eager_input_bound": ("input", ("compute", "host_overhead"))}
 #: Of those, the ones measured on any run (a device waits for the host while it
 #: compiles), whose bound holds none of their time yet (steady compiles are neither
 #: warm-up excess nor one-off calls); on a device run their time is taken from host
@@ -287,7 +289,8 @@ def note_small_findings(findings, verdict: Verdict) -> None:
 
 #: The bound each finding id is about ("" for findings about variation or one rank).
 FINDING_BOUND = {
-    "input_pipeline_bound": "input", "compute_bound": "compute", "cpu_bound": "compute",
+    "input_pipeline_bound": "input", "eager_input_bound": "input",
+    "compute_bound": "compute", "cpu_bound": "compute",
     "communication_bound": "communication", "op_overhead_bound": "host_overhead",
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
     "setup_overhead_bound": "host_overhead",

@@ -146,6 +146,15 @@ FIXES: dict[str, list[Fix]] = {
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),
     ],
+    "eager_input_bound": [
+        Fix(_JAX, "Compile and vectorise the batch's preparation: jax.jit(jax.vmap(augment)) "
+                  "called once per batch (random keys split per sample outside it) instead of "
+                  "the augmentation's jax.numpy calls per sample, each a dispatch of its own.",
+            name="jit and vmap the preparation"),
+        Fix(_ANY, "Or prepare the batches off the loop's thread (numpy in loader worker "
+                  "processes or a background thread) and hand the compiled step finished "
+                  "arrays.", name="prepare in the loader"),
+    ],
     "setup_overhead_bound": [
         Fix(_TF, "Call model.predict / evaluate / fit once on many samples (stack the "
                  "requests into one array, or one tf.data pipeline made once and iterated), "

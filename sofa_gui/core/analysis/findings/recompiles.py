@@ -26,14 +26,10 @@ import numpy as np
 from ..host_side import window_of
 from ..intervals import measure_in, union
 from ..iterations.dispatch import dispatch_ids
+from ..one_off import is_compile
 from .context import Ctx
-from .work import frame_function, outermost
+from .work import outermost
 
-#: Spans of compile work: XLA's and TorchDynamo's compiles (not ``CompiledFunction`` or a
-#: ``Torch-Compiled Region``: those run compiled code), JAX's lowering and tracing,
-#: TensorFlow tracing a ``tf.function`` into a graph.
-COMPILE = re.compile(r"[Cc]ompile(?!d)|^lower_sharding_computation|^lower_jaxpr|"
-                     r"^trace_to_jaxpr|^dynamo$|^tf\.function-graph_building$")
 #: TensorFlow tracing a ``tf.function`` into a graph.
 TF_BUILD = re.compile(r"^tf\.function-graph_building$")
 #: A call of one concrete function of a ``tf.function``: ``__inference_<function>_<number>``.
@@ -204,11 +200,6 @@ def _run_start(runs: np.ndarray, start: int, end: int) -> int:
     (``runs``: the lane's run starts, sorted) inside it; the call's start when none is."""
     k = int(np.searchsorted(runs, start, side="left"))
     return int(runs[k]) if k < len(runs) and runs[k] <= end else start
-
-
-def is_compile(name: str) -> bool:
-    """Whether ``name`` is compile work: a Python frame by its function, not its file."""
-    return bool(COMPILE.search(frame_function(name)))
 
 
 def _recurring(ctx: Ctx, fn: np.ndarray, rows: np.ndarray) -> int | None:

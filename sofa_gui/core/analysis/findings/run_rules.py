@@ -14,6 +14,7 @@ from .batch_estimate import ELEMENT_NS, loop_batch, loop_data_ns
 from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
+from .eager_ops import measure as eager_measure
 from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math
 from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
 from .read_rules import in_read_loops
@@ -194,6 +195,10 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
+    eager = eager_measure(ctx)
+    if eager is not None and eager.compiled_step:
+        return None  # ops dispatched between a compiled step's calls make its batch: the
+        # input's (:func:`.eager_dispatch.eager_input`), not the step's overhead
     sb = small_batch(ctx)
     if sb is not None and sb.models_requests(ctx):
         return None  # requests a few at a time, or a model run per request: batching them

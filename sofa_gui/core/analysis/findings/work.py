@@ -12,6 +12,7 @@ from ...units import fmt_ns
 from ..host_side import window_of
 from ..intervals import union
 from ..iterations.recurring import name_base, recurs
+from ..one_off import is_one_off
 from ..results import Cause, Evidence
 from .causes import self_times
 from .context import MAX_CAUSES, Ctx
@@ -53,29 +54,6 @@ def name_quantiles(names: np.ndarray, dur: np.ndarray, q: float) -> np.ndarray:
     lo = np.floor(pos).astype(np.int64)
     hi = np.ceil(pos).astype(np.int64)
     return (d[lo] + (d[hi] - d[lo]) * (pos - lo))[inv]
-
-
-#: Events that are one-off by nature (compile, context/allocator setup, autotuning).
-ONE_OFF = re.compile(r"compile|Compile|cudaFree$|cudaMalloc|hipMalloc|hipFree$|cuModuleLoad|"
-                     r"hipModuleLoad|cudnnFind|cudnn.*[Bb]enchmark|autotune|Autotune|"
-                     r"cuCtxCreate|cudaDeviceGetStreamPriorityRange|DeviceMemAllocator::Alloc")
-#: A Python frame recorded by the profiler's Python tracer: ``path/file.py(NN): function``.
-#: Only its function says what it does (``torch/_compile.py(22): inner`` is the wrapper
-#: that keeps TorchDynamo out of a call and compiles nothing; a frame of
-#: ``flashinfer/autotuner.py`` need not tune anything).
-PY_FRAME = re.compile(r"^\S+\.py\(\d+\): (.+)$")
-
-
-def frame_function(name: str) -> str:
-    """What names the work of an event: a Python frame's function, else the name."""
-    frame = PY_FRAME.match(name)
-    return frame.group(1) if frame else name
-
-
-def is_one_off(name: str) -> bool:
-    """Whether ``name`` is one-off work by nature (:data:`ONE_OFF`): a Python frame by its
-    function, not its file."""
-    return bool(ONE_OFF.search(frame_function(name)))
 
 
 #: A call this long and this many times its name's median is a one-off.

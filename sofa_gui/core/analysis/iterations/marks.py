@@ -20,10 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...trace import DEVICE_KINDS, Kind, Trace
+from ..one_off import is_start_up
 from ..results import Iterations, PeriodicExtra
 from ..roles import step_marker_ids
 from .landmarks import Landmarks
-from .recurring import recurs
+from .recurring import extra_call_stats, recurs
 
 MAX_EVERY = 64  # longest extras period searched
 WARMUP_SLOWER = 2.0  # a leading iteration this many times the steady median is warm-up
@@ -41,7 +42,8 @@ def mark_iterations(trace: Trace, iters: Iterations, lm: Landmarks | None = None
     _device_windows(trace, iters)
     prof = Profile.of(trace, iters, lm.main_lane)
     heavy = prof.heavy()
-    lead = _leading(heavy | prof.slow(), n)
+    flag = heavy | prof.slow()
+    lead = first_recurring(trace, iters, prof, flag, _leading(flag, n), lm.main_lane)
     extra = find_extra(trace, iters, prof, heavy, lead, lm)
     iters.periodic_extras = [extra] if extra is not None else []
     holders = set(extra.iterations) if extra is not None else set()
@@ -152,6 +154,46 @@ def _leading(flag: np.ndarray, n: int) -> int:
     """Length of the leading run of ``flag`` (at most half the iterations)."""
     run = int(np.argmin(flag)) if not flag.all() else n
     return min(run, int(MAX_WARMUP_SHARE * n))
+
+
+#: A later iteration this many times the median is slow enough to hold extra work.
+LATER_SLOWER = 1.5
+#: The slowest later iterations compared with a leading one, at most (recurring work such
+#: as a checkpoint makes its iterations the slowest; more would only cost time).
+MAX_LATER = 8
+#: A leading iteration whose extra calls are at least this share (by time) calls a later
+#: slow iteration makes on top of the regular ones too is that later work's first run.
+RECURRING_SHARE = 0.5
+
+
+def first_recurring(trace: Trace, iters: Iterations, prof: Profile, flag: np.ndarray,
+                    lead: int, lane: int) -> int:
+    """Where warm-up ends: at the first of the ``lead`` leading flagged iterations whose
+    extra work recurs (a checkpoint, an evaluation on the first profiled step), not at
+    ``lead``. A long first step is start-up only when its extra work is one-off: calls
+    later steps do not make again (first-call set-up), or compile work (which recurs only
+    when the program compiles anew). One that makes no call the others lack (the same
+    calls, slower) stays warm-up: a slow start."""
+    n = len(flag)
+    if lead == 0:
+        return 0
+    later = np.arange(lead, n)
+    slow = flag[lead:] | (prof.dur[lead:] > LATER_SLOWER * float(np.median(prof.dur)))
+    later, regular = later[slow], later[~slow]
+    if not len(later) or not len(regular):
+        return lead
+    later = later[np.argsort(-prof.dur[later], kind="stable")[:MAX_LATER]]
+    again = {j: {c.label for c in extra_call_stats(trace, lane, iters.starts, iters.ends,
+                                                   [j], regular)} for j in later.tolist()}
+    for i in range(lead):
+        mine = extra_call_stats(trace, lane, iters.starts, iters.ends, [i], regular)
+        total = sum(c.ns for c in mine)
+        if not mine or total <= 0 or any(is_start_up(c.label) for c in mine):
+            continue
+        if max(sum(c.ns for c in mine if c.label in got) for got in again.values()) \
+                >= RECURRING_SHARE * total:
+            return i
+    return lead
 
 
 def find_extra(trace: Trace, iters: Iterations, prof: Profile, heavy: np.ndarray, lead: int,

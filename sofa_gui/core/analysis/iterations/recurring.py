@@ -16,6 +16,7 @@ out of the comparison.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,6 +40,23 @@ def extra_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
     """Names (trailing numbers stripped) that the ``extra`` iterations call more often than
     every-but-a-few ``regular`` ones do (median + max(1, 3 robust SDs) calls), in at least
     :data:`IN_MOST` of them; most time first.  Looked for on ``lane`` (the loop's thread)."""
+    return [c.label for c in extra_call_stats(trace, lane, starts, ends, extra, regular)]
+
+
+@dataclass(frozen=True)
+class ExtraCall:
+    """A name the extra iterations call more often than the regular ones: its label, its
+    time in the extra iterations (ns) and whether no regular iteration calls it at all."""
+
+    label: str
+    ns: float
+    theirs_only: bool
+
+
+def extra_call_stats(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
+                     extra: np.ndarray, regular: np.ndarray) -> list[ExtraCall]:
+    """The calls of :func:`extra_calls`, each with its time and whether it is absent from
+    every regular iteration; most time first."""
     extra, regular = np.asarray(extra, np.int64), np.asarray(regular, np.int64)
     if lane < 0 or not len(extra) or not len(regular):
         return []
@@ -72,7 +90,8 @@ def extra_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
                     minlength=len(cand))
     labels = trace.memo("recurring.base_label", lambda: _base_label(trace.names, base))
     order = np.flatnonzero(hit)[np.argsort(-t[hit], kind="stable")]
-    return [labels[int(cand[k])] for k in order]
+    only = (reg.max(axis=0) == 0) & (ex.min(axis=0) > 0)
+    return [ExtraCall(labels[int(cand[k])], float(t[k]), bool(only[k])) for k in order]
 
 
 def _loader_own(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
@@ -103,10 +122,25 @@ def stands_out(durations: np.ndarray, extra: np.ndarray, regular: np.ndarray) ->
                                                                  MIN_EXCESS * med))
 
 
+def slowest(durations: np.ndarray, extra, regular) -> bool:
+    """Every extra iteration is longer than every regular one."""
+    d = np.asarray(durations, np.float64)
+    ex, reg = np.asarray(extra, np.int64), np.asarray(regular, np.int64)
+    return bool(len(ex) and len(reg) and d[ex].min() > d[reg].max())
+
+
+def own_work(stats: list[ExtraCall]) -> bool:
+    """Every extra iteration makes a call that no regular iteration makes (a checkpoint's
+    ``device_get``, an evaluation loop): a code path of their own, which chance (a busy
+    machine, the collector) does not add to a step, only slows."""
+    return any(c.theirs_only for c in stats)
+
+
 def recurs(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
            durations: np.ndarray, extra, regular) -> tuple[bool, str]:
     """(whether the ``extra`` iterations hold recurring extra work, why in words)."""
-    calls = extra_calls(trace, lane, starts, ends, extra, regular)
+    stats = extra_call_stats(trace, lane, starts, ends, extra, regular)
+    calls = [c.label for c in stats]
     n = len(extra)
     if not calls:
         return False, (f"the {n} slower iterations make no call the others lack: the same "
@@ -117,6 +151,10 @@ def recurs(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
     if stands_out(durations, extra, regular):
         return True, (f"{n} iterations make calls the others do not ({listed}) and each "
                       f"stands out from the run's noise")
+    own = [c.label for c in stats if c.theirs_only]
+    if n >= 2 and own_work(stats) and slowest(durations, extra, regular):
+        return True, (f"{n} iterations, each slower than every other, make calls no other "
+                      f"iteration makes ({', '.join(own[:3])}): the same extra work in each")
     return False, (f"only {n} slower iterations with extra calls ({listed}), within the "
                    f"run's noise: not shown to recur")
 

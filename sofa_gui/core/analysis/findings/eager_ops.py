@@ -1,0 +1,107 @@
+"""The ops a step dispatches one at a time from Python, measured once per analysis for
+the readings that use them (:mod:`.eager_dispatch`: an un-jitted step's overhead, or a
+batch made op by op beside a compiled step; the tiny-ops check leaves the latter alone).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import roles as R
+from ..host_side import window_of
+from ..intervals import measure_in, union
+from ..iterations.dispatch import step_dispatches
+from .context import Ctx
+from .host_estimate import pool_slices
+from .read_rules import in_read_loops
+from .work import outermost
+
+#: Dispatches per steady step from which a step is run op by op.
+MIN_DISPATCHES = 20
+#: One dispatched program or op, by the event its runtime or tracer records.
+DISPATCH = (re.compile(r"ExecuteHelperOnSingleDevice$"), re.compile(r"^PjitFunction\("),
+            re.compile(r"^\$core\.py:\d+ bind$"))
+#: Kernels a compiled step keeps: matmuls, convolutions and the library fusions around them.
+KEPT_KERNEL = re.compile(r"dot|conv|gemm|matmul|ynn|onednn|mkl", re.I)
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    """The steady steps' one-at-a-time dispatches, measured once for both readings."""
+
+    calls: np.ndarray  # the dispatches (slice indexes)
+    per_step: float
+    wall: float  # ns of the steady rows
+    kernels: float  # ns of the runtime threads' kernels in them
+    kept: float  # ns of their matmul and convolution kernels
+    compiled_step: bool  # a compiled program runs once in every steady step
+
+    @property
+    def share(self) -> float:
+        return max(1.0 - self.kernels / self.wall, 0.0)
+
+
+def measure(ctx: Ctx) -> Dispatched | None:
+    """The dispatches of the steady steps, when there are at least :data:`MIN_DISPATCHES`
+    a step and kernels to tell them from (None otherwise); measured once per analysis."""
+    if "eager_dispatch" not in ctx.memo:
+        ctx.memo["eager_dispatch"] = _measure(ctx)
+    return ctx.memo["eager_dispatch"]
+
+
+def _measure(ctx: Ctx) -> Dispatched | None:
+    host = ctx.bd.host
+    r = ctx.rows
+    if host is None or ctx.bd.device is not None or not len(r):
+        return None
+    calls = dispatches(ctx, host)
+    per_step = len(calls) / len(r)
+    if per_step < MIN_DISPATCHES:
+        return None
+    kernels, kept = _kernels(ctx, host)
+    if kernels <= 0:
+        return None  # no kernel apart from the dispatch: the split is not in the trace
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    return Dispatched(calls, per_step, wall, kernels, kept, _compiled_step(ctx, host))
+
+
+def _compiled_step(ctx: Ctx, host) -> bool:
+    """Whether the step is one compiled program: the jitted function with the most compiled
+    work (:func:`..iterations.dispatch.step_dispatches`) runs exactly once in every steady
+    step. An un-jitted step's heaviest program is a primitive (a matmul) that runs several
+    times a step; a function jitted per sample runs once per sample."""
+    runs = step_dispatches(ctx.trace, host.lane)
+    w = window_of(runs, host.starts, host.ends)
+    per_row = np.bincount(w[w >= 0], minlength=len(host.starts))
+    return bool(len(runs)) and bool((per_row[ctx.rows] == 1).all())
+
+
+def dispatches(ctx: Ctx, host) -> np.ndarray:
+    """The main thread's steady dispatches outside read loops, of the kind recorded most
+    (outermost of it: a jnp function calling another counts once)."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = mine[~in_read_loops(ctx, s.start[mine])]
+    best = mine[:0]
+    for pat in DISPATCH:
+        ids = ctx.trace.name_ids(lambda n, p=pat: bool(p.search(n)) and not R.SETUP.search(n))
+        got = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)])
+        if len(got) > len(best):
+            best = got
+    return best
+
+
+def _kernels(ctx: Ctx, host) -> tuple[float, float]:
+    """(ns of every runtime-thread kernel, ns of the matmul and convolution ones) inside
+    the steady rows (their union: kernels of two threads at once count once)."""
+    s = ctx.trace.slices
+    pool = pool_slices(ctx, host)
+    r = ctx.rows
+    kept = pool[np.isin(s.name[pool], ctx.trace.name_ids(KEPT_KERNEL.search))]
+    ns = [float(measure_in(*union(s.start[idx], s.end[idx]), host.starts[r], host.ends[r])
+                .sum()) for idx in (pool, kept)]  # union and measure_in take empty sets
+    return ns[0], ns[1]
