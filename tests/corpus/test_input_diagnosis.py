@@ -207,15 +207,19 @@ def test_work_over_the_cores_counts_at_most_the_cores_at_once():
     assert _at_most([], 2.0, ws, we) == 0.0
 
 
-def test_a_cache_gives_the_step_back_the_cores_a_parallel_maps_threads_take():
-    # the step waits little for its prefetched batch, but the map's decoding threads keep
-    # most of the two cores busy beside the compute's threads (measured without the
-    # profiler: cache() + prefetch 1.57x)
-    _, a = analyzed("tf_fit_jpeg_directory", 0)
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_cache_gives_the_step_back_the_cores_a_parallel_maps_threads_take(k):
+    # the step waits little for its prefetched batch (1-6% of it), but the map's decoding
+    # threads keep most of the two cores busy beside the compute's threads (measured
+    # without the profiler: cache() + prefetch 1.57x); the finding is raised for the
+    # cores taken even where the wait alone is under what counts
+    _, a = analyzed("tf_fit_jpeg_directory", k)
     f = input_finding(a)
     cache = fix_named(f, "cache")
     assert f.share < 0.1 and 1.25 <= cache.estimate <= 1.8
     assert "from the compute's threads" in cache.estimate_why
+    assert "from the compute's threads on the shared cores" in f.summary
+    assert a.verdict.bound == "compute"
 
 
 @pytest.mark.parametrize("case", ["tf_keras_fit_cached", "tf_tape_tfrecord_cache"])
