@@ -162,6 +162,8 @@ def false_positives(doc: dict, truth: dict) -> list[str]:
 #: finding's, which is that of its best fix (often another change, e.g. caching the data).
 MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("num_parallel_calls", ("parallel map", "prefetch")),
+               ("cache()", ("cache",)),
+               ("tf.image ops", ("tf.data ops in parallel",)),
                ("prefetch", ("prefetch",)),
                ("persistent_workers", ("persistent workers",)),
                ("autocast off", ("fp32 on the CPU",)),

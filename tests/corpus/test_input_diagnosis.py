@@ -12,6 +12,8 @@ import functools
 import pytest
 from tracedata import corpus_capture as capture
 
+from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings.input_estimate import map_contention
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.tfdata import analyze_input_pipeline
 from sofa_gui.core.importers import load_trace
@@ -163,12 +165,13 @@ def test_a_cache_of_loading_done_in_the_main_process_is_amdahl_on_the_shares(cas
 def test_tf_ops_instead_of_a_parallel_pythons_map_are_estimated_as_its_python_gone(k):
     # a GIL-bound py_function run in parallel gains nothing from the parallelism, but
     # written in tf.image ops it holds no GIL: measured 2.67x.  The fix's own estimate
-    # reads the map's Python (and the threads' waits for the GIL) as gone, as the cache's
-    # does, not the threads' time in it as work the cores still owe
+    # reads the map's Python (and the threads' waits for the GIL) as gone, not the threads'
+    # time in it as work the cores still owe; the cache, which also takes the ops' work
+    # off the cores, gains at least as much
     _, a = analyzed("tf_fit_pyfunc_parallel_map", k)
     f = input_finding(a)
     ops = fix_named(f, "tf.data ops in parallel")
-    assert ops.estimate == pytest.approx(fix_named(f, "cache").estimate, rel=1e-3)
+    assert ops.estimate <= fix_named(f, "cache").estimate
     assert ops.estimate >= 2.0 and "less the map's Python" in ops.estimate_why
 
 
@@ -202,3 +205,34 @@ def test_work_over_the_cores_counts_at_most_the_cores_at_once():
     assert _at_most(lanes, 1.5, ws, we) == 25.0  # 10 at one core + 5 at the half core
     assert _at_most(lanes, 2.0, np.array([5]), np.array([25])) == 15.0  # inside the window
     assert _at_most([], 2.0, ws, we) == 0.0
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_cache_gives_the_step_back_the_cores_a_parallel_maps_threads_take(k):
+    # the step waits little for its prefetched batch (1-6% of it), but the map's decoding
+    # threads keep most of the two cores busy beside the compute's threads (measured
+    # without the profiler: cache() + prefetch 1.57x); the finding is raised for the
+    # cores taken even where the wait alone is under what counts
+    _, a = analyzed("tf_fit_jpeg_directory", k)
+    f = input_finding(a)
+    cache = fix_named(f, "cache")
+    assert f.share < 0.1 and 1.25 <= cache.estimate <= 1.8
+    assert "from the compute's threads" in cache.estimate_why
+    assert "from the compute's threads on the shared cores" in f.summary
+    assert a.verdict.bound == "compute"
+
+
+@pytest.mark.parametrize("case", ["tf_keras_fit_cached", "tf_tape_tfrecord_cache"])
+def test_a_pipeline_already_cached_takes_next_to_no_cores_from_the_compute(case):
+    # after the first epoch the pipeline's threads only read cached elements (None: the
+    # trace shows no pipeline or compute threads busy beside the step)
+    t, a = analyzed(case, 0)
+    c = map_contention(make_context(t, a.iterations, a.breakdown))
+    assert c is None or (c[0] < 0.05 and c[1] < 0.5)
+
+
+def test_a_parallel_maps_threads_beside_the_compute_take_a_share_of_its_cores():
+    t, a = analyzed("tf_fit_jpeg_directory", 1)
+    lost, busy = map_contention(make_context(t, a.iterations, a.breakdown))
+    # about 1.2 of the 2 cores busy decoding: the compute loses a fifth of the step
+    assert busy > 1.0 and 0.1 <= lost <= 0.35

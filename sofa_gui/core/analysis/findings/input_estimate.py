@@ -22,6 +22,12 @@ included: graph ops hold no GIL) and without the iterator threads, which then on
 on the workers.  What the ops that replace the Python cost the trace cannot show; like a
 cache's estimate, this one reads the Python's work as gone.
 
+A fix that takes the pipeline's work off the machine (a cache: later epochs only read the
+elements) gains more than the step's wait for input where the pipeline's worker threads
+share the cores with the runtime's compute threads: while more threads are busy than
+there are cores, the compute runs slower beside them, and the cache gives it back those
+cores (:func:`map_contention`), however short the wait for a prefetched batch.
+
 Busy time counts a thread descheduled (with no more threads busy than cores) or waiting
 for the GIL inside an event as busy, so these floors can only make the estimate smaller
 than the gain: a stated, conservative reading.
@@ -56,13 +62,9 @@ def _busy(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None,
     the cores wait for one inside their events, and that wait is no work."""
     host, r = ctx.bd.host, ctx.rows
     s = ctx.trace.slices
-    sel = np.isin(s.lane, lanes) & (s.dur > 0)
-    sel &= np.isin(s.name, names) if names is not None else s.depth == 0
-    idx = np.flatnonzero(sel)
+    idx = _selected(ctx, lanes, names)
     ws, we = host.starts[r], host.ends[r]
-    per_lane = [union(s.start[m], s.end[m]) for m in
-                (idx[s.lane[idx] == lane] for lane in np.unique(s.lane[idx]).tolist())]
-    total = _at_most(per_lane, cores, ws, we)
+    total = _at_most(_per_lane(ctx, idx), cores, ws, we)
     a, b = union(s.start[idx], s.end[idx])
     return total, float(measure_in(a, b, ws, we).sum())
 
@@ -76,11 +78,7 @@ def _at_most(per_lane: list, cores: float | None, ws: np.ndarray, we: np.ndarray
         return sum(float(measure_in(a, b, ws, we).sum()) for a, b in per_lane)
     if not per_lane:
         return 0.0
-    x = np.concatenate([np.concatenate([a, b]) for a, b in per_lane])
-    step = np.concatenate([np.concatenate([np.ones(len(a)), -np.ones(len(b))])
-                           for a, b in per_lane])
-    order = np.argsort(x, kind="stable")
-    x, level = x[order], np.cumsum(step[order])
+    x, level = _levels(per_lane)
     total, k = 0.0, 1
     while k - 1 < cores:
         at = level[:-1] >= k
@@ -160,3 +158,94 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     told = "; ".join(f"{k} {pct(v)}" for k, v in bounds.items())
     return sp, (f"the step cannot get shorter than {what} ({pct(floor)} of it; {told}; "
                 f"{where})"), 0.9
+
+
+def _levels(per_lane: list) -> tuple[np.ndarray, np.ndarray]:
+    """(instants, how many of the lanes are busy from each instant to the next) of the
+    lanes' busy time (each a disjoint set)."""
+    if not per_lane:
+        return np.zeros(1, np.int64), np.zeros(1)
+    x = np.concatenate([np.concatenate([a, b]) for a, b in per_lane])
+    step = np.concatenate([np.concatenate([np.ones(len(a)), -np.ones(len(b))])
+                           for a, b in per_lane])
+    order = np.argsort(x, kind="stable")
+    return x[order], np.cumsum(step[order])
+
+
+def map_contention(ctx: Ctx) -> tuple[float, float] | None:
+    """(share of the steady step the compute threads lose to the pipeline's worker threads
+    on the cores, those workers' busy cores per step) on a run without an accelerator;
+    None without both kinds of thread in the trace.
+
+    Where ``n`` threads are busy on ``c`` cores, ``n_c`` of them the compute's, the compute
+    progresses at ``n_c * min(1, c / n)`` cores against ``min(n_c, c)`` without the
+    workers beside it: each instant the compute is busy lasts that ratio of itself once
+    the workers' work is gone (a cache: later epochs only read the elements).  Threads
+    share the cores evenly (the scheduler's fair share)."""
+    host, r = ctx.bd.host, ctx.rows
+    if host is None or not len(r) or ctx.bd.devices:
+        return None
+    names = ctx.trace.lanes.name
+    pool = tf_data_lanes(ctx.trace, workers_only=True)
+    compute = np.setdiff1d(np.asarray(host.helper_lanes, np.int64), tf_data_lanes(ctx.trace))
+    compute = np.asarray([c for c in compute.tolist() if not names[c].startswith(_CONSUMER_LANE)],
+                         np.int64)
+    if not len(pool) or not len(compute):
+        return None
+    cores, _ = _cores(ctx)
+    xs, nc = _levels(_per_lane(ctx, _selected(ctx, compute)))
+    xp, npool = _levels(_per_lane(ctx, _selected(ctx, pool)))
+    x = np.union1d(xs, xp)
+    n_c = nc[np.clip(np.searchsorted(xs, x, side="right") - 1, 0, None)] * (x >= xs[0])
+    n_p = npool[np.clip(np.searchsorted(xp, x, side="right") - 1, 0, None)] * (x >= xp[0])
+    n = n_c + n_p
+    rate = np.where(n_c > 0, n_c * np.minimum(1.0, cores / np.maximum(n, 1.0))
+                    / np.maximum(np.minimum(n_c, cores), 1.0), 1.0)
+    ws, we = host.starts[r], host.ends[r]
+    wall = float((we - ws).sum()) or 1.0
+    # the step's wait for input goes with the fix as a whole: what the compute lost
+    # meanwhile is not counted twice
+    s = ctx.trace.slices
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64))
+    wa, wb = union(s.start[dl], s.end[dl])
+    seg = (x[1:] - x[:-1]).astype(np.float64)
+    seg -= measure_in(wa, wb, x[:-1], x[1:])
+    inside = measure_in(ws, we, x[:-1], x[1:]) / np.maximum(x[1:] - x[:-1], 1)
+    lost = float((seg * inside * (1.0 - rate[:-1])).sum())
+    busy, _ = _busy(ctx, pool)
+    return lost / wall, busy / wall
+
+
+def _selected(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None) -> np.ndarray:
+    """The lanes' slices named ``names`` (top-level slices without ``names``)."""
+    s = ctx.trace.slices
+    sel = np.isin(s.lane, lanes) & (s.dur > 0)
+    sel &= np.isin(s.name, names) if names is not None else s.depth == 0
+    return np.flatnonzero(sel)
+
+
+def _per_lane(ctx: Ctx, idx: np.ndarray) -> list:
+    """Each lane's busy time: the union of its slices among ``idx``."""
+    s = ctx.trace.slices
+    return [union(s.start[m], s.end[m]) for m in
+            (idx[s.lane[idx] == lane] for lane in np.unique(s.lane[idx]).tolist())]
+
+
+def tf_removal_gain(ctx: Ctx, share: float) -> tuple[float, str, float] | None:
+    """(speed-up, why, confidence factor) of taking a tf.data pipeline's work off the
+    machine (a cache: later epochs only read the elements) on a run without an
+    accelerator: the wait for input goes, and with the pipeline's worker threads the
+    cores they took from the compute (:func:`map_contention`); None where the trace
+    shows no such threads sharing the cores with the compute."""
+    c = map_contention(ctx)
+    if c is None:
+        return None
+    lost, busy = c
+    after = max(1.0 - share - lost, 1e-6)
+    _, where = _cores(ctx)
+    sp = max(1.0 / after, 1.0 / max(1.0 - share, 1e-6))
+    return sp, (f"the work is done once, not every step: the wait for input goes "
+                f"({pct(share)} of the step), and with it the pipeline's threads, busy "
+                f"{busy:.1f} cores on average, which took {pct(lost)} of the step from the "
+                f"compute's threads on the shared cores ({where}; threads share the cores "
+                f"evenly)"), 0.9

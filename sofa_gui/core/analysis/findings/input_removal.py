@@ -42,6 +42,7 @@ from ..intervals import union
 from .causes import nested_in
 from .context import Ctx, amdahl
 from .host_estimate import HostFix, rest_math
+from .input_estimate import tf_removal_gain
 
 #: Compute on one core runs this much slower while another core is busy, when the trace
 #: carries no measured factor (run fact ``cpu_interf``): separate cores still share the
@@ -103,6 +104,8 @@ def worker_wait(ctx: Ctx, host, fetches: np.ndarray) -> WorkerWait:
 def removal_gain(ctx: Ctx, host, share: float) -> tuple[float, str, float]:
     """(speed-up, why, confidence factor) of taking the loading share ``share`` out of the
     step (see the module docstring)."""
+    if (tf := tf_removal_gain(ctx, share)) is not None:
+        return tf
     fetches = _fetches(ctx, host)
     if ctx.facts.value("dataloader") != "workers" or not len(fetches):
         return amdahl(share), AMDAHL_WHY, 0.9

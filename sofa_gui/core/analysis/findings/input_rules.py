@@ -28,13 +28,17 @@ from .context import (
 )
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
 from .host_estimate import TINY_LOOP_UNPROFILED
-from .input_estimate import ASSUMED_CORES, tf_pipeline_speedup
+from .input_estimate import ASSUMED_CORES, map_contention, tf_pipeline_speedup
 from .input_pacing import loader_paces, unexplained_wait
 from .input_removal import core_interference, removal_gain
 from .input_restarts import restart_cost
 from .registry import Rule, rule
 from .tf_data import pipeline_note
 from .work import TINY_NS, name_medians, outermost, starts_inside
+
+#: The least share of the step the pipeline's threads must take from the compute's to be
+#: told (below it the even-share reading is within the trace's noise).
+TAKEN = 0.02
 
 
 # -- input -----------------------------------------------------------------------------------
@@ -73,19 +77,24 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     tf_note, causes = pipeline_note(ctx, host)
     causes = causes or _loader_causes(ctx, dl)
     share, unmade = unexplained_wait(ctx, host, share)
-    grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(severity(spec, share), "NOT")
+    taken, took = _cores_taken(ctx, d is None)
+    grade = {"high": "HIGHLY", "medium": "MODERATELY"}.get(
+        severity(spec, share + taken), "NOT")
     paced = loader_paces(ctx, host, share, spec)
     back = restart_cost(ctx, host)
     summary = (f"{grade} input-bound: {pct(share)} of steady-state iteration time is spent "
-               f"waiting for input; {where}.{unmade}{tf_note}{' ' + paced if paced else ''}"
+               f"waiting for input; {where}.{took}{unmade}{tf_note}"
+               f"{' ' + paced if paced else ''}"
                f"{back.sentence()} {spec.grading('input-bound', TF_PROFILER)} The estimate is "
                f"that of the best fix that fits this machine.")
     sev = None
-    if d is None and (bare := _unprofiled_loading(ctx, host, dl, share)) < spec.moderate:
+    if d is None and (bare := _unprofiled_loading(ctx, host, dl, share)) + taken < spec.moderate:
         sev = BELOW  # the profiler's own cost per op is what makes it count
         summary = (f"Without the profiler's own cost per op the loading would take about "
                    f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
                    + summary)
+    elif taken:  # the wait may be short, the cores taken from the compute count too
+        sev = severity(spec, share + taken)
     rest = max(share - back.share, 0.0)  # what the other fixes act on: the steady fetches
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes, sev=sev,
                      fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
@@ -93,6 +102,18 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                      unseen=lambda fix: back.unseen() if fix.gain == "restarts" else "")
     f.paced = paced
     return f
+
+
+def _cores_taken(ctx: Ctx, host_only: bool) -> tuple[float, str]:
+    """(share of the step the input pipeline's threads take from the compute's threads on
+    the shared cores, the sentence that says so; 0.0 and "" where the trace shows none or
+    a device runs the compute): input time beside the wait (:func:`.map_contention`)."""
+    c = map_contention(ctx) if host_only else None
+    if c is None or c[0] < TAKEN:
+        return 0.0, ""
+    return c[0], (f" Beside it the pipeline's threads, busy {c[1]:.1f} cores on average, take "
+                  f"about {pct(c[0])} of the step from the compute's threads on the shared "
+                  f"cores, which a fix that takes their work off the machine gives back.")
 
 
 def _unprofiled_loading(ctx: Ctx, host, dl: np.ndarray, share: float) -> float:
