@@ -98,11 +98,13 @@ def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
 
 def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     from .findings import find_bottlenecks
-    from .verdict import note_small_findings
+    from .verdict import fit_compute_hypothesis, note_small_findings
 
     found = find_bottlenecks(trace, a.iterations, a.breakdown, a.run,  # best first
                              all_frameworks=opts.all_fixes)
-    note_small_findings(found, _verdict_of(a.iterations, a.breakdown, found))
+    verdict = _verdict_of(a.iterations, a.breakdown, found)
+    note_small_findings(found, verdict)
+    fit_compute_hypothesis(found, verdict)
     return found
 
 

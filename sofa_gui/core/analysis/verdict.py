@@ -287,6 +287,26 @@ def note_small_findings(findings, verdict: Verdict) -> None:
                          + f.summary)
 
 
+def fit_compute_hypothesis(findings, verdict: Verdict) -> None:
+    """The faster-compute hypothesis covers only the compute the verdict leaves: where the
+    verdict reads part of the compute categories as another bound's (a loop of tiny ops
+    is host overhead, ops that make the batch are input), that time is not compute to
+    make faster, and the card would otherwise show a compute share beside the verdict's
+    that the two cannot both be.  Its share, estimate and summary follow."""
+    if not any("compute" in src for _, _, _, src in verdict.moved):
+        return
+    left = verdict.shares.get("compute", 0.0)
+    for f in findings or []:
+        if f.id != "compute_bound" or f.covers is None or f.covers <= left:
+            continue
+        gain = f.share / f.covers if f.covers else 0.0  # what the hypothesis saves of it
+        f.summary += (f" Of the {pct(f.covers)} it is about, the verdict reads all but "
+                      f"{pct(left)} as other bounds' time (measured by the findings that "
+                      f"moved it); the share and estimate cover that {pct(left)}.")
+        f.covers, f.share = left, left * gain
+        f.estimated_speedup = 1.0 / max(1.0 - f.share, 1e-6)
+
+
 #: The bound each finding id is about ("" for findings about variation or one rank).
 FINDING_BOUND = {
     "input_pipeline_bound": "input", "eager_input_bound": "input",
