@@ -300,9 +300,10 @@ def fit_compute_hypothesis(findings, verdict: Verdict) -> None:
         if f.id != "compute_bound" or f.covers is None or f.covers <= left:
             continue
         gain = f.share / f.covers if f.covers else 0.0  # what the hypothesis saves of it
-        f.summary += (f" Of the {pct(f.covers)} it is about, the verdict reads all but "
-                      f"{pct(left)} as other bounds' time (measured by the findings that "
-                      f"moved it); the share and estimate cover that {pct(left)}.")
+        f.summary = (f"Compute left to make faster: {pct(left)} of the step. Of the "
+                     f"{pct(f.covers)} below, the verdict reads all but {pct(left)} as other "
+                     f"bounds' time (measured by the findings that moved it); the share and "
+                     f"estimate cover that {pct(left)}. " + f.summary)
         f.covers, f.share = left, left * gain
         f.estimated_speedup = 1.0 / max(1.0 - f.share, 1e-6)
 
