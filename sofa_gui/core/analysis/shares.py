@@ -50,6 +50,12 @@ def speedup_words(f: Finding, short: bool = False) -> str:
     return f"{'at least ' if f.estimate_floor else ''}{sp:.2f}x"
 
 
+def speedup_bound(f: Finding) -> str:
+    """"up to 1.72×", or "at least 27.10×" where the estimate is a lower bound: the
+    estimate as the card and the findings panel's best fix say it."""
+    return f"{'at least' if f.estimate_floor else 'up to'} {f.estimated_speedup:.2f}×"
+
+
 def verdict_share(v: Verdict | None) -> str:
     """"Compute (83.5% of profiled time)": the verdict's bound and share, short."""
     if v is None or not v.bound:

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.results import Finding, Fix
-from ...core.analysis.shares import finding_share, speedup_words
+from ...core.analysis.shares import finding_share, speedup_bound, speedup_words
 from ...core.units import fmt_ns, fmt_pct
 from ...view.tooltip import literal_html
 from .common import SEVERITY_COLORS, breakable, esc, plain_label, rich_label, set_muted
@@ -66,8 +66,7 @@ def numbers_text(f: Finding) -> str:
     if f.estimated_speedup is None:
         text = f"{finding_share(f)} · no per-step speed-up"
     else:
-        up = "at least" if f.estimate_floor else "up to"
-        text = (f"{finding_share(f)} · {up} {f.estimated_speedup:.2f}× faster "
+        text = (f"{finding_share(f)} · {speedup_bound(f)} faster "
                 + (f"with {f.estimated_by}" if f.estimated_by
                    else "" if f.covers is not None else "if removed")).rstrip()
     why = f" ({f.confidence_why})" if f.confidence_why else ""

@@ -23,6 +23,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from ...core.analysis.results import Finding, Fix
+from ...core.analysis.shares import speedup_bound
 from ...view.search import slice_at_span
 from ..docks import DockSpec
 from ..session import Session
@@ -155,8 +156,7 @@ class FindingsPanel(QWidget):
             return "No bottleneck stands out: the run looks balanced."
         sped = [f for f in findings if f.estimated_speedup is not None]
         top = max(sped, key=lambda f: f.estimated_speedup) if sped else None
-        best = (f" · best single fix: {'at least' if top.estimate_floor else 'up to'} "
-                f"{top.estimated_speedup:.2f}×") if top else ""
+        best = f" · best single fix: {speedup_bound(top)}" if top else ""
         return f"{len(findings)} findings, best expected gain × confidence first{best}"
 
     def open_evidence(self, finding: Finding, k: int) -> None:

@@ -181,7 +181,14 @@ def map_contention(ctx: Ctx) -> tuple[float, float] | None:
     progresses at ``n_c * min(1, c / n)`` cores against ``min(n_c, c)`` without the
     workers beside it: each instant the compute is busy lasts that ratio of itself once
     the workers' work is gone (a cache: later epochs only read the elements).  Threads
-    share the cores evenly (the scheduler's fair share)."""
+    share the cores evenly (the scheduler's fair share).  Once per analysis (the input
+    finding grades by it, the cache's estimate counts it)."""
+    if "map_contention" not in ctx.memo:
+        ctx.memo["map_contention"] = _contention(ctx)
+    return ctx.memo["map_contention"]
+
+
+def _contention(ctx: Ctx) -> tuple[float, float] | None:
     host, r = ctx.bd.host, ctx.rows
     if host is None or not len(r) or ctx.bd.devices:
         return None
