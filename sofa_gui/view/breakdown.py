@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.analysis.palette import color_of, label_of
+from ..core.analysis.shares import read_as, verdict_counts
+from ..core.units import fmt_ns, fmt_pct
 
 
 @dataclass
@@ -65,19 +67,38 @@ def median_index(bd) -> int:
     return int(bd.median_iteration) if bd is not None and len(bd) else -1
 
 
-def dominant_labels(bd, n: int) -> list[str]:
-    """Readable dominant category (primary side) of iterations ``0..n-1``, one numpy pass."""
+def dominant_labels(bd, n: int, verdict=None, findings=None) -> tuple[list[str], list[str]]:
+    """What takes most of iterations ``0..n-1`` (primary side), as the verdict reads it,
+    and a tooltip each: the category the device or thread ran most, or the bound the
+    verdict counts that category's time in (:func:`read_as`); the tooltip names the
+    category, its time and the verdict's reading.  One numpy pass."""
+    empty = ([""] * n, [""] * n)
     if bd is None or getattr(bd, "whole_trace", False):
-        return [""] * n
+        return empty
     t = bd.times()
     if t.ndim != 2 or t.shape[1] == 0:
-        return [""] * n
+        return empty
     cats = bd.categories()
-    names = [label_of(c) for c in cats]
-    arg = np.argmax(t, axis=1)
-    busy = t.sum(axis=1) > 0
-    out = [names[int(a)] if ok else "" for a, ok in zip(arg.tolist(), busy.tolist())]
-    return (out + [""] * n)[:n]
+    main = bd.device if bd.devices else bd.host
+    kind = "device" if bd.devices else "host"
+    moved = read_as(verdict, main.label, kind, cats) if main is not None else {}
+    reading = verdict_counts(verdict, findings, main.label, kind, cats, t.sum(axis=0)) \
+        if moved else ""
+    ran = "device" if kind == "device" else "thread"
+    arg = np.argmax(t, axis=1).tolist()
+    texts, tips = [], []
+    for i, a in enumerate(arg[:n]):
+        total = int(t[i].sum())
+        if total <= 0:
+            texts.append("")
+            tips.append("")
+            continue
+        cat, ns = cats[int(a)], int(t[i, int(a)])
+        texts.append(moved.get(cat, label_of(cat)))
+        tips.append(f"{label_of(cat)}: {fmt_ns(ns)}, {fmt_pct(ns / total)} of what the "
+                    f"{ran} ran in this iteration" + (f". {reading}" if cat in moved else ""))
+    pad = n - len(texts)
+    return texts + [""] * pad, tips + [""] * pad
 
 
 def device_utilisation(bd) -> float | None:

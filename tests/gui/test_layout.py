@@ -125,7 +125,10 @@ def test_1280x800_nothing_is_clipped(qtbot, open_window):
     it = w.panels["iterations"].table
     shown = [c for c in range(it.model().columnCount()) if not it.isColumnHidden(c)]
     assert 5 <= len(shown) and it.horizontalHeader().length() <= it.viewport().width() + 1
-    assert all(it.columnWidth(c) >= 40 for c in shown)  # Dominant included
+    assert all(it.columnWidth(c) >= 40 for c in shown if c)  # Dominant included
+    fm = it.fontMetrics()  # "#" is as wide as its header (and sort arrow) and indices need
+    last = str(it.model().rowCount() - 1)
+    assert it.columnWidth(0) >= max(fm.horizontalAdvance(last) + 8, fm.horizontalAdvance("#") + 20)
     # Details shares the right column as a tab: all of it goes to Bottlenecks until
     # a slice is selected
     assert w.docks["details"] in w.tabifiedDockWidgets(w.docks["findings"])

@@ -71,6 +71,15 @@ def verdict_reading(v: Verdict | None, findings, label: str, kind: str, categori
     category's own, with the verdict's numbers; "" when it moved none, or for another
     side.  A breakdown shows what the thread or device ran, and a recurring compile runs
     as forward ops or runtime calls: the verdict counts it as start-up."""
+    counts = verdict_counts(v, findings, label, kind, categories, times)
+    ran = "thread" if kind == "host" else "device"
+    return f"Categories of what the {ran} ran. {counts}" if counts else ""
+
+
+def verdict_counts(v: Verdict | None, findings, label: str, kind: str, categories,
+                   times) -> str:
+    """The sentence of :func:`verdict_reading` that gives the verdict's numbers: "The
+    verdict counts 96.3% of profiled time as Start-up: ..., here in Forward / Other." """
     if v is None or not v.moved or (label, kind) != tuple(v.side):
         return ""
     mapping = HOST_MAP if kind == "host" else DEVICE_MAP
@@ -83,9 +92,25 @@ def verdict_reading(v: Verdict | None, findings, label: str, kind: str, categori
         what = titles.get(by) or MOVED_WORDS.get(by, by)
         parts.append(f"{fmt_pct(share)} of profiled time as {LABELS.get(to, to)}: {what}, "
                      f"here in {' / '.join(cats) or 'other categories'}")
-    ran = "thread" if kind == "host" else "device"
-    return (f"Categories of what the {ran} ran. The verdict counts "
-            + "; and ".join(parts) + ".")
+    return "The verdict counts " + "; and ".join(parts) + "."
+
+
+def read_as(v: Verdict | None, label: str, kind: str, categories) -> dict[str, str]:
+    """{category: the bound the verdict reads its time as} for the categories of the
+    breakdown side ``label`` / ``kind`` whose bound gave the verdict more time than it
+    kept (a recurring compile's forward ops are start-up, tiny ops' backward is host
+    overhead); categories the verdict reads as their own bound are left out."""
+    if v is None or not v.moved or (label, kind) != tuple(v.side):
+        return {}
+    mapping = HOST_MAP if kind == "host" else DEVICE_MAP
+    out: dict[str, str] = {}
+    for _by, to, share, sources in v.moved:
+        if share < sum(v.shares.get(src, 0.0) for src in sources):
+            continue  # most of that time is still read as its own bound
+        for cat in categories:
+            if mapping.get(cat) in sources:
+                out.setdefault(cat, LABELS.get(to, to))
+    return out
 
 
 def breakdown_reading(v: Verdict | None, findings, bd) -> str:

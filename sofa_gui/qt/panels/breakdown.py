@@ -10,13 +10,15 @@ each rank's main thread). Observes the session's ``breakdown`` part and
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QAbstractScrollArea,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
+    QLabel,
     QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
@@ -26,17 +28,19 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.analysis.figures import device_window_text
-from ...core.analysis.shares import verdict_reading
+from ...core.analysis.shares import verdict_counts, verdict_reading
 from ...core.units import fmt_bytes, fmt_ns, fmt_pct, fmt_rate
 from ...view.breakdown import Side, color, label_of, median_index, sides
-from ...view.tooltip import literal_html
 from ..docks import DockSpec
 from ..session import Session
-from .common import plain_label, set_muted
+from .common import FitLabel, breakable, plain_label, set_muted
 
 TABLE_COLUMNS = ("Category", "Time", "%", "Median", "Δ vs median", "Bytes", "Rate")
 _BAR_H = 26
 _LABEL_W = 150
+#: Rows the category table asks room for (more scroll inside it); it never takes fewer
+#: than ``_MIN_ROWS`` before the dock scrolls.
+_WANT_ROWS, _MIN_ROWS = 4, 2
 
 
 class StackedBars(QWidget):
@@ -48,6 +52,13 @@ class StackedBars(QWidget):
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self._segments: list[tuple[QRectF, str, int, int]] = []
+        self.bar_h, self.gap = _BAR_H, 10
+
+    def set_thin(self, thin: bool) -> None:
+        """Bars one text line high with small gaps (a short dock), else the full height."""
+        self.bar_h, self.gap = (self.fontMetrics().height() + 4, 4) if thin else (_BAR_H, 10)
+        self.updateGeometry()
+        self.update()
 
     def set_rows(self, rows: list[tuple[str, list[tuple[str, int]]]]) -> None:
         self.rows = rows
@@ -55,7 +66,7 @@ class StackedBars(QWidget):
         self.update()
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(400, 12 + max(len(self.rows), 1) * (_BAR_H + 10))
+        return QSize(400, self.gap + 2 + max(len(self.rows), 1) * (self.bar_h + self.gap))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(160, self.sizeHint().height())
@@ -72,18 +83,18 @@ class StackedBars(QWidget):
                       if self.rows else _LABEL_W, _LABEL_W, self.width() // 3)
         total_w = fm.horizontalAdvance("000.0 ms") + 12
         bar_w = max(self.width() - label_w - total_w - 4, 10)
-        y = 6
+        y, bar_h = self.gap // 2 + 1, self.bar_h
         for (caption, row), total in zip(self.rows, totals):
             p.setPen(pal.color(QPalette.ColorRole.WindowText))
             text = fm.elidedText(caption, Qt.TextElideMode.ElideRight, label_w - 8)
-            p.drawText(QRectF(4, y, label_w - 8, _BAR_H),
+            p.drawText(QRectF(4, y, label_w - 8, bar_h),
                        Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, text)
             x = float(label_w)
             for cat, ns in row:
                 if ns <= 0 or scale_max <= 0:
                     continue
                 w = bar_w * ns / scale_max
-                rect = QRectF(x, y, w, _BAR_H)
+                rect = QRectF(x, y, w, bar_h)
                 fill = QColor(color(cat))
                 p.fillRect(rect, fill)
                 self._segments.append((rect, cat, ns, total))
@@ -95,11 +106,11 @@ class StackedBars(QWidget):
                 x += w
             p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
             p.setBrush(Qt.BrushStyle.NoBrush)
-            p.drawRect(QRectF(label_w, y, x - label_w, _BAR_H))
+            p.drawRect(QRectF(label_w, y, x - label_w, bar_h))
             p.setPen(pal.color(QPalette.ColorRole.WindowText))
-            p.drawText(QRectF(x + 6, y, total_w, _BAR_H),
+            p.drawText(QRectF(x + 6, y, total_w, bar_h),
                        Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, fmt_ns(total))
-            y += _BAR_H + 10
+            y += bar_h + self.gap
         p.end()
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802
@@ -113,9 +124,33 @@ class StackedBars(QWidget):
         QToolTip.hideText()
 
 
+class CategoryTable(QTableWidget):
+    """The category rows.  It asks for room for a few rows and takes whatever the panel
+    has left (its own rows scroll), so the dock scrolls only when fewer than
+    ``_MIN_ROWS`` would show."""
+
+    def rows_height(self, rows: int) -> int:
+        n = min(self.rowCount(), rows)
+        bar = self.horizontalScrollBar()
+        return (self.horizontalHeader().sizeHint().height() + 2 * self.frameWidth()
+                + n * self.verticalHeader().defaultSectionSize()
+                + (bar.sizeHint().height() if bar.maximum() > 0 else 0))
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(super().sizeHint().width(), self.rows_height(_WANT_ROWS))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(super().minimumSizeHint().width(), self.rows_height(_MIN_ROWS))
+
+
 class BreakdownPanel(QWidget):
     """The Iteration breakdown dock's widget; a click on a category row emits
-    ``category_clicked(category)`` (the Statistics dock opens its rows)."""
+    ``category_clicked(category)`` (the Statistics dock opens its rows).
+
+    In a dock too short for everything (a laptop's bottom row) the panel goes compact:
+    the status line and the verdict's reading each hold to one line (the whole text in
+    their tooltips) and the bars are one text line high, so the category table stays in
+    view without scrolling the dock."""
 
     category_clicked = Signal(str)
 
@@ -128,14 +163,15 @@ class BreakdownPanel(QWidget):
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.side_combo.setMinimumContentsLength(14)
         self.side_combo.currentIndexChanged.connect(lambda _i: self.refresh())
-        self.status = plain_label("No trace open", self, wrap=True)
+        self.status = FitLabel(self)
+        self.status.setText("No trace open")
         set_muted(self.status)
         self.bars = StackedBars(self)
         # what the verdict reads as another bound in this side's bars (a recurring compile
         # runs as forward ops; the verdict counts it as start-up): its numbers, not ours
-        self.reading = plain_label("", self, wrap=True)
+        self.reading = FitLabel(self)
         set_muted(self.reading)
-        self.table = QTableWidget(0, len(TABLE_COLUMNS), self)
+        self.table = CategoryTable(0, len(TABLE_COLUMNS), self)
         self.table.setHorizontalHeaderLabels(TABLE_COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -154,8 +190,12 @@ class BreakdownPanel(QWidget):
         top.addWidget(self.side_label)
         top.addWidget(self.side_combo)
         top.addStretch(1)
-        lay = QVBoxLayout(self)
+        self.compact = False
+        self._reading = ("", "")  # the verdict's reading: whole, and its numbers alone
+        self._host = None  # the dock's viewport, whose size decides compact or not
+        lay = self._lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
+        self._full_spacing = max(lay.spacing(), 0)
         lay.addWidget(self.status)
         lay.addLayout(top)
         lay.addWidget(self.bars)
@@ -232,12 +272,72 @@ class BreakdownPanel(QWidget):
         for col in (3, 4):  # median and delta mean nothing for a single span
             self.table.setColumnHidden(col, med < 0)
         self.status.setText(self._status(bd, side, sel, med))
-        self.status.setToolTip(literal_html(_clock_why(side)))
+        self.status.set_tip(_clock_why(side))
         shown = sel if sel >= 0 else med
-        text = verdict_reading(s.analysis.verdict, s.findings, side.label, side.kind,
-                               side.categories, side.row(shown)) if shown >= 0 else ""
-        self.reading.setText(text)
-        self.reading.setVisible(bool(text))
+        args = (s.analysis.verdict, s.findings, side.label, side.kind, side.categories,
+                side.row(shown)) if shown >= 0 else None
+        self._reading = (verdict_reading(*args), verdict_counts(*args)) if args else ("", "")
+        self.reading.setVisible(bool(self._reading[0]))
+        self._show_reading()
+        self.fit()
+
+    def _show_reading(self) -> None:
+        """The whole reading; held to one line, its sentence with the numbers first."""
+        whole, counts = self._reading
+        self.reading.setText(counts if self.compact else whole)
+        self.reading.set_tip(whole if self.compact else "")
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        host = self.parentWidget()
+        if host is not None and host is not self._host:
+            self._host = host
+            host.installEventFilter(self)
+        self.fit()
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802
+        if obj is self._host and event.type() == QEvent.Type.Resize:
+            self.fit()
+        return False
+
+    def room(self) -> QSize:
+        """The dock's room for the panel, whatever scroll bar it shows now (else the
+        panel's own size)."""
+        area = self._host.parentWidget() if self._host is not None else None
+        if isinstance(area, QAbstractScrollArea):
+            return area.maximumViewportSize()
+        return self.size()
+
+    def full_height(self, width: int) -> int:
+        """Height the full layout needs at ``width``: wrapped lines, the full bars and
+        ``_WANT_ROWS`` table rows."""
+        inner = max(width - 8, 40)
+        shown = [(w, t) for w, t in ((self.status, self.status.text()),
+                                     (self.reading, self._reading[0])) if not w.isHidden()]
+        texts = sum(_wrapped_height(w, t, inner) for w, t in shown)
+        top = self.side_combo.sizeHint().height() if not self.side_combo.isHidden() else 0
+        bars = 12 + max(len(self.bars.rows), 1) * (_BAR_H + 10) if not self.bars.isHidden() else 0
+        table = self.table.rows_height(_WANT_ROWS) if not self.table.isHidden() else 0
+        parts = len(shown) + bool(top) + bool(bars) + bool(table)
+        return 8 + texts + top + bars + table + max(parts - 1, 0) * self._spacing(False)
+
+    def fit(self) -> None:
+        """Compact when the full layout does not fit the dock's height."""
+        room = self.room()
+        self.set_compact(self.full_height(room.width()) > room.height())
+
+    def set_compact(self, on: bool) -> None:
+        if on == self.compact:
+            return
+        self.compact = on
+        self.status.set_one_line(on)
+        self.reading.set_one_line(on)
+        self.bars.set_thin(on)
+        self._show_reading()
+        self._lay.setSpacing(self._spacing(on))
+
+    def _spacing(self, compact: bool) -> int:
+        return 2 if compact else self._full_spacing
 
     @staticmethod
     def _caption(bd, i: int) -> str:
@@ -306,6 +406,14 @@ class BreakdownPanel(QWidget):
                     if c >= 5 and tip:
                         item.setToolTip(tip)
                 self.table.setItem(r, c, item)
+
+
+def _wrapped_height(label: QLabel, text: str, width: int) -> int:
+    """Height of ``text`` in ``label``'s font wrapped to ``width`` (whether the label is
+    held to one line now or not)."""
+    rect = label.fontMetrics().boundingRect(QRect(0, 0, width, 100_000),
+                                            int(Qt.TextFlag.TextWordWrap), breakable(text))
+    return rect.height()
 
 
 def _nothing_text(bd) -> str:

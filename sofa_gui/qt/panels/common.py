@@ -10,6 +10,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QAbstractItemView, QLabel, QStyledItemDelegate, QWidget
 
 from ...view.names import compact_name
+from ...view.tooltip import literal_html
 
 #: Severity colours (badge background); readable with white text in light and dark themes.
 SEVERITY_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#607d8b"}
@@ -119,6 +120,60 @@ class WrapLabel(QLabel):
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802
         return self._remembered(width, lambda: QLabel.heightForWidth(self, width))
+
+
+class FitLabel(WrapLabel):
+    """A wrapping label that a short panel can hold to one line (:meth:`set_one_line`):
+    the text is then elided to the label's width and the whole of it is the tooltip
+    (with ``tip``, the tooltip the label has in either mode, below it)."""
+
+    _one_line = False
+    tip = ""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setTextFormat(Qt.TextFormat.PlainText)  # trace names are untrusted
+        self.setWordWrap(True)
+
+    def set_one_line(self, on: bool) -> None:
+        if on != self._one_line:
+            self._one_line = on
+            self.setWordWrap(not on)
+            self._show()
+
+    def set_tip(self, tip: str) -> None:
+        self.tip = tip
+        self._show()
+
+    def setText(self, text: str) -> None:  # noqa: N802
+        super().setText(text)
+        self._show()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        if self._one_line:
+            self._show()
+
+    def _show(self) -> None:
+        raw = self.text()
+        if self._one_line:
+            QLabel.setText(self, self.fontMetrics().elidedText(
+                raw, Qt.TextElideMode.ElideRight, max(self.contentsRect().width(), 1)))
+        else:
+            QLabel.setText(self, breakable(raw))
+        whole = self._one_line and raw and QLabel.text(self) != raw and raw not in self.tip
+        tip = "\n\n".join(t for t in ((raw if whole else ""), self.tip) if t)
+        self.setToolTip(literal_html(tip) if tip else "")
+
+    def sizeHint(self):  # noqa: N802
+        if self._one_line:
+            return QSize(80, self.fontMetrics().height())
+        return super().sizeHint()
+
+    def minimumSizeHint(self):  # noqa: N802
+        if self._one_line:
+            return QSize(40, self.fontMetrics().height())
+        return super().minimumSizeHint()
 
 
 #: Events after which a label's size hints must be computed again.

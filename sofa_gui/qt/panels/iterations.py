@@ -41,13 +41,15 @@ class IterationsModel(QAbstractTableModel):
         self._median = 0.0
         self._median_index = -1
         self._dominant: list[str] = []
+        self._dominant_tips: list[str] = []
         self._marks = IterationMarks()
 
-    def set_data(self, iterations, origin_ns: int, breakdown=None) -> None:
+    def set_data(self, iterations, origin_ns: int, breakdown=None, verdict=None,
+                 findings=None) -> None:
         self.beginResetModel()
         if iterations is None or len(iterations) == 0:
             self._starts = self._durs = np.zeros(0, np.int64)
-            self._labels, self._dominant = [], []
+            self._labels, self._dominant, self._dominant_tips = [], [], []
             self._marks = IterationMarks()
         else:
             self._starts = np.asarray(iterations.starts, np.int64)
@@ -56,7 +58,8 @@ class IterationsModel(QAbstractTableModel):
             self._marks = IterationMarks.of(iterations, len(self._starts))
             self._median_index = iterations.median_index
             self._median = float(self._durs[self._median_index]) if len(self._durs) else 0.0
-            self._dominant = dominant_labels(breakdown, len(self._starts))
+            self._dominant, self._dominant_tips = dominant_labels(
+                breakdown, len(self._starts), verdict, findings)
         self._origin = origin_ns
         self._apply_sort()
         self.endResetModel()
@@ -120,7 +123,10 @@ class IterationsModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and c == 1 and self._marks.extra_of(r):
             return literal_html(f"periodic extra: {self._marks.extra_of(r)}")
-        if role == Qt.ItemDataRole.ToolTipRole and c in (1, 5):
+        if role == Qt.ItemDataRole.ToolTipRole and c == 5:
+            tip = self._dominant_tips[r] if r < len(self._dominant_tips) else ""
+            return literal_html(tip) if tip else None
+        if role == Qt.ItemDataRole.ToolTipRole and c == 1:
             text = self._text(r, c)
             return literal_html(text) if text else None
         if role == Qt.ItemDataRole.ToolTipRole and c == 2:
@@ -130,9 +136,9 @@ class IterationsModel(QAbstractTableModel):
             return f"{fmt_ns(self._durs[r])}: the step's own time" + (f"; {dev}" if dev else "")
         return None
 
-    def step_labels(self, limit: int = 2000) -> list[str]:
-        """The Step column's texts of the first ``limit`` iterations."""
-        return [self._label(r) for r in range(min(len(self._starts), limit))]
+    def texts(self, column: int, limit: int = 2000) -> list[str]:
+        """Column ``column``'s texts of the first ``limit`` iterations."""
+        return [self._text(r, column) for r in range(min(len(self._starts), limit))]
 
     @property
     def has_labels(self) -> bool:
@@ -175,9 +181,10 @@ _TIPS = (
     "device runs behind, the tooltip adds the device's window",
     "Difference to the median iteration (lower median by duration; the breakdown "
     "compares against the same iteration)",
-    "The breakdown category that takes most of the iteration's time: what the device or "
-    "main thread ran (the verdict may count some of it in another bound, as the Iteration "
-    "breakdown says)",
+    "What takes most of the iteration's time, as the verdict reads it: the breakdown "
+    "category the device or main thread ran most, or the bound the verdict counts that "
+    "category's time in (a recurring compile runs as forward ops: start-up); the cell's "
+    "tooltip names the category and its time",
 )
 
 
@@ -186,9 +193,9 @@ class _Table(QTableView):
     the viewport: numbers keep their width, the Step and Dominant texts give way
     (elided, full text in the tooltip), so no column hides behind a scroll bar."""
 
-    #: Preferred width of the Step and Dominant columns, set from the font.
+    #: Preferred width of the Step and Dominant columns, set from their texts.
     text_widths = (110, 130)
-    #: Width of the Start column, set from the font.
+    #: Width of the Start column, set from its texts.
     start_width = 70
 
     def resizeEvent(self, event) -> None:  # noqa: N802
@@ -197,10 +204,11 @@ class _Table(QTableView):
 
     def fit_columns(self) -> None:
         hdr = self.horizontalHeader()
-        step_pref, _dom_pref = self.text_widths
-        # a narrow table drops Start (the timeline shows where) before it cuts the steps
+        step_pref, dom_pref = self.text_widths
+        # a narrow table drops Start (the timeline shows where) before it cuts the texts
         numbers = sum(hdr.sectionSize(c) for c in (0, 3, 4))
-        wanted = numbers + self.start_width + step_pref + 50
+        step_need = 0 if self.isColumnHidden(1) else step_pref
+        wanted = numbers + self.start_width + step_need + dom_pref
         self.setColumnHidden(2, self.viewport().width() < wanted)
         fixed = numbers + (0 if self.isColumnHidden(2) else self.start_width)
         room = max(self.viewport().width() - fixed, 0)
@@ -251,6 +259,7 @@ class IterationsPanel(QWidget):
         session.loading_started.connect(self._on_loading)
         session.on_analysis("iterations", self._reload)
         session.on_analysis("breakdown", self._reload)
+        session.on_analysis("verdict", self._reload)
         session.iteration_selected.connect(self._on_selected)
         self._syncing = False
         self.table.hide()
@@ -270,13 +279,25 @@ class IterationsPanel(QWidget):
         self.table.setItemDelegateForColumn(1, TailElideDelegate(self.table, compact=False))
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
-    def _fit_step_labels(self) -> None:
-        """The Step column's preferred width: its longest label (of the first 2000)."""
-        fm = self.table.fontMetrics()
-        labels = self.model.step_labels()
-        longest = max((fm.horizontalAdvance(t) for t in labels), default=0)
-        sample = fm.horizontalAdvance("ProfilerStep#00")
-        self.table.text_widths = (max(sample, longest) + 16, self.table.text_widths[1])
+    def _fit_texts(self) -> None:
+        """Widths from the texts of the first 2000 iterations, not a worst-case sample:
+        the numbers take what they need, so the Dominant column keeps room on a laptop;
+        the Step column's preferred width is its longest label."""
+        fm, model = self.table.fontMetrics(), self.model
+        hdr = Qt.Orientation.Horizontal
+
+        def longest(col: int) -> int:
+            return max((fm.horizontalAdvance(t) for t in model.texts(col)), default=0)
+
+        for col in (0, 2, 3, 4):  # the header keeps room for its sort arrow
+            head = fm.horizontalAdvance(str(model.headerData(col, hdr))) + 22
+            width = max(longest(col) + 8, head)
+            self.table.setColumnWidth(col, width)
+            if col == 2:  # a hidden column reads as 0 wide
+                self.table.start_width = width
+        step = max(fm.horizontalAdvance("ProfilerStep#00"), longest(1)) + 8
+        dominant = max(fm.horizontalAdvance("Compute kernels"), longest(5)) + 10
+        self.table.text_widths = (step, dominant)
 
     def row_of(self, iteration: int) -> int:
         """View row that shows ``iteration`` (the table may be sorted)."""
@@ -289,9 +310,9 @@ class IterationsPanel(QWidget):
     def _reload(self) -> None:
         s = self.session
         origin = s.trace.start_ns if s.trace is not None else 0
-        self.model.set_data(s.iterations, origin, s.breakdown)
+        self.model.set_data(s.iterations, origin, s.breakdown, s.analysis.verdict, s.findings)
         self.table.setColumnHidden(1, not self.model.has_labels)
-        self._fit_step_labels()
+        self._fit_texts()
         self.table.fit_columns()
         has_rows = self.model.rowCount() > 0
         self.table.setVisible(has_rows)
@@ -348,4 +369,4 @@ class IterationsPanel(QWidget):
             self._syncing = False
 
 
-DOCK = DockSpec("iterations", "Iterations", "bottom", 10, 560, IterationsPanel)
+DOCK = DockSpec("iterations", "Iterations", "bottom", 10, 600, IterationsPanel)
