@@ -11,8 +11,9 @@ Ranks heat map of the two-rank HTA folder, Compare on the ResNet num_workers 0/4
 ``iterations-periodic-eval.png`` is the app on a real CPU loop with evaluation every 4th step,
 ``tfdata-generator.png`` on the tf.data generator capture, ``query.png`` and
 ``calltree-flame.png`` the Query and Call tree docks (``render.py query flame`` makes
-only those), and ``render.py sizes`` the sample and a two-rank folder at three screen
-sizes. ``fleet.png`` is not made here (a generated 32-rank folder: docs/fleet.md).
+only those), ``render.py sizes`` the sample and a two-rank folder at three screen
+sizes, and ``fleet.png`` (``render.py fleet``) the fleet overview of 32 ranks made from
+the two bundled HTA rank traces, rank 13's compute stretched 2x (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def _window(path, size=(1280, 800)):
                      restore_state=False)
     win.resize(*size)
     win.show()
-    assert _open_and_wait(win, str(path)) == ""
+    if path is not None:
+        assert _open_and_wait(win, str(path)) == ""
     return win
 
 
@@ -224,7 +226,32 @@ def flame_graph() -> None:
     _done(win, "calltree-flame.png")
 
 
-SHOTS = {"query": query_dock, "flame": flame_graph, "sizes": three_sizes}
+def fleet_view() -> None:
+    """32 ranks made from the two bundled HTA rank traces, rank 13's compute stretched 2x:
+    the fleet overview once every rank is analyzed (one Dask worker per core)."""
+    import tempfile
+
+    from sofa_gui.core.fleet.synth import make_rank_folder
+    from sofa_gui.qt.screenshot import _save
+
+    ranks = ROOT / "tests" / "data" / "ranks"
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "hta-32-ranks"
+        make_rank_folder(folder, [ranks / "sampled_rank-0.json.gz",
+                                  ranks / "sampled_rank-1.json.gz"], 32, slow={13: 2.0})
+        win = _window(None, (1400, 900))
+        s = win.session
+        win.open_path(folder)
+        while s.fleet is None or s.busy:
+            _settle(200)
+        _settle()
+        _save(win, str(HERE / "fleet.png"))
+        s.shutdown()
+        win.close()
+    (HERE / ".render.ini").unlink(missing_ok=True)
+
+
+SHOTS = {"query": query_dock, "flame": flame_graph, "sizes": three_sizes, "fleet": fleet_view}
 
 
 def main() -> None:
@@ -244,6 +271,7 @@ def main() -> None:
     cli_shot("dark.png", "--iteration", "3", env={"SOFA_GUI_COLOR_SCHEME": "dark"})
     search_and_details()
     three_sizes()
+    fleet_view()
 
 
 if __name__ == "__main__":

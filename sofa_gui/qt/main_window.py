@@ -410,12 +410,13 @@ class MainWindow(QMainWindow):
     def _on_analysis_finished(self) -> None:
         s = self.session
         if self.stack.currentWidget() is self.fleet_panel and s.fleet is not None:
+            k = len(s.fleet.stragglers)
             self.statusBar().showMessage(f"Fleet analysis done: {len(s.fleet.summaries)} ranks, "
-                                         f"{len(s.fleet.stragglers)} stragglers", 8000)
+                                         f"{k} straggler{'s' if k != 1 else ''}", 8000)
             return
         raise_useful(self)
         n = len(self.session.findings or [])
-        self.statusBar().showMessage(f"Analysis done: {n} findings", 8000)
+        self.statusBar().showMessage(f"Analysis done: {n} finding{'s' if n != 1 else ''}", 8000)
 
     def _on_load_failed(self, path: str, reason: str) -> None:
         self.statusBar().showMessage(f"Could not open {path}", 8000)

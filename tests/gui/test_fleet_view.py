@@ -50,6 +50,9 @@ def test_big_rank_folder_opens_as_fleet_then_one_rank_in_full(qtbot, window, run
     assert sorted(seen) == list(range(32))
     assert s.trace is None  # no rank loaded into the client yet
     assert "32/32 analyzed" in panel.header.text()
+    assert panel.header.text().startswith("run32: ")  # the folder's name, its path in the tip
+    assert str(run32) in panel.header.toolTip()
+    assert window.statusBar().currentMessage() == "Fleet analysis done: 32 ranks, 1 straggler"
     # rank 13's kernels run 2x longer: op work that moves, the largest category compute
     assert "Straggler: rank 13" in panel.verdict.text() and \
         "cause: op work that moves" in panel.verdict.text()

@@ -129,3 +129,8 @@ def test_dominant_says_how_the_verdict_reads_the_iteration(qtbot, open_window, k
     assert table.columnWidth(5) >= fm.horizontalAdvance(shown) + 6
     assert table.horizontalHeader().length() <= table.viewport().width() + 1
 
+
+def test_one_finding_is_said_in_the_singular(open_window):
+    w = open_window(RETRACE, (1280, 800))
+    assert len(w.session.findings) == 1
+    assert w.statusBar().currentMessage() == "Analysis done: 1 finding"

@@ -12,6 +12,8 @@ rank" load it alongside others.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.units import fmt_ns
+from ...view.tooltip import literal_html
 from ..session import Session
 from .common import plain_label, row_picker
 from .rank_heatmap import RankHeatmap
@@ -252,8 +255,10 @@ class FleetPanel(QWidget):
                  f"({'embedded' if eng.get('embedded') else eng.get('scheduler')})") if eng else ""
         fail = f", {failed} failed" if failed else ""
         state = "done" if res is not None else "analyzing"
-        self.header.setText(f"{s.fleet_path}: {n} ranks, {done}/{n} analyzed{fail}{where} "
-                            f"({state})")
+        # the folder's name, as the window title has it; its whole path in the tooltip
+        self.header.setText(f"{Path(s.fleet_path or '').name}: {n} ranks, {done}/{n} "
+                            f"analyzed{fail}{where} ({state})")
+        self.header.setToolTip(literal_html(s.fleet_path or ""))
 
     def select_rank(self, rank: int) -> None:
         row = getattr(self, "_rows", {}).get(rank)
