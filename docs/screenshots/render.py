@@ -228,8 +228,11 @@ def flame_graph() -> None:
 
 def fleet_view() -> None:
     """32 ranks made from the two bundled HTA rank traces, rank 13's compute stretched 2x:
-    the fleet overview once every rank is analyzed (one Dask worker per core)."""
+    the fleet overview once every rank is analyzed (on two Dask workers, so the header
+    reads the same on any machine)."""
     import tempfile
+
+    os.environ.setdefault("SOFA_GUI_FLEET_WORKERS", "2")
 
     from sofa_gui.core.fleet.synth import make_rank_folder
     from sofa_gui.qt.screenshot import _save
