@@ -126,7 +126,7 @@ def test_dominant_says_how_the_verdict_reads_the_iteration(qtbot, open_window, k
         assert LABELS[doc["verdict"]["moved"][0]["to"]] == shown
     # the column keeps the name readable at 1280 px, numbers keep theirs
     fm = table.fontMetrics()
-    assert table.columnWidth(5) >= fm.horizontalAdvance(shown) + 6
+    assert table.columnWidth(5) >= fm.horizontalAdvance(shown) + 9  # cell margins
     assert table.horizontalHeader().length() <= table.viewport().width() + 1
 
 

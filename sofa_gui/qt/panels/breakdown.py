@@ -52,13 +52,23 @@ class StackedBars(QWidget):
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self._segments: list[tuple[QRectF, str, int, int]] = []
+        self.thin = False
         self.bar_h, self.gap = _BAR_H, 10
 
     def set_thin(self, thin: bool) -> None:
         """Bars one text line high with small gaps (a short dock), else the full height."""
-        self.bar_h, self.gap = (self.fontMetrics().height() + 4, 4) if thin else (_BAR_H, 10)
+        self.thin = thin
+        self.bar_h, self.gap = self._sizes(thin)
         self.updateGeometry()
         self.update()
+
+    def _sizes(self, thin: bool) -> tuple[int, int]:
+        return (self.fontMetrics().height() + 4, 4) if thin else (_BAR_H, 10)
+
+    def height_for(self, thin: bool) -> int:
+        """The height the bars take, thin or full."""
+        bar_h, gap = self._sizes(thin)
+        return gap + 2 + max(len(self.rows), 1) * (bar_h + gap)
 
     def set_rows(self, rows: list[tuple[str, list[tuple[str, int]]]]) -> None:
         self.rows = rows
@@ -66,7 +76,7 @@ class StackedBars(QWidget):
         self.update()
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(400, self.gap + 2 + max(len(self.rows), 1) * (self.bar_h + self.gap))
+        return QSize(400, self.height_for(self.thin))
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802
         return QSize(160, self.sizeHint().height())
@@ -316,7 +326,7 @@ class BreakdownPanel(QWidget):
                                      (self.reading, self._reading[0])) if not w.isHidden()]
         texts = sum(_wrapped_height(w, t, inner) for w, t in shown)
         top = self.side_combo.sizeHint().height() if not self.side_combo.isHidden() else 0
-        bars = 12 + max(len(self.bars.rows), 1) * (_BAR_H + 10) if not self.bars.isHidden() else 0
+        bars = self.bars.height_for(False) if not self.bars.isHidden() else 0
         table = self.table.rows_height(_WANT_ROWS) if not self.table.isHidden() else 0
         parts = len(shown) + bool(top) + bool(bars) + bool(table)
         return 8 + texts + top + bars + table + max(parts - 1, 0) * self._spacing(False)

@@ -291,12 +291,12 @@ class IterationsPanel(QWidget):
 
         for col in (0, 2, 3, 4):  # the header keeps room for its sort arrow
             head = fm.horizontalAdvance(str(model.headerData(col, hdr))) + 22
-            width = max(longest(col) + 8, head)
+            width = max(longest(col) + 10, head)
             self.table.setColumnWidth(col, width)
             if col == 2:  # a hidden column reads as 0 wide
                 self.table.start_width = width
         step = max(fm.horizontalAdvance("ProfilerStep#00"), longest(1)) + 8
-        dominant = max(fm.horizontalAdvance("Compute kernels"), longest(5)) + 10
+        dominant = max(fm.horizontalAdvance("Compute kernels"), longest(5)) + 12
         self.table.text_widths = (step, dominant)
 
     def row_of(self, iteration: int) -> int:
