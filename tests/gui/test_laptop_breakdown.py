@@ -54,6 +54,8 @@ def test_at_1280x800_the_clicked_iterations_table_is_in_view(qtbot, open_window,
     top = table.mapTo(area.viewport(), QPoint(0, 0)).y()
     assert top >= 0 and top + table.height() <= area.viewport().height()
     assert _rows_in_view(table) >= min(table.rowCount(), 3)
+    moved_bytes = key == "sample"  # a device's copies; a host thread moves none
+    assert [table.isColumnHidden(c) for c in (5, 6)] == [not moved_bytes] * 2
     line = panel.status.fontMetrics().height()
     for label in (panel.status, panel.reading):
         if label.isVisibleTo(w):

@@ -281,6 +281,9 @@ class BreakdownPanel(QWidget):
         self._fill_table(side, sel, med)
         for col in (3, 4):  # median and delta mean nothing for a single span
             self.table.setColumnHidden(col, med < 0)
+        for col in (5, 6):  # no bytes moved (a host thread): no empty columns to scroll to
+            self.table.setColumnHidden(col, not any(
+                self.table.item(r, col).text() for r in range(self.table.rowCount())))
         self.status.setText(self._status(bd, side, sel, med))
         self.status.set_tip(_clock_why(side))
         shown = sel if sel >= 0 else med
