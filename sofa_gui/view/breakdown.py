@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.analysis.palette import color_of, label_of
-from ..core.analysis.shares import read_as, verdict_counts
+from ..core.analysis.shares import dominant_read_as, verdict_counts
 from ..core.units import fmt_ns, fmt_pct
 
 
@@ -70,7 +70,7 @@ def median_index(bd) -> int:
 def dominant_labels(bd, n: int, verdict=None, findings=None) -> tuple[list[str], list[str]]:
     """What takes most of iterations ``0..n-1`` (primary side), as the verdict reads it,
     and a tooltip each: the category the device or thread ran most, or the bound the
-    verdict counts that category's time in (:func:`read_as`); the tooltip names the
+    verdict counts that category's time in (:func:`dominant_read_as`); the tooltip names the
     category, its time and the verdict's reading.  One numpy pass."""
     empty = ([""] * n, [""] * n)
     if bd is None or getattr(bd, "whole_trace", False):
@@ -81,7 +81,7 @@ def dominant_labels(bd, n: int, verdict=None, findings=None) -> tuple[list[str],
     cats = bd.categories()
     main = bd.device if bd.devices else bd.host
     kind = "device" if bd.devices else "host"
-    moved = read_as(verdict, main.label, kind, cats) if main is not None else {}
+    moved = dominant_read_as(verdict, bd)
     reading = verdict_counts(verdict, findings, main.label, kind, cats, t.sum(axis=0)) \
         if moved else ""
     ran = "device" if kind == "device" else "thread"

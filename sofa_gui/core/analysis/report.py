@@ -25,7 +25,7 @@ from .findings import THRESHOLDS
 from .palette import color_of, label_of
 from .pipeline import Analysis
 from .results import Finding
-from .shares import breakdown_reading
+from .shares import breakdown_reading, dominant_read_as
 from .text import breakdown_text, counter_lines, device_details, evidence_where, gain_text
 
 FORMATS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown"}
@@ -129,7 +129,7 @@ def html_report(trace: Trace, analysis: Analysis) -> str:
     out.append("</table>")
     out += _html_findings(analysis.findings, trace)
     if bd is not None:
-        out += _html_charts(bd)
+        out += _html_charts(bd, dominant_read_as(analysis.verdict, bd))
         out += _html_tables(bd)
         reading = breakdown_reading(analysis.verdict, analysis.findings, bd)
         out += [f'<p class="meta">{escape(reading)}</p>'] if reading else []
@@ -168,12 +168,14 @@ def _html_findings(findings: list[Finding], trace: Trace) -> list[str]:
     return out
 
 
-def _html_charts(bd: TraceBreakdown) -> list[str]:
+def _html_charts(bd: TraceBreakdown, read_as: dict[str, str]) -> list[str]:
+    """Iteration bars coloured by what each iteration ran most (a tooltip adds the bound
+    the verdict counts that time in, where it moved it) and each side's stacked bars."""
     out = []
     if not bd.whole_trace and len(bd):
         cats = bd.categories()
         dom = [bd.dominant_category(i) for i in range(len(bd))]
-        tips = [f"iteration {i}: {fmt_ns(d)}, mostly {label_of(dom[i]) if dom[i] else 'unknown'}"
+        tips = [f"iteration {i}: {fmt_ns(d)}, mostly {_dominant_tip(dom[i], read_as)}"
                 for i, d in enumerate(bd.durations.tolist())]
         out += ["<h2>Iteration times</h2>",
                 "<p class='meta'>Bars are coloured by each iteration's dominant category; the "
@@ -279,14 +281,23 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
         reading = breakdown_reading(analysis.verdict, analysis.findings, bd)
         out += [_md(reading), ""] if reading else []
         if not bd.whole_trace and len(bd):
-            out += _md_iterations(bd)
+            out += _md_iterations(bd, dominant_read_as(analysis.verdict, bd))
     out += ["", _md(_threshold_note()), ""]
     return "\n".join(out)
 
 
-def _md_iterations(bd: TraceBreakdown) -> list[str]:
+def _dominant_tip(cat: str, read_as: dict[str, str]) -> str:
+    if not cat:
+        return "unknown"
+    moved = read_as.get(cat)
+    return label_of(cat) + (f" (counted as {moved} by the verdict)" if moved else "")
+
+
+def _md_iterations(bd: TraceBreakdown, read_as: dict[str, str]) -> list[str]:
     """One row per iteration: its duration (the step's own time), the device's window of
-    it when the device lags (the device rows cover that window), the dominant category."""
+    it when the device lags (the device rows cover that window), the dominant category as
+    the verdict reads it (``read_as``: the bound it counts a category's time in), as the
+    app's Iterations table names it."""
     cats = [c for c in bd.categories() if bd.times()[:, bd.categories().index(c)].sum()]
     dev = bd.device_clock and bd.device is not None
     a, b = bd.windows_of("device") if dev else (None, None)
@@ -299,7 +310,8 @@ def _md_iterations(bd: TraceBreakdown) -> list[str]:
         cells = " | ".join(fmt_ns(t[i, idx[c]]) for c in cats)
         dom = bd.dominant_category(i)
         window = f"{fmt_ns(int(b[i] - a[i]))} | " if dev else ""
-        out.append(f"| {i} | {fmt_ns(d)} | {window}{label_of(dom) if dom else ''} | {cells} |")
+        name = read_as.get(dom, label_of(dom)) if dom else ""
+        out.append(f"| {i} | {fmt_ns(d)} | {window}{_md(name)} | {cells} |")
     return out + [""]
 
 

@@ -113,6 +113,17 @@ def read_as(v: Verdict | None, label: str, kind: str, categories) -> dict[str, s
     return out
 
 
+def dominant_read_as(v: Verdict | None, bd) -> dict[str, str]:
+    """:func:`read_as` for the side a per-iteration "dominant" names (the primary device,
+    else the main thread), so the app's Iterations table and the reports name the same
+    bound for the same iteration."""
+    main = getattr(bd, "device", None) or getattr(bd, "host", None)
+    if main is None:
+        return {}
+    kind = "device" if getattr(bd, "device", None) is not None else "host"
+    return read_as(v, main.label, kind, bd.categories())
+
+
 def breakdown_reading(v: Verdict | None, findings, bd) -> str:
     """:func:`verdict_reading` of the side of breakdown ``bd`` the verdict reads."""
     if v is None or bd is None:
