@@ -14,7 +14,8 @@ and its answer set against the case's ``truth.json`` (measured without the profi
   setting of the fix (``settings`` of a loader-workers fix: ``num_workers``) and the
   truth measured that setting (``fix.variants``), against that setting's speed-up; where
   the advisor promises nothing for the measured change (a plan that no setting helps, the
-  change not offered, or offered on a condition with no estimate), right when the change
+  change not offered, offered on a condition with no estimate, or only by a hypothesis's
+  estimate -- ``estimate_assumes`` -- for a change it does not assume), right when the change
   measured no more than 25% of gain; where the measured change is a slowdown, right when
   the advisor does not offer it with a gain (no estimate, or one <= 1.0);
 * stability: whether every capture of a case gets the same prediction;
@@ -171,7 +172,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("no_grad", ("inference mode",)),
                ("whole batch at once", ("batch or compile the model",)),
                ("fused=True", ("fused optimizer",)),
-               ("batched first", ("cheaper samples",)))
+               ("batched first", ("cheaper samples",)),
+               ("intra-op threads", ("more intra-op threads",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:
@@ -181,10 +183,14 @@ def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:
     finding that shows it offers it (a near tie between bounds can put it under the
     other one; promised only when shown with an estimate: not shown, or shown on a
     condition with no estimate, is no promise), else the true bound's finding's own
-    estimate."""
+    estimate -- unless that estimate is a hypothesis's (``estimate_assumes``: the gain of
+    a change it assumes, such as faster compute), which promises nothing for a change it
+    does not show as one of its fixes."""
     names = [n for key, ns in MEASURED_AS if key in what for n in ns]
     if not names:
         est = findings[0].get("estimated_speedup") if findings[0] else None
+        if findings[0] and findings[0].get("estimate_assumes"):
+            return None, {}, False
         return est, {}, est is not None
     for finding in (f for f in findings if f):
         shown = {f.get("name"): f for f in finding.get("fixes") or []}

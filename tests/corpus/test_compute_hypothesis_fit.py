@@ -30,3 +30,31 @@ def test_where_the_verdict_moves_nothing_the_hypothesis_keeps_its_compute():
     f = findings_by_id(a)["compute_bound"]
     assert f.covers == pytest.approx(a.verdict.shares["compute"], abs=0.01)
     assert "the verdict reads all but" not in f.summary
+
+
+@pytest.mark.parametrize("case", ["pt_train_single_thread_cnn", "pt_train_grad_norms_item",
+                                  "jax_train_device_put_float64"])
+def test_the_hypothesis_says_what_its_estimate_assumes(case):
+    """The estimate is the gain of compute made 2x faster, no measured fix's: the JSON says
+    so, so that nobody reads it as the gain of another change (putting the data on the
+    device once, one read of the gradient norms)."""
+    trace, a = corpus_analysis(case)
+    f = findings_by_id(a)["compute_bound"]
+    assert f.estimate_assumes == f"{COMPUTE_GAIN:g}x faster compute"
+    assert f.to_dict()["estimate_assumes"] == f.estimate_assumes
+    assert f.estimated_speedup == pytest.approx(1 / (1 - f.covers * (1 - 1 / COMPUTE_GAIN)))
+    measured = [x for x in a.findings if x.id != "compute_bound"]
+    assert all("estimate_assumes" not in x.to_dict() for x in measured)
+
+
+def test_on_a_pytorch_cpu_run_the_threads_fix_is_named_and_carries_the_hypothesis():
+    """More intra-op threads is one of the changes the hypothesis stands for: the fix has a
+    name (the change a measured thread count is compared with) and no estimate of its own,
+    so the hypothesis's applies to it; a JAX run is not offered it."""
+    _, a = corpus_analysis("pt_train_single_thread_cnn")
+    f = findings_by_id(a)["compute_bound"]
+    fix = next(x for x in f.fixes if x.name == "more intra-op threads")
+    assert "set_num_threads" in fix.text and "estimated_speedup" not in fix.to_dict()
+    _, a = corpus_analysis("jax_train_device_put_float64")
+    names = [x.name for x in findings_by_id(a)["compute_bound"].fixes]
+    assert "more intra-op threads" not in names

@@ -178,3 +178,26 @@ def test_a_fused_optimizer_or_a_vectorised_parse_compares_the_fix_that_makes_it(
                                                  "with one parse call", "speedup": 1.25}}
     got = diag.estimate_check({"findings": [compute, inp]}, truth)
     assert (got["estimated"], got["within"]) == (1.07, True)
+
+
+def test_a_hypothesis_promises_its_gain_only_for_the_change_it_assumes(diag):
+    """The compute hypothesis (2x faster compute) against a measured change it does not
+    show as a fix (float64 batches put on the device once): no gain promised, right when
+    the change gains little, wrong when it gains more; against more intra-op threads,
+    which it shows as a fix, its estimate is compared."""
+    compute = {"id": "compute_bound", "estimated_speedup": 1.82,
+               "estimate_assumes": "2x faster compute",
+               "fixes": [{"name": "more intra-op threads"}]}
+    truth = {"bound": "compute", "fix": {"what": "the data put on the device once",
+                                         "speedup": 1.05}}
+    got = diag.estimate_check({"findings": [compute]}, truth)
+    assert (got["estimated"], got["within"], got["said"]) == (None, True, "no gain promised")
+    truth["fix"]["speedup"] = 1.5
+    assert diag.estimate_check({"findings": [compute]}, truth)["within"] is False
+    threads = {"bound": "compute", "fix": {"what": "the default intra-op threads",
+                                           "speedup": 1.69}}
+    got = diag.estimate_check({"findings": [compute]}, threads)
+    assert (got["estimated"], got["within"]) == (1.82, True)
+    measured = {**compute, "fixes": []}
+    del measured["estimate_assumes"]  # an estimate read off the trace is a promise
+    assert diag.estimate_check({"findings": [measured]}, truth)["estimated"] == 1.82

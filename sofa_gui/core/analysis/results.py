@@ -305,6 +305,9 @@ class Finding:
     of it.  ``confidence`` 0..1 says how sure the estimate is.  ``estimate_floor``: the
     estimate is a lower bound (the trace shows part of what the fix removes and cannot
     size the rest, e.g. a program's cold first run with no warm run to compare with).
+    ``estimate_assumes``: the change a hypothesis's estimate assumes ("2x faster
+    compute"): its gain is that change's, shown on the fixes that make it, and promised
+    for no other change ("" for an estimate read off the trace).
     """
 
     id: str
@@ -331,6 +334,7 @@ class Finding:
     paced: str = ""
     covers: float | None = None
     estimate_floor: bool = False
+    estimate_assumes: str = ""
 
     @property
     def gain(self) -> float:
@@ -374,6 +378,8 @@ class Finding:
             out["covers"] = round(float(self.covers), 4)
         if self.estimate_floor:
             out["estimate_is_lower_bound"] = True
+        if self.estimate_assumes:
+            out["estimate_assumes"] = self.estimate_assumes
         return out
 
 

@@ -210,6 +210,7 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     f = make_finding(ctx, spec, share, summary, evidence, sev=sev, causes=causes,
                      assumption=trust, notes=(f"assumes {COMPUTE_GAIN:g}x faster compute",))
     f.covers = busy  # the compute's share; ``share`` is what the faster compute saves
+    f.estimate_assumes = f"{COMPUTE_GAIN:g}x faster compute"
     estimate_inference_mode(ctx, f)  # its own estimate, where the fix is shown
     f.summary += _hypothesis_not_a_fix(f.fixes)
     return f

@@ -278,7 +278,7 @@ FIXES: dict[str, list[Fix]] = {
                  "take their general one.", modes=("inference",), fact="grad_mode",
             needs=(("grad_mode", ("recorded",)),), gain="removes", name="inference mode"),
         Fix(_PT, "On the CPU: torch.set_num_threads(physical cores) for intra-op parallelism.",
-            devices=("cpu",)),
+            devices=("cpu",), name="more intra-op threads"),
         Fix(_PT, "Fuse kernels with torch.compile(model) and use fused implementations "
                  "(scaled_dot_product_attention).", fact="compiled",
             unless=("torch.compile",)),

@@ -26,7 +26,9 @@ A fix that takes the pipeline's work off the machine (a cache: later epochs only
 elements) gains more than the step's wait for input where the pipeline's worker threads
 share the cores with the runtime's compute threads: while more threads are busy than
 there are cores, the compute runs slower beside them, and the cache gives it back those
-cores (:func:`map_contention`), however short the wait for a prefetched batch.
+cores (:func:`map_contention`), however short the wait for a prefetched batch.  The
+worker threads inside the map's Python hold one core together there: the GIL runs one of
+them at a time, and the others wait for it off the cores.
 
 Busy time counts a thread descheduled (with no more threads busy than cores) or waiting
 for the GIL inside an event as busy, so these floors can only make the estimate smaller
@@ -181,7 +183,8 @@ def map_contention(ctx: Ctx) -> tuple[float, float] | None:
     progresses at ``n_c * min(1, c / n)`` cores against ``min(n_c, c)`` without the
     workers beside it: each instant the compute is busy lasts that ratio of itself once
     the workers' work is gone (a cache: later epochs only read the elements).  Threads
-    share the cores evenly (the scheduler's fair share).  Once per analysis (the input
+    share the cores evenly (the scheduler's fair share); the workers inside the map's
+    Python count one thread together (:func:`_pool_levels`).  Once per analysis (the input
     finding grades by it, the cache's estimate counts it)."""
     if "map_contention" not in ctx.memo:
         ctx.memo["map_contention"] = _contention(ctx)
@@ -201,10 +204,9 @@ def _contention(ctx: Ctx) -> tuple[float, float] | None:
         return None
     cores, _ = _cores(ctx)
     xs, nc = _levels(_per_lane(ctx, _selected(ctx, compute)))
-    xp, npool = _levels(_per_lane(ctx, _selected(ctx, pool)))
+    xp, npool = _pool_levels(ctx, pool)
     x = np.union1d(xs, xp)
-    n_c = nc[np.clip(np.searchsorted(xs, x, side="right") - 1, 0, None)] * (x >= xs[0])
-    n_p = npool[np.clip(np.searchsorted(xp, x, side="right") - 1, 0, None)] * (x >= xp[0])
+    n_c, n_p = _level_at(xs, nc, x), _level_at(xp, npool, x)
     n = n_c + n_p
     rate = np.where(n_c > 0, n_c * np.minimum(1.0, cores / np.maximum(n, 1.0))
                     / np.maximum(np.minimum(n_c, cores), 1.0), 1.0)
@@ -221,6 +223,28 @@ def _contention(ctx: Ctx) -> tuple[float, float] | None:
     lost = float((seg * inside * (1.0 - rate[:-1])).sum())
     busy, _ = _busy(ctx, pool)
     return lost / wall, busy / wall
+
+
+def _pool_levels(ctx: Ctx, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(instants, threads of the pipeline's workers that hold a core from each instant to
+    the next): each busy worker counts one, but those inside the map's Python
+    (``py_function``) count one together, since the GIL runs one of them at a time and the
+    others wait for it off the cores (their wait is inside the event, not work)."""
+    busy = _levels(_per_lane(ctx, _selected(ctx, pool)))
+    py = pyfunc_ids(ctx.trace)
+    in_python = _per_lane(ctx, _selected(ctx, pool, py)) if len(py) else []
+    if not in_python:
+        return busy
+    xq, nq = _levels(in_python)
+    x = np.union1d(busy[0], xq)
+    n_busy, n_py = _level_at(*busy, x), _level_at(xq, nq, x)
+    return x, n_busy - n_py + np.minimum(n_py, 1.0)
+
+
+def _level_at(xs: np.ndarray, level: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The level of ``(xs, level)`` (from :func:`_levels`) at each instant of ``x``: 0
+    before its first instant."""
+    return level[np.clip(np.searchsorted(xs, x, side="right") - 1, 0, None)] * (x >= xs[0])
 
 
 def _selected(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None) -> np.ndarray:
