@@ -126,7 +126,12 @@ def main(argv=None) -> int:
             torch_cases,
             torch_cases_apps,
             torch_cases_calls,
+            torch_cases_daily,
+            torch_cases_field,
             torch_cases_more,
+            torch_cases_more_daily,
+            torch_cases_routine,
+            torch_cases_users,
         )
         torch.set_num_threads(1)
     for spec in args.cases:

@@ -124,7 +124,7 @@ def respond(out: dict, row: int | None = None) -> dict:
 
 
 @case("pt_infer_server_numpy_outputs", "pytorch", "inference", 4,
-      facts("inference", batch=1), split="holdout", warmup=3,
+      facts("inference", batch=1), split="tuned", warmup=3,
       fix="answer the step's 16 requests as one batch, one .numpy() per output",
       share_from_fix="host_overhead", per_item=16, fix_per_item=16,
       tags=["server", "batch1", "numpy", "no_dataloader"])

@@ -31,7 +31,7 @@ def focal_loss(logits, y, gamma: float = 2.0):
 
 # -- per-op overhead: a focal loss computed sample by sample in a Python loop ----------------
 @case("pt_train_per_sample_loss_loop", "pytorch", "training", 3,
-      facts("training", optimizer="adam"), split="holdout", warmup=3,
+      facts("training", optimizer="adam"), split="tuned", warmup=3,
       fix="the focal loss computed on the whole batch at once",
       share_from_fix="host_overhead", tags=["python_loop", "custom_loss"])
 def pt_train_per_sample_loss_loop(variant):

@@ -5,9 +5,10 @@ high-level call on many samples (:mod:`.call_setup`).
 
 The estimate is the step without the profiler before the fix over the step after it:
 
-* **before**: the captured time less the profiler's own cost, :data:`PROFILER_NS_PER_EVENT`
-  per recorded event (a loop of small calls records an event for each, and the profiler's
-  cost per event, not per nanosecond of work, is what inflates it);
+* **before**: the captured time less the profiler's own cost per recorded event (a loop of
+  small calls records an event for each, and the profiler's cost per event, not per
+  nanosecond of work, is what inflates it), as fast as the capture ran
+  (:mod:`.recorder_cost`; :data:`PROFILER_NS_PER_EVENT` where the capture cannot tell);
 * **the calls batched**: the step's outermost framework calls repeat a unit ``count``
   times in a row (:func:`repeated_blocks`: one request's forward pass, one request's whole
   token-by-token decode, one iteration of a Python loop over tiny ops); where nothing
@@ -54,9 +55,10 @@ from ...trace import Kind
 from ...units import fmt_ns
 from .causes import self_times
 from .context import Ctx
+from .recorder_cost import per_event_ns
 from .work import elements, input_dims, outermost, starts_inside
 
-#: What ``torch.profiler`` adds per recorded event (ns).
+#: What ``torch.profiler`` adds per recorded event (ns), where the capture cannot tell.
 PROFILER_NS_PER_EVENT = 1_000
 #: A part's unprofiled time is at least this share of its captured time.
 UNPROFILED_FLOOR = 0.2
@@ -86,10 +88,16 @@ VIEW = re.compile(r"^aten::(view|reshape|_reshape_alias|_unsafe_view|as_strided|
                   r"lift_fresh|to|_to_copy_noop|contiguous|numpy_T|expand_as|view_as)$")
 
 
-def unprofiled_ns(captured_ns: float, events: float) -> float:
+def unprofiled_ns(captured_ns: float, events: float,
+                  per_event: float = PROFILER_NS_PER_EVENT) -> float:
     """A part's time without the profiler: its captured time less the profiler's cost per
-    recorded event, at least :data:`UNPROFILED_FLOOR` of it."""
-    return max(captured_ns - events * PROFILER_NS_PER_EVENT, UNPROFILED_FLOOR * captured_ns)
+    recorded event (``per_event`` ns), at least :data:`UNPROFILED_FLOOR` of it."""
+    return max(captured_ns - events * per_event, UNPROFILED_FLOOR * captured_ns)
+
+
+def event_cost(ctx: Ctx, lane: int) -> float:
+    """ns the profiler adds per event recorded on ``lane`` in this capture."""
+    return per_event_ns(ctx, lane, PROFILER_NS_PER_EVENT)[0]
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,17 @@ def step_window(ctx: Ctx, host, row: int, every: np.ndarray) -> tuple[int, int]:
     if not marked or not len(ops):
         return int(host.starts[row]), int(host.ends[row])
     return int(s.start[ops].min()), int(s.end[ops].max())
+
+
+def bookkeeping_ns(ctx: Ctx, host, rows: np.ndarray) -> float:
+    """ns of the profiler's step bookkeeping in ``rows`` of ``host``'s main thread: each
+    row's time outside its recorded calls (:func:`step_window`), which a run without the
+    profiler does not spend."""
+    out = 0.0
+    for row in rows.tolist():
+        a, b = step_window(ctx, host, row, step_slices(ctx, host, row))
+        out += float(host.ends[row] - host.starts[row] - (b - a))
+    return max(out, 0.0)
 
 
 def repeated_blocks(ctx: Ctx, host, row: int, cover: float = BLOCK_COVER) -> list[Block]:
@@ -272,6 +291,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     mm_ns = other = 0.0
     measured = False
     unshaped = np.zeros(len(ops), bool)
+    cost = event_cost(ctx, int(s.lane[ops[0]])) if len(ops) else PROFILER_NS_PER_EVENT
     for k, j in enumerate(ops.tolist()):
         name = names[int(s.name[j])]
         if MATMUL.match(name):
@@ -282,7 +302,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
             rate, measured = matmul_rate(ctx, w[1] * batch)
             mm_ns += w[0] / rate * 1e9
         elif CONV.match(name):
-            other += unprofiled_ns(float(own[k]), 1 + children[k])
+            other += unprofiled_ns(float(own[k]), 1 + children[k], cost)
         elif elementwise and leaf[k] and not VIEW.match(name):
             sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
             other += min(sizes, default=0) * ELEMENT_NS
@@ -333,7 +353,8 @@ class BatchFix:
     """Batching ``batch`` inputs of a unit: the step without the profiler before the fix
     (``before_ns``) and after it (``after_ns``) for the same inputs, what a unit takes
     unprofiled (``unit_ns``), what one more input adds to it (``added``), how many units a
-    step holds (``per_step``) and what is batched, in words (``what``)."""
+    step holds (``per_step``), what is batched, in words (``what``), and the profiler's
+    cost per recorded event taken off (``per_event``: ns, read off the capture or not)."""
 
     before_ns: float
     after_ns: float
@@ -342,6 +363,7 @@ class BatchFix:
     batch: int
     per_step: int
     what: str
+    per_event: tuple[float, bool] = (PROFILER_NS_PER_EVENT, False)
 
     def speedup(self) -> float:
         return self.before_ns / max(self.after_ns, 1e-6)
@@ -352,8 +374,11 @@ class BatchFix:
                 f"{MATMUL_FLOPS / 1e9:.0f} GFLOP/s x rows / (rows + {MATMUL_HALF_ROWS}), "
                 f"as a batched fp32 matmul runs on one core (no matmul in the trace is large "
                 f"enough to show this machine's rate)")
+        cost, read = self.per_event
+        said = ("as fast as this capture ran its recorder" if read else
+                "as measured on the machine the corpus is made on")
         return (f" Estimate for {self.what}: the step without the profiler's cost "
-                f"({PROFILER_NS_PER_EVENT / 1e3:.1f} µs per recorded event) before the fix, "
+                f"({cost / 1e3:.2f} µs per recorded event, {said}) before the fix, "
                 f"{fmt_ns(self.before_ns)}, over the step after it, {fmt_ns(self.after_ns)}: "
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
@@ -374,22 +399,26 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
     row = median_row(ctx, host)
     every = step_slices(ctx, host, row)
     a, b = step_window(ctx, host, row, every)
-    step_ns = unprofiled_ns(float(b - a), len(every))
+    cost, read = per_event_ns(ctx, host.lane, PROFILER_NS_PER_EVENT)
+    step_ns = unprofiled_ns(float(b - a), len(every), cost)
     blocks = repeated_blocks(ctx, host, row)
     if blocks:
         b = blocks[0]
-        unit = unprofiled_ns(b.span, b.events) / b.count
+        repeats = unprofiled_ns(b.span, b.events, cost)
+        unit = repeats / b.count
         add = _plus(added_ns(ctx, b.ops, b.count, b.count), per_input_ns)
-        after = step_ns - unprofiled_ns(b.span, b.events) + unit + (b.count - 1) * add.ns
+        after = step_ns - repeats + unit + (b.count - 1) * add.ns
         return BatchFix(step_ns, after, unit, add, b.count, b.count,
-                        what or f"the {b.count} requests of a step batched into one call")
+                        what or f"the {b.count} requests of a step batched into one call",
+                        (cost, read))
     n = len(r)
     if n < 2:
         return None
     unit, add = _one_request_steps(ctx, host)
     add = _plus(add, per_input_ns)
     return BatchFix(n * unit, unit + (n - 1) * add.ns, unit, add, n, 1,
-                    what or f"the {n} steps captured (one request each) batched into one call")
+                    what or f"the {n} steps captured (one request each) batched into one call",
+                    (cost, read))
 
 
 def _plus(add: Added, ns: float) -> Added:
@@ -409,7 +438,7 @@ def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
     for row in r[:: max(len(r) // SAMPLED_STEPS, 1)].tolist():
         every = step_slices(ctx, host, row)
         a, b = step_window(ctx, host, row, every)
-        steps.append(unprofiled_ns(float(b - a), len(every)))
+        steps.append(unprofiled_ns(float(b - a), len(every), event_cost(ctx, host.lane)))
         adds.append(added_ns(ctx, every[s.kind[every] == int(Kind.CPU_OP)], 1, len(r)))
     k = int(np.argsort([x.ns for x in adds])[len(adds) // 2])
     return float(np.median(steps)), adds[k]
@@ -446,7 +475,8 @@ def loop_batch(ctx: Ctx, host, tiny: np.ndarray) -> LoopBatch | None:
     if sum(x.span for x in blocks) < 0.5 * wall:
         return None
     count = max(x.count for x in blocks)
-    replacement = sum(unprofiled_ns(x.span, x.events) / x.count
+    cost = event_cost(ctx, host.lane)
+    replacement = sum(unprofiled_ns(x.span, x.events, cost) / x.count
                       + (x.count - 1) * added_ns(ctx, x.ops, x.count, x.count, False).ns
                       for x in blocks)
     return LoopBatch(count, _gather_ns(ctx, every, blocks, count) / wall, replacement / wall)

@@ -61,8 +61,10 @@ from ...trace import Kind
 from ...units import fmt_pct as pct
 from .. import roles as R
 from ..intervals import measure_in, union
+from .batch_estimate import unprofiled_ns
 from .causes import self_times
 from .context import Ctx
+from .recorder_cost import per_event_ns
 from .work import name_medians
 
 #: Unprofiled over captured time of a torch.profiler loop of element reads.
@@ -100,8 +102,10 @@ class HostFix:
     (what the fix still spends instead, unprofiled), ``unprofiled`` (the removed part's
     unprofiled over captured time), ``what`` (the removed part, in words), ``step_ns`` (the
     captured main-thread time per step: the removed part's length), ``per_op`` (the
-    recorder's unprofiled over captured time of the rest's per-op work) and ``cold`` (how
-    many times slower per-op work runs once the removed part keeps it away long)."""
+    recorder's unprofiled over captured time of the rest's per-op work), ``cold`` (how
+    many times slower per-op work runs once the removed part keeps it away long),
+    ``bookkeeping`` (the profiler's own step bookkeeping: in neither step without it) and
+    ``ratios`` (where the two ratios come from, in words)."""
 
     removed: float
     math: float
@@ -111,6 +115,8 @@ class HostFix:
     step_ns: float = 0.0
     per_op: float = TINY_LOOP_UNPROFILED
     cold: float = COLD_PER_OP
+    bookkeeping: float = 0.0
+    ratios: str = "measured"
 
     @property
     def warm(self) -> bool:
@@ -118,7 +124,7 @@ class HostFix:
 
     def parts(self) -> tuple[float, float]:
         """(math, per-op work) of the rest, unprofiled, in shares of the captured time."""
-        rest = max(1.0 - self.removed, 0.0)
+        rest = max(1.0 - self.removed - self.bookkeeping, 0.0)
         math = min(self.math, rest)
         return math, (rest - math) * self.per_op
 
@@ -153,7 +159,10 @@ class HostFix:
         """The estimate's basis in words, for the finding's summary."""
         before, after = self.times()
         rest = (f"of the rest, the math ops' own time as captured and the per-op work "
-                f"{self.per_op:.0%} (measured)")
+                f"{self.per_op:.0%} ({self.ratios})")
+        if self.bookkeeping > 0:
+            rest += (f"; the profiler's own step bookkeeping ({pct(self.bookkeeping)} of the "
+                     f"captured time) left out")
         prof = (f"; without the profiler: {rest}" if self.unprofiled >= 1 else
                 f"; without the profiler {self.what} takes about {self.unprofiled:.0%} of "
                 f"its captured time; {rest}")
@@ -166,6 +175,41 @@ class HostFix:
                 if self.warm else "; what stays keeps its time")
         return (f" Estimate: the step without the profiler before the fix over the step "
                 f"after it ({pct(before)} -> {pct(after)} of the captured time){prof}{warm}.")
+
+
+def recorded_ratios(ctx: Ctx, host, starts: np.ndarray, ends: np.ndarray, removed: float,
+                    wall: float, math_ns: float, bookkeeping: float) -> tuple[float, float, str]:
+    """(the removed loop's unprofiled over captured time, the rest's per-op work's, where
+    they come from) read off the events each records at what the profiler adds per event
+    in this capture (:mod:`.recorder_cost`), or the measured :data:`TINY_LOOP_UNPROFILED`
+    where the capture cannot tell.  ``starts``/``ends``: the loop's calls (ns); ``removed``:
+    the share of ``wall`` (the steady main-thread time) the fix removes, the calls that
+    gather the loop's pieces counted at the loop's events per ns; ``math_ns``: the rest's
+    math (as captured); ``bookkeeping``: the share that is the profiler's step
+    bookkeeping.  A loop of short calls records an event every microsecond or two, the
+    rest of a step (one call per layer, Python between) far fewer: one ratio for both
+    reads the rest as inflated as the loop, and the loop as inflated whatever speed the
+    capture ran at."""
+    per_event, read = per_event_ns(ctx, host.lane, 0.0)
+    if not read:
+        return TINY_LOOP_UNPROFILED, TINY_LOOP_UNPROFILED, "measured"
+    s = ctx.trace.slices
+    st = np.sort(s.start[ctx.trace.lane_slices(host.lane)])
+    r = ctx.rows
+    every = float(ctx.in_steady(st, host.starts[r], host.ends[r]).sum())
+    loop = float((np.searchsorted(st, ends) - np.searchsorted(st, starts)).sum())
+    loop *= removed * wall / max(float((ends - starts).sum()), 1.0)
+    rest = (1.0 - removed - bookkeeping) * wall - math_ns
+    said = f"from the events each records, {per_event / 1e3:.2f} µs each as this capture ran"
+    return (_kept(removed * wall, loop, per_event),
+            _kept(rest, max(every - loop, 0.0), per_event), said)
+
+
+def _kept(captured_ns: float, events: float, per_event: float) -> float:
+    """Unprofiled over captured time of a part recording ``events``."""
+    if captured_ns <= 0:
+        return 1.0
+    return unprofiled_ns(captured_ns, events, per_event) / captured_ns
 
 
 def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndarray,

@@ -10,12 +10,12 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
-from .batch_estimate import ELEMENT_NS, loop_batch, loop_data_ns
+from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns
 from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import measure as eager_measure
-from .host_estimate import TINY_LOOP_UNPROFILED, HostFix, rest_math
+from .host_estimate import HostFix, recorded_ratios, rest_math
 from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -454,7 +454,10 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     calls cost: where the model's calls (``model``) repeat, one repeat and the others'
     math (:func:`.batch_estimate.loop_batch`), else the data work of the model's tiny ops
     (:func:`.batch_estimate.loop_data_ns`); and what the fused optimizer step costs
-    (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`)."""
+    (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`).  The profiler's cost is taken
+    off by the events the loop and the rest each record
+    (:func:`.host_estimate.recorded_ratios`), and its step bookkeeping is in neither step
+    (:func:`.batch_estimate.bookkeeping_ns`)."""
     s = ctx.trace.slices
     ends = s.end[tiny] + between
     removed = float((ends - s.start[tiny]).sum()) / max(wall, 1.0)
@@ -464,9 +467,13 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     data = loop_data_ns(ctx, host, model) if lb is None else 0.0
     gather, cost = (lb.gather, lb.replacement) if lb is not None else (0.0, 0.0)
     cost += (fused_ns + data) / max(wall, 1.0)
-    return HostFix(min(removed + gather, 1.0), math / max(wall, 1.0), replacement=cost,
-                   unprofiled=TINY_LOOP_UNPROFILED, what="a loop of tiny ops",
-                   step_ns=wall / max(len(r), 1)), data
+    taken = min(removed + gather, 1.0)
+    kept_out = min(bookkeeping_ns(ctx, host, r) / max(wall, 1.0), 1.0 - taken)
+    loop, rest, said = recorded_ratios(ctx, host, s.start[tiny], ends, taken, wall, math,
+                                       kept_out)
+    return HostFix(taken, math / max(wall, 1.0), replacement=cost, unprofiled=loop,
+                   what="a loop of tiny ops", step_ns=wall / max(len(r), 1), per_op=rest,
+                   bookkeeping=kept_out, ratios=said), data
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,
