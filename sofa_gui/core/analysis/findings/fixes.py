@@ -149,7 +149,7 @@ FIXES: dict[str, list[Fix]] = {
                   "computes the gradient and applies the optimizer's update (the optimizer "
                   "state passed in and returned, a step count as a traced array), instead of "
                   "the update's jax.numpy calls per parameter array, each a dispatch of its "
-                  "own.", modes=_TRAIN, needs=(("compiled", ("xla",)),),
+                  "own.", modes=_TRAIN, excludes=(("compiled", ("op by op",)),),
             name="jit the update with the step"),
     ],
     "eager_input_bound": [
