@@ -32,7 +32,8 @@ from sofa_gui.core.analysis.run_facts import run_facts
 from sofa_gui.core.importers import load_trace
 
 #: Cases whose steps the trace cannot tell apart: one step calls Keras ``predict`` once
-#: per sample, four times (or ``fit`` once per batch, or a SavedModel once per request),
+#: per sample, four times (or ``fit`` once per batch, a SavedModel once per request, or a
+#: Keras model eagerly once per batch),
 #: and nothing recorded groups those calls into a step: no marker, no Python frame, and
 #: the calls' gaps are as even across a step's end as within it (no longer pause closes
 #: a run of calls, as :func:`.steps.burst_size` needs).
@@ -42,7 +43,10 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Ke
                                  "own data adapter and iterator",
              "tf_infer_savedmodel_per_request": "16 serve calls of a loaded SavedModel per "
                                                 "step, one per request, and no step marker "
-                                                "or Python frame around them"}
+                                                "or Python frame around them",
+             "tf_infer_eager_model_call": "4 eager calls of a Keras model per step, one per "
+                                          "batch, and no step marker or Python frame "
+                                          "around them"}
 def _cases(framework: str) -> list[str]:
     out = []
     for tj in sorted(CORPUS.glob("*/truth.json")):

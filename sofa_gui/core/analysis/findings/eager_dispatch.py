@@ -23,12 +23,16 @@ work runs exactly once in every steady step), the ops dispatched one at a time r
 its calls and make its arguments: the batch is prepared op by op (an augmentation written
 with ``jax.numpy`` in a Python generator), which is input (``eager_input_bound``), and the
 fix compiles and vectorises that preparation (``jax.jit(jax.vmap(f))`` over a batch) or
-moves it into the data loader. The estimate, the same for both readings: the step without
-the profiler before (the Python tracer's loop of calls at
-:data:`.host_estimate.PYTHON_LOOP_UNPROFILED` of its captured time, the kernels as
-captured) over the compiled step after: the matmul and convolution kernels as captured
-(elementwise kernels are fused into them and their fresh buffers are gone) plus one
-dispatch.
+moves it into the data loader.  In a training run whose dispatched programs are all
+elementwise arithmetic (:mod:`.eager_ops`), the ops update the state the compiled call
+returns (a hand-written optimizer applied outside ``jax.jit``): that is per-op overhead
+(``op_overhead_bound``), and the fix jits the update with the gradient in one step.
+The estimate, the same for every reading: the step without the profiler before (the
+Python tracer's loop of calls at :data:`.host_estimate.PYTHON_LOOP_UNPROFILED` of its
+captured time, the kernels as captured) over the compiled step after: the matmul and
+convolution kernels and the compiled step's own kernels as captured (elementwise
+kernels are fused and their fresh buffers are gone), the compiled step's calls at the
+same ratio, plus one dispatch.
 """
 
 from __future__ import annotations
@@ -49,12 +53,31 @@ from .registry import Rule, rule
       "registered with its thresholds and factors in :mod:`.run_rules`")
 def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
     d = measure(ctx)
-    if d is None or d.compiled_step:
+    if d is None or (d.compiled_step and not d.updates_state):
         return None  # beside a compiled step, the ops make its arguments: eager_input's
+    if d.updates_state:
+        return _update_finding(ctx, spec, d)
     what = (f"{d.per_step:,.0f} ops per steady-state iteration are dispatched one at a time "
             f"from Python (median {{median}} each): the step runs op by op, not compiled. ")
     fix = "Compiling the step (jax.jit) makes it one dispatch and fuses its ops. "
     return _finding(ctx, spec, d, what, fix, "Framework overhead: ops dispatched one at a time")
+
+
+def _update_finding(ctx: Ctx, spec: Rule, d: Dispatched) -> Finding:
+    """The training state updated op by op beside a compiled step (the gradient jitted,
+    the optimizer not)."""
+    what = (f"The step is one compiled program, run once a step, and the {d.per_step:,.0f} "
+            f"programs per steady-state iteration dispatched one at a time from Python "
+            f"between its calls (median {{median}} each) are all elementwise arithmetic "
+            f"(no read, slice, conversion, stacking or random draw of data): in a training "
+            f"run that is the update of the state the compiled call returns (a hand-written "
+            f"optimizer's moments and parameters, a moving average of the weights) run "
+            f"outside it, op by op. ")
+    fix = ("Jitting the update with the gradient in one step (one jax.jit function that "
+           "computes the gradient and applies the update, the optimizer state passed in and "
+           "returned) makes it part of the compiled call and fuses its ops. ")
+    return _finding(ctx, spec, d, what, fix, "Training state updated op by op outside the "
+                                             "compiled step")
 
 
 @rule("eager_input_bound", "Input made op by op between compiled steps", 0.05, 0.20,
@@ -63,8 +86,8 @@ def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
       factors={"compiled_step_fuses": 0.7})
 def eager_input(ctx: Ctx, spec: Rule) -> Finding | None:
     d = measure(ctx)
-    if d is None or not d.compiled_step:
-        return None
+    if d is None or not d.compiled_step or d.updates_state:
+        return None  # an un-jitted step, or an update of its state: eager_dispatch's
     what = (f"The step is one compiled program, run once a step, yet {d.per_step:,.0f} "
             f"programs per steady-state iteration are dispatched one at a time from Python "
             f"(median {{median}} each): besides the step's own call, the ops between its "
@@ -85,7 +108,7 @@ def _finding(ctx: Ctx, spec: Rule, d: Dispatched, what: str, fix: str,
     median = float(np.median(s.dur[calls]))
     one = median * PYTHON_LOOP_UNPROFILED
     before = (d.wall - d.kernels) * PYTHON_LOOP_UNPROFILED + d.kernels
-    after = d.kept + one * len(r)
+    after = d.kept + d.step_call_ns * PYTHON_LOOP_UNPROFILED + one * len(r)
     causes = causes_by_name(ctx, calls, s.dur[calls], float(s.dur[calls].sum()) or 1.0)
     evidence = cause_evidence(causes)
     summary = (what.format(median=fmt_ns(median))
@@ -96,10 +119,13 @@ def _finding(ctx: Ctx, spec: Rule, d: Dispatched, what: str, fix: str,
                f"profiler ({fmt_ns(before / len(r))}: the loop of calls at "
                f"{PYTHON_LOOP_UNPROFILED:.0%} of its captured time, as measured for a loop the "
                f"Python tracer records; the kernels as captured) over the compiled step "
-               f"({fmt_ns(after / len(r))}: its matmul and convolution kernels as captured, the "
-               f"elementwise kernels fused into them, plus one dispatch).")
+               f"({fmt_ns(after / len(r))}: its matmul and convolution kernels"
+               + (" and the compiled step's own" if d.compiled_step else "")
+               + " as captured, the elementwise kernels fused into them"
+               + (", the compiled step's calls at the same ratio" if d.compiled_step else "")
+               + ", plus one dispatch).")
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         speedup=before / max(after, 1.0), title=title,
                         assumption=spec.factor("compiled_step_fuses"),
                         notes=("assumes the compiled step keeps only the matmul and "
-                               "convolution kernels' time",))
+                               "convolution kernels' time and its own",))

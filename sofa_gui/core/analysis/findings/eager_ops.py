@@ -1,6 +1,15 @@
 """The ops a step dispatches one at a time from Python, measured once per analysis for
-the readings that use them (:mod:`.eager_dispatch`: an un-jitted step's overhead, or a
-batch made op by op beside a compiled step; the tiny-ops check leaves the latter alone).
+the readings that use them (:mod:`.eager_dispatch`: an un-jitted step's overhead, a
+batch made op by op beside a compiled step, or the training state updated op by op
+beside it; the tiny-ops check leaves the last two alone).
+
+Between the calls of a compiled step, ops that make its batch read, slice, convert,
+stack or draw data; ops that update the state the step returns (a hand-written
+optimizer's moments and parameters, a moving average of the weights) are arithmetic on
+arrays already on the device.  The trace shows no data flow between programs (the CPU
+runtime runs them in the order they are dispatched, whatever they depend on), so the
+programs' kind tells the two apart: in a training run, dispatches that are all
+elementwise arithmetic (:data:`ARITHMETIC`) update the state.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import numpy as np
 from .. import roles as R
 from ..host_side import window_of
 from ..intervals import measure_in, union
-from ..iterations.dispatch import step_dispatches
+from ..iterations.dispatch import function_module, module_of, step_calls, step_dispatches
 from .context import Ctx
 from .host_estimate import pool_slices
 from .read_rules import in_read_loops
@@ -26,6 +35,16 @@ DISPATCH = (re.compile(r"ExecuteHelperOnSingleDevice$"), re.compile(r"^PjitFunct
             re.compile(r"^\$core\.py:\d+ bind$"))
 #: Kernels a compiled step keeps: matmuls, convolutions and the library fusions around them.
 KEPT_KERNEL = re.compile(r"dot|conv|gemm|matmul|ynn|onednn|mkl", re.I)
+#: A dispatched JAX function (``PjitFunction(f)``) and its name.
+_JITTED = re.compile(r"^PjitFunction\(_*([A-Za-z0-9_]+)\)$")
+#: Elementwise arithmetic, by the names JAX dispatches it under: what an update of arrays
+#: already on the device is made of (no read, slice, conversion, reduction or draw).
+ARITHMETIC = frozenset(("add", "subtract", "sub", "multiply", "mul", "true_divide", "divide",
+                        "div", "sqrt", "rsqrt", "square", "power", "pow", "integer_pow",
+                        "exp", "log", "log1p", "negative", "neg", "reciprocal", "maximum",
+                        "minimum", "max", "min", "abs", "absolute", "sign", "clip"))
+#: Share of the dispatched programs that must be :data:`ARITHMETIC` for the update reading.
+ARITHMETIC_SHARE = 0.95
 
 
 @dataclass(frozen=True)
@@ -36,8 +55,10 @@ class Dispatched:
     per_step: float
     wall: float  # ns of the steady rows
     kernels: float  # ns of the runtime threads' kernels in them
-    kept: float  # ns of their matmul and convolution kernels
+    kept: float  # ns of their matmul and convolution kernels and the compiled step's own
     compiled_step: bool  # a compiled program runs once in every steady step
+    step_call_ns: float = 0.0  # ns of the main thread in the compiled step's calls
+    updates_state: bool = False  # beside the compiled step, they update the training state
 
     @property
     def share(self) -> float:
@@ -61,11 +82,43 @@ def _measure(ctx: Ctx) -> Dispatched | None:
     per_step = len(calls) / len(r)
     if per_step < MIN_DISPATCHES:
         return None
-    kernels, kept = _kernels(ctx, host)
+    step = _step_calls(ctx, host) if _compiled_step(ctx, host) else None
+    kernels, kept = _kernels(ctx, host, step)
     if kernels <= 0:
         return None  # no kernel apart from the dispatch: the split is not in the trace
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
-    return Dispatched(calls, per_step, wall, kernels, kept, _compiled_step(ctx, host))
+    if step is None:
+        return Dispatched(calls, per_step, wall, kernels, kept, False)
+    s = ctx.trace.slices
+    return Dispatched(calls, per_step, wall, kernels, kept, True,
+                      float(s.dur[step].sum()), _updates_state(ctx, host, step))
+
+
+def _step_calls(ctx: Ctx, host) -> np.ndarray:
+    """The compiled step's calls in the steady rows."""
+    calls = step_calls(ctx.trace, host.lane)
+    return calls[ctx.in_steady(ctx.trace.slices.start[calls], host.starts, host.ends)]
+
+
+def _updates_state(ctx: Ctx, host, step: np.ndarray) -> bool:
+    """Whether the programs dispatched between the compiled step's calls update the
+    training state: a training run, and at least :data:`ARITHMETIC_SHARE` of those
+    programs (named ``PjitFunction(f)`` calls, outermost) are elementwise arithmetic."""
+    mode = ctx.facts.get("mode")
+    if not (mode.known and mode.value == "training") or not len(step):
+        return False
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    ids = ctx.trace.name_ids(lambda n: bool(_JITTED.match(n)))
+    mine = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
+                                         & (s.name[mine] != s.name[step[0]])])
+    if not len(mine):
+        return False
+    names = np.unique(s.name[mine], return_inverse=True)
+    plain = np.array([_JITTED.match(ctx.trace.names[int(n)]).group(1).lower() in ARITHMETIC
+                      for n in names[0]])
+    return float(plain[names[1]].mean()) >= ARITHMETIC_SHARE
 
 
 def _compiled_step(ctx: Ctx, host) -> bool:
@@ -95,13 +148,19 @@ def dispatches(ctx: Ctx, host) -> np.ndarray:
     return best
 
 
-def _kernels(ctx: Ctx, host) -> tuple[float, float]:
-    """(ns of every runtime-thread kernel, ns of the matmul and convolution ones) inside
-    the steady rows (their union: kernels of two threads at once count once)."""
+def _kernels(ctx: Ctx, host, step: np.ndarray | None) -> tuple[float, float]:
+    """(ns of every runtime-thread kernel, ns of those a compiled step keeps: the matmul
+    and convolution ones, and every kernel of the compiled ``step``'s own module, which
+    is compiled already) inside the steady rows (their union: kernels of two threads at
+    once count once)."""
     s = ctx.trace.slices
     pool = pool_slices(ctx, host)
     r = ctx.rows
-    kept = pool[np.isin(s.name[pool], ctx.trace.name_ids(KEPT_KERNEL.search))]
+    keep = np.isin(s.name[pool], ctx.trace.name_ids(KEPT_KERNEL.search))
+    if step is not None and len(step):
+        own = function_module(ctx.trace.names[int(s.name[step[0]])])
+        keep |= np.array([m == own for m in module_of(ctx.trace, pool)], bool)
+    kept = pool[keep]
     ns = [float(measure_in(*union(s.start[idx], s.end[idx]), host.starts[r], host.ends[r])
                 .sum()) for idx in (pool, kept)]  # union and measure_in take empty sets
     return ns[0], ns[1]

@@ -145,6 +145,12 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_TF, "Compile the step (tf.function(jit_compile=True)) so the ops fuse.",
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),
+        Fix(_JAX, "jit the update with the gradient in one step: one jax.jit function that "
+                  "computes the gradient and applies the optimizer's update (the optimizer "
+                  "state passed in and returned, a step count as a traced array), instead of "
+                  "the update's jax.numpy calls per parameter array, each a dispatch of its "
+                  "own.", modes=_TRAIN, excludes=(("compiled", ("op by op",)),),
+            name="jit the update with the step"),
     ],
     "eager_input_bound": [
         Fix(_JAX, "Compile and vectorise the batch's preparation: jax.jit(jax.vmap(augment)) "

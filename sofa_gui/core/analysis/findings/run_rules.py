@@ -197,8 +197,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
         return None  # with a device, launch_overhead_bound measures the same cost
     eager = eager_measure(ctx)
     if eager is not None and eager.compiled_step:
-        return None  # ops dispatched between a compiled step's calls make its batch: the
-        # input's (:func:`.eager_dispatch.eager_input`), not the step's overhead
+        return None  # ops dispatched between a compiled step's calls make its batch or
+        # update its state: :mod:`.eager_dispatch`'s readings, not a loop of tiny ops
     sb = small_batch(ctx)
     if sb is not None and sb.models_requests(ctx):
         return None  # requests a few at a time, or a model run per request: batching them

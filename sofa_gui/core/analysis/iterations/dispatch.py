@@ -49,6 +49,11 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     """Starts of the main thread's calls of the jitted function / tf.function whose compiled
     work is largest (host time in its calls where the trace names no modules), among
     those called at least twice; outermost calls only."""
+    return np.sort(trace.slices.start[step_calls(trace, lane)])
+
+
+def step_calls(trace: Trace, lane: int) -> np.ndarray:
+    """The calls (slice indexes) whose starts :func:`step_dispatches` gives."""
     if lane < 0:
         return _EMPTY
     s = trace.slices
@@ -67,7 +72,7 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     weight[cnt < 2] = 0
     if weight.max() <= 0:
         return _EMPTY
-    return np.sort(s.start[idx[s.name[idx] == int(np.argmax(weight))]])
+    return idx[s.name[idx] == int(np.argmax(weight))].astype(np.int64)
 
 
 def _compiled_work(trace: Trace, called: np.ndarray) -> np.ndarray | None:
@@ -92,6 +97,17 @@ def module_key(module: str) -> str:
     return _plain(module)
 
 
+def module_of(trace: Trace, rows: np.ndarray) -> list[str]:
+    """Per slice of ``rows``: the compiled module its XLA op belongs to, as
+    :func:`module_key` writes it ("" where its arguments name none)."""
+    s = trace.slices
+    out = []
+    for i in rows.tolist():
+        m = _MODULE.search(trace.args.raw(int(s.args[i]))) if s.args[i] >= 0 else None
+        out.append(_plain(m.group(1).decode("utf-8", "replace")) if m else "")
+    return out
+
+
 def _function_of(name: str) -> str:
     m = re.match(r"PjitFunction\((.*)\)$", name)
     return "jit_" + m.group(1) if m else name.split(": ", 1)[-1]
@@ -113,10 +129,8 @@ def _module_work(trace: Trace) -> dict[str, float]:
     if not len(rows) or not trace.args.may_hold(s.args[rows], (b"hlo_module",)):
         return {}
     work: dict[str, float] = {}
-    for i in rows.tolist():
-        m = _MODULE.search(trace.args.raw(int(s.args[i])))
-        if m:
-            key = _plain(m.group(1).decode("utf-8", "replace"))
+    for i, key in zip(rows.tolist(), module_of(trace, rows)):
+        if key:
             work[key] = work.get(key, 0.0) + float(s.dur[i])
     return work
 
