@@ -110,7 +110,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
                       fix_net=lambda: bf16_cnn(keras_model, "float32")),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True,
               "precision": "bf16"}, 6,
-             split="holdout", fix="the float32 policy instead of mixed_bfloat16", warmup=3,
+             split="tuned", fix="the float32 policy instead of mixed_bfloat16", warmup=3,
              tags=["keras_fit", "mixed_precision", "bf16"])
     CASES["tf_fit_mixed_bfloat16"].build.__doc__ = (
         "Keras 3 ``model.fit`` of a small CNN (32-64-128 filters, 64x64 images, batches "

@@ -1,9 +1,10 @@
 """Run facts about numeric precision: what the run computes in, and what the CPU does
 natively.
 
-``precision``: low (fp16/bf16 kernels, or matmul / convolution ops taking 16-bit inputs
-under CPU autocast), int8 (quantized ops: PyTorch's ``quantized::`` ops of a dynamically or
-statically quantized model, TensorFlow's ``Quantized*`` kernels, int8 tensor-core kernels)
+``precision``: low (fp16/bf16 kernels, matmul / convolution ops taking 16-bit inputs
+under CPU autocast, or a Keras mixed policy's casts where TensorFlow records no dtypes),
+int8 (quantized ops: PyTorch's ``quantized::`` ops of a dynamically or statically
+quantized model, TensorFlow's ``Quantized*`` kernels, int8 tensor-core kernels)
 or tf32, from op and kernel names and recorded input types.
 
 ``cpu_bf16``: native / emulated, whether the profiled CPU has bf16 instructions
@@ -39,9 +40,10 @@ def _precision(trace: Trace) -> list[Fact]:
     int8 = named(trace, "precision", "int8", _INT8_OPS, "quantized ops")
     if int8.known:
         return [int8]
-    typed = _low_precision_inputs(trace)
-    if typed.known:
-        return [typed]
+    for read in (_low_precision_inputs, _keras_policy_casts):
+        typed = read(trace)
+        if typed.known:
+            return [typed]
     return [named(trace, "precision", "tf32", r"tf32", "", kinds)]
 
 
@@ -115,6 +117,33 @@ def _low_precision_inputs(trace: Trace) -> Fact:
                 f"{n} of {len(pick)} sampled matmul/convolution calls take "
                 f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
                 f"`{trace.name_of(first)}`", first)
+
+
+#: A Keras mixed policy casts each float variable to the compute type where a layer reads
+#: it (its AutoCastVariable), so its step makes about one ``Cast`` per variable read or
+#: more; a float32 step casts only labels and metrics (under a third of its reads in
+#: every TensorFlow corpus capture).  Threads the graph executor runs ops on.
+_CASTS_PER_READ = 0.5
+_MIN_CASTS = 20
+_TF_OP_THREAD = re.compile(r"^tf_Compute")
+
+
+def _keras_policy_casts(trace: Trace) -> Fact:
+    """Low precision from a Keras mixed policy's casts (TensorFlow traces carry no
+    dtypes): at least one ``Cast`` per two ``ReadVariableOp`` on the executor threads."""
+    s = trace.slices
+    threads = np.flatnonzero([bool(_TF_OP_THREAD.match(n)) for n in trace.lanes.name])
+    if not len(threads) or not len(s):
+        return Fact("precision")
+    on = np.isin(s.lane, threads)
+    casts = np.flatnonzero(on & np.isin(s.name, trace.name_ids("Cast".__eq__)))
+    reads = int(np.count_nonzero(on & np.isin(s.name, trace.name_ids("ReadVariableOp".__eq__))))
+    if len(casts) < _MIN_CASTS or len(casts) < _CASTS_PER_READ * reads or not reads:
+        return Fact("precision")
+    return Fact("precision", "low", "a Keras mixed policy's casts",
+                f"{len(casts)} Cast ops beside {reads} variable reads on the executor "
+                f"threads (a mixed policy casts each variable where a layer reads it)",
+                int(casts[0]))
 
 
 #: CPU flags (as /proc/cpuinfo names them) that compute in bf16 natively: AVX512-BF16's

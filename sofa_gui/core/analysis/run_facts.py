@@ -34,7 +34,8 @@ cpu_handover what a loader worker's batch costs the main thread   trace metadata
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
 precision    low (fp16/bf16 kernels or op inputs) / tf32      kernel names, op input
-                                                              types (CPU autocast)
+                                                              types (CPU autocast), a
+                                                              Keras mixed policy's casts
 cpu_bf16     native / emulated: the CPU's bf16 instructions   recording manifest
              (avx512_bf16, amx_bf16)                          host.cpu_isa, trace
                                                               metadata ``cpu_flags``
