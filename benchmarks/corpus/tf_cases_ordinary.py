@@ -132,7 +132,7 @@ def review_scorer() -> tf.keras.Model:
 
 
 @case("tf_infer_eager_model_call", "tensorflow", "inference", 6,
-      {**TF, "mode": "inference"}, split="holdout", warmup=3,
+      {**TF, "mode": "inference"}, split="tuned", warmup=3,
       fix="the model's call wrapped in tf.function", share_from_fix="host_overhead",
       tags=["eager", "keras_call", "batch_scoring"])
 def tf_infer_eager_model_call(variant):

@@ -15,7 +15,8 @@ needs those kernels in the trace: where the steady steps show none, the dispatch
 math cannot be told apart and the check says nothing.  TensorFlow's eager ops run their
 kernels inside the dispatching call on the main thread (``KernelAndDeviceFunc::Run``
 under each ``EagerLocalExecute``), and a ``tf.function`` still runs every op through the
-graph executor: such a step is a loop of tiny framework ops, the tiny-ops check's.
+graph executor: such a step is a loop of tiny framework ops, the tiny-ops check's
+(:func:`.eager_ops.tf_eager_step` lowers its count where no compiled function runs).
 
 The fix compiles the step (``jax.jit``): one dispatch per step, the primitives fused.
 Where the step already is one compiled program (the jitted function with the most compiled

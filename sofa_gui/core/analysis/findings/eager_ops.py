@@ -1,7 +1,9 @@
 """The ops a step dispatches one at a time from Python, measured once per analysis for
 the readings that use them (:mod:`.eager_dispatch`: an un-jitted step's overhead, a
 batch made op by op beside a compiled step, or the training state updated op by op
-beside it; the tiny-ops check leaves the last two alone).
+beside it; the tiny-ops check leaves the last two alone), and whether a TensorFlow
+step runs eagerly (:func:`tf_eager_step`: the tiny-ops check's loop of ops that
+``tf.function`` removes whole).
 
 Between the calls of a compiled step, ops that make its batch read, slice, convert,
 stack or draw data; ops that update the state the step returns (a hand-written
@@ -33,6 +35,12 @@ MIN_DISPATCHES = 20
 #: One dispatched program or op, by the event its runtime or tracer records.
 DISPATCH = (re.compile(r"ExecuteHelperOnSingleDevice$"), re.compile(r"^PjitFunction\("),
             re.compile(r"^\$core\.py:\d+ bind$"))
+#: TensorFlow's dispatch of one eager op from Python (its kernel runs inside it, on the
+#: calling thread).
+TF_EAGER = re.compile(r"^(TFE_Py_FastPathExecute_C|EagerExecute)$")
+#: A compiled TensorFlow function run by the graph executor (``tf.function``, a Keras
+#: step function, a SavedModel's signature).
+TF_GRAPH = re.compile(r"__inference_|__forward_")
 #: Kernels a compiled step keeps: matmuls, convolutions and the library fusions around them.
 KEPT_KERNEL = re.compile(r"dot|conv|gemm|matmul|ynn|onednn|mkl", re.I)
 #: A dispatched JAX function (``PjitFunction(f)``) and its name.
@@ -164,3 +172,32 @@ def _kernels(ctx: Ctx, host, step: np.ndarray | None) -> tuple[float, float]:
     ns = [float(measure_in(*union(s.start[idx], s.end[idx]), host.starts[r], host.ends[r])
                 .sum()) for idx in (pool, kept)]  # union and measure_in take empty sets
     return ns[0], ns[1]
+
+
+def tf_eager_step(ctx: Ctx, host) -> bool:
+    """Whether the steady steps run TensorFlow op by op: at least :data:`MIN_DISPATCHES`
+    eager dispatches a step on the main thread outside read loops (outermost of them: a
+    dispatch nested in a conversion counts once) and no compiled function's call among
+    them.  ``tf.function`` over such a step removes every dispatch from Python at once,
+    so the ops are one loop whatever the layers they belong to (a training step's few
+    per-layer ops are a loop of their own only beside PyTorch's fixes, which batch or fuse
+    part of the step).  Measured once per analysis."""
+    key = ("tf_eager_step", host.lane)
+    if key not in ctx.memo:
+        ctx.memo[key] = _tf_eager_step(ctx, host)
+    return ctx.memo[key]
+
+
+def _tf_eager_step(ctx: Ctx, host) -> bool:
+    r = ctx.rows
+    if not len(r):
+        return False
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    if np.isin(s.name[mine], ctx.trace.name_ids(TF_GRAPH.search)).any():
+        return False
+    mine = mine[~in_read_loops(ctx, s.start[mine])]
+    eager = outermost(s.start, s.end, mine[np.isin(s.name[mine],
+                                                   ctx.trace.name_ids(TF_EAGER.match))])
+    return len(eager) >= MIN_DISPATCHES * len(r)

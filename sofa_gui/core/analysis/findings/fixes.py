@@ -142,8 +142,11 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_ANY, "Give each op more work (larger batch, fewer larger layers): the fixed cost "
                   "per op (dispatch, Python, allocation) then matters less.",
             name="more work per op"),
-        Fix(_TF, "Compile the step (tf.function(jit_compile=True)) so the ops fuse.",
-            fact="compiled", unless=("xla",)),
+        Fix(_TF, "Run the step as a graph: wrap it (or the model's call) in tf.function, so "
+                 "its ops run in TensorFlow's graph executor instead of one Python dispatch "
+                 "each (Keras fit / predict: keep run_eagerly=False, the default); "
+                 "tf.function(jit_compile=True) also fuses them with XLA.",
+            fact="compiled", unless=("xla",), name="tf.function"),
         Fix(_JAX, "jax.jit the whole step so the ops fuse.", fact="compiled", unless=("xla",)),
         Fix(_JAX, "jit the update with the gradient in one step: one jax.jit function that "
                   "computes the gradient and applies the optimizer's update (the optimizer "

@@ -178,11 +178,13 @@ class HostFix:
 
 
 def recorded_ratios(ctx: Ctx, host, starts: np.ndarray, ends: np.ndarray, removed: float,
-                    wall: float, math_ns: float, bookkeeping: float) -> tuple[float, float, str]:
+                    wall: float, math_ns: float, bookkeeping: float,
+                    fallback: float = TINY_LOOP_UNPROFILED) -> tuple[float, float, str]:
     """(the removed loop's unprofiled over captured time, the rest's per-op work's, where
     they come from) read off the events each records at what the profiler adds per event
-    in this capture (:mod:`.recorder_cost`), or the measured :data:`TINY_LOOP_UNPROFILED`
-    where the capture cannot tell.  ``starts``/``ends``: the loop's calls (ns); ``removed``:
+    in this capture (:mod:`.recorder_cost`), or the measured ``fallback`` (its recorder's
+    ratio: :data:`TINY_LOOP_UNPROFILED`, :data:`TF_UNPROFILED`) where the capture cannot
+    tell.  ``starts``/``ends``: the loop's calls (ns); ``removed``:
     the share of ``wall`` (the steady main-thread time) the fix removes, the calls that
     gather the loop's pieces counted at the loop's events per ns; ``math_ns``: the rest's
     math (as captured); ``bookkeeping``: the share that is the profiler's step
@@ -192,7 +194,7 @@ def recorded_ratios(ctx: Ctx, host, starts: np.ndarray, ends: np.ndarray, remove
     capture ran at."""
     per_event, read = per_event_ns(ctx, host.lane, 0.0)
     if not read:
-        return TINY_LOOP_UNPROFILED, TINY_LOOP_UNPROFILED, "measured"
+        return fallback, fallback, "measured"
     s = ctx.trace.slices
     st = np.sort(s.start[ctx.trace.lane_slices(host.lane)])
     r = ctx.rows

@@ -14,8 +14,9 @@ from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns
 from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
+from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
-from .host_estimate import HostFix, recorded_ratios, rest_math
+from .host_estimate import TF_UNPROFILED, TINY_LOOP_UNPROFILED, HostFix, recorded_ratios, rest_math
 from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -186,7 +187,8 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
       f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
-      f"{MIN_TINY_PER_STEP} per iteration; or inference on batches of a few inputs "
+      f"{MIN_TINY_PER_STEP} per iteration ({MIN_DISPATCHES} where TensorFlow runs the step "
+      f"eagerly, no compiled function in it); or inference on batches of a few inputs "
       f"(:mod:`.small_batch`); or >= 20 ops a step dispatched one at a time from Python "
       f"(:mod:`.eager_dispatch`)",
       factors={"batched_op_cheap": 0.7, "math_scales_with_batch": 0.7,
@@ -219,7 +221,9 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     n_steps = max(ctx.ph.n_steady, 1)
     steps = optimizer_steps(ctx, host.lane)
     opt = starts_inside(ctx, steps, ops)  # the optimizer's ops
-    tiny, apart = _tiny_loops(opt, typical <= TINY_NS, n_steps)
+    graphless = tf_eager_step(ctx, host)  # one loop tf.function removes whole
+    least = MIN_DISPATCHES if graphless else MIN_TINY_PER_STEP
+    tiny, apart = _tiny_loops(opt, typical <= TINY_NS, n_steps, least)
     if not tiny.any():
         return None
     loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()),
@@ -237,7 +241,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     mine = tiny & opt if loops.optimizer_only else np.zeros_like(tiny)
     fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
     fix, data_ns = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away,
-                             ops[tiny & ~mine], fused_ns)
+                             ops[tiny & ~mine], fused_ns,
+                             TF_UNPROFILED if graphless else TINY_LOOP_UNPROFILED)
     alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
                              wall - away) if loops.optimizer and loops.model else fix
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
@@ -251,11 +256,12 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"Python between them take {pct(share)} of the main thread's time"
                f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
                f"(dispatch, Python, allocation) dominates the math. "
-               f"{_remedy(loops, fused_ns, n_steps)}{_data_note(data_ns, n_steps)}"
+               f"{_remedy(loops, fused_ns, n_steps, graphless)}{_data_note(data_ns, n_steps)}"
                f"{fix.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
     kept, clear = _trust(fix, data_ns, wall - away)
-    notes = ("assumes the batched op is cheap",) + (
+    notes = (("assumes the graph's own cost per op is small" if graphless else
+              "assumes the batched op is cheap"),) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
         if lumps < 1 else ()) + ((f"the batched op still does {pct(1 - kept)} of the "
                                   f"loop's time as data work",) if kept < 1 else ()) + (
@@ -310,8 +316,10 @@ def _data_note(data_ns: float, n_steps: int) -> str:
             f"the batched op's cost.")
 
 
-def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int) -> str:
+def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool) -> str:
     """What removes the counted loops and what the replacement costs, in words."""
+    if graphless:
+        return TF_EAGER_REMEDY
     model = ("Batching them (one op on stacked inputs) removes the tiny ops; the batched "
              "calls cost one repeat of the loop and the other repeats' matmul FLOPs.")
     if not loops.optimizer:
@@ -328,6 +336,16 @@ def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int) -> str:
             f"temporaries go).")
 
 
+#: What removes a TensorFlow step's eager ops, in words.
+TF_EAGER_REMEDY = (
+    "They are TensorFlow ops run eagerly: each is dispatched from Python on its own, its "
+    "kernel run inside the dispatch, and no compiled function runs in the step. Wrapping "
+    "the step (or the model's call) in tf.function runs them as one graph, its ops' "
+    "kernels without the Python and dispatch around each (jit_compile=True fuses them "
+    "too); the estimate removes the ops and the Python between them and keeps the rest "
+    "of the step, both at TensorFlow's recorder's cost per op.")
+
+
 def _fused_gain(loops: TinyLoops, alone: HostFix) -> tuple[float | None, str, float]:
     """The fused optimizer's own estimate, where the trace names an optimizer with a fused
     implementation: its loop of tiny ops (``alone``) replaced by one fused step, the
@@ -342,11 +360,14 @@ def _fused_gain(loops: TinyLoops, alone: HostFix) -> tuple[float | None, str, fl
                              f"ops{kept}"), 1.0
 
 
-def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.ndarray, str]:
+def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int,
+                least: int = MIN_TINY_PER_STEP) -> tuple[np.ndarray, str]:
     """(the tiny ops that make a loop, a note on those left out).  The optimizer's
     per-tensor ops (inside its step: ``opt``) and the other tiny ops are two loops with two
     fixes (a foreach or fused optimizer; batching or compiling the model's calls), and each
-    is a loop of tiny ops only with :data:`MIN_TINY_PER_STEP` or more per iteration.  Pooled, a
+    is a loop of tiny ops only with ``least`` or more per iteration
+    (:data:`MIN_TINY_PER_STEP`; :data:`.eager_ops.MIN_DISPATCHES` for a TensorFlow step run
+    eagerly, whose fix, ``tf.function``, removes every op's dispatch at once).  Pooled, a
     training step's own few per-layer ops (its backward's node per layer and per
     parameter, a residual add) would pass the count on the optimizer's ops, though no one
     fix removes both and batching removes neither of them."""
@@ -355,11 +376,11 @@ def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int) -> tuple[np.nda
     for part, what in ((tiny & opt, "tiny ops of the optimizer's step"),
                        (tiny & ~opt, "other tiny ops")):
         per_step = int(part.sum()) / n_steps
-        if per_step >= MIN_TINY_PER_STEP:
+        if per_step >= least:
             keep |= part
         elif per_step >= 1:
             left.append(f"the {per_step:,.0f} {what} per iteration")
-    note = (f" ({' and '.join(left)}, under {MIN_TINY_PER_STEP}, are no loop of their own "
+    note = (f" ({' and '.join(left)}, under {least}, are no loop of their own "
             f"and are not counted)" if keep.any() and left else "")
     return keep, note
 
@@ -447,7 +468,8 @@ NESTED_SAMPLE = 4
 
 
 def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float,
-              model: np.ndarray, fused_ns: float) -> tuple[HostFix, float]:
+              model: np.ndarray, fused_ns: float,
+              recorder: float = TINY_LOOP_UNPROFILED) -> tuple[HostFix, float]:
     """(the batched replacement of the tiny ops, ns of their data work it keeps): their
     whole time (and the Python between them) removed with the calls that gather the
     loop's pieces, the rest of the step kept (:mod:`.host_estimate`), plus what the batched
@@ -457,7 +479,9 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`).  The profiler's cost is taken
     off by the events the loop and the rest each record
     (:func:`.host_estimate.recorded_ratios`), and its step bookkeeping is in neither step
-    (:func:`.batch_estimate.bookkeeping_ns`)."""
+    (:func:`.batch_estimate.bookkeeping_ns`).  ``recorder``: the ratio where the capture
+    cannot tell what its recorder adds per event (:data:`.host_estimate.TF_UNPROFILED`
+    for TensorFlow's eager ops, whose recorder costs less per op than torch.profiler's)."""
     s = ctx.trace.slices
     ends = s.end[tiny] + between
     removed = float((ends - s.start[tiny]).sum()) / max(wall, 1.0)
@@ -470,7 +494,7 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     taken = min(removed + gather, 1.0)
     kept_out = min(bookkeeping_ns(ctx, host, r) / max(wall, 1.0), 1.0 - taken)
     loop, rest, said = recorded_ratios(ctx, host, s.start[tiny], ends, taken, wall, math,
-                                       kept_out)
+                                       kept_out, recorder)
     return HostFix(taken, math / max(wall, 1.0), replacement=cost, unprofiled=loop,
                    what="a loop of tiny ops", step_ns=wall / max(len(r), 1), per_op=rest,
                    bookkeeping=kept_out, ratios=said), data
