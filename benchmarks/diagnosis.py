@@ -48,6 +48,7 @@ FINDING_BOUND = {
     "straggler": "communication", "load_imbalance": "communication",
     "op_overhead_bound": "host_overhead", "launch_overhead_bound": "host_overhead",
     "host_dispatch_bound": "host_overhead", "setup_overhead_bound": "host_overhead",
+    "anomaly_detection_on": "host_overhead",
     "synchronization_stalls": "sync",
     "blocking_readback": "sync", "host_reads_in_loop": "sync",
     "host_callback_round_trip": "sync", "startup_cost": "startup",
@@ -174,7 +175,9 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("whole batch at once", ("batch or compile the model",)),
                ("fused=True", ("fused optimizer",)),
                ("batched first", ("cheaper samples",)),
-               ("intra-op threads", ("more intra-op threads",)))
+               ("intra-op threads", ("more intra-op threads",)),
+               ("inputs in float32", ("float32 instead of float64",)),
+               ("set_detect_anomaly(False)", ("anomaly detection off",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:

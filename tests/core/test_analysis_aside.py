@@ -24,7 +24,7 @@ def counting(self, fn, *a):
     real(self, fn, *a)
 aside._Job.__init__ = counting
 """
-FORKED = ["_may_be_low", "pattern_iterations", "_run_checks"]  # precision scan, agreement, rules
+FORKED = ["_may_be_typed", "pattern_iterations", "_run_checks"]  # precision scan, agreement, rules
 
 #: The CLI's situation (one thread, no Qt): forked vs watched analysis of the sample.
 _COMPARE = COUNT_FORKS + """

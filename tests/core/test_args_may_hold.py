@@ -88,4 +88,4 @@ def test_the_analysis_scans_beside_its_first_steps(tmp_path, monkeypatch):
         alone = run_facts(load_trace(lazy.meta.source, use_cache=False)).get("precision")
         started.clear()
         assert analyze(lazy).run.get("precision") == alone
-        assert started[0] == "_may_be_low"
+        assert started[0] == "_may_be_typed"

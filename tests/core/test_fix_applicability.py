@@ -54,7 +54,8 @@ def _truth_facts(truth: dict) -> dict:
     opt = str(t.get("optimizer", ""))
     return {
         "framework": t.get("framework"), "device": t.get("device"), "mode": t.get("mode"),
-        "precision": "low" if t.get("precision") in ("bf16", "fp16") else None,
+        "precision": "low" if t.get("precision") in ("bf16", "fp16") else
+        t.get("precision") if t.get("precision") == "fp64" else None,
         "dataloader": None if workers is None else
         ("single_process" if workers == 0 else "workers"),
         "optimizer": "fused" if "fused" in opt else "foreach" if "foreach" in opt else None,

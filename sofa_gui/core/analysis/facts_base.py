@@ -72,8 +72,8 @@ class RunFacts:
 
 FACT_KEYS = ("framework", "device", "mode", "ranks", "cpu_cores", "cpu_other", "cpu_interf",
              "cpu_handover", "dataloader", "host_copies", "precision", "cpu_bf16", "compiled",
-             "optimizer", "grad_mode", "collectives", "tf_data", "tf_data_parallel",
-             "tf_data_prefetch", "tf_data_cache")
+             "optimizer", "grad_mode", "anomaly_detection", "collectives", "tf_data",
+             "tf_data_parallel", "tf_data_prefetch", "tf_data_cache")
 PROBES: list[Callable[[Trace], list[Fact]]] = []
 
 

@@ -1,4 +1,5 @@
-"""Run fact about PyTorch's grad mode: whether autograd records the model's ops.
+"""Run facts about PyTorch's autograd: whether it records the model's ops, and whether
+its anomaly detection is on.
 
 ``grad_mode``: recorded / off.  With grad mode on, ``torch.profiler`` gives every op that
 goes through autograd a ``Sequence number`` argument (the number of the graph node it
@@ -9,6 +10,9 @@ model's own ops only: its matmuls, convolutions, normalisations, embeddings and
 attention, which take the parameters.  Recorded in a training run is what training
 needs; in an inference run it is a forgotten ``no_grad`` (see the inference-mode fix in
 :mod:`.findings.fixes`).
+
+``anomaly_detection``: on when the backward's node evaluations check their outputs for
+NaN (see :func:`_anomaly_detection`); its cost is :mod:`.findings.anomaly_mode`'s.
 
 Registered with :mod:`.run_facts`, which imports this module before its own probes.
 """
@@ -62,3 +66,59 @@ def _grad_mode(trace: Trace) -> list[Fact]:
     if frac <= OFF:
         return [Fact("grad_mode", "off", said, "model ops without a `Sequence number`")]
     return [Fact("grad_mode")]
+
+
+# -- anomaly detection ---------------------------------------------------------------------
+#: The engine's evaluation of one backward node (``: name`` of the node).
+EVALUATE = re.compile(r"^autograd::engine::evaluate_function: ")
+#: The first op of anomaly mode's check of each output a backward node returns
+#: (``isnan(output)._is_any_true().item()``), run by the engine right inside the node's
+#: evaluation, beside the node's own call.
+NAN_CHECK = "aten::isnan"
+#: Node evaluations with a check inside that prove the mode on.
+MIN_CHECKED = 4
+
+
+def evaluations(trace: Trace) -> np.ndarray:
+    """The backward's node evaluations (``autograd::engine::evaluate_function``)."""
+    s = trace.slices
+    return np.flatnonzero(np.isin(s.name, trace.name_ids(EVALUATE.match)))
+
+
+def direct_children(trace: Trace, parents: np.ndarray,
+                    names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the slices named one of ``names`` (name ids) one level inside one of ``parents``
+    on its lane, the parent of each)."""
+    s = trace.slices
+    kids = np.flatnonzero(np.isin(s.name, names))
+    out, of = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for lane in np.unique(s.lane[parents]).tolist():
+        mine = np.sort(parents[s.lane[parents] == lane])
+        k = kids[s.lane[kids] == lane]
+        at = np.searchsorted(s.start[mine], s.start[k], side="right") - 1
+        p = mine[np.maximum(at, 0)]
+        ok = (at >= 0) & (s.end[k] <= s.end[p]) & (s.depth[k] == s.depth[p] + 1)
+        out.append(k[ok])
+        of.append(p[ok])
+    return np.concatenate(out), np.concatenate(of)
+
+
+@probe
+def _anomaly_detection(trace: Trace) -> list[Fact]:
+    """on when the backward checks its nodes' outputs for NaN
+    (``torch.autograd.set_detect_anomaly(True)`` / ``detect_anomaly()``: each forward op
+    then also stores its Python stack for the backward's error message); unknown
+    otherwise, so that the run line of every other run stays as it is (a mode set with
+    ``check_nan=False`` stores the stacks but runs no check, and reads unknown too)."""
+    evals = evaluations(trace)
+    if not len(evals):
+        return [Fact("anomaly_detection")]
+    checks, of = direct_children(trace, evals, trace.name_ids(lambda n: n == NAN_CHECK))
+    checked = np.unique(of)
+    if len(checked) < MIN_CHECKED:
+        return [Fact("anomaly_detection")]
+    nodes = int(np.count_nonzero(~np.isin(trace.slices.name[evals], trace.name_ids(
+        lambda n: n.endswith("AccumulateGrad")))))
+    return [Fact("anomaly_detection", "on", "NaN checks in the backward",
+                 f"{len(checks):,} `{NAN_CHECK}` checks of backward outputs in "
+                 f"{len(checked):,} of {nodes:,} node evaluations", int(checks.min()))]

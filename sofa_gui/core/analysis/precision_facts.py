@@ -4,8 +4,10 @@ natively.
 ``precision``: low (fp16/bf16 kernels, matmul / convolution ops taking 16-bit inputs
 under CPU autocast, or a Keras mixed policy's casts where TensorFlow records no dtypes),
 int8 (quantized ops: PyTorch's ``quantized::`` ops of a dynamically or statically
-quantized model, TensorFlow's ``Quantized*`` kernels, int8 tensor-core kernels)
-or tf32, from op and kernel names and recorded input types.
+quantized model, TensorFlow's ``Quantized*`` kernels, int8 tensor-core kernels), fp64
+(matmul / convolution ops taking float64 inputs: a model turned ``.double()`` to match
+NumPy's default float64 arrays computes every matmul at half the float32 rate) or tf32,
+from op and kernel names and recorded input types.
 
 ``cpu_bf16``: native / emulated, whether the profiled CPU has bf16 instructions
 (``avx512_bf16``, ``amx_bf16``): with them autocast to bf16 speeds the math up; without
@@ -40,7 +42,7 @@ def _precision(trace: Trace) -> list[Fact]:
     int8 = named(trace, "precision", "int8", _INT8_OPS, "quantized ops")
     if int8.known:
         return [int8]
-    for read in (_low_precision_inputs, _keras_policy_casts):
+    for read in (_typed_inputs, _keras_policy_casts):
         typed = read(trace)
         if typed.known:
             return [typed]
@@ -53,7 +55,9 @@ _INT8_OPS = r"^quantized::|^(_Mkl)?Quantized[A-Z]\w*|_imma_|int8"
 _MATH_OP = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|matmul|linear|conv\w*|_convolution|"
                       r"mkldnn_\w*|scaled_dot_product\w*)$")
 _LOW_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16"}
-_LOW_TEXTS = tuple(t.encode() for t in _LOW_TYPES)
+#: The recorded input type of float64 tensors.
+FP64_TYPE = "double"
+_TYPE_TEXTS = tuple(t.encode() for t in (*_LOW_TYPES, FP64_TYPE))
 #: Op calls whose recorded args are read (spread over the trace): enough to see a mix.
 _TYPE_SAMPLE = 300
 
@@ -62,12 +66,12 @@ _SCAN = "run_facts.low_precision_scan"
 
 
 def start_scans(trace: Trace) -> None:
-    """Start the byte scan of the sampled calls' args (:func:`_low_precision_inputs`) in a
+    """Start the byte scan of the sampled calls' args (:func:`_typed_inputs`) in a
     forked child where the analysis may fork (:mod:`.aside`): with args read on demand it
     reads ~120 pieces of a 1M-event file (~0.2 s), beside the first analysis steps."""
     from .aside import start
 
-    trace.memo(_SCAN, lambda: start(_may_be_low, (trace,)))
+    trace.memo(_SCAN, lambda: start(_may_be_typed, (trace,)))
 
 
 def _type_sample(trace: Trace) -> np.ndarray:
@@ -78,45 +82,56 @@ def _type_sample(trace: Trace) -> np.ndarray:
     return idx[np.linspace(0, len(idx) - 1, min(len(idx), _TYPE_SAMPLE)).astype(np.int64)]
 
 
-def _may_be_low(trace: Trace) -> bool:
-    """False when no sampled call's args can name a 16-bit type (none need decoding)."""
+def _may_be_typed(trace: Trace) -> bool:
+    """False when no sampled call's args can name a 16-bit or float64 type (none need
+    decoding)."""
     pick = _type_sample(trace)
-    return bool(len(pick)) and trace.args.may_hold(trace.slices.args[pick], _LOW_TEXTS)
+    return bool(len(pick)) and trace.args.may_hold(trace.slices.args[pick], _TYPE_TEXTS)
 
 
-def _scanned_low(trace: Trace) -> bool:
+def _scanned(trace: Trace) -> bool:
     job = trace.memo(_SCAN, lambda: None)
     try:
-        return bool(job.result()) if job is not None else _may_be_low(trace)
+        return bool(job.result()) if job is not None else _may_be_typed(trace)
     except (OSError, ValueError):  # a job stopped with an earlier analysis
-        return _may_be_low(trace)
+        return _may_be_typed(trace)
 
 
-def _low_precision_inputs(trace: Trace) -> Fact:
-    """bf16 / fp16 from the recorded input types of matmul / convolution ops (CPU
-    autocast leaves no kernel names): low when at least a quarter of the sampled calls
-    take 16-bit inputs."""
+def fp64_inputs(types) -> bool:
+    """Whether an op's recorded input types (``Input type``) hold a float64 tensor."""
+    return isinstance(types, list) and FP64_TYPE in types
+
+
+def _typed_inputs(trace: Trace) -> Fact:
+    """bf16 / fp16 / fp64 from the recorded input types of matmul / convolution ops (CPU
+    autocast and a float64 model leave no kernel names): low when at least a quarter of
+    the sampled calls take 16-bit inputs, fp64 when at least half take float64 ones."""
     s = trace.slices
     pick = _type_sample(trace)
-    if not len(pick) or not _scanned_low(trace):
+    if not len(pick) or not _scanned(trace):
         return Fact("precision")
-    seen: dict[str, int] = {}
-    first = -1
+    seen: dict[str, list[int]] = {}
     for j in pick.tolist():
         types = (trace.args.get(int(s.args[j])) or {}).get("Input type")
-        low = {_LOW_TYPES[t] for t in types if t in _LOW_TYPES} if isinstance(types, list) \
+        kinds = {_LOW_TYPES[t] for t in types if t in _LOW_TYPES} if isinstance(types, list) \
             else set()
-        for t in low:
-            seen[t] = seen.get(t, 0) + 1
-            first = j if first < 0 else first
-    n = sum(seen.values())
-    if n < max(1, len(pick) / 4):
-        return Fact("precision")
-    kind = max(seen, key=seen.get)
-    return Fact("precision", "low", f"{kind} op inputs (autocast)",
-                f"{n} of {len(pick)} sampled matmul/convolution calls take "
-                f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
-                f"`{trace.name_of(first)}`", first)
+        for t in kinds | ({"fp64"} if fp64_inputs(types) else set()):
+            seen.setdefault(t, []).append(j)
+    low = {k: v for k, v in seen.items() if k != "fp64"}
+    n = sum(len(v) for v in low.values())
+    if n >= max(1, len(pick) / 4):
+        kind = max(low, key=lambda k: len(low[k]))
+        first = min(j for v in low.values() for j in v)
+        return Fact("precision", "low", f"{kind} op inputs (autocast)",
+                    f"{n} of {len(pick)} sampled matmul/convolution calls take "
+                    f"{'c10::BFloat16' if kind == 'bf16' else 'c10::Half'} inputs, e.g. "
+                    f"`{trace.name_of(first)}`", first)
+    wide = seen.get("fp64", [])
+    if len(wide) >= max(1, len(pick) / 2):
+        return Fact("precision", "fp64", "float64 op inputs",
+                    f"{len(wide)} of {len(pick)} sampled matmul/convolution calls take "
+                    f"`{FP64_TYPE}` inputs, e.g. `{trace.name_of(wide[0])}`", wide[0])
+    return Fact("precision")
 
 
 #: A Keras mixed policy casts each float variable to the compute type where a layer reads

@@ -33,9 +33,10 @@ cpu_handover what a loader worker's batch costs the main thread   trace metadata
              MB; a calibration, ``recorder.calibrate``)
 dataloader   single_process / workers                         the iterator class
 host_copies  pageable / pinned / mixed                        memcpy names
-precision    low (fp16/bf16 kernels or op inputs) / tf32      kernel names, op input
-                                                              types (CPU autocast), a
-                                                              Keras mixed policy's casts
+precision    low (fp16/bf16 kernels or op inputs) / int8 /     kernel names, op input
+             fp64 (float64 op inputs) / tf32                  types (CPU autocast,
+                                                              float64 models), a Keras
+                                                              mixed policy's casts
 cpu_bf16     native / emulated: the CPU's bf16 instructions   recording manifest
              (avx512_bf16, amx_bf16)                          host.cpu_isa, trace
                                                               metadata ``cpu_flags``
@@ -47,6 +48,10 @@ grad_mode    recorded / off: autograd records the model's ops  ``Sequence number
 collectives  nccl / rccl / gloo                               collective kernels
 ===========  ===============================================  ========================
 
+``anomaly_detection``: on where autograd's anomaly detection runs (every forward op
+stores its Python stack, every backward output is checked for NaN), proved by the NaN
+checks inside the backward's node evaluations (:mod:`.grad_facts`).
+
 tf.data facts (from :mod:`.tfdata`'s stage tree): ``tf_data`` python / tf_ops (what makes
 the elements: ``Iterator::Generator`` or ``PyFunc`` ops, else dataset ops);
 ``tf_data_parallel`` parallel / serial / python (a Python source is not parallelised by
@@ -55,7 +60,7 @@ none.  ``cpu_cores`` also comes from tf.data's CPU budget (``Iterator::Root``).
 
 More probes (e.g. TensorFlow's ``tf.data``) plug in with :func:`probe`: a function
 ``(trace) -> list[Fact]`` decorated with ``@probe``; the precision probes live in
-:mod:`.precision_facts`, the grad-mode one in :mod:`.grad_facts`.
+:mod:`.precision_facts`, the grad-mode and anomaly-detection ones in :mod:`.grad_facts`.
 """
 
 from __future__ import annotations

@@ -213,12 +213,16 @@ MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
             "host_reads_in_loop": ("sync", ("host_overhead", "compute")),
             "memory_copy_bound": ("memory_copies", ("compute",)),
             "recompile": ("startup", ("compute", "host_overhead")),
-            "eager_input_bound": ("input", ("compute", "host_overhead"))}
+            "eager_input_bound": ("input", ("compute", "host_overhead")),
+            "anomaly_detection_on": ("host_overhead", ("compute",))}
 #: Of those, the ones measured on any run (a device waits for the host while it
 #: compiles), whose bound holds none of their time yet (steady compiles are neither
 #: warm-up excess nor one-off calls); on a device run their time is taken from host
 #: overhead first (the device idles while the host compiles).
 EVERY_SIDE = ("op_overhead_bound", "recompile")
+#: Of the others, those whose time no breakdown category of their bound holds yet (the
+#: stack capture of anomaly mode is in the forward ops' own time): none of it is held.
+NONE_HELD = ("anomaly_detection_on",)
 
 
 def _move_measured(ns: dict, findings, times: np.ndarray, steady: np.ndarray,
@@ -235,7 +239,7 @@ def _move_measured(ns: dict, findings, times: np.ndarray, steady: np.ndarray,
         bound, sources = MOVED_BY[f.id]
         if not host_only and f.id == "recompile":
             sources = sources[::-1]
-        held = 0.0 if f.id in EVERY_SIDE else ns[bound]
+        held = 0.0 if f.id in EVERY_SIDE or f.id in NONE_HELD else ns[bound]
         want = max(float(f.share) * total - held, 0.0)
         taken = {}
         for src in sources:
@@ -314,7 +318,7 @@ FINDING_BOUND = {
     "compute_bound": "compute", "cpu_bound": "compute",
     "communication_bound": "communication", "op_overhead_bound": "host_overhead",
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
-    "setup_overhead_bound": "host_overhead",
+    "setup_overhead_bound": "host_overhead", "anomaly_detection_on": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
     "host_reads_in_loop": "sync", "host_callback_round_trip": "sync",
     "startup_cost": "startup", "recompile": "startup",

@@ -18,6 +18,9 @@ _ACCEL = ("cuda", "rocm", "tpu")
 _CPU = ("cpu",)
 #: Precisions a run already computes in below fp32: no mixed-precision advice there.
 _LOWER = ("low", "int8")
+#: Precisions other than fp32: no mixed-precision advice there (a float64 model gets the
+#: float32 fix first; autocast leaves float64 ops as they are).
+_NOT_FP32 = (*_LOWER, "fp64")
 #: Lower precision is faster on a CPU only with bf16 instructions; without them bf16 is
 #: converted to fp32 and back around each op and runs slower than fp32 (run fact cpu_bf16).
 _NATIVE_BF16 = (("cpu_bf16", ("native",)),)
@@ -155,6 +158,16 @@ FIXES: dict[str, list[Fix]] = {
                   "own.", modes=_TRAIN, excludes=(("compiled", ("op by op",)),),
             name="jit the update with the step"),
     ],
+    "anomaly_detection_on": [
+        Fix(_PT, "Turn anomaly detection off: torch.autograd.set_detect_anomaly(False), or "
+                 "leave out the torch.autograd.detect_anomaly() block (it is a debugging "
+                 "mode: every forward op stores its Python stack and every backward output "
+                 "is checked for NaN). To catch a NaN cheaply keep a "
+                 "torch.isfinite(loss).all() check every N steps, or turn the mode on only "
+                 "to find where the NaN starts.", fact="anomaly_detection",
+            needs=(("anomaly_detection", ("on",)),), gain="removes",
+            name="anomaly detection off"),
+    ],
     "eager_input_bound": [
         Fix(_JAX, "Compile and vectorise the batch's preparation: jax.jit(jax.vmap(augment)) "
                   "called once per batch (random keys split per sample outside it) instead of "
@@ -267,19 +280,26 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Use mixed precision so matmuls/convolutions run on tensor cores: "
                  "torch.autocast(device_type=\"cuda\", dtype=torch.bfloat16) (or float16 with "
                  "GradScaler); channels_last for CNNs.", devices=_GPU, fact="precision",
-            unless=_LOWER),
+            unless=_NOT_FP32),
         Fix(_PT, "torch.backends.cudnn.benchmark=True for fixed input shapes (cuDNN picks the "
                  "fastest convolution).", devices=_GPU),
         Fix(_PT, "On the CPU: torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16) around "
                  "the forward pass: a CPU with bf16 instructions (AVX512-BF16, AMX) runs "
                  "matmuls and convolutions faster in bf16 than in fp32.", devices=_CPU,
-            fact="precision", unless=_LOWER, assumes=_NATIVE_BF16,
+            fact="precision", unless=_NOT_FP32, assumes=_NATIVE_BF16,
             name="bf16 autocast on the CPU"),
         Fix(_ANY, "Compute in fp32 (CPU autocast / the bf16 policy off) on a CPU without bf16 "
                   "instructions (AVX512-BF16, AMX): there bf16 math is converted to fp32 and "
                   "back around every op, slower than fp32 itself.", devices=_CPU,
             fact="precision", needs=(("precision", ("low",)),), assumes=_EMULATED_BF16,
             name="fp32 on the CPU"),
+        Fix(_PT, "Compute in float32: the model's matmuls and convolutions take float64 "
+                 "inputs (a model turned .double(), or float64 NumPy arrays converted as "
+                 "they are), and float64 runs at about half the float32 rate on a CPU: "
+                 "model.float(), and the batches cast once with torch.from_numpy(x).float() "
+                 "or x.astype(np.float32).",
+            fact="precision", needs=(("precision", ("fp64",)),), gain="removes",
+            name="float32 instead of float64"),
         Fix(_PT, "Run the forward under torch.inference_mode() (or torch.no_grad()): with "
                  "grad mode on, autograd records every op that takes a parameter (a graph "
                  "node, the tensors kept for a backward that never runs), and modules with a "
@@ -292,10 +312,10 @@ FIXES: dict[str, list[Fix]] = {
                  "(scaled_dot_product_attention).", fact="compiled",
             unless=("torch.compile",)),
         Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\") on GPUs "
-                 "and TPUs.", devices=_ACCEL, fact="precision", unless=_LOWER),
+                 "and TPUs.", devices=_ACCEL, fact="precision", unless=_NOT_FP32),
         Fix(_TF, "tf.keras.mixed_precision.set_global_policy(\"mixed_bfloat16\"): a CPU with "
                  "bf16 instructions (AVX512-BF16, AMX) computes faster in bf16.", devices=_CPU,
-            fact="precision", unless=_LOWER, assumes=_NATIVE_BF16,
+            fact="precision", unless=_NOT_FP32, assumes=_NATIVE_BF16,
             name="bf16 policy on the CPU"),
         Fix(_TF, "Compile the step with XLA: @tf.function(jit_compile=True) (or "
                  "model.compile(jit_compile=True)) fuses its ops.", fact="compiled",
@@ -303,10 +323,10 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_JAX, "jax.jit the whole train step (not per-layer functions) so XLA fuses it.",
             fact="compiled", unless=("xla",)),
         Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions.",
-            devices=_ACCEL, fact="precision", unless=_LOWER),
+            devices=_ACCEL, fact="precision", unless=_NOT_FP32),
         Fix(_JAX, "bfloat16 parameters/activations (jnp.bfloat16) for matmuls/convolutions: a "
                   "CPU with bf16 instructions (AVX512-BF16, AMX) computes faster in bf16.",
-            devices=_CPU, fact="precision", unless=_LOWER, assumes=_NATIVE_BF16,
+            devices=_CPU, fact="precision", unless=_NOT_FP32, assumes=_NATIVE_BF16,
             name="bf16 arrays on the CPU"),
         Fix(_ANY, "Then profile the top kernels themselves (Nsight Compute / rocprof) or scale "
                   "out: the device is the bottleneck, which is where a well-fed job should be.",
