@@ -62,7 +62,7 @@ def compiled_calls(ctx: Ctx, host) -> CompiledCalls | None:
     """The steady steps' compiled-function calls whose time is mostly their fixed cost
     (:data:`CALLS_COVER`, :data:`FIXED_SHARE`, :data:`FIXED_MAX_NS`), or None."""
     r = ctx.rows
-    calls = _calls(ctx, host)
+    calls = function_calls(ctx, host)
     if len(calls) < 2 or not len(r):
         return None
     s = ctx.trace.slices
@@ -83,7 +83,7 @@ def compiled_calls(ctx: Ctx, host) -> CompiledCalls | None:
                          float(np.median(fixed)), float(np.median(work)), in_steps)
 
 
-def _calls(ctx: Ctx, host) -> np.ndarray:
+def function_calls(ctx: Ctx, host) -> np.ndarray:
     """The steady steps' outermost events of the main thread that call a compiled TF
     function: the frames named after a function one of its dispatches runs, and
     dispatches outside any such frame."""
