@@ -205,6 +205,8 @@ def starts_inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
     if not len(regions) or not len(idx):
         return np.zeros(len(idx), bool)
     a, b = union(s.start[regions], s.end[regions])
+    if not len(a):  # regions of no length (a damaged trace's end before its start)
+        return np.zeros(len(idx), bool)
     k = np.searchsorted(a, s.start[idx], side="right") - 1
     return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
 
