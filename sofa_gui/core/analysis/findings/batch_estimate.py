@@ -278,7 +278,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
              elementwise: bool = True) -> Added:
     """The math one more input adds to a unit whose ops (all depths, over ``units``
     repeats) are ``ops``, in a batch of ``batch``: matmuls' FLOPs at :func:`matmul_rate`
-    of the batched rows (without recorded shapes, :func:`_unshaped_ns`), convolutions'
+    of the batched rows (without recorded shapes, :func:`unshaped_ns`), convolutions'
     own time (less the profiler's cost of recording them and the calls directly inside
     them), the other innermost ops' smallest tensor input at :data:`ELEMENT_NS` per element
     (with ``elementwise``; without, a loop's per-item ops are taken to batch into ops
@@ -306,7 +306,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
         elif elementwise and leaf[k] and not VIEW.match(name):
             sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
             other += min(sizes, default=0) * ELEMENT_NS
-    mm_ns += _unshaped_ns(s.name[ops[unshaped]], own[unshaped])
+    mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
     n = max(units, 1)
     return Added((mm_ns + other) / n, mm_ns / n, measured)
 
@@ -315,8 +315,9 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
 FIXED_Q = 0.1
 
 
-def _unshaped_ns(names: np.ndarray, own: np.ndarray) -> float:
-    """What matmuls without recorded shapes add per input: the per-call math the trace
+def unshaped_ns(names: np.ndarray, own: np.ndarray) -> float:
+    """What ops without recorded shapes (matmuls, a compiled function's kernels) add per
+    input: the per-call math the trace
     shows, each name's median own time over its fixed cost (its :data:`FIXED_Q`
     quantile), per call (a call's time beyond the fixed cost grows with its work; the
     median leaves out descheduled ones)."""
@@ -391,8 +392,8 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
     """The batching estimate of the steady steps of ``host``'s main thread: the requests a
     step answers one at a time (:func:`repeated_blocks`) batched together, or, where a
     step answers one, the steps captured batched into one call.  ``per_input_ns``: work
-    each further input adds beyond the main thread's ops (a compiled function's ops on the
-    runtime's pool threads, taken to grow with the batch)."""
+    each further input adds beyond the main thread's ops (the part of a compiled function's
+    ops on the runtime's pool threads that grows with the input)."""
     r = ctx.rows
     if host is None or not len(r):
         return None

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..intervals import measure_in, union
+from .batch_estimate import unshaped_ns
+from .causes import self_times
 from .context import Ctx
 from .host_estimate import pool_math
-from .work import outermost
+from .work import outermost, starts_inside
 
 #: The dispatch of a compiled TF function; group 1 is the function's name.
 INFERENCE_CALL = re.compile(r"^EagerLocalExecute: __inference_(.+)_\d+$")
@@ -47,7 +49,9 @@ class CompiledCalls:
     """The steady steps' calls of a compiled function: ``name`` the function, ``calls`` the
     main thread's call events, ``per_step`` calls per steady step, ``call_ns`` /
     ``fixed_ns`` / ``work_ns`` a call's median time, fixed cost and ops' work on the pool
-    threads, and ``pool_ns`` that work in the steady steps (ns, all of it)."""
+    threads, ``pool_ns`` that work in the steady steps (ns, all of it) and ``grow_ns`` the
+    part of a call's ops' work that grows with its input (:func:`.batch_estimate.
+    unshaped_ns`: each op's median time over its fastest calls', per call)."""
 
     name: str
     calls: np.ndarray
@@ -56,13 +60,14 @@ class CompiledCalls:
     fixed_ns: float
     work_ns: float
     pool_ns: float
+    grow_ns: float = 0.0
 
 
 def compiled_calls(ctx: Ctx, host) -> CompiledCalls | None:
     """The steady steps' compiled-function calls whose time is mostly their fixed cost
     (:data:`CALLS_COVER`, :data:`FIXED_SHARE`, :data:`FIXED_MAX_NS`), or None."""
     r = ctx.rows
-    calls = _calls(ctx, host)
+    calls = function_calls(ctx, host)
     if len(calls) < 2 or not len(r):
         return None
     s = ctx.trace.slices
@@ -79,11 +84,13 @@ def compiled_calls(ctx: Ctx, host) -> CompiledCalls | None:
     in_steps = (float(measure_in(ps, pe, host.starts[r], host.ends[r]).sum())
                 if len(pool) else 0.0)
     name = ctx.trace.names[int(np.bincount(s.name[calls]).argmax())]
+    ops = pool[starts_inside(ctx, calls, pool)] if len(pool) else pool
+    grow = unshaped_ns(s.name[ops], self_times(ctx, ops).astype(np.float64)) / len(calls)
     return CompiledCalls(name, calls, len(calls) / len(r), float(np.median(dur)),
-                         float(np.median(fixed)), float(np.median(work)), in_steps)
+                         float(np.median(fixed)), float(np.median(work)), in_steps, grow)
 
 
-def _calls(ctx: Ctx, host) -> np.ndarray:
+def function_calls(ctx: Ctx, host) -> np.ndarray:
     """The steady steps' outermost events of the main thread that call a compiled TF
     function: the frames named after a function one of its dispatches runs, and
     dispatches outside any such frame."""

@@ -177,6 +177,17 @@ FIXES: dict[str, list[Fix]] = {
                   "processes or a background thread) and hand the compiled step finished "
                   "arrays.", name="prepare in the loader"),
     ],
+    "call_overhead_bound": [
+        Fix(_JAX, "Run several steps in one jitted call: jax.lax.scan the step over a stack of "
+                  "N batches held on the device (and read their losses once), so the call's "
+                  "dispatch and the result's hand-back are paid once per N steps.",
+            name="several steps per call"),
+        Fix(_TF, "Run several steps per call: Keras model.compile(..., steps_per_execution=N), "
+                 "or a loop over N batches inside the tf.function, so each call's fixed cost "
+                 "is paid once per N steps.", name="several steps per call"),
+        Fix(_ANY, "Give each call more work (a larger batch): the fixed cost per call then "
+                  "matters less beside the program's work.", name="more work per call"),
+    ],
     "setup_overhead_bound": [
         Fix(_TF, "Call model.predict / evaluate / fit once on many samples (stack the "
                  "requests into one array, or one tf.data pipeline made once and iterated), "

@@ -9,7 +9,8 @@ compiled function's graph, their time is the work: :mod:`.compiled_calls`).  The
 estimate is :mod:`.batch_estimate`'s: the requests a step answers one at a time (or the
 steps captured, where each answers one) batched into one call, which pays each call's
 fixed cost once and the math of every input (a compiled function's ops on the pool
-threads, which record no shapes, taken to grow in proportion to the batch).
+threads record no shapes: the part of each op's time over its fastest calls' is taken to
+grow with the batch, the rest is its fixed cost).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
                f"paid once per call whatever its batch. Batching requests (or the sequences "
                f"decoded together) amortises it.")
-    fix = batch_fix(ctx, host, per_input_ns=found.calls.work_ns if found.calls else 0.0)
+    fix = batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0)
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
@@ -87,9 +88,11 @@ def _compiled_unseen(fix: Fix) -> str:
 def _calls_basis(calls: CompiledCalls | None) -> str:
     if calls is None:
         return ""
-    return (f" What each further input adds includes the compiled function's ops on the "
-            f"runtime's threads as one input takes them ({fmt_ns(calls.work_ns)}; they record "
-            f"no shapes, so their work is taken to grow in proportion to the batch).")
+    return (f" What each further input adds includes the part of the compiled function's "
+            f"ops on the runtime's threads that grows with the input ({fmt_ns(calls.grow_ns)} "
+            f"of the {fmt_ns(calls.work_ns)} one input takes: they record no shapes, so each "
+            f"op's median time over its fastest calls', the 10th percentile, stands for it; "
+            f"the rest is the op's fixed cost, paid once per call).")
 
 
 def _in_read_loops_ns(ctx: Ctx, host, rows: np.ndarray) -> float:

@@ -1,0 +1,239 @@
+"""A compiled step too small for its call: each call of a jitted function (``jax.jit``) or a
+compiled TensorFlow function pays a fixed cost its program's work does not, and where the
+program does little per call that cost is a large part of every step.
+
+What the trace shows of one call (the main thread's outermost ``PjitFunction(f)`` that takes
+JAX's C++ fast path, or a TF function's call: :mod:`.compiled_calls`) and the program it
+runs (the runtime's pool threads' work, XLA's thunks or TF's kernels, from the call's start
+to the next call):
+
+* **dispatch**: the call's time before its program's first work and after its last: its
+  arguments parsed and checked, the executable prepared, output buffers allocated, the
+  program handed to the runtime's threads;
+* **hand-back**: where the call returns before its program ends (JAX runs it
+  asynchronously), from the program's last work to the end of the main thread's wait that
+  held it (``float(loss)``, ``np.asarray``): the runtime waking the waiting thread and
+  handing it the result;
+* **the loop's Python** between the calls: the step function's own lines, outside any
+  framework op.
+
+The first two are the call's fixed cost.  Time in an input pipeline's threads during a call
+is the input's, and a call that runs no work on the pool threads (an XLA cluster run on the
+calling thread) cannot be split, so neither counts.  A call through JAX's Python dispatch
+(a function with host callbacks) is :mod:`.callback_rules`'s round trip.
+
+The check holds where the fixed cost is a large part of the step and at least half the
+program's work (:data:`FIXED_SHARE`, :data:`SMALL_WORK`), with a few calls per step (more
+are ops dispatched one at a time, or requests answered one at a time: :mod:`.eager_dispatch`,
+:mod:`.small_batch`).  The share is the fixed cost and the loop's Python; the fix gives
+each call more work: several steps in one call (``jax.lax.scan`` over stacked batches,
+a loop inside the ``tf.function``, Keras ``steps_per_execution``), which pays both once for
+all of them and keeps the program's work.  The estimate is that limit: the step as its
+program's work alone (several steps per call approach it; the trace cannot say how many a
+program can merge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind
+from ...units import fmt_ns
+from ...units import fmt_pct as pct
+from ..intervals import measure_in, union
+from ..results import Evidence, Finding
+from .batching import small_batch
+from .callback_rules import PY_DISPATCH
+from .compiled_calls import function_calls
+from .context import Ctx, make_finding
+from .eager_ops import MIN_DISPATCHES
+from .host_estimate import pool_slices
+from .registry import Rule, rule
+from .work import outermost
+
+#: A jitted function's call on JAX's C++ fast path.
+JIT_CALL = "PjitFunction("
+#: The calls' fixed cost holds at least this share of the steady steps.
+FIXED_SHARE = 0.25
+#: ... and at least this share of the time their programs run (a program that does much
+#: more per call than its call costs is compute).
+SMALL_WORK = 0.5
+
+
+@dataclass(frozen=True)
+class StepCalls:
+    """The steady steps' compiled calls: ``name`` the function called most, ``calls`` the
+    calls measured, ``per_step`` calls per step, ``wall`` the steps' time, ``program``
+    the time their programs run, ``dispatch`` / ``handback`` the calls' fixed cost (see
+    the module) and ``python`` the loop's own Python between them (ns, all steps)."""
+
+    name: str
+    calls: np.ndarray
+    per_step: float
+    wall: float
+    program: float
+    dispatch: float
+    handback: float
+    python: float
+
+    @property
+    def fixed(self) -> float:
+        return self.dispatch + self.handback
+
+
+def step_calls(ctx: Ctx) -> StepCalls | None:
+    """The steady steps' compiled calls, measured once per analysis (None where the steps
+    make none that run work on the pool threads, or more than a compiled step makes)."""
+    if "step_calls" not in ctx.memo:
+        ctx.memo["step_calls"] = _step_calls(ctx)
+    return ctx.memo["step_calls"]
+
+
+def _step_calls(ctx: Ctx) -> StepCalls | None:
+    host, r = ctx.bd.host, ctx.rows
+    if host is None or ctx.bd.device is not None or not len(r):
+        return None
+    s = ctx.trace.slices
+    calls = _compiled_calls(ctx, host)
+    if not len(calls) or len(calls) / len(r) >= MIN_DISPATCHES:
+        return None
+    pool = pool_slices(ctx, host)
+    pool = pool[np.argsort(s.start[pool], kind="stable")]
+    ws, we = host.starts[r], host.ends[r]
+    feed = _input_busy(ctx)
+    ends = np.append(s.start[calls[1:]], np.iinfo(np.int64).max)
+    mine = ctx.trace.lane_slices(host.lane)  # in start order
+    spans, dispatch, handback, kept = [], 0.0, 0.0, []
+    for c, nxt in zip(calls.tolist(), ends.tolist()):
+        c0, c1 = int(s.start[c]), int(s.end[c])
+        row = int(np.searchsorted(ws, c0, side="right")) - 1
+        lo = np.searchsorted(s.start[pool], c0, side="left")
+        hi = np.searchsorted(s.start[pool], min(nxt, int(we[row])), side="left")
+        if hi <= lo:
+            continue  # no pool work: the call's work and its cost cannot be told apart
+        p0, p1 = int(s.start[pool[lo]]), int(s.end[pool[lo:hi]].max())
+        spans.append((p0, p1))
+        kept.append(c)
+        dispatch += _outside(feed, c0, min(c1, p0)) + _outside(feed, max(c0, p1), c1)
+        if p1 > c1:  # the call returned before its program ended: a wait holds the end
+            handback += _handback(ctx, mine, c0, p1, int(we[row]))
+    if not spans:
+        return None
+    ps, pe = union(*np.asarray(spans, np.int64).T)
+    program = float(measure_in(ps, pe, ws, we).sum())
+    kept = np.asarray(kept, np.int64)
+    name = ctx.trace.names[int(np.bincount(s.name[kept]).argmax())]
+    return StepCalls(name, kept, len(kept) / len(r), float((we - ws).sum()), program,
+                     dispatch, handback, _python(ctx, host, kept, ps, pe))
+
+
+def _compiled_calls(ctx: Ctx, host) -> np.ndarray:
+    """The main thread's steady outermost calls of compiled functions, by start: JAX's
+    jitted calls on the C++ fast path and TF functions' calls."""
+    t = ctx.trace
+    s = t.slices
+    mine = t.lane_slices(host.lane)
+    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    jit = mine[np.isin(s.name[mine], t.name_ids(lambda n: n.startswith(JIT_CALL)))]
+    jit = outermost(s.start, s.end, jit) if len(jit) else jit
+    slow = mine[np.isin(s.name[mine], t.name_ids(PY_DISPATCH.match))]
+    if len(slow) and len(jit):
+        k = np.searchsorted(np.sort(s.start[slow]), s.start[jit], side="left")
+        srt = np.append(np.sort(s.start[slow]), np.iinfo(np.int64).max)
+        jit = jit[srt[k] >= s.end[jit]]  # a Python dispatch inside: callback_rules'
+    calls = np.union1d(jit, function_calls(ctx, host))
+    return calls[np.argsort(s.start[calls], kind="stable")]
+
+
+def _input_busy(ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the input pipeline's threads' work (``tf_data`` lanes)."""
+    t = ctx.trace
+    lanes = [x for x in range(len(t.lanes.name)) if t.lanes.name[x].startswith("tf_data")]
+    if not lanes:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    idx = np.concatenate([t.lane_slices(x) for x in lanes])
+    idx = idx[t.slices.dur[idx] > 0]
+    return union(t.slices.start[idx], t.slices.end[idx])
+
+
+def _outside(busy: tuple[np.ndarray, np.ndarray], a: int, b: int) -> float:
+    """ns of [a, b) while the input pipeline's threads are not working."""
+    if b <= a:
+        return 0.0
+    if not len(busy[0]):
+        return float(b - a)
+    return float(b - a) - float(measure_in(busy[0], busy[1], np.array([a]), np.array([b]))[0])
+
+
+def _handback(ctx: Ctx, mine: np.ndarray, c0: int, p1: int, step_end: int) -> float:
+    """ns from the program's last work ``p1`` to the end of the innermost event of the main
+    thread (``mine``, in start order) that holds it and started after the call's start
+    ``c0``: the wait for the result, after the call returned."""
+    s = ctx.trace.slices
+    near = mine[np.searchsorted(s.start[mine], c0, side="left"):
+                np.searchsorted(s.start[mine], p1, side="right")]
+    held = near[s.end[near] > p1]
+    if not len(held):
+        return 0.0
+    inner = held[np.argmax(s.depth[held])]
+    return float(min(int(s.end[inner]), step_end) - p1)
+
+
+def _python(ctx: Ctx, host, calls: np.ndarray, ps: np.ndarray, pe: np.ndarray) -> float:
+    """ns of the steady steps' main thread in no framework op and no call, while no program
+    runs: the loop's own Python between the calls."""
+    s = ctx.trace.slices
+    r = ctx.rows
+    mine = ctx.trace.lane_slices(host.lane)
+    ops = mine[s.kind[mine] == int(Kind.CPU_OP)]
+    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    busy = np.concatenate([ops, calls])
+    bs, be = union(np.concatenate([s.start[busy], ps]), np.concatenate([s.end[busy], pe]))
+    wall = float((host.ends[r] - host.starts[r]).sum())
+    return max(wall - float(measure_in(bs, be, host.starts[r], host.ends[r]).sum()), 0.0)
+
+
+@rule("call_overhead_bound", "Framework overhead: a small compiled step's fixed cost per call",
+      0.05, 0.20, f"same grading as per-op overhead; the calls' fixed cost >= "
+      f"{FIXED_SHARE:.0%} of the steady iterations and >= {SMALL_WORK:.0%} of their "
+      f"programs' run", factors={"steps_merge": 0.8})
+def call_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
+    if small_batch(ctx) is not None:
+        return None  # requests answered a few at a time: batching them is small_batch's
+    sc = step_calls(ctx)
+    if sc is None or sc.fixed < FIXED_SHARE * sc.wall or sc.fixed < SMALL_WORK * sc.program:
+        return None
+    wall = sc.wall or 1.0
+    share = min(sc.fixed / wall, 1.0)
+    gone = min((sc.fixed + sc.python) / wall, 0.99)
+    n = max(len(ctx.rows), 1)
+    summary = (f"Each steady iteration makes {sc.per_step:,.1f} call"
+               f"{'s' if sc.per_step != 1 else ''} of the compiled function {sc.name}, whose "
+               f"program runs {fmt_ns(sc.program / n)} per iteration on the runtime's "
+               f"threads ({pct(sc.program / wall)} of the step); each call also pays a fixed "
+               f"cost its program does not: {fmt_ns(sc.dispatch / n)} per iteration "
+               f"dispatching it (arguments checked, the executable prepared, buffers "
+               f"allocated, the program handed to the threads) and "
+               f"{fmt_ns(sc.handback / n)} handing its result back to the waiting thread, "
+               f"{pct(share)} of the step, beside {pct(sc.python / wall)} of the loop's own "
+               f"Python between the calls. Giving each call more work (several steps in one "
+               f"call) pays both once for all of them. Estimate: the step without them, the "
+               f"limit several steps per call approach (the trace cannot say how many a "
+               f"program can merge).")
+    return make_finding(ctx, spec, share, summary, _evidence(ctx, sc),
+                        speedup=1.0 / (1.0 - gone), assumption=spec.factor("steps_merge"),
+                        notes=("assumes several steps can run in one call",))
+
+
+def _evidence(ctx: Ctx, sc: StepCalls) -> list[Evidence]:
+    """The longest calls, each with its iteration."""
+    s = ctx.trace.slices
+    host = ctx.bd.host
+    out = []
+    for c in sc.calls[np.argsort(-s.dur[sc.calls], kind="stable")][:5].tolist():
+        row = int(np.searchsorted(host.starts, s.start[c], side="right")) - 1
+        out.append(Evidence(f"{ctx.trace.name_of(c)} ({fmt_ns(int(s.dur[c]))})",
+                            int(s.start[c]), int(s.end[c]), ctx.it(row), [int(s.lane[c])]))
+    return out

@@ -1,0 +1,94 @@
+"""A compiled step too small for its call, read on real captures: a small jitted JAX step
+called once per batch pays a dispatch and a hand-back per call around a program of a
+fraction of a millisecond (host overhead, with several steps per call as the fix), while
+compiled steps whose programs do far more per call than their calls cost, calls through
+JAX's Python dispatch (a host callback's) and requests answered one call at a time (the
+small-batch check's) are not read so.
+
+Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
+corpus is not checked out.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from tracedata import corpus_capture
+
+from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings.call_overhead import FIXED_SHARE, SMALL_WORK, step_calls
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+
+SCAN = "jax_train_scan_steps"
+#: Compute-bound compiled steps (JAX and TF, training and inference) whose calls' fixed
+#: cost is small beside their programs' work.
+COMPUTE = ["jax_train_jit", "jax_infer_jit", "jax_train_adam_mlp", "jax_train_pickle_checkpoint",
+           "jax_train_device_put_float64", "tf_jit_step_noise", "tf_infer_xla_jit",
+           "tf_fit_steps_per_execution", "tf_keras_fit_cached", "tf_gradient_tape",
+           "tf_fit_tfrecord_interleave", "tf_tape_tfrecord_cache", "tf_infer"]
+
+
+@functools.cache
+def analyzed(case: str, k: int = 0):
+    t = load_trace(corpus_capture(case, k), use_cache=False)
+    a = analyze(t)
+    return t, a, make_context(t, a.iterations, a.breakdown)
+
+
+def finding(a, fid: str):
+    return next((f for f in a.findings if f.id == fid), None)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_small_jitted_step_pays_a_dispatch_and_a_hand_back_per_call(k):
+    _, _, ctx = analyzed(SCAN, k)
+    sc = step_calls(ctx)
+    assert sc is not None and sc.name.startswith("PjitFunction(")
+    assert sc.per_step == pytest.approx(1.0)
+    assert sc.dispatch > 0 and sc.handback > 0 and sc.python > 0
+    assert sc.fixed >= FIXED_SHARE * sc.wall and sc.fixed >= SMALL_WORK * sc.program
+    assert sc.program < 0.6 * sc.wall  # about half the step: the program's own work
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_the_calls_fixed_cost_is_host_overhead_with_several_steps_per_call(k):
+    """The verdict reads the calls' fixed cost as host overhead (on the first capture beside
+    a warm-up step, whose steady part has the steps' make-up); the estimate is the step as
+    its program alone, within 25% of the 2.04x that 8 steps in one lax.scan measure."""
+    _, a, _ = analyzed(SCAN, k)
+    assert a.verdict.bound == "host_overhead"
+    f = finding(a, "call_overhead_bound")
+    assert f is not None and f.confidence >= 0.5
+    assert 2.04 * 0.75 <= f.estimated_speedup <= 2.04 * 1.25
+    assert "PjitFunction(<lambda>)" in f.summary and "several steps in one call" in f.summary
+    assert any(x.name == "several steps per call" and "lax.scan" in x.text for x in f.fixes)
+    assert not any("steps_per_execution" in x.text for x in f.fixes)  # a TF fix
+
+
+@pytest.mark.parametrize("case", COMPUTE)
+def test_compiled_steps_that_do_much_per_call_stay_compute(case):
+    _, a, ctx = analyzed(case)
+    sc = step_calls(ctx)
+    assert sc is None or sc.fixed < SMALL_WORK * sc.program
+    assert finding(a, "call_overhead_bound") is None
+    assert a.verdict.bound == "compute"
+
+
+def test_calls_through_jaxs_python_dispatch_are_the_callbacks_round_trip():
+    """A jitted step with a host callback goes through JAX's Python dispatch every call:
+    that time is the callback's (host_callback_round_trip), not the call's fixed cost."""
+    _, a, ctx = analyzed("jax_train_metrics_callback")
+    assert step_calls(ctx) is None
+    assert finding(a, "call_overhead_bound") is None
+    assert finding(a, "host_callback_round_trip") is not None
+
+
+@pytest.mark.parametrize("case", ["tf_infer_savedmodel_per_request", "jax_infer_per_sample_jit"])
+def test_requests_answered_a_call_each_are_batched_not_merged_as_steps(case):
+    """A call per request is the small-batch check's (batch the requests) or more calls a
+    step than a compiled step makes."""
+    _, a, _ = analyzed(case)
+    assert finding(a, "call_overhead_bound") is None
+    assert finding(a, "op_overhead_bound") is not None
