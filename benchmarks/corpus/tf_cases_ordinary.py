@@ -94,7 +94,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
     fit_case("tf_fit_csv_dataset",
              fit_spec("run", data=csv_dataset, net=lambda: sensor_model(keras_model)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True}, 8,
-             split="holdout", fix="the packed CSV batches cached: cache() after one pass",
+             split="tuned", fix="the packed CSV batches cached: cache() after one pass",
              share_from_fix="input", share_variant="bare", warmup=8,
              tags=["keras_fit", "tf_data", "csv", "make_csv_dataset"])
     CASES["tf_fit_csv_dataset"].build.__doc__ = (

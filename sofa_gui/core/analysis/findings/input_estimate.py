@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import measure_in, union
 from ..tfdata import InputPipeline, pyfunc_ids, tf_data_lanes
@@ -272,11 +273,63 @@ def tf_removal_gain(ctx: Ctx, share: float) -> tuple[float, str, float] | None:
     if c is None:
         return None
     lost, busy = c
+    passes, steady_part = _passes(ctx, share)
+    share, lost = share * steady_part + passes[0], lost * steady_part
     after = max(1.0 - share - lost, 1e-6)
     _, where = _cores(ctx)
     sp = max(1.0 / after, 1.0 / max(1.0 - share, 1e-6))
     return sp, (f"the work is done once, not every step: the wait for input goes "
-                f"({pct(share)} of the step), and with it the pipeline's threads, busy "
-                f"{busy:.1f} cores on average, which took {pct(lost)} of the step from the "
-                f"compute's threads on the shared cores ({where}; threads share the cores "
-                f"evenly)"), 0.9
+                f"({pct(share)} of the step{passes[1]}), and with it the pipeline's threads, "
+                f"busy {busy:.1f} cores on average, which took {pct(lost)} of the step from "
+                f"the compute's threads on the shared cores ({where}; threads share the "
+                f"cores evenly)"), 0.9
+
+
+#: The start of a pipeline's iterator: made once per ``iter()`` over the whole dataset.
+_ROOT_ITERATOR = ("EagerLocalExecute: MakeIterator", "MakeIterator::Root")
+
+
+def pass_rows(ctx: Ctx) -> np.ndarray:
+    """Rows outside the steady state in which a repeated, uncached pipeline starts a new
+    pass over its data: its source's iterator is made again beneath the repeat (events
+    ``MakeIterator::<dataset>``, with no iterator made for the pipeline's root) and the
+    main thread waits for input most of the row.  Such a row recurs once per pass (every
+    records-per-pass / batch steps), not once per run: it is no warm-up, and a cache
+    that serves later passes removes it."""
+    host = ctx.bd.host
+    p = pipeline_of(ctx, host) if host is not None and not ctx.bd.devices else None
+    if p is None or p.cache or not any("Repeat" in st.kind for st in p.stages.values()):
+        return np.zeros(0, np.int64)
+    s, names = ctx.trace.slices, ctx.trace.names
+    made = np.flatnonzero([names[int(n)].startswith("MakeIterator::") for n in s.name])
+    roots = np.flatnonzero([names[int(n)].startswith(_ROOT_ITERATOR) for n in s.name])
+    wait = host.column("data_loading")
+    walls = host.ends - host.starts
+    rows = [int(i) for i in np.union1d(ctx.ph.warmup, ctx.ph.extras).tolist()
+            if _inside(s.start[made], host, i) and not _inside(s.start[roots], host, i)
+            and wait[i] > 0.5 * walls[i]]
+    return np.asarray(rows, np.int64)
+
+
+def _inside(t_ns: np.ndarray, host, i: int) -> bool:
+    """Whether any of the instants ``t_ns`` lies in row ``i`` of ``host``."""
+    return bool(((t_ns >= host.starts[i]) & (t_ns < host.ends[i])).any())
+
+
+def _passes(ctx: Ctx, share: float) -> tuple[tuple[float, str], float]:
+    """((the passes' wait for input as a share of the steps of one pass, its words), the
+    steady steps' part of those steps): each new pass over the data (:func:`pass_rows`)
+    counted once, spread over the steps the capture holds (a pass lasts that long at
+    least: the next one begins after them), the others at the steady steps' mean."""
+    rows = pass_rows(ctx)
+    host, r = ctx.bd.host, ctx.rows
+    if not len(rows) or not len(r):
+        return (0.0, ""), 1.0
+    n = max(len(ctx.bd.durations), len(rows) + len(r))
+    steady = float((host.ends[r] - host.starts[r]).sum()) / len(r) * (n - len(rows))
+    total = steady + float((host.ends[rows] - host.starts[rows]).sum()) or 1.0
+    waits = float(host.column("data_loading")[rows].sum())
+    words = (f", with {len(rows)} new pass{'es' if len(rows) > 1 else ''} over the data "
+             f"(the repeated source's iterator made again, {fmt_ns(waits)} of waiting) "
+             f"spread over the {n} steps captured, not one-off warm-up")
+    return (waits / total, words), steady / total

@@ -17,6 +17,7 @@ from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
 from .host_estimate import TF_UNPROFILED, TINY_LOOP_UNPROFILED, HostFix, recorded_ratios, rest_math
+from .input_estimate import pass_rows
 from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
 from .read_rules import in_read_loops
 from .registry import Rule, rule
@@ -97,6 +98,10 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
         summary += (f" Most of it ({fmt_ns(waited)}) is the main thread waiting for input: "
                     f"the input pipeline's first pass (filling a cache, opening files), "
                     f"one-off only if later epochs are served from the cache.")
+        if len(pass_rows(ctx)):
+            summary += (" Here the repeated source's iterator is made again in it, with no "
+                        "cache: a new pass over the data, paid again every pass (the "
+                        "cache's estimate counts it).")
         assumption, notes = spec.factor("first_pass_input"), (FIRST_PASS,)
     elif own < SLOW_START_OWN_WORK:
         summary += (f" But the warm-up iterations make the same calls as later ones, each "
