@@ -20,8 +20,7 @@ ALL_IDS = {"input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bo
            "host_reads_in_loop", "gpu_idle_unexplained", "blocking_readback",
            "host_dispatch_bound", "memory_copy_bound", "setup_overhead_bound", "recompile",
            "host_callback_round_trip", "eager_input_bound", "anomaly_detection_on",
-           "call_overhead_bound", "straggler_holds_collectives", "straggler",
-           "load_imbalance"}  # last 3: fleet.cross
+           "call_overhead_bound", "straggler_holds_collectives", "straggler", "load_imbalance"}
 
 
 def _iters(starts, ends):
