@@ -287,6 +287,8 @@ def markdown_report(trace: Trace, analysis: Analysis) -> str:
 
 
 def _dominant_tip(cat: str, read_as: dict[str, str]) -> str:
+    """An iteration bar's "mostly ..." words: the category it ran most, and the bound the
+    verdict counts that time in where it moved it (as the app's Dominant tooltip says)."""
     if not cat:
         return "unknown"
     moved = read_as.get(cat)

@@ -222,16 +222,15 @@ MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
             "eager_input_bound": ("input", ("compute", "host_overhead")),
             "anomaly_detection_on": ("host_overhead", ("compute",)),
             "call_overhead_bound": ("host_overhead", ("compute",))}
-#: Of those, the ones whose bound holds none of their time yet (steady compiles are
-#: neither warm-up excess nor one-off calls; a compiled call's fixed cost lies inside the
-#: call and its wait, framework ops), and the ones measured on any run (a device waits
-#: for the host while it compiles; a small compiled step's fixed cost is measured on
-#: host-only runs alone); on a device run their time is taken from host overhead first
-#: (the device idles while the host compiles).
-EVERY_SIDE = ("op_overhead_bound", "recompile", "call_overhead_bound")
-#: Of the others, those whose time no breakdown category of their bound holds yet (the
-#: stack capture of anomaly mode is in the forward ops' own time): none of it is held.
-NONE_HELD = ("anomaly_detection_on",)
+#: Of those, the ones measured on any run (a device waits for the host while it
+#: compiles), whose bound holds none of their time yet (steady compiles are neither
+#: warm-up excess nor one-off calls); on a device run their time is taken from host
+#: overhead first (the device idles while the host compiles).
+EVERY_SIDE = ("op_overhead_bound", "recompile")
+#: Of the others, those whose time no breakdown category of their bound holds yet: the
+#: stack capture of anomaly mode is in the forward ops' own time, a small compiled step's
+#: fixed cost per call inside the call and its wait (framework ops); none of it is held.
+NONE_HELD = ("anomaly_detection_on", "call_overhead_bound")
 
 
 def _move_measured(ns: dict, findings, total: float, host_only: bool) -> list:

@@ -8,8 +8,9 @@ on, :mod:`..grad_facts`): a debugging mode that costs the step twice.
   excess is read as the own time of the forward's ops that carry autograd's ``Sequence
   number`` (outside the backward and the optimizer's step); a matmul's own time less
   its math, its multiply-adds at the rate the backward's matmuls of the same trace run
-  (they store no stack), and none of a math op's time where that rate or its shapes are
-  not recorded (a lower bound there).
+  (they store no stack), and none of another math op's time (a convolution's or an
+  attention's work is not read from its shapes) nor of a matmul's where that rate or its
+  shapes are not recorded (a lower bound there).
 * Every backward node's outputs are checked for NaN, one ``isnan`` / ``_is_any_true`` /
   ``item`` each, right inside the node's evaluation: tiny ops, timed as such (the
   profiler's own cost is most of their captured time).
@@ -34,6 +35,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..grad_facts import direct_children, evaluations, recorded
 from ..results import Finding
+from .batch_estimate import MATMUL, matmul_work
 from .causes import causes_by_name, self_times
 from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import MATH_OP, TINY_LOOP_UNPROFILED, HostFix, rest_math
@@ -120,10 +122,12 @@ def stack_capture(ctx: Ctx, host) -> tuple[np.ndarray, np.ndarray]:
     ops = ops[recorded(ctx.trace, ops)]
     own = self_times(ctx, ops).astype(np.float64)
     math = np.isin(s.name[ops], ctx.trace.name_ids(MATH_OP.match))
+    mm = np.isin(s.name[ops], ctx.trace.name_ids(MATMUL.match))
     rate = _backward_rate(ctx, host)
-    macs = np.array([_macs(ctx, int(j)) for j in ops[math].tolist()], np.float64)
+    macs = np.array([_macs(ctx, int(j)) for j in ops[mm].tolist()], np.float64)
     work = np.where((macs > 0) & (rate > 0), macs / max(rate, 1e-12), np.inf)
-    own[math] = np.maximum(own[math] - work, 0.0)
+    own[mm] = np.maximum(own[mm] - work, 0.0)
+    own[math & ~mm] = 0.0  # a convolution's or attention's work: shapes not read here
     return ops, own
 
 
@@ -143,7 +147,7 @@ def _backward_rate(ctx: Ctx, host) -> float:
     evals = evaluations(ctx.trace)
     evals = evals[ctx.in_steady(s.start[evals], host.starts, host.ends)]
     mine = ctx.trace.lane_slices(host.lane)
-    mm = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
+    mm = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATMUL.match))]
     mm = mm[_inside_any(ctx, evals, mm)]
     if not len(mm):
         return 0.0
@@ -154,12 +158,10 @@ def _backward_rate(ctx: Ctx, host) -> float:
 
 
 def _macs(ctx: Ctx, j: int) -> float:
-    """Multiply-adds of a matmul call from its recorded shapes (the last two inputs of
-    rank >= 2 whose inner sizes meet; 0 when none do)."""
-    dims = [d for d in input_dims(ctx, j) if len(d) >= 2]
-    if len(dims) < 2 or dims[-2][-1] != dims[-1][-2]:
-        return 0.0
-    return float(np.prod(dims[-2], dtype=np.float64)) * dims[-1][-1]
+    """Multiply-adds of a matmul call (:data:`.batch_estimate.MATMUL`) from its recorded
+    shapes (:func:`.batch_estimate.matmul_work`; 0 when they say nothing)."""
+    work = matmul_work(input_dims(ctx, j))
+    return work[0] / 2.0 if work is not None else 0.0
 
 
 def _inside_any(ctx: Ctx, parents: np.ndarray, idx: np.ndarray) -> np.ndarray:

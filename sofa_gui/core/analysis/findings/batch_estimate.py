@@ -377,7 +377,7 @@ class BatchFix:
                 f"enough to show this machine's rate)")
         cost, read = self.per_event
         said = ("as fast as this capture ran its recorder" if read else
-                "as measured on the machine the corpus is made on")
+                "a fixed figure: the capture cannot tell its own")
         return (f" Estimate for {self.what}: the step without the profiler's cost "
                 f"({cost / 1e3:.2f} µs per recorded event, {said}) before the fix, "
                 f"{fmt_ns(self.before_ns)}, over the step after it, {fmt_ns(self.after_ns)}: "

@@ -23,9 +23,10 @@ calling thread) cannot be split, so neither counts.  A call through JAX's Python
 (a function with host callbacks) is :mod:`.callback_rules`'s round trip.
 
 The check holds where the fixed cost is a large part of the step and at least half the
-program's work (:data:`FIXED_SHARE`, :data:`SMALL_WORK`), with a few calls per step (more
-are ops dispatched one at a time, or requests answered one at a time: :mod:`.eager_dispatch`,
-:mod:`.small_batch`).  The share is the fixed cost and the loop's Python; the fix gives
+program's work (:data:`FIXED_SHARE`, :data:`SMALL_WORK`), with fewer than
+:data:`.eager_ops.MIN_DISPATCHES` calls per step (more are ops dispatched one at a
+time, or requests answered one at a time: :mod:`.eager_dispatch`, :mod:`.small_batch`).
+The share is the fixed cost and the loop's Python; the fix gives
 each call more work: several steps in one call (``jax.lax.scan`` over stacked batches,
 a loop inside the ``tf.function``, Keras ``steps_per_execution``), which pays both once for
 all of them and keeps the program's work.  The estimate is that limit: the step as its
@@ -44,6 +45,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import measure_in, union
 from ..results import Evidence, Finding
+from ..tfdata import tf_data_lanes
 from .batching import small_batch
 from .callback_rules import PY_DISPATCH
 from .compiled_calls import function_calls
@@ -150,7 +152,7 @@ def _compiled_calls(ctx: Ctx, host) -> np.ndarray:
 def _input_busy(ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
     """The union of the input pipeline's threads' work (``tf_data`` lanes)."""
     t = ctx.trace
-    lanes = [x for x in range(len(t.lanes.name)) if t.lanes.name[x].startswith("tf_data")]
+    lanes = tf_data_lanes(t).tolist()
     if not lanes:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     idx = np.concatenate([t.lane_slices(x) for x in lanes])

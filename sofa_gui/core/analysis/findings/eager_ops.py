@@ -10,8 +10,9 @@ stack or draw data; ops that update the state the step returns (a hand-written
 optimizer's moments and parameters, a moving average of the weights) are arithmetic on
 arrays already on the device.  The trace shows no data flow between programs (the CPU
 runtime runs them in the order they are dispatched, whatever they depend on), so the
-programs' kind tells the two apart: in a training run, dispatches that are all
-elementwise arithmetic (:data:`ARITHMETIC`) update the state.
+programs' kind tells the two apart: in a training run, dispatches that are nearly all
+(:data:`ARITHMETIC_SHARE`) elementwise arithmetic (:data:`ARITHMETIC`) update the state
+(a batch already on the device and only rescaled reads the same; the finding says so).
 """
 
 from __future__ import annotations
@@ -167,7 +168,8 @@ def _kernels(ctx: Ctx, host, step: np.ndarray | None) -> tuple[float, float]:
     keep = np.isin(s.name[pool], ctx.trace.name_ids(KEPT_KERNEL.search))
     if step is not None and len(step):
         own = function_module(ctx.trace.names[int(s.name[step[0]])])
-        keep |= np.array([m == own for m in module_of(ctx.trace, pool)], bool)
+        if own:  # an unnamed module would match every unnamed kernel
+            keep |= np.array([m == own for m in module_of(ctx.trace, pool)], bool)
     kept = pool[keep]
     ns = [float(measure_in(*union(s.start[idx], s.end[idx]), host.starts[r], host.ends[r])
                 .sum()) for idx in (pool, kept)]  # union and measure_in take empty sets

@@ -196,9 +196,8 @@ def recorded_ratios(ctx: Ctx, host, starts: np.ndarray, ends: np.ndarray, remove
     if not read:
         return fallback, fallback, "measured"
     s = ctx.trace.slices
-    st = np.sort(s.start[ctx.trace.lane_slices(host.lane)])
-    r = ctx.rows
-    every = float(ctx.in_steady(st, host.starts[r], host.ends[r]).sum())
+    st = s.start[ctx.trace.lane_slices(host.lane)]  # in start order
+    every = float(ctx.in_steady(st, host.starts, host.ends).sum())
     loop = float((np.searchsorted(st, ends) - np.searchsorted(st, starts)).sum())
     loop *= removed * wall / max(float((ends - starts).sum()), 1.0)
     rest = (1.0 - removed - bookkeeping) * wall - math_ns

@@ -296,13 +296,21 @@ def pass_rows(ctx: Ctx) -> np.ndarray:
     main thread waits for input most of the row.  Such a row recurs once per pass (every
     records-per-pass / batch steps), not once per run: it is no warm-up, and a cache
     that serves later passes removes it."""
+    if "pass_rows" not in ctx.memo:
+        ctx.memo["pass_rows"] = _pass_rows(ctx)
+    return ctx.memo["pass_rows"]
+
+
+def _pass_rows(ctx: Ctx) -> np.ndarray:
     host = ctx.bd.host
     p = pipeline_of(ctx, host) if host is not None and not ctx.bd.devices else None
     if p is None or p.cache or not any("Repeat" in st.kind for st in p.stages.values()):
         return np.zeros(0, np.int64)
-    s, names = ctx.trace.slices, ctx.trace.names
-    made = np.flatnonzero([names[int(n)].startswith("MakeIterator::") for n in s.name])
-    roots = np.flatnonzero([names[int(n)].startswith(_ROOT_ITERATOR) for n in s.name])
+    s, trace = ctx.trace.slices, ctx.trace
+    made = np.flatnonzero(np.isin(s.name, trace.name_ids(
+        lambda n: n.startswith("MakeIterator::"))))
+    roots = np.flatnonzero(np.isin(s.name, trace.name_ids(
+        lambda n: n.startswith(_ROOT_ITERATOR))))
     wait = host.column("data_loading")
     walls = host.ends - host.starts
     rows = [int(i) for i in np.union1d(ctx.ph.warmup, ctx.ph.extras).tolist()

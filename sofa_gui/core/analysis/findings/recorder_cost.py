@@ -2,26 +2,28 @@
 
 The profiler's cost per event is work of the recording thread (closing one event, opening
 the next, copying its input shapes), so it runs as fast or as slow as the machine did
-while the capture was taken: on the 2-core machine the corpus is made on the same loops
-captured minutes apart ran 0.8-2.3x the time they run profiled on the idle machine, and a
-fixed cost per event (1 µs) taken off a slow capture leaves too much of the profiler in
-it, off a fast one too little.  The capture shows its own speed at this work: two sibling
-framework ops inside one op (``aten::t`` then ``aten::addmm`` inside ``aten::linear``)
-have no Python between them, so the shortest gaps between them are the recorder closing
-one event and opening the next, and a few C++ calls.  The cost per event is
-:data:`COST_PER_GAP` times their :data:`GAP_QUANTILE` quantile.
+while the capture was taken: the same loop captured on a busy machine pays more per
+event than on an idle one, and a fixed cost per event (1 µs) taken off a slow capture
+leaves too much of the profiler in it, off a fast one too little.  The capture shows its
+own speed at this work in the gaps between consecutive framework ops at one depth with no
+shallower framework op between them: siblings inside one op (``aten::t`` then
+``aten::addmm`` inside ``aten::linear``, no Python between them) and the top-level ops of
+a step (Python between them).  Their short gaps, the :data:`GAP_QUANTILE` quantile, are
+the recorder closing one event and opening the next and a few C++ calls; the cost per
+event is :data:`COST_PER_GAP` times that quantile.
 
-Measured by ``benchmarks/corpus/profiler_cost.py`` (3 rounds with nothing else
-running, on one thread of the idle 2-core machine) on the nine torch cases whose fixes are
-per-op or per-request (a loop of 400 tiny matmuls, 64 requests a step one at a time, a
-three-headed server, a deep stack on batches of 8, a per-sample loss loop, a batch-1 conv
-net, two token-by-token decoders, a batch-1 vision transformer): the profiler added
-0.59-1.19 µs per event to the run; that times each capture's speed against the run
-profiled (its step over the profiled step, 0.77-2.34), over the capture's 10th-percentile
-sibling gap (0.22-0.54 µs), is 2.2-4.9 over their 18 captures, mean 3.3 (median 3.2).
-Loops of element reads (``.item()``) read 1.2-1.7: their estimate keeps its own ratios
-(:mod:`.read_rules`).  Where the capture has too few sibling gaps (:data:`MIN_GAPS`) or is
-not ``torch.profiler``'s, the fixed :data:`.batch_estimate.PROFILER_NS_PER_EVENT` stands.
+The ratio comes from ``benchmarks/corpus/profiler_cost.py`` (3 rounds, nothing else
+running, one thread) on the nine torch corpus cases whose fixes are per-op or per-request
+(a loop of 400 tiny matmuls, 64 requests a step one at a time, a three-headed server, a
+deep stack on batches of 8, a per-sample loss loop, a batch-1 conv net, two token-by-token
+decoders, a batch-1 vision transformer): the profiler adds 0.59-1.19 µs per event to the
+run; scaled by each capture's speed against the run profiled (0.77-2.34) and divided by
+the capture's quantile gap (0.22-0.54 µs), it is 2.2-4.9 over their 18 captures, mean 3.3
+(median 3.2): the ratio holds for the mix of siblings and top-level ops those loops have.
+Loops of element reads (``.item()``) give 1.2-1.7: their estimate keeps its own ratios
+(:mod:`.read_rules`).  Where the capture has too few gaps (:data:`MIN_GAPS`), a quantile
+under :data:`MIN_GAP_NS` (timestamps in whole microseconds, ops that touch) or is not
+``torch.profiler``'s, the fixed :data:`.batch_estimate.PROFILER_NS_PER_EVENT` stands.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ COST_PER_GAP = 3.3
 GAP_QUANTILE = 0.1
 #: Fewer sibling gaps than this say nothing of the capture's speed.
 MIN_GAPS = 200
+#: A quantile gap under this is the clock's resolution or touching ops, not the recorder.
+MIN_GAP_NS = 50.0
 
 
 def per_event_ns(ctx: Ctx, lane: int, fallback: float) -> tuple[float, bool]:
@@ -45,8 +49,8 @@ def per_event_ns(ctx: Ctx, lane: int, fallback: float) -> tuple[float, bool]:
     key = ("recorder_per_event", lane)
     if key not in ctx.memo:
         gaps = sibling_gaps(ctx, lane) if _torch(ctx) else np.zeros(0)
-        ctx.memo[key] = (COST_PER_GAP * float(np.quantile(gaps, GAP_QUANTILE)), True) \
-            if len(gaps) >= MIN_GAPS else (fallback, False)
+        gap = float(np.quantile(gaps, GAP_QUANTILE)) if len(gaps) >= MIN_GAPS else 0.0
+        ctx.memo[key] = (COST_PER_GAP * gap, True) if gap >= MIN_GAP_NS else (fallback, False)
     return ctx.memo[key]
 
 
@@ -56,7 +60,8 @@ def _torch(ctx: Ctx) -> bool:
 
 def sibling_gaps(ctx: Ctx, lane: int) -> np.ndarray:
     """ns between each two consecutive framework ops of ``lane`` at the same depth (one
-    or more) with no shallower op starting between them: siblings inside one op."""
+    or more) with no shallower framework op starting between them: siblings inside one
+    op, and the top-level ops under a step's annotation."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(lane)
     mine = mine[s.kind[mine] == int(Kind.CPU_OP)]
