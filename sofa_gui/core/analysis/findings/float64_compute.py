@@ -5,7 +5,8 @@ turned ``.double()`` to match NumPy's default float64 arrays).
 
 The trace times the float64 ops and records their input types, not what float32 would
 take, so the estimate is the main thread's ops with a float64 input at
-:data:`FP32_OVER_FP64` of their own time, over the step without the profiler
+:data:`FP32_OVER_FP64` of their own time (ops too short to be more than their fixed
+dispatch cost kept whole), over the step without the profiler
 (:mod:`.host_estimate`).  On a CPU the same SIMD instructions hold half as many float64
 values as float32 ones and a matrix of them moves twice the bytes, so float64 matmuls
 and elementwise ops run at about half the float32 rate (a GPU's float64 rate is 1/2 to
@@ -21,6 +22,7 @@ from ..precision_facts import fp64_inputs
 from .causes import self_times
 from .context import Ctx
 from .host_estimate import HostFix, rest_math
+from .work import TINY_NS
 
 #: float32 time over float64 time of the same op on a CPU.
 FP32_OVER_FP64 = 0.5
@@ -30,11 +32,12 @@ FIX_NAME = "float32 instead of float64"
 
 def float64_ns(ctx: Ctx, host) -> float:
     """Own time (ns) of the main thread's ops in the steady steps that take a float64
-    input."""
+    input, ops under :data:`.work.TINY_NS` left out (their fixed dispatch cost is the
+    same in float32)."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(host.lane)
     ops = mine[(s.kind[mine] == int(Kind.CPU_OP)) & (s.args[mine] >= 0)]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends) & (s.dur[ops] >= TINY_NS)]
     wide = np.array([fp64_inputs((ctx.trace.args.get(int(s.args[j])) or {}).get("Input type"))
                      for j in ops.tolist()], bool)
     return float(self_times(ctx, ops[wide]).sum()) if wide.any() else 0.0
