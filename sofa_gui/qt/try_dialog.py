@@ -59,6 +59,7 @@ class TryDialog(QDialog):
         self.trial: trials.Trial | None = None
         self.thread: threading.Thread | None = None
         self.result: dict | None = None
+        self._outcome_due = False  # started, and its outcome not yet shown
         self.setWindowTitle(f"Try {fix.id}")
         self.command, self.cwd, self.env = trials.from_recording(self.recording)
         lay = QVBoxLayout(self)
@@ -109,6 +110,7 @@ class TryDialog(QDialog):
         self.rounds.setEnabled(False)
         self.steps.setEnabled(False)
         self.status.setText("Starting…")
+        self._outcome_due = True
         self.thread = threading.Thread(target=self._run, args=(folder,), daemon=True,
                                        name="sofa-try")
         self.thread.start()
@@ -133,7 +135,9 @@ class TryDialog(QDialog):
             self.reject()
 
     def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        """Until the try's outcome is shown: its thread ends before the outcome it sends
+        reaches the window's thread."""
+        return self._outcome_due
 
     def _on_progress(self, done: int, total: int, what: str) -> None:
         self.progress.setRange(0, total + 1)
@@ -141,6 +145,7 @@ class TryDialog(QDialog):
         self.status.setText(what + "…")
 
     def _on_done(self, result: dict) -> None:
+        self._outcome_due = False
         self.result = result
         self.progress.setValue(self.progress.maximum())
         self.status.setText(result["verdict"])
@@ -148,6 +153,7 @@ class TryDialog(QDialog):
         self.tried.emit(result)
 
     def _on_failed(self, text: str) -> None:
+        self._outcome_due = False
         self.status.setText(text)
         self.cancel_button.setText("Close")
 
