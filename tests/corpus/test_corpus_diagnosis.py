@@ -5,14 +5,11 @@ the two cases whose truth the trace cannot decide (strict xfails, with why)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from tracedata import CORPUS
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis.py"
 CASES = sorted(p.parent.name for p in CORPUS.glob("*/truth.json"))
 
 #: Verdicts the trace cannot get right, and why (docs/diagnosis.md, "The misses").
@@ -25,13 +22,6 @@ UNDECIDED = {
                                    "is backward slowed beside gloo's threads, shown as compute",
 }
 
-
-@pytest.fixture(scope="module")
-def diag():
-    spec = importlib.util.spec_from_file_location("diagnosis_corpus", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")

@@ -4,22 +4,6 @@ within 25% of the measured fix, run facts."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-import pytest
-
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "diagnosis.py"
-
-
-@pytest.fixture(scope="module")
-def diag():
-    spec = importlib.util.spec_from_file_location("diagnosis_bench", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 TRUTH = {"case": "c", "bound": "input", "bound_share": 0.6,
          "shares": {"input": 0.6, "compute": 0.38, "periodic": 0.02},
          "noise": {"step_cv": 0.05}, "fix": {"speedup": 2.0},
