@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_jax_capture import BATCH, SIZE, batches, forward, init, train_step  # noqa: E402
 
 import corpus.jax_cases_ordinary  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_plain  # noqa: E402  (registers its cases)
 import corpus.jax_cases_routine  # noqa: E402,F401  (registers its cases)
 from corpus.common import CLOCK, Driver, case, cli, warmed  # noqa: E402
 
@@ -326,6 +327,9 @@ class CompileClock:
     def record(event: str, seconds: float, **kw):
         if event in CompileClock.EVENTS:
             CLOCK.acc["startup"] += seconds
+
+
+corpus.jax_cases_plain.register_startup_cases(CompileClock)
 
 
 def sentence_batches(seed: int = 0, batch: int = 32, longest: int = 128):
