@@ -1,7 +1,9 @@
 """The whole diagnosis corpus, scored as ``benchmarks/diagnosis.py`` scores it: every
 capture analyses, names no bottleneck its truth lacks with confidence (0 confident false
 positives), reads the same bound on both captures, and names the measured bound, but for
-the two cases whose truth the trace cannot decide (strict xfails, with why)."""
+the two cases whose truth the trace cannot decide and the held-out misses no rule has
+been studied against yet (strict xfails, with why: a mended reading fails them, and its
+case's entry goes)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,33 @@ UNDECIDED = {
 }
 
 
+#: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
+#: looks"): test -> {case: what the advisor says instead}.
+HELD_OUT_MISSES = {
+    "false_positive": {
+        "pt_infer_pointcloud_loop": "op_overhead_bound at 0.7 on both captures: the 16 "
+                                    "per-cloud forwards read as tiny calls (0.19-0.20 of "
+                                    "the step), where packing the clouds into one forward "
+                                    "runs slower (0.67x)",
+        "pt_train_box_loss_loop": "host_reads_in_loop at 1.0 on both captures: the 0-d "
+                                  "index tensors of the per-box loop (one read each) take "
+                                  "the loop's per-op overhead as sync",
+    },
+    "verdict": {
+        "pt_train_box_loss_loop": "compute 0.53-0.57 on both captures: the per-box loop's "
+                                  "overhead (host overhead 0.55 measured) is read as sync "
+                                  "(0.43-0.47) and compute stays first",
+    },
+}
+
+
+def _param(name: str, test: str):
+    """``name`` as a parameter of ``test``, a strict xfail where the case is a known miss."""
+    why = UNDECIDED.get(name) if test == "verdict" else None
+    why = why or HELD_OUT_MISSES[test].get(name)
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(name, marks=marks, id=name)
+
 
 @pytest.fixture(scope="module")
 def scored(diag):
@@ -36,7 +65,7 @@ def scored(diag):
     return score
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", [_param(n, "false_positive") for n in CASES])
 def test_no_confident_false_positive_and_one_reading_per_case(name, scored):
     result = scored(name)
     rows = result["captures"]
@@ -45,13 +74,7 @@ def test_no_confident_false_positive_and_one_reading_per_case(name, scored):
     assert result["stable"], [r["predicted"] for r in rows]
 
 
-def _verdict_param(name: str):
-    why = UNDECIDED.get(name)
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-    return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", [_verdict_param(n) for n in CASES])
+@pytest.mark.parametrize("name", [_param(n, "verdict") for n in CASES])
 def test_the_verdict_names_the_measured_bound(name, scored):
     result = scored(name)
     assert [r["predicted"] for r in result["captures"]] == [result["truth"]] * len(
