@@ -18,6 +18,7 @@ import pytest
 from tracedata import CORPUS
 from tracedata import corpus_capture as capture
 
+from sofa_gui.core.analysis import iterations
 from sofa_gui.core.analysis.iterations import (
     detect_iterations,
     landmarks,
@@ -26,27 +27,36 @@ from sofa_gui.core.analysis.iterations import (
 )
 from sofa_gui.core.analysis.iterations.dispatch import loop_calls, step_dispatches
 from sofa_gui.core.analysis.iterations.landmarks import Landmarks
-from sofa_gui.core.analysis.iterations.steps import evenly_spaced
+from sofa_gui.core.analysis.iterations.steps import MainOps, evenly_spaced
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.run_facts import run_facts
 from sofa_gui.core.importers import load_trace
 
 #: Cases whose steps the trace cannot tell apart: one step calls Keras ``predict`` once
-#: per sample, four times (or ``fit`` once per batch, a SavedModel once per request, or a
-#: Keras model eagerly once per batch),
-#: and nothing recorded groups those calls into a step: no marker, no Python frame, and
-#: the calls' gaps are as even across a step's end as within it (no longer pause closes
-#: a run of calls, as :func:`.steps.burst_size` needs).
-UNGROUPED = {"tf_predict_per_sample": "4 predict calls per step, each a whole Keras "
-                                      "predict with its own input fetch",
-             "tf_fit_per_batch": "3 fit calls per step, each a whole Keras fit with its "
-                                 "own data adapter and iterator",
-             "tf_infer_savedmodel_per_request": "16 serve calls of a loaded SavedModel per "
-                                                "step, one per request, and no step marker "
-                                                "or Python frame around them",
-             "tf_infer_eager_model_call": "4 eager calls of a Keras model per step, one per "
-                                          "batch, and no step marker or Python frame "
-                                          "around them"}
+#: per sample, four times (or ``fit`` once per batch, a SavedModel once per request), and
+#: nothing recorded groups those calls into a step: no marker, no Python frame; every
+#: call records the same events in the same order, runs of one name as long (a Keras model
+#: called eagerly differs there: see the test of its releases); no event name, on any
+#: thread, occurs a number of times that is a multiple of the steps but not of the calls;
+#: and the pause before a step's first call is no longer than the pauses inside a step.
+UNGROUPED = {"tf_predict_per_sample": "4 predict calls a step: the 16 calls record one "
+                                      "event sequence, their tf.data datasets number on by "
+                                      "14 every call, across a step's end as within, and the "
+                                      "pauses before a step's first call rank from 1st to "
+                                      "15th of the 15 between calls",
+             "tf_fit_per_batch": "3 fit calls a step: the 6 calls record one event "
+                                 "sequence, their tf.data datasets number on by 12 every "
+                                 "call, and the pause before the second step's first call "
+                                 "is the 4th and 5th longest of the 5 between calls",
+             "tf_infer_savedmodel_per_request": "16 serve calls a step: the 64 calls record "
+                                                "one event sequence; the pause before a "
+                                                "step's first call is some 12 us longer "
+                                                "(50 and 54 against 38 and 41 us "
+                                                "medians) but ranks from "
+                                                "2nd to 29th of the 63, longer ones falling "
+                                                "inside steps"}
+
+
 def _cases(framework: str) -> list[str]:
     out = []
     for tj in sorted(CORPUS.glob("*/truth.json")):
@@ -163,6 +173,31 @@ def test_the_repeat_structure_alone_finds_whole_steps_around_inner_loops(case):
     it = structure_iterations(_trace(case, 0))
     assert it.method == "pattern" and it.pattern["evidence"] == "context"
     assert abs(len(it) - _steps(case)) <= 1, it.pattern
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_step_of_identical_eager_calls_is_told_by_what_it_releases_after_them(k,
+                                                                                  monkeypatch):
+    # 4 eager calls of a Keras model a step, with the same events each; the run of tensor
+    # handle releases after them is 4, 6, 6, 8 long (the step's last call releases the
+    # step's own tensors too): the step is the cycle, cut after its heaviest call
+    t = _trace("tf_infer_eager_model_call", k)
+    ops = MainOps.of(t, Landmarks.of(t).main_lane)
+    calls = ops.start[ops.name == t.names.index("tf.constant")]  # one per call
+    it = structure_iterations(t)
+    assert len(it) == _steps("tf_infer_eager_model_call") == len(calls) // 4
+    assert it.pattern["calls_per_step"] == 4
+    assert np.all((calls[0::4] <= it.starts) & (it.starts < calls[1::4]))
+    monkeypatch.setattr(iterations, "run_cycle", lambda *a: (1, np.zeros(0, np.int64)))
+    assert len(structure_iterations(t)) == len(calls) - 1  # runs merged: one per call
+
+
+def test_run_lengths_regroup_the_calls_only_where_the_search_finds_their_cycle():
+    # 1024 loss reads a step (its markers ignored): the reads' run lengths cycle with the
+    # step, but the search with run lengths finds no period of 1024 reads, so the reads
+    # stay the occurrences rather than some other grouping of them
+    it = structure_iterations(_trace("pt_train_loss_log_item", 0))
+    assert len(it) == 8192 and "calls_per_step" not in it.pattern
 
 
 @pytest.mark.parametrize("case", ["jax_train_loss_readback", "jax_infer_readback"])

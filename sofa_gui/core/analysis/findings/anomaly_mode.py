@@ -71,7 +71,7 @@ def anomaly_detection_on(ctx: Ctx, spec: Rule) -> Finding | None:
     unprofiled = (stack_ns + check_ns * TINY_LOOP_UNPROFILED) / (stack_ns + check_ns)
     pieces = len(fwd) + len(checks)
     fix = Interleaved(removed, min(max(math, 0.0) / wall, 1.0), unprofiled=unprofiled,
-                      what="anomaly detection", step_ns=wall / len(r),
+                      what="anomaly detection", step_ns=ctx.call_ns(wall, len(r)),
                       piece_ns=(stack_ns + check_ns) * unprofiled / max(pieces, 1))
     n = max(ctx.ph.n_steady, 1)
     causes = causes_by_name(ctx, gone, np.concatenate([excess, s.dur[checks]]),

@@ -52,6 +52,14 @@ class Ctx:
         """Steady-state rows of the breakdown."""
         return np.flatnonzero(self.ph.steady)
 
+    def call_ns(self, wall: float, steps: int) -> float:
+        """Main-thread time per call of the step in ``wall`` ns over ``steps`` steps: the
+        step's length, or its share where a step makes several identical calls (the
+        iterations' ``calls_per_step``): the thread returns to the loop's Python after
+        each, so a part a fix removes keeps it away from the rest one call at a time."""
+        calls = int((self.iters.pattern or {}).get("calls_per_step", 1))
+        return wall / max(steps * calls, 1)
+
     def share(self, obj, categories) -> float:
         """Fraction of steady-state time of ``obj`` (device or host breakdown) in
         ``categories``."""

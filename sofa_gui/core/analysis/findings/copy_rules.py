@@ -114,7 +114,7 @@ def memory_copy_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     per = len(copies) / max(ctx.ph.n_steady, 1)
     mb = float(size.sum()) / max(ctx.ph.n_steady, 1) / 1e6
     fix = HostFix(share, rest_math(ctx, host, host.starts[r], host.ends[r], cs, ce) / wall,
-                  what="the copies", step_ns=wall / len(r), cold=COLD_AFTER_COPIES)
+                  what="the copies", step_ns=ctx.call_ns(wall, len(r)), cold=COLD_AFTER_COPIES)
     summary = (f"{per:,.1f} large copy ops per steady-state iteration on the main thread "
                f"({mb:,.1f} MB copied per iteration: re-layouts, clones, concatenations) take "
                f"{pct(share)} of its time; their time is memory traffic, not math. Keeping "

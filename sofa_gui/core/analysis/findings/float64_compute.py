@@ -63,7 +63,7 @@ def estimate_float32(ctx: Ctx, finding) -> None:
     math = rest_math(ctx, host, host.starts[r], host.ends[r], none, none)
     saved = wide * (1.0 - FP32_OVER_FP64)
     hf = HostFix(min(saved / wall, 1.0), max(math - saved, 0.0) / wall, unprofiled=1.0,
-                 step_ns=wall / len(r))
+                 step_ns=ctx.call_ns(wall, len(r)))
     fix.estimate = hf.speedup()
     fix.estimate_why = (f"the ops with float64 inputs, {wide / wall:.0%} of the main thread's "
                         f"time, at {FP32_OVER_FP64:g}x their time in float32 (a CPU's SIMD "

@@ -57,7 +57,7 @@ def estimate_inference_mode(ctx: Ctx, finding) -> None:
     removed = n * GRAD_OP_NS * len(r) / wall
     none = np.zeros(0, np.int64)
     math = rest_math(ctx, host, host.starts[r], host.ends[r], none, none)
-    hf = HostFix(min(removed, 1.0), math / wall, unprofiled=1.0, step_ns=wall / len(r))
+    hf = HostFix(min(removed, 1.0), math / wall, unprofiled=1.0, step_ns=ctx.call_ns(wall, len(r)))
     fix.estimate = hf.speedup()
     fix.estimate_why = (f"{n:,.0f} ops a step run in grad mode, autograd's bookkeeping "
                         f"{GRAD_OP_NS / 1000:g} µs each (measured): a lower bound, since a "

@@ -101,7 +101,8 @@ class HostFix:
     takes out, as captured), ``math`` (the math's own time in the rest), ``replacement``
     (what the fix still spends instead, unprofiled), ``unprofiled`` (the removed part's
     unprofiled over captured time), ``what`` (the removed part, in words), ``step_ns`` (the
-    captured main-thread time per step: the removed part's length), ``per_op`` (the
+    captured main-thread time per step, or per call where a step makes several identical
+    calls: the removed part's length, :meth:`.Ctx.call_ns`), ``per_op`` (the
     recorder's unprofiled over captured time of the rest's per-op work), ``cold`` (how
     many times slower per-op work runs once the removed part keeps it away long),
     ``bookkeeping`` (the profiler's own step bookkeeping: in neither step without it) and

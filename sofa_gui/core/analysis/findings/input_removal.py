@@ -121,7 +121,7 @@ def removal_gain(ctx: Ctx, host, share: float) -> tuple[float, str, float]:
     a, b = union(s.start[fetches], s.end[fetches])
     math = rest_math(ctx, host, host.starts[r], host.ends[r], a, b) / wall
     fix = HostFix(1.0 - rest, math, replacement=w.receipt + kept,
-                  what="the wait for the workers", step_ns=wall / len(r))
+                  what="the wait for the workers", step_ns=ctx.call_ns(wall, len(r)))
     # the step before the fix is the workers' time per batch: without the profiler the
     # wait grows by what the profiler cost the step's own work
     m, ops = fix.parts()

@@ -269,7 +269,7 @@ def _estimate(ctx: Ctx, reads: np.ndarray, cost: np.ndarray, share: float,
     removed = share + after  # untraced: it keeps its time without the profiler
     fix = HostFix(removed, math / wall, share * left, (share * loop_ratio + after) / removed,
                   "a loop of reads" + (" with the Python after it" if after >= 0.01 else ""),
-                  step_ns=wall / max(steps, 1), per_op=per_op)
+                  step_ns=ctx.call_ns(wall, steps), per_op=per_op)
     used = (f" After the loops the main thread works {pct(after)} of the time with nothing "
             f"recorded, beyond the steps' own untraced boundary: Python that works on "
             f"the values read (formatting, summaries), which one read of the whole result "

@@ -501,7 +501,7 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     loop, rest, said = recorded_ratios(ctx, host, s.start[tiny], ends, taken, wall, math,
                                        kept_out, recorder)
     return HostFix(taken, math / max(wall, 1.0), replacement=cost, unprofiled=loop,
-                   what="a loop of tiny ops", step_ns=wall / max(len(r), 1), per_op=rest,
+                   what="a loop of tiny ops", step_ns=ctx.call_ns(wall, len(r)), per_op=rest,
                    bookkeeping=kept_out, ratios=said), data
 
 

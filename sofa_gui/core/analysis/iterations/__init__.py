@@ -30,6 +30,7 @@ from .cut import cut_iterations
 from .landmarks import Landmarks
 from .marks import mark_iterations
 from .pattern import MIN_CONTEXT_COVERAGE, MIN_EVENTS, choose_period, find_anchors
+from .runs import run_cycle, run_symbols
 from .steps import (
     LOOP_BODY,
     evenly_spaced,
@@ -127,7 +128,31 @@ def structure_iterations(trace: Trace, progress: Progress | None = None) -> Iter
     s = trace.slices
     keys, labels = stream_keys(trace.names, s.name[stream.index], s.kind[stream.index],
                                s.copy_kind[stream.index])
-    symbols = reduce_symbols(keys, labels)
+    found = _search(trace, stream, reduce_symbols(keys, labels), progress)
+    if not isinstance(found, tuple):
+        return found
+    period, anchors, cut, symbols = found
+    per, heads = run_cycle(symbols, len(stream), cut.first_event, cut.symbols)
+    steps = _search(trace, stream, run_symbols(keys, labels), progress, heads) \
+        if per > 1 else None
+    grouped = isinstance(steps, tuple) and abs(len(steps[2].starts) * per
+                                               - len(cut.starts)) <= per
+    if grouped:
+        period, anchors, cut, _ = steps
+        cut.notes.append(f"each step is {per} calls with the same events: the lengths of "
+                         f"their runs repeat every {per} calls (what the step releases "
+                         "after its last call)")
+    progress.update(1.0, "iterations found")
+    it = _result(stream, period, anchors, cut)
+    if grouped:
+        it.pattern["calls_per_step"] = per
+    return it
+
+
+def _search(trace: Trace, stream, symbols, progress: Progress, heads=None):
+    """(period, anchors, cut, symbols) of the repeated pattern of ``symbols``, or the
+    iterations that say why there is none (``heads``: stream positions where steps are
+    known to start)."""
     n = len(symbols.seq)
     if n < MIN_EVENTS:
         return Iterations.none(stream.description, f"the stream is too short to repeat "
@@ -146,12 +171,11 @@ def structure_iterations(trace: Trace, progress: Progress | None = None) -> Iter
                                "recurs, but no event marks it at a stable place")
     progress.check_cancelled()
     progress.update(0.8, "cutting iterations")
-    cut = cut_iterations(trace, stream, symbols, anchors)
+    cut = cut_iterations(trace, stream, symbols, anchors, heads)
     if cut is None:
         return Iterations.none(stream.description, f"a period of {period.length} symbols "
                                "recurs, but fewer than two whole occurrences were found")
-    progress.update(1.0, "iterations found")
-    return _result(stream, period, anchors, cut)
+    return period, anchors, cut, symbols
 
 
 def _result(stream, period, anchors, cut) -> Iterations:

@@ -196,13 +196,17 @@ def windows(cuts: np.ndarray, n: int, period: float) -> list[tuple[int, int, boo
 
 
 def cut_iterations(trace: Trace, stream: EventStream, symbols: Symbols,
-                   anchors: Anchors) -> Cut | None:
-    """Iteration spans from the anchors of the chosen pattern."""
+                   anchors: Anchors, heads: np.ndarray | None = None) -> Cut | None:
+    """Iteration spans from the anchors of the chosen pattern (``heads``: stream
+    positions where steps are known to start, preferred to any other criterion)."""
     seq = symbols.seq
     ops = HostOps(trace)
     timing = Timing.of(trace, stream, ops)
     use_host = stream.has_launchers and stream.kind == "device"
     scores = cut_scores(symbols, timing, use_host)
+    if heads is not None and len(heads):
+        scores.insert(0, CutScore("after the call that ends each step (its longest runs)",
+                                  np.isin(symbols.first, heads).astype(float), True))
     phase, score = choose_phase(len(seq), anchors, scores)
     period = anchors.period
     cuts = anchors.starts(phase / period)
