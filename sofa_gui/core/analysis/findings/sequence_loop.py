@@ -240,6 +240,10 @@ class SequenceFix:
 
 
 def sequence_fix(ctx: Ctx, loop: PositionLoop) -> SequenceFix:
+    """One call over the sequence in ``loop``'s step: the repeats and the calls gathering
+    their pieces go, one repeat stays (its calls' fixed cost, paid once) and the other
+    repeats' matmul FLOPs are added at a batched matmul's rate (their elementwise work is
+    taken as small beside their fixed cost, as for any training loop of small calls)."""
     host = ctx.bd.host
     every = step_slices(ctx, host, loop.row)
     a, b = step_window(ctx, host, loop.row, every)
