@@ -49,7 +49,7 @@ FINDING_BOUND = {
     "op_overhead_bound": "host_overhead", "launch_overhead_bound": "host_overhead",
     "host_dispatch_bound": "host_overhead", "setup_overhead_bound": "host_overhead",
     "anomaly_detection_on": "host_overhead",
-    "call_overhead_bound": "host_overhead",
+    "call_overhead_bound": "host_overhead", "sequence_loop": "host_overhead",
     "synchronization_stalls": "sync",
     "blocking_readback": "sync", "host_reads_in_loop": "sync",
     "host_callback_round_trip": "sync", "startup_cost": "startup",
@@ -179,7 +179,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("batched first", ("cheaper samples",)),
                ("intra-op threads", ("more intra-op threads",)),
                ("inputs in float32", ("float32 instead of float64",)),
-               ("set_detect_anomaly(False)", ("anomaly detection off",)))
+               ("set_detect_anomaly(False)", ("anomaly detection off",)),
+               ("over the sequence", ("one call over the sequence",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:

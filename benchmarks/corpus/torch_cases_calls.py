@@ -1,7 +1,9 @@
-"""Tuned PyTorch cases of host reads and per-call overhead in inference: a scorer that
-writes each batch's report with f-strings of tensors (``str(tensor)`` reads every value it
-prints, one at a time), and a tiny language model decoding one unbatched request at a
-time (no batch dimension in its shapes: per-call cost is the step).
+"""Tuned PyTorch cases of host reads and per-call overhead: a scorer that writes each
+batch's report with f-strings of tensors (``str(tensor)`` reads every value it prints, one
+at a time), a tiny language model decoding one unbatched request at a time (no batch
+dimension in its shapes: per-call cost is the step), and a tagger trained with its head
+applied in a Python loop over the positions (one small call per position where one call
+over the sequence does).
 """
 
 from __future__ import annotations
@@ -89,4 +91,58 @@ def pt_infer_decode_unbatched(variant):
             if variant == "fix":
                 return model.decode(reqs, 12)
             return [model.decode(reqs[k], 12) for k in range(3)]
+    return Loop(step)
+
+
+# -- per-call overhead in training: a head applied once per position ---------------------------
+class PositionTagger(torch.nn.Module):
+    """A sequence tagger: embedding, a 1-D convolution over the positions, an MLP head
+    (Linear-GELU-Linear) giving each position's tag logits.  With ``per_position`` the head
+    runs as a per-token classifier is often written, once per position on ``h[:, t]``, the
+    logits stacked; without, once on the whole ``[batch, positions, features]`` tensor
+    (``nn.Linear`` takes any leading dimensions)."""
+
+    def __init__(self, vocab: int = 1000, width: int = 128, tags: int = 24,
+                 per_position: bool = True):
+        super().__init__()
+        self.per_position = per_position
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.conv = torch.nn.Conv1d(width, width, 3, padding=1)
+        self.head = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.GELU(),
+                                        torch.nn.Linear(2 * width, tags))
+
+    def forward(self, tokens):
+        h = F.relu(self.conv(self.embed(tokens).transpose(1, 2))).transpose(1, 2)
+        if not self.per_position:
+            return self.head(h)
+        return torch.stack([self.head(h[:, t]) for t in range(h.shape[1])], 1)
+
+
+@case("pt_train_tagger_head_per_position", "pytorch", "training", 3,
+      facts("training", optimizer="adamw"), warmup=3,
+      fix="the head applied once over the sequence", share_from_fix="host_overhead",
+      tags=["python_loop", "per_position", "tagging"])
+def pt_train_tagger_head_per_position(variant):
+    """A token tagger (embedding 1000x128, a 128-wide ``Conv1d`` of width 3, a
+    128-256-24 Linear-GELU-Linear head) trained with AdamW on batches of 32 sequences of
+    24 tokens held in memory: the head is applied in a Python loop over the positions,
+    once per token column ``h[:, t]``, the logits stacked for one cross-entropy.  The fix
+    applies the same head once to the whole ``[batch, positions, features]`` tensor."""
+    torch.manual_seed(0)
+    model = PositionTagger(per_position=variant != "fix")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(8)
+    words = torch.randint(0, 1000, (512, 24), generator=gen)
+    labels = torch.randint(0, 24, (512, 24), generator=gen)
+
+    def step(i):
+        with CLOCK("input"):
+            k = (32 * i) % 512
+            x, y = words[k:k + 32], labels[k:k + 32]
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, 24), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
     return Loop(step)

@@ -53,7 +53,7 @@ class CellDecoder(torch.nn.Module):
 
 
 @case("pt_train_lstmcell_teacher_forcing", "pytorch", "training", 3,
-      facts("training", optimizer="adam"), split="holdout", warmup=3,
+      facts("training", optimizer="adam"), split="tuned", warmup=3,
       fix="one nn.LSTM call over the sequence", share_from_fix="host_overhead",
       tags=["rnn", "python_loop", "teacher_forcing"])
 def pt_train_lstmcell_teacher_forcing(variant):

@@ -327,7 +327,7 @@ FINDING_BOUND = {
     "communication_bound": "communication", "op_overhead_bound": "host_overhead",
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
     "setup_overhead_bound": "host_overhead", "anomaly_detection_on": "host_overhead",
-    "call_overhead_bound": "host_overhead",
+    "call_overhead_bound": "host_overhead", "sequence_loop": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
     "host_reads_in_loop": "sync", "host_callback_round_trip": "sync",
     "startup_cost": "startup", "recompile": "startup",

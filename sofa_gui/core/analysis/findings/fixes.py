@@ -121,6 +121,16 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_JAX, "jax.jit the whole step (not per-layer functions) so XLA fuses it into a few "
                   "kernels.", fact="compiled", unless=("xla",)),
     ],
+    "sequence_loop": [
+        Fix(_PT, "Call the module once over the whole sequence instead of once per position: "
+                 "a recurrent cell called per time step on inputs known in advance (teacher "
+                 "forcing) becomes one nn.LSTM / nn.GRU / nn.RNN over the sequence "
+                 "(batch_first=True, the cell's weight_ih / weight_hh / bias_ih / bias_hh as "
+                 "its weight_ih_l0 / weight_hh_l0 / bias_ih_l0 / bias_hh_l0); a layer applied "
+                 "to x[:, t] for each t is applied to x itself (nn.Linear and the elementwise "
+                 "layers take any leading dimensions; fold the positions into the batch with "
+                 "x.reshape(-1, features) for the others).", name="one call over the sequence"),
+    ],
     "op_overhead_bound": [
         Fix(_ANY, "Batch the requests: stack many inputs into one call (one forward pass on "
                   "a batch of N instead of N passes on one; a dynamic batcher in a server), so "
