@@ -163,7 +163,9 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     if floors is None:
         return None
     drops = p.python and fix.name in _DROPS_PYTHON
-    bounds = {"the step's own part": 1.0 - share,
+    steps = unprofiled_steps(ctx)  # the step's own part and the step before, unprofiled
+    saved = (steps.captured_own - steps.own) / max(steps.wall, 1.0)
+    bounds = {"the step's own part without the profiler": max(1.0 - share - saved, 0.0),
               "the pipeline's and the compute's work over the cores": floors["work"]}
     if drops:  # the map's Python goes, and with it the threads' wait for the GIL
         del bounds["the pipeline's and the compute's work over the cores"]
@@ -174,11 +176,13 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     if p.python and not drops:
         bounds["the map's Python under the GIL (one thread at a time)"] = floors["python"]
     what, floor = max(bounds.items(), key=lambda kv: kv[1])
-    sp = max(1.0 / max(floor, 1e-6), 1.0)
+    before = steps.before / max(steps.wall, 1.0)
+    sp = max(before / max(floor, 1e-6), 1.0)
     _, where = _cores(ctx)
     told = "; ".join(f"{k} {pct(v)}" for k, v in bounds.items())
     return sp, (f"the step cannot get shorter than {what} ({pct(floor)} of it; {told}; "
-                f"{where})"), 0.9
+                f"{where}); the step before the fix without the profiler {pct(before)} of "
+                f"it ({steps.sentence()})"), 0.9
 
 
 def _levels(per_lane: list) -> tuple[np.ndarray, np.ndarray]:
