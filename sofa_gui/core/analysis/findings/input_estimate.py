@@ -41,9 +41,11 @@ step is its own work without that cost and, once the pipeline's threads no longe
 beside it, without the slow-down of a core while another one works (the machine's
 calibration, else an assumed factor: :func:`.input_removal.core_interference`), beside
 the compute threads' share of the cores given back (:func:`map_contention`).  A Keras
-``fit`` on cached CSV batches ran 1.07-1.24 ms a step under the profiler's callback and
-0.83-0.95 ms without it; with the CSV parsed again each pass, the same ``fit`` spent
-1.4-2.5 ms a step on its own work as captured.
+``fit`` of a small MLP on cached CSV batches runs 1.25 ms a step under the profiler's
+callback and 1.01 ms without it (``benchmarks/corpus/profiler_cost.py --tf``, medians of 3
+rounds), what the ratio gives for its 0.9 ms of per-op work beside about 0.35 ms of math;
+with the CSV parsed again each pass, the same ``fit`` spends 1.4-2.1 ms a step on its own
+work as captured.
 
 Busy time counts a thread descheduled (with no more threads busy than cores) or waiting
 for the GIL inside an event as busy, so these floors can only make the estimate smaller
