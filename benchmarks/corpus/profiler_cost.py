@@ -10,7 +10,9 @@ take: the measurements behind the host-side estimates' constants
 named), the loop is built afresh, its warm-up steps run, the heap is collected, then its
 steps are timed twice in turn: without the profiler (as the truth is) and under it (as a
 capture is: ``torch.profiler`` with CPU activity and input shapes recorded,
-``jax.profiler.trace`` with its Python tracer, or ``tf.profiler.experimental``).  Printed
+``jax.profiler.trace`` with its Python tracer, or ``tf.profiler.experimental``; a Keras
+``fit`` case's steps by Keras' ``TensorBoard(profile_batch=...)`` callback, each variant's
+``fit`` built afresh with its warm-up steps).  Printed
 per variant: the mean step and each phase's mean time (what is in no named phase is
 ``rest``), unprofiled and profiled, the events ``torch.profiler`` records per step and, per
 phase, the profiled time over the unprofiled one.  Medians over the rounds.  One intra-op
@@ -72,14 +74,35 @@ def phases(got: list) -> dict[str, float]:
     return out
 
 
+def fit_timed(name: str, variant: str, profiled: bool) -> tuple[list, float]:
+    """A Keras ``fit`` case's steps of ``variant`` (per step (wall s, {})), with Keras'
+    ``TensorBoard`` callback profiling them as a capture does or without it; its last step
+    is left out either way (under the profiler it stops the profiler and writes the
+    capture, no step's work)."""
+    from corpus import run_tf
+
+    spec, c = run_tf.FIT[name], CASES[name]
+    pipe = spec.pipe if variant == "run" else variant
+    with tempfile.TemporaryDirectory() as tmp:
+        got = run_tf.run_fit(spec, pipe, c.steps, Path(tmp) if profiled else None,
+                             skip=c.warmup)
+    return got[:-1], 0.0
+
+
 def measure(name: str, variants: list[str], rounds: int) -> dict:
     """{(variant, profiled): [phases per round]} and {variant: events per step}."""
     c = CASES[name]
     got: dict = {}
     events: dict = {}
+    fit = TF and name in sys.modules["corpus.run_tf"].FIT
     for _ in range(rounds):
         for v in variants:
             for profiled in (False, True):
+                if fit:
+                    steps, ev = fit_timed(name, v, profiled)
+                    got.setdefault((v, profiled), []).append(phases(steps))
+                    events.setdefault(v, []).append(ev) if profiled else None
+                    continue
                 step = c.build(v)
                 time_steps(step, 0, c.warmup)
                 gc.collect()

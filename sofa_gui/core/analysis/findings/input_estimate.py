@@ -30,12 +30,31 @@ cores (:func:`map_contention`), however short the wait for a prefetched batch.  
 worker threads inside the map's Python hold one core together there: the GIL runs one of
 them at a time, and the others wait for it off the cores.
 
+The cache's estimate reads both steps without the profiler (:func:`unprofiled_steps`).
+The step's own work (all but its wait for input) carries the profiler's cost of its
+per-op work (dispatch, Python, the runtime's small ops; Keras' ``TensorBoard`` callback
+traces each profiled batch), which :data:`.host_estimate.TF_UNPROFILED` takes off, its
+math keeping its time.  Before the fix a step keeps that cost only beyond its wait for
+input: where the pipeline makes the main thread wait, work of its own done sooner only
+waits longer, so the step is the pipeline's time per batch either way.  After the fix the
+step is its own work without that cost and, once the pipeline's threads no longer work
+beside it, without the slow-down of a core while another one works (the machine's
+calibration, else an assumed factor: :func:`.input_removal.core_interference`), beside
+the compute threads' share of the cores given back (:func:`map_contention`).  A Keras
+``fit`` of a small MLP on cached CSV batches runs 1.25 ms a step under the profiler's
+callback and 1.01 ms without it (``benchmarks/corpus/profiler_cost.py --tf``, medians of 3
+rounds), what the ratio gives for its 0.9 ms of per-op work beside about 0.35 ms of math;
+with the CSV parsed again each pass, the same ``fit`` spends 1.4-2.1 ms a step on its own
+work as captured.
+
 Busy time counts a thread descheduled (with no more threads busy than cores) or waiting
 for the GIL inside an event as busy, so these floors can only make the estimate smaller
 than the gain: a stated, conservative reading.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,6 +63,7 @@ from ...units import fmt_pct as pct
 from ..intervals import measure_in, union
 from ..tfdata import InputPipeline, pyfunc_ids, tf_data_lanes
 from .context import Ctx
+from .host_estimate import TF_UNPROFILED, pool_math
 from .tf_data import pipeline_of
 
 #: The consumer-side thread of tf.data (``IteratorGetNextOp``): its time is the step's
@@ -145,7 +165,9 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     if floors is None:
         return None
     drops = p.python and fix.name in _DROPS_PYTHON
-    bounds = {"the step's own part": 1.0 - share,
+    steps = unprofiled_steps(ctx)  # the step's own part and the step before, unprofiled
+    saved = (steps.captured_own - steps.own) / max(steps.wall, 1.0)
+    bounds = {"the step's own part without the profiler": max(1.0 - share - saved, 0.0),
               "the pipeline's and the compute's work over the cores": floors["work"]}
     if drops:  # the map's Python goes, and with it the threads' wait for the GIL
         del bounds["the pipeline's and the compute's work over the cores"]
@@ -156,11 +178,13 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     if p.python and not drops:
         bounds["the map's Python under the GIL (one thread at a time)"] = floors["python"]
     what, floor = max(bounds.items(), key=lambda kv: kv[1])
-    sp = max(1.0 / max(floor, 1e-6), 1.0)
+    before = steps.before / max(steps.wall, 1.0)
+    sp = max(before / max(floor, 1e-6), 1.0)
     _, where = _cores(ctx)
     told = "; ".join(f"{k} {pct(v)}" for k, v in bounds.items())
     return sp, (f"the step cannot get shorter than {what} ({pct(floor)} of it; {told}; "
-                f"{where})"), 0.9
+                f"{where}); the step before the fix without the profiler {pct(before)} of "
+                f"it ({steps.sentence()})"), 0.9
 
 
 def _levels(per_lane: list) -> tuple[np.ndarray, np.ndarray]:
@@ -263,26 +287,38 @@ def _per_lane(ctx: Ctx, idx: np.ndarray) -> list:
             (idx[s.lane[idx] == lane] for lane in np.unique(s.lane[idx]).tolist())]
 
 
-def tf_removal_gain(ctx: Ctx, share: float) -> tuple[float, str, float] | None:
+def tf_removal_gain(ctx: Ctx, share: float,
+                    slow: tuple[float, str, float]) -> tuple[float, str, float] | None:
     """(speed-up, why, confidence factor) of taking a tf.data pipeline's work off the
     machine (a cache: later epochs only read the elements) on a run without an
     accelerator: the wait for input goes, and with the pipeline's worker threads the
     cores they took from the compute (:func:`map_contention`); None where the trace
-    shows no such threads sharing the cores with the compute."""
+    shows no such threads sharing the cores with the compute.
+
+    Both steps are read without the profiler (:func:`unprofiled_steps`): the step before
+    the fix keeps the profiler's cost of its own work only where the step's wait for input
+    could not hide it, the step after it is its own work without that cost and without
+    the pipeline's threads working beside it (``slow``: how many times slower the main
+    thread's work runs while another core works, why, its confidence factor)."""
     c = map_contention(ctx)
     if c is None:
         return None
     lost, busy = c
+    steps = unprofiled_steps(ctx)
+    factor, slow_why, conf = slow
+    n, k, pass_ns = _pass_counts(ctx)
+    before = steps.before * (n - k) + pass_ns  # the passes' rows: their wait hides it all
+    after = max(steps.math + (steps.own - steps.math) / factor - lost * steps.wall, 1e-6) * n
     passes, steady_part = _passes(ctx, share)
     share, lost = share * steady_part + passes[0], lost * steady_part
-    after = max(1.0 - share - lost, 1e-6)
     _, where = _cores(ctx)
-    sp = max(1.0 / after, 1.0 / max(1.0 - share, 1e-6))
+    sp = max(before / after, 1.0 / max(1.0 - share, 1e-6))
     return sp, (f"the work is done once, not every step: the wait for input goes "
                 f"({pct(share)} of the step{passes[1]}), and with it the pipeline's threads, "
                 f"busy {busy:.1f} cores on average, which took {pct(lost)} of the step from "
                 f"the compute's threads on the shared cores ({where}; threads share the "
-                f"cores evenly)"), 0.9
+                f"cores evenly); {steps.sentence()}; with the pipeline's threads gone from beside "
+                f"it, that per-op work runs faster: {slow_why}"), 0.9 * conf
 
 
 #: The start of a pipeline's iterator: made once per ``iter()`` over the whole dataset.
@@ -324,6 +360,17 @@ def _inside(t_ns: np.ndarray, host, i: int) -> bool:
     return bool(((t_ns >= host.starts[i]) & (t_ns < host.ends[i])).any())
 
 
+def _pass_counts(ctx: Ctx) -> tuple[int, int, float]:
+    """(steps one pass lasts at least, rows of them that start a new pass, ns those rows
+    take): the steps the capture holds, each new pass over the data (:func:`pass_rows`)
+    counted once (the next one begins after them); (steady rows, 0, 0.0) without one."""
+    rows, host, r = pass_rows(ctx), ctx.bd.host, ctx.rows
+    if not len(rows) or not len(r):
+        return len(r), 0, 0.0
+    n = max(len(ctx.bd.durations), len(rows) + len(r))
+    return n, len(rows), float((host.ends[rows] - host.starts[rows]).sum())
+
+
 def _passes(ctx: Ctx, share: float) -> tuple[tuple[float, str], float]:
     """((the passes' wait for input as a share of the steps of one pass, its words), the
     steady steps' part of those steps): each new pass over the data (:func:`pass_rows`)
@@ -331,13 +378,67 @@ def _passes(ctx: Ctx, share: float) -> tuple[tuple[float, str], float]:
     least: the next one begins after them), the others at the steady steps' mean."""
     rows = pass_rows(ctx)
     host, r = ctx.bd.host, ctx.rows
-    if not len(rows) or not len(r):
+    n, k, pass_ns = _pass_counts(ctx)
+    if not k:
         return (0.0, ""), 1.0
-    n = max(len(ctx.bd.durations), len(rows) + len(r))
-    steady = float((host.ends[r] - host.starts[r]).sum()) / len(r) * (n - len(rows))
-    total = steady + float((host.ends[rows] - host.starts[rows]).sum()) or 1.0
+    steady = float((host.ends[r] - host.starts[r]).sum()) / len(r) * (n - k)
+    total = steady + pass_ns or 1.0
     waits = float(host.column("data_loading")[rows].sum())
-    words = (f", with {len(rows)} new pass{'es' if len(rows) > 1 else ''} over the data "
+    words = (f", with {k} new pass{'es' if k > 1 else ''} over the data "
              f"(the repeated source's iterator made again, {fmt_ns(waits)} of waiting) "
              f"spread over the {n} steps captured, not one-off warm-up")
     return (waits / total, words), steady / total
+
+
+@dataclass(frozen=True)
+class UnprofiledSteps:
+    """The steady steps' means (ns): ``wall`` as captured; ``before`` without the
+    profiler's cost of the step's own work where the step's wait for input could not hide
+    it (a pipeline that makes the main thread wait sets the step: work done sooner only
+    waits longer); ``own`` the step's own work (all but the wait) without that cost; and,
+    as captured, ``captured_own`` that work and ``math`` the compute threads' math in it."""
+
+    wall: float
+    before: float
+    own: float
+    captured_own: float
+    math: float
+
+    def sentence(self) -> str:
+        return (f"without the profiler the step's own work is its math as captured "
+                f"({fmt_ns(self.math)}) and its per-op work (dispatch, Python, the "
+                f"runtime's small ops) at {TF_UNPROFILED:.0%} of its captured time: "
+                f"{fmt_ns(self.own)} a step against {fmt_ns(self.captured_own)} captured")
+
+
+def unprofiled_steps(ctx: Ctx) -> UnprofiledSteps:
+    """The steady steps without the profiler's cost of their own work: their math (the
+    runtime pool threads' kernels of real size, :func:`.host_estimate.pool_math`) keeps its
+    time, their per-op work takes :data:`.host_estimate.TF_UNPROFILED` of its captured
+    time, and a step keeps what that saves only beyond its wait for input."""
+    host, r, s = ctx.bd.host, ctx.rows, ctx.trace.slices
+    ws, we = host.starts[r], host.ends[r]
+    wall = (we - ws).astype(np.float64)
+    wait = host.column("data_loading")[r].astype(np.float64)
+    own = np.maximum(wall - wait, 0.0)
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64))
+    math = np.minimum(_math_beside(ctx, host, ws, we, *union(s.start[dl], s.end[dl])), own)
+    saved = (own - math) * (1.0 - TF_UNPROFILED)
+    before = wall - np.maximum(saved - wait, 0.0)
+    return UnprofiledSteps(float(wall.mean()), float(before.mean()),
+                           float((own - saved).mean()), float(own.mean()), float(math.mean()))
+
+
+def _math_beside(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, wa: np.ndarray,
+                 wb: np.ndarray) -> np.ndarray:
+    """ns per window of the runtime pool threads' math outside the main thread's wait for
+    input (the intervals ``wa``/``wb``)."""
+    pool = pool_math(ctx, host)
+    if not len(pool):
+        return np.zeros(len(ws))
+    s = ctx.trace.slices
+    ma, mb = union(s.start[pool], s.end[pool])
+    both = union(np.concatenate([ma, wa]), np.concatenate([mb, wb]))
+    in_math = measure_in(ma, mb, ws, we).astype(np.float64)
+    overlap = in_math + measure_in(wa, wb, ws, we) - measure_in(*both, ws, we)
+    return np.maximum(in_math - overlap, 0.0)

@@ -104,7 +104,7 @@ def worker_wait(ctx: Ctx, host, fetches: np.ndarray) -> WorkerWait:
 def removal_gain(ctx: Ctx, host, share: float) -> tuple[float, str, float]:
     """(speed-up, why, confidence factor) of taking the loading share ``share`` out of the
     step (see the module docstring)."""
-    if (tf := tf_removal_gain(ctx, share)) is not None:
+    if (tf := tf_removal_gain(ctx, share, core_interference(ctx))) is not None:
         return tf
     fetches = _fetches(ctx, host)
     if ctx.facts.value("dataloader") != "workers" or not len(fetches):
