@@ -20,6 +20,9 @@ decoders, a batch-1 vision transformer): the profiler adds 0.59-1.19 µs per eve
 run; scaled by each capture's speed against the run profiled (0.77-2.34) and divided by
 the capture's quantile gap (0.22-0.54 µs), it is 2.2-4.9 over their 18 captures, mean 3.3
 (median 3.2): the ratio holds for the mix of siblings and top-level ops those loops have.
+Measured again (5 rounds), the gaps inside one op alone (no Python between) part no
+less: 2.3-4.4 over the same captures, mean 3.4, against 2.3-4.4, mean 3.2, for the mix;
+so the mix stands.
 Loops of element reads (``.item()``) give 1.2-1.7: their estimate keeps its own ratios
 (:mod:`.read_rules`).  Where the capture has too few gaps (:data:`MIN_GAPS`), a quantile
 under :data:`MIN_GAP_NS` (timestamps in whole microseconds, ops that touch) or is not
@@ -64,11 +67,44 @@ def sibling_gaps(ctx: Ctx, lane: int) -> np.ndarray:
     op, and the top-level ops under a step's annotation."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(lane)
-    mine = mine[s.kind[mine] == int(Kind.CPU_OP)]
+    return _level_gaps(ctx, mine[s.kind[mine] == int(Kind.CPU_OP)], 1)
+
+
+def tracer_per_event_ns(ctx: Ctx, lane: int) -> float | None:
+    """ns JAX's Python tracer adds per event recorded on ``lane``, read off the capture as
+    ``torch.profiler``'s is: :data:`COST_PER_GAP` times the :data:`GAP_QUANTILE` gap
+    between consecutive slices of the thread at one depth (Python frames and the
+    runtime's calls in them).  None where the capture holds no Python tracer's frames
+    (the tracer off: its events are the runtime's own, fewer and far apart), too few
+    gaps or touching ones.  Once per analysis.
+
+    Timed with and without the tracer in turn on the idle machine
+    (``benchmarks/corpus/profiler_cost.py --jax``, 5 rounds), the tracer adds 220-470 ns
+    per event to the un-jitted step, the per-sample calls and two loops of element reads;
+    scaled by each capture's speed against the run profiled (0.99-1.76) and divided by the
+    capture's quantile gap (60-220 ns), it is 2.8-3.9 over their 8 captures, mean 3.4:
+    the ratio of ``torch.profiler``'s recorder holds for this one."""
+    key = ("tracer_per_event", lane)
+    if key not in ctx.memo:
+        s = ctx.trace.slices
+        mine = ctx.trace.lane_slices(lane)
+        python = ctx.facts.value("framework") == "jax" and bool(
+            (s.kind[mine] == int(Kind.PYTHON)).any())
+        gaps = _level_gaps(ctx, mine, 0) if python else np.zeros(0)
+        gaps = gaps[gaps >= 0]
+        gap = float(np.quantile(gaps, GAP_QUANTILE)) if len(gaps) >= MIN_GAPS else 0.0
+        ctx.memo[key] = COST_PER_GAP * gap if gap >= MIN_GAP_NS else None
+    return ctx.memo[key]
+
+
+def _level_gaps(ctx: Ctx, mine: np.ndarray, lowest: int) -> np.ndarray:
+    """ns between each two consecutive slices of ``mine`` at the same depth (``lowest``
+    or more) with no shallower one of them starting between."""
+    s = ctx.trace.slices
     mine = mine[np.argsort(s.start[mine], kind="stable")]
     depth = s.depth[mine]
     out = []
-    for d in np.unique(depth[depth >= 1]).tolist():
+    for d in np.unique(depth[depth >= lowest]).tolist():
         at = np.flatnonzero(depth == d)
         shallower = np.cumsum(depth < d)
         a, b = at[:-1], at[1:]
