@@ -113,7 +113,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
     """Register this module's Keras ``fit`` cases with ``run_tf.py``'s helpers."""
     fit_case("tf_fit_python_generator",
              fit_spec("run", data=log_batches, net=lambda: log_model(keras_model)),
-             {**TF, "mode": "training", "keras_fit": True}, 8, split="holdout",
+             {**TF, "mode": "training", "keras_fit": True}, 8, split="tuned",
              share_from_fix="input", share_variant="bare", warmup=3,
              tags=["keras_fit", "generator", "python_features"])
     CASES["tf_fit_python_generator"].build.__doc__ = (

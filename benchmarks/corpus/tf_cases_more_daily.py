@@ -103,7 +103,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
     fit_case("tf_fit_tfrecord_interleave",
              fit_spec("run", data=shard_batches, net=lambda: shard_model(keras_model)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True}, 6,
-             split="holdout", fix="records batched first, each batch parsed with one "
+             split="tuned", fix="records batched first, each batch parsed with one "
              "tf.io.parse_example", share_from_fix="input", share_variant="bare", warmup=5,
              tags=["keras_fit", "tf_data", "tfrecord", "interleave"])
     CASES["tf_fit_tfrecord_interleave"].build.__doc__ = (
