@@ -1,7 +1,8 @@
 """The whole diagnosis corpus, scored as ``benchmarks/diagnosis.py`` scores it: every
 capture analyses, names no bottleneck its truth lacks with confidence (0 confident false
 positives), reads the same bound on both captures, and names the measured bound, but for
-the two cases whose truth the trace cannot decide (strict xfails, with why)."""
+the two cases whose truth the trace cannot decide and the held-out cases misread at their
+first look and not yet studied (strict xfails, with why)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ UNDECIDED = {
                                    "is backward slowed beside gloo's threads, shown as compute",
 }
 
+#: Held-out cases whose verdict was wrong when first scored and that no rule has studied
+#: yet (docs/diagnosis.md, "First looks"); strict, so the reading that mends one shows.
+MISREAD_AT_FIRST_LOOK = {
+    "pt_train_char_rnn_names": "one letter at a time through nn.RNN, one name a step: "
+                               "per-call overhead 0.91 by what batches of 32 names save, "
+                               "read as compute",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +54,7 @@ def test_no_confident_false_positive_and_one_reading_per_case(name, scored):
 
 
 def _verdict_param(name: str):
-    why = UNDECIDED.get(name)
+    why = UNDECIDED.get(name) or MISREAD_AT_FIRST_LOOK.get(name)
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
     return pytest.param(name, marks=marks, id=name)
 
