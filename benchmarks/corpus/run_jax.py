@@ -26,6 +26,7 @@ from gen_jax_capture import BATCH, SIZE, batches, forward, init, train_step  # n
 import corpus.jax_cases_ordinary  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_plain  # noqa: E402  (registers its cases)
 import corpus.jax_cases_routine  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_tutorials  # noqa: E402,F401  (registers its cases)
 from corpus.common import CLOCK, Driver, case, cli, warmed  # noqa: E402
 
 JX = {"framework": "jax", "device": "cpu", "compiled": "jax.jit"}

@@ -24,7 +24,6 @@ UNDECIDED = {
                                    "is backward slowed beside gloo's threads, shown as compute",
 }
 
-
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES = {
@@ -38,6 +37,9 @@ HELD_OUT_MISSES = {
                                   "the loop's per-op overhead as sync",
     },
     "verdict": {
+        "pt_train_char_rnn_names": "compute 0.999 on both captures: one letter at a time "
+                                   "through nn.RNN, one name a step, is per-call overhead "
+                                   "(0.91 by what batches of 32 names save)",
         "pt_train_box_loss_loop": "compute 0.53-0.57 on both captures: the per-box loop's "
                                   "overhead (host overhead 0.55 measured) is read as sync "
                                   "(0.43-0.47) and compute stays first",
