@@ -88,9 +88,7 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     if not len(r):
         return None
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[(s.kind[mine] == int(Kind.CPU_OP))
-                & ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host, Kind.CPU_OP)
     mine = mine[~in_read_loops(ctx, s.start[mine])]  # a loop of reads is host_reads_in_loop's
     math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
     batch = _batch(ctx, math)

@@ -35,9 +35,8 @@ def float64_ns(ctx: Ctx, host) -> float:
     input, ops under :data:`.work.TINY_NS` left out (their fixed dispatch cost is the
     same in float32)."""
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[(s.kind[mine] == int(Kind.CPU_OP)) & (s.args[mine] >= 0)]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends) & (s.dur[ops] >= TINY_NS)]
+    ops = ctx.steady_slices(host, Kind.CPU_OP)
+    ops = ops[(s.args[ops] >= 0) & (s.dur[ops] >= TINY_NS)]
     wide = np.array([fp64_inputs((ctx.trace.args.get(int(s.args[j])) or {}).get("Input type"))
                      for j in ops.tolist()], bool)
     return float(self_times(ctx, ops[wide]).sum()) if wide.any() else 0.0

@@ -34,10 +34,7 @@ FIX_NAME = "inference mode"
 
 def grad_ops_per_step(ctx: Ctx, host) -> float:
     """Ops of the main thread's steady steps that ran in grad mode, per step."""
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[s.kind[mine] == int(Kind.CPU_OP)]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    ops = ctx.steady_slices(host, Kind.CPU_OP)
     if not len(ops):
         return 0.0
     read = ops[np.linspace(0, len(ops) - 1, min(len(ops), SAMPLE)).astype(np.int64)]

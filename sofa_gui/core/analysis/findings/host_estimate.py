@@ -60,7 +60,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_pct as pct
 from .. import roles as R
-from ..intervals import measure_in, union
+from ..intervals import covered, measure_in, union
 from .batch_estimate import unprofiled_ns
 from .causes import self_times
 from .context import Ctx
@@ -222,7 +222,7 @@ def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndar
     mine = ctx.trace.lane_slices(host.lane)
     ops = mine[(s.kind[mine] == int(Kind.CPU_OP))
                & np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
-    ops = ops[_inside(s.start[ops], ws, we) & ~_inside(s.start[ops], removed_s, removed_e)]
+    ops = ops[covered(s.start[ops], ws, we) & ~covered(s.start[ops], removed_s, removed_e)]
     total = float(self_times(ctx, ops).sum()) if len(ops) else 0.0
     pool = pool_math(ctx, host)
     if len(pool):
@@ -254,10 +254,3 @@ def pool_math(ctx: Ctx, host) -> np.ndarray:
     return pool[name_medians(s.name[pool], self_times(ctx, pool)) >= POOL_OP_NS]
 
 
-def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per time: inside one of the intervals."""
-    if not len(starts):
-        return np.zeros(len(t), bool)
-    a, b = union(starts, ends)
-    k = np.searchsorted(a, t, side="right") - 1
-    return (k >= 0) & (t < b[np.maximum(k, 0)])
