@@ -213,6 +213,24 @@ def _kept(captured_ns: float, events: float, per_event: float) -> float:
     return unprofiled_ns(captured_ns, events, per_event) / captured_ns
 
 
+def fix_named(finding, name: str):
+    """The fix of ``finding`` named ``name`` (None where the finding does not show it)."""
+    return next((f for f in finding.fixes if f.name == name), None)
+
+
+def speedup_without(ctx: Ctx, host, removed_ns: float, faster_math_ns: float = 0.0) -> float:
+    """The steady steps' speedup once ``removed_ns`` of the main thread's time (as
+    captured, all steps) is gone, the steps' math (:func:`rest_math`) less
+    ``faster_math_ns`` staying: the estimate of a fix that takes out one part of the
+    step (grad mode's bookkeeping, half of the float64 ops' time)."""
+    r = ctx.rows
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    none = np.zeros(0, np.int64)
+    math = rest_math(ctx, host, host.starts[r], host.ends[r], none, none)
+    return HostFix(min(removed_ns / wall, 1.0), max(math - faster_math_ns, 0.0) / wall,
+                   unprofiled=1.0, step_ns=wall / len(r)).speedup()
+
+
 def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndarray,
               removed_e: np.ndarray) -> float:
     """ns of math in the windows ``ws``/``we`` outside the removed intervals: the own time
