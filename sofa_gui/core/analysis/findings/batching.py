@@ -75,9 +75,7 @@ def small_batch(ctx: Ctx) -> SmallBatch | None:
     short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, steps
     made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show, or of calls
     of a compiled function that are mostly their fixed cost (:mod:`.compiled_calls`)."""
-    if "small_batch" not in ctx.memo:
-        ctx.memo["small_batch"] = _small_batch(ctx)
-    return ctx.memo["small_batch"]
+    return ctx.once("small_batch", lambda: _small_batch(ctx))
 
 
 def _small_batch(ctx: Ctx) -> SmallBatch | None:

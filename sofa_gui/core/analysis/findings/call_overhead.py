@@ -89,9 +89,7 @@ def compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
     """The steady steps' compiled calls with what each costs beside its program's run (its
     dispatch and hand-back), measured once per analysis (None where the steps make none
     that run work on the pool threads, or more than a compiled step makes)."""
-    if "compiled_call_costs" not in ctx.memo:
-        ctx.memo["compiled_call_costs"] = _compiled_call_costs(ctx)
-    return ctx.memo["compiled_call_costs"]
+    return ctx.once("compiled_call_costs", lambda: _compiled_call_costs(ctx))
 
 
 def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:

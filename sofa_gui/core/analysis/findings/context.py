@@ -44,6 +44,13 @@ class Ctx:
     #: Arrays several rules derive from this analysis (its iterations), computed once.
     memo: dict = field(default_factory=dict, repr=False)
 
+    def once(self, key, make: Callable[[], object]):
+        """``make()``, made once per analysis under ``key``: a reading several rules
+        share (a rule's measure that another rule's check reads too)."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
     def host_of(self, rank: int) -> HostBreakdown | None:
         return next((h for h in self.bd.hosts if h.rank == rank), None)
 

@@ -77,9 +77,7 @@ class Dispatched:
 def measure(ctx: Ctx) -> Dispatched | None:
     """The dispatches of the steady steps, when there are at least :data:`MIN_DISPATCHES`
     a step and kernels to tell them from (None otherwise); measured once per analysis."""
-    if "eager_dispatch" not in ctx.memo:
-        ctx.memo["eager_dispatch"] = _measure(ctx)
-    return ctx.memo["eager_dispatch"]
+    return ctx.once("eager_dispatch", lambda: _measure(ctx))
 
 
 def _measure(ctx: Ctx) -> Dispatched | None:
@@ -184,9 +182,7 @@ def tf_eager_step(ctx: Ctx, host) -> bool:
     per-layer ops are a loop of their own only beside PyTorch's fixes, which batch or fuse
     part of the step).  Measured once per analysis."""
     key = ("tf_eager_step", host.lane)
-    if key not in ctx.memo:
-        ctx.memo[key] = _tf_eager_step(ctx, host)
-    return ctx.memo[key]
+    return ctx.once(key, lambda: _tf_eager_step(ctx, host))
 
 
 def _tf_eager_step(ctx: Ctx, host) -> bool:
