@@ -66,6 +66,16 @@ def corpus_analysis(case: str, k: int = 0):
     return t, analyze(t)
 
 
+@functools.cache
+def corpus_context(case: str, k: int = 0):
+    """(trace, analysis, the rules' context) of the ``k``-th capture of a corpus case, made
+    once a test run: for tests that read what the rules measure."""
+    from sofa_gui.core.analysis.findings import make_context
+
+    t, a = corpus_analysis(case, k)
+    return t, a, make_context(t, a.iterations, a.breakdown, a.run)
+
+
 def findings_by_id(analysis) -> dict:
     """An analysis's findings by id."""
     return {f.id: f for f in analysis.findings}

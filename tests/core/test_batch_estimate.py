@@ -9,12 +9,12 @@ corpus is not checked out.  Estimates are held to the measured fix on tuned case
 
 from __future__ import annotations
 
-import functools
 import json
 
 import numpy as np
 import pytest
-from tracedata import DATA, corpus_capture
+from tracedata import DATA
+from tracedata import corpus_context as analyzed
 
 from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
@@ -34,13 +34,6 @@ from sofa_gui.core.trace import Kind, LaneKind
 CORPUS = DATA / "corpus"
 WITHIN = 0.25
 US = 1000
-
-
-@functools.cache
-def analyzed(case: str, k: int = 0):
-    t = load_trace(corpus_capture(case, k), use_cache=False)
-    a = analyze(t)
-    return t, a, make_context(t, a.iterations, a.breakdown)
 
 
 def finding(case: str, fid: str, k: int = 0):

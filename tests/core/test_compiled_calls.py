@@ -10,30 +10,18 @@ corpus is not checked out.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
-from tracedata import corpus_capture
+from tracedata import corpus_context as analyzed
 
-from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.batching import small_batch
 from sofa_gui.core.analysis.findings.compiled_calls import (
     FIXED_MAX_NS,
     FIXED_SHARE,
     compiled_calls,
 )
-from sofa_gui.core.analysis.pipeline import analyze
-from sofa_gui.core.importers import load_trace
 
 SERVED = "tf_infer_savedmodel_per_request"
-
-
-@functools.cache
-def analyzed(case: str, k: int = 0):
-    t = load_trace(corpus_capture(case, k), use_cache=False)
-    a = analyze(t)
-    return t, a, make_context(t, a.iterations, a.breakdown)
 
 
 @pytest.mark.parametrize("k", [0, 1])

@@ -71,3 +71,14 @@ def test_to_dict_carries_each_part_and_tolerates_missing_ones(trace):
     assert set(doc) == {"run", "iterations", "findings", "breakdown", "verdict"}
     assert len(doc["iterations"]["items"]) == len(a.iterations)
     assert Analysis(a.iterations).to_dict()["findings"] == []
+
+
+def test_the_verdict_is_computed_once_and_shown_in_its_turn(trace, monkeypatch):
+    """The findings step computes the verdict its notes read; the verdict step hands that
+    one over (not a second computation), and nothing of it is left on the analysis."""
+    made = []
+    real = pipeline.verdict_of
+    monkeypatch.setattr(pipeline, "verdict_of", lambda *a: made.append(1) or real(*a))
+    a = analyze(trace)
+    assert len(made) == 1 and a.verdict is not None and a.verdict.bound
+    assert set(vars(a)) == set(PARTS)

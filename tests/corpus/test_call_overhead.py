@@ -11,15 +11,14 @@ corpus is not checked out.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
-from tracedata import corpus_capture
+from tracedata import corpus_context as analyzed
 
-from sofa_gui.core.analysis.findings import make_context
-from sofa_gui.core.analysis.findings.call_overhead import FIXED_SHARE, SMALL_WORK, step_calls
-from sofa_gui.core.analysis.pipeline import analyze
-from sofa_gui.core.importers import load_trace
+from sofa_gui.core.analysis.findings.call_overhead import (
+    FIXED_SHARE,
+    SMALL_WORK,
+    compiled_call_costs,
+)
 
 SCAN = "jax_train_scan_steps"
 #: Compute-bound compiled steps (JAX and TF, training and inference) whose calls' fixed
@@ -30,13 +29,6 @@ COMPUTE = ["jax_train_jit", "jax_infer_jit", "jax_train_adam_mlp", "jax_train_pi
            "tf_fit_tfrecord_interleave", "tf_tape_tfrecord_cache", "tf_infer"]
 
 
-@functools.cache
-def analyzed(case: str, k: int = 0):
-    t = load_trace(corpus_capture(case, k), use_cache=False)
-    a = analyze(t)
-    return t, a, make_context(t, a.iterations, a.breakdown)
-
-
 def finding(a, fid: str):
     return next((f for f in a.findings if f.id == fid), None)
 
@@ -44,7 +36,7 @@ def finding(a, fid: str):
 @pytest.mark.parametrize("k", [0, 1])
 def test_a_small_jitted_step_pays_a_dispatch_and_a_hand_back_per_call(k):
     _, _, ctx = analyzed(SCAN, k)
-    sc = step_calls(ctx)
+    sc = compiled_call_costs(ctx)
     assert sc is not None and sc.name.startswith("PjitFunction(")
     assert sc.per_step == pytest.approx(1.0)
     assert sc.dispatch > 0 and sc.handback > 0 and sc.python > 0
@@ -70,7 +62,7 @@ def test_the_calls_fixed_cost_is_host_overhead_with_several_steps_per_call(k):
 @pytest.mark.parametrize("case", COMPUTE)
 def test_compiled_steps_that_do_much_per_call_stay_compute(case):
     _, a, ctx = analyzed(case)
-    sc = step_calls(ctx)
+    sc = compiled_call_costs(ctx)
     assert sc is None or sc.fixed < SMALL_WORK * sc.program
     assert finding(a, "call_overhead_bound") is None
     assert a.verdict.bound == "compute"
@@ -80,7 +72,7 @@ def test_calls_through_jaxs_python_dispatch_are_the_callbacks_round_trip():
     """A jitted step with a host callback goes through JAX's Python dispatch every call:
     that time is the callback's (host_callback_round_trip), not the call's fixed cost."""
     _, a, ctx = analyzed("jax_train_metrics_callback")
-    assert step_calls(ctx) is None
+    assert compiled_call_costs(ctx) is None
     assert finding(a, "call_overhead_bound") is None
     assert finding(a, "host_callback_round_trip") is not None
 

@@ -9,6 +9,7 @@ import pytest
 from tracedata import corpus_analysis, findings_by_id
 
 from sofa_gui.core.analysis.findings.compute_rules import COMPUTE_GAIN
+from sofa_gui.core.analysis.pipeline import verdict_of
 
 
 @pytest.mark.parametrize("case", ["pt_train_tiny_ops", "jax_train_jnp_augment",
@@ -58,3 +59,16 @@ def test_on_a_pytorch_cpu_run_the_threads_fix_is_named_and_carries_the_hypothesi
     _, a = corpus_analysis("jax_train_device_put_float64")
     names = [x.name for x in findings_by_id(a)["compute_bound"].fixes]
     assert "more intra-op threads" not in names
+
+
+@pytest.mark.parametrize("case", ["pt_train_tiny_ops", "jax_train_jnp_augment",
+                                  "pt_train_detect_anomaly_on", "jax_train_scan_steps",
+                                  "pt_infer_batch1_convnet"])
+def test_the_verdict_read_before_the_notes_is_the_verdict_of_the_noted_findings(case):
+    """The verdict is computed once, before the findings are noted (small findings say so,
+    the compute hypothesis narrows): the notes move no time, so the verdict of the noted
+    findings is the same, and the analysis need not compute it twice."""
+    _, a = corpus_analysis(case)
+    again = verdict_of(a.iterations, a.breakdown, a.findings)
+    assert again.to_dict() == a.verdict.to_dict()
+    assert again.side == a.verdict.side

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..trace import Kind, Trace
 from .facts_base import Fact, probe
+from .intervals import enclosing
 
 #: The model's own ops (they take its parameters).
 MODEL_OP = re.compile(r"^aten::(linear|addmm|mm|bmm|baddbmm|matmul|conv[123]d|convolution|"
@@ -91,16 +92,10 @@ def direct_children(trace: Trace, parents: np.ndarray,
     on its lane, the parent of each)."""
     s = trace.slices
     kids = np.flatnonzero(np.isin(s.name, names))
-    out, of = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for lane in np.unique(s.lane[parents]).tolist():
-        mine = np.sort(parents[s.lane[parents] == lane])
-        k = kids[s.lane[kids] == lane]
-        at = np.searchsorted(s.start[mine], s.start[k], side="right") - 1
-        p = mine[np.maximum(at, 0)]
-        ok = (at >= 0) & (s.end[k] <= s.end[p]) & (s.depth[k] == s.depth[p] + 1)
-        out.append(k[ok])
-        of.append(p[ok])
-    return np.concatenate(out), np.concatenate(of)
+    kids = kids[np.argsort(s.lane[kids], kind="stable")]  # lane by lane
+    p = enclosing(s.start, s.end, s.lane, parents, kids)[0]
+    ok = (p >= 0) & (s.end[kids] <= s.end[p]) & (s.depth[kids] == s.depth[p] + 1)
+    return kids[ok], p[ok]
 
 
 @probe

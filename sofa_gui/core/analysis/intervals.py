@@ -58,6 +58,50 @@ def measure_in(us_: np.ndarray, ue: np.ndarray, ws, we) -> np.ndarray:
     return measure_before(us_, ue, we) - measure_before(us_, ue, ws)
 
 
+#: The latest end where no interval has started yet (earlier than every time).
+FAR_PAST = np.iinfo(np.int64).min
+
+
+def last_started(starts, ends, t) -> tuple[np.ndarray, np.ndarray]:
+    """Per time of ``t``: (the position in ``starts``/``ends`` of the interval that starts
+    last at or before it, the last in order among equal starts, -1 where none; the latest
+    end of the intervals that start at or before it, :data:`FAR_PAST` where none).  The
+    one reading behind "inside": ``t`` is inside an interval exactly when that latest end
+    is after it, and a span from ``t`` to ``u`` exactly when it is at or after ``u``."""
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    t = np.asarray(t, np.int64)
+    if not len(starts):
+        return np.full(t.shape, -1, np.int64), np.full(t.shape, FAR_PAST, np.int64)
+    order = np.argsort(starts, kind="stable")
+    k = np.searchsorted(starts[order], t, side="right") - 1
+    at = np.maximum(k, 0)
+    reach = np.maximum.accumulate(ends[order])
+    return (np.where(k >= 0, order[at], -1).astype(np.int64),
+            np.where(k >= 0, reach[at], FAR_PAST).astype(np.int64))
+
+
+def covered(t, starts, ends) -> np.ndarray:
+    """Per time of ``t``: inside one of the intervals ``[starts, ends)`` (ones of no
+    length hold nothing)."""
+    return last_started(starts, ends, t)[1] > np.asarray(t, np.int64)
+
+
+def enclosing(start, end, lane, parents, idx) -> tuple[np.ndarray, np.ndarray]:
+    """Per slice of ``idx`` (indexes into the per-slice arrays ``start``, ``end``,
+    ``lane``): :func:`last_started` among the slices ``parents`` on its own lane (the
+    parent as a slice index, -1 where none)."""
+    idx = np.asarray(idx, np.int64)
+    parents = np.sort(np.asarray(parents, np.int64))  # equal starts: the later slice last
+    at = np.full(len(idx), -1, np.int64)
+    reach = np.full(len(idx), FAR_PAST, np.int64)
+    for ln in np.unique(lane[parents]).tolist():
+        p = parents[lane[parents] == ln]
+        on = lane[idx] == ln
+        k, reach[on] = last_started(start[p], end[p], start[idx[on]])
+        at[on] = np.where(k >= 0, p[np.maximum(k, 0)], -1)
+    return at, reach
+
+
 def _ranked(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct values of ``x`` and, for each element, its index among them
     (one stable argsort instead of a sort plus a binary search per layer)."""

@@ -3,7 +3,9 @@
 :func:`analyze` runs the :data:`STEPS` in order. Each step fills one field of
 :class:`Analysis` and is handed to ``on_result(analysis, part)`` as soon as it is
 ready, so the app shows iterations before findings exist. The CLI, the reports,
-the diff and the app all read the same typed :class:`Analysis`.
+the diff and the app all read the same typed :class:`Analysis`. The verdict is
+computed once, by the findings step (the findings' notes read it), and becomes its
+part at the verdict step, in its turn.
 
 Adding a result is a change here only: a field on :class:`Analysis` and a step in
 :data:`STEPS` (``analyze --json`` carries it via its ``to_dict()``). Panels subscribe
@@ -96,23 +98,37 @@ def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     return run_facts(trace)
 
 
+#: Where the findings step leaves the verdict it computed for the verdict step: an
+#: attribute of the analysis outside its parts, so that no part shows before its turn.
+_AHEAD = "_verdict_ahead"
+
+
 def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
+    """The findings, with what the verdict says of them: the verdict is computed here,
+    once, and left for the verdict step (the notes change no input it reads: they reword
+    summaries and narrow the compute hypothesis, which moves no time)."""
     from .findings import find_bottlenecks
     from .verdict import fit_compute_hypothesis, note_small_findings
 
     found = find_bottlenecks(trace, a.iterations, a.breakdown, a.run,  # best first
                              all_frameworks=opts.all_fixes)
-    verdict = _verdict_of(a.iterations, a.breakdown, found)
+    verdict = verdict_of(a.iterations, a.breakdown, found)
     note_small_findings(found, verdict)
     fit_compute_hypothesis(found, verdict)
+    setattr(a, _AHEAD, verdict)
     return found
 
 
 def _verdict(trace: Trace, a: Analysis, opts: Options, progress: Progress):
-    return _verdict_of(a.iterations, a.breakdown, a.findings)
+    """The verdict the findings step computed."""
+    verdict = a.__dict__.pop(_AHEAD, None)
+    if verdict is None:
+        return verdict_of(a.iterations, a.breakdown, a.findings)
+    return verdict
 
 
-def _verdict_of(iterations, breakdown, findings):
+def verdict_of(iterations, breakdown, findings):
+    """The verdict of an analysis's parts (warm-up rows read from its iterations)."""
     from .findings.steady import phases
     from .verdict import compute_verdict
 

@@ -34,6 +34,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..grad_facts import direct_children, evaluations, recorded
+from ..intervals import enclosing
 from ..results import Finding
 from .batch_estimate import MATMUL, matmul_work
 from .causes import causes_by_name, self_times
@@ -112,9 +113,7 @@ def stack_capture(ctx: Ctx, host) -> tuple[np.ndarray, np.ndarray]:
     """(the forward's ops that record a graph node in the steady steps, each one's own
     time beyond its work, ns): see the module doc."""
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[(s.kind[mine] == int(Kind.CPU_OP))]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    ops = ctx.steady_slices(host, Kind.CPU_OP)
     outside = np.concatenate([evaluations(ctx.trace), optimizer_steps(ctx, host.lane)])
     ops = ops[~_inside_any(ctx, outside, ops)]
     if not len(ops):
@@ -167,15 +166,6 @@ def _macs(ctx: Ctx, j: int) -> float:
 def _inside_any(ctx: Ctx, parents: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Per slice of ``idx``: inside one of ``parents`` on its lane."""
     s = ctx.trace.slices
-    out = np.zeros(len(idx), bool)
-    for lane in np.unique(s.lane[parents]).tolist():
-        p = np.sort(parents[s.lane[parents] == lane])
-        if not len(p):
-            continue
-        ends = np.maximum.accumulate(s.end[p])
-        on = s.lane[idx] == lane
-        at = np.searchsorted(s.start[p], s.start[idx[on]], side="right") - 1
-        out[on] = (at >= 0) & (s.end[idx[on]] <= ends[np.maximum(at, 0)])
-    return out
+    return enclosing(s.start, s.end, s.lane, parents, idx)[1] >= s.end[idx]
 
 

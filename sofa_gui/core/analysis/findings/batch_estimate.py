@@ -170,9 +170,7 @@ def repeated_blocks(ctx: Ctx, host, row: int, cover: float = BLOCK_COVER) -> lis
     analysis for each row and cover (the small-batch check and the tiny-ops check's
     hand-off to it ask for the same)."""
     key = ("repeated_blocks", host.lane, row, cover)
-    if key not in ctx.memo:
-        ctx.memo[key] = _repeated_blocks(ctx, host, row, cover)
-    return ctx.memo[key]
+    return ctx.once(key, lambda: _repeated_blocks(ctx, host, row, cover))
 
 
 def _repeated_blocks(ctx: Ctx, host, row: int, cover: float) -> list[Block]:

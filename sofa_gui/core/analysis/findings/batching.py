@@ -75,9 +75,7 @@ def small_batch(ctx: Ctx) -> SmallBatch | None:
     short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, steps
     made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show, or of calls
     of a compiled function that are mostly their fixed cost (:mod:`.compiled_calls`)."""
-    if "small_batch" not in ctx.memo:
-        ctx.memo["small_batch"] = _small_batch(ctx)
-    return ctx.memo["small_batch"]
+    return ctx.once("small_batch", lambda: _small_batch(ctx))
 
 
 def _small_batch(ctx: Ctx) -> SmallBatch | None:
@@ -88,9 +86,7 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     if not len(r):
         return None
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[(s.kind[mine] == int(Kind.CPU_OP))
-                & ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host, Kind.CPU_OP)
     mine = mine[~in_read_loops(ctx, s.start[mine])]  # a loop of reads is host_reads_in_loop's
     math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
     batch = _batch(ctx, math)

@@ -65,7 +65,7 @@ SMALL_WORK = 0.5
 
 
 @dataclass(frozen=True)
-class StepCalls:
+class CompiledCallCosts:
     """The steady steps' compiled calls: ``name`` the function called most, ``calls`` the
     calls measured, ``per_step`` calls per step, ``wall`` the steps' time, ``program``
     the time their programs run, ``dispatch`` / ``handback`` the calls' fixed cost (see
@@ -85,15 +85,14 @@ class StepCalls:
         return self.dispatch + self.handback
 
 
-def step_calls(ctx: Ctx) -> StepCalls | None:
-    """The steady steps' compiled calls, measured once per analysis (None where the steps
-    make none that run work on the pool threads, or more than a compiled step makes)."""
-    if "step_calls" not in ctx.memo:
-        ctx.memo["step_calls"] = _step_calls(ctx)
-    return ctx.memo["step_calls"]
+def compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
+    """The steady steps' compiled calls with what each costs beside its program's run (its
+    dispatch and hand-back), measured once per analysis (None where the steps make none
+    that run work on the pool threads, or more than a compiled step makes)."""
+    return ctx.once("compiled_call_costs", lambda: _compiled_call_costs(ctx))
 
 
-def _step_calls(ctx: Ctx) -> StepCalls | None:
+def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
     host, r = ctx.bd.host, ctx.rows
     if host is None or ctx.bd.device is not None or not len(r):
         return None
@@ -127,7 +126,7 @@ def _step_calls(ctx: Ctx) -> StepCalls | None:
     program = float(measure_in(ps, pe, ws, we).sum())
     kept = np.asarray(kept, np.int64)
     name = ctx.trace.names[int(np.bincount(s.name[kept]).argmax())]
-    return StepCalls(name, kept, len(kept) / len(r), float((we - ws).sum()), program,
+    return CompiledCallCosts(name, kept, len(kept) / len(r), float((we - ws).sum()), program,
                      dispatch, handback, _python(ctx, host, kept, ps, pe))
 
 
@@ -136,8 +135,7 @@ def _compiled_calls(ctx: Ctx, host) -> np.ndarray:
     jitted calls on the C++ fast path and TF functions' calls."""
     t = ctx.trace
     s = t.slices
-    mine = t.lane_slices(host.lane)
-    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host)
     jit = mine[np.isin(s.name[mine], t.name_ids(lambda n: n.startswith(JIT_CALL)))]
     jit = outermost(s.start, s.end, jit) if len(jit) else jit
     slow = mine[np.isin(s.name[mine], t.name_ids(PY_DISPATCH.match))]
@@ -188,9 +186,7 @@ def _python(ctx: Ctx, host, calls: np.ndarray, ps: np.ndarray, pe: np.ndarray) -
     runs: the loop's own Python between the calls."""
     s = ctx.trace.slices
     r = ctx.rows
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[s.kind[mine] == int(Kind.CPU_OP)]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    ops = ctx.steady_slices(host, Kind.CPU_OP)
     busy = np.concatenate([ops, calls])
     bs, be = union(np.concatenate([s.start[busy], ps]), np.concatenate([s.end[busy], pe]))
     wall = float((host.ends[r] - host.starts[r]).sum())
@@ -204,7 +200,7 @@ def _python(ctx: Ctx, host, calls: np.ndarray, ps: np.ndarray, pe: np.ndarray) -
 def call_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     if small_batch(ctx) is not None:
         return None  # requests answered a few at a time: batching them is small_batch's
-    sc = step_calls(ctx)
+    sc = compiled_call_costs(ctx)
     if sc is None or sc.fixed < FIXED_SHARE * sc.wall or sc.fixed < SMALL_WORK * sc.program:
         return None
     wall = sc.wall or 1.0
@@ -229,7 +225,7 @@ def call_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                         notes=("assumes several steps can run in one call",))
 
 
-def _evidence(ctx: Ctx, sc: StepCalls) -> list[Evidence]:
+def _evidence(ctx: Ctx, sc: CompiledCallCosts) -> list[Evidence]:
     """The longest calls, each with its iteration."""
     s = ctx.trace.slices
     host = ctx.bd.host

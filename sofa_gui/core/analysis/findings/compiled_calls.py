@@ -96,8 +96,7 @@ def function_calls(ctx: Ctx, host) -> np.ndarray:
     dispatches outside any such frame."""
     t = ctx.trace
     s = t.slices
-    mine = t.lane_slices(host.lane)
-    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host)
     dispatch = mine[np.isin(s.name[mine], t.name_ids(INFERENCE_CALL.match))]
     if not len(dispatch):
         return dispatch

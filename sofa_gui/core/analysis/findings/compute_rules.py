@@ -277,9 +277,7 @@ def _runtime_pool_ops(ctx: Ctx, host: HostBreakdown):
 def _top_host_ops(ctx: Ctx, host: HostBreakdown):
     """Leaf framework ops (no op nested inside) of the main thread with the most time."""
     s = ctx.trace.slices
-    idx = ctx.trace.lane_slices(host.lane)
-    idx = idx[s.kind[idx] == int(Kind.CPU_OP)]
-    idx = idx[ctx.in_steady(s.start[idx], host.starts, host.ends)]
+    idx = ctx.steady_slices(host, Kind.CPU_OP)
     if not len(idx):
         return []
     has_child = np.zeros(len(idx), bool)

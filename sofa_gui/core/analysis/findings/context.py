@@ -44,6 +44,13 @@ class Ctx:
     #: Arrays several rules derive from this analysis (its iterations), computed once.
     memo: dict = field(default_factory=dict, repr=False)
 
+    def once(self, key, make: Callable[[], object]):
+        """``make()``, made once per analysis under ``key``: a reading several rules
+        share (a rule's measure that another rule's check reads too)."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
     def host_of(self, rank: int) -> HostBreakdown | None:
         return next((h for h in self.bd.hosts if h.rank == rank), None)
 
@@ -93,6 +100,21 @@ class Ctx:
             idx.flags.writeable = False  # shared between rules
             self.memo[key] = idx
         return self.memo[key]
+
+    def steady_slices(self, host: HostBreakdown, kind: Kind | None = None) -> np.ndarray:
+        """The slices of ``host``'s thread that start in a steady-state row, in start
+        order; of ``kind`` only when given (``Kind.CPU_OP``: the framework ops the step
+        ran).  Many rules read the same selection: it is made once per analysis."""
+        key = ("steady_slices", host.lane, id(host), None if kind is None else int(kind))
+        if key not in self.memo:
+            s = self.trace.slices
+            idx = self.trace.lane_slices(host.lane)
+            if kind is not None:
+                idx = idx[s.kind[idx] == int(kind)]
+            idx = idx[self.in_steady(s.start[idx], host.starts, host.ends)]
+            idx.flags.writeable = False  # shared between rules
+            self.memo[key] = (host, idx)  # the host kept: its id stays its own
+        return self.memo[key][1]
 
     def in_steady(self, t_ns: np.ndarray, starts, ends) -> np.ndarray:
         """Bool per time: inside a steady-state row."""

@@ -25,7 +25,7 @@ import numpy as np
 from .. import roles as R
 from ..host_side import window_of
 from ..intervals import measure_in, union
-from ..iterations.dispatch import function_module, module_of, step_calls, step_dispatches
+from ..iterations.dispatch import compiled_step_calls, function_module, module_of, step_dispatches
 from .context import Ctx
 from .host_estimate import pool_slices
 from .read_rules import in_read_loops
@@ -77,9 +77,7 @@ class Dispatched:
 def measure(ctx: Ctx) -> Dispatched | None:
     """The dispatches of the steady steps, when there are at least :data:`MIN_DISPATCHES`
     a step and kernels to tell them from (None otherwise); measured once per analysis."""
-    if "eager_dispatch" not in ctx.memo:
-        ctx.memo["eager_dispatch"] = _measure(ctx)
-    return ctx.memo["eager_dispatch"]
+    return ctx.once("eager_dispatch", lambda: _measure(ctx))
 
 
 def _measure(ctx: Ctx) -> Dispatched | None:
@@ -91,7 +89,7 @@ def _measure(ctx: Ctx) -> Dispatched | None:
     per_step = len(calls) / len(r)
     if per_step < MIN_DISPATCHES:
         return None
-    step = _step_calls(ctx, host) if _compiled_step(ctx, host) else None
+    step = _steady_compiled_step_calls(ctx, host) if _compiled_step(ctx, host) else None
     kernels, kept = _kernels(ctx, host, step)
     if kernels <= 0:
         return None  # no kernel apart from the dispatch: the split is not in the trace
@@ -103,9 +101,10 @@ def _measure(ctx: Ctx) -> Dispatched | None:
                       float(s.dur[step].sum()), _updates_state(ctx, host, step))
 
 
-def _step_calls(ctx: Ctx, host) -> np.ndarray:
-    """The compiled step's calls in the steady rows."""
-    calls = step_calls(ctx.trace, host.lane)
+def _steady_compiled_step_calls(ctx: Ctx, host) -> np.ndarray:
+    """The compiled step's calls (:func:`..iterations.dispatch.compiled_step_calls`) that
+    start in the steady rows."""
+    calls = compiled_step_calls(ctx.trace, host.lane)
     return calls[ctx.in_steady(ctx.trace.slices.start[calls], host.starts, host.ends)]
 
 
@@ -117,8 +116,7 @@ def _updates_state(ctx: Ctx, host, step: np.ndarray) -> bool:
     if not (mode.known and mode.value == "training") or not len(step):
         return False
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host)
     ids = ctx.trace.name_ids(lambda n: bool(_JITTED.match(n)))
     mine = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
                                          & (s.name[mine] != s.name[step[0]])])
@@ -145,8 +143,7 @@ def dispatches(ctx: Ctx, host) -> np.ndarray:
     """The main thread's steady dispatches outside read loops, of the kind recorded most
     (outermost of it: a jnp function calling another counts once)."""
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host)
     mine = mine[~in_read_loops(ctx, s.start[mine])]
     best = mine[:0]
     for pat in DISPATCH:
@@ -185,9 +182,7 @@ def tf_eager_step(ctx: Ctx, host) -> bool:
     per-layer ops are a loop of their own only beside PyTorch's fixes, which batch or fuse
     part of the step).  Measured once per analysis."""
     key = ("tf_eager_step", host.lane)
-    if key not in ctx.memo:
-        ctx.memo[key] = _tf_eager_step(ctx, host)
-    return ctx.memo[key]
+    return ctx.once(key, lambda: _tf_eager_step(ctx, host))
 
 
 def _tf_eager_step(ctx: Ctx, host) -> bool:
@@ -195,8 +190,7 @@ def _tf_eager_step(ctx: Ctx, host) -> bool:
     if not len(r):
         return False
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+    mine = ctx.steady_slices(host)
     if np.isin(s.name[mine], ctx.trace.name_ids(TF_GRAPH.search)).any():
         return False
     mine = mine[~in_read_loops(ctx, s.start[mine])]

@@ -21,7 +21,7 @@ from ...trace import Kind
 from ..precision_facts import fp64_inputs
 from .causes import self_times
 from .context import Ctx
-from .host_estimate import HostFix, rest_math
+from .host_estimate import fix_named, speedup_without
 from .work import TINY_NS
 
 #: float32 time over float64 time of the same op on a CPU.
@@ -35,9 +35,8 @@ def float64_ns(ctx: Ctx, host) -> float:
     input, ops under :data:`.work.TINY_NS` left out (their fixed dispatch cost is the
     same in float32)."""
     s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[(s.kind[mine] == int(Kind.CPU_OP)) & (s.args[mine] >= 0)]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends) & (s.dur[ops] >= TINY_NS)]
+    ops = ctx.steady_slices(host, Kind.CPU_OP)
+    ops = ops[(s.args[ops] >= 0) & (s.dur[ops] >= TINY_NS)]
     wide = np.array([fp64_inputs((ctx.trace.args.get(int(s.args[j])) or {}).get("Input type"))
                      for j in ops.tolist()], bool)
     return float(self_times(ctx, ops[wide]).sum()) if wide.any() else 0.0
@@ -46,7 +45,7 @@ def float64_ns(ctx: Ctx, host) -> float:
 def estimate_float32(ctx: Ctx, finding) -> None:
     """Fill the float32 fix's estimate of ``finding`` (where it shows that fix, on a CPU
     run) and say it in the summary."""
-    fix = next((f for f in finding.fixes if f.name == FIX_NAME), None)
+    fix = fix_named(finding, FIX_NAME)
     host = ctx.bd.host
     if fix is None or host is None or not len(ctx.rows):
         return
@@ -59,12 +58,8 @@ def estimate_float32(ctx: Ctx, finding) -> None:
     wide = float64_ns(ctx, host)
     if wide <= 0:
         return
-    none = np.zeros(0, np.int64)
-    math = rest_math(ctx, host, host.starts[r], host.ends[r], none, none)
     saved = wide * (1.0 - FP32_OVER_FP64)
-    hf = HostFix(min(saved / wall, 1.0), max(math - saved, 0.0) / wall, unprofiled=1.0,
-                 step_ns=ctx.call_ns(wall, len(r)))
-    fix.estimate = hf.speedup()
+    fix.estimate = speedup_without(ctx, host, saved, saved)
     fix.estimate_why = (f"the ops with float64 inputs, {wide / wall:.0%} of the main thread's "
                         f"time, at {FP32_OVER_FP64:g}x their time in float32 (a CPU's SIMD "
                         f"instructions hold twice as many float32 values, and a float32 "

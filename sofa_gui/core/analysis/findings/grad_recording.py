@@ -22,7 +22,7 @@ import numpy as np
 from ...trace import Kind
 from ..grad_facts import recorded
 from .context import Ctx
-from .host_estimate import HostFix, rest_math
+from .host_estimate import fix_named, speedup_without
 
 #: What autograd's recording costs per op run in grad mode (ns, without the profiler).
 GRAD_OP_NS = 1_500
@@ -34,10 +34,7 @@ FIX_NAME = "inference mode"
 
 def grad_ops_per_step(ctx: Ctx, host) -> float:
     """Ops of the main thread's steady steps that ran in grad mode, per step."""
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    ops = mine[s.kind[mine] == int(Kind.CPU_OP)]
-    ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
+    ops = ctx.steady_slices(host, Kind.CPU_OP)
     if not len(ops):
         return 0.0
     read = ops[np.linspace(0, len(ops) - 1, min(len(ops), SAMPLE)).astype(np.int64)]
@@ -47,18 +44,12 @@ def grad_ops_per_step(ctx: Ctx, host) -> float:
 def estimate_inference_mode(ctx: Ctx, finding) -> None:
     """Fill the inference-mode fix's estimate of ``finding`` (when it shows that fix) and
     say it in the summary."""
-    fix = next((f for f in finding.fixes if f.name == FIX_NAME), None)
+    fix = fix_named(finding, FIX_NAME)
     host = ctx.bd.host
     if fix is None or host is None or not len(ctx.rows):
         return
-    r = ctx.rows
-    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     n = grad_ops_per_step(ctx, host)
-    removed = n * GRAD_OP_NS * len(r) / wall
-    none = np.zeros(0, np.int64)
-    math = rest_math(ctx, host, host.starts[r], host.ends[r], none, none)
-    hf = HostFix(min(removed, 1.0), math / wall, unprofiled=1.0, step_ns=ctx.call_ns(wall, len(r)))
-    fix.estimate = hf.speedup()
+    fix.estimate = speedup_without(ctx, host, n * GRAD_OP_NS * len(ctx.rows))
     fix.estimate_why = (f"{n:,.0f} ops a step run in grad mode, autograd's bookkeeping "
                         f"{GRAD_OP_NS / 1000:g} µs each (measured): a lower bound, since a "
                         f"module with a fused inference path leaves its general one too")

@@ -60,7 +60,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_pct as pct
 from .. import roles as R
-from ..intervals import measure_in, union
+from ..intervals import covered, measure_in, union
 from .batch_estimate import unprofiled_ns
 from .causes import self_times
 from .context import Ctx
@@ -214,6 +214,24 @@ def _kept(captured_ns: float, events: float, per_event: float) -> float:
     return unprofiled_ns(captured_ns, events, per_event) / captured_ns
 
 
+def fix_named(finding, name: str):
+    """The fix of ``finding`` named ``name`` (None where the finding does not show it)."""
+    return next((f for f in finding.fixes if f.name == name), None)
+
+
+def speedup_without(ctx: Ctx, host, removed_ns: float, faster_math_ns: float = 0.0) -> float:
+    """The steady steps' speedup once ``removed_ns`` of the main thread's time (as
+    captured, all steps) is gone, the steps' math (:func:`rest_math`) less
+    ``faster_math_ns`` staying: the estimate of a fix that takes out one part of the
+    step (grad mode's bookkeeping, half of the float64 ops' time)."""
+    r = ctx.rows
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    none = np.zeros(0, np.int64)
+    math = rest_math(ctx, host, host.starts[r], host.ends[r], none, none)
+    return HostFix(min(removed_ns / wall, 1.0), max(math - faster_math_ns, 0.0) / wall,
+                   unprofiled=1.0, step_ns=ctx.call_ns(wall, len(r))).speedup()
+
+
 def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndarray,
               removed_e: np.ndarray) -> float:
     """ns of math in the windows ``ws``/``we`` outside the removed intervals: the own time
@@ -223,7 +241,7 @@ def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndar
     mine = ctx.trace.lane_slices(host.lane)
     ops = mine[(s.kind[mine] == int(Kind.CPU_OP))
                & np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
-    ops = ops[_inside(s.start[ops], ws, we) & ~_inside(s.start[ops], removed_s, removed_e)]
+    ops = ops[covered(s.start[ops], ws, we) & ~covered(s.start[ops], removed_s, removed_e)]
     total = float(self_times(ctx, ops).sum()) if len(ops) else 0.0
     pool = pool_math(ctx, host)
     if len(pool):
@@ -255,10 +273,3 @@ def pool_math(ctx: Ctx, host) -> np.ndarray:
     return pool[name_medians(s.name[pool], self_times(ctx, pool)) >= POOL_OP_NS]
 
 
-def _inside(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Per time: inside one of the intervals."""
-    if not len(starts):
-        return np.zeros(len(t), bool)
-    a, b = union(starts, ends)
-    k = np.searchsorted(a, t, side="right") - 1
-    return (k >= 0) & (t < b[np.maximum(k, 0)])

@@ -211,9 +211,7 @@ def map_contention(ctx: Ctx) -> tuple[float, float] | None:
     share the cores evenly (the scheduler's fair share); the workers inside the map's
     Python count one thread together (:func:`_pool_levels`).  Once per analysis (the input
     finding grades by it, the cache's estimate counts it)."""
-    if "map_contention" not in ctx.memo:
-        ctx.memo["map_contention"] = _contention(ctx)
-    return ctx.memo["map_contention"]
+    return ctx.once("map_contention", lambda: _contention(ctx))
 
 
 def _contention(ctx: Ctx) -> tuple[float, float] | None:
@@ -332,9 +330,7 @@ def pass_rows(ctx: Ctx) -> np.ndarray:
     main thread waits for input most of the row.  Such a row recurs once per pass (every
     records-per-pass / batch steps), not once per run: it is no warm-up, and a cache
     that serves later passes removes it."""
-    if "pass_rows" not in ctx.memo:
-        ctx.memo["pass_rows"] = _pass_rows(ctx)
-    return ctx.memo["pass_rows"]
+    return ctx.once("pass_rows", lambda: _pass_rows(ctx))
 
 
 def _pass_rows(ctx: Ctx) -> np.ndarray:

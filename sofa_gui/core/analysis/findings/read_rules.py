@@ -91,9 +91,7 @@ class ReadLoops:
 
 def read_loops(ctx: Ctx) -> ReadLoops:
     """The main thread's read loops (computed once per analysis)."""
-    if "read_loops" not in ctx.memo:
-        ctx.memo["read_loops"] = _find_loops(ctx)
-    return ctx.memo["read_loops"]
+    return ctx.once("read_loops", lambda: _find_loops(ctx))
 
 
 def in_read_loops(ctx: Ctx, t_ns: np.ndarray) -> np.ndarray:

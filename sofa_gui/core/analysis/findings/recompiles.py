@@ -68,9 +68,7 @@ class Recompiles:
 def recompiles(ctx: Ctx) -> Recompiles | None:
     """The steady iterations' recurring compile work (None: none recurs); once per
     analysis."""
-    if "recompiles" not in ctx.memo:
-        ctx.memo["recompiles"] = _measure(ctx)
-    return ctx.memo["recompiles"]
+    return ctx.once("recompiles", lambda: _measure(ctx))
 
 
 def _measure(ctx: Ctx) -> Recompiles | None:

@@ -10,7 +10,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_ns
 from ..host_side import window_of
-from ..intervals import union
+from ..intervals import covered
 from ..iterations.recurring import name_base, recurs
 from ..one_off import is_one_off
 from ..results import Cause, Evidence
@@ -204,11 +204,7 @@ def starts_inside(ctx: Ctx, regions: np.ndarray, idx: np.ndarray) -> np.ndarray:
     s = ctx.trace.slices
     if not len(regions) or not len(idx):
         return np.zeros(len(idx), bool)
-    a, b = union(s.start[regions], s.end[regions])
-    if not len(a):  # regions of no length (a trace's bad times) hold nothing
-        return np.zeros(len(idx), bool)
-    k = np.searchsorted(a, s.start[idx], side="right") - 1
-    return (k >= 0) & (s.start[idx] < b[np.maximum(k, 0)])
+    return covered(s.start[idx], s.start[regions], s.end[regions])
 
 
 #: The optimizer's own step as PyTorch records it (``Optimizer.step#AdamW.step``).

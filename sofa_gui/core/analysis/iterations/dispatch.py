@@ -49,11 +49,12 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     """Starts of the main thread's calls of the jitted function / tf.function whose compiled
     work is largest (host time in its calls where the trace names no modules), among
     those called at least twice; outermost calls only."""
-    return np.sort(trace.slices.start[step_calls(trace, lane)])
+    return np.sort(trace.slices.start[compiled_step_calls(trace, lane)])
 
 
-def step_calls(trace: Trace, lane: int) -> np.ndarray:
-    """The calls (slice indexes) whose starts :func:`step_dispatches` gives."""
+def compiled_step_calls(trace: Trace, lane: int) -> np.ndarray:
+    """The calls (slice indexes) of the compiled step's function on ``lane``, the whole
+    trace's: the ones whose starts :func:`step_dispatches` gives."""
     if lane < 0:
         return _EMPTY
     s = trace.slices
