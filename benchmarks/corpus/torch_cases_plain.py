@@ -163,7 +163,7 @@ def random_boxes(n: int, rng: np.random.Generator) -> torch.Tensor:
 
 
 @case("pt_train_box_loss_loop", "pytorch", "training", 3,
-      facts("training", optimizer="sgd"), split="holdout", warmup=3,
+      facts("training", optimizer="sgd"), split="tuned", warmup=3,
       fix="the loss computed for the whole batch at once",
       share_from_fix="host_overhead", tags=["detection", "python_loop", "custom_loss"])
 def pt_train_box_loss_loop(variant):
@@ -280,7 +280,7 @@ class PointNet(torch.nn.Module):
 
 
 @case("pt_infer_pointcloud_loop", "pytorch", "inference", 6, facts("inference"),
-      split="holdout", warmup=3, fix="the clouds packed into one tensor, one forward",
+      split="tuned", warmup=3, fix="the clouds packed into one tensor, one forward",
       tags=["point_cloud", "python_loop", "variable_size"])
 def pt_infer_pointcloud_loop(variant):
     """A PointNet classifier (per-point MLP 3-64-128-512, max-pool, 512-256-10 head) in

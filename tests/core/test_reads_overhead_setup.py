@@ -102,6 +102,59 @@ def test_a_model_pass_between_two_reads_ends_the_loop(model, read):
     assert "host_reads_in_loop" not in decode(with_model=True)
 
 
+def test_a_loop_of_ops_that_reads_along_is_no_read_loop():
+    """Per element, a read beside four computing ops (a loss per box, its matched cell read
+    to index with it): the loop is the ops' fixed cost, which batching the work removes;
+    the same reads with only their pick between them stay a read loop."""
+    from test_findings import Synth
+
+    def loop(ops: tuple[str, ...]):
+        s = Synth()
+        for i in range(4):
+            t0 = i * 4000
+            s.step(t0, 4000)
+            for k in range(24):
+                t = t0 + 10 + 150 * k
+                for m, name in enumerate(ops):
+                    s.host(t + 20 * m, 15, name)
+                s.host(t + 100, 5, "aten::select")
+                s.host(t + 110, 3, "aten::item")
+        return {f.id for f in s.analyze()[2]}
+
+    assert "host_reads_in_loop" in loop(())
+    assert "host_reads_in_loop" not in loop(("aten::sub", "aten::prod", "aten::maximum",
+                                              "aten::smooth_l1_loss"))
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_per_box_loss_reading_its_index_tensors_is_op_overhead_not_reads(k):
+    """A detection loss looping over each image's boxes reads each matched cell (a 0-d
+    index tensor) to Python, about 0.5 µs a read among the per-box ops: the loop is the
+    ops' per-op overhead, batching the loss is the fix, and its estimate promises a gain."""
+    t, a = analyzed("pt_train_box_loss_loop", k)
+    assert not confident(a, "host_reads_in_loop")
+    f = finding(a, "op_overhead_bound")
+    assert f is not None and f.confidence >= CONFIDENT and f.share > 0.5
+    assert f.estimated_speedup > 1.5
+    assert a.verdict.bound == "host_overhead"
+    ctx = make_context(t, a.iterations, a.breakdown)
+    s = t.slices
+    items = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::item")[0])
+    assert len(items) and not in_read_loops(ctx, s.start[items]).any()
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_per_input_forwards_whose_batching_gains_nothing_are_not_confident(k):
+    """Point clouds of different sizes run one forward each: the calls' time is large
+    matmuls, and the small-batch estimate of packing them promises no gain, so the
+    finding is no confident reading (packing them measured slower)."""
+    _, a = analyzed("pt_infer_pointcloud_loop", k)
+    f = finding(a, "op_overhead_bound")
+    assert f is not None and f.estimated_speedup < 1.0
+    assert f.confidence < CONFIDENT and "saves under" in f.confidence_why
+    assert a.verdict.bound == "compute"
+
+
 # -- TensorFlow: the eager pick stands for the read --------------------------------------------
 @pytest.mark.parametrize("k", [0, 1])
 def test_tensorflow_rows_read_one_at_a_time_are_sync_from_their_picks(k):

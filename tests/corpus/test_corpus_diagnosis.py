@@ -24,25 +24,15 @@ UNDECIDED = {
                                    "is backward slowed beside gloo's threads, shown as compute",
 }
 
+
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
-HELD_OUT_MISSES = {
-    "false_positive": {
-        "pt_infer_pointcloud_loop": "op_overhead_bound at 0.7 on both captures: the 16 "
-                                    "per-cloud forwards read as tiny calls (0.19-0.20 of "
-                                    "the step), where packing the clouds into one forward "
-                                    "runs slower (0.67x)",
-        "pt_train_box_loss_loop": "host_reads_in_loop at 1.0 on both captures: the 0-d "
-                                  "index tensors of the per-box loop (one read each) take "
-                                  "the loop's per-op overhead as sync",
-    },
+HELD_OUT_MISSES: dict[str, dict[str, str]] = {
+    "false_positive": {},
     "verdict": {
         "pt_train_char_rnn_names": "compute 0.999 on both captures: one letter at a time "
                                    "through nn.RNN, one name a step, is per-call overhead "
                                    "(0.91 by what batches of 32 names save)",
-        "pt_train_box_loss_loop": "compute 0.53-0.57 on both captures: the per-box loop's "
-                                  "overhead (host overhead 0.55 measured) is read as sync "
-                                  "(0.43-0.47) and compute stays first",
     },
 }
 

@@ -90,6 +90,21 @@ MATH_OP = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convoluti
                      r"_convolution|addmm|mm|bmm|baddbmm|_scaled_dot_product\w*)$")
 
 
+#: A fix that saves at least this share of the step stands clear of what steps vary by on
+#: their own (5-10% on a shared machine; the advisor's noise floor is 5%): under it the
+#: confidence falls in proportion to the gain.
+CLEAR_GAIN = 0.08
+
+
+def clear_of_noise(speedup: float) -> float:
+    """Confidence factor of a fix estimated at ``speedup``: 1 when it saves
+    :data:`CLEAR_GAIN` of the step or more, in proportion to the saving under it, 0 when
+    the estimate promises no gain (a finding whose own fix would not pay is no reading of
+    what bounds the step)."""
+    gain = 1.0 - 1.0 / max(speedup, 1e-6)
+    return min(max(gain, 0.0) / CLEAR_GAIN, 1.0)
+
+
 def cooled(cold: float, away_ns: float) -> float:
     """How many times slower work runs after ``away_ns`` away from it, at most ``cold``."""
     return 1.0 + (cold - 1.0) * min(max(away_ns, 0.0) / COLD_AFTER_NS, 1.0)

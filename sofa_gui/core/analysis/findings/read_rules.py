@@ -17,6 +17,12 @@ What the trace proves is the read calls themselves and what lies between them:
   the step's structure that does not recur: the forward pass, the optimizer); a pause
   with nothing recorded does not (a descheduled thread loses time in proportion to the
   work it does, here the loop's).
+* a loop that runs several of the framework's computing ops per read (a loss per box that
+  reads each box's matched cell to index with it) is a loop of ops that reads along:
+  its cost is each op's fixed cost, which batching the work removes with the reads
+  (``op_overhead_bound`` counts it, the reads' own calls among its ops), so it is no
+  read loop (on a device run each read's wait for the queue is
+  ``synchronization_stalls``').
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
@@ -57,8 +63,17 @@ from .host_estimate import (
 )
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
-from .work import elements, input_dims
+from .work import elements, input_dims, outermost
 
+#: Computing ops per read from which a loop is a loop of ops that reads along
+#: (:func:`_op_loops`): a read and the pick that indexes it are one or two calls.
+OPS_PER_READ = 4
+#: The framework's computing ops: PyTorch's, TensorFlow's eager ops, JAX's jitted calls.
+COMPUTE_OP = re.compile(r"^(aten::|EagerLocalExecute: |PjitFunction\()")
+#: Ops that pick or view the element a read hands over (part of the read).
+PICK_OP = re.compile(r"(^aten::(select|index|slice|narrow|unbind|as_strided|view|alias|"
+                     r"unsqueeze|squeeze|reshape|_local_scalar_dense)|StridedSlice|"
+                     r"dynamic_slice|squeeze|GatherV2)\)?$")
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -122,6 +137,11 @@ def _find_loops(ctx: Ctx) -> ReadLoops:
     reads, run, picked = reads[keep], run[keep], picked[keep]
     if not len(reads):
         return none
+    ops = _op_loops(ctx, mine, reads, run)
+    keep = ~ops[np.searchsorted(np.unique(run), run)]
+    reads, run, picked = reads[keep], run[keep], picked[keep]
+    if not len(reads):
+        return none
     ids, first, loop = np.unique(run, return_index=True, return_inverse=True)
     last = np.append(first[1:], len(run)) - 1
     return ReadLoops(reads, loop.astype(np.int64), s.start[reads[first]].astype(np.int64),
@@ -156,6 +176,27 @@ def _foreign_between(ctx: Ctx, mine: np.ndarray, reads: np.ndarray) -> np.ndarra
     foreign[p_gap[rare & p_work]] = True
     foreign[gap[math]] = True
     return foreign
+
+
+def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) -> np.ndarray:
+    """Per loop (``run``: the loop id of each of the ``reads``, sorted): a loop of the
+    framework's ops that reads along, not a loop of reads: between its first read and its
+    last it runs :data:`OPS_PER_READ` or more computing ops per pair of consecutive reads
+    (outermost among the framework's ops, the reads and the picks that index them left
+    out): the work done per element (a loss per box, a distance per pair), each op paying
+    its fixed cost.
+    Batching that work removes the loop, reads and all (``op_overhead_bound`` measures
+    it); a read of the whole result would remove only the reads' own calls."""
+    s = ctx.trace.slices
+    ids, first, count = np.unique(run, return_index=True, return_counts=True)
+    last = first + count - 1
+    lo, hi = s.start[reads[first]], s.end[reads[last]]
+    ops = mine[np.isin(s.name[mine], ctx.trace.name_ids(COMPUTE_OP.match))]
+    ops = outermost(s.start, s.end, ops)
+    ops = ops[~np.isin(s.name[ops], ctx.trace.name_ids(PICK_OP.search)) & ~np.isin(ops, reads)]
+    at = np.searchsorted(lo, s.start[ops], side="right") - 1
+    ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
+    return np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
 
 
 def loop_share(ctx: Ctx) -> tuple[float, np.ndarray, np.ndarray, bool]:

@@ -16,7 +16,15 @@ from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
-from .host_estimate import TF_UNPROFILED, TINY_LOOP_UNPROFILED, HostFix, recorded_ratios, rest_math
+from .host_estimate import (
+    CLEAR_GAIN,
+    TF_UNPROFILED,
+    TINY_LOOP_UNPROFILED,
+    HostFix,
+    clear_of_noise,
+    recorded_ratios,
+    rest_math,
+)
 from .input_estimate import pass_rows
 from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
 from .read_rules import in_read_loops
@@ -295,12 +303,6 @@ def _optimizer_alone(ctx: Ctx, host, ops: np.ndarray, own: np.ndarray, between: 
     return _loop_fix(ctx, host, ops[own], between[own], wall, ops[:0], fused_ns)[0]
 
 
-#: A loop whose removal saves at least this share of the step stands clear of what steps
-#: vary by on their own (5-10% on a shared machine; the advisor's noise floor is 5%):
-#: under it the confidence falls in proportion to the gain.
-CLEAR_GAIN = 0.08
-
-
 def _trust(fix: HostFix, data_ns: float, wall: float) -> tuple[float, float]:
     """(share of the removed loop's unprofiled time that is dispatch, not data work the
     batched op still does; how clear of the noise its gain is): two confidence factors.
@@ -309,8 +311,7 @@ def _trust(fix: HostFix, data_ns: float, wall: float) -> tuple[float, float]:
     estimate; and a gain of a few percent is within what steps vary by."""
     loop_ns = fix.removed * fix.unprofiled * wall
     kept = 1.0 - min(data_ns / loop_ns, 1.0) if loop_ns > 0 else 1.0
-    gain = 1.0 - 1.0 / max(fix.speedup(), 1e-6)
-    return kept, min(max(gain, 0.0) / CLEAR_GAIN, 1.0)
+    return kept, clear_of_noise(fix.speedup())
 
 
 def _data_note(data_ns: float, n_steps: int) -> str:

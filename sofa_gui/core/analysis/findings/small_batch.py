@@ -26,6 +26,7 @@ from .batching import small_batch
 from .causes import causes_by_name, self_times
 from .compiled_calls import CompiledCalls
 from .context import Ctx, cause_evidence, make_finding
+from .host_estimate import CLEAR_GAIN, clear_of_noise
 from .read_rules import read_loops
 from .registry import Rule, rule
 
@@ -61,11 +62,14 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     fix = batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0)
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
+    clear = clear_of_noise(fix.speedup()) if fix is not None else 1.0
+    notes = ("assumes the requests can be batched and the math rates stated",) + (
+        (f"its own estimate saves under {pct(CLEAR_GAIN)} of the step",) if clear < 1 else ())
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
                         title="Framework overhead: small-batch inference",
                         speedup=fix.speedup() if fix is not None else 0.0,
-                        assumption=spec.factor("math_scales_with_batch"),
-                        notes=("assumes the requests can be batched and the math rates stated",),
+                        assumption=spec.factor("math_scales_with_batch") * clear,
+                        notes=notes,
                         unseen=_compiled_unseen if found.calls is not None else None)
 
 
