@@ -195,3 +195,12 @@ def test_jitter_within_the_runs_own_noise_is_not_confident():
     assert f is None or f.confidence < 0.5
     if f is not None:
         assert "step-to-step noise" in f.summary
+
+
+def test_a_fix_promising_no_gain_or_no_number_keeps_no_confidence():
+    from sofa_gui.core.analysis.findings.host_estimate import CLEAR_GAIN, clear_of_noise
+
+    assert clear_of_noise(0.9) == 0.0 and clear_of_noise(1.0) == 0.0
+    assert clear_of_noise(float("nan")) == 0.0
+    assert clear_of_noise(1.0 / (1.0 - CLEAR_GAIN / 2)) == pytest.approx(0.5)
+    assert clear_of_noise(2.0) == 1.0

@@ -66,3 +66,17 @@ def test_run_symbols_keep_each_runs_length():
     sym = run_symbols(keys, ["", "a", "b", "c"])
     assert len(sym.seq) == 6 and np.array_equal(sym.first, [0, 1, 3, 4, 7, 8])
     assert sym.seq[1] == sym.seq[5] != sym.seq[3]  # b x2 twice, b x3 once (folded)
+
+
+def test_calls_whose_work_varies_too_are_not_grouped_by_runs():
+    # the calls' own work (a run of one kernel) alternates beside the releases: two runs
+    # tell the calls apart, so no one run is what a step releases at its end
+    keys, firsts = [], []
+    for j, r in enumerate([2, 3, 3, 5] * 5):
+        firsts.append(len(keys))
+        keys += [1] * (2 + j % 2) + [2, 3, 2] + [4] * r
+    keys = np.array(keys)
+    sym = reduce_symbols(keys)
+    first = np.array(firsts, np.int64)
+    lengths = np.diff(np.r_[np.searchsorted(sym.first, first), len(sym.seq)])
+    assert run_cycle(sym, len(keys), first, lengths)[0] == 1

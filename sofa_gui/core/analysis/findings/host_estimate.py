@@ -102,7 +102,9 @@ def clear_of_noise(speedup: float) -> float:
     the estimate promises no gain (a finding whose own fix would not pay is no reading of
     what bounds the step)."""
     gain = 1.0 - 1.0 / max(speedup, 1e-6)
-    return min(max(gain, 0.0) / CLEAR_GAIN, 1.0)
+    if not gain > 0.0:  # no gain, or no number (NaN)
+        return 0.0
+    return min(gain / CLEAR_GAIN, 1.0)
 
 
 def cooled(cold: float, away_ns: float) -> float:

@@ -20,9 +20,9 @@ decoders, a batch-1 vision transformer): the profiler adds 0.59-1.19 µs per eve
 run; scaled by each capture's speed against the run profiled (0.77-2.34) and divided by
 the capture's quantile gap (0.22-0.54 µs), it is 2.2-4.9 over their 18 captures, mean 3.3
 (median 3.2): the ratio holds for the mix of siblings and top-level ops those loops have.
-Measured again (5 rounds), the gaps inside one op alone (no Python between) part no
-less: 2.3-4.4 over the same captures, mean 3.4, against 2.3-4.4, mean 3.2, for the mix;
-so the mix stands.
+Over 5 rounds, the gaps inside one op alone (no Python between) part no less: 2.3-4.4
+over the same captures, mean 3.4, against 2.3-4.4, mean 3.2, for the mix, which is
+therefore what the ratio reads.
 Loops of element reads (``.item()``) give 1.2-1.7: their estimate keeps its own ratios
 (:mod:`.read_rules`).  Where the capture has too few gaps (:data:`MIN_GAPS`), a quantile
 under :data:`MIN_GAP_NS` (timestamps in whole microseconds, ops that touch) or is not

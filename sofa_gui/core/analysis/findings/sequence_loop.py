@@ -49,12 +49,15 @@ from .batch_estimate import (
     unprofiled_ns,
 )
 from .context import Ctx, make_finding
+from .host_estimate import fix_named
 from .recorder_cost import per_event_ns
 from .registry import Rule, rule
 from .work import input_dims, outermost
 
 #: Ops that pick one position of a tensor (``x[:, t]``, ``x[:, t:t + 1]``, ``x.narrow``).
 INDEX = re.compile(r"^aten::(select|slice|narrow)$")
+#: Ops that gather a loop's pieces into one tensor.
+GATHER_OP = re.compile(r"^aten::(stack|cat)$")
 #: Fewer repeats a step than this are no loop over a sequence's positions.
 MIN_REPEATS = 4
 #: A repeat of more outermost calls than this is no small module called per position (a
@@ -96,9 +99,7 @@ class PositionLoop:
 def position_loop(ctx: Ctx) -> PositionLoop | None:
     """The median steady step's loop over positions (host-only PyTorch runs), once per
     analysis; None where it has none."""
-    if "position_loop" not in ctx.memo:
-        ctx.memo["position_loop"] = _find(ctx)
-    return ctx.memo["position_loop"]
+    return ctx.once("position_loop", lambda: _find(ctx))
 
 
 def _find(ctx: Ctx) -> PositionLoop | None:
@@ -261,16 +262,17 @@ def sequence_fix(ctx: Ctx, loop: PositionLoop) -> SequenceFix:
 
 def _gather_ns(ctx: Ctx, every: np.ndarray, loop: PositionLoop) -> float:
     """ns of the calls outside the repeats that gather their pieces, which go with them:
-    a call taking a list of at least as many tensors as the loop has repeats (a ``stack``
-    or ``cat`` of the outputs) and its autograd node (``StackBackward0``, unbinding the
-    gradient one piece at a time)."""
+    a ``stack`` or ``cat`` of a list of exactly as many tensors as the loop has repeats
+    (not a foreach optimizer or gradient-norm call over the parameters, which stays) and
+    its autograd node (``StackBackward0``, unbinding the gradient one piece at a time)."""
     s, names = ctx.trace.slices, ctx.trace.names
     ops = every[s.kind[every] == int(Kind.CPU_OP)]
     inside = np.zeros(len(ops), bool)
     for x in loop.blocks:
         inside |= (s.start[ops] >= x.start) & (s.start[ops] < x.end)
     top = outermost(s.start, s.end, ops[~inside])
-    gathers = [j for j in top.tolist() if _lists(ctx, j) >= loop.count]
+    gathers = [j for j in top.tolist() if GATHER_OP.match(names[int(s.name[j])])
+               and _lists(ctx, j) == loop.count]
     nodes = {_node_of(names[int(s.name[j])]) for j in gathers}
     backs = [j for j in top.tolist()
              if AUTOGRAD.sub("", names[int(s.name[j])]).rstrip("0123456789") in nodes]
@@ -308,10 +310,10 @@ def sequence_loop(ctx: Ctx, spec: Rule) -> Finding | None:
     f = make_finding(ctx, spec, share, summary, _evidence(ctx, loop),
                      speedup=fix.speedup(), assumption=spec.factor("math_unchanged"),
                      notes=("assumes the module's math runs as fast over the whole sequence",))
-    for x in f.fixes:
-        if x.name == FIX_NAME:
-            x.estimate = f.estimated_speedup
-            x.estimate_why = "the repeats replaced by one call over the sequence"
+    x = fix_named(f, FIX_NAME)
+    if x is not None:
+        x.estimate = f.estimated_speedup
+        x.estimate_why = "the repeats replaced by one call over the sequence"
     return f
 
 

@@ -6,10 +6,10 @@ same call several times (a Keras model called eagerly once per batch) then reads
 occurrence per call. What the step does once may still show in those runs: the tensors a
 step function holds are released when it returns, so the run of handle releases after
 the step's last call is longer than after the others, and the first call releases none
-from an earlier call of the step. When every occurrence has the same merged symbols and
-their run lengths repeat in a cycle of several occurrences, exactly and over at least
-:data:`MIN_CYCLES` cycles, that cycle is the step: the pattern is searched again with
-each run's length part of its symbol.
+from an earlier call of the step. When every occurrence has the same merged symbols, the
+length of one run alone differs between them, and it repeats in a cycle of several
+occurrences, exactly and over at least :data:`MIN_CYCLES` cycles, that cycle is the step:
+the pattern is searched again with each run's length part of its symbol.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ def run_cycle(symbols: Symbols, n_events: int, first_event: np.ndarray,
             keep[edge] = False
     if len({x for x, k in zip(same, keep) if k}) != 1:
         return none
+    table = np.array([runs[x:y] for x, y in zip(a[keep], b[keep])])
+    if table.ndim != 2 or int((table != table[0]).any(axis=0).sum()) != 1:
+        return none  # not one run (the releases) that alone tells the calls apart
     shape = [runs[x:y].tobytes() for x, y in zip(a[keep], b[keep])]
     ids = np.unique(shape, return_inverse=True)[1].ravel()
     events = np.array([runs[x:y].sum() for x, y in zip(a[keep], b[keep])])
