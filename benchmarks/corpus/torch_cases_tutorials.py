@@ -152,7 +152,7 @@ NAMES_PER_BATCH = 32
 
 
 @case("pt_train_char_rnn_names", "pytorch", "training", 8, facts("training"),
-      split="holdout", warmup=5,
+      split="tuned", warmup=5,
       fix=f"batches of {NAMES_PER_BATCH} names, padded and packed, in one nn.RNN call",
       share_from_fix="host_overhead", fix_per_item=NAMES_PER_BATCH,
       tags=["rnn", "python_loop", "tutorial", "batch1"])

@@ -134,6 +134,34 @@ def test_inference_made_of_tiny_calls_is_the_small_batch_checks_not_a_tiny_op_lo
         "Framework overhead: small-batch inference")
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_training_one_sample_a_step_is_per_op_overhead_with_a_batching_floor(k):
+    """The char-RNN tutorial trains on one name a step, a letter at a time through an RNN:
+    every matmul works on one row (``[1, 57]`` through a layer, the ``[128, 1] x [1, 57]``
+    weight gradient).  Each op's fixed cost is paid per name: the step is per-op overhead,
+    and batching names is the fix, its estimate (the steps captured batched) a lower
+    bound that holds against the measured batch of 32 names."""
+    case = "pt_train_char_rnn_names"
+    t, a, ctx = analyzed(case, k)
+    sb = small_batch(ctx)
+    assert sb is not None and sb.small and sb.batch == 1
+    f = finding(case, "op_overhead_bound", k)
+    assert f is not None and f.title == "Framework overhead: small-batch training"
+    assert f.summary.startswith("Training on batches of 1") and f.share > 0.8
+    assert f.estimate_floor and 2.0 < f.estimated_speedup <= measured(case)
+    assert a.verdict.bound == "host_overhead" and a.verdict.share > 0.8
+
+
+@pytest.mark.parametrize("case", ["pt_train_deep_stack_batch8",
+                                  "pt_train_lstmcell_teacher_forcing",
+                                  "pt_train_per_sample_loss_loop", "pt_train_tiny_ops"])
+def test_training_on_more_than_one_row_is_no_small_batch(case):
+    """Training whose matmuls see batches of several samples (eight, a batch's sequence
+    step by step, a loss per sample over a batch's outputs) is not one sample a step:
+    its per-op readings stay the tiny-ops check's or the math's."""
+    assert small_batch(analyzed(case)[2]) is None
+
+
 def test_a_loop_of_a_few_tiny_calls_is_no_models_request():
     """1,000 repeats of two row picks and a tiny matmul: a loop the tiny-ops check reads
     (batched as one ``bmm``), not requests of a model."""

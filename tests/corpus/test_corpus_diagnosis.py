@@ -29,11 +29,7 @@ UNDECIDED = {
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "false_positive": {},
-    "verdict": {
-        "pt_train_char_rnn_names": "compute 0.999 on both captures: one letter at a time "
-                                   "through nn.RNN, one name a step, is per-call overhead "
-                                   "(0.91 by what batches of 32 names save)",
-    },
+    "verdict": {},
 }
 
 

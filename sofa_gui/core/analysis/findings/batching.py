@@ -1,11 +1,12 @@
 """Steps that serve their inputs a few at a time: CPU inference whose math ops see batches
 of a handful of inputs, whose step is thousands of tiny calls (a model run for one input
 or one token at a time), or whose step is calls of a compiled function that are mostly
-their fixed cost (:mod:`.compiled_calls`: a SavedModel called once per request).
-Batching the requests is the fix (:mod:`.small_batch` reports it; :mod:`.run_rules`'
-tiny-ops check leaves it the steps of a small batch, of such calls and those whose
-repeats are a model run per request: a loop of a few tiny calls stays the tiny-ops
-check's).
+their fixed cost (:mod:`.compiled_calls`: a SavedModel called once per request); and
+CPU training on one sample a step, every math op on a single row (a tutorial's
+one-name-at-a-time RNN).  Batching the requests (or the samples) is the fix
+(:mod:`.small_batch` reports it; :mod:`.run_rules`' tiny-ops check leaves it the steps of
+a small batch, of such calls and those whose repeats are a model run per request: a loop
+of a few tiny calls stays the tiny-ops check's).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ MANY_CALLS = 1000
 
 @dataclass(frozen=True)
 class SmallBatch:
-    """CPU inference answered a few inputs (or one token) at a time: ``batch`` its math
-    ops' batch (None where shapes are not recorded), ``mine`` the main thread's steady ops
-    outside read loops, ``math`` its math ops, ``step`` the median step (ns), ``small``
+    """CPU inference answered a few inputs (or one token) at a time, or training on one
+    sample a step: ``batch`` its math ops' batch (None where shapes are not recorded),
+    ``mine`` the main thread's steady ops outside read loops, ``math`` its math ops,
+    ``step`` the median step (ns), ``small``
     whether the batch seen is at most :data:`SMALL_BATCH` (else the step is made of tiny
     calls, or of ``calls`` of a compiled function that are mostly their fixed cost)."""
 
@@ -74,13 +76,15 @@ def small_batch(ctx: Ctx) -> SmallBatch | None:
     """The step's small-batch inference (batching the requests is the fix), or None:
     short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, steps
     made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show, or of calls
-    of a compiled function that are mostly their fixed cost (:mod:`.compiled_calls`)."""
+    of a compiled function that are mostly their fixed cost (:mod:`.compiled_calls`).  In
+    training only a step of one sample counts (:func:`_one_row_training`)."""
     return ctx.once("small_batch", lambda: _small_batch(ctx))
 
 
 def _small_batch(ctx: Ctx) -> SmallBatch | None:
     host = ctx.bd.host
-    if host is None or ctx.bd.device is not None or ctx.facts.value("mode") != "inference":
+    mode = ctx.facts.value("mode")
+    if host is None or ctx.bd.device is not None or mode not in ("inference", "training"):
         return None
     r = ctx.rows
     if not len(r):
@@ -92,10 +96,37 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     batch = _batch(ctx, math)
     step = float(np.median(host.ends[r] - host.starts[r]))
     small = batch is not None and batch <= SMALL_BATCH and step <= SHORT_STEP_NS
+    if mode == "training":  # only a single row per step; see :func:`_one_row_training`
+        return _one_row_training(ctx, batch, mine, math, step)
     calls = None if small else compiled_calls(ctx, host)
     if not small and calls is None and not _tiny_calls(ctx, mine, math, len(r)):
         return None
     return SmallBatch(batch, mine, math, step, small, calls)
+
+
+def _one_row_training(ctx: Ctx, batch: int | None, mine: np.ndarray, math: np.ndarray,
+                      step: float) -> SmallBatch | None:
+    """Training on one sample a step: every math op of the step works on a single row
+    (first input's first dimension 1, a matmul's weight gradient aside) and the step is
+    short.  Each op's fixed cost is paid per sample, as in batch-1 inference, and training
+    on batches of samples amortises it; a few samples a step stay a loop's or the math's."""
+    if batch != 1 or step > SHORT_STEP_NS or not _all_one_row(ctx, math):
+        return None
+    return SmallBatch(batch, mine, math, step, True)
+
+
+def _all_one_row(ctx: Ctx, math: np.ndarray) -> bool:
+    """Every math op with recorded shapes has a matrix input with a dimension of one: a
+    single row through a layer (``[1, k]``), or its weight gradient, an outer product
+    (``[n, 1] x [1, k]``).  None recorded is no proof."""
+    seen = 0
+    for j in math.tolist():
+        mats = [d for d in input_dims(ctx, j) if len(d) >= 2]
+        if mats:
+            seen += 1
+            if not any(1 in d for d in mats):
+                return False
+    return seen > 0
 
 
 def _tiny_calls(ctx: Ctx, mine: np.ndarray, math: np.ndarray, n_steps: int) -> bool:

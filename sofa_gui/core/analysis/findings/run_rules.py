@@ -201,9 +201,9 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
       f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
       f"{MIN_TINY_PER_STEP} per iteration ({MIN_DISPATCHES} where TensorFlow runs the step "
-      f"eagerly, no compiled function in it); or inference on batches of a few inputs "
-      f"(:mod:`.small_batch`); or >= 20 ops a step dispatched one at a time from Python "
-      f"(:mod:`.eager_dispatch`)",
+      f"eagerly, no compiled function in it); or inference on batches of a few inputs, "
+      f"training on one (:mod:`.small_batch`); or >= 20 ops a step dispatched one at a "
+      f"time from Python (:mod:`.eager_dispatch`)",
       factors={"batched_op_cheap": 0.7, "math_scales_with_batch": 0.7,
                "compiled_step_fuses": 0.7})
 def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:

@@ -11,6 +11,10 @@ steps captured, where each answers one) batched into one call, which pays each c
 fixed cost once and the math of every input (a compiled function's ops on the pool
 threads record no shapes: the part of each op's time over its fastest calls' is taken to
 grow with the batch, the rest is its fixed cost).
+
+Training on one sample a step (every math op on a single row) pays the same fixed costs
+per sample, forward, backward and update; its batch is the program's choice, so the
+estimate, for as many samples as the steps captured, is a lower bound for larger batches.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     batch, mine, math, step, small = (found.batch, found.mine, found.math, found.step,
                                       found.small)
     host, r, s = ctx.bd.host, ctx.rows, ctx.trace.slices
+    training = ctx.facts.value("mode") == "training"
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     work = float(self_times(ctx, math).sum()) + _in_read_loops_ns(ctx, host, r)
     work += found.calls.pool_ns if found.calls is not None else 0.0
@@ -49,28 +54,39 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     evidence = cause_evidence(causes)
     calls = f"{len(mine) / len(r):,.0f} framework calls, median step {fmt_ns(step)}"
     head = (_calls_head(found.calls) if found.calls is not None else
-            f"Inference on batches of {batch}: each step runs the whole model for "
-            f"{batch} input{'s' if batch != 1 else ''} ({calls})" if small else
+            f"{'Training' if training else 'Inference'} on batches of {batch}: each step "
+            f"runs the whole model for {batch} input{'s' if batch != 1 else ''} ({calls})"
+            if small else
             f"Inference made of tiny calls: {calls}, its math ops "
             f"{fmt_ns(float(np.median(s.dur[math])))} each (median; "
             f"{len(math) / len(r):,.0f} per step), as a model run for one input or one token "
             f"at a time makes them")
     summary = (f"{head}; the math ops' own work is {pct(1.0 - share)} of the step, the rest "
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
-               f"paid once per call whatever its batch. Batching requests (or the sequences "
-               f"decoded together) amortises it.")
+               f"paid once per call whatever its batch. "
+               f"{_TRAIN_REMEDY if training else _INFER_REMEDY}")
     fix = batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0)
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
     clear = clear_of_noise(fix.speedup()) if fix is not None else 1.0
     notes = ("assumes the requests can be batched and the math rates stated",) + (
         (f"its own estimate saves under {pct(CLEAR_GAIN)} of the step",) if clear < 1 else ())
-    return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                        title="Framework overhead: small-batch inference",
-                        speedup=fix.speedup() if fix is not None else 0.0,
-                        assumption=spec.factor("math_scales_with_batch") * clear,
-                        notes=notes,
-                        unseen=_compiled_unseen if found.calls is not None else None)
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                     title=f"Framework overhead: small-batch "
+                           f"{'training' if training else 'inference'}",
+                     speedup=fix.speedup() if fix is not None else 0.0,
+                     assumption=spec.factor("math_scales_with_batch") * clear,
+                     notes=notes,
+                     unseen=_compiled_unseen if found.calls is not None else None)
+    # a training batch is the program's choice: its estimate, for as many samples as the
+    # steps captured, grows with a larger batch (each call's fixed cost paid once for more)
+    f.estimate_floor = training and fix is not None
+    return f
+
+
+_INFER_REMEDY = "Batching requests (or the sequences decoded together) amortises it."
+_TRAIN_REMEDY = ("Training on batches of samples (padded or packed where their lengths "
+                 "differ) amortises it; a larger batch than the estimate's saves more.")
 
 
 def _calls_head(calls: CompiledCalls) -> str:
