@@ -22,7 +22,7 @@ from ..precision_facts import fp64_inputs
 from .causes import self_times
 from .context import Ctx
 from .host_estimate import fix_named, speedup_without
-from .work import TINY_NS
+from .work import TINY_NS, slice_args
 
 #: float32 time over float64 time of the same op on a CPU.
 FP32_OVER_FP64 = 0.5
@@ -37,7 +37,7 @@ def float64_ns(ctx: Ctx, host) -> float:
     s = ctx.trace.slices
     ops = ctx.steady_slices(host, Kind.CPU_OP)
     ops = ops[(s.args[ops] >= 0) & (s.dur[ops] >= TINY_NS)]
-    wide = np.array([fp64_inputs((ctx.trace.args.get(int(s.args[j])) or {}).get("Input type"))
+    wide = np.array([fp64_inputs(slice_args(ctx, j).get("Input type"))
                      for j in ops.tolist()], bool)
     return float(self_times(ctx, ops[wide]).sum()) if wide.any() else 0.0
 

@@ -49,12 +49,17 @@ MIN_GAP_NS = 50.0
 def per_event_ns(ctx: Ctx, lane: int, fallback: float) -> tuple[float, bool]:
     """(ns the profiler adds per event recorded on ``lane``, read off the capture or not):
     ``fallback`` where the capture cannot tell.  Once per analysis."""
-    key = ("recorder_per_event", lane)
-    if key not in ctx.memo:
-        gaps = sibling_gaps(ctx, lane) if _torch(ctx) else np.zeros(0)
-        gap = float(np.quantile(gaps, GAP_QUANTILE)) if len(gaps) >= MIN_GAPS else 0.0
-        ctx.memo[key] = (COST_PER_GAP * gap, True) if gap >= MIN_GAP_NS else (fallback, False)
-    return ctx.memo[key]
+    cost = ctx.once(("recorder_per_event", lane), lambda: _cost_of(
+        sibling_gaps(ctx, lane) if _torch(ctx) else np.zeros(0)))
+    return (cost, True) if cost is not None else (fallback, False)
+
+
+def _cost_of(gaps: np.ndarray) -> float | None:
+    """ns per event from the gaps between events: :data:`COST_PER_GAP` times their
+    :data:`GAP_QUANTILE` quantile; None with too few gaps or a quantile under
+    :data:`MIN_GAP_NS`."""
+    gap = float(np.quantile(gaps, GAP_QUANTILE)) if len(gaps) >= MIN_GAPS else 0.0
+    return COST_PER_GAP * gap if gap >= MIN_GAP_NS else None
 
 
 def _torch(ctx: Ctx) -> bool:
@@ -84,17 +89,17 @@ def tracer_per_event_ns(ctx: Ctx, lane: int) -> float | None:
     scaled by each capture's speed against the run profiled (0.99-1.76) and divided by the
     capture's quantile gap (60-220 ns), it is 2.8-3.9 over their 8 captures, mean 3.4:
     the ratio of ``torch.profiler``'s recorder holds for this one."""
-    key = ("tracer_per_event", lane)
-    if key not in ctx.memo:
-        s = ctx.trace.slices
-        mine = ctx.trace.lane_slices(lane)
-        python = ctx.facts.value("framework") == "jax" and bool(
-            (s.kind[mine] == int(Kind.PYTHON)).any())
-        gaps = _level_gaps(ctx, mine, 0) if python else np.zeros(0)
-        gaps = gaps[gaps >= 0]
-        gap = float(np.quantile(gaps, GAP_QUANTILE)) if len(gaps) >= MIN_GAPS else 0.0
-        ctx.memo[key] = COST_PER_GAP * gap if gap >= MIN_GAP_NS else None
-    return ctx.memo[key]
+    return ctx.once(("tracer_per_event", lane), lambda: _cost_of(_tracer_gaps(ctx, lane)))
+
+
+def _tracer_gaps(ctx: Ctx, lane: int) -> np.ndarray:
+    """The gaps at one depth of ``lane`` where it holds a JAX Python tracer's frames."""
+    s = ctx.trace.slices
+    mine = ctx.trace.lane_slices(lane)
+    if ctx.facts.value("framework") != "jax" or not (s.kind[mine] == int(Kind.PYTHON)).any():
+        return np.zeros(0)
+    gaps = _level_gaps(ctx, mine, 0)
+    return gaps[gaps >= 0]
 
 
 def _level_gaps(ctx: Ctx, mine: np.ndarray, lowest: int) -> np.ndarray:

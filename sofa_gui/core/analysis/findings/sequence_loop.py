@@ -52,7 +52,7 @@ from .context import Ctx, make_finding
 from .host_estimate import fix_named
 from .recorder_cost import per_event_ns
 from .registry import Rule, rule
-from .work import input_dims, outermost
+from .work import input_dims, outermost, slice_args
 
 #: Ops that pick one position of a tensor (``x[:, t]``, ``x[:, t:t + 1]``, ``x.narrow``).
 INDEX = re.compile(r"^aten::(select|slice|narrow)$")
@@ -189,9 +189,7 @@ def _one_position(name: str, concrete: list[str]) -> bool:
 
 
 def _concrete(ctx: Ctx, j: int) -> list[str]:
-    s = ctx.trace.slices
-    args = ctx.trace.args.get(int(s.args[j])) if s.args[j] >= 0 else None
-    got = args.get("Concrete Inputs") if isinstance(args, dict) else None
+    got = slice_args(ctx, j).get("Concrete Inputs")
     return [str(x) for x in got] if isinstance(got, list) else []
 
 
@@ -287,9 +285,7 @@ def _node_of(op: str) -> str:
 
 def _lists(ctx: Ctx, j: int) -> int:
     """The most tensors in one list input of slice ``j`` (0 where it takes none)."""
-    s = ctx.trace.slices
-    args = ctx.trace.args.get(int(s.args[j])) if s.args[j] >= 0 else None
-    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    dims = slice_args(ctx, j).get("Input Dims")
     if not isinstance(dims, list):
         return 0
     return max((len(d) for d in dims if isinstance(d, list) and d and isinstance(d[0], list)),

@@ -218,12 +218,17 @@ def optimizer_steps(ctx: Ctx, lane: int) -> np.ndarray:
     return mine[np.isin(s.name[mine], ctx.trace.name_ids(OPTIMIZER_STEP.match))]
 
 
+def slice_args(ctx: Ctx, j: int) -> dict:
+    """Slice ``j``'s recorded args ({} where it has none, or they are not a mapping)."""
+    k = int(ctx.trace.slices.args[j])
+    args = ctx.trace.args.get(k) if k >= 0 else None
+    return args if isinstance(args, dict) else {}
+
+
 def input_dims(ctx: Ctx, j: int) -> list[list[int]]:
     """The shapes of a slice's recorded tensor inputs (``Input Dims``; scalars, lists and
     unrecorded inputs left out)."""
-    s = ctx.trace.slices
-    args = ctx.trace.args.get(int(s.args[j])) if s.args[j] >= 0 else None
-    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    dims = slice_args(ctx, j).get("Input Dims")
     if not isinstance(dims, list):
         return []
     return [d for d in dims if isinstance(d, list) and all(isinstance(x, int) for x in d)]
