@@ -32,6 +32,7 @@ from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  #
 
 from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
 from corpus.tf_cases_daily import register_fit_cases  # noqa: E402  (and its cases)
+from corpus.tf_cases_examples import register_fit_cases as register_examples  # noqa: E402
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 from corpus.tf_cases_more_daily import register_fit_cases as register_more  # noqa: E402
 from corpus.tf_cases_ordinary import register_fit_cases as register_ordinary  # noqa: E402
@@ -555,11 +556,9 @@ CASES["tf_fit_validation_epochs"].build.__doc__ = (
     "(2 batches of 128) evaluated after each: compute-bound, the validation periodic.")
 
 
-register_fit_cases(fit_case, FitSpec, keras_model)
-register_more(fit_case, FitSpec, keras_model)
-register_routine(fit_case, FitSpec, keras_model)
-register_ordinary(fit_case, FitSpec, keras_model)
-register_plain(fit_case, FitSpec, keras_model)
+for register in (register_fit_cases, register_more, register_routine, register_ordinary,
+                 register_plain, register_examples):
+    register(fit_case, FitSpec, keras_model)
 
 
 def keep_profiles(logdir: Path, dest: Path) -> None:
