@@ -33,6 +33,7 @@ from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  #
 from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
 from corpus.tf_cases_common import register_fit_cases as register_common  # noqa: E402
 from corpus.tf_cases_daily import register_fit_cases  # noqa: E402  (and its cases)
+from corpus.tf_cases_examples import register_fit_cases as register_examples  # noqa: E402
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 from corpus.tf_cases_more_daily import register_fit_cases as register_more  # noqa: E402
 from corpus.tf_cases_ordinary import register_fit_cases as register_ordinary  # noqa: E402
@@ -557,7 +558,7 @@ CASES["tf_fit_validation_epochs"].build.__doc__ = (
 
 
 for register in (register_fit_cases, register_more, register_routine, register_ordinary,
-                 register_plain, register_common):
+                 register_plain, register_common, register_examples):
     register(fit_case, FitSpec, keras_model)
 
 
