@@ -334,7 +334,7 @@ def scripted(model: nn.Module) -> torch.jit.ScriptModule:
 
 
 @case("pt_infer_torchscript_server", "pytorch", "inference", 8,
-      facts("inference", compiled="torch.jit.script"), split="holdout", warmup=4,
+      facts("inference", compiled="torch.jit.script"), warmup=4,
       also=("eager",), tags=["torchscript", "server"])
 def pt_infer_torchscript_server(variant):
     """A defect classifier (a small CNN with batch norm) exported with ``torch.jit.script``,

@@ -40,8 +40,9 @@ precision    low (fp16/bf16 kernels or op inputs) / int8 /     kernel names, op 
 cpu_bf16     native / emulated: the CPU's bf16 instructions   recording manifest
              (avx512_bf16, amx_bf16)                          host.cpu_isa, trace
                                                               metadata ``cpu_flags``
-compiled     torch.compile / cuda_graphs / xla                compiled regions, graph
-                                                              launches
+compiled     torch.compile / cuda_graphs / xla / torch.jit      compiled regions, graph
+                                                              launches, a TorchScript
+                                                              method's call record
 optimizer    fused / foreach / for_loop                       optimizer kernels/ops
 grad_mode    recorded / off: autograd records the model's ops  ``Sequence number`` of
                                                               the model's ops
@@ -391,7 +392,32 @@ def _compiled(trace: Trace) -> list[Fact]:
                          f"function of several ops; first: {f.proof}", f.slice)]
         if f.known:
             return [f]
-    return [Fact("compiled")]
+    return [_torchscript(trace)]
+
+
+#: A TorchScript method's record: a lower-case method name (``forward``, ``predict``), not
+#: an ``aten::`` op nor an autograd node, whose first input is the script module itself.
+_SCRIPT_METHOD = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def _torchscript(trace: Trace) -> Fact:
+    """``compiled`` = torch.jit where a scripted or traced module was called: the
+    interpreter records each method call as an op whose first recorded input is the module
+    object, an input with no tensor type (``Input type`` ``""``) and no shape."""
+    s = trace.slices
+    names = [i for i, n in enumerate(trace.names) if _SCRIPT_METHOD.match(n)]
+    if not names:
+        return Fact("compiled")
+    for j in np.flatnonzero(np.isin(s.name, names) & (s.kind == int(Kind.CPU_OP))):
+        k = int(s.args[j])
+        args = trace.args.get(k) if k >= 0 else None
+        types = args.get("Input type") if isinstance(args, dict) else None
+        dims = args.get("Input Dims") if isinstance(args, dict) else None
+        if (isinstance(types, list) and isinstance(dims, list) and len(types) >= 2
+                and types[0] == "" and dims[0] == []):
+            return Fact("compiled", "torch.jit", "a TorchScript module's method called",
+                        f"`{trace.name_of(int(j))}`", int(j))
+    return Fact("compiled")
 
 
 def _slices_named(trace: Trace, pattern: str) -> np.ndarray:
