@@ -35,6 +35,7 @@ from corpus.tf_cases_daily import register_fit_cases  # noqa: E402  (and its cas
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 from corpus.tf_cases_more_daily import register_fit_cases as register_more  # noqa: E402
 from corpus.tf_cases_ordinary import register_fit_cases as register_ordinary  # noqa: E402
+from corpus.tf_cases_papers import tf_tape_layerwise_lr_eager  # noqa: E402,F401  (its case)
 from corpus.tf_cases_plain import register_fit_cases as register_plain  # noqa: E402
 from corpus.tf_cases_routine import register_fit_cases as register_routine  # noqa: E402
 
