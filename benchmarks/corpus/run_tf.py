@@ -16,6 +16,7 @@ cost nothing to make (``bare``).
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sys
@@ -31,14 +32,11 @@ import tensorflow as tf  # noqa: E402
 from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  # noqa: E402
 
 from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
-from corpus.tf_cases_common import register_fit_cases as register_common  # noqa: E402
-from corpus.tf_cases_daily import register_fit_cases  # noqa: E402  (and its cases)
-from corpus.tf_cases_examples import register_fit_cases as register_examples  # noqa: E402
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
-from corpus.tf_cases_more_daily import register_fit_cases as register_more  # noqa: E402
-from corpus.tf_cases_ordinary import register_fit_cases as register_ordinary  # noqa: E402
-from corpus.tf_cases_plain import register_fit_cases as register_plain  # noqa: E402
-from corpus.tf_cases_routine import register_fit_cases as register_routine  # noqa: E402
+
+#: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
+FIT_MODULES = ("tf_cases_daily", "tf_cases_more_daily", "tf_cases_routine", "tf_cases_ordinary",
+               "tf_cases_plain", "tf_cases_common", "tf_cases_examples", "tf_cases_papers")
 
 BATCH = 16
 
@@ -557,9 +555,10 @@ CASES["tf_fit_validation_epochs"].build.__doc__ = (
     "(2 batches of 128) evaluated after each: compute-bound, the validation periodic.")
 
 
-for register in (register_fit_cases, register_more, register_routine, register_ordinary,
-                 register_plain, register_common, register_examples):
-    register(fit_case, FitSpec, keras_model)
+for _name in FIT_MODULES:
+    _mod = importlib.import_module(f"corpus.{_name}")
+    if hasattr(_mod, "register_fit_cases"):
+        _mod.register_fit_cases(fit_case, FitSpec, keras_model)
 
 
 def keep_profiles(logdir: Path, dest: Path) -> None:
