@@ -63,9 +63,9 @@ def test_a_loop_of_repeats_costs_one_repeat_not_each_kind_once(case):
 
 
 def test_tensorflows_eager_ops_take_no_batched_calls_cost():
-    """``fit`` run eagerly: ``tf.function`` runs every op in its graph, so no batched call
-    replaces the loop and none is counted."""
-    _, a = analyzed("tf_fit_run_eagerly")
+    """A Keras model called eagerly: ``tf.function`` runs every op in its graph, so no
+    batched call replaces the loop and none is counted."""
+    _, a = analyzed("tf_infer_eager_model_call")
     f = finding(a, "op_overhead_bound")
     assert f is not None and ONCE not in f.summary
 
