@@ -529,3 +529,23 @@ def loop_data_ns(ctx: Ctx, host, outer: np.ndarray) -> float:
         total += len(of) * float(size) * ELEMENT_NS
     return total
 
+
+
+def loop_once_ns(ctx: Ctx, host, outer: np.ndarray, steps: int) -> float:
+    """ns a loop's batched replacement still spends on calls' fixed cost where the loop
+    repeats no unit to take one of (nested loops of uneven lengths: per image, per box):
+    the batched code runs each kind of the loop's outermost calls (``outer``, all steps)
+    once a step on all the items, forward and backward, each at its name's fixed cost
+    (the :data:`FIXED_Q` quantile of its calls' times, less the profiler's cost of the
+    events each records)."""
+    if not len(outer):
+        return 0.0
+    s = ctx.trace.slices
+    st = np.sort(s.start[ctx.trace.lane_slices(host.lane)])
+    events = (np.searchsorted(st, s.end[outer], side="left")
+              - np.searchsorted(st, s.start[outer], side="left"))
+    dur = s.dur[outer].astype(np.float64)
+    own = np.maximum(dur - events * event_cost(ctx, host.lane), UNPROFILED_FLOOR * dur)
+    names = s.name[outer]
+    return max(steps, 1) * sum(float(np.quantile(own[names == n], FIXED_Q))
+                               for n in np.unique(names).tolist())

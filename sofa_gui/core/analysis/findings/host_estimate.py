@@ -7,10 +7,10 @@ The estimate is the step without the profiler before the fix over the step after
 * **before**: the part the fix removes, times what such a part takes without the profiler
   (the profiler records every op of a loop, and in a loop of short events that is most
   of the loop), plus the rest of the step: its math ops' own time as captured (matmuls,
-  convolutions, and the kernels of real size of runtime pool threads the main thread
-  waits for: their time is the math, which the recorder does not add to) and its per-op
-  work (dispatch, Python, small ops, a graph executor's kernels of a few microseconds:
-  :data:`POOL_OP_NS`) times what the recorder leaves of per-op work;
+  convolutions and their gradients, and the kernels of real size of runtime pool threads
+  the main thread waits for: their time is the math, which the recorder does not add to)
+  and its per-op work (dispatch, Python, small ops, a graph executor's kernels of a few
+  microseconds: :data:`POOL_OP_NS`) times what the recorder leaves of per-op work;
 * **after**: when the fix takes out most of the step (:data:`WARM_WHEN_REMOVED`), what
   stays runs warmer, by how long the removed part kept it away each step: work that
   runs again right after itself is fastest, and the slow-down grows with the time between
@@ -88,6 +88,10 @@ POOL_OP_NS = 10_000
 #: Ops whose own time is the model's math (it does not shrink with the step).
 MATH_OP = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convolution_overrideable|"
                      r"_convolution|addmm|mm|bmm|baddbmm|_scaled_dot_product\w*)$")
+#: A convolution's gradients (of its input and of its weight) are its math as much as its
+#: forward is: the rest's math counts them with :data:`MATH_OP`.
+GRAD_MATH_OP = re.compile(r"^aten::(convolution_backward|convolution_backward_overrideable|"
+                          r"mkldnn_convolution_backward\w*|_slow_conv2d_backward\w*)$")
 
 
 #: A fix that saves at least this share of the step stands clear of what steps vary by on
@@ -252,12 +256,14 @@ def speedup_without(ctx: Ctx, host, removed_ns: float, faster_math_ns: float = 0
 def rest_math(ctx: Ctx, host, ws: np.ndarray, we: np.ndarray, removed_s: np.ndarray,
               removed_e: np.ndarray) -> float:
     """ns of math in the windows ``ws``/``we`` outside the removed intervals: the own time
-    of the main thread's math ops (:data:`MATH_OP`) and the compute of runtime pool threads
-    (XLA, ``tf_Compute``) the main thread waits for."""
+    of the main thread's math ops (:data:`MATH_OP`, and a convolution's backward:
+    :data:`GRAD_MATH_OP`) and the compute of runtime pool threads (XLA, ``tf_Compute``)
+    the main thread waits for."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(host.lane)
     ops = mine[(s.kind[mine] == int(Kind.CPU_OP))
-               & np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
+               & np.isin(s.name[mine], ctx.trace.name_ids(
+                   lambda n: bool(MATH_OP.match(n) or GRAD_MATH_OP.match(n))))]
     ops = ops[covered(s.start[ops], ws, we) & ~covered(s.start[ops], removed_s, removed_e)]
     total = float(self_times(ctx, ops).sum()) if len(ops) else 0.0
     pool = pool_math(ctx, host)

@@ -10,7 +10,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
-from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns
+from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns, loop_once_ns
 from .batching import small_batch
 from .causes import causes_by_name
 from .context import BELOW, Ctx, cause_evidence, make_finding
@@ -253,7 +253,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # batched with it (a batch of more samples pays the optimizer's step once for them all)
     mine = tiny & opt if loops.optimizer_only else np.zeros_like(tiny)
     fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
-    fix, data_ns = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away,
+    fix, (data_ns, once_ns) = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away,
                              ops[tiny & ~mine], fused_ns,
                              TF_UNPROFILED if graphless else TINY_LOOP_UNPROFILED)
     alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
@@ -269,7 +269,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"Python between them take {pct(share)} of the main thread's time"
                f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
                f"(dispatch, Python, allocation) dominates the math. "
-               f"{_remedy(loops, fused_ns, n_steps, graphless)}{_data_note(data_ns, n_steps)}"
+               f"{_remedy(loops, fused_ns, n_steps, graphless)}"
+               f"{_data_note(data_ns, once_ns, n_steps)}"
                f"{fix.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
     kept, clear = _trust(fix, data_ns, wall - away)
@@ -314,12 +315,15 @@ def _trust(fix: HostFix, data_ns: float, wall: float) -> tuple[float, float]:
     return kept, clear_of_noise(fix.speedup())
 
 
-def _data_note(data_ns: float, n_steps: int) -> str:
+def _data_note(data_ns: float, once_ns: float, n_steps: int) -> str:
+    once = (f" With no repeated unit to batch, the batched code runs each kind of the "
+            f"loop's calls once a step at its fixed cost: {fmt_ns(once_ns / n_steps)} a "
+            f"step, counted as the batched op's cost too." if once_ns > 0 else "")
     if data_ns <= 0:
-        return ""
+        return once
     return (f" The loop's copies and elementwise ops move data one batched op moves too: "
             f"{fmt_ns(data_ns / n_steps)} a step at {ELEMENT_NS} ns an element, counted as "
-            f"the batched op's cost.")
+            f"the batched op's cost.{once}")
 
 
 def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool) -> str:
@@ -474,14 +478,16 @@ NESTED_SAMPLE = 4
 
 
 def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float,
-              model: np.ndarray, fused_ns: float,
-              recorder: float = TINY_LOOP_UNPROFILED) -> tuple[HostFix, float]:
-    """(the batched replacement of the tiny ops, ns of their data work it keeps): their
+              model: np.ndarray, fused_ns: float, recorder: float = TINY_LOOP_UNPROFILED
+              ) -> tuple[HostFix, tuple[float, float]]:
+    """(the batched replacement of the tiny ops, (ns of their data work it keeps, ns of
+    the fixed cost of the calls it runs instead where no unit repeats)): their
     whole time (and the Python between them) removed with the calls that gather the
     loop's pieces, the rest of the step kept (:mod:`.host_estimate`), plus what the batched
     calls cost: where the model's calls (``model``) repeat, one repeat and the others'
     math (:func:`.batch_estimate.loop_batch`), else the data work of the model's tiny ops
-    (:func:`.batch_estimate.loop_data_ns`); and what the fused optimizer step costs
+    (:func:`.batch_estimate.loop_data_ns`) and one call of each of their kinds
+    (:func:`.batch_estimate.loop_once_ns`); and what the fused optimizer step costs
     (``fused_ns``, :func:`.optimizer_loop.fused_step_ns`).  The profiler's cost is taken
     off by the events the loop and the rest each record
     (:func:`.host_estimate.recorded_ratios`), and its step bookkeeping is in neither step
@@ -495,15 +501,17 @@ def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float
     math = rest_math(ctx, host, host.starts[r], host.ends[r], s.start[tiny], ends)
     lb = loop_batch(ctx, host, model) if len(model) else None
     data = loop_data_ns(ctx, host, model) if lb is None else 0.0
+    once = (loop_once_ns(ctx, host, model, len(r))  # batched, not run in TensorFlow's graph
+            if lb is None and recorder == TINY_LOOP_UNPROFILED else 0.0)
     gather, cost = (lb.gather, lb.replacement) if lb is not None else (0.0, 0.0)
-    cost += (fused_ns + data) / max(wall, 1.0)
+    cost += (fused_ns + data + once) / max(wall, 1.0)
     taken = min(removed + gather, 1.0)
     kept_out = min(bookkeeping_ns(ctx, host, r) / max(wall, 1.0), 1.0 - taken)
     loop, rest, said = recorded_ratios(ctx, host, s.start[tiny], ends, taken, wall, math,
                                        kept_out, recorder)
     return HostFix(taken, math / max(wall, 1.0), replacement=cost, unprofiled=loop,
                    what="a loop of tiny ops", step_ns=ctx.call_ns(wall, len(r)), per_op=rest,
-                   bookkeeping=kept_out, ratios=said), data
+                   bookkeeping=kept_out, ratios=said), (data, once)
 
 
 def _held(dur: np.ndarray, typical: np.ndarray, tiny: np.ndarray, span: np.ndarray,
