@@ -1,8 +1,10 @@
-"""Opening a Chrome trace file, plain or gzip, with the decompression capped.
+"""Opening a trace file, plain or gzip, with the decompression capped.
 
-Gzip data may not decompress past :func:`decompressed_limit` (the machine's memory, or
-``SOFA_GUI_MAX_DECOMPRESSED_BYTES``): a small file built to decompress to more than the
-machine holds fails with one line instead of exhausting memory.
+Every importer that reads gzip data (Chrome / Kineto JSON, XProf ``.xplane.pb.gz``)
+opens it here. Gzip data may not decompress past :func:`decompressed_limit` (the
+machine's memory, or ``SOFA_GUI_MAX_DECOMPRESSED_BYTES``): a small file built to
+decompress to more than the machine holds fails with one line instead of exhausting
+memory.
 """
 
 from __future__ import annotations
@@ -12,7 +14,11 @@ import os
 import zlib
 from pathlib import Path
 
-from ...errors import TraceFormatError
+from ..errors import TraceFormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: Decompressed bytes read at a time by :func:`read_whole` (the cap is checked per block).
+_BLOCK = 16 << 20
 
 
 def gzip_reason(exc: BaseException) -> str:
@@ -64,7 +70,7 @@ class Capped:
 def open_text(path: Path):
     """(decompressed stream, raw file) for a plain or gzip-compressed file."""
     raw = open(path, "rb")
-    if raw.read(2) == b"\x1f\x8b":
+    if raw.read(2) == GZIP_MAGIC:
         raw.seek(0)
         return Capped(gzip.GzipFile(fileobj=raw, mode="rb"), Path(path)), raw
     raw.seek(0)
@@ -81,5 +87,31 @@ def sniff_head(path: Path, limit: int = 1 << 16) -> bytes:
         return stream.read(limit)
     except (OSError, EOFError, zlib.error):
         return b""
+    finally:
+        raw.close()
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether ``path`` starts with the gzip magic bytes (False if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError:
+        return False
+
+
+def read_whole(path: Path) -> bytes:
+    """All of ``path``, decompressed when it is gzip (capped, as every gzip read is);
+    a truncated or corrupt gzip raises a one-line TraceFormatError saying which."""
+    stream, raw = open_text(path)
+    try:
+        if stream is raw:
+            return raw.read()
+        blocks = []
+        while block := stream.read(_BLOCK):
+            blocks.append(block)
+        return b"".join(blocks)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise TraceFormatError(path, gzip_reason(exc)) from None
     finally:
         raw.close()
