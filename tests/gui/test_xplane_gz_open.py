@@ -33,3 +33,20 @@ def test_the_open_dialog_offers_and_opens_a_gzip_xplane(qtbot, request, monkeypa
     assert s.path == str(gz) and s.trace.meta.format == "xplane"
     assert len(s.trace.slices) > 1000 and s.findings
     assert not win.docks["tfdata"].isHidden()  # its tf.data pipeline is read from the gzip
+
+
+def test_view_screenshots_a_gzip_xplane_and_refuses_a_truncated_one(qapp, tmp_path, capsys):
+    from PySide6.QtGui import QImage
+
+    from sofa_gui.cli import main
+
+    gz = next(CASE.rglob("*.xplane.pb.gz"))
+    out = tmp_path / "shot.png"
+    assert main(["view", str(gz), "--screenshot", str(out), "--size", "1024x700"]) == 0, \
+        capsys.readouterr().err
+    assert (QImage(str(out)).width(), QImage(str(out)).height()) == (1024, 700)
+    cut = tmp_path / "cut.xplane.pb.gz"
+    cut.write_bytes(gz.read_bytes()[:5000])
+    assert main(["view", str(cut), "--screenshot", str(tmp_path / "no.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(cut) in err and "truncated gzip" in err and len(err.splitlines()) == 1
