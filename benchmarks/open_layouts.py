@@ -17,8 +17,13 @@ Each row, in one run and interleaved so that a load spike hits all alike: ``json
 decides (default), the same forced into one process (``SOFA_GUI_DECODE_PARTS=1``), and the
 cached reopen; ratios to ``json.load`` of the same file. Best of ``--repeat``.
 
+``--xplane N`` times the ``N`` largest XProf captures of the diagnosis corpus instead,
+each plain (``.xplane.pb``) and as the corpus stores it (``gzip -9 -n``,
+``.xplane.pb.gz``): the open alone (a fresh process's second uncached ``load_trace``),
+``analyze --json --no-cache`` and the cached reopen, so the gzip's cost shows.
+
 Usage: ``python benchmarks/open_layouts.py [--tiles 13] [--repeat 2] [--only NAME ...]
-[--keep DIR]``
+[--keep DIR] [--xplane N]``
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,6 +52,7 @@ from ingest import (  # noqa: E402  (benchmarks share helpers by path)
 )
 
 SPARSE_ID_STEP = 10_000_000
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
 
 
 def _sparse_events(copies: int) -> tuple[dict, list]:
@@ -108,6 +115,24 @@ def write_layouts(folder: Path, copies: int, only: set[str]) -> list[tuple[str, 
     return files
 
 
+def write_xplanes(folder: Path, n: int) -> list[tuple[str, Path]]:
+    """The ``n`` largest XProf captures of the corpus (by decompressed size, gzip's
+    trailer), each written plain and copied as stored (gzip -9)."""
+    def size(gz: Path) -> int:
+        with open(gz, "rb") as f:
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little")
+
+    files = []
+    for gz in sorted(CORPUS.rglob("*.xplane.pb.gz"), key=size, reverse=True)[:n]:
+        name = "-".join(gz.relative_to(CORPUS).parts[:2])  # case-capture-K
+        plain = folder / f"{name}.xplane.pb"
+        plain.write_bytes(gzip.decompress(gz.read_bytes()))
+        files.append((f"{name}, plain", plain))
+        files.append((f"{name}, gzip -9", Path(shutil.copy(gz, folder / (plain.name + ".gz")))))
+    return files
+
+
 def _json_load(path: Path) -> float:
     code = ("import gzip,json,sys,time;p=sys.argv[1];w=time.perf_counter();"
             "json.load(gzip.open(p) if p.endswith('.gz') else open(p,'rb'));"
@@ -149,6 +174,50 @@ def table(files: list[tuple[str, Path]], m: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+#: A fresh process's second ``load_trace`` of the file, uncached: the open alone (the
+#: first call pays the imports).
+_LOAD = ("import sys,time;from sofa_gui.core.importers import load_trace;p=sys.argv[1];"
+         "load_trace(p,use_cache=False);w=time.perf_counter();load_trace(p,use_cache=False);"
+         "print(time.perf_counter()-w)")
+
+
+def measure_xplanes(files: list[tuple[str, Path]], repeat: int) -> dict[str, dict]:
+    """Per file, best of ``repeat``, interleaved: the open alone, ``analyze --json
+    --no-cache`` (open and every analysis) and the cached reopen."""
+    best: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="sofa-bench-pyc-") as pyc:
+        env, _ = compiled_envs(Path(pyc))
+        for _ in range(repeat):
+            for label, path in files:
+                out = subprocess.run([sys.executable, "-c", _LOAD, str(path)], env=env,
+                                     capture_output=True, text=True, check=True, timeout=600)
+                with tempfile.TemporaryDirectory(prefix="sofa-bench-cache-") as cache:
+                    runs = {"load": float(out.stdout),
+                            "analyze": run_cli(path, Path(cache), "--no-cache", env=env)["wall"]}
+                    run_cli(path, Path(cache), env=env)  # writes the cache
+                    runs["cached"] = run_cli(path, Path(cache), env=env)["wall"]
+                row = best.setdefault(label, {})
+                for k, v in runs.items():
+                    row[k] = min(row.get(k, v), v)
+    return best
+
+
+def xplane_table(files: list[tuple[str, Path]], m: dict[str, dict[str, float]]) -> str:
+    lines = [f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; best of the "
+             "repeats; gzip / plain: the open of the gzip over that of the plain file", "",
+             "| file | MB | open (load only) | gzip / plain | analyze --no-cache | cached |",
+             "|---|---|---|---|---|---|"]
+    plain = None
+    for label, path in files:
+        r = m[label]
+        gz = path.name.endswith(".gz")
+        ratio = f"{r['load'] / plain['load']:.2f}" if gz and plain else ""
+        lines.append(f"| {label} | {path.stat().st_size / 1e6:.2f} | {r['load'] * 1e3:.0f} ms | "
+                     f"{ratio} | {r['analyze']:.2f} s | {r['cached']:.2f} s |")
+        plain = None if gz else r
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", type=int, default=13)
@@ -156,10 +225,17 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=[],
                     help="layouts to write: dense lines dump oneline indent")
     ap.add_argument("--keep", type=Path, help="write the files here and keep them")
+    ap.add_argument("--xplane", type=int, default=0, metavar="N",
+                    help="time the N largest XProf corpus captures, plain and gzip -9, "
+                         "instead of the JSON layouts")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="sofa-bench-layouts-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
+        if args.xplane:
+            files = write_xplanes(folder, args.xplane)
+            print(xplane_table(files, measure_xplanes(files, args.repeat)), flush=True)
+            return
         files = write_layouts(folder, args.tiles, set(args.only))
         print(table(files, measure(files, args.repeat)), flush=True)
 

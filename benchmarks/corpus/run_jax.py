@@ -5,8 +5,9 @@ Run with JAX in its own venv (jax[cpu]; never a runtime dependency of sofa_gui):
     nice $JAX_VENV/bin/python benchmarks/corpus/run_jax.py [--only CASE ...]
 
 Each capture is the logdir ``jax.profiler.trace`` writes,
-``tests/data/corpus/<case>/capture-K/plugins/profile/<run>/<host>.xplane.pb`` (the
-``.trace.json.gz`` JAX writes beside it is dropped: the XSpace holds the same events).
+``tests/data/corpus/<case>/capture-K/plugins/profile/<run>/<host>.xplane.pb``, stored
+gzip-compressed (``.xplane.pb.gz``; the ``.trace.json.gz`` JAX writes beside it is
+dropped: the XSpace holds the same events).
 Truth is measured without the profiler (``benchmarks/corpus/common.py``).
 """
 

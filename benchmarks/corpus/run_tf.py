@@ -6,7 +6,7 @@ TensorBoard callback; never a runtime dependency of sofa_gui)::
     nice $TF_VENV/bin/python benchmarks/corpus/run_tf.py [--only CASE ...]
 
 Each capture is a TensorBoard logdir ``tests/data/corpus/<case>/capture-K/plugins/
-profile/<run>/<host>.xplane.pb``: ``tf.profiler.experimental.start/stop`` around the
+profile/<run>/<host>.xplane.pb.gz``: ``tf.profiler.experimental.start/stop`` around the
 steps of a hand-written loop, or Keras' own ``TensorBoard(profile_batch=...)`` callback
 around ``model.fit`` (Keras 3).  Truth is measured without the profiler
 (``benchmarks/corpus/common.py``); for ``fit`` the step times come from a callback

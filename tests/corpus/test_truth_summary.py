@@ -6,6 +6,7 @@ from a collected heap."""
 from __future__ import annotations
 
 import gc
+import gzip
 import importlib
 import sys
 from pathlib import Path
@@ -61,3 +62,22 @@ def test_each_timed_round_starts_from_a_collected_heap(common, monkeypatch):
     c = common.Case("c", lambda v: None, "pytorch", "training", 2, {}, warmup=1)
     common.measure(c, rounds=1)
     assert events == [("time", 0), ("gc", None), ("time", 1)]
+
+
+def test_captures_are_stored_as_gzip_xplanes_that_open_as_written(common, tmp_path):
+    from tracedata import DATA
+
+    from sofa_gui.core.importers import load_trace
+
+    run = tmp_path / "capture-1" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    raw = (DATA / "xplane" / "tw003.xplane.pb").read_bytes()
+    (run / "vm.xplane.pb").write_bytes(raw)
+    common.gzip_profiles(tmp_path / "capture-1")
+    common.gzip_profiles(tmp_path / "capture-2.json.gz")  # a PyTorch file: left alone
+    assert [p.name for p in run.iterdir()] == ["vm.xplane.pb.gz"]
+    gz = (run / "vm.xplane.pb.gz").read_bytes()
+    assert gzip.decompress(gz) == raw and gz[4:8] == bytes(4)  # no time stamp, as gzip -n
+    assert gz[3] & 0x08 == 0  # no file name
+    t = load_trace(tmp_path / "capture-1", use_cache=False)
+    assert t.meta.extra["profile_run"]["hosts"] == ["vm"] and len(t.slices) > 1000

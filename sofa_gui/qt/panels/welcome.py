@@ -26,6 +26,7 @@ class WelcomePage(QWidget):
         title.setFont(f)
         hint = plain_label(
             "PyTorch / Kineto and Chrome trace JSON (.json, .json.gz), Nsight Systems SQLite,"
+            " TensorFlow / JAX XProf (.xplane.pb, .xplane.pb.gz, TensorBoard log folders),"
             " SOFA log folders, recorder folders and per-rank folders.\n"
             "Drop a file or folder anywhere on this window.", self, wrap=True)
         set_muted(hint)

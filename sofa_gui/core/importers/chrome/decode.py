@@ -18,7 +18,7 @@ skipped as it streams by (never held), a value outside ``traceEvents`` may not
 exceed :data:`MAX_HEADER_VALUE`, a long run of blanks between events ends the
 piece before it (the blanks then stream by), one event may not exceed
 :data:`MAX_PIECE`, and gzip data may not decompress past
-:func:`~.opening.decompressed_limit` (the machine's memory, or
+:func:`~..opening.decompressed_limit` (the machine's memory, or
 ``SOFA_GUI_MAX_DECOMPRESSED_BYTES``). The event types are in :mod:`.event_types`.
 """
 
@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 
 from ...errors import TraceFormatError
+from ..opening import gzip_reason, open_text
 from ..source_args import piece_tag
 from .event_types import DECODE_EVENT, DECODERS, PH_FIRST, Piece
 from .lenient import (
@@ -50,7 +51,6 @@ from .lenient import (
     loads_lenient,
     try_decode,
 )
-from .opening import gzip_reason, open_text
 
 BLOCK = 4 << 20  # decompressed bytes read at a time
 CHUNK = 2 << 20  # target size of one decoded piece

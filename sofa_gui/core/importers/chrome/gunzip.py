@@ -9,7 +9,7 @@ the same. After the text the child sends the outcome on a second pipe: empty whe
 gzip data was whole, else the kind and text of the error the caller raises in its
 place (a truncated or corrupt file says the same as when read in one process).
 
-The caller still caps the decompressed size (:class:`.opening.Capped` wraps this
+The caller still caps the decompressed size (:class:`..opening.Capped` wraps this
 stream), and closing the stream (cancel, an error) stops the child.
 """
 
@@ -20,8 +20,8 @@ import os
 import zlib
 from pathlib import Path
 
+from ..opening import Capped
 from .cores import usable_cpus
-from .opening import Capped
 from .workers import die_with_parent, exit_text, start_context
 
 #: Gzip files at least ``SOFA_GUI_PIPE_GZIP_MIN_BYTES`` large (compressed) are inflated by

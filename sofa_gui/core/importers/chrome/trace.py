@@ -24,11 +24,11 @@ from ...progress import Progress, subrange
 from ...trace import Trace
 from ..args_spill import ArgsSpill
 from ..confidence import Confidence
+from ..opening import sniff_head
 from .file_data import FileData
 from .flows import link_flows
 from .ids import NameTable
 from .lanes import commit
-from .opening import sniff_head
 from .parallel import read_file
 
 _SUFFIXES = (".json", ".json.gz")

@@ -2,11 +2,12 @@
 
 ``tf.profiler.experimental.start(logdir)``, ``jax.profiler.trace(logdir)`` and the
 Keras TensorBoard callback write one run folder per capture (named by its start
-time, ``2026_12_01_10_12_35``) holding one ``<host>.xplane.pb`` per host. Any folder
+time, ``2026_12_01_10_12_35``) holding one ``<host>.xplane.pb`` per host; a capture
+shared gzip-compressed holds ``<host>.xplane.pb.gz`` instead, read the same. Any folder
 on the way down opens: the logdir, ``plugins``, ``plugins/profile``, a run folder,
-or any folder with ``.xplane.pb`` files. Several hosts of one run load as ranks (in
-host-name order); of several runs the newest opens and the others are listed in
-the load report.
+or any folder with ``.xplane.pb`` / ``.xplane.pb.gz`` files. Several hosts of one run
+load as ranks (in host-name order); of several runs the newest opens and the others are
+listed in the load report.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 MAX_DEPTH = 5
 MAX_FOLDERS = 2000
 SUFFIX = ".xplane.pb"
+#: A host's file, plain or gzip-compressed (``gzip`` leaves ``<host>.xplane.pb.gz``).
+SUFFIXES = (SUFFIX, SUFFIX + ".gz")
 _RUN_STAMP = re.compile(r"^\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d")
 
 
@@ -30,7 +33,7 @@ class Run:
 
     @property
     def hosts(self) -> list[str]:
-        return [f.name[: -len(SUFFIX)] for f in self.files]
+        return [host_of(f) for f in self.files]
 
     def sort_key(self) -> tuple:
         """Newest last: TensorBoard's time-stamped run names, else file times."""
@@ -39,12 +42,24 @@ class Run:
         return (stamp.group(0) if stamp else "", mtime, str(self.folder))
 
 
+def host_of(file: Path) -> str:
+    """``vm`` of ``vm.xplane.pb`` and of ``vm.xplane.pb.gz``."""
+    name = file.name
+    return name[: -len(SUFFIX) - (3 if name.endswith(".gz") else 0)]
+
+
 def xplane_files(folder: Path) -> list[Path]:
-    """The folder's ``*.xplane.pb`` files (direct children), in name order."""
+    """The folder's ``*.xplane.pb`` / ``*.xplane.pb.gz`` files (direct children), one per
+    host in host-name order: where ``gzip -k`` left both, the plain file."""
     try:
-        return sorted(p for p in folder.iterdir() if p.name.endswith(SUFFIX) and p.is_file())
+        files = sorted((p for p in folder.iterdir() if p.name.endswith(SUFFIXES)
+                        and p.is_file()), key=lambda p: (host_of(p), p.name))
     except OSError:
         return []
+    chosen: dict[str, Path] = {}
+    for p in files:
+        chosen.setdefault(host_of(p), p)  # a plain name sorts before its .gz
+    return list(chosen.values())
 
 
 def find_runs(folder: Path) -> list[Run]:

@@ -1,4 +1,5 @@
-"""XProf / TSL ``XSpace`` protobufs (``*.xplane.pb``): TensorFlow and JAX profiles.
+"""XProf / TSL ``XSpace`` protobufs (``*.xplane.pb``, or gzip-compressed ``*.xplane.pb.gz``):
+TensorFlow and JAX profiles.
 
 Schema: tsl/profiler/protobuf/xplane.proto. A space holds planes (``/host:CPU``,
 ``/device:GPU:N``, ``/device:TPU:N``, ...); a plane holds lines (threads, streams)
@@ -22,12 +23,15 @@ from ...kinds import copy_kind_from_name, is_collective
 from ...progress import Progress
 from ...trace import MAX_NAME_CHARS, SHARED, CopyKind, Kind, LaneKind, Trace
 from ..confidence import Confidence
+from ..opening import is_gzip, read_whole, sniff_head
 from . import hlo
 from . import wire as w
-from .folder import describe_others, find_runs
+from .folder import SUFFIXES, describe_others, find_runs
 
 _METADATA_PLANE = "/host:metadata"
 _SKIPPED_PLANES = (_METADATA_PLANE, "Task Environment")
+#: Decompressed bytes of a gzip file the sniffer reads (its size is known below this).
+_SNIFF_BYTES = 1 << 16
 #: ``meta.extra`` key: the XLA programs that ran in the capture, each summarised from
 #: its HloProto (:func:`.hlo.summary`; ``hlo`` False where the capture has none).
 XLA_PROGRAMS = "xla_programs"
@@ -388,7 +392,7 @@ class _Loader:
 
 class XPlaneImporter:
     name = "xplane"
-    suffixes = (".xplane.pb", ".pb")
+    suffixes = (".xplane.pb", ".xplane.pb.gz", ".pb")
 
     def can_open(self, path: Path) -> Confidence:
         path = Path(path)
@@ -396,12 +400,11 @@ class XPlaneImporter:
             return Confidence.CONTENT if find_runs(path) else Confidence.NO
         if not path.is_file():
             return Confidence.NO
-        with open(path, "rb") as f:
-            head = f.read(16)
-        size = path.stat().st_size
-        if not _sane_head(head, size):
-            return Confidence.NO
-        own = path.name.endswith(".xplane.pb")
+        own = path.name.endswith(SUFFIXES)
+        if not _sane_head(*_head(path)):
+            # a file named as a capture is claimed anyway: its load says what is wrong
+            # (not gzip, a truncated or corrupt gzip) rather than "not a trace file"
+            return Confidence.NAME_ONLY if own and path.name.endswith(".gz") else Confidence.NO
         return Confidence.SIGNATURE if own else Confidence.NAME_ONLY
 
     def load(self, path: Path, progress: Progress) -> Trace:
@@ -411,13 +414,28 @@ class XPlaneImporter:
         return _load_file(path, progress, None)
 
 
+def _head(path: Path) -> tuple[bytes, float]:
+    """(first decompressed bytes, the decompressed size or an upper bound): gzip content
+    is sniffed through the capped reader; its size is known when it ends within the head."""
+    if not is_gzip(path):
+        with open(path, "rb") as f:
+            return f.read(16), path.stat().st_size
+    head = sniff_head(path, _SNIFF_BYTES)
+    return head, len(head) if len(head) < _SNIFF_BYTES else math.inf
+
+
 def _load_file(path: Path, progress: Progress, builder: TraceBuilder | None,
                rank: int = -1, span: tuple[float, float] = (0.0, 0.9)) -> Trace | None:
-    """One ``.xplane.pb``: a whole trace, or (with ``builder``) one host's lanes."""
-    buf = path.read_bytes()
+    """One ``.xplane.pb`` (or gzip of one): a whole trace, or (with ``builder``) one
+    host's lanes."""
+    gz = is_gzip(path)
+    buf = read_whole(path)
     if not buf:
-        raise TraceFormatError(path, "file is empty")
+        raise TraceFormatError(path, "file is empty" if not gz else "gzip data is empty")
     if not _sane_head(buf[:16], len(buf)):
+        if path.name.endswith(".gz") and not gz:
+            raise TraceFormatError(path, "not gzip data (the name ends in .gz but the file "
+                                         "has no gzip header) nor an XSpace protobuf")
         raise TraceFormatError(path, "not an XSpace protobuf (first field is not a plane "
                                      "or host list)")
     try:
@@ -436,7 +454,8 @@ def _load_folder(path: Path, progress: Progress) -> Trace:
     """The newest run below ``path``; its hosts become ranks when there are several."""
     runs = find_runs(path)
     if not runs:
-        raise TraceFormatError(path, "no .xplane.pb profile in this folder or below it")
+        raise TraceFormatError(path, "no .xplane.pb (or .xplane.pb.gz) profile in this folder "
+                                     "or below it")
     run = runs[-1]
     b = TraceBuilder(str(path), "xplane")
     several = len(run.files) > 1
