@@ -1,4 +1,4 @@
-"""Held-out PyTorch cases of programs as engineers commonly write them, written without
+"""PyTorch cases of programs as their users commonly write them, written without
 looking at the advisor's rules: SimCLR-style contrastive training of a small CNN (two
 views of each image augmented on the batch, an NT-Xent loss over the batch's similarity
 matrix), a graph classifier whose batches' edge lists are built in Python by a
