@@ -327,7 +327,8 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     path.write_text(json.dumps(doc))
     _, a = analyzed(path)
     w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
-    assert "0.44 MB per batch from the collated tensors' shapes" in w.estimate_why  # 64 x 1729 x 4 B
+    # 64 x 1729 x 4 B
+    assert "0.44 MB per batch from the collated tensors' shapes" in w.estimate_why
     assert "spends 3.9 ms receiving each" in w.estimate_why  # + 0.44 MB x 1000 µs
     for ev in stacks:  # recent profilers record a TensorList input without its shapes
         ev["args"]["Input Dims"] = [[], []]
