@@ -102,7 +102,7 @@ def text_scorer() -> tf.keras.Model:
 
 @case("tf_infer_text_vectorize_map", "tensorflow", "inference", 6,
       {**TF, "mode": "inference", "tf_data": True, "tf_data_parallel": False},
-      split="holdout", warmup=3, fix="map(num_parallel_calls=AUTOTUNE) + prefetch",
+      split="tuned", warmup=3, fix="map(num_parallel_calls=AUTOTUNE) + prefetch",
       tags=["tf_data", "text", "text_vectorization", "batch_scoring"])
 def tf_infer_text_vectorize_map(variant):
     """A batch scoring job over raw review texts: a ``tf.data`` pipeline batches the texts

@@ -135,7 +135,7 @@ def pt_train_input_nw1_starved(variant):
 
 
 @case("pt_infer_dataloader_nw0", "pytorch", "inference", 12,
-      facts("inference", dataloader_workers=0), split="holdout", fix=LOADER_FIX,
+      facts("inference", dataloader_workers=0), fix=LOADER_FIX,
       variants=LOADER_VARIANTS, tags=["dataloader"])
 def pt_infer_dataloader_nw0(variant):
     """Batch inference over a DataLoader with per-sample numpy augmentation and no

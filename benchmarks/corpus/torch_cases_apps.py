@@ -48,7 +48,7 @@ class TextClassifier(torch.nn.Module):
 
 
 @case("pt_train_text_tokenize_nw0", "pytorch", "training", 10,
-      facts("training", dataloader_workers=0, optimizer="adam"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="adam"),
       fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "text"])
 def pt_train_text_tokenize_nw0(variant):
     """A text classifier whose Dataset tokenizes each sentence in Python, with the default
@@ -91,7 +91,7 @@ def pad_collate(batch):
 
 
 @case("pt_train_collate_python", "pytorch", "training", 12,
-      facts("training", dataloader_workers=0, optimizer="sgd"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="sgd"),
       fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "collate"])
 def pt_train_collate_python(variant):
     """A DataLoader whose Python collate_fn pads variable-length records in the main

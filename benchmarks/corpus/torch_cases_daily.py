@@ -154,7 +154,7 @@ class PngPhotos(Dataset):
 
 
 @case("pt_train_pil_decode_nw0", "pytorch", "training", 6,
-      facts("training", dataloader_workers=0, optimizer="adam"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="adam"),
       warmup=3, fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "pil"])
 def pt_train_pil_decode_nw0(variant):
     """A small CNN trained on PNG photos that the Dataset decodes with PIL, resizes and

@@ -163,7 +163,7 @@ def batched_reads(data: MemmapBatches, batch: int, model, opt) -> Loop:
 
 
 @case("pt_train_memmap_rows_nw0", "pytorch", "training", 6,
-      facts("training", dataloader_workers=0, optimizer="sgd"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="sgd"),
       warmup=3, fix=LOADER_FIX, variants=LOADER_VARIANTS, also=("batched_reads",),
       tags=["dataloader", "memmap"])
 def pt_train_memmap_rows_nw0(variant):

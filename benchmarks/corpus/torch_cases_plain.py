@@ -64,7 +64,7 @@ def table_tensors(rows: CustomerRows) -> TensorDataset:
 
 
 @case("pt_train_pandas_iloc_nw0", "pytorch", "training", 6,
-      facts("training", dataloader_workers=0, optimizer="adam"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="adam"),
       warmup=3, fix=LOADER_FIX, variants=LOADER_VARIANTS, also=("tensors_once",),
       tags=["dataloader", "pandas"])
 def pt_train_pandas_iloc_nw0(variant):

@@ -52,7 +52,7 @@ class NpyFolder(Dataset):
 
 
 @case("pt_train_npy_files_nw0", "pytorch", "training", 6,
-      facts("training", dataloader_workers=0, optimizer="sgd"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="sgd"),
       warmup=3, fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "npy_files"])
 def pt_train_npy_files_nw0(variant):
     """A 3072-128-10 MLP trained with SGD and momentum on samples the Dataset loads from one

@@ -66,7 +66,7 @@ class NeuralNetwork(nn.Module):
 
 
 @case("pt_infer_quickstart_test_loop", "pytorch", "inference", 6,
-      facts("inference", dataloader_workers=0), split="holdout", warmup=3,
+      facts("inference", dataloader_workers=0), split="tuned", warmup=3,
       fix=LOADER_FIX, variants=LOADER_VARIANTS, also=("tensor_cache",),
       tags=["dataloader", "tutorial", "item"])
 def pt_infer_quickstart_test_loop(variant):

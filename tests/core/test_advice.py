@@ -174,7 +174,7 @@ def test_quiet_machine_pair_estimate_counts_the_slower_step_beside_the_worker(fo
     send = _handover_share(t0, a0, DEFAULT_SEND, own=False)  # the worker's side: assumed
     assert "(assumed, not measured here: 300 µs per batch" in workers.estimate_why
     free = 2.0 - a0.run.value("cpu_other")
-    expect = _plan(f.share, recv, send, slow, free)
+    expect = _plan(f.share, recv, send, slow, free, bare=_unprofiled(t0, a0))
     assert workers.estimate == pytest.approx(expect.speedup, rel=1e-6)
     assert workers.settings == expect.settings() == {"num_workers": 1, "main_threads": 1}
     r = diff_analyses((t0, a0), (t1, a1))
@@ -220,7 +220,8 @@ def test_interference_fact_from_trace_metadata_drives_the_workers_estimate(tmp_p
             share, t = by_id(a)["input_pipeline_bound"].share, analyzed(path)[0]
             recv = _handover_share(t, a, DEFAULT_HANDOVER)  # 2 tensors, bytes not recorded
             send = _handover_share(t, a, DEFAULT_SEND, own=False)
-            expect = _plan(share, recv, send, 1.3, 2.0 - a.run.value("cpu_other"))
+            expect = _plan(share, recv, send, 1.3, 2.0 - a.run.value("cpu_other"),
+                           bare=_unprofiled(t, a))
             assert w.estimate == pytest.approx(expect.speedup if expect.helps else 1.0,
                                                rel=1e-6)
             assert "assumed: 700 µs per batch + 500 µs per tensor" in w.estimate_why
@@ -250,10 +251,21 @@ def _handover_share(trace, a, assumed=None, own=True):
     return (h[0] + tensors * h[1]) * 1e3 / _steady_wall(a)
 
 
-def _plan(share, recv, send, slow, cores):
-    """The loader plan of a CPU-only run (all of the rest is the host's work)."""
+def _plan(share, recv, send, slow, cores, bare):
+    """The loader plan of a CPU-only run (all of the rest is the host's work), on the step
+    without the profiler's cost per event (``bare``): the loading's share and the
+    hand-over's (timed unprofiled) read in it."""
     from sofa_gui.core.analysis.findings.loader_plan import LoaderCosts, plan
+    share, recv, send = (share * bare.load_factor, recv * bare.step_factor,
+                         send * bare.step_factor)
     return plan(LoaderCosts(share, 1.0 - share, 1.0 - share, recv, send, slow), cores)
+
+
+def _unprofiled(t, a):
+    """The steady step without the profiler's cost per event, as the plan reads it."""
+    from sofa_gui.core.analysis.findings import make_context
+    from sofa_gui.core.analysis.findings.loader_step import unprofiled_step
+    return unprofiled_step(make_context(t, a.iterations, a.breakdown, a.run))
 
 
 def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main_thread(
@@ -294,7 +306,8 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
                                    "compute, the main process's wait for a busy worker's GIL")
     assert w.estimate < plain.estimate
     recv, send = 3.5e6 / _steady_wall(a), _handover_share(t, a, DEFAULT_SEND, own=False)
-    expect = _plan(f.share, recv, send, 1.15, 2.0 - a.run.value("cpu_other"))
+    expect = _plan(f.share, recv, send, 1.15, 2.0 - a.run.value("cpu_other"),
+                   bare=_unprofiled(t, a))
     assert w.estimate == pytest.approx(expect.speedup, rel=1e-6)
     assert w.settings == expect.settings()
     doc.update(cpu_batch_send_us=2000.0, cpu_batch_send_tensor_us=250.0,
@@ -314,7 +327,8 @@ def test_handover_calibration_in_the_trace_keeps_the_batch_hand_over_on_the_main
     path.write_text(json.dumps(doc))
     _, a = analyzed(path)
     w = next(x for x in by_id(a)["input_pipeline_bound"].fixes if x.name == "loader workers")
-    assert "0.44 MB per batch from the stacks' shapes" in w.estimate_why  # 64 x 1729 x 4 B
+    # 64 x 1729 x 4 B
+    assert "0.44 MB per batch from the collated tensors' shapes" in w.estimate_why
     assert "spends 3.9 ms receiving each" in w.estimate_why  # + 0.44 MB x 1000 µs
     for ev in stacks:  # recent profilers record a TensorList input without its shapes
         ev["args"]["Input Dims"] = [[], []]
@@ -424,7 +438,7 @@ def test_diff_says_when_the_rest_of_the_after_step_shrank():
     text = "\n".join(diff_text(r))
     assert "the rest of AFTER's step (what the fix does not touch) shrank 25% (Backward " \
            "-3.14 ms, Forward -2.05 ms" in text
-    assert "with that part as in BEFORE it would be 1.80x, -3% from the prediction" in text
+    assert "with that part as in BEFORE it would be 1.80x, -5% from the prediction" in text
     assert "repeat the pair and compare median runs (sofa-gui diff B1 A1 B2 A2 B3 A3)" in text
 
 
@@ -444,7 +458,7 @@ def test_diff_says_when_the_rest_of_the_after_step_grew():
     text = "\n".join(diff_text(r))
     assert "the rest of AFTER's step (what the fix does not touch) grew 58% (Backward " \
            "+10.2 ms" in text
-    assert "with that part as in BEFORE it would be 1.54x, -1% from the prediction" in text
+    assert "with that part as in BEFORE it would be 1.54x, -3% from the prediction" in text
     r1 = diff_analyses(analyzed(QUIET / "input_nw0.json.gz"), analyzed(QUIET / "input_nw1.json.gz"))
     assert abs(r1["prediction"]["rest_of_step"]["grew"]) < 0.10
     assert "the rest of AFTER's step" not in "\n".join(diff_text(r1))

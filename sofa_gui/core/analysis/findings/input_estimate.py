@@ -8,7 +8,10 @@ moves no work off the machine: the step cannot get shorter than
 * the work of every pipeline and compute thread spread over the usable cores (their busy
   time per step / cores, counting at any instant no more threads busy than there are
   cores: a thread beyond them waits for a core inside its event): on a CPU-only run the
-  input's work already takes cores from the compute;
+  input's work already takes cores from the compute.  An iterator thread's time counts
+  only while none of the pipeline's worker threads is busy: while a worker runs the
+  map's function, the iterator thread that asked for the element waits for it inside its
+  own event (``PrefetchProduce``, ``Iterator::Map`` span the call), which is no work;
 * for a fix that adds no parallelism (a prefetch of a serial pipeline), the time the
   pipeline's threads are busy at all (their union): a serial pipeline makes one batch at
   a time;
@@ -40,7 +43,11 @@ waits longer, so the step is the pipeline's time per batch either way.  After th
 step is its own work without that cost and, once the pipeline's threads no longer work
 beside it, without the slow-down of a core while another one works (the machine's
 calibration, else an assumed factor: :func:`.input_removal.core_interference`), beside
-the compute threads' share of the cores given back (:func:`map_contention`).  A Keras
+the compute threads' share of the cores given back (:func:`map_contention`).  That
+share is read as captured and the work it is taken from without the profiler: it never
+takes more off that work than the compute's slowest pace beside the pipeline's threads
+allows (the step after the fix is at least that work at that pace), so many pipeline
+threads on few cores cannot read as a step of nothing.  A Keras
 ``fit`` of a small MLP on cached CSV batches runs 1.25 ms a step under the profiler's
 callback and 1.01 ms without it (``benchmarks/corpus/profiler_cost.py --tf``, medians of 3
 rounds), what the ratio gives for its 0.9 ms of per-op work beside about 0.35 ms of math;
@@ -134,14 +141,47 @@ def pipeline_floors(ctx: Ctx, p: InputPipeline) -> dict[str, float] | None:
     helpers = np.asarray([h for h in host.helper_lanes if not names[h].startswith(_CONSUMER_LANE)],
                          np.int64)
     pool = tf_data_lanes(ctx.trace, workers_only=True)
-    lanes = np.union1d(helpers, pool)
     cores, _ = _cores(ctx)
-    work, _ = _busy(ctx, lanes, cores=cores)
+    work = _thread_work(ctx, helpers, pool, cores)
     _, serial = _busy(ctx, pool)
     py = pyfunc_ids(ctx.trace)
     _, python = _busy(ctx, tf_data_lanes(ctx.trace), py) if len(py) else (0.0, 0.0)
     return {"work": work / cores / wall, "serial": serial / wall, "python": python / wall,
             "graph": _graph_work(ctx, helpers, pool, py, cores) / cores / wall}
+
+
+def _thread_work(ctx: Ctx, helpers: np.ndarray, pool: np.ndarray, cores: float) -> float:
+    """ns the compute threads, the pipeline's worker threads and its iterator threads work
+    inside the steady windows, at most ``cores`` of them at once; an iterator thread's
+    busy time only where no worker thread is busy (it waits for them meanwhile)."""
+    host, r = ctx.bd.host, ctx.rows
+    s = ctx.trace.slices
+    iters = np.setdiff1d(np.intersect1d(helpers, tf_data_lanes(ctx.trace)), pool)
+    others = np.setdiff1d(np.union1d(helpers, pool), iters)
+    workers = _selected(ctx, pool)
+    wa, wb = union(s.start[workers], s.end[workers])
+    per = _per_lane(ctx, _selected(ctx, others)) + [
+        _outside(a, b, wa, wb) for a, b in _per_lane(ctx, _selected(ctx, iters))]
+    return _at_most(per, cores, host.starts[r], host.ends[r])
+
+
+def _outside(a: np.ndarray, b: np.ndarray, wa: np.ndarray, wb: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the disjoint sorted intervals ``a``/``b`` outside the disjoint sorted
+    intervals ``wa``/``wb``."""
+    out_a, out_b = [], []
+    for x, y in zip(a.tolist(), b.tolist()):
+        i = int(np.searchsorted(wb, x, side="right"))
+        while i < len(wa) and wa[i] < y:
+            if wa[i] > x:
+                out_a.append(x)
+                out_b.append(int(wa[i]))
+            x = max(x, int(wb[i]))
+            i += 1
+        if x < y:
+            out_a.append(x)
+            out_b.append(y)
+    return np.asarray(out_a, np.int64), np.asarray(out_b, np.int64)
 
 
 def _graph_work(ctx: Ctx, helpers: np.ndarray, pool: np.ndarray, py: np.ndarray,
@@ -199,22 +239,24 @@ def _levels(per_lane: list) -> tuple[np.ndarray, np.ndarray]:
     return x[order], np.cumsum(step[order])
 
 
-def map_contention(ctx: Ctx) -> tuple[float, float] | None:
+def map_contention(ctx: Ctx) -> tuple[float, float, float] | None:
     """(share of the steady step the compute threads lose to the pipeline's worker threads
-    on the cores, those workers' busy cores per step) on a run without an accelerator;
-    None without both kinds of thread in the trace.
+    on the cores, those workers' busy cores per step, the slowest pace the compute kept
+    beside them) on a run without an accelerator; None without both kinds of thread in
+    the trace.
 
     Where ``n`` threads are busy on ``c`` cores, ``n_c`` of them the compute's, the compute
     progresses at ``n_c * min(1, c / n)`` cores against ``min(n_c, c)`` without the
     workers beside it: each instant the compute is busy lasts that ratio of itself once
-    the workers' work is gone (a cache: later epochs only read the elements).  Threads
-    share the cores evenly (the scheduler's fair share); the workers inside the map's
-    Python count one thread together (:func:`_pool_levels`).  Once per analysis (the input
-    finding grades by it, the cache's estimate counts it)."""
+    the workers' work is gone (a cache: later epochs only read the elements); the least
+    of those ratios is the slowest pace.  Threads share the cores evenly (the scheduler's
+    fair share); the workers inside the map's Python count one thread together
+    (:func:`_pool_levels`).  Once per analysis (the input finding grades by it, the
+    cache's estimate counts it)."""
     return ctx.once("map_contention", lambda: _contention(ctx))
 
 
-def _contention(ctx: Ctx) -> tuple[float, float] | None:
+def _contention(ctx: Ctx) -> tuple[float, float, float] | None:
     host, r = ctx.bd.host, ctx.rows
     if host is None or not len(r) or ctx.bd.devices:
         return None
@@ -244,8 +286,10 @@ def _contention(ctx: Ctx) -> tuple[float, float] | None:
     seg -= measure_in(wa, wb, x[:-1], x[1:])
     inside = measure_in(ws, we, x[:-1], x[1:]) / np.maximum(x[1:] - x[:-1], 1)
     lost = float((seg * inside * (1.0 - rate[:-1])).sum())
+    crowded = (n_c[:-1] > 0) & (seg * inside > 0)
+    slowest = float(rate[:-1][crowded].min()) if crowded.any() else 1.0
     busy, _ = _busy(ctx, pool)
-    return lost / wall, busy / wall
+    return lost / wall, busy / wall, slowest
 
 
 def _pool_levels(ctx: Ctx, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -301,16 +345,20 @@ def tf_removal_gain(ctx: Ctx, share: float,
     c = map_contention(ctx)
     if c is None:
         return None
-    lost, busy = c
+    lost, busy, slowest = c
     steps = unprofiled_steps(ctx)
     factor, slow_why, conf = slow
     n, k, pass_ns = _pass_counts(ctx)
     before = steps.before * (n - k) + pass_ns  # the passes' rows: their wait hides it all
-    after = max(steps.math + (steps.own - steps.math) / factor - lost * steps.wall, 1e-6) * n
+    own = steps.math + (steps.own - steps.math) / factor
+    # the cores given back make the compute at most as much faster as it was slowed at
+    # its most crowded: the time it lost, read as captured, never takes more than that
+    # off the unprofiled work
+    after = max(own - lost * steps.wall, own * slowest) * n
     passes, steady_part = _passes(ctx, share)
     share, lost = share * steady_part + passes[0], lost * steady_part
     _, where = _cores(ctx)
-    sp = max(before / after, 1.0 / max(1.0 - share, 1e-6))
+    sp = max(before / after if after > 0 else 1.0, 1.0 / max(1.0 - share, 1e-6))
     return sp, (f"the work is done once, not every step: the wait for input goes "
                 f"({pct(share)} of the step{passes[1]}), and with it the pipeline's threads, "
                 f"busy {busy:.1f} cores on average, which took {pct(lost)} of the step from "

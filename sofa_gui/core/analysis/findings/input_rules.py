@@ -32,6 +32,7 @@ from .input_estimate import ASSUMED_CORES, map_contention, tf_pipeline_speedup
 from .input_pacing import loader_paces, unexplained_wait
 from .input_removal import core_interference, removal_gain
 from .input_restarts import restart_cost
+from .loader_step import collate_tensors, unprofiled_step
 from .registry import Rule, rule
 from .tf_data import pipeline_note
 from .work import TINY_NS, name_medians, outermost, starts_inside
@@ -245,10 +246,13 @@ def _loader_plan_gain(ctx: Ctx, share: float) -> tuple[float, str, float, dict]:
         return 1.0, m.none_free, 1.0, {}
     slow, slow_why, slow_conf = _interference(ctx)
     recv, send, hand_why, hand_conf = _handover(ctx)
-    costs = loader_plan.LoaderCosts(share, 1.0 - share, _host_paced(ctx, share), recv, send,
-                                     slow)
+    bare = unprofiled_step(ctx)
+    load = share * bare.load_factor  # the step's parts and the hand-over in one unit
+    costs = loader_plan.LoaderCosts(load, 1.0 - load, _host_paced(ctx, load),
+                                     recv * bare.step_factor, send * bare.step_factor, slow)
     p = loader_plan.plan(costs, free)
     where = (f"on {free:.1f} free cores ({m.what}); model: {p.figures()}; {slow_why}{hand_why}"
+             f"; {bare.sentence()}"
              f"; while the main process and its workers outnumber the cores, "
              f"{loader_plan.TURNS:.0%} of the cores' time assumed to do work"
              f"{_MEMORY_NOT_COUNTED}")
@@ -311,10 +315,6 @@ _MEMORY_NOT_COUNTED = ("; not counted: changes in the main process's own memory 
 #: Loader calls of a PyTorch DataLoader (one per batch) and its default collate's stack
 #: (one per tensor of the batch).
 _LOADER_NEXT = re.compile(r"DataLoader.*__next__|DataLoaderIter")
-_COLLATE = "aten::stack"
-_ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long int": 8,
-             "int": 4, "unsigned char": 1, "bool": 1, "signed char": 1, "short int": 2}
-
 
 #: The hand-over of one batch when the trace carries no calibration, µs per batch, per
 #: tensor and per MB: the main thread's time receiving it and the worker's CPU time for it
@@ -331,8 +331,9 @@ def _handover(ctx: Ctx) -> tuple[float, float, str, float]:
     share the workers spend on them beyond the loading, why, confidence factor): the
     calibration's costs of one batch (trace metadata ``cpu_batch_handover_*`` and
     ``cpu_batch_send_*``, or a recording's ``host.batch_handover``: per batch, per tensor,
-    per MB) for the batches per step and the tensors per batch the trace shows (its
-    collate's stacks); bytes from the stacks' shapes when recorded.  Unmeasured:
+    per MB) for the batches per step and the tensors per batch the trace shows
+    (:func:`.loader_step.collate_tensors`), bytes from their shapes when recorded; shares
+    of the captured step (the plan reads them in the unprofiled one).  Unmeasured:
     :data:`DEFAULT_HANDOVER` / :data:`DEFAULT_SEND`, said, confidence x0.9."""
     parts, send = handover_parts(ctx.trace), send_parts(ctx.trace)
     conf, what = 1.0, "calibration"
@@ -352,45 +353,21 @@ def _handover(ctx: Ctx) -> tuple[float, float, str, float]:
                      np.int64)
     calls = calls if len(calls) else dl
     batches = len(calls) / len(r)
-    stacks = [j for j in nested_in(ctx, calls).tolist() if ctx.trace.name_of(j) == _COLLATE] \
-        if len(calls) else []
-    tensors = max(len(stacks) / max(len(calls), 1), 1.0)
-    mb = _stacked_mb(ctx, stacks, len(calls))
+    tensors, mb, told = collate_tensors(ctx, calls)
     wall = float((host.ends[r] - host.starts[r]).mean()) or 1.0
 
     def cost(b: float, t: float, m: float) -> float:  # µs per batch
         return b + tensors * t + (mb or 0.0) * m
     recv, out = cost(*parts[:3]), cost(*send)
-    size = (f"{mb:.2f} MB per batch from the stacks' shapes" if mb is not None else
+    size = (f"{mb:.2f} MB per batch from the collated tensors' shapes" if mb is not None else
             f"bytes not in the trace (no shapes): +{per_mb:.0f} µs per MB received and "
             f"+{send[2]:.0f} µs per MB sent not counted")
     share_in, share_out = recv * 1e3 * batches / wall, out * 1e3 * batches / wall
     return share_in, share_out, (
-        f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch (its collate's "
-        f"{_COLLATE} calls), {batches:.0f} batch{'es' if batches != 1 else ''} per step: the "
+        f"; {tensors:.0f} tensor{'s' if tensors != 1 else ''} per batch ({told}), "
+        f"{batches:.0f} batch{'es' if batches != 1 else ''} per step: the "
         f"main process spends {recv / 1e3:.1f} ms receiving each ({pct(share_in)} "
-        f"of the step; {what}: {per_batch:.0f} µs per batch + {per_tensor:.0f} µs per "
+        f"of the step as captured; {what}: {per_batch:.0f} µs per batch + {per_tensor:.0f} µs per "
         f"tensor, {where}) and a worker {out / 1e3:.1f} ms of CPU sending it beyond the "
         f"loading ({send_what}: {send[0]:.0f} µs per batch + {send[1]:.0f} µs per tensor); "
         f"{size}"), conf
-
-
-def _stacked_mb(ctx: Ctx, stacks: list[int], calls: int) -> float | None:
-    """MB per batch the collate stacked, from its recorded input shapes; None without."""
-    if not stacks or not calls:
-        return None
-    total = 0
-    for j in stacks:
-        a = ctx.trace.args.get(int(ctx.trace.slices.args[j])) or {}
-        dims, types = a.get("Input Dims"), a.get("Input type")
-        if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) \
-                or not dims[0]:  # a TensorList recorded without its tensors' shapes
-            return None
-        size = _ITEMSIZE.get(types[0] if isinstance(types, list) and types else "", 4)
-        for d in dims[0]:  # the stacked samples
-            if not isinstance(d, list) or not all(isinstance(x, int) for x in d):
-                return None
-            total += size * int(np.prod(d)) if d else size
-    return total / 1e6 / calls
-
-

@@ -2,7 +2,8 @@
 free, how many intra-op threads its main process should keep, the step that leaves, and
 whether any worker count helps at all.
 
-Shares are of the BEFORE step (1.0, :class:`LoaderCosts`): ``load`` the loading the
+Shares are of the BEFORE step as it runs without the profiler (1.0,
+:class:`LoaderCosts`; :mod:`.loader_step` reads it): ``load`` the loading the
 workers take over, ``rest`` everything else, ``paced`` the part of ``rest`` that runs on
 the host's CPU (all of it on a CPU-only run; on a device run only the device's waits for
 the host), ``recv`` what the main process spends receiving the step's batches from the
