@@ -1,4 +1,4 @@
-"""Held-out TensorFlow cases of common programs, written without looking at the advisor's
+"""TensorFlow cases of common programs, first written without looking at the advisor's
 rules (captured and measured by ``run_tf.py``): Keras ``fit`` of a CNN whose image
 augmentation (``RandomFlip``, ``RandomRotation``, ``RandomZoom``) is layers at the front of
 the model, as the Keras image-classification tutorial builds it, and a hand-written loop
@@ -61,7 +61,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
                       net=lambda: flower_cnn(keras_model, augment=True),
                       fix_net=lambda: flower_cnn(keras_model, augment=False)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True}, 16,
-             split="holdout", warmup=3,
+             split="tuned", warmup=3,
              fix="the augmentation mapped over the dataset in parallel (not in the model)",
              tags=["keras_fit", "augmentation", "preprocessing_layers"])
     CASES["tf_fit_augment_layers"].build.__doc__ = (
@@ -82,7 +82,7 @@ def sales_rows(n: int = 2048, seed: int = 32):
 
 
 @case("tf_train_on_batch_cold", "tensorflow", "training", 8,
-      {**TF, "mode": "training", "tf_data": True}, split="holdout",
+      {**TF, "mode": "training", "tf_data": True}, split="tuned",
       warmup=2, startup_in_window=True, tags=["train_on_batch", "warmup", "tracing"])
 def tf_train_on_batch_cold(variant):
     """A Keras regression MLP (48-512-512-256-1, Adam, MSE with an MAE metric) trained

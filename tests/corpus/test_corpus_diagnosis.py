@@ -32,9 +32,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
         "jax_train_ensemble_loop": "host overhead 0.64 by jax.vmap (2.75x), no sync share; "
                                    "the 16 float reads a step read as host_reads_in_loop "
                                    "at 0.64 (the losses read once measure 1.99x)",
-        "tf_train_on_batch_cold": "start-up 0.85 with input 0.02 measured; "
-                                  "input_pipeline_bound kept at 0.63 (1.09x) on both "
-                                  "captures",
         "pt_train_l2_param_loop": "compute 0.67 with host overhead 0.25 (weight_decay "
                                   "1.31x); read compute on one capture, host overhead "
                                   "on the other",

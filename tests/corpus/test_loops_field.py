@@ -1,8 +1,10 @@
 """Ordinary loops read on their corpus captures: the optimizer's implementation read inside
 its own step (``clip_grad_norm_``'s foreach ops are not AdamW's), a loader whose tiny
 indexing ops only the profiler's cost makes count, a jitted function called once per
-example many times a step (the step is the run of calls, not each call), and a batch built
-in Python and converted with ``tf.convert_to_tensor`` (the building is input)."""
+example many times a step (the step is the run of calls, not each call), a batch built
+in Python and converted with ``tf.convert_to_tensor`` (the building is input), and the
+constants ``train_on_batch`` writes into its metrics' variables between steps (not
+input)."""
 
 from __future__ import annotations
 
@@ -90,3 +92,19 @@ def test_a_batch_built_in_python_and_converted_is_input(k):
     assert abs(f.share - truth("tf_tape_numpy_convert")["shares"]["input"]) < 0.1
     host = a.breakdown.host
     assert any(t.name_of(int(j)) == "tf.constant" for j in host.role_slices["data_loading"])
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_constants_written_into_variables_are_not_input(k):
+    """``model.train_on_batch`` resets its metrics before each step: ``tf.constant`` values
+    written by ``AssignVariableOp``, after Keras's Python.  They set state, not a batch:
+    the steady steps' input is the prefetched iterator's fetch alone (0.02 measured), so
+    no input finding."""
+    t, a = analyzed("tf_train_on_batch_cold", k)
+    s = t.slices
+    consts = [j for j in range(len(s.start)) if t.name_of(j) == "tf.constant"]
+    assert len(consts) > 8  # the resets are in the trace
+    loading = {int(j) for j in a.breakdown.host.role_slices["data_loading"]}
+    assert not loading.intersection(consts)
+    assert "input_pipeline_bound" not in ids(a)
+    assert a.verdict.bound == "startup"

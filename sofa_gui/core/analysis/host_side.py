@@ -215,6 +215,10 @@ def _input_python(trace: Trace, hidx: np.ndarray) -> np.ndarray:
 #: Host data made a tensor by the loop (``tf.convert_to_tensor`` / ``tf.constant`` of a
 #: batch built in Python).
 BATCH_CONVERSION = re.compile(r"^tf\.constant$|^tf\.convert_to_tensor$|^_?EagerConst$")
+#: Eager ops that run the loop's code or write a variable: the first of them after a
+#: conversion says what the converted tensor is for.
+_EAGER_RUN = re.compile(r"^EagerLocalExecute: ")
+_VARIABLE_WRITE = re.compile(r"^EagerLocalExecute: Assign(Add|Sub)?VariableOp$")
 
 
 def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -222,19 +226,42 @@ def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple
     they and the untraced time before each cover).  A loop that builds its batch in
     Python and converts it records only the conversion: the time from the thread's last
     event before it to the conversion is the batch being built (nothing the thread
-    records runs then), so it is input preparation with the conversion itself."""
+    records runs then), so it is input preparation with the conversion itself.  A
+    conversion whose tensor the next eager op writes into a variable
+    (``AssignVariableOp``: Keras's ``train_on_batch`` resetting its metrics, a loop's
+    ``variable.assign(value)``) sets state, not a batch: it is not input."""
     s = trace.slices
     names = trace.memo("host_side.conversion_ids",
                        lambda: trace.name_ids(BATCH_CONVERSION.match))
     idx = idx[np.argsort(s.start[idx], kind="stable")]
     conv = np.flatnonzero(np.isin(s.name[idx], names) & (s.depth[idx] == s.depth[idx].min())
                           ) if len(names) and len(idx) else np.zeros(0, np.int64)
+    conv = conv[~_writes_variable(trace, idx, conv)]
     if not len(conv):
         return conv, (np.zeros(0, np.int64), np.zeros(0, np.int64))
     reach = np.maximum.accumulate(s.end[idx])  # latest end among the events up to each
     before = np.where(conv > 0, reach[np.maximum(conv - 1, 0)], s.start[idx[conv]])
     lo = np.where(conv > 0, np.minimum(before, s.start[idx[conv]]), s.start[idx[conv]])
     return idx[conv], (lo.astype(np.int64), s.end[idx[conv]].astype(np.int64))
+
+
+def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarray:
+    """Per conversion ``idx[conv]`` (``idx`` in start order): whether the first eager op
+    the thread runs after it is a variable write."""
+    if not len(conv):
+        return np.zeros(0, bool)
+    s = trace.slices
+    run = trace.memo("host_side.eager_run_ids", lambda: trace.name_ids(_EAGER_RUN.match))
+    write = trace.memo("host_side.variable_write_ids",
+                       lambda: trace.name_ids(_VARIABLE_WRITE.match))
+    ops = np.flatnonzero(np.isin(s.name[idx], run))
+    if not len(ops) or not len(write):
+        return np.zeros(len(conv), bool)
+    nxt = np.searchsorted(s.start[idx[ops]], s.end[idx[conv]], side="left")
+    has = nxt < len(ops)
+    out = np.zeros(len(conv), bool)
+    out[has] = np.isin(s.name[idx[ops[nxt[has]]]], write)
+    return out
 
 
 def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:

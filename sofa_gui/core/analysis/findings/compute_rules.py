@@ -14,6 +14,7 @@ from ..balance import STRAGGLER_MIN_FRACTION, Balanced, balance
 from ..device_side import DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..results import Evidence, Finding
+from .augment_layers import estimate_augment_in_step
 from .causes import causes_by_name
 from .context import (
     Ctx,
@@ -214,6 +215,7 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     f.estimate_assumes = f"{COMPUTE_GAIN:g}x faster compute"
     estimate_inference_mode(ctx, f)  # its own estimate, where the fix is shown
     estimate_float32(ctx, f)
+    estimate_augment_in_step(ctx, f)
     f.summary += _hypothesis_not_a_fix(f.fixes)
     return f
 

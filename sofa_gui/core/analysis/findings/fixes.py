@@ -516,3 +516,14 @@ def _because(fix: Fix, facts) -> str:
         return f"{fix.fact} unknown: the trace does not say"
     what = f.detail or f"{fix.fact} is {f.value}"
     return f"{what} here: {f.proof}" if f.proof else f"{what} here"
+
+
+#: The compute finding's fix where image augmentation runs inside the training step
+#: (shown by :mod:`.augment_layers` with its estimate, only where the trace shows it).
+AUGMENT_FIX = Fix(_TF, "Run the augmentation in the input pipeline, not in the model: "
+                       "ds.map(lambda x, y: (augment(x, training=True), y), "
+                       "num_parallel_calls=tf.data.AUTOTUNE) before .prefetch(tf.data.AUTOTUNE), "
+                       "and the model without its augmentation layers: tf.data's threads then "
+                       "augment the next batches while the step trains.",
+                  devices=_CPU, modes=_TRAIN, gain="cores",
+                  name="augmentation in the input pipeline")

@@ -118,7 +118,7 @@ def _at_most(per_lane: list, cores: float | None, ws: np.ndarray, we: np.ndarray
     return total
 
 
-def _cores(ctx: Ctx) -> tuple[float, str]:
+def usable_cores(ctx: Ctx) -> tuple[float, str]:
     """(usable cores, where that comes from)."""
     cores, other = ctx.facts.get("cpu_cores"), ctx.facts.get("cpu_other")
     if not cores.known:
@@ -141,7 +141,7 @@ def pipeline_floors(ctx: Ctx, p: InputPipeline) -> dict[str, float] | None:
     helpers = np.asarray([h for h in host.helper_lanes if not names[h].startswith(_CONSUMER_LANE)],
                          np.int64)
     pool = tf_data_lanes(ctx.trace, workers_only=True)
-    cores, _ = _cores(ctx)
+    cores, _ = usable_cores(ctx)
     work = _thread_work(ctx, helpers, pool, cores)
     _, serial = _busy(ctx, pool)
     py = pyfunc_ids(ctx.trace)
@@ -220,7 +220,7 @@ def tf_pipeline_speedup(ctx: Ctx, share: float, fix) -> tuple[float, str, float]
     what, floor = max(bounds.items(), key=lambda kv: kv[1])
     before = steps.before / max(steps.wall, 1.0)
     sp = max(before / max(floor, 1e-6), 1.0)
-    _, where = _cores(ctx)
+    _, where = usable_cores(ctx)
     told = "; ".join(f"{k} {pct(v)}" for k, v in bounds.items())
     return sp, (f"the step cannot get shorter than {what} ({pct(floor)} of it; {told}; "
                 f"{where}); the step before the fix without the profiler {pct(before)} of "
@@ -267,7 +267,7 @@ def _contention(ctx: Ctx) -> tuple[float, float, float] | None:
                          np.int64)
     if not len(pool) or not len(compute):
         return None
-    cores, _ = _cores(ctx)
+    cores, _ = usable_cores(ctx)
     xs, nc = _levels(_per_lane(ctx, _selected(ctx, compute)))
     xp, npool = _pool_levels(ctx, pool)
     x = np.union1d(xs, xp)
@@ -357,7 +357,7 @@ def tf_removal_gain(ctx: Ctx, share: float,
     after = max(own - lost * steps.wall, own * slowest) * n
     passes, steady_part = _passes(ctx, share)
     share, lost = share * steady_part + passes[0], lost * steady_part
-    _, where = _cores(ctx)
+    _, where = usable_cores(ctx)
     sp = max(before / after if after > 0 else 1.0, 1.0 / max(1.0 - share, 1e-6))
     return sp, (f"the work is done once, not every step: the wait for input goes "
                 f"({pct(share)} of the step{passes[1]}), and with it the pipeline's threads, "
