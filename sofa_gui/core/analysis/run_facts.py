@@ -439,6 +439,12 @@ def _first_inside(trace: Trace, pattern: str, spans: np.ndarray) -> int:
     return int(ids[np.argmin(s.start[ids])]) if len(ids) else -1
 
 
+#: Foreach ops other than ``clip_grad_norm_``'s own (the norms, then the gradients scaled
+#: by the clip coefficient): a step without ``Optimizer.step`` spans that runs only those
+#: updates its weights some other way.
+_UPDATE_FOREACH = r"^aten::_foreach_(?!norm|mul_)|multi_tensor_apply"
+
+
 @probe
 def _optimizer(trace: Trace) -> list[Fact]:
     """The optimizer's implementation, read from the ops inside its ``Optimizer.step`` spans
@@ -447,8 +453,9 @@ def _optimizer(trace: Trace) -> list[Fact]:
     spans = _slices_named(trace, r"^Optimizer\.step")
     for value, pattern in (("fused", r"_fused_adam|fused_adamw|FusedAdam|_fused_sgd"),
                            ("foreach", r"^aten::_foreach_|multi_tensor_apply")):
-        if not len(spans):
-            f = named(trace, "optimizer", value, pattern)
+        if not len(spans):  # no torch.optim step: an update by hand, not clipping's ops
+            f = named(trace, "optimizer", value,
+                      _UPDATE_FOREACH if value == "foreach" else pattern)
         elif (j := _first_inside(trace, pattern, spans)) >= 0:
             f = Fact("optimizer", value, "", f"`{trace.name_of(j)}`", j)
         else:
