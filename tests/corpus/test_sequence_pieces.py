@@ -21,8 +21,24 @@ torch = pytest.importorskip("torch")
 POSITIONS = 12
 
 
+#: Captures taken before a test gives up on finding the loop: on a loaded machine a step
+#: descheduled for tens of ms (the clean one takes about 3) can put the loop under a
+#: tenth of the median step, where no run of repeats is a loop of its own.
+ATTEMPTS = 3
+
+
+def _found(tmp: str, how: str, grad: bool = True):
+    """The first of up to :data:`ATTEMPTS` captures whose median step shows the loop (the
+    last one where none does)."""
+    for attempt in range(ATTEMPTS):
+        a, ctx = _captured(tmp, how, grad=grad, attempt=attempt)
+        if position_loop(ctx) is not None:
+            break
+    return a, ctx
+
+
 @functools.cache
-def _captured(tmp: str, how: str, shapes: bool = True, grad: bool = True):
+def _captured(tmp: str, how: str, shapes: bool = True, grad: bool = True, attempt: int = 0):
     """A tiny tagger's training steps: an encoder, then a head once per position of its
     output (picked by ``how``: ``h[:, t]`` in the loop for "select"), the outputs
     stacked; ``grad``: the positions are picked from the encoder's output (else from the
@@ -44,8 +60,8 @@ def _captured(tmp: str, how: str, shapes: bool = True, grad: bool = True):
         return h.chunk(POSITIONS, dim=1)
 
     with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes) as prof:
-        for _ in range(20):
-            h = enc(x) if grad else x + 0
+        for _ in range(30):
+            h = torch.tanh(enc(x)) if grad else x + 0
             out = torch.stack([head(h[:, t]) for t in range(POSITIONS)] if how == "select"
                               else [head(p) for p in pieces(h)], 1)
             loss = out.square().mean()
@@ -53,7 +69,7 @@ def _captured(tmp: str, how: str, shapes: bool = True, grad: bool = True):
             loss.backward()
             opt.step()
             prof.step()
-    path = f"{tmp}/{how}-{shapes}-{grad}.json"
+    path = f"{tmp}/{how}-{shapes}-{grad}-{attempt}.json"
     prof.export_chrome_trace(path)
     t = load_trace(path, use_cache=False)
     a = analyze(t)
@@ -68,7 +84,7 @@ def tmp(tmp_path_factory):
 @pytest.mark.parametrize("how, pick", [("unbind", "aten::unbind"), ("split", "aten::split"),
                                        ("chunk", "aten::chunk")])
 def test_a_module_called_on_each_piece_of_one_split_is_a_loop_over_positions(tmp, how, pick):
-    a, ctx = _captured(tmp, how)
+    a, ctx = _found(tmp, how)
     loop = position_loop(ctx)
     assert loop is not None and loop.pick == pick and loop.count == POSITIONS
     assert loop.dim == 1 and loop.shape == (4, POSITIONS, 32)
@@ -87,9 +103,9 @@ def test_a_capture_without_input_shapes_says_nothing_of_positions(tmp, how):
 def test_the_autograd_repeats_count_as_the_backward_only_with_the_picks_own_node(tmp):
     # the head's backward repeats once per position either way; picked from the input,
     # which needs no gradient, they record no SelectBackward0: not proven the loop's
-    a, ctx = _captured(tmp, "select")
+    a, ctx = _found(tmp, "select")
     loop = position_loop(ctx)
     assert loop is not None and loop.backward is not None and loop.pick == "aten::select"
-    a, ctx = _captured(tmp, "select", grad=False)
+    a, ctx = _found(tmp, "select", grad=False)
     loop = position_loop(ctx)
     assert loop is not None and loop.backward is None
