@@ -28,11 +28,13 @@ ATTEMPTS = 3
 
 
 def _found(tmp: str, how: str, grad: bool = True):
-    """The first of up to :data:`ATTEMPTS` captures whose median step shows the loop (the
+    """The first of up to :data:`ATTEMPTS` captures whose median step shows the loop and,
+    where the picked tensor needs a gradient, a run of autograd repeats after it (the
     last one where none does)."""
     for attempt in range(ATTEMPTS):
         a, ctx = _captured(tmp, how, grad=grad, attempt=attempt)
-        if position_loop(ctx) is not None:
+        loop = position_loop(ctx)
+        if loop is not None and (not grad or loop.backward is not None):
             break
     return a, ctx
 
