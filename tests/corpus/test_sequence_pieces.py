@@ -24,7 +24,7 @@ POSITIONS = 12
 #: Captures taken before a test gives up on finding the loop: on a loaded machine a step
 #: descheduled for tens of ms (the clean one takes about 3) can put the loop under a
 #: tenth of the median step, where no run of repeats is a loop of its own.
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 def _found(tmp: str, how: str, grad: bool = True):
