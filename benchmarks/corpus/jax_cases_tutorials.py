@@ -64,7 +64,7 @@ def mnist_like(n: int, seed: int):
 
 
 @case("jax_train_mnist_fromscratch", "jax", "training", 2, {**JX, "mode": "training"},
-      split="holdout", warmup=2, fix="the accuracy under jax.jit",
+      warmup=2, fix="the accuracy under jax.jit",
       share_from_fix="host_overhead", tags=["tutorial", "async_dispatch", "unjitted_eval"])
 def jax_train_mnist_fromscratch(variant):
     """JAX's ``mnist_classifier_fromscratch`` example on 1,024 training and 512 test

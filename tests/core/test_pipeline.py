@@ -12,7 +12,7 @@ from sofa_gui.core.analysis.breakdown import TraceBreakdown
 from sofa_gui.core.analysis.pipeline import PARTS, STEPS, Analysis, Options, Step, analyze
 from sofa_gui.core.analysis.results import Finding, Iterations
 from sofa_gui.core.importers import load_trace
-from sofa_gui.core.progress import CancelToken
+from sofa_gui.core.progress import Cancelled, CancelToken
 
 
 @pytest.fixture(scope="module")
@@ -81,4 +81,22 @@ def test_the_verdict_is_computed_once_and_shown_in_its_turn(trace, monkeypatch):
     monkeypatch.setattr(pipeline, "verdict_of", lambda *a: made.append(1) or real(*a))
     a = analyze(trace)
     assert len(made) == 1 and a.verdict is not None and a.verdict.bound
+    assert set(vars(a)) == set(PARTS)
+
+
+def test_a_run_cancelled_between_the_findings_and_the_verdict_leaves_only_whole_parts(trace):
+    """Cancelled after the findings step, the analysis holds the parts done and nothing of
+    the verdict the findings step computed ahead of its turn."""
+    token = CancelToken()
+    seen = []
+
+    def on_result(a, part):
+        seen.append(a)
+        if part == "findings":
+            token.cancel()
+
+    with pytest.raises(Cancelled):
+        analyze(trace, progress=token, on_result=on_result)
+    a = seen[-1]
+    assert a.findings is not None and a.verdict is None
     assert set(vars(a)) == set(PARTS)

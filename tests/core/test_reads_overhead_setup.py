@@ -19,8 +19,9 @@ from tracedata import DATA, corpus_capture
 
 from sofa_gui.core.analysis.findings import batching, make_context, small_batch
 from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
-from sofa_gui.core.analysis.findings.read_rules import in_read_loops
+from sofa_gui.core.analysis.findings.read_rules import PICK_OP, in_read_loops
 from sofa_gui.core.analysis.findings.registry import RULES
+from sofa_gui.core.analysis.findings.work import op_kind
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -54,6 +55,30 @@ def confident(a, fid: str) -> bool:
     ("$array.py:298 __float__", True), ("$ops.py:410 _numpy", True)])
 def test_reads_of_every_framework_and_tracer_are_named(name, read):
     assert bool(TORCH_READ.match(name) or PY_READ.match(name)) is read
+
+
+@pytest.mark.parametrize("names, pick", [
+    (("aten::squeeze", "EagerLocalExecute: Squeeze", "PjitFunction(squeeze)"), True),
+    (("aten::reshape", "EagerLocalExecute: Reshape", "PjitFunction(reshape)"), True),
+    (("aten::slice", "EagerLocalExecute: Slice"), True),
+    (("EagerLocalExecute: StridedSlice", "EagerLocalExecute: GatherV2"), True),
+    (("aten::unsqueeze", "EagerLocalExecute: ExpandDims", "PjitFunction(expand_dims)"), True),
+    (("aten::_local_scalar_dense", "PjitFunction(dynamic_slice)"), True),
+    (("aten::mm", "EagerLocalExecute: MatMul", "aten::gather", "EagerLocalExecute: AddV2",
+      "PjitFunction(dot_general)", "Squeeze", "StridedSlice"), False)])
+def test_the_ops_that_pick_an_element_are_one_table_for_every_frameworks_spelling(names, pick):
+    # TensorFlow spells its eager ops in CamelCase; the kinds are the same ops
+    assert all((op_kind(n) in PICK_OP) is pick for n in names)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("aten::squeeze", "squeeze"), ("EagerLocalExecute: Squeeze", "squeeze"),
+    ("PjitFunction(_squeeze)", "squeeze"), ("EagerLocalExecute: StridedSlice", "strided_slice"),
+    ("EagerLocalExecute: GatherV2", "gather_v2"), ("aten::_local_scalar_dense",
+                                                    "local_scalar_dense"),
+    ("Squeeze", ""), ("autograd::engine::evaluate_function: SelectBackward0", "")])
+def test_an_ops_kind_is_spelt_one_way(name, kind):
+    assert op_kind(name) == kind
 
 
 # -- tensors formatted into text: a loop of reads ----------------------------------------------

@@ -99,7 +99,8 @@ def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
 
 
 #: Where the findings step leaves the verdict it computed for the verdict step: an
-#: attribute of the analysis outside its parts, so that no part shows before its turn.
+#: attribute of the analysis outside its parts, so that no part shows before its turn
+#: (:func:`analyze` removes it however the run ends, a cancellation included).
 _AHEAD = "_verdict_ahead"
 
 
@@ -179,14 +180,17 @@ def analyze(trace: Trace, options: Options | None = None, progress: Progress | N
         from .precision_facts import start_scans
 
         start_scans(trace)
-        for step in STEPS:
-            lo, hi = done / total, (done + step.weight) / total
-            progress.update(lo, step.message)
-            setattr(analysis, step.part, step.run(trace, analysis, options,
-                                                  subrange(progress, lo, hi)))
-            if on_result is not None:
-                on_result(analysis, step.part)
-            done += step.weight
+        try:
+            for step in STEPS:
+                lo, hi = done / total, (done + step.weight) / total
+                progress.update(lo, step.message)
+                setattr(analysis, step.part, step.run(trace, analysis, options,
+                                                      subrange(progress, lo, hi)))
+                if on_result is not None:
+                    on_result(analysis, step.part)
+                done += step.weight
+        finally:  # cancelled between the findings and the verdict: nothing left half-done
+            analysis.__dict__.pop(_AHEAD, None)
     progress.update(1.0, "Analysis done")
     return analysis
 

@@ -63,17 +63,20 @@ from .host_estimate import (
 )
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
-from .work import elements, input_dims, outermost
+from .work import elements, input_dims, op_kinds, outermost
 
 #: Computing ops per read from which a loop is a loop of ops that reads along
 #: (:func:`_op_loops`): a read and the pick that indexes it are one or two calls.
 OPS_PER_READ = 4
 #: The framework's computing ops: PyTorch's, TensorFlow's eager ops, JAX's jitted calls.
 COMPUTE_OP = re.compile(r"^(aten::|EagerLocalExecute: |PjitFunction\()")
-#: Ops that pick or view the element a read hands over (part of the read).
-PICK_OP = re.compile(r"(^aten::(select|index|slice|narrow|unbind|as_strided|view|alias|"
-                     r"unsqueeze|squeeze|reshape|_local_scalar_dense)|StridedSlice|"
-                     r"dynamic_slice|squeeze|GatherV2)\)?$")
+#: Ops that pick or view the element a read hands over (part of the read), as
+#: :func:`.work.op_kind` spells them for every framework (PyTorch's ``aten::squeeze``,
+#: TensorFlow's ``Squeeze``, JAX's ``squeeze`` alike).
+PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice", "narrow",
+                     "unbind", "unpack", "as_strided", "view", "alias", "unsqueeze",
+                     "expand_dims", "squeeze", "reshape", "local_scalar_dense",
+                     "gather_v2"})
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -193,7 +196,7 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     lo, hi = s.start[reads[first]], s.end[reads[last]]
     ops = mine[np.isin(s.name[mine], ctx.trace.name_ids(COMPUTE_OP.match))]
     ops = outermost(s.start, s.end, ops)
-    ops = ops[~np.isin(s.name[ops], ctx.trace.name_ids(PICK_OP.search)) & ~np.isin(ops, reads)]
+    ops = ops[~np.isin(s.name[ops], op_kinds(ctx, PICK_OP)) & ~np.isin(ops, reads)]
     at = np.searchsorted(lo, s.start[ops], side="right") - 1
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
     return np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
@@ -372,8 +375,8 @@ def _windows(ctx: Ctx, loops: ReadLoops, by_cycle: bool) -> tuple[np.ndarray, np
     return host.starts[r], host.ends[r]
 
 
-#: PyTorch ops that pick an element or a row of the result a loop reads.
-INDEX_OP = re.compile(r"^aten::(select|index|slice|narrow|unbind)$")
+#: Ops that pick an element or a row of the result a loop reads (:func:`.work.op_kind`).
+INDEX_OP = frozenset({"select", "index", "slice", "narrow", "unbind"})
 #: Indexing ops (and reads) per loop whose input sizes are read (they index the same
 #: result).
 INDEX_SAMPLE = 8
@@ -386,7 +389,7 @@ def _whole_values(ctx: Ctx, loops: ReadLoops, reads: np.ndarray) -> tuple[int, i
     recorded."""
     s = ctx.trace.slices
     mine = ctx.trace.lane_slices(ctx.bd.host.lane)
-    idx = mine[np.isin(s.name[mine], ctx.trace.name_ids(INDEX_OP.match))]
+    idx = mine[np.isin(s.name[mine], op_kinds(ctx, INDEX_OP))]
     idx = idx[np.argsort(s.start[idx], kind="stable")]
     which = loops.loop[np.searchsorted(loops.reads, reads)]  # by start: loop by loop
     ids, first, count = np.unique(which, return_index=True, return_counts=True)

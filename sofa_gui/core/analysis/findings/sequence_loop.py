@@ -9,10 +9,15 @@ tensor along the same dimension, a different index each repeat (``torch.profiler
 records the dimension and the index among an op's concrete inputs).  That the positions
 are picked from one tensor that holds them all is what says they are known before the
 loop starts, so one call can take them together; a decoder that feeds each output back
-as the next input picks nothing from such a tensor and is not this loop.  In training its
-backward is a second run of repeats, of autograd nodes, as many as the forward's (the
-indexing op's own backward among them: each fills a zero gradient of the whole sequence to
-place one position's in it).  A model's alike layers repeat too, but pick no position.
+as the next input picks nothing from such a tensor and is not this loop.  The positions
+may also come from one op that returns them all as pieces (``x.unbind(1)``,
+``x.split(1, 1)``, ``x.chunk(T, 1)``) right before the repeats, each repeat starting on a
+piece's shape; where the capture records no input shapes, nothing says what was picked
+and nothing is read.  In training its backward is a second run of repeats, of autograd
+nodes, as many as the forward's, counted only with the picking op's own backward among
+them (``SelectBackward0`` / ``SliceBackward0`` in each repeat: each fills a zero
+gradient of the whole sequence to place one position's in it; ``UnbindBackward0`` /
+``SplitBackward0`` once after them).  A model's alike layers repeat too, but pick no position.
 Picking along the first dimension is picking rows of a batch one at a time (a per-sample
 loss, a per-image crop: the tiny-op and small-batch readings' loops) unless the module is
 a recurrent cell, which a time-major sequence (``x[t]``) feeds that way.
@@ -56,6 +61,13 @@ from .work import input_dims, outermost, slice_args
 
 #: Ops that pick one position of a tensor (``x[:, t]``, ``x[:, t:t + 1]``, ``x.narrow``).
 INDEX = re.compile(r"^aten::(select|slice|narrow)$")
+#: Ops that return every position of a tensor as pieces at once (``x.unbind(1)``,
+#: ``x.split(1, 1)``, ``x.chunk(T, 1)``): the loop then takes one piece per repeat.
+SPLIT = re.compile(r"^aten::(unbind|split|chunk|unsafe_split)$")
+#: The autograd node of a picking op's backward, by the op (``narrow`` is a ``slice``,
+#: ``chunk`` a ``split``); the others are named after the op (``aten::select``:
+#: ``SelectBackward0``).
+PICK_NODE = {"aten::narrow": "SliceBackward", "aten::chunk": "SplitBackward"}
 #: Ops that gather a loop's pieces into one tensor.
 GATHER_OP = re.compile(r"^aten::(stack|cat)$")
 #: Fewer repeats a step than this are no loop over a sequence's positions.
@@ -77,7 +89,8 @@ class PositionLoop:
     """A step's loop over positions: the ``forward`` repeats (and the ``backward`` ones in
     training), the repeated ``module`` call (the unit's call with the most time, the
     indexing left out) and the unit's ``calls``, and the tensor the positions are picked
-    from (``shape``, along ``dim``)."""
+    from (``shape``, along ``dim``) by ``pick`` (the indexing op in each repeat, or the one
+    op before them that returns every piece: ``split``, its slice)."""
 
     row: int
     forward: Block
@@ -86,6 +99,8 @@ class PositionLoop:
     calls: tuple[str, ...]
     shape: tuple[int, ...]
     dim: int
+    pick: str = "aten::select"
+    split: int | None = None
 
     @property
     def count(self) -> int:
@@ -109,15 +124,17 @@ def _find(ctx: Ctx) -> PositionLoop | None:
         return None
     row = median_row(ctx, host)
     blocks = repeated_blocks(ctx, host, row, cover=0.0)
+    every = step_slices(ctx, host, row)
     for b in blocks:
-        found = _picks_positions(ctx, b)
+        found = _picks_positions(ctx, b) or _takes_pieces(ctx, b, every)
         if found is None:
             continue
-        shape, dim, module, calls = found
+        shape, dim, module, calls, pick, split = found
         if dim == 0 and module not in CELL_LAYER:
             continue  # rows of a batch one at a time: the tiny-op and small-batch readings'
-        back = next((x for x in blocks if x is not b and _is_backward(ctx, x, b)), None)
-        return PositionLoop(row, b, back, module, calls, shape, dim)
+        back = next((x for x in blocks
+                     if x is not b and _is_backward(ctx, x, b, pick, split, every)), None)
+        return PositionLoop(row, b, back, module, calls, shape, dim, pick, split)
     return None
 
 
@@ -146,8 +163,61 @@ def _picks_positions(ctx: Ctx, b: Block):
             continue
         module = _module(ctx, top, calls, picks)
         if module is not None:
-            return got[0], got[1], module, calls
+            return got[0], got[1], module, calls, calls[k], None
     return None
+
+
+def _takes_pieces(ctx: Ctx, b: Block, every: np.ndarray):
+    """(shape, dim, module, calls, pick, split) where the last outermost call before
+    ``b``'s repeats returns every position of one tensor as pieces (:data:`SPLIT`, one
+    position a piece, as many as the repeats) and each repeat, picking nothing itself,
+    starts on a piece's shape and calls the same module on the same shapes; else None.
+    Without the recorded input shapes nothing says what the pieces are: None."""
+    if b.count < MIN_REPEATS or b.period > MAX_UNIT:
+        return None
+    s, names = ctx.trace.slices, ctx.trace.names
+    top = _unit(ctx, b)
+    if len(top) < b.count * b.period:
+        return None
+    top = top.reshape(b.count, b.period)
+    calls = tuple(names[int(n)] for n in s.name[top[0]])
+    if any(INDEX.match(n) for n in calls):
+        return None
+    ops = every[s.kind[every] == int(Kind.CPU_OP)]
+    before = outermost(s.start, s.end, ops[s.end[ops] <= b.start])
+    if not len(before) or not SPLIT.match(names[int(s.name[before[-1]])]):
+        return None
+    j = int(before[-1])
+    got = _pieces(ctx, j)
+    if got is None or got[0][got[1]] != b.count:
+        return None
+    shape, dim, piece = got
+    first = input_dims(ctx, int(top[0, 0]))
+    if not first or tuple(first[0]) != piece:
+        return None
+    module = _module(ctx, top, calls, [])
+    return None if module is None else (shape, dim, module, calls, names[int(s.name[j])], j)
+
+
+def _pieces(ctx: Ctx, j: int) -> tuple[tuple[int, ...], int, tuple[int, ...]] | None:
+    """(shape, dim, one piece's shape) of the split op ``j`` where it returns one position
+    a piece (``unbind``; ``split`` of size 1; ``chunk`` into as many pieces as positions);
+    None otherwise or where its shapes and arguments are not recorded."""
+    dims, concrete = input_dims(ctx, j), _concrete(ctx, j)
+    if not dims or len(concrete) < 2:
+        return None
+    shape = tuple(dims[0])
+    try:
+        if ctx.trace.names[int(ctx.trace.slices.name[j])] == "aten::unbind":
+            dim = int(concrete[1]) % len(shape)
+            return shape, dim, shape[:dim] + shape[dim + 1:]
+        size, dim = int(concrete[1]), int(concrete[2]) % len(shape)
+    except (ValueError, IndexError, ZeroDivisionError):
+        return None
+    chunk = ctx.trace.names[int(ctx.trace.slices.name[j])] == "aten::chunk"
+    if (size != shape[dim]) if chunk else (size != 1):
+        return None
+    return shape, dim, shape[:dim] + (1,) + shape[dim + 1:]
 
 
 def _walk(ctx: Ctx, ops: np.ndarray, count: int) -> tuple[tuple[int, ...], int] | None:
@@ -205,16 +275,29 @@ def _module(ctx: Ctx, top: np.ndarray, calls: tuple[str, ...], picks: list[int])
     return calls[k] if len(shapes) == 1 else None
 
 
-def _is_backward(ctx: Ctx, x: Block, fwd: Block) -> bool:
+def _is_backward(ctx: Ctx, x: Block, fwd: Block, pick: str, split: int | None,
+                 every: np.ndarray) -> bool:
     """``x`` is the backward of the loop ``fwd``: after it, as many repeats (the first or
     last may differ: the gradients accumulate into the parameters once), each of autograd
-    nodes."""
+    nodes, and the picking op's own backward with them: in each repeat for an indexing
+    op (``SelectBackward0``), once after the repeats start for an op that returned every
+    piece (``UnbindBackward0``).  A tensor that needs no gradient records no such node:
+    the repeats are then not proven this loop's backward."""
     names = ctx.trace.names
     s = ctx.trace.slices
     if x.start < fwd.end or not fwd.count - 2 <= x.count <= fwd.count:
         return False
     head = _unit(ctx, x)[: x.period]
-    return all(AUTOGRAD.match(names[int(n)]) for n in s.name[head])
+    if not all(AUTOGRAD.match(names[int(n)]) for n in s.name[head]):
+        return False
+    node = PICK_NODE.get(pick, _node_of(pick))
+    seen = _unit(ctx, x) if split is None else every[s.start[every] >= x.start]
+    return node in {_bare(names[int(n)]) for n in np.unique(s.name[seen])}
+
+
+def _bare(name: str) -> str:
+    """An autograd node's call without its prefix and version (``SelectBackward``)."""
+    return AUTOGRAD.sub("", name).rstrip("0123456789")
 
 
 @dataclass(frozen=True)
@@ -272,8 +355,10 @@ def _gather_ns(ctx: Ctx, every: np.ndarray, loop: PositionLoop) -> float:
     gathers = [j for j in top.tolist() if GATHER_OP.match(names[int(s.name[j])])
                and _lists(ctx, j) == loop.count]
     nodes = {_node_of(names[int(s.name[j])]) for j in gathers}
-    backs = [j for j in top.tolist()
-             if AUTOGRAD.sub("", names[int(s.name[j])]).rstrip("0123456789") in nodes]
+    if loop.split is not None:  # the op that split the tensor into the pieces goes too
+        gathers.append(loop.split)
+        nodes.add(PICK_NODE.get(loop.pick, _node_of(loop.pick)))
+    backs = [j for j in top.tolist() if _bare(names[int(s.name[j])]) in nodes]
     return float(s.dur[np.asarray(gathers + backs, np.int64)].sum())
 
 
@@ -324,8 +409,10 @@ def _summary(ctx: Ctx, loop: PositionLoop, fix: SequenceFix, share: float) -> st
               "time" if loop.backward is not None else "")
     a, b = step_window(ctx, ctx.bd.host, loop.row, step_slices(ctx, ctx.bd.host, loop.row))
     spans = sum(x.span for x in loop.blocks) / max(float(b - a), 1.0)
+    picks = ("picks position t of one tensor of shape" if loop.split is None else
+             f"takes piece t of one {loop.pick} (every position a piece) of a tensor of shape")
     return (f"Each step calls {loop.module} {loop.count} times in a row, once per position: "
-            f"every repeat ({', '.join(loop.calls)}) picks position t of one tensor of shape "
+            f"every repeat ({', '.join(loop.calls)}) {picks} "
             f"{list(loop.shape)} along dimension {loop.dim} and calls the module on the same "
             f"shapes{back}. The repeats take {pct(spans)} of the step. The positions are all "
             f"in that tensor before the loop starts, so {how} does the same work with each "

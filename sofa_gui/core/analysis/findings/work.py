@@ -237,3 +237,25 @@ def input_dims(ctx: Ctx, j: int) -> list[list[int]]:
 def elements(shape: list[int]) -> int:
     """Elements of a tensor of ``shape`` (1 for a scalar)."""
     return int(np.prod(shape, dtype=np.int64))
+
+
+#: A framework op's call as the main thread records it: PyTorch's ``aten::select``,
+#: TensorFlow's eager ``EagerLocalExecute: StridedSlice``, JAX's ``PjitFunction(squeeze)``.
+_OP_CALL = re.compile(r"^(?:aten::|EagerLocalExecute: |PjitFunction\()_*(\w+)\)?$")
+#: Where a CamelCase name starts a word.
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def op_kind(name: str) -> str:
+    """What a framework op does, spelt one way for PyTorch, TensorFlow and JAX: its name
+    without the framework's prefix and leading underscores, CamelCase words joined by
+    ``_``, in lower case (``aten::slice`` and TensorFlow's ``Slice`` are ``slice``,
+    ``StridedSlice`` is ``strided_slice``, ``GatherV2`` ``gather_v2``); "" for a name that
+    is no framework op's call."""
+    m = _OP_CALL.match(name)
+    return _WORD_START.sub("_", m.group(1)).lower() if m else ""
+
+
+def op_kinds(ctx: Ctx, kinds: frozenset[str]) -> np.ndarray:
+    """Ids of the names of the framework ops whose :func:`op_kind` is one of ``kinds``."""
+    return ctx.trace.name_ids(lambda n: op_kind(n) in kinds)

@@ -244,12 +244,30 @@ def burst_size(marks: np.ndarray) -> int:
     each run of calls that longer pauses (over :data:`BURST_GAP` times the median
     interval: the step's own work after its loop) split them into, when every run has
     the same number, at least 2, and there are :data:`MIN_STEPS` runs or more; else 1
-    (each dispatch a step, as when a loop calls its compiled step once an iteration)."""
+    (each dispatch a step, as when a loop calls its compiled step once an iteration).
+    A run may hold one longer pause of its own (its first call waits for what the step
+    did after the previous loop, the input generator starts a new epoch): over
+    :data:`BURST_GAP` times the median yet far shorter than the pauses between runs.
+    Then the runs are split where the pauses are over :data:`BURST_GAP` times every
+    pause inside a run (a jump of that size in the sorted pauses, above the first cut)."""
     gaps = np.diff(marks)
     if len(gaps) < 2 * MIN_STEPS:
         return 1
-    cut = np.flatnonzero(gaps > BURST_GAP * max(float(np.median(gaps)), 1.0))
-    sizes = np.diff(np.r_[-1, cut, len(marks) - 1])
+    floor = BURST_GAP * max(float(np.median(gaps)), 1.0)
+    g = np.sort(gaps).astype(np.float64)
+    inside = [float(a) for a, b in zip(g[:-1], g[1:]) if a > floor and b > BURST_GAP * a]
+    for cut_above in [floor, *inside]:
+        per = _run_size(gaps, cut_above)
+        if per > 1:
+            return per
+    return 1
+
+
+def _run_size(gaps: np.ndarray, cut_above: float) -> int:
+    """Calls per run when the pauses over ``cut_above`` split the calls into runs of one
+    size (2 or more, :data:`MIN_STEPS` runs or more); else 1."""
+    cut = np.flatnonzero(gaps > cut_above)
+    sizes = np.diff(np.r_[-1, cut, len(gaps)])
     if len(sizes) < MIN_STEPS or sizes[0] < 2 or not (sizes == sizes[0]).all():
         return 1
     return int(sizes[0])
