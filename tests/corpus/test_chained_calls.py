@@ -18,7 +18,7 @@ import json
 import pytest
 from tracedata import corpus_capture
 
-from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings import batching, make_context
 from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
@@ -72,3 +72,18 @@ def test_requests_answered_one_at_a_time_keep_their_batching(case):
     a, _ = analyzed(case)
     f = next(f for f in a.findings if f.id == "op_overhead_bound")
     assert "are a chain" not in f.summary and not f.estimate_floor
+
+
+def test_a_short_chained_step_read_as_small_batch_training_is_estimated_per_copy(monkeypatch):
+    """Shorter episodes (under the small-batch reading's step length) are read as training
+    on one row a step; their chain is estimated the same way."""
+    monkeypatch.setattr(batching, "SHORT_STEP_NS", 100_000_000)
+    t = load_trace(corpus_capture(CHAINED, 0), use_cache=False)
+    a = analyze(t)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    assert batching.small_batch(ctx) is not None
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert "Training on batches of 1" in f.summary
+    assert "are a chain and cannot be batched with each other" in f.summary
+    assert f.estimate_floor and f.estimated_speedup == pytest.approx(
+        chain_fix(ctx, ctx.bd.host).speedup())
