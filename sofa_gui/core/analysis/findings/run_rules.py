@@ -13,6 +13,7 @@ from ..results import Evidence, Finding
 from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns, loop_once_ns
 from .batching import small_batch
 from .causes import causes_by_name
+from .chained_calls import CHAIN_REMEDY, chain_fix
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
@@ -259,6 +260,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
                              wall - away) if loops.optimizer and loops.model else fix
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
+    chain = chain_fix(ctx, host) if ctx.facts.value("mode") == "training" else None
+    est = chain or fix  # a chain's calls batch across copies of the step, not each other
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
                             label=lambda n, j: f"{n} (median "
@@ -269,9 +272,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"Python between them take {pct(share)} of the main thread's time"
                f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
                f"(dispatch, Python, allocation) dominates the math. "
-               f"{_remedy(loops, fused_ns, n_steps, graphless)}"
-               f"{_data_note(data_ns, once_ns, n_steps)}"
-               f"{fix.basis()}")
+               f"{CHAIN_REMEDY if chain else _remedy(loops, fused_ns, n_steps, graphless)}"
+               f"{_data_note(data_ns, once_ns, n_steps)}{est.basis()}")
     lumps = min(steady_part / share, 1.0) if share else 1.0
     kept, clear = _trust(fix, data_ns, wall - away)
     notes = (("assumes the graph's own cost per op is small" if graphless else
@@ -286,12 +288,13 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                    f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
                    + summary)
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                     speedup=fix.speedup(), sev=BELOW if bare < spec.moderate else None,
+                     speedup=est.speedup(), sev=BELOW if bare < spec.moderate else None,
                      assumption=spec.factor("batched_op_cheap") * lumps * kept * clear,
                      notes=notes,
                      fix_gain=lambda f: _fused_gain(loops, alone), unseen=loops.unseen)
     if not loops.optimizer_only:  # the finding counts both loops: its estimate removes both
-        f.estimated_speedup, f.estimated_by = fix.speedup(), ""
+        f.estimated_speedup, f.estimated_by = est.speedup(), ""
+        f.estimate_floor = chain is not None  # each copy's Python counted whole: its most
     return f
 
 

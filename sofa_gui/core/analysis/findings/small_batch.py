@@ -28,6 +28,7 @@ from ..results import Finding, Fix
 from .batch_estimate import batch_fix
 from .batching import small_batch
 from .causes import causes_by_name, self_times
+from .chained_calls import CHAIN_REMEDY, chain_fix
 from .compiled_calls import CompiledCalls
 from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import CLEAR_GAIN, clear_of_noise
@@ -61,11 +62,12 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
             f"{fmt_ns(float(np.median(s.dur[math])))} each (median; "
             f"{len(math) / len(r):,.0f} per step), as a model run for one input or one token "
             f"at a time makes them")
+    chain = chain_fix(ctx, host) if training else None  # copies batch, not a chain's calls
     summary = (f"{head}; the math ops' own work is {pct(1.0 - share)} of the step, the rest "
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
                f"paid once per call whatever its batch. "
-               f"{_TRAIN_REMEDY if training else _INFER_REMEDY}")
-    fix = batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0)
+               f"{CHAIN_REMEDY if chain else _TRAIN_REMEDY if training else _INFER_REMEDY}")
+    fix = chain or batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0)
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
     clear = clear_of_noise(fix.speedup()) if fix is not None else 1.0

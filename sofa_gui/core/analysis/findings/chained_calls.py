@@ -1,0 +1,144 @@
+"""A training step whose repeated calls form a chain: each repeat reads a value of its
+result into Python and the next one starts from a tensor made of host values (a policy
+called once per action of an episode, the action read with ``.item()`` and handed to an
+environment simulated in Python, whose new state is the next call's input).
+
+The trace shows the loop as a run of repeats of one unit of one-row calls
+(:func:`.batch_estimate.repeated_blocks`) in which every repeat holds a read of a value
+(``aten::item``, ``aten::_local_scalar_dense``) and a tensor made from host values
+(``aten::lift_fresh``, ``aten::tensor``, ``aten::from_numpy``, ...).  A trace records no
+data flow, but a step that reads each call's result and builds the next call's input in
+Python between them waits on that read before it can call again: the repeats cannot be
+batched into one call, as the requests of a server can, whose inputs are picked from a
+batch that holds them all.  What batches is independent copies of the whole step (several
+environments stepped in lockstep, as a vector environment does): one call per position of
+the chain on the copies' inputs, and one update for them all.
+
+The estimate is per copy, for :data:`COPIES` copies run together (a trace cannot show how
+many a program can run; more copies gain more, up to what each copy's own work leaves):
+
+* **before**: the step without the profiler's cost per recorded event
+  (:mod:`.recorder_cost`), as :mod:`.batch_estimate` reads it;
+* **after**: each repeat's and the rest of the step's calls once for all the copies (their
+  fixed cost paid once), plus per copy what each copy still does alone: the Python after
+  each read until the next call (what the program does with the value: the environment's
+  step), running warmer for running again right after itself
+  (:func:`.host_estimate.cooled`: before, the calls between kept it away), and the math
+  each further input adds to the calls (:func:`.batch_estimate.added_ns`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Kind
+from ...units import fmt_ns
+from .batch_estimate import (
+    PROFILER_NS_PER_EVENT,
+    BatchFix,
+    Block,
+    added_ns,
+    median_row,
+    repeated_blocks,
+    step_slices,
+    step_window,
+    unprofiled_ns,
+)
+from .context import Ctx
+from .host_estimate import COLD_PER_OP, cooled
+from .recorder_cost import per_event_ns
+from .work import outermost
+
+#: Ops that read a value of a tensor into Python.
+READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
+#: Ops that make a tensor from host values (``torch.tensor``, ``torch.from_numpy``).
+HOST_MADE = re.compile(r"^aten::(lift_fresh|lift|tensor|from_numpy|as_tensor|scalar_tensor)$")
+#: What removes a chained step's per-call cost, in words.
+CHAIN_REMEDY = ("Each repeated call reads its result into Python before the next starts from "
+                "host values: the calls are a chain and cannot be batched with each other. "
+                "Running independent copies of the step together (environments stepped in "
+                "lockstep, as a vector environment does: one call per link of the chain on "
+                "all their inputs, one update) pays each call's fixed cost once for them "
+                "all.")
+#: The copies of the step the estimate runs together (a vector environment's width).
+COPIES = 8
+
+
+def chained(ctx: Ctx, block: Block) -> bool:
+    """Every repeat of ``block`` reads a value into Python and makes a tensor from host
+    values: the next repeat's input can be built from the last one's read."""
+    s = ctx.trace.slices
+    names = s.name[block.ops]
+    reads = int(np.isin(names, ctx.trace.name_ids(READ.match)).sum())
+    made = int(np.isin(names, ctx.trace.name_ids(HOST_MADE.match)).sum())
+    return reads >= block.count and made >= block.count
+
+
+def after_reads_ns(ctx: Ctx, every: np.ndarray, block: Block) -> tuple[float, float]:
+    """(ns of untraced Python after the block's reads until the next framework call, ns
+    from one read to the next: how long the rest of a repeat keeps that Python away)."""
+    s = ctx.trace.slices
+    ops = every[s.kind[every] == int(Kind.CPU_OP)]
+    top = outermost(s.start, s.end, ops)
+    read = np.isin(s.name[top], ctx.trace.name_ids(READ.match))
+    inside = (s.start[top] >= block.start) & (s.start[top] < block.end)
+    k = np.flatnonzero(read[:-1] & inside[:-1])
+    if not len(k):
+        return 0.0, 0.0
+    gaps = np.clip(s.start[top[k + 1]] - s.end[top[k]], 0, None).astype(np.float64)
+    return float(gaps.sum()), block.span / max(len(k), 1) - float(np.median(gaps))
+
+
+@dataclass(frozen=True)
+class ChainFix(BatchFix):
+    """:class:`.batch_estimate.BatchFix` of copies of a chained step: ``unit_ns`` is what
+    the copies share (the step less the Python after its reads), ``per_step`` the chain's
+    links, ``python`` the Python after the reads a step (ns, as captured) and ``alone``
+    what it takes per copy, the copies' run one after another."""
+
+    python: float = 0.0
+    alone: float = 0.0
+
+    def basis(self) -> str:
+        cost, read = self.per_event
+        said = ("as fast as this capture ran its recorder" if read else
+                "a fixed figure: the capture cannot tell its own")
+        return (f" Estimate per copy, a lower bound, for {self.batch} independent copies of "
+                f"the step run together (the trace cannot show how many the program can "
+                f"run; more gain more, and all the Python after the reads is counted as "
+                f"each copy's own, the most it can be): the step without the profiler's "
+                f"cost ({cost / 1e3:.2f} µs per recorded event, {said}), "
+                f"{fmt_ns(self.before_ns / self.batch)}, over its share of the copies' "
+                f"step, {fmt_ns(self.after_ns / self.batch)}: the calls once for all copies "
+                f"({fmt_ns(self.unit_ns)}: one call per link of the chain on the copies' "
+                f"inputs, one update), and per copy the Python after each read "
+                f"({fmt_ns(self.python)} a step as captured, {fmt_ns(self.alone)} run for "
+                f"each copy right after the last: work that runs again right after itself "
+                f"is faster) and the math each further input adds "
+                f"({fmt_ns(self.added.ns)} a link).")
+
+
+def chain_fix(ctx: Ctx, host) -> ChainFix | None:
+    """The estimate of running copies of a training step whose longest run of repeats is a
+    chain (:func:`chained`), per copy; None where it is not."""
+    if host is None or not len(ctx.rows):
+        return None
+    row = median_row(ctx, host)
+    blocks = repeated_blocks(ctx, host, row)
+    if not blocks or not chained(ctx, blocks[0]):
+        return None
+    block = blocks[0]
+    every = step_slices(ctx, host, row)
+    a, b = step_window(ctx, host, row, every)
+    cost = per_event_ns(ctx, host.lane, PROFILER_NS_PER_EVENT)
+    step_ns = unprofiled_ns(float(b - a), len(every), cost[0])
+    python, away = after_reads_ns(ctx, every, block)
+    alone = python / cooled(COLD_PER_OP, away)
+    add = added_ns(ctx, block.ops, block.count, COPIES)
+    shared = max(step_ns - python, 0.0)
+    after = shared + COPIES * alone + (COPIES - 1) * block.count * add.ns
+    return ChainFix(COPIES * step_ns, after, shared, add, COPIES, block.count,
+                    f"{COPIES} copies of the chained step", cost, python=python, alone=alone)

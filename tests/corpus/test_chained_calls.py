@@ -1,0 +1,89 @@
+"""A training step whose repeated calls form a chain, read on real captures: REINFORCE on a
+pendulum simulated in Python (one policy call per action, the action read with ``.item()``
+and the next observation made into a tensor) is estimated per episode for copies of the
+episode run together, a lower bound that holds, where batching the 64 calls of an episode
+into one (which they cannot be) read 26x against 6.1x measured.  Training steps whose
+repeats read nothing between them (a recurrent cell per letter, per-sample losses, tiny
+matmuls, alike layers) are no chain, and per-request inference keeps its batching.
+
+Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
+corpus is not checked out.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+from tracedata import corpus_capture
+
+from sofa_gui.core.analysis.findings import batching, make_context
+from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+
+CHAINED = "pt_train_reinforce_pendulum"
+#: Training steps with repeated calls that read nothing back between them.
+NOT_CHAINED = ["pt_train_char_rnn_names", "pt_train_per_sample_loss_loop",
+               "pt_train_tiny_ops", "pt_train_deep_stack_batch8", "pt_train_box_loss_loop",
+               "pt_train_lstmcell_teacher_forcing"]
+#: Inference answering requests one at a time: the requests batch together.
+REQUESTS = ["pt_infer_online_requests", "pt_infer_batch1_convnet",
+            "pt_infer_server_numpy_outputs", "pt_infer_greedy_decode"]
+
+
+@functools.cache
+def analyzed(case: str, k: int = 0):
+    t = load_trace(corpus_capture(case, k), use_cache=False)
+    a = analyze(t)
+    return a, make_context(t, a.iterations, a.breakdown)
+
+
+def measured(case: str) -> float:
+    path = corpus_capture(case, 0).parent / "truth.json"
+    return json.loads(path.read_text())["fix"]["speedup"]
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_chained_step_is_estimated_for_copies_run_together(k):
+    a, ctx = analyzed(CHAINED, k)
+    fix = chain_fix(ctx, ctx.bd.host)
+    assert fix is not None and fix.per_step == 64 and fix.batch == COPIES
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert f.estimated_speedup == pytest.approx(fix.speedup())
+    assert f.estimate_floor
+    assert "are a chain and cannot be batched with each other" in f.summary
+    assert f"for {COPIES} independent copies of the step" in f.summary
+    truth = measured(CHAINED)  # 8 pendulums in lockstep, per episode
+    assert 0.7 * truth <= f.estimated_speedup <= truth  # a lower bound, and near it
+    assert a.verdict.bound == "host_overhead"
+
+
+@pytest.mark.parametrize("case", NOT_CHAINED)
+def test_training_repeats_that_read_nothing_back_are_no_chain(case):
+    a, ctx = analyzed(case)
+    assert chain_fix(ctx, ctx.bd.host) is None
+    assert not any("are a chain" in f.summary for f in a.findings)
+
+
+@pytest.mark.parametrize("case", REQUESTS)
+def test_requests_answered_one_at_a_time_keep_their_batching(case):
+    a, _ = analyzed(case)
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert "are a chain" not in f.summary and not f.estimate_floor
+
+
+def test_a_short_chained_step_read_as_small_batch_training_is_estimated_per_copy(monkeypatch):
+    """Shorter episodes (under the small-batch reading's step length) are read as training
+    on one row a step; their chain is estimated the same way."""
+    monkeypatch.setattr(batching, "SHORT_STEP_NS", 100_000_000)
+    t = load_trace(corpus_capture(CHAINED, 0), use_cache=False)
+    a = analyze(t)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    assert batching.small_batch(ctx) is not None
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert "Training on batches of 1" in f.summary
+    assert "are a chain and cannot be batched with each other" in f.summary
+    assert f.estimate_floor and f.estimated_speedup == pytest.approx(
+        chain_fix(ctx, ctx.bd.host).speedup())
