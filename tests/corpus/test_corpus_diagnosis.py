@@ -29,17 +29,11 @@ UNDECIDED = {
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "false_positive": {
-        "jax_train_ensemble_loop": "host overhead 0.64 by jax.vmap (2.75x), no sync share; "
-                                   "the 16 float reads a step read as host_reads_in_loop "
-                                   "at 0.64 (the losses read once measure 1.99x)",
         "tf_train_on_batch_cold": "start-up 0.85 with input 0.02 measured; "
                                   "input_pipeline_bound kept at 0.63 (1.09x) on both "
                                   "captures",
     },
-    "verdict": {
-        "jax_train_ensemble_loop": "host overhead 0.64 by jax.vmap over the 16 members "
-                                   "(2.75x); read as sync (host_reads_in_loop, 2.09x)",
-    },
+    "verdict": {},
 }
 
 
