@@ -50,7 +50,7 @@ MEMBERS = 16
 
 
 @case("jax_train_ensemble_loop", "jax", "training", 4, {**JX, "mode": "training"},
-      split="holdout", warmup=3, fix="jax.vmap the step over the 16 members' stacked "
+      split="tuned", warmup=3, fix="jax.vmap the step over the 16 members' stacked "
       "parameters (one call)", share_from_fix="host_overhead", also=("one_read",),
       tags=["ensemble", "vmap", "python_loop"])
 def jax_train_ensemble_loop(variant):

@@ -1,9 +1,11 @@
 """A compiled step too small for its call, read on real captures: a small jitted JAX step
 called once per batch pays a dispatch and a hand-back per call around a program of a
-fraction of a millisecond (host overhead, with several steps per call as the fix), while
-compiled steps whose programs do far more per call than their calls cost, calls through
-JAX's Python dispatch (a host callback's) and requests answered one call at a time (the
-small-batch check's) are not read so.
+fraction of a millisecond (host overhead, with several steps per call as the fix), and one
+called once per item of a Python loop with each result read (an ensemble trained member by
+member) pays them per item (host overhead, with one call over the items as the fix, no read
+loop), while compiled steps whose programs do far more per call than their calls cost,
+calls through JAX's Python dispatch (a host callback's) and requests answered one call at
+a time (the small-batch check's) are not read so, nor reads after a single call.
 
 Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
 corpus is not checked out.
@@ -19,6 +21,7 @@ from sofa_gui.core.analysis.findings.call_overhead import (
     SMALL_WORK,
     compiled_call_costs,
 )
+from sofa_gui.core.analysis.findings.read_rules import read_loops
 
 SCAN = "jax_train_scan_steps"
 #: Compute-bound compiled steps (JAX and TF, training and inference) whose calls' fixed
@@ -84,3 +87,52 @@ def test_requests_answered_a_call_each_are_batched_not_merged_as_steps(case):
     _, a, _ = analyzed(case)
     assert finding(a, "call_overhead_bound") is None
     assert finding(a, "op_overhead_bound") is not None
+
+
+ENSEMBLE = "jax_train_ensemble_loop"
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_one_programs_call_per_item_with_each_result_read_is_batched_into_one_call(k):
+    """An ensemble trained member by member: 16 calls of one jitted step a step, each
+    member's loss read with float before the next call.  The reads sit in a loop of one
+    program's calls, so they are no read loop: the calls' fixed cost (the waits among it)
+    is host overhead, the fix one call over the members (jax.vmap), its estimate a lower
+    bound within 25% of the 2.75x measured (the losses read once after the loop: 1.99x)."""
+    _, a, ctx = analyzed(ENSEMBLE, k)
+    assert not len(read_loops(ctx).starts)
+    sc = compiled_call_costs(ctx)
+    assert sc.per_item and sc.per_step == pytest.approx(16.0)
+    assert a.verdict.bound == "host_overhead"
+    assert a.verdict.shares["sync"] == 0.0
+    assert finding(a, "host_reads_in_loop") is None
+    assert finding(a, "op_overhead_bound") is None  # the runtime's waits are the calls'
+    f = finding(a, "call_overhead_bound")
+    assert f is not None and f.confidence >= 0.5 and f.estimate_floor
+    assert 2.75 * 0.75 <= f.estimated_speedup <= 2.75
+    assert "loop over 16 items" in f.summary and "jax.vmap" in f.summary
+    assert [x.name for x in f.fixes] == ["one call over the items"]
+    assert "jax.vmap" in f.fixes[0].text
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_one_call_a_step_is_no_loop_over_items(k):
+    """One jitted call a step (its loss read after it) merges steps, not items."""
+    _, a, ctx = analyzed(SCAN, k)
+    assert not compiled_call_costs(ctx).per_item
+    f = finding(a, "call_overhead_bound")
+    assert not f.estimate_floor
+    assert "one call over the items" not in [x.name for x in f.fixes]
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_reads_after_one_jitted_step_stay_a_read_loop(k):
+    """One jitted step, then a loop of per-example loss reads with no call between them:
+    a read loop (sync), however many reads a step."""
+    _, a, ctx = analyzed("jax_train_loss_readback", k)
+    assert len(read_loops(ctx).starts)
+    sc = compiled_call_costs(ctx)
+    assert sc is None or not sc.per_item
+    assert a.verdict.bound == "sync"
+    assert finding(a, "host_reads_in_loop") is not None
+    assert finding(a, "call_overhead_bound") is None

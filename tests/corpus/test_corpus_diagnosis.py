@@ -29,9 +29,6 @@ UNDECIDED = {
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "false_positive": {
-        "jax_train_ensemble_loop": "host overhead 0.64 by jax.vmap (2.75x), no sync share; "
-                                   "the 16 float reads a step read as host_reads_in_loop "
-                                   "at 0.64 (the losses read once measure 1.99x)",
         "pt_train_l2_param_loop": "compute 0.67 with host overhead 0.25 (weight_decay "
                                   "1.31x); read compute on one capture, host overhead "
                                   "on the other",
@@ -39,8 +36,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "verdict": {
         "pt_train_l2_param_loop": "compute 0.67 with host overhead 0.25 (weight_decay "
                                   "1.31x); the second capture reads host overhead",
-        "jax_train_ensemble_loop": "host overhead 0.64 by jax.vmap over the 16 members "
-                                   "(2.75x); read as sync (host_reads_in_loop, 2.09x)",
     },
 }
 

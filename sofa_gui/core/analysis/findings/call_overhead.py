@@ -32,6 +32,16 @@ a loop inside the ``tf.function``, Keras ``steps_per_execution``), which pays bo
 all of them and keeps the program's work.  The estimate is that limit: the step as its
 program's work alone (several steps per call approach it; the trace cannot say how many a
 program can merge).
+
+A step that is a Python loop over items, one call of the same program per item with each
+result read before the next call (an ensemble trained member by member, its losses read
+with ``float``), pays the fixed cost and a wait per item: the fix batches the items into
+one call (``jax.vmap`` over them stacked), which pays both once a step and runs the
+items' programs as one.  Its estimate keeps the programs' work at its captured time,
+which the batched program does in at most that: a lower bound.  Reading the results once
+after the loop keeps every call and saves less.  Such a loop is no read loop
+(:mod:`.read_rules`), and the runtime's tiny events between its calls (waits on their
+buffers) are the calls', not a loop of tiny ops (:mod:`.run_rules`).
 """
 
 from __future__ import annotations
@@ -52,6 +62,7 @@ from .compiled_calls import function_calls
 from .context import Ctx, make_finding
 from .eager_ops import MIN_DISPATCHES
 from .host_estimate import pool_slices
+from .read_rules import CALLS_PER_READ
 from .registry import Rule, rule
 from .work import outermost
 
@@ -62,6 +73,8 @@ FIXED_SHARE = 0.25
 #: ... and at least this share of the time their programs run (a program that does much
 #: more per call than its call costs is compute).
 SMALL_WORK = 0.5
+#: Calls of one function a step from which the step is a loop over items (one call each).
+MIN_ITEMS = 2
 
 
 @dataclass(frozen=True)
@@ -79,10 +92,22 @@ class CompiledCallCosts:
     dispatch: float
     handback: float
     python: float
+    #: calls of the function called most; calls whose result a wait of the main thread
+    #: holds past the call's return (a read of it: ``float``, ``np.asarray``)
+    same: int = 0
+    waited: int = 0
 
     @property
     def fixed(self) -> float:
         return self.dispatch + self.handback
+
+    @property
+    def per_item(self) -> bool:
+        """The step is a Python loop over items calling one program per item and reading
+        each result before the next call: :data:`MIN_ITEMS` or more calls a step, nearly
+        all (:data:`.read_rules.CALLS_PER_READ`) of one function and waited for."""
+        least = CALLS_PER_READ * len(self.calls)
+        return self.per_step >= MIN_ITEMS and self.same >= least and self.waited >= least
 
 
 def compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
@@ -106,7 +131,7 @@ def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
     feed = _input_busy(ctx)
     ends = np.append(s.start[calls[1:]], np.iinfo(np.int64).max)
     mine = ctx.trace.lane_slices(host.lane)  # in start order
-    spans, dispatch, handback, kept = [], 0.0, 0.0, []
+    spans, dispatch, handback, kept, waited = [], 0.0, 0.0, [], 0
     for c, nxt in zip(calls.tolist(), ends.tolist()):
         c0, c1 = int(s.start[c]), int(s.end[c])
         row = int(np.searchsorted(ws, c0, side="right")) - 1
@@ -119,15 +144,18 @@ def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
         kept.append(c)
         dispatch += _outside(feed, c0, min(c1, p0)) + _outside(feed, max(c0, p1), c1)
         if p1 > c1:  # the call returned before its program ended: a wait holds the end
-            handback += _handback(ctx, mine, c0, p1, int(we[row]))
+            back = _handback(ctx, mine, c0, p1, int(we[row]))
+            handback += back
+            waited += back > 0
     if not spans:
         return None
     ps, pe = union(*np.asarray(spans, np.int64).T)
     program = float(measure_in(ps, pe, ws, we).sum())
     kept = np.asarray(kept, np.int64)
-    name = ctx.trace.names[int(np.bincount(s.name[kept]).argmax())]
-    return CompiledCallCosts(name, kept, len(kept) / len(r), float((we - ws).sum()), program,
-                     dispatch, handback, _python(ctx, host, kept, ps, pe))
+    by_name = np.bincount(s.name[kept])
+    return CompiledCallCosts(ctx.trace.names[int(by_name.argmax())], kept, len(kept) / len(r),
+                             float((we - ws).sum()), program, dispatch, handback,
+                             _python(ctx, host, kept, ps, pe), int(by_name.max()), waited)
 
 
 def _compiled_calls(ctx: Ctx, host) -> np.ndarray:
@@ -216,13 +244,41 @@ def call_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"allocated, the program handed to the threads) and "
                f"{fmt_ns(sc.handback / n)} handing its result back to the waiting thread, "
                f"{pct(share)} of the step, beside {pct(sc.python / wall)} of the loop's own "
-               f"Python between the calls. Giving each call more work (several steps in one "
-               f"call) pays both once for all of them. Estimate: the step without them, the "
-               f"limit several steps per call approach (the trace cannot say how many a "
-               f"program can merge).")
-    return make_finding(ctx, spec, share, summary, _evidence(ctx, sc),
-                        speedup=1.0 / (1.0 - gone), assumption=spec.factor("steps_merge"),
-                        notes=("assumes several steps can run in one call",))
+               f"Python between the calls. " + (_items_words(sc) if sc.per_item else
+               "Giving each call more work (several steps in one call) pays both once for "
+               "all of them. Estimate: the step without them, the limit several steps per "
+               "call approach (the trace cannot say how many a program can merge)."))
+    f = make_finding(ctx, spec, share, summary, _evidence(ctx, sc),
+                     speedup=1.0 / (1.0 - gone), assumption=spec.factor("steps_merge"),
+                     notes=("assumes the items can be batched into one call" if sc.per_item
+                            else "assumes several steps can run in one call",),
+                     unseen=lambda fix: _unseen(fix, sc))
+    # batched, the items' programs run as one, at most their time as captured
+    f.estimate_floor = sc.per_item
+    return f
+
+
+def _items_words(sc: CompiledCallCosts) -> str:
+    """What the finding says of a step that loops over items, one call and one read each."""
+    k = f"{sc.per_step:,.0f}"
+    return (f"The step is a Python loop over {k} items that calls the same program once "
+            f"per item and reads each call's result before making the next call ({k} waits a "
+            f"step hold the calls' hand-back), so no call's dispatch overlaps the previous "
+            f"call's program. Batching the items into one call (jax.vmap over the items "
+            f"stacked: an ensemble's members, a batch's samples) pays the dispatch and the "
+            f"hand-back once a step and runs the {k} programs' work as one program; reading "
+            f"the {k} results once after the loop keeps every call and its dispatch and "
+            f"saves less. Estimate: the step without the calls' fixed cost and the loop's "
+            f"Python, the programs' work kept at its captured time (one batched program "
+            f"does it in at most that): a lower bound.")
+
+
+def _unseen(fix, sc: CompiledCallCosts) -> str:
+    """The items' batching is shown for a loop over items, one call each, and only there."""
+    if (fix.name == "one call over the items") != sc.per_item:
+        return ("the step makes one call per item: batching the items is the fix"
+                if sc.per_item else "the step makes no call per item to batch")
+    return ""
 
 
 def _evidence(ctx: Ctx, sc: CompiledCallCosts) -> list[Evidence]:

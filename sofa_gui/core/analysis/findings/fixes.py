@@ -188,6 +188,11 @@ FIXES: dict[str, list[Fix]] = {
                   "arrays.", name="prepare in the loader"),
     ],
     "call_overhead_bound": [
+        Fix(_JAX, "Batch the loop's items into one call: stack what differs per item (an "
+                  "ensemble's parameters, the samples) and call jax.jit(jax.vmap(f, "
+                  "in_axes=...)) once a step, reading all the results with one np.asarray "
+                  "after it, so the dispatch and the hand-back are paid once for all items.",
+            name="one call over the items"),
         Fix(_JAX, "Run several steps in one jitted call: jax.lax.scan the step over a stack of "
                   "N batches held on the device (and read their losses once), so the call's "
                   "dispatch and the result's hand-back are paid once per N steps.",

@@ -22,7 +22,12 @@ What the trace proves is the read calls themselves and what lies between them:
   its cost is each op's fixed cost, which batching the work removes with the reads
   (``op_overhead_bound`` counts it, the reads' own calls among its ops), so it is no
   read loop (on a device run each read's wait for the queue is
-  ``synchronization_stalls``').
+  ``synchronization_stalls``');
+* likewise a loop that calls one jitted program between its reads (an ensemble trained
+  member by member, each member's loss read with ``float``) is a loop of calls that reads
+  each call's result: batching the items into one call (``jax.vmap``) removes the calls'
+  fixed cost and the reads together, a read of all the results after the loop only the
+  waits, so it is ``call_overhead_bound``'s, no read loop.
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
@@ -77,6 +82,11 @@ PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice
                      "unbind", "unpack", "as_strided", "view", "alias", "unsqueeze",
                      "expand_dims", "squeeze", "reshape", "local_scalar_dense",
                      "gather_v2"})
+#: A jitted function's call (JAX's C++ fast path): a loop that makes one between most pairs
+#: of reads calls one program per item (:func:`_one_program_calls`).
+COMPILED_CALL = "PjitFunction("
+#: ... between at least this share of the pairs of consecutive reads.
+CALLS_PER_READ = 0.9
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -199,7 +209,30 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     ops = ops[~np.isin(s.name[ops], op_kinds(ctx, PICK_OP)) & ~np.isin(ops, reads)]
     at = np.searchsorted(lo, s.start[ops], side="right") - 1
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
-    return np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
+    many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
+    return many | _one_program_calls(ctx, ops[ok], at[ok], len(ids), count)
+
+
+def _one_program_calls(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
+                       count: np.ndarray) -> np.ndarray:
+    """Per loop: a loop of calls of one compiled program that reads each call's result
+    (``ops``: the loops' outermost computing ops, ``at`` the loop of each): a jitted call
+    of one name between :data:`CALLS_PER_READ` or more of the pairs of consecutive reads,
+    the program called once per item (a model per ensemble member, a step per sample).
+    Each call pays its fixed cost and each read waits for its call's program before the
+    next call is made: batching the items into one call (``jax.vmap``) removes the calls
+    and the reads together (``call_overhead_bound`` measures the calls' fixed cost, the
+    waits among it); a read of all the results after the loop keeps every call."""
+    s = ctx.trace.slices
+    jit = np.isin(s.name[ops], ctx.trace.name_ids(lambda n: n.startswith(COMPILED_CALL)))
+    if not jit.any():
+        return np.zeros(n_loops, bool)
+    at, names = at[jit], s.name[ops[jit]].astype(np.int64)
+    width = int(names.max()) + 1
+    pairs, n = np.unique(at * width + names, return_counts=True)  # calls per (loop, name)
+    most = np.zeros(n_loops, np.int64)
+    np.maximum.at(most, pairs // width, n)
+    return most >= CALLS_PER_READ * (count - 1)
 
 
 def loop_share(ctx: Ctx) -> tuple[float, np.ndarray, np.ndarray, bool]:

@@ -12,6 +12,7 @@ from ..host_side import window_of
 from ..results import Evidence, Finding
 from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns, loop_once_ns
 from .batching import small_batch
+from .call_overhead import compiled_call_costs
 from .causes import causes_by_name
 from .chained_calls import CHAIN_REMEDY, chain_fix
 from .context import BELOW, Ctx, cause_evidence, make_finding
@@ -219,6 +220,10 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     if sb is not None and sb.models_requests(ctx):
         return None  # requests a few at a time, or a model run per request: batching them
         # is :mod:`.small_batch`'s (estimated from the repeats of a request's calls)
+    calls = compiled_call_costs(ctx)
+    if calls is not None and calls.per_item:
+        return None  # one compiled call per item: the ops between the calls are theirs (the
+        # runtime's waits on their buffers), batched away with them (call_overhead_bound)
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
