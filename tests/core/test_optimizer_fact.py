@@ -7,15 +7,18 @@ parameter) and profiles made here."""
 from __future__ import annotations
 
 import pytest
-import torch
-from torch.profiler import ProfilerActivity, profile
 from tracedata import corpus_analysis
 
 from sofa_gui.core.analysis.run_facts import run_facts
 from sofa_gui.core.importers import load_trace
 
 
-def _profiled(tmp_path, update) -> object:
+def _profiled(tmp_path, how: str) -> object:
+    """The optimizer fact of a small regression trained with clipping and an update by
+    hand: per parameter (``how`` "loop") or one ``_foreach_add_`` ("foreach")."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -23,20 +26,16 @@ def _profiled(tmp_path, update) -> object:
             model.zero_grad()
             torch.nn.functional.mse_loss(model(x), y).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+            params = list(model.parameters())
             with torch.no_grad():
-                update(list(model.parameters()))
+                if how == "foreach":
+                    torch._foreach_add_(params, [p.grad for p in params], alpha=-0.1)
+                else:
+                    for p in params:
+                        p.add_(p.grad, alpha=-0.1)
     out = tmp_path / "trace.json"
     prof.export_chrome_trace(str(out))
     return run_facts(load_trace(out, use_cache=False)).value("optimizer")
-
-
-def _by_hand(params):
-    for p in params:
-        p.add_(p.grad, alpha=-0.1)
-
-
-def _foreach(params):
-    torch._foreach_add_(params, [p.grad for p in params], alpha=-0.1)
 
 
 @pytest.mark.parametrize("k", [0, 1])
@@ -46,11 +45,11 @@ def test_clipping_beside_an_update_by_hand_is_no_optimizer(k):
 
 
 def test_a_profiled_update_by_hand_after_clipping_reads_no_optimizer(tmp_path):
-    assert _profiled(tmp_path, _by_hand) is None
+    assert _profiled(tmp_path, "loop") is None
 
 
 def test_a_foreach_update_by_hand_reads_foreach(tmp_path):
-    assert _profiled(tmp_path, _foreach) == "foreach"
+    assert _profiled(tmp_path, "foreach") == "foreach"
 
 
 @pytest.mark.parametrize("case, value", [("pt_train_adamw_foreach", "foreach"),

@@ -7,8 +7,6 @@ TorchScript call)."""
 from __future__ import annotations
 
 import pytest
-import torch
-from torch.profiler import ProfilerActivity, profile, record_function
 from tracedata import corpus_analysis
 
 from sofa_gui.core.analysis.run_facts import run_facts
@@ -20,6 +18,9 @@ def _compiled(path) -> object:
 
 
 def _profiled(tmp_path, call, name: str):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
     x = torch.randn(4, 8)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for _ in range(3):
@@ -30,6 +31,7 @@ def _profiled(tmp_path, call, name: str):
 
 
 def _model():
+    torch = pytest.importorskip("torch")
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
 
 
@@ -54,6 +56,7 @@ def test_torch_compile_keeps_its_own_reading():
 
 @pytest.mark.parametrize("make", ["script", "trace"])
 def test_scripted_and_traced_modules_read_as_torch_jit(tmp_path, make):
+    torch = pytest.importorskip("torch")
     m = _model().eval()
     jit = torch.jit.script(m) if make == "script" else torch.jit.trace(m, torch.randn(4, 8))
     with torch.no_grad():
@@ -61,6 +64,9 @@ def test_scripted_and_traced_modules_read_as_torch_jit(tmp_path, make):
 
 
 def test_an_eager_forward_annotation_is_no_torchscript_call(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import record_function
+
     m = _model().eval()
 
     def call(x):
@@ -69,3 +75,18 @@ def test_an_eager_forward_annotation_is_no_torchscript_call(tmp_path):
 
     with torch.no_grad():
         assert _compiled(_profiled(tmp_path, call, "eager")) is None
+
+
+def test_malformed_call_records_leave_the_fact_unknown(tmp_path):
+    """A method-named op whose recorded inputs are empty or not lists is no proof, and no
+    error either."""
+    import json
+
+    events = [{"ph": "X", "cat": "cpu_op", "name": "forward", "pid": 1, "tid": 1,
+               "ts": 10 * k, "dur": 5, "args": args}
+              for k, args in enumerate([{"Input type": ["", "float"], "Input Dims": []},
+                                        {"Input type": "x", "Input Dims": None},
+                                        {"Input type": ["", "float"], "Input Dims": [3]}])]
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert _compiled(path) is None

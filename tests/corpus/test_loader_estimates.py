@@ -115,7 +115,7 @@ def test_a_cache_never_promises_more_than_the_crowded_compute_gets_back(monkeypa
     monkeypatch.setattr(input_estimate, "unprofiled_steps", lambda ctx: steps)
     monkeypatch.setattr(input_estimate, "_pass_counts", lambda ctx: (6, 0, 0.0))
     monkeypatch.setattr(input_estimate, "_passes", lambda ctx, share: ((0.0, ""), 1.0))
-    monkeypatch.setattr(input_estimate, "_cores", lambda ctx: (2.0, "2 cores"))
+    monkeypatch.setattr(input_estimate, "usable_cores", lambda ctx: (2.0, "2 cores"))
     sp, why, _ = tf_removal_gain(_Ctx(), 0.2, (1.15, "assumed", 1.0))
     own = 1e6 + 3e6 / 1.15
     assert sp == pytest.approx(wall / (own * slowest))

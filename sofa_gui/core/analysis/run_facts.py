@@ -398,6 +398,8 @@ def _compiled(trace: Trace) -> list[Fact]:
 #: A TorchScript method's record: a lower-case method name (``forward``, ``predict``), not
 #: an ``aten::`` op nor an autograd node, whose first input is the script module itself.
 _SCRIPT_METHOD = re.compile(r"^[a-z_][a-z0-9_]*$")
+#: Candidate calls read before the fact is left unknown.
+_SCRIPT_LOOKS = 64
 
 
 def _torchscript(trace: Trace) -> Fact:
@@ -408,13 +410,14 @@ def _torchscript(trace: Trace) -> Fact:
     names = [i for i, n in enumerate(trace.names) if _SCRIPT_METHOD.match(n)]
     if not names:
         return Fact("compiled")
-    for j in np.flatnonzero(np.isin(s.name, names) & (s.kind == int(Kind.CPU_OP))):
+    calls = np.flatnonzero(np.isin(s.name, names) & (s.kind == int(Kind.CPU_OP)))
+    for j in calls[:_SCRIPT_LOOKS]:  # a module's calls all look alike: the first few tell
         k = int(s.args[j])
         args = trace.args.get(k) if k >= 0 else None
         types = args.get("Input type") if isinstance(args, dict) else None
         dims = args.get("Input Dims") if isinstance(args, dict) else None
         if (isinstance(types, list) and isinstance(dims, list) and len(types) >= 2
-                and types[0] == "" and dims[0] == []):
+                and types[0] == "" and len(dims) >= 1 and dims[0] == []):
             return Fact("compiled", "torch.jit", "a TorchScript module's method called",
                         f"`{trace.name_of(int(j))}`", int(j))
     return Fact("compiled")

@@ -71,10 +71,15 @@ def chained(ctx: Ctx, block: Block) -> bool:
     """Every repeat of ``block`` reads a value into Python and makes a tensor from host
     values: the next repeat's input can be built from the last one's read."""
     s = ctx.trace.slices
-    names = s.name[block.ops]
-    reads = int(np.isin(names, ctx.trace.name_ids(READ.match)).sum())
-    made = int(np.isin(names, ctx.trace.name_ids(HOST_MADE.match)).sum())
-    return reads >= block.count and made >= block.count
+    top = outermost(s.start, s.end, block.ops)
+    top = top[np.argsort(s.start[top], kind="stable")]
+    repeat = np.arange(len(top)) // max(block.period, 1)  # the repeat of each outer call
+
+    def repeats_with(rx: re.Pattern) -> int:
+        hit = np.isin(s.name[top], ctx.trace.name_ids(rx.match))
+        return len(np.unique(repeat[hit]))  # a read's own nested ops count once
+
+    return repeats_with(READ) >= block.count and repeats_with(HOST_MADE) >= block.count
 
 
 def after_reads_ns(ctx: Ctx, every: np.ndarray, block: Block) -> tuple[float, float]:
@@ -97,7 +102,7 @@ class ChainFix(BatchFix):
     """:class:`.batch_estimate.BatchFix` of copies of a chained step: ``unit_ns`` is what
     the copies share (the step less the Python after its reads), ``per_step`` the chain's
     links, ``python`` the Python after the reads a step (ns, as captured) and ``alone``
-    what it takes per copy, the copies' run one after another."""
+    what it takes per copy, the copies run one after another."""
 
     python: float = 0.0
     alone: float = 0.0
