@@ -180,7 +180,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("intra-op threads", ("more intra-op threads",)),
                ("inputs in float32", ("float32 instead of float64",)),
                ("set_detect_anomaly(False)", ("anomaly detection off",)),
-               ("over the sequence", ("one call over the sequence",)))
+               ("over the sequence", ("one call over the sequence",)),
+               ("computed once", ("frozen part computed once",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:
