@@ -168,17 +168,18 @@ def estimate_frozen(ctx: Ctx, finding) -> None:
         return
     fix = Fix(fw, _TEXT[fw], modes=("training",), gain="removes", name=FIX_NAME)
     fix.estimate = _speedup(ctx, host, fw, spans, frozen, wall)
-    what = ("convolutions with no filter gradient (a frozen base)" if fw == "tensorflow"
-            else "model ops autograd does not record (a no_grad or frozen sub-network)")
-    fix.estimate_why = (f"{what} take {frozen / wall:.0%} of the training steps, gone once "
+    what = ("a frozen base: convolutions with no filter gradient" if fw == "tensorflow"
+            else "a no_grad or frozen sub-network: model ops autograd does not record")
+    fix.estimate_why = (f"the part that gets no gradient ({what}) takes {frozen / wall:.0%} "
+                        f"of the training steps, gone once "
                         f"their outputs are computed once; on the condition, which the trace "
                         f"cannot prove, that its inputs repeat from epoch to epoch")
     fix.because = "a part of the model that gets no gradient runs in every training step"
     finding.fixes.insert(0, fix)
     finding.summary += (f" A part of the model that gets no gradient runs forward in every "
-                        f"training step ({what}, {frozen / wall:.0%} of the steps): its "
-                        f"outputs computed once, where its inputs repeat from epoch to epoch, "
-                        f"about {fix.estimate:.2f}x.")
+                        f"training step ({what}) and takes {frozen / wall:.0%} of the "
+                        f"steps: its outputs computed once, where its inputs repeat from "
+                        f"epoch to epoch, about {fix.estimate:.2f}x.")
 
 
 def _speedup(ctx: Ctx, host, fw: str, spans, frozen: float, wall: float) -> float:
