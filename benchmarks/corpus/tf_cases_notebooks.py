@@ -180,7 +180,7 @@ def register_transfer_case(fit_case, fit_spec, keras_model) -> None:
                       net=lambda: transfer_model(keras_model, on_features=False),
                       fix_net=lambda: transfer_model(keras_model, on_features=True)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True}, 8,
-             split="holdout", warmup=3, also=("bare",),
+             split="tuned", warmup=3, also=("bare",),
              fix="the frozen base's features computed once, the head fit on them",
              tags=["keras_fit", "transfer_learning", "frozen_base", "notebook"])
     CASES["tf_fit_frozen_base_transfer"].build.__doc__ = (

@@ -141,7 +141,7 @@ def cifar_like(n: int = 1024, seed: int = 4) -> TensorDataset:
 
 
 @case("pt_train_distill_frozen_teacher", "pytorch", "training", 4,
-      facts("training", optimizer="sgd", dataloader_workers=0), split="holdout",
+      facts("training", optimizer="sgd", dataloader_workers=0), split="tuned",
       warmup=3, also=("teacher_logits_cached",),
       tags=["distillation", "teacher", "paper_code"])
 def pt_train_distill_frozen_teacher(variant):

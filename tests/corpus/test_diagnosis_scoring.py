@@ -185,3 +185,17 @@ def test_a_hypothesis_promises_its_gain_only_for_the_change_it_assumes(diag):
     measured = {**compute, "fixes": []}
     del measured["estimate_assumes"]  # an estimate read off the trace is a promise
     assert diag.estimate_check({"findings": [measured]}, truth)["estimated"] == 1.82
+
+
+def test_a_frozen_part_computed_once_compares_that_fix_s_own_estimate(diag):
+    """Features of a frozen base computed once compare the frozen-part fix's estimate, not
+    the compute hypothesis's; without that fix shown nothing is promised for them."""
+    fix = {"name": "frozen part computed once", "estimated_speedup": 14.0}
+    compute = {"id": "compute_bound", "estimated_speedup": 1.94, "estimate_assumes": "2x",
+               "fixes": [fix]}
+    truth = {"bound": "compute", "fix": {"what": "the frozen base's features computed once, "
+                                                 "the head fit on them", "speedup": 15.2}}
+    got = diag.estimate_check({"findings": [compute]}, truth)
+    assert (got["estimated"], got["within"]) == (14.0, True)
+    got = diag.estimate_check({"findings": [{**compute, "fixes": []}]}, truth)
+    assert (got["within"], got["said"]) == (False, "no gain promised")

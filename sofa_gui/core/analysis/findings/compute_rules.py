@@ -27,6 +27,7 @@ from .devices import COMM_CATEGORIES
 from .fixes import choose_fixes
 from .fleet_rules import SHAPE_FIXES
 from .float64_compute import estimate_float32
+from .frozen_part import estimate_frozen
 from .grad_recording import estimate_inference_mode
 from .recompiles import recompiles
 from .registry import Rule, rule
@@ -216,6 +217,7 @@ def compute_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     estimate_inference_mode(ctx, f)  # its own estimate, where the fix is shown
     estimate_float32(ctx, f)
     estimate_augment_in_step(ctx, f)
+    estimate_frozen(ctx, f)
     f.summary += _hypothesis_not_a_fix(f.fixes)
     return f
 
