@@ -442,10 +442,10 @@ def _first_inside(trace: Trace, pattern: str, spans: np.ndarray) -> int:
     return int(ids[np.argmin(s.start[ids])]) if len(ids) else -1
 
 
-#: Foreach ops other than ``clip_grad_norm_``'s own (the norms, then the gradients scaled
-#: by the clip coefficient): a step without ``Optimizer.step`` spans that runs only those
-#: updates its weights some other way.
-_UPDATE_FOREACH = r"^aten::_foreach_(?!norm|mul_)|multi_tensor_apply"
+#: Foreach ops that update weights by hand (a step without ``Optimizer.step`` spans):
+#: not ``clip_grad_norm_``'s own (the norms, then the gradients scaled by the clip
+#: coefficient) nor ``zero_grad(set_to_none=False)``'s ``_foreach_zero_``.
+_UPDATE_FOREACH = r"^aten::_foreach_(add|sub|addcmul|addcdiv|lerp)_$|^multi_tensor_apply"
 
 
 @probe

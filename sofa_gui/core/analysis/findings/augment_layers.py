@@ -27,7 +27,7 @@ from ...units import fmt_pct as pct
 from ..intervals import measure_in, union
 from .context import Ctx
 from .fixes import AUGMENT_FIX
-from .host_estimate import pool_slices
+from .host_estimate import CLEAR_GAIN, pool_slices
 from .input_estimate import usable_cores
 from .input_removal import core_interference
 
@@ -56,7 +56,8 @@ def estimate_augment_in_step(ctx: Ctx, finding) -> None:
     host = ctx.bd.host
     r = ctx.rows
     if host is None or ctx.bd.device is not None or not len(r) \
-            or ctx.facts.value("framework") != "tensorflow":
+            or ctx.facts.value("framework") != "tensorflow" \
+            or ctx.facts.value("mode") != "training":  # inference's resizing is its work
         return
     s = ctx.trace.slices
     pool = pool_slices(ctx, host)
@@ -81,6 +82,8 @@ def estimate_augment_in_step(ctx: Ctx, finding) -> None:
     floor = slow * work / free if free > 0.05 else float("inf")
     beside = rest + (slow - 1.0) * min(work, rest)  # slowed while the map works beside it
     speedup = min(1.0 / max(beside, floor), 1.0 / rest)
+    if speedup <= 1.0 + CLEAR_GAIN:
+        return  # no core left for the map, or too little moved: nothing to offer
     names = sorted({ctx.trace.name_of(int(j)) for j in ops})
     why = (f"{', '.join(names)} cover {pct(covered)} of the steady step on its own threads "
            f"({fmt_ns(work * wall / len(r))} of thread time a step); the rest of the step "

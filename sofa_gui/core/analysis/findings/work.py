@@ -241,19 +241,21 @@ def elements(shape: list[int]) -> int:
 
 #: A framework op's call as the main thread records it: PyTorch's ``aten::select``,
 #: TensorFlow's eager ``EagerLocalExecute: StridedSlice``, JAX's ``PjitFunction(squeeze)``.
-_OP_CALL = re.compile(r"^(?:aten::|EagerLocalExecute: |PjitFunction\()_*(\w+)\)?$")
-#: Where a CamelCase name starts a word.
-_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_OP_CALL = re.compile(r"^(?:aten::_*(\w+)|EagerLocalExecute: _*(\w+)|PjitFunction\(_*(\w+)\))$")
+#: Where a CamelCase name starts a word: before an upper-case letter that follows a
+#: lower-case letter or digit, or that starts a word after an acronym (``RGBToHSV``).
+_WORD_START = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def op_kind(name: str) -> str:
     """What a framework op does, spelt one way for PyTorch, TensorFlow and JAX: its name
     without the framework's prefix and leading underscores, CamelCase words joined by
-    ``_``, in lower case (``aten::slice`` and TensorFlow's ``Slice`` are ``slice``,
-    ``StridedSlice`` is ``strided_slice``, ``GatherV2`` ``gather_v2``); "" for a name that
-    is no framework op's call."""
+    ``_``, in lower case (``aten::slice`` and TensorFlow's ``EagerLocalExecute: Slice``
+    are ``slice``, ``StridedSlice`` is ``strided_slice``, ``GatherV2`` ``gather_v2``,
+    ``RGBToHSV`` ``rgb_to_hsv``); "" for a name that is no framework op's call."""
     m = _OP_CALL.match(name)
-    return _WORD_START.sub("_", m.group(1)).lower() if m else ""
+    word = next((g for g in m.groups() if g), "") if m else ""
+    return _WORD_START.sub("_", word).lower()
 
 
 def op_kinds(ctx: Ctx, kinds: frozenset[str]) -> np.ndarray:
