@@ -128,9 +128,15 @@ class ChainFix(BatchFix):
 
 def chain_fix(ctx: Ctx, host) -> ChainFix | None:
     """The estimate of running copies of a training step whose longest run of repeats is a
-    chain (:func:`chained`), per copy; None where it is not."""
-    if host is None or not len(ctx.rows):
+    chain (:func:`chained`), per copy; None where it is not (and for inference, whose
+    requests batch together). Read once per analysis: the tiny-op and small-batch
+    readings both tell it."""
+    if host is None or not len(ctx.rows) or ctx.facts.value("mode") != "training":
         return None
+    return ctx.once(("chain_fix", host.lane), lambda: _chain_fix(ctx, host))
+
+
+def _chain_fix(ctx: Ctx, host) -> ChainFix | None:
     row = median_row(ctx, host)
     blocks = repeated_blocks(ctx, host, row)
     if not blocks or not chained(ctx, blocks[0]):

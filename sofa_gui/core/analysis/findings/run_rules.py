@@ -265,7 +265,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
                              wall - away) if loops.optimizer and loops.model else fix
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
-    chain = chain_fix(ctx, host) if ctx.facts.value("mode") == "training" else None
+    chain = chain_fix(ctx, host)
     est = chain or fix  # a chain's calls batch across copies of the step, not each other
     t = ops[tiny]
     causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,

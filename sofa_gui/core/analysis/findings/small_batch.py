@@ -62,7 +62,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
             f"{fmt_ns(float(np.median(s.dur[math])))} each (median; "
             f"{len(math) / len(r):,.0f} per step), as a model run for one input or one token "
             f"at a time makes them")
-    chain = chain_fix(ctx, host) if training else None  # copies batch, not a chain's calls
+    chain = chain_fix(ctx, host)  # copies batch, not a chain's calls
     summary = (f"{head}; the math ops' own work is {pct(1.0 - share)} of the step, the rest "
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
                f"paid once per call whatever its batch. "
