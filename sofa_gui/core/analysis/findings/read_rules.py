@@ -85,7 +85,7 @@ PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice
 #: A jitted function's call (JAX's C++ fast path): a loop that makes one between most pairs
 #: of reads calls one program per item (:func:`_one_program_calls`).
 COMPILED_CALL = "PjitFunction("
-#: ... between at least this share of the pairs of consecutive reads.
+#: ... as many calls of one program as this share of the pairs of consecutive reads.
 CALLS_PER_READ = 0.9
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
@@ -216,8 +216,9 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
 def _one_program_calls(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
                        count: np.ndarray) -> np.ndarray:
     """Per loop: a loop of calls of one compiled program that reads each call's result
-    (``ops``: the loops' outermost computing ops, ``at`` the loop of each): a jitted call
-    of one name between :data:`CALLS_PER_READ` or more of the pairs of consecutive reads,
+    (``ops``: the loops' outermost computing ops, ``at`` the loop of each): calls of one
+    jitted program in the loop at least :data:`CALLS_PER_READ` times its pairs of
+    consecutive reads (counted over the loop, not gap by gap),
     the program called once per item (a model per ensemble member, a step per sample).
     Each call pays its fixed cost and each read waits for its call's program before the
     next call is made: batching the items into one call (``jax.vmap``) removes the calls
