@@ -109,7 +109,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
              fit_spec("run", data=patient_batches,
                       net=lambda: tabular_model(keras_model)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True}, 6,
-             split="holdout", warmup=4, share_from_fix="input", share_variant="bare",
+             split="tuned", warmup=4, share_from_fix="input", share_variant="bare",
              fix="row indices shuffled and batched, each batch gathered in one parallel "
              "map",
              tags=["keras_fit", "tabular", "preprocessing_layers", "dataframe",

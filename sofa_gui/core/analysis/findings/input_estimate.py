@@ -29,7 +29,8 @@ A fix that takes the pipeline's work off the machine (a cache: later epochs only
 elements) gains more than the step's wait for input where the pipeline's worker threads
 share the cores with the runtime's compute threads: while more threads are busy than
 there are cores, the compute runs slower beside them, and the cache gives it back those
-cores (:func:`map_contention`), however short the wait for a prefetched batch.  The
+cores (:func:`map_contention`), however short the wait for a prefetched batch; a serial
+pipeline's work runs on its prefetch's iterator thread, which then counts as its worker.  The
 worker threads inside the map's Python hold one core together there: the GIL runs one of
 them at a time, and the others wait for it off the cores.
 
@@ -261,7 +262,7 @@ def _contention(ctx: Ctx) -> tuple[float, float, float] | None:
     if host is None or not len(r) or ctx.bd.devices:
         return None
     names = ctx.trace.lanes.name
-    pool = tf_data_lanes(ctx.trace, workers_only=True)
+    pool = _pipeline_workers(ctx)
     compute = np.setdiff1d(np.asarray(host.helper_lanes, np.int64), tf_data_lanes(ctx.trace))
     compute = np.asarray([c for c in compute.tolist() if not names[c].startswith(_CONSUMER_LANE)],
                          np.int64)
@@ -290,6 +291,19 @@ def _contention(ctx: Ctx) -> tuple[float, float, float] | None:
     slowest = float(rate[:-1][crowded].min()) if crowded.any() else 1.0
     busy, _ = _busy(ctx, pool)
     return lost / wall, busy / wall, slowest
+
+
+def _pipeline_workers(ctx: Ctx) -> np.ndarray:
+    """Lanes of the threads that do the pipeline's work: its private thread pool's, or,
+    where it has none (a serial pipeline: no parallel ``map``), its iterator threads
+    (``tf_data_iterator_resource``: the prefetch's thread runs every stage below it) but
+    the consumer's, whose time is the step's wait for input."""
+    pool = tf_data_lanes(ctx.trace, workers_only=True)
+    if len(pool):
+        return pool
+    names = ctx.trace.lanes.name
+    return np.asarray([i for i in tf_data_lanes(ctx.trace).tolist()
+                       if not names[i].startswith(_CONSUMER_LANE)], np.int64)
 
 
 def _pool_levels(ctx: Ctx, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
