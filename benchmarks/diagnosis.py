@@ -181,7 +181,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("inputs in float32", ("float32 instead of float64",)),
                ("set_detect_anomaly(False)", ("anomaly detection off",)),
                ("over the sequence", ("one call over the sequence",)),
-               ("augmentation mapped", ("augmentation in the input pipeline",)))
+               ("augmentation mapped", ("augmentation in the input pipeline",)),
+               ("weight_decay", ("weight decay in the optimizer",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:
