@@ -52,7 +52,7 @@ def test_the_l2_penalty_loop_gets_weight_decay_and_the_run_stays_compute_bound()
 
 
 @pytest.mark.parametrize("case", ["pt_train_ema_param_loop", "pt_train_grad_norms_item",
-                                  "pt_train_clip_onecycle", "pt_train_word_lm_bptt"])
+                                  "pt_train_clip_onecycle", "pt_train_adamw_foreach"])
 def test_no_penalty_no_weight_decay(case):
     _, captures = _case(case)
     a = analyze(load_trace(captures[0], use_cache=False))
