@@ -209,7 +209,8 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
-      f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
+      f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)} (no matmul "
+      f"of >= 2 MFLOP: that is math), >= "
       f"{MIN_TINY_PER_STEP} per iteration ({MIN_DISPATCHES} where TensorFlow runs the step "
       f"eagerly, no compiled function in it); or inference on batches of a few inputs, "
       f"training on one (:mod:`.small_batch`); or >= 20 ops a step dispatched one at a "
