@@ -182,7 +182,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("set_detect_anomaly(False)", ("anomaly detection off",)),
                ("over the sequence", ("one call over the sequence",)),
                ("augmentation mapped", ("augmentation in the input pipeline",)),
-               ("computed once", ("frozen part computed once",)))
+               ("computed once", ("frozen part computed once",)),
+               ("weight_decay", ("weight decay in the optimizer",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:

@@ -100,7 +100,7 @@ def deep_mlp(width: int = 128, depth: int = 16) -> nn.Sequential:
 
 
 @case("pt_train_l2_param_loop", "pytorch", "training", 8,
-      facts("training", optimizer="sgd", dataloader_workers=0), split="holdout", warmup=5,
+      facts("training", optimizer="sgd", dataloader_workers=0), split="tuned", warmup=5,
       fix="weight_decay in torch.optim.SGD instead of the Python L2 sum",
       share_from_fix="host_overhead", tags=["forum", "python_loop", "regularization"])
 def pt_train_l2_param_loop(variant):

@@ -13,8 +13,7 @@ import pytest
 
 from sofa_gui.core.analysis.facts_base import Fact, RunFacts
 from sofa_gui.core.analysis.findings.fixes import FIXES, choose_fixes
-from sofa_gui.core.analysis.findings.optimizer_loop import TinyLoops
-from sofa_gui.core.analysis.findings.run_rules import _fused_gain
+from sofa_gui.core.analysis.findings.optimizer_loop import TinyLoops, fused_gain
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -112,11 +111,11 @@ def test_the_fused_optimizer_is_estimated_only_where_the_trace_grounds_it():
     """An optimizer the trace does not name may have no fused implementation: the fix is
     shown without a number; with the model's loop counted too, the fused optimizer's own
     estimate replaces the optimizer's loop alone and says the model's tiny ops stay."""
-    est, why, _ = _fused_gain(TinyLoops(True, False, ""), _Loop())
+    est, why, _ = fused_gain(TinyLoops(True, False, ""), _Loop())
     assert est is None and "does not name the optimizer's class" in why
-    est, why, _ = _fused_gain(TinyLoops(True, True, "AdamW"), _Loop())
+    est, why, _ = fused_gain(TinyLoops(True, True, "AdamW"), _Loop())
     assert est == 1.2 and "model's tiny ops stay" in why
-    est, _, _ = _fused_gain(TinyLoops(True, False, "Adam"), _Loop())
+    est, _, _ = fused_gain(TinyLoops(True, False, "Adam"), _Loop())
     assert est == 1.2
     mixed = TinyLoops(True, True, "AdamW")
     assert mixed.unseen(_Named("batch or compile the model")) == ""

@@ -237,6 +237,28 @@ def matmul_work(dims: list[list[int]]) -> tuple[float, int] | None:
     return 2.0 * elements(a) * b[-1], int(elements(a[:-1]))
 
 
+def large_matmuls(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
+    """Per op of ``ops``: a matmul (``aten::linear`` or :data:`MATMUL`) of at least
+    :data:`LARGE_FLOPS` by its recorded shapes.  Its time is the machine's math, not a
+    fixed cost per call, however short: a loop of tiny ops does not count it.  One
+    instance of each name and shape is read."""
+    s = ctx.trace.slices
+    names = ctx.trace.name_ids(lambda n: n == "aten::linear" or bool(MATMUL.match(n)))
+    linear = ctx.trace.name_ids(lambda n: n == "aten::linear")
+    out = np.zeros(len(ops), bool)
+    seen: dict = {}
+    for k in np.flatnonzero(np.isin(s.name[ops], names)).tolist():
+        dims = input_dims(ctx, int(ops[k]))
+        key = (int(s.name[ops[k]]), str(dims))
+        if key not in seen:
+            mats = [d for d in dims if len(d) >= 2]
+            w = (2.0 * elements(mats[0]) * mats[1][0], 0) if (
+                np.isin(s.name[ops[k]], linear) and len(mats) >= 2) else matmul_work(dims)
+            seen[key] = w is not None and w[0] >= LARGE_FLOPS
+        out[k] = seen[key]
+    return out
+
+
 def matmul_rate(ctx: Ctx, rows: int) -> tuple[float, bool]:
     """(FLOP/s, measured) of a matmul of ``rows`` rows: the rate of the trace's own
     matmuls of at least :data:`LARGE_FLOPS` where it has them (FLOP-weighted), else

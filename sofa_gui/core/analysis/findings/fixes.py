@@ -145,6 +145,12 @@ FIXES: dict[str, list[Fix]] = {
                  "implementation too: one launch per op and parameter group instead of per "
                  "tensor.", devices=_GPU, modes=_TRAIN, fact="optimizer",
             unless=("fused", "foreach"), name="foreach optimizer"),
+        Fix(_PT, "Give the L2 penalty to the optimizer: torch.optim.SGD(..., weight_decay=2 * "
+                 "l2_lambda) (Adam's weight_decay too; AdamW's is decoupled, a different "
+                 "update) instead of adding l2_lambda * sum(p.pow(2).sum() for p in "
+                 "model.parameters()) to the loss: the same update inside the optimizer's "
+                 "step, without a pow, a sum and an add per parameter tensor and their "
+                 "backward.", modes=_TRAIN, gain="removes", name="weight decay in the optimizer"),
         Fix(_PT, "Replace the many tiny ops by few large ones: batch the per-item loop into one "
                  "tensor op (stack the small matrices and use one bmm / one nn.Linear), or "
                  "torch.compile(model) to fuse them.", fact="compiled",

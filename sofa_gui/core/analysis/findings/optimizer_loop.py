@@ -85,3 +85,17 @@ def fused_step_ns(ctx: Ctx, ops: np.ndarray, fixed: np.ndarray, typical: np.ndar
     dur = np.where(dur >= held_ns, np.minimum(dur, typical), dur)
     in_place = np.isin(s.name[ops], ctx.trace.name_ids(lambda n: n.endswith("_")))
     return float(np.maximum(dur - fixed, 0.0)[in_place].sum())
+
+
+def fused_gain(loops: TinyLoops, alone) -> tuple[float | None, str, float]:
+    """The fused optimizer's own estimate, where the trace names an optimizer with a fused
+    implementation: its loop of tiny ops (``alone``) replaced by one fused step, the
+    model's tiny ops, where they are counted too, kept (the finding's estimate removes
+    both); none otherwise (said why)."""
+    if loops.fused_exists() is None:
+        return None, ("the trace does not name the optimizer's class, so whether it has a "
+                      "fused implementation is unknown"), 1.0
+    kept = "" if loops.optimizer_only else "; the model's tiny ops stay as they are"
+    return alone.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
+                             f"{loops.optimizer_class} step that does the math of its in-place "
+                             f"ops{kept}"), 1.0

@@ -10,7 +10,14 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..results import Evidence, Finding
-from .batch_estimate import ELEMENT_NS, bookkeeping_ns, loop_batch, loop_data_ns, loop_once_ns
+from .batch_estimate import (
+    ELEMENT_NS,
+    bookkeeping_ns,
+    large_matmuls,
+    loop_batch,
+    loop_data_ns,
+    loop_once_ns,
+)
 from .batching import small_batch
 from .call_overhead import compiled_call_costs
 from .causes import causes_by_name
@@ -28,7 +35,8 @@ from .host_estimate import (
     rest_math,
 )
 from .input_estimate import pass_rows
-from .optimizer_loop import TinyLoops, fused_step_ns, optimizer_class
+from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, optimizer_class
+from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
 from .registry import Rule, rule
 from .work import (
@@ -201,7 +209,8 @@ def _outer_ops(ctx: Ctx, lane: int) -> np.ndarray:
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
-      f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)}, >= "
+      f"same grading as input-bound; tiny = outermost op <= {fmt_ns(TINY_NS)} (no matmul "
+      f"of >= 2 MFLOP: that is math), >= "
       f"{MIN_TINY_PER_STEP} per iteration ({MIN_DISPATCHES} where TensorFlow runs the step "
       f"eagerly, no compiled function in it); or inference on batches of a few inputs, "
       f"training on one (:mod:`.small_batch`); or >= 20 ops a step dispatched one at a "
@@ -242,7 +251,8 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     opt = starts_inside(ctx, steps, ops)  # the optimizer's ops
     graphless = tf_eager_step(ctx, host)  # one loop tf.function removes whole
     least = MIN_DISPATCHES if graphless else MIN_TINY_PER_STEP
-    tiny, apart = _tiny_loops(opt, typical <= TINY_NS, n_steps, least)
+    small = (typical <= TINY_NS) & ~large_matmuls(ctx, ops)  # a large matmul is math
+    tiny, apart = _tiny_loops(opt, small, n_steps, least)
     if not tiny.any():
         return None
     loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()),
@@ -264,6 +274,9 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                              TF_UNPROFILED if graphless else TINY_LOOP_UNPROFILED)
     alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
                              wall - away) if loops.optimizer and loops.model else fix
+    pen = penalty_ops(ctx, ops, opt, n_steps)  # an L2 penalty's loop: weight decay removes it
+    cut = _loop_fix(ctx, host, ops[pen], between[pen], wall - away, ops[:0],
+                    penalty_cost_ns(ctx, ops[pen]))[0]
     held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
     chain = chain_fix(ctx, host)
     est = chain or fix  # a chain's calls batch across copies of the step, not each other
@@ -296,7 +309,9 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                      speedup=est.speedup(), sev=BELOW if bare < spec.moderate else None,
                      assumption=spec.factor("batched_op_cheap") * lumps * kept * clear,
                      notes=notes,
-                     fix_gain=lambda f: _fused_gain(loops, alone), unseen=loops.unseen)
+                     fix_gain=lambda f: penalty_gain(cut) if f.name == PENALTY_FIX
+                     else fused_gain(loops, alone),
+                     unseen=lambda f: penalty_unseen(f.name, pen.any()) or loops.unseen(f))
     if not loops.optimizer_only:  # the finding counts both loops: its estimate removes both
         f.estimated_speedup, f.estimated_by = est.speedup(), ""
         f.estimate_floor = chain is not None  # each copy's Python counted whole: its most
@@ -362,20 +377,6 @@ TF_EAGER_REMEDY = (
     "kernels without the Python and dispatch around each (jit_compile=True fuses them "
     "too); the estimate removes the ops and the Python between them and keeps the rest "
     "of the step, both at TensorFlow's recorder's cost per op.")
-
-
-def _fused_gain(loops: TinyLoops, alone: HostFix) -> tuple[float | None, str, float]:
-    """The fused optimizer's own estimate, where the trace names an optimizer with a fused
-    implementation: its loop of tiny ops (``alone``) replaced by one fused step, the
-    model's tiny ops, where they are counted too, kept (the finding's estimate removes
-    both); none otherwise (said why)."""
-    if loops.fused_exists() is None:
-        return None, ("the trace does not name the optimizer's class, so whether it has a "
-                      "fused implementation is unknown"), 1.0
-    kept = "" if loops.optimizer_only else "; the model's tiny ops stay as they are"
-    return alone.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
-                             f"{loops.optimizer_class} step that does the math of its in-place "
-                             f"ops{kept}"), 1.0
 
 
 def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int,
