@@ -40,7 +40,7 @@ class AutoEncoder(nn.Module):
 
 
 @case("pt_infer_cat_growing_preds", "pytorch", "inference", 2 * VAL_BATCHES,
-      facts("inference", dataloader_workers=0), split="holdout", warmup=VAL_BATCHES,
+      facts("inference", dataloader_workers=0), split="tuned", warmup=VAL_BATCHES,
       fix="append each batch's outputs to a list and torch.cat them once per pass",
       tags=["forum", "torch_cat", "evaluation"])
 def pt_infer_cat_growing_preds(variant):

@@ -95,6 +95,30 @@ def test_a_per_step_relayout_is_memory_copies(k):
     assert a.verdict.bound == "memory_copies"
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_tensor_grown_by_cat_each_step_reads_its_own_cooling(k):
+    """An evaluation pass that grows two tensors with ``torch.cat`` every batch: its steps'
+    copies run from none to 80 ms, and the model's matmuls take the same time after long
+    copies as after none, so the estimate keeps the rest's time instead of assuming it runs
+    warmer, and meets the fix (lists, one ``torch.cat`` per pass) measured without the
+    profiler."""
+    case = "pt_infer_cat_growing_preds"
+    a = analyzed(case, k)
+    f = finding(a, "memory_copy_bound")
+    assert f is not None and f.confidence >= CONFIDENT and a.verdict.bound == "memory_copies"
+    assert "as this capture's steps with short copies" in f.summary
+    measured = json.loads((CORPUS / case / "truth.json").read_text())["fix"]["speedup"]
+    assert abs(f.estimated_speedup / measured - 1) <= 0.25, (f.estimated_speedup, measured)
+
+
+def test_copies_alike_every_step_leave_the_cooling_assumed():
+    """A per-step re-layout copies alike every step: the capture holds no step without
+    them, cannot show the cooling, and the estimate assumes the measured one."""
+    f = finding(analyzed("pt_train_memcopy"), "memory_copy_bound")
+    assert f is not None and "runs warmer" in f.summary
+    assert "this capture's steps" not in f.summary
+
+
 @pytest.mark.parametrize("case", ["pt_train_autocast_bf16", "pt_infer_bf16",
                                   "pt_train_compute_cnn"])
 def test_casts_and_small_copies_of_compute_bound_runs_are_no_copy_finding(case):

@@ -24,9 +24,15 @@ from ...units import fmt_pct as pct
 from ..host_side import window_of
 from ..intervals import measure_in, union
 from ..results import Evidence, Finding
-from .causes import causes_by_name
+from .causes import causes_by_name, self_times
 from .context import MAX_EVIDENCE, Ctx, make_finding
-from .host_estimate import COLD_AFTER_COPIES, HostFix, rest_math
+from .host_estimate import (
+    COLD_AFTER_COPIES,
+    COLD_AFTER_NS,
+    MATH_OP,
+    HostFix,
+    rest_math,
+)
 from .registry import Rule, rule
 from .work import outermost, starts_inside
 
@@ -113,8 +119,12 @@ def memory_copy_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                                    key=lambda t: -int(s.dur[t[0]]))[:MAX_EVIDENCE]]
     per = len(copies) / max(ctx.ph.n_steady, 1)
     mb = float(size.sum()) / max(ctx.ph.n_steady, 1) / 1e6
+    seen = cooling_seen(ctx, cs, ce)
     fix = HostFix(share, rest_math(ctx, host, host.starts[r], host.ends[r], cs, ce) / wall,
                   what="the copies", step_ns=ctx.call_ns(wall, len(r)), cold=COLD_AFTER_COPIES)
+    if seen is not None:
+        fix.cold = fix.cold_math = seen
+        fix.cooling = "as this capture's steps with short copies and with long ones show"
     summary = (f"{per:,.1f} large copy ops per steady-state iteration on the main thread "
                f"({mb:,.1f} MB copied per iteration: re-layouts, clones, concatenations) take "
                f"{pct(share)} of its time; their time is memory traffic, not math. Keeping "
@@ -130,3 +140,39 @@ def _row(ctx: Ctx, j: int) -> int:
     s = ctx.trace.slices
     host = ctx.bd.host
     return int(window_of(s.start[j:j + 1], host.starts, host.ends)[0])
+
+
+#: Steps of each kind (with short copies, with long ones) that measure the cooling.
+COOLING_STEPS = 3
+
+
+def cooling_seen(ctx: Ctx, cs: np.ndarray, ce: np.ndarray) -> float | None:
+    """How many times slower the step's math ops (their own time) run once large copies keep
+    them away :data:`COLD_AFTER_NS` or more, read off the capture's own steps where it holds
+    at least :data:`COOLING_STEPS` steps whose copies take under a third of that and as
+    many whose copies take that or more (copies that differ from step to step: a tensor
+    grown by ``torch.cat`` every step of a pass).  The short steps' copies cool them a
+    little too (:func:`.cooled`, at the short steps' median time away): the ratio of the
+    two medians is read back through that curve.  None where the capture cannot tell
+    (every step copies alike) and the measured cooling is assumed.  ``cs``/``ce``: the
+    copies' merged intervals."""
+    host, r = ctx.bd.host, ctx.rows
+    s = ctx.trace.slices
+    away = measure_in(cs, ce, host.starts[r], host.ends[r])
+    short, long_ = away < COLD_AFTER_NS / 3, away >= COLD_AFTER_NS
+    if short.sum() < COOLING_STEPS or long_.sum() < COOLING_STEPS:
+        return None
+    mine = ctx.trace.lane_slices(host.lane)
+    ops = mine[(s.kind[mine] == int(Kind.CPU_OP))
+               & np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
+    row = window_of(s.start[ops], host.starts, host.ends)
+    own = self_times(ctx, ops).astype(np.float64)
+    math = np.bincount(row[row >= 0], own[row >= 0], minlength=len(host.starts))[r]
+    base = float(np.median(math[short]))
+    if not base > 0:
+        return None
+    ratio = float(np.median(math[long_])) / base
+    part = float(np.median(away[short])) / COLD_AFTER_NS  # of the way to cold
+    if ratio * part >= 1.0:
+        return COLD_AFTER_COPIES
+    return float(np.clip(ratio * (1.0 - part) / (1.0 - ratio * part), 1.0, COLD_AFTER_COPIES))

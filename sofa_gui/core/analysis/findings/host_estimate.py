@@ -126,7 +126,9 @@ class HostFix:
     calls: the removed part's length, :meth:`.Ctx.call_ns`), ``per_op`` (the
     recorder's unprofiled over captured time of the rest's per-op work), ``cold`` (how
     many times slower per-op work runs once the removed part keeps it away long),
-    ``bookkeeping`` (the profiler's own step bookkeeping: in neither step without it) and
+    ``cold_math`` (the same for the math), ``cooling`` (where those come from, in
+    words), ``bookkeeping`` (the profiler's own step
+    bookkeeping: in neither step without it) and
     ``ratios`` (where the two ratios come from, in words)."""
 
     removed: float
@@ -137,6 +139,9 @@ class HostFix:
     step_ns: float = 0.0
     per_op: float = TINY_LOOP_UNPROFILED
     cold: float = COLD_PER_OP
+    cold_math: float = COLD_MATH
+    cooling: str = ("as measured on a shared 2-core machine (how much warmer a short step "
+                    "gets depends on the machine; the trace cannot show it)")
     bookkeeping: float = 0.0
     ratios: str = "measured"
 
@@ -163,7 +168,7 @@ class HostFix:
         if not self.warm:
             return before, math + ops + self.replacement
         was, now = self.away_ns()
-        eased = [cooled(c, now) / cooled(c, was) for c in (COLD_MATH, self.cold)]
+        eased = [cooled(c, now) / cooled(c, was) for c in (self.cold_math, self.cold)]
         return before, math * eased[0] + ops * eased[1] + self.replacement
 
     def unprofiled_share(self, part: float | None = None) -> float:
@@ -190,11 +195,11 @@ class HostFix:
                 f"its captured time; {rest}")
         was, now = self.away_ns()
         warm = (f"; what stays runs warmer without the {was / 1e6:.1f} ms a step "
-                f"{self.what} kept it away: per-op work runs up to {self.cold:g}x and the "
-                f"math {COLD_MATH:g}x slower after {COLD_AFTER_NS / 1e6:g} ms or more away, "
-                f"less after less, as measured on a shared 2-core machine (how much warmer "
-                f"a short step gets depends on the machine; the trace cannot show it)"
-                if self.warm else "; what stays keeps its time")
+                f"{self.what} kept it away: per-op work runs up to {self.cold:.3g}x and the "
+                f"math {self.cold_math:.3g}x slower after {COLD_AFTER_NS / 1e6:g} ms or more "
+                f"away, less after less, {self.cooling}"
+                if self.warm and max(self.cold, self.cold_math) > 1.0
+                else "; what stays keeps its time")
         return (f" Estimate: the step without the profiler before the fix over the step "
                 f"after it ({pct(before)} -> {pct(after)} of the captured time){prof}{warm}.")
 
