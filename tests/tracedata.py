@@ -56,6 +56,14 @@ def corpus_capture(case: str, k: int = 0) -> Path:
     return CORPUS / case / json.loads(truth.read_text())["captures"][k]
 
 
+def corpus_fix_speedup(case: str) -> float:
+    """The speed-up a corpus case's truth measures for its fix, without the profiler."""
+    import json
+
+    truth = corpus_capture(case, 0).parent / "truth.json"
+    return json.loads(truth.read_text())["fix"]["speedup"]
+
+
 @functools.cache
 def corpus_analysis(case: str, k: int = 0):
     """(trace, analysis) of the ``k``-th capture of a corpus case, analyzed once a test run."""

@@ -12,11 +12,8 @@ corpus is not checked out.
 
 from __future__ import annotations
 
-import functools
-import json
-
 import pytest
-from tracedata import corpus_capture
+from tracedata import corpus_capture, corpus_context, corpus_fix_speedup
 
 from sofa_gui.core.analysis.findings import batching, make_context
 from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix
@@ -33,16 +30,12 @@ REQUESTS = ["pt_infer_online_requests", "pt_infer_batch1_convnet",
             "pt_infer_server_numpy_outputs", "pt_infer_greedy_decode"]
 
 
-@functools.cache
 def analyzed(case: str, k: int = 0):
-    t = load_trace(corpus_capture(case, k), use_cache=False)
-    a = analyze(t)
-    return a, make_context(t, a.iterations, a.breakdown)
+    """(analysis, the rules' context) of a corpus capture, made once a test run."""
+    return corpus_context(case, k)[1:]
 
 
-def measured(case: str) -> float:
-    path = corpus_capture(case, 0).parent / "truth.json"
-    return json.loads(path.read_text())["fix"]["speedup"]
+measured = corpus_fix_speedup
 
 
 @pytest.mark.parametrize("k", [0, 1])

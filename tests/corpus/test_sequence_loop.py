@@ -10,16 +10,10 @@ corpus is not checked out.
 
 from __future__ import annotations
 
-import functools
-import json
-
 import pytest
-from tracedata import corpus_capture
+from tracedata import corpus_context, corpus_fix_speedup
 
-from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.sequence_loop import FIX_NAME, position_loop
-from sofa_gui.core.analysis.pipeline import analyze
-from sofa_gui.core.importers import load_trace
 
 #: (case, the module repeated, repeats a step, layer named in the fix)
 LOOPS = [("pt_train_lstmcell_teacher_forcing", "aten::lstm_cell", 20, "nn.LSTM"),
@@ -33,16 +27,12 @@ NO_LOOP = ["pt_train_lstm_compute", "pt_train_deep_stack_batch8", "pt_train_crop
            "pt_train_variable_length", "pt_train_ema_param_loop"]
 
 
-@functools.cache
 def analyzed(case: str, k: int = 0):
-    t = load_trace(corpus_capture(case, k), use_cache=False)
-    a = analyze(t)
-    return a, make_context(t, a.iterations, a.breakdown)
+    """(analysis, the rules' context) of a corpus capture, made once a test run."""
+    return corpus_context(case, k)[1:]
 
 
-def measured(case: str) -> float:
-    path = corpus_capture(case, 0).parent / "truth.json"
-    return json.loads(path.read_text())["fix"]["speedup"]
+measured = corpus_fix_speedup
 
 
 @pytest.mark.parametrize("k", [0, 1])
