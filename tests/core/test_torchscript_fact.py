@@ -90,3 +90,16 @@ def test_malformed_call_records_leave_the_fact_unknown(tmp_path):
     path = tmp_path / "odd.json"
     path.write_text(json.dumps({"traceEvents": events}))
     assert _compiled(path) is None
+
+
+def test_a_collectives_record_is_no_torchscript_call(tmp_path):
+    """c10d records each collective as ``record_param_comms`` with untyped first inputs
+    (an AMD trace of a checkpointed ResNet): no module's method."""
+    import json
+
+    args = {"Input type": ["", "", "Scalar", ""], "Input Dims": [[], [], [], []]}
+    events = [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1,
+               "ts": 0, "dur": 5, "args": args}]
+    path = tmp_path / "comms.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert _compiled(path) is None

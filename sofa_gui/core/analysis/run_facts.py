@@ -396,8 +396,9 @@ def _compiled(trace: Trace) -> list[Fact]:
 
 
 #: A TorchScript method's record: a lower-case method name (``forward``, ``predict``), not
-#: an ``aten::`` op nor an autograd node, whose first input is the script module itself.
-_SCRIPT_METHOD = re.compile(r"^[a-z_][a-z0-9_]*$")
+#: an ``aten::`` op, an autograd node or c10d's ``record_param_comms`` (whose first inputs
+#: are untyped too), whose first input is the script module itself.
+_SCRIPT_METHOD = re.compile(r"^(?!record_param_comms$)[a-z_][a-z0-9_]*$")  # not c10d's record
 #: Candidate calls read before the fact is left unknown.
 _SCRIPT_LOOKS = 64
 
