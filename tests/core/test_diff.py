@@ -99,10 +99,12 @@ def test_resnet_workers_diff_shows_the_gain():
     resolved = {f["id"]: f for f in r["findings"]["resolved"]}
     f = resolved["input_pipeline_bound"]
     assert f["share_before"] > 0.3 and f["share_after"] < 0.02
-    # predicted (Amdahl 1.50x, less the host-paced 9% slowed 1.15x beside the workers and the
-    # assumed hand-over of each batch) vs
-    # 1.40x measured (median), 1.26x (mean)
-    assert f["predicted_speedup"] == pytest.approx(1.445, abs=0.02)
+    # predicted (the loader plan on the step without the profiler's cost per event: its
+    # loading and its rest each less what their events cost, the host-paced part slowed
+    # 1.15x beside the workers, the assumed hand-over of each batch) vs
+    # 1.40x measured (median), 1.26x (mean); the rest of the step the fix does not touch
+    # grew 31% in the second run: as in the first, 1.63x
+    assert f["predicted_speedup"] == pytest.approx(1.576, abs=0.02)
     dev = {c["category"]: c for c in r["categories"]["device"]}
     assert dev["idle_input"]["delta_us"] < -50_000
     host = {c["category"]: c for c in r["categories"]["host"]}

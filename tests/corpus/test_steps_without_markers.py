@@ -104,7 +104,20 @@ def test_each_step_is_one_call_of_the_loop_body(case):
     assert np.array_equal(it.starts, starts) and it.ends[-1] == ends[-1]
 
 
-@pytest.mark.parametrize("case, k", [(c, k) for c in JAX for k in (0, 1)])
+#: JAX runs whose steps the step dispatch alone does not mark, with what the trace shows.
+DISPATCH_PER_ITEM = {"jax_train_ensemble_loop": "16 members' jitted updates a step, one "
+                                                "dispatch each with the same events: "
+                                                "without Python frames the 64 dispatches "
+                                                "of 4 steps read as 64 iterations"}
+
+
+def _dispatch_param(case: str, k: int):
+    why = DISPATCH_PER_ITEM.get(case)
+    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    return pytest.param(case, k, marks=marks, id=f"{case}-{k}")
+
+
+@pytest.mark.parametrize("case, k", [_dispatch_param(c, k) for c in JAX for k in (0, 1)])
 def test_without_python_frames_the_step_dispatch_marks_the_steps(case, k, monkeypatch):
     empty = np.zeros(0, np.int64)
     monkeypatch.setattr(landmarks, "loop_calls", lambda *a: (empty, empty))

@@ -29,7 +29,7 @@ def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_windo
     assert "Mean iteration: 175 ms -> 140 ms  (1.25x faster)" in verdict
     assert "after: 2 slow iteration(s) the median hides: #0 182 ms (1.44x)" in verdict
     assert "Predicted by BEFORE's input_pipeline_bound for the fix applied (loader workers" \
-        in verdict and "1.46x; measured 1.25x (steady-state mean iteration), +16%" in verdict
+        in verdict and "1.58x; measured 1.25x (steady-state mean iteration), +26%" in verdict
     assert "repeat the pair and compare median runs" in verdict
     cats = [panel.categories.item(r, 0).text() for r in range(panel.categories.rowCount())]
     assert "Idle: waiting for input" in cats and "Compute kernels" in cats
@@ -39,7 +39,7 @@ def test_compare_shows_what_diff_shows_with_both_distributions(qtbot, open_windo
     # the estimate checked is that of the fix the other run applied (num_workers 0 -> 4)
     row = next(r for r in range(panel.findings.rowCount())
                if panel.findings.item(r, 0).text() == "input pipeline bound")
-    assert panel.findings.item(row, 3).text() == "1.46x (loader workers)"
+    assert panel.findings.item(row, 3).text() == "1.58x (loader workers)"
     assert panel.changes.item(0, 1).text() == want["top_changes"][0]["name"]
     times = panel.iteration_times()
     assert [len(t) for t in times] == [6, 6]
