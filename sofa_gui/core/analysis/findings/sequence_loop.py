@@ -144,18 +144,27 @@ def _unit(ctx: Ctx, b: Block) -> np.ndarray:
     return outermost(s.start, s.end, b.ops)[: b.count * b.period]
 
 
-def _picks_positions(ctx: Ctx, b: Block):
-    """(shape, dim, module, calls) where each repeat of ``b`` picks a position of one
-    tensor along one dimension, a different one each repeat, and calls the same module
-    on the same shapes; else None."""
+def _repeats(ctx: Ctx, b: Block):
+    """(outermost calls as one row per repeat, the unit's call names) of a block short
+    and repeated enough to be a loop over positions; else None."""
     if b.count < MIN_REPEATS or b.period > MAX_UNIT:
         return None
-    s, names = ctx.trace.slices, ctx.trace.names
     top = _unit(ctx, b)
     if len(top) < b.count * b.period:
         return None
     top = top.reshape(b.count, b.period)
-    calls = tuple(names[int(n)] for n in s.name[top[0]])
+    names = ctx.trace.names
+    return top, tuple(names[int(n)] for n in ctx.trace.slices.name[top[0]])
+
+
+def _picks_positions(ctx: Ctx, b: Block):
+    """(shape, dim, module, calls) where each repeat of ``b`` picks a position of one
+    tensor along one dimension, a different one each repeat, and calls the same module
+    on the same shapes; else None."""
+    unit = _repeats(ctx, b)
+    if unit is None:
+        return None
+    top, calls = unit
     picks = [k for k, n in enumerate(calls) if INDEX.match(n)]
     for k in picks:
         got = _walk(ctx, top[:, k], b.count)
@@ -173,14 +182,11 @@ def _takes_pieces(ctx: Ctx, b: Block, every: np.ndarray):
     position a piece, as many as the repeats) and each repeat, picking nothing itself,
     starts on a piece's shape and calls the same module on the same shapes; else None.
     Without the recorded input shapes nothing says what the pieces are: None."""
-    if b.count < MIN_REPEATS or b.period > MAX_UNIT:
+    unit = _repeats(ctx, b)
+    if unit is None:
         return None
+    top, calls = unit
     s, names = ctx.trace.slices, ctx.trace.names
-    top = _unit(ctx, b)
-    if len(top) < b.count * b.period:
-        return None
-    top = top.reshape(b.count, b.period)
-    calls = tuple(names[int(n)] for n in s.name[top[0]])
     if any(INDEX.match(n) for n in calls):
         return None
     ops = every[s.kind[every] == int(Kind.CPU_OP)]
