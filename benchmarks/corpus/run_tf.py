@@ -37,7 +37,7 @@ from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 #: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
 FIT_MODULES = ("tf_cases_daily", "tf_cases_more_daily", "tf_cases_routine", "tf_cases_ordinary",
                "tf_cases_plain", "tf_cases_common", "tf_cases_examples", "tf_cases_papers",
-               "tf_cases_notebooks")
+               "tf_cases_notebooks", "tf_cases_blind")
 
 BATCH = 16
 
@@ -185,6 +185,7 @@ class FitSpec:
     fix_net: Callable | None = None  # the fix's model, where the fix is in the model
     epoch_steps: int = 0  # short epochs of this many steps, validated on ``val()`` each
     val: Callable | None = None
+    callbacks: Callable | None = None  # (pipe) -> the program's own callbacks for ``fit``
 
 
 FIT: dict[str, FitSpec] = {}
@@ -220,7 +221,7 @@ def run_fit(spec: FitSpec, pipe: str, n: int, logdir: Path | None = None,
     steps ``skip+1 .. skip+n`` into ``logdir`` when given."""
     tf.keras.utils.set_random_seed(0)
     net, clock = (spec.fix_net if pipe == "fix" and spec.fix_net else spec.net)(), StepClock()
-    cbs = [clock]
+    cbs = [clock, *(spec.callbacks(pipe) if spec.callbacks else [])]
     if logdir is not None:
         cbs.append(tf.keras.callbacks.TensorBoard(str(logdir), profile_batch=(skip + 1,
                                                                               skip + n)))
