@@ -27,7 +27,11 @@ UNDECIDED = {
 
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
-HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {}, "verdict": {}}
+HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {}, "verdict": {
+    "pt_ddp_gloo_small_buckets": "communication 0.60 measured (what the loop without DDP "
+                                 "saves); the trace reads compute 0.54 and 0.57, "
+                                 "communication 0.46 and 0.43 on rank 0",
+}}
 
 
 def _param(name: str, test: str):
