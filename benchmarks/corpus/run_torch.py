@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases,
     torch_cases_apps,
+    torch_cases_blind,
     torch_cases_calls,
     torch_cases_common,
     torch_cases_daily,

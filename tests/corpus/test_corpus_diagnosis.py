@@ -33,6 +33,13 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
                                     "1.0 on both captures",
     "pt_train_numpy_rotate_nw2": "input 0.60 measured; capture 1 reads input, capture 2 "
                                  "compute: two readings",
+    "pt_train_ctc_stft_dataset": "input 0.56 (resampling, stft and masks in the Dataset, "
+                                 "no workers), no host-overhead share measured; reads "
+                                 "op_overhead_bound at 0.56 and 0.51 confidence beside "
+                                 "the input verdict",
+    "pt_train_dqn_replay_deque": "compute 0.80, input 0.20 (the deque sampled and "
+                                 "concatenated), no host-overhead share measured; reads "
+                                 "op_overhead_bound at 0.67 confidence on both captures",
 }, "verdict": {
     "pt_ddp_gloo_small_buckets": "communication 0.60 measured (what the loop without DDP "
                                  "saves); the trace reads compute 0.54 and 0.57, "
@@ -41,6 +48,9 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
                                     "batch saves); the trace reads sync on both captures",
     "pt_train_numpy_rotate_nw2": "input 0.60 measured (two loader workers behind the step); "
                                  "capture 2 reads compute",
+    "pt_train_dqn_replay_deque": "compute 0.80 measured (a 4-128-128-2 MLP's forward, "
+                                 "backward and AdamW, no batched counterfactual); reads "
+                                 "host_overhead on both captures",
 }}
 
 
