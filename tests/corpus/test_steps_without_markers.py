@@ -27,7 +27,13 @@ from sofa_gui.core.analysis.iterations import (
 )
 from sofa_gui.core.analysis.iterations.dispatch import loop_calls, step_dispatches
 from sofa_gui.core.analysis.iterations.landmarks import Landmarks
-from sofa_gui.core.analysis.iterations.steps import MainOps, burst_size, evenly_spaced
+from sofa_gui.core.analysis.iterations.steps import (
+    MainOps,
+    burst_size,
+    evenly_spaced,
+    holds_same_each,
+    same_calls_per_step,
+)
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.run_facts import run_facts
 from sofa_gui.core.importers import load_trace
@@ -104,26 +110,33 @@ def test_each_step_is_one_call_of_the_loop_body(case):
     assert np.array_equal(it.starts, starts) and it.ends[-1] == ends[-1]
 
 
-#: JAX runs whose steps the step dispatch alone does not mark, with what the trace shows.
-DISPATCH_PER_ITEM = {"jax_train_ensemble_loop": "16 members' jitted updates a step, one "
-                                                "dispatch each with the same events: "
-                                                "without Python frames the 64 dispatches "
-                                                "of 4 steps read as 64 iterations"}
-
-
-def _dispatch_param(case: str, k: int):
-    why = DISPATCH_PER_ITEM.get(case)
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-    return pytest.param(case, k, marks=marks, id=f"{case}-{k}")
-
-
-@pytest.mark.parametrize("case, k", [_dispatch_param(c, k) for c in JAX for k in (0, 1)])
+@pytest.mark.parametrize("case, k", [(c, k) for c in JAX for k in (0, 1)])
 def test_without_python_frames_the_step_dispatch_marks_the_steps(case, k, monkeypatch):
     empty = np.zeros(0, np.int64)
     monkeypatch.setattr(landmarks, "loop_calls", lambda *a: (empty, empty))
     it = pattern_iterations(_trace(case, k))
     assert len(it) == _steps(case), it.reason
     assert "step dispatch" in (it.pattern.get("landmark"), it.pattern.get("landmarks"))
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_step_calling_its_jitted_update_per_item_is_read_from_the_calls_alone(k,
+                                                                                monkeypatch):
+    # 16 ensemble members' jitted updates a step, each followed by a read of its loss:
+    # the calls record the same event names, evenly spaced, and the step's last call
+    # records most (after it the step releases its last member's parameters and loss
+    # together): without Python frames the steps are the runs of 16 calls that follow
+    # it, each starting at the loop body's first dispatch
+    t = _trace("jax_train_ensemble_loop", k)
+    lm = Landmarks.of(t)
+    body, _ = lm.loop
+    d = np.sort(lm.fetch)
+    first = d[np.searchsorted(d, body)]  # each loop-body call's first dispatch
+    empty = np.zeros(0, np.int64)
+    monkeypatch.setattr(landmarks, "loop_calls", lambda *a: (empty, empty))
+    it = pattern_iterations(t)
+    assert it.pattern["landmark"] == "step dispatch" and len(d) == 16 * len(it)
+    assert np.array_equal(it.starts, first)
 
 
 @pytest.mark.parametrize("k", [0, 1])
@@ -260,3 +273,19 @@ def test_keras_step_numbers_restart_every_epoch_and_the_validation_is_a_periodic
     assert extra.every == 5 and extra.iterations == [3, 8]
     assert 0.18 <= extra.share_of_time <= 0.32 and "batch step" not in extra.name
     assert a.verdict.bound == "compute"
+
+
+@pytest.mark.parametrize("case, per", [("jax_train_jit", 3), ("jax_train_pickle_checkpoint", 2)])
+def test_glued_steps_are_no_calls_per_step(case, per):
+    # windows of `per` steps each (as a pattern glued by a periodic extra would be): every
+    # call of jax_train_jit records the same 18 events, so none ends a step; every 4th
+    # call of the checkpointing loop also copies the state to the host, an event the
+    # others lack: the dispatches stay the steps
+    for k in (0, 1):
+        t = _trace(case, k)
+        lm = Landmarks.of(t)
+        a, b = lm.loop
+        starts = a[::per]
+        ends = np.r_[starts[1:], b[-1]]
+        assert holds_same_each(starts, ends, np.sort(lm.fetch)) == per
+        assert same_calls_per_step(t, lm, starts, ends) is None

@@ -37,6 +37,7 @@ from .steps import (
     holds_one_each,
     holds_same_each,
     landmark_iterations,
+    same_calls_per_step,
 )
 from .stream import pick_stream
 from .symbols import reduce_symbols, stream_keys
@@ -93,6 +94,13 @@ def pattern_iterations(trace: Trace, progress: Progress | None = None) -> Iterat
         detected.confidence = max(detected.confidence, by_landmarks.confidence)
         detected.pattern["landmarks"] = what
         return detected
+    per_item = None if detected.method == "none" or what == LOOP_BODY else \
+        same_calls_per_step(trace, lm, detected.starts, detected.ends)
+    if per_item is not None:
+        grouped = landmark_iterations(trace, lm, per_item)
+        if grouped is not None:
+            grouped.confidence = max(grouped.confidence, detected.confidence)
+            return grouped
     if detected.method == "none":
         why = "no repeated pattern"
     elif what == LOOP_BODY:

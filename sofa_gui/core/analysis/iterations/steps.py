@@ -61,8 +61,11 @@ class MainOps:
         return np.searchsorted(self.start, t, side="right") - 1
 
 
-def landmark_iterations(trace: Trace, lm: Landmarks) -> Iterations | None:
-    """Iterations anchored on optimizer updates (or input fetches); None without them."""
+def landmark_iterations(trace: Trace, lm: Landmarks,
+                        per_item: tuple[int, int] | None = None) -> Iterations | None:
+    """Iterations anchored on optimizer updates (or input fetches); None without them.
+    ``per_item`` (step dispatches per step, index of the first step's first one): the
+    dispatches are cut in runs of that many (see :func:`same_calls_per_step`)."""
     if lm.main_lane < 0:
         return None
     ops = MainOps.of(trace, lm.main_lane)
@@ -74,7 +77,7 @@ def landmark_iterations(trace: Trace, lm: Landmarks) -> Iterations | None:
     if not lm.has_backward and len(lm.loop[0]) >= MIN_STEPS:
         return _loop_steps(lm, ops)
     if not lm.has_backward and len(lm.fetch) >= MIN_STEPS:
-        return _fetch_steps(lm, ops)
+        return _fetch_steps(lm, ops, per_item)
     return None
 
 
@@ -210,12 +213,14 @@ def _prelude(names: np.ndarray, lo_op: np.ndarray, first_fwd: np.ndarray) -> int
     return c
 
 
-def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
+def _fetch_steps(lm: Landmarks, ops: MainOps,
+                 per_item: tuple[int, int] | None = None) -> Iterations | None:
     heads = np.unique(ops.at(lm.fetch))
     heads = heads[heads >= 0]
     what = lm.fetch_kind
-    per = burst_size(ops.start[heads]) if what == "step dispatch" else 1
-    heads = heads[::per]
+    per, first = per_item or ((burst_size(ops.start[heads]) if what == "step dispatch"
+                               else 1), 0)
+    heads = heads[first::per]
     if len(heads) < MIN_STEPS:
         return None
     starts = ops.start[heads]
@@ -226,12 +231,45 @@ def _fetch_steps(lm: Landmarks, ops: MainOps) -> Iterations | None:
                f"at the first of each run of {per} {what}es"}
     notes = [f"one iteration per {what} (no backward, no optimizer update)" if per == 1 else
              f"one iteration per run of {per} {what}es of one step function (a loop "
-             f"calling it {per} times a step: the runs are apart by over "
-             f"{BURST_GAP:g}x the time between the calls of a run)"]
+             f"calling it {per} times a step: " + (
+                 "the repeated pattern holds that many, whose calls record the same "
+                 "events)" if per_item else f"the runs are apart by over {BURST_GAP:g}x "
+                 "the time between the calls of a run)")]
     conf = _consistency(ops, starts, ends, np.ones(len(starts), bool), 0.7, pattern, notes)
     return Iterations("pattern", f"host ops of the loop's thread ({what}es)",
                       starts.astype(np.int64), ends.astype(np.int64), conf, pattern, None,
                       "; ".join(notes))
+
+
+def same_calls_per_step(trace: Trace, lm: Landmarks, starts: np.ndarray,
+                        ends: np.ndarray) -> tuple[int, int] | None:
+    """(dispatches per step, index of the first whole step's first dispatch) when the
+    windows (a repeated pattern's occurrences) each hold the same number (2 or more) of
+    step dispatches and every call among them records the same host event names up to
+    the next dispatch: one step calling its compiled function once per item (an
+    ensemble's members, a batch's samples). The step's last call is the one that records
+    most events in every window, the step releasing what it held after it; the next
+    call starts a step. A periodic extra (a logged value, an evaluation every few steps)
+    adds events to one of the calls, so the dispatches stay the steps; None then, and
+    when no one call is the heaviest in every window."""
+    marks = np.sort(lm.fetch)
+    per = holds_same_each(starts, ends, marks)
+    if per < 2 or lm.fetch_kind != "step dispatch":
+        return None
+    lo = np.searchsorted(marks, starts, "left")
+    lo = lo[lo + per < len(marks)]  # each call's events reach the next dispatch
+    if len(lo) < 2:
+        return None
+    ops = MainOps.of(trace, lm.main_lane)
+    at = np.searchsorted(ops.start, marks, "left")  # first op of each call
+    calls = lo[:, None] + np.arange(per)[None, :]
+    names = {frozenset(ops.name[at[j]:at[j + 1]].tolist()) for j in calls.ravel().tolist()}
+    events = at[calls + 1] - at[calls]
+    last = events.argmax(axis=1)
+    unique = (events == events.max(axis=1, keepdims=True)).sum(axis=1) == 1
+    if len(names) != 1 or not unique.all() or (last != last[0]).any():
+        return None
+    return per, int(lo[0] + last[0] + 1) % per
 
 
 #: Dispatches apart by more than this many times the median time between dispatches
