@@ -83,11 +83,11 @@ def tf_gradient_tape(variant):
 
 
 @case("tf_tape_serial_map", "tensorflow", "training", 12,
-      facts("training", tf_data=True, tf_data_parallel=False), split="holdout", warmup=4,
+      facts("training", tf_data=True, tf_data_parallel=False), split="tuned", warmup=4,
       fix="map(num_parallel_calls=AUTOTUNE) + prefetch", tags=["gradient_tape", "tf_data"])
 def tf_tape_serial_map(variant):
     """A GradientTape step fed by a serial ``map`` of image preprocessing (no parallel
-    calls, no prefetch): input-bound."""
+    calls, no prefetch): input and compute in a near tie."""
     tf.keras.utils.set_random_seed(0)
     pipe = "parallel_prefetch" if variant == "fix" else "serial_map"
     return loop_step(make_step(jit=False), iter(dataset(pipe)))
