@@ -73,7 +73,7 @@ def register_startup_cases(compile_clock) -> None:
     adds JAX's tracing, lowering and compiling to the step's ``startup`` phase)."""
 
     @case("jax_infer_dynamic_padding", "jax", "inference", 4, {**JX, "mode": "inference"},
-          split="holdout", warmup=3,
+          split="tuned", warmup=3,
           fix="pad to a bucket of 64/128/256/512 tokens (at most 4 compilations)",
           tags=["recompile", "variable_length", "dynamic_padding", "server",
                 "python_tracer_off"])

@@ -19,7 +19,7 @@ from tracedata import corpus_capture as capture
 from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.first_runs import FirstRuns, _xla_runs, first_runs
 from sofa_gui.core.analysis.findings.recompile_rules import _estimate
-from sofa_gui.core.analysis.findings.recompiles import Recompiles, recompiles
+from sofa_gui.core.analysis.findings.recompiles import Recompiles, _slow_path, recompiles
 from sofa_gui.core.analysis.iterations.dispatch import function_module
 from sofa_gui.core.analysis.one_off import COMPILE, is_compile
 from sofa_gui.core.analysis.pipeline import analyze
@@ -158,19 +158,49 @@ def named(t, name: str) -> np.ndarray:
     return np.flatnonzero(s.name == t.names.index(name))
 
 
-def test_a_jitted_call_that_compiles_loads_its_program_before_running_it():
+RUN = "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice"
+
+
+@pytest.mark.parametrize("case", ["jax_train_shape_recompile", "jax_train_static_lr_recompile"])
+def test_a_jitted_call_that_compiles_loads_its_program_and_dispatches_it_from_python(case):
     """After ``backend_compile_and_load`` the call wraps and caches the new executable
-    (recorded as nothing with the Python tracer off) before it dispatches the run
-    (``shard_args``): that time is the new program's, counted as recompilation."""
-    t, ctx, rc = steady_work("jax_train_shape_recompile")
+    (recorded as nothing with the Python tracer off), then, having missed the C++ fast
+    path, dispatches the run through JAX's Python path (``shard_args``,
+    ``ExecuteReplicated.__call__``) up to the run's dispatch: that time is the new
+    program's, counted as recompilation; the run's dispatch itself stays."""
+    t, ctx, rc = steady_work(case)
     s = t.slices
+    seen = 0
     for c in named(t, "backend_compile_and_load"):
         k = int(np.searchsorted(rc.starts, s.end[c], side="right")) - 1
         if k < 0 or rc.starts[k] > s.start[c]:
             continue  # a compile outside the steady steps
-        nxt = named(t, "shard_args")
-        nxt = nxt[s.start[nxt] >= s.end[c]].min()
-        assert rc.ends[k] == s.start[nxt] and rc.ends[k] - s.end[c] > 100_000
+        py, run = named(t, "ExecuteReplicated.__call__"), named(t, RUN)
+        py = py[s.start[py] >= s.end[c]].min()
+        run = run[(s.start[run] > s.start[py]) & (s.end[run] <= s.end[py])]
+        assert rc.ends[k] == s.start[run].min() and rc.ends[k] - s.end[c] > 100_000
+        seen += 1
+    assert seen >= ctx.ph.n_steady - 1
+
+
+def test_a_warm_jitted_call_dispatches_from_cpp_with_no_python_path():
+    """A jitted step that compiled before the capture calls its program from C++ every
+    step: no ``ExecuteReplicated.__call__``, the run's dispatch in the call itself."""
+    t, ctx, rc = steady_work("jax_train_jit")
+    calls = named(t, "PjitFunction(train_step)")
+    assert rc is None and len(calls) >= ctx.ph.n_steady
+    assert "ExecuteReplicated.__call__" not in t.names
+    s, run = t.slices, named(t, RUN)
+    assert all(((s.start[run] > s.start[c]) & (s.end[run] <= s.end[c])).any() for c in calls)
+
+
+def test_a_step_with_host_callbacks_keeps_its_python_path():
+    """A compiled function with host callbacks (effects) dispatches from Python on every
+    call, warm too: there that path is no recompilation's."""
+    t = load_trace(capture("jax_train_metrics_callback"), use_cache=False)
+    mine = np.flatnonzero(t.slices.lane == t.slices.lane[named(t, RUN)[0]])
+    after = np.sort(t.slices.start[named(t, "ExecuteReplicated.__call__")]) - 1
+    assert len(after) and (_slow_path(t, mine, after, after + 10**9) == after).all()
 
 
 @pytest.mark.parametrize("k", [0, 1])

@@ -7,7 +7,9 @@ The work counted is, on the main thread, every compile span (XLA's ``backend_com
 JAX's lowering, TorchDynamo's frame compile) and, when the compile runs inside the call of
 a jitted function (``PjitFunction(f)``, a ``tf.function``), that call from its start to its
 next recorded event after the compile: the call traces the function first, then lowers and
-compiles it, then loads the new executable, and only then runs it.  A ``tf.function``
+compiles it, then loads the new executable, and only then runs it.  A JAX call that
+compiled dispatches that run through JAX's Python path (``ExecuteReplicated.__call__``),
+which a warm call skips: up to the run's dispatch, that path counts too.  A ``tf.function``
 traced again is the call that holds its graph building, from its start (its cache lookup,
 which missed) to where the first call of the new graph runs its kernels (the concrete
 function made, instantiated, and its executor created on its first run).  The new
@@ -39,6 +41,11 @@ TF_RUN = re.compile(r"^(KernelAndDeviceFunc::Run|EagerKernelExecute)$")
 #: Where a TensorFlow function's run has its executor and starts the graph's kernels (the
 #: first run of a concrete function creates its executor before this).
 TF_READY = re.compile(r"^FunctionRun$")
+#: JAX's Python dispatch path, which a jitted call takes after it compiled (a warm call
+#: dispatches from C++, with no such frame).
+SLOW_PATH = re.compile(r"^ExecuteReplicated\.__call__$")
+#: Where a jitted call dispatches its program's run, on either path.
+RUN_DISPATCH = re.compile(r"^CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice$")
 #: A compile span shorter than this is bookkeeping, not compilation.
 MIN_COMPILE_NS = 100_000
 
@@ -109,6 +116,7 @@ def _compiles(ctx: Ctx, lane: int) -> tuple[np.ndarray, ...]:
         held = (k >= 0) & (s.end[calls[np.maximum(k, 0)]] >= s.end[comp])
         lo[held], fn[held] = s.start[calls[k[held]]], s.name[calls[k[held]]]
         hi[held] = _loaded(s.start[mine], hi[held], s.end[calls[k[held]]])
+        hi[held] = _slow_path(t, mine, hi[held], s.end[calls[k[held]]])
     parts = [(comp, lo, hi, fn), _tf_retraces(ctx, lane, tf_built, calls)]
     return tuple(np.concatenate(col) for col in zip(*parts))
 
@@ -121,6 +129,31 @@ def _loaded(starts: np.ndarray, after: np.ndarray, until: np.ndarray) -> np.ndar
     j = np.searchsorted(starts, after, side="left")
     nxt = starts[np.minimum(j, len(starts) - 1)] if len(starts) else until
     return np.minimum(np.where(j < len(starts), nxt, until), until)
+
+
+def _slow_path(t, mine: np.ndarray, after: np.ndarray, until: np.ndarray) -> np.ndarray:
+    """Where a jitted call that compiled dispatches its run: a call that missed its cache
+    goes on through JAX's Python path (``ExecuteReplicated.__call__``, its ``shard_args``)
+    up to the run's dispatch (``ExecuteHelperOnSingleDevice``), where a warm call, from
+    C++, parses its arguments and dispatches at once.  That path is the miss's, counted
+    with the compile; ``after`` where the call (ending at ``until``) records none, and
+    where the trace holds host callbacks: a compiled function with callbacks (effects)
+    takes the Python path on every call, warm too."""
+    from .callback_rules import CALLBACK  # here: importing that rule module above would
+    # register its rule ahead of this family's
+
+    s = t.slices
+    if np.isin(s.name, t.name_ids(CALLBACK.match)).any():
+        return after
+    py = np.sort(s.start[mine[np.isin(s.name[mine], t.name_ids(SLOW_PATH.match))]])
+    run = np.sort(s.start[mine[np.isin(s.name[mine], t.name_ids(RUN_DISPATCH.match))]])
+    if not len(py) or not len(run):
+        return after
+    j = np.searchsorted(py, after, side="left")
+    a = py[np.minimum(j, len(py) - 1)]
+    r = run[np.minimum(np.searchsorted(run, a, side="left"), len(run) - 1)]
+    ok = (j < len(py)) & (a <= until) & (r >= a) & (r <= until)
+    return np.where(ok, r, after)
 
 
 def _tf_retraces(ctx: Ctx, lane: int, built: np.ndarray, calls: np.ndarray
