@@ -109,20 +109,8 @@ def test_fixes_shown_on_a_condition_are_named():
     assert all(fix.name for _, fix in _every_fix() if fix.assumes)
 
 
-#: Cases whose run facts misread what they are, with what the trace shows.
-MISREAD = {"tf_fit_dataframe_preprocessing_layers": "float32, but its preprocessing layers' "
-                                                    "casts read as a mixed policy's, so the "
-                                                    "fp32 fix is shown"}
-
-
-def _case(case: Path):
-    why = MISREAD.get(case.name)
-    marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
-    return pytest.param(case, marks=marks, id=case.name)
-
-
 @pytest.mark.skipif(not CASES, reason="no diagnosis corpus in tests/data/corpus")
-@pytest.mark.parametrize("case", [_case(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_fix_shown_on_a_case_fits_it(case):
     truth = json.loads((case / "truth.json").read_text())
     facts = run_facts(load_trace(case / truth["captures"][0]))
