@@ -141,7 +141,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
     fit_case("tf_fit_predict_callback",
              fit_spec("run", data=small_rows, net=small_classifier,
                       callbacks=lambda pipe: [ValAccuracy(direct=pipe == "fix")]),
-             fit_facts, 8, split="holdout", warmup=3,
+             fit_facts, 8, split="tuned", warmup=3,
              fix="the callback calls model(x, training=False) instead of predict",
              share_from_fix="host_overhead", tags=["keras_fit", "callback", "keras_predict"])
     CASES["tf_fit_predict_callback"].build.__doc__ = (

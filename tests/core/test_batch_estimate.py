@@ -20,13 +20,14 @@ from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
 from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.batching import model_requests, small_batch
-from sofa_gui.core.analysis.findings.call_setup import merged_calls_speedup
+from sofa_gui.core.analysis.findings.call_setup import direct_call_speedup, merged_calls_speedup
 from sofa_gui.core.analysis.findings.eager_dispatch import eager_dispatch
 from sofa_gui.core.analysis.findings.registry import RULES
 from sofa_gui.core.analysis.findings.run_rules import _outer_ops, op_overhead_bound
 from sofa_gui.core.analysis.findings.work import TINY_NS, name_medians
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.results import Iterations
+from sofa_gui.core.analysis.roles import SETUP
 from sofa_gui.core.builder import TraceBuilder
 from sofa_gui.core.importers import load_trace
 from sofa_gui.core.trace import Kind, LaneKind
@@ -228,6 +229,34 @@ def test_keras_fit_per_batch_merged_is_estimated_within_a_quarter_of_the_measure
     assert f is not None
     assert abs(f.estimated_speedup / measured("tf_fit_per_batch") - 1) <= WITHIN
     assert "calls captured" in f.summary
+
+
+def steady_setup(case: str, k: int = 0) -> tuple:
+    t, _, ctx = analyzed(case, k)
+    s, host = t.slices, ctx.bd.host
+    mine = t.lane_slices(host.lane)
+    mine = mine[np.isin(s.name[mine], t.name_ids(lambda n: bool(SETUP.search(n))))]
+    return ctx, mine[ctx.in_steady(s.start[mine], host.starts, host.ends)]
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_predict_nested_in_keras_fit_batches_is_estimated_as_a_direct_model_call(k):
+    # a callback's model.predict after every fit batch: its set-up lies inside Keras' batch
+    # markers, after the batch's train step; calling the model directly drops the whole
+    # predict, not a number of merged calls (8 batches captured, 18x measured)
+    f = finding("tf_fit_predict_callback", "setup_overhead_bound", k)
+    assert f is not None
+    assert abs(f.estimated_speedup / measured("tf_fit_predict_callback") - 1) <= WITHIN
+    assert "calling the model directly" in f.summary
+
+
+@pytest.mark.parametrize("case", ["tf_fit_per_batch", "tf_predict_per_sample"])
+def test_set_up_outside_keras_batch_markers_is_merged_calls_not_a_direct_call(case):
+    # the calls are the loop itself (one fit / predict per batch or sample), not nested in
+    # a fit batch: merging them is the fix, bounded by their number
+    ctx, setup = steady_setup(case)
+    assert len(setup) and direct_call_speedup(ctx, setup) is None
+    assert "calls captured" in finding(case, "setup_overhead_bound").summary
 
 
 # -- a JAX step dispatched op by op ------------------------------------------------------------
