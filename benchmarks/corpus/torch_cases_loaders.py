@@ -283,7 +283,7 @@ class BincountConfusion(ConfusionMatrix):
 
 
 @case("pt_infer_metric_objects_eval", "pytorch", "inference", 6,
-      facts("inference"), split="holdout", warmup=3,
+      facts("inference"), split="tuned", warmup=3,
       fix="the confusion matrix counted with one torch.bincount a batch",
       share_from_fix="host_overhead", tags=["metrics", "python_loop", "evaluation"])
 def pt_infer_metric_objects_eval(variant):

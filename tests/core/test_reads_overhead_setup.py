@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from tracedata import DATA, corpus_capture
 
-from sofa_gui.core.analysis.findings import batching, make_context, small_batch
+from sofa_gui.core.analysis.findings import batching, make_context, read_rules, small_batch
 from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
 from sofa_gui.core.analysis.findings.read_rules import PICK_OP, in_read_loops
 from sofa_gui.core.analysis.findings.registry import RULES
@@ -166,6 +166,42 @@ def test_a_per_box_loss_reading_its_index_tensors_is_op_overhead_not_reads(k):
     s = t.slices
     items = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::item")[0])
     assert len(items) and not in_read_loops(ctx, s.start[items]).any()
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_confusion_matrix_counted_sample_by_sample_is_op_overhead_not_reads(k):
+    """A hand-written confusion matrix adds one to ``mat[t, p]`` per sample: indexing with
+    the 0-d tensors reads each index into Python (four reads a sample) between an in-place
+    add and the copy back.  On a CPU the reads wait on nothing; the loop is the updates'
+    per-op overhead, which one bincount a batch removes (2.30x measured)."""
+    t, a = analyzed("pt_infer_metric_objects_eval", k)
+    assert not confident(a, "host_reads_in_loop")
+    f = finding(a, "op_overhead_bound")
+    assert f is not None and f.confidence >= CONFIDENT and f.share > 0.5
+    assert 2.30 * 0.75 <= f.estimated_speedup <= 2.30 * 1.25
+    assert a.verdict.bound == "host_overhead"
+    ctx = make_context(t, a.iterations, a.breakdown)
+    s = t.slices
+    items = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::item")[0])
+    assert len(items) > 1000 and not in_read_loops(ctx, s.start[items]).any()
+
+
+@pytest.mark.parametrize("case", ["pt_infer_readback", "pt_infer_report_tensors"])
+def test_a_read_loop_that_computes_but_writes_nothing_stays_reads(case):
+    """An op or so per read (a row's max, the formatting's checks) and no in-place write
+    between the reads: the values go to Python, a loop of reads (sync), not of updates."""
+    _, a = analyzed(case, 0)
+    assert confident(a, "host_reads_in_loop")
+    assert a.verdict.bound == "sync"
+
+
+@pytest.mark.parametrize("name, writes", [
+    ("aten::add_", True), ("aten::copy_", True), ("aten::index_put_", True),
+    ("EagerLocalExecute: AssignAddVariableOp", True),
+    ("EagerLocalExecute: ResourceScatterAdd", True), ("aten::add", False),
+    ("aten::_local_scalar_dense", False), ("aten::max", False)])
+def test_in_place_writes_are_named(name, writes):
+    assert read_rules._writes_in_place(name) is writes
 
 
 @pytest.mark.parametrize("k", [0, 1])

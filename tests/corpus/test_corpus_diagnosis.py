@@ -28,9 +28,6 @@ UNDECIDED = {
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-    "pt_infer_metric_objects_eval": "no sync share measured (host overhead 0.57 by what one "
-                                    "torch.bincount a batch saves); host_reads_in_loop at "
-                                    "1.0 on both captures",
     "pt_train_numpy_rotate_nw2": "input 0.60 measured; capture 1 reads input, capture 2 "
                                  "compute: two readings",
     "pt_train_ctc_stft_dataset": "input 0.56 (resampling, stft and masks in the Dataset, "
@@ -44,8 +41,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
     "pt_ddp_gloo_small_buckets": "communication 0.60 measured (what the loop without DDP "
                                  "saves); the trace reads compute 0.54 and 0.57, "
                                  "communication 0.46 and 0.43 on rank 0",
-    "pt_infer_metric_objects_eval": "host overhead 0.57 measured (what one torch.bincount a "
-                                    "batch saves); the trace reads sync on both captures",
     "pt_train_numpy_rotate_nw2": "input 0.60 measured (two loader workers behind the step); "
                                  "capture 2 reads compute",
     "pt_train_dqn_replay_deque": "compute 0.80 measured (a 4-128-128-2 MLP's forward, "

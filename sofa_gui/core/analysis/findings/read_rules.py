@@ -27,7 +27,13 @@ What the trace proves is the read calls themselves and what lies between them:
   member by member, each member's loss read with ``float``) is a loop of calls that reads
   each call's result: batching the items into one call (``jax.vmap``) removes the calls'
   fixed cost and the reads together, a read of all the results after the loop only the
-  waits, so it is ``call_overhead_bound``'s, no read loop.
+  waits, so it is ``call_overhead_bound``'s, no read loop;
+* and on a CPU run a loop that writes into a tensor element by element between its reads
+  (``mat[t, p] += 1`` per sample: indexing with 0-d tensors reads each index into Python,
+  then an in-place add and the copy back write the element) is a loop of element
+  updates: with no device queue its reads wait on nothing, the cost is each update's ops,
+  and one scatter op (``torch.bincount``, ``index_add_``) removes them with the reads
+  (``op_overhead_bound``'s, no read loop). On a device each read would drain the queue.
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
@@ -68,7 +74,7 @@ from .host_estimate import (
 )
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
-from .work import elements, input_dims, op_kinds, outermost
+from .work import elements, input_dims, op_kind, op_kinds, outermost
 
 #: Computing ops per read from which a loop is a loop of ops that reads along
 #: (:func:`_op_loops`): a read and the pick that indexes it are one or two calls.
@@ -82,6 +88,10 @@ PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice
                      "unbind", "unpack", "as_strided", "view", "alias", "unsqueeze",
                      "expand_dims", "squeeze", "reshape", "local_scalar_dense",
                      "gather_v2"})
+#: In-place writes per pair of consecutive reads from which a CPU loop is a loop of element
+#: updates (:func:`_update_loops`): ``mat[t, p] += 1`` reads ``t`` and ``p`` for the add
+#: and again for the write back, four reads to two writes.
+WRITES_PER_READ = 0.25
 #: A jitted function's call (JAX's C++ fast path): a loop that makes one between most pairs
 #: of reads calls one program per item (:func:`_one_program_calls`).
 COMPILED_CALL = "PjitFunction("
@@ -199,7 +209,9 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     out): the work done per element (a loss per box, a distance per pair), each op paying
     its fixed cost.
     Batching that work removes the loop, reads and all (``op_overhead_bound`` measures
-    it); a read of the whole result would remove only the reads' own calls."""
+    it); a read of the whole result would remove only the reads' own calls.  Loops of
+    one program's calls and, on a CPU run, loops of element updates are such loops too
+    (:func:`_one_program_calls`, :func:`_update_loops`)."""
     s = ctx.trace.slices
     ids, first, count = np.unique(run, return_index=True, return_counts=True)
     last = first + count - 1
@@ -210,7 +222,28 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     at = np.searchsorted(lo, s.start[ops], side="right") - 1
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
     many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
-    return many | _one_program_calls(ctx, ops[ok], at[ok], len(ids), count)
+    return (many | _one_program_calls(ctx, ops[ok], at[ok], len(ids), count)
+            | _update_loops(ctx, ops[ok], at[ok], len(ids), count))
+
+
+def _update_loops(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
+                  count: np.ndarray) -> np.ndarray:
+    """Per loop: on a run with no device, a loop of element updates (``ops``: the loops'
+    outermost computing ops, ``at`` the loop of each): in-place writes (PyTorch's ``add_``,
+    ``copy_``, TensorFlow's variable assigns and scatters) at least :data:`WRITES_PER_READ`
+    times its pairs of consecutive reads.  The reads are the indexing's (a 0-d tensor
+    used as an index is read into Python) and wait on nothing queued; the time is the
+    updates' ops, which one scatter op per batch replaces."""
+    if ctx.bd.device is not None or not len(ops):
+        return np.zeros(n_loops, bool)
+    writes = np.isin(ctx.trace.slices.name[ops], ctx.trace.name_ids(_writes_in_place))
+    return np.bincount(at[writes], minlength=n_loops) >= WRITES_PER_READ * (count - 1)
+
+
+def _writes_in_place(name: str) -> bool:
+    """An op that writes into its input tensor or variable (:func:`.work.op_kind`)."""
+    kind = op_kind(name)
+    return kind.endswith("_") or kind.startswith(("assign", "resource_scatter"))
 
 
 def _one_program_calls(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
