@@ -27,7 +27,7 @@ What the trace proves is the read calls themselves and what lies between them:
   member by member, each member's loss read with ``float``) is a loop of calls that reads
   each call's result: batching the items into one call (``jax.vmap``) removes the calls'
   fixed cost and the reads together, a read of all the results after the loop only the
-  waits, so it is ``call_overhead_bound``'s, no read loop.
+  waits, so it is ``call_overhead_bound``'s, no read loop (:mod:`.item_calls`).
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
@@ -66,6 +66,7 @@ from .host_estimate import (
     HostFix,
     rest_math,
 )
+from .item_calls import one_program_loops
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
 from .work import elements, input_dims, op_kinds, outermost
@@ -82,11 +83,6 @@ PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice
                      "unbind", "unpack", "as_strided", "view", "alias", "unsqueeze",
                      "expand_dims", "squeeze", "reshape", "local_scalar_dense",
                      "gather_v2"})
-#: A jitted function's call (JAX's C++ fast path): a loop that makes one between most pairs
-#: of reads calls one program per item (:func:`_one_program_calls`).
-COMPILED_CALL = "PjitFunction("
-#: ... as many calls of one program as this share of the pairs of consecutive reads.
-CALLS_PER_READ = 0.9
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -210,30 +206,7 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     at = np.searchsorted(lo, s.start[ops], side="right") - 1
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
     many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
-    return many | _one_program_calls(ctx, ops[ok], at[ok], len(ids), count)
-
-
-def _one_program_calls(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
-                       count: np.ndarray) -> np.ndarray:
-    """Per loop: a loop of calls of one compiled program that reads each call's result
-    (``ops``: the loops' outermost computing ops, ``at`` the loop of each): calls of one
-    jitted program in the loop at least :data:`CALLS_PER_READ` times its pairs of
-    consecutive reads (counted over the loop, not gap by gap),
-    the program called once per item (a model per ensemble member, a step per sample).
-    Each call pays its fixed cost and each read waits for its call's program before the
-    next call is made: batching the items into one call (``jax.vmap``) removes the calls
-    and the reads together (``call_overhead_bound`` measures the calls' fixed cost, the
-    waits among it); a read of all the results after the loop keeps every call."""
-    s = ctx.trace.slices
-    jit = np.isin(s.name[ops], ctx.trace.name_ids(lambda n: n.startswith(COMPILED_CALL)))
-    if not jit.any():
-        return np.zeros(n_loops, bool)
-    at, names = at[jit], s.name[ops[jit]].astype(np.int64)
-    width = int(names.max()) + 1
-    pairs, n = np.unique(at * width + names, return_counts=True)  # calls per (loop, name)
-    most = np.zeros(n_loops, np.int64)
-    np.maximum.at(most, pairs // width, n)
-    return most >= CALLS_PER_READ * (count - 1)
+    return many | one_program_loops(ctx, ops[ok], at[ok], len(ids), count)
 
 
 def loop_share(ctx: Ctx) -> tuple[float, np.ndarray, np.ndarray, bool]:
