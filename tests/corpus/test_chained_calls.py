@@ -16,7 +16,7 @@ import pytest
 from tracedata import corpus_capture, corpus_context, corpus_fix_speedup
 
 from sofa_gui.core.analysis.findings import batching, make_context
-from sofa_gui.core.analysis.findings.chained_calls import COPIES, ChainFix, chain_fix
+from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -81,24 +81,3 @@ def test_a_short_chained_step_read_as_small_batch_training_is_estimated_per_copy
     assert f.estimate_floor and f.estimated_speedup == pytest.approx(
         chain_fix(ctx, ctx.bd.host).speedup())
 
-
-def test_a_chained_steps_confidence_rests_on_the_copies_estimate(monkeypatch):
-    """The finding's confidence and its reason follow the estimate it gives: for a chain,
-    the copies run together (their gain is the one that must clear the steps' noise), not
-    the batched op of the loop that the chain cannot have (26x on the same capture)."""
-    a, _ = analyzed(CHAINED, 0)
-    f = next(f for f in a.findings if f.id == "op_overhead_bound")
-    assert f.confidence == pytest.approx(0.7)
-    assert "copies' inputs" in f.confidence_why and "batched op" not in f.confidence_why
-    monkeypatch.setattr(ChainFix, "speedup", lambda self: 1.04)  # under the clear gain
-    f = next(f for f in analyze(load_trace(corpus_capture(CHAINED, 0))).findings
-             if f.id == "op_overhead_bound")
-    assert f.estimated_speedup == pytest.approx(1.04)
-    assert f.confidence == pytest.approx(0.34)  # 0.7 x (1 - 1 / 1.04) / 8%
-    assert "the gain is within 8.0% of the step" in f.confidence_why
-
-
-def test_a_loop_of_tiny_ops_keeps_the_batched_ops_confidence():
-    a, _ = analyzed("pt_train_tiny_ops")
-    f = next(f for f in a.findings if f.id == "op_overhead_bound")
-    assert f.confidence_why.startswith("assumes the batched op is cheap")

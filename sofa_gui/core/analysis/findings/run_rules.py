@@ -388,9 +388,8 @@ def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
     """The finding's summary: the loop, what removes it and the estimate's basis."""
     s = ctx.trace.slices
     t = m.ops[m.tiny]
-    remedy = (CHAIN_REMEDY if x.chain else  # the copies run no batched op of the loop
-              _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
-              + _data_note(x.data_ns, x.once_ns, m.n_steps))
+    remedy = (CHAIN_REMEDY if x.chain else _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
+              ) + _data_note(x.data_ns, x.once_ns, m.n_steps)
     return (f"{int(m.tiny.sum()) / m.n_steps:,.0f} tiny framework ops per steady-state "
             f"iteration (median {fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} "
             f"typical) and the Python between them take {pct(m.share)} of the main thread's "
@@ -400,21 +399,15 @@ def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
 
 def _confidence(spec: Rule, m: TinyOps, x: TinyFixes,
                 steady_part: float) -> tuple[float, tuple[str, ...]]:
-    """(the finding's confidence factor, the notes saying why): the replacement assumed
+    """(the finding's confidence factor, the notes saying why): the batched op assumed
     cheap, scaled by the share left without tiny ops held by descheduling (of
-    ``steady_part``, :func:`_held`) and by the trust in the estimate's fix
-    (:func:`_trust`): the batched op's, or for a chained step the copies' (their calls
-    keep no data work of the loop's batched op; their own gain is the one to clear the
-    noise)."""
+    ``steady_part``, :func:`_held`) and by the trust in the loop's batched op
+    (:func:`_trust`).  A chained step keeps that trust too, though its estimate is the
+    copies' (:attr:`TinyFixes.est`)."""
     lumps = min(steady_part / m.share, 1.0) if m.share else 1.0
-    if x.chain is not None:
-        kept, clear = 1.0, clear_of_noise(x.chain.speedup())
-        what = "assumes a call on the copies' inputs costs one call and the math each adds"
-    else:
-        kept, clear = _trust(x.fix, x.data_ns, m.wall)
-        what = ("assumes the graph's own cost per op is small" if m.graphless else
-                "assumes the batched op is cheap")
-    notes = (what,) + (
+    kept, clear = _trust(x.fix, x.data_ns, m.wall)
+    notes = (("assumes the graph's own cost per op is small" if m.graphless else
+              "assumes the batched op is cheap"),) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
         if lumps < 1 else ()) + ((f"the batched op still does {pct(1 - kept)} of the "
                                   f"loop's time as data work",) if kept < 1 else ()) + (
