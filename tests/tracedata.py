@@ -46,14 +46,20 @@ def shared_trace(rel: str) -> Path:
 CORPUS = DATA / "corpus"
 
 
-def corpus_capture(case: str, k: int = 0) -> Path:
-    """The ``k``-th capture of a diagnosis corpus case (skips when the corpus lacks it)."""
-    truth = CORPUS / case / "truth.json"
-    if not truth.exists():
+def corpus_case(case: str) -> tuple[dict, list[Path]]:
+    """(truth, captures) of a diagnosis corpus case (skips when the corpus lacks it)."""
+    path = CORPUS / case / "truth.json"
+    if not path.exists():
         pytest.skip(f"corpus case {case} not in tests/data/corpus")
     import json
 
-    return CORPUS / case / json.loads(truth.read_text())["captures"][k]
+    truth = json.loads(path.read_text())
+    return truth, [CORPUS / case / c for c in truth["captures"]]
+
+
+def corpus_capture(case: str, k: int = 0) -> Path:
+    """The ``k``-th capture of a diagnosis corpus case (skips when the corpus lacks it)."""
+    return corpus_case(case)[1][k]
 
 
 def corpus_fix_speedup(case: str) -> float:

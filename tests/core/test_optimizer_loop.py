@@ -6,10 +6,9 @@ of the diagnosis corpus; a test is skipped when the corpus is not checked out.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import pytest
+from tracedata import corpus_case
 
 from sofa_gui.core.analysis.facts_base import Fact, RunFacts
 from sofa_gui.core.analysis.findings.fixes import FIXES, choose_fixes
@@ -17,16 +16,7 @@ from sofa_gui.core.analysis.findings.optimizer_loop import TinyLoops, fused_gain
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 WITHIN = 0.25
-
-
-def _case(case: str) -> tuple[dict, list]:
-    path = CORPUS / case / "truth.json"
-    if not path.exists():
-        pytest.skip(f"corpus case {case} not in tests/data/corpus")
-    truth = json.loads(path.read_text())
-    return truth, [CORPUS / case / c for c in truth["captures"]]
 
 
 def _overhead(capture: Path):
@@ -44,7 +34,7 @@ def test_the_optimizers_loop_of_tiny_ops_gets_the_fused_optimizer():
     to count.  The fix is ``AdamW(fused=True)`` (measured 1.15x; ``foreach=True`` gains
     nothing on the CPU, so it is not offered there), estimated from the loop's time and
     the math the fused step still does; batching or compiling the model is not offered."""
-    truth, captures = _case("pt_train_clip_onecycle")
+    truth, captures = corpus_case("pt_train_clip_onecycle")
     measured = truth["variants"]["fused"]["speedup"]
     assert measured > 1.1 and truth["variants"]["foreach"]["speedup"] < 1.02
     for capture in captures:
@@ -63,7 +53,7 @@ def test_the_optimizers_loop_of_tiny_ops_gets_the_fused_optimizer():
 def test_the_models_loop_of_tiny_ops_gets_no_optimizer_fix():
     """A model made of thousands of tiny ops a step: its fixes batch or compile the model;
     the optimizer's few ops a step are no loop, so no optimizer fix is offered."""
-    _, captures = _case("pt_train_tiny_ops")
+    _, captures = corpus_case("pt_train_tiny_ops")
     f = _overhead(captures[0])
     assert f is not None and "batch or compile the model" in _names(f.fixes)
     assert "fused optimizer" not in _names(f.fixes)
@@ -129,7 +119,7 @@ def test_an_optimizer_loop_beside_the_model_loop_is_batched_with_it():
     comes no lower than 25% under what batches of 128 save per row (the fused step's cost
     added read 6.2x against 9.1x measured); the fused optimizer's own number replaces the
     optimizer's loop alone, so it is below the finding's."""
-    truth, captures = _case("pt_train_deep_stack_batch8")
+    truth, captures = corpus_case("pt_train_deep_stack_batch8")
     for cap in captures:
         f = _overhead(cap)
         assert f.estimated_speedup >= truth["fix"]["speedup"] * (1 - WITHIN)
@@ -147,7 +137,7 @@ def test_the_fused_optimizer_beside_a_loop_over_the_weights_average_is_estimated
     removes the optimizer's loop alone, lies within 25% of ``AdamW(fused=True)`` measured
     without the profiler (alone, and with the average batched too, which alone gains
     nothing)."""
-    truth, captures = _case("pt_train_ema_param_loop")
+    truth, captures = corpus_case("pt_train_ema_param_loop")
     alone = truth["variants"]["adamw_fused"]["speedup"]
     assert truth["variants"]["ema_foreach"]["speedup"] < 1.0
     for cap in captures:

@@ -8,12 +8,11 @@ test is skipped when the corpus is not checked out."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from tracedata import corpus_case
 
 from sofa_gui.core.analysis.findings.batch_estimate import large_matmuls
 from sofa_gui.core.analysis.findings.penalty_loop import PENALTY_FIX
@@ -22,16 +21,7 @@ from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 from sofa_gui.core.trace import Kind
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 WITHIN = 0.25
-
-
-def _case(case: str) -> tuple[dict, list]:
-    path = CORPUS / case / "truth.json"
-    if not path.exists():
-        pytest.skip(f"corpus case {case} not in tests/data/corpus")
-    truth = json.loads(path.read_text())
-    return truth, [CORPUS / case / c for c in truth["captures"]]
 
 
 def test_the_l2_penalty_loop_gets_weight_decay_and_the_run_stays_compute_bound():
@@ -39,7 +29,7 @@ def test_the_l2_penalty_loop_gets_weight_decay_and_the_run_stays_compute_bound()
     add per tensor forward and their backward each step.  ``SGD(weight_decay=...)`` is
     measured 1.31x; the 64-row matmuls (2.1 MFLOP each) are the step's math, so the
     verdict is compute on both captures (compute 0.67, host overhead 0.25 measured)."""
-    truth, captures = _case("pt_train_l2_param_loop")
+    truth, captures = corpus_case("pt_train_l2_param_loop")
     measured = truth["fix"]["speedup"]
     for capture in captures:
         a = analyze(load_trace(capture, use_cache=False))
@@ -54,7 +44,7 @@ def test_the_l2_penalty_loop_gets_weight_decay_and_the_run_stays_compute_bound()
 @pytest.mark.parametrize("case", ["pt_train_ema_param_loop", "pt_train_grad_norms_item",
                                   "pt_train_clip_onecycle", "pt_train_adamw_foreach"])
 def test_no_penalty_no_weight_decay(case):
-    _, captures = _case(case)
+    _, captures = corpus_case(case)
     a = analyze(load_trace(captures[0], use_cache=False))
     for f in a.findings:
         assert PENALTY_FIX not in {x.name for x in f.fixes}, f.id
@@ -67,7 +57,7 @@ def test_a_large_matmul_is_no_tiny_op():
     """The L2 case's hidden ``aten::linear`` calls (64x128 by 128x128, 2.1 MFLOP) are
     large matmuls; its output layer's (128 to 10, 0.16 MFLOP) and its ``aten::pow`` calls
     are not."""
-    _, captures = _case("pt_train_l2_param_loop")
+    _, captures = corpus_case("pt_train_l2_param_loop")
     trace = load_trace(captures[1], use_cache=False)
     s = trace.slices
     ops = np.flatnonzero(s.kind == int(Kind.CPU_OP))

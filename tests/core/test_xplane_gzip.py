@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from tracedata import DATA
 from sofa_gui.cli import main
 from sofa_gui.core import store
 from sofa_gui.core.errors import TraceFormatError
-from sofa_gui.core.importers import load_trace, pick_importer, trace_file_filter
+from sofa_gui.core.importers import load_trace, opening, pick_importer, trace_file_filter
 from sofa_gui.core.importers.confidence import Confidence
 from sofa_gui.core.importers.xplane.xspace import IMPORTER
 
@@ -162,3 +163,24 @@ def test_a_gzip_bomb_stops_at_the_decompression_limit(tmp_path, monkeypatch, cap
     with pytest.raises(TraceFormatError) as exc:  # past the limit it is read, and refused
         load_trace(p, use_cache=False)                # as what it is: no XSpace inside
     assert "decompresses" not in exc.value.reason
+
+
+def test_a_gzip_capture_is_held_once_in_memory_while_it_is_read(tmp_path, monkeypatch):
+    """The decompressed blocks go into one buffer handed back as it is: reading 16 MiB in
+    1 MiB blocks peaks near the payload and one block, where keeping the blocks and
+    joining them held it twice."""
+    monkeypatch.setattr(opening, "_BLOCK", 1 << 20)
+    body = bytes(range(256)) * (16 << 12)  # 16 MiB
+    p = tmp_path / "big.xplane.pb.gz"
+    p.write_bytes(gzip.compress(body, compresslevel=1))
+    tracemalloc.start()
+    try:
+        got = opening.read_whole(p)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert type(got) is bytes and got == body
+    assert peak < 1.5 * len(body)
+    plain = tmp_path / "plain.xplane.pb"
+    plain.write_bytes(body[:1000])
+    assert opening.read_whole(plain) == body[:1000]

@@ -38,13 +38,13 @@ def analyzed(case: str, k: int = 0):
 measured = corpus_fix_speedup
 
 
-@pytest.mark.parametrize("k", [0, 1])
-def test_a_chained_step_is_estimated_for_copies_run_together(k):
+@pytest.mark.parametrize("k, speedup", [(0, 4.97), (1, 4.55)])
+def test_a_chained_step_is_estimated_for_copies_run_together(k, speedup):
     a, ctx = analyzed(CHAINED, k)
     fix = chain_fix(ctx, ctx.bd.host)
     assert fix is not None and fix.per_step == 64 and fix.batch == COPIES
     f = next(f for f in a.findings if f.id == "op_overhead_bound")
-    assert f.estimated_speedup == pytest.approx(fix.speedup())
+    assert f.estimated_speedup == pytest.approx(speedup, abs=0.005)
     assert f.estimate_floor
     assert "are a chain and cannot be batched with each other" in f.summary
     assert f"for {COPIES} independent copies of the step" in f.summary
@@ -80,3 +80,4 @@ def test_a_short_chained_step_read_as_small_batch_training_is_estimated_per_copy
     assert "are a chain and cannot be batched with each other" in f.summary
     assert f.estimate_floor and f.estimated_speedup == pytest.approx(
         chain_fix(ctx, ctx.bd.host).speedup())
+

@@ -11,17 +11,23 @@ from tracedata import corpus_analysis, findings_by_id
 from sofa_gui.core.analysis.findings.compute_rules import COMPUTE_GAIN
 from sofa_gui.core.analysis.pipeline import verdict_of
 
+#: (the compute the verdict leaves, the hypothesis's share, its estimate) as measured: the
+#: share is what compute twice as fast saves of the compute left.
+LEFT = {"pt_train_tiny_ops": (0.114, 0.057, 1.060),
+        "jax_train_jnp_augment": (0.413, 0.206, 1.260),
+        "pt_infer_batch1_convnet": (0.238, 0.119, 1.135)}
 
-@pytest.mark.parametrize("case", ["pt_train_tiny_ops", "jax_train_jnp_augment",
-                                  "pt_infer_batch1_convnet"])
+
+@pytest.mark.parametrize("case", list(LEFT))
 def test_the_hypothesis_covers_only_the_compute_the_verdict_leaves(case):
     _, a = corpus_analysis(case)
     assert any("compute" in src for _, _, _, src in a.verdict.moved)
     f = findings_by_id(a)["compute_bound"]
     left = a.verdict.shares["compute"]
     assert f.covers == pytest.approx(left)
-    assert f.share == pytest.approx(left * (1 - 1 / COMPUTE_GAIN))
-    assert f.estimated_speedup == pytest.approx(1 / (1 - f.share))
+    covers, share, speedup = LEFT[case]
+    assert (f.covers, f.share) == pytest.approx((covers, share), abs=0.001)
+    assert f.estimated_speedup == pytest.approx(speedup, abs=0.001)
     assert f"the verdict reads all but {round(100 * left, 1)}%" in f.summary
 
 
@@ -33,9 +39,10 @@ def test_where_the_verdict_moves_nothing_the_hypothesis_keeps_its_compute():
     assert "the verdict reads all but" not in f.summary
 
 
-@pytest.mark.parametrize("case", ["pt_train_single_thread_cnn", "pt_train_grad_norms_item",
-                                  "jax_train_device_put_float64"])
-def test_the_hypothesis_says_what_its_estimate_assumes(case):
+@pytest.mark.parametrize("case, speedup", [("pt_train_single_thread_cnn", 1.981),
+                                           ("pt_train_grad_norms_item", 1.705),
+                                           ("jax_train_device_put_float64", 1.821)])
+def test_the_hypothesis_says_what_its_estimate_assumes(case, speedup):
     """The estimate is the gain of compute made 2x faster, no measured fix's: the JSON says
     so, so that nobody reads it as the gain of another change (putting the data on the
     device once, one read of the gradient norms)."""
@@ -43,7 +50,7 @@ def test_the_hypothesis_says_what_its_estimate_assumes(case):
     f = findings_by_id(a)["compute_bound"]
     assert f.estimate_assumes == f"{COMPUTE_GAIN:g}x faster compute"
     assert f.to_dict()["estimate_assumes"] == f.estimate_assumes
-    assert f.estimated_speedup == pytest.approx(1 / (1 - f.covers * (1 - 1 / COMPUTE_GAIN)))
+    assert f.estimated_speedup == pytest.approx(speedup, abs=0.001)  # 2x on what it covers
     measured = [x for x in a.findings if x.id != "compute_bound"]
     assert all("estimate_assumes" not in x.to_dict() for x in measured)
 

@@ -10,6 +10,7 @@ memory.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import zlib
 from pathlib import Path
@@ -102,15 +103,17 @@ def is_gzip(path: Path) -> bool:
 
 def read_whole(path: Path) -> bytes:
     """All of ``path``, decompressed when it is gzip (capped, as every gzip read is);
-    a truncated or corrupt gzip raises a one-line TraceFormatError saying which."""
+    a truncated or corrupt gzip raises a one-line TraceFormatError saying which.  The
+    decompressed blocks go into one growing buffer whose bytes are handed back as they
+    are (no joined copy): the payload is held once, plus one block."""
     stream, raw = open_text(path)
     try:
         if stream is raw:
             return raw.read()
-        blocks = []
+        out = io.BytesIO()
         while block := stream.read(_BLOCK):
-            blocks.append(block)
-        return b"".join(blocks)
+            out.write(block)
+        return out.getvalue()
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise TraceFormatError(path, gzip_reason(exc)) from None
     finally:

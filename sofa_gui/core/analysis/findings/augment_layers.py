@@ -28,7 +28,7 @@ from ..intervals import measure_in, union
 from .context import Ctx
 from .fixes import AUGMENT_FIX
 from .host_estimate import CLEAR_GAIN, pool_slices
-from .input_estimate import usable_cores
+from .input_estimate import lanes_busy_ns, usable_cores
 from .input_removal import core_interference
 
 #: Image kernels of augmentation layers and ``tf.image`` adjustments: affine transforms
@@ -37,16 +37,6 @@ AUGMENT_OP = re.compile(r"^(ImageProjectiveTransformV\d|AdjustContrastv\d|Adjust
                         r"AdjustSaturation|RGBToHSV|HSVToRGB)$")
 #: The least share of the step the augmentation must cover to be told.
 MIN_SHARE = 0.05
-
-
-def _busy_ns(ctx: Ctx, idx: np.ndarray, ws, we) -> float:
-    """Thread-time (ns) the slices ``idx`` keep their threads busy in the windows."""
-    s = ctx.trace.slices
-    total = 0.0
-    for lane in np.unique(s.lane[idx]).tolist():
-        a, b = union(s.start[idx[s.lane[idx] == lane]], s.end[idx[s.lane[idx] == lane]])
-        total += float(measure_in(a, b, ws, we).sum())
-    return total
 
 
 def estimate_augment_in_step(ctx: Ctx, finding) -> None:
@@ -74,7 +64,8 @@ def estimate_augment_in_step(ctx: Ctx, finding) -> None:
     work = float(s.dur[ops].sum()) / wall  # their thread-time, in steps
     if covered < MIN_SHARE:
         return
-    busy = _busy_ns(ctx, pool, ws, we) / wall if len(pool) else 1.0  # cores the step keeps busy
+    # cores the step keeps busy
+    busy = lanes_busy_ns(ctx, pool, ws, we) / wall if len(pool) else 1.0
     rest = max(1.0 - covered, 1e-6)
     cores, where = usable_cores(ctx)
     free = max(cores - max(busy - work, 0.0) / rest, 0.0)

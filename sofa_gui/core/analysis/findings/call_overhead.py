@@ -62,19 +62,15 @@ from .compiled_calls import function_calls
 from .context import Ctx, make_finding
 from .eager_ops import MIN_DISPATCHES
 from .host_estimate import pool_slices
-from .read_rules import CALLS_PER_READ
+from .item_calls import JIT_CALL, MIN_ITEMS, each_item
 from .registry import Rule, rule
 from .work import outermost
 
-#: A jitted function's call on JAX's C++ fast path.
-JIT_CALL = "PjitFunction("
 #: The calls' fixed cost holds at least this share of the steady steps.
 FIXED_SHARE = 0.25
 #: ... and at least this share of the time their programs run (a program that does much
 #: more per call than its call costs is compute).
 SMALL_WORK = 0.5
-#: Calls of one function a step from which the step is a loop over items (one call each).
-MIN_ITEMS = 2
 
 
 @dataclass(frozen=True)
@@ -104,10 +100,11 @@ class CompiledCallCosts:
     @property
     def per_item(self) -> bool:
         """The step is a Python loop over items calling one program per item and reading
-        each result before the next call: :data:`MIN_ITEMS` or more calls a step, nearly
-        all (:data:`.read_rules.CALLS_PER_READ`) of one function and waited for."""
-        least = CALLS_PER_READ * len(self.calls)
-        return self.per_step >= MIN_ITEMS and self.same >= least and self.waited >= least
+        each result before the next call (:mod:`.item_calls`): ``MIN_ITEMS`` or more
+        calls a step, nearly all of one function and waited for."""
+        n = len(self.calls)
+        return bool(self.per_step >= MIN_ITEMS and each_item(self.same, n)
+                    and each_item(self.waited, n))
 
 
 def compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:

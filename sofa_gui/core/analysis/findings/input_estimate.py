@@ -100,6 +100,12 @@ def _busy(ctx: Ctx, lanes: np.ndarray, names: np.ndarray | None = None,
     return total, float(measure_in(a, b, ws, we).sum())
 
 
+def lanes_busy_ns(ctx: Ctx, idx: np.ndarray, ws: np.ndarray, we: np.ndarray) -> float:
+    """Thread-time (ns) the slices ``idx`` keep their lanes busy inside the windows
+    ``ws``/``we``: each lane's busy time (the union of its slices) summed over the lanes."""
+    return _at_most(_per_lane(ctx, idx), None, ws, we)
+
+
 def _at_most(per_lane: list, cores: float | None, ws: np.ndarray, we: np.ndarray) -> float:
     """ns inside the windows of the lanes' busy time (each a disjoint set), counting at
     most ``cores`` lanes at any instant (all of them without ``cores``): the sum over

@@ -23,6 +23,7 @@ from ..intervals import union
 from .batch_estimate import PROFILER_NS_PER_EVENT, unprofiled_ns
 from .causes import nested_in
 from .context import Ctx
+from .copy_rules import ELEMENT_BYTES
 from .recorder_cost import per_event_ns
 from .work import slice_args
 
@@ -94,8 +95,6 @@ def _read(ctx: Ctx) -> UnprofiledStep:
 #: tensors (its ``aten::view`` of the result has the batch's shape), and ``torch.tensor``
 #: of the samples' Python numbers (a label per sample: its ``aten::lift_fresh``).
 _STACK, _VIEW, _FRESH = "aten::stack", "aten::view", "aten::lift_fresh"
-_ITEMSIZE = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "long int": 8,
-             "int": 4, "unsigned char": 1, "bool": 1, "signed char": 1, "short int": 2}
 
 
 def collate_tensors(ctx: Ctx, calls: np.ndarray) -> tuple[float, float | None, str]:
@@ -130,9 +129,9 @@ def _bytes(ctx: Ctx, j: int, k: int = 0) -> int | None:
     types = slice_args(ctx, j).get("Input type")
     d = dims[k] if isinstance(dims, list) and len(dims) > k else None
     if not isinstance(d, list) or not all(isinstance(x, int) for x in d) or \
-            not isinstance(types, list) or len(types) <= k or types[k] not in _ITEMSIZE:
+            not isinstance(types, list) or len(types) <= k or types[k] not in ELEMENT_BYTES:
         return None
-    return _ITEMSIZE[types[k]] * int(np.prod(d, dtype=np.int64))
+    return ELEMENT_BYTES[types[k]] * int(np.prod(d, dtype=np.int64))
 
 
 def _stacked_bytes(ctx: Ctx, j: int, inner: np.ndarray) -> int | None:
@@ -140,7 +139,7 @@ def _stacked_bytes(ctx: Ctx, j: int, inner: np.ndarray) -> int | None:
     dims = slice_args(ctx, j).get("Input Dims")
     samples = dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) else []
     types = slice_args(ctx, j).get("Input type")
-    size = _ITEMSIZE.get(types[0] if isinstance(types, list) and types else "", 4)
+    size = ELEMENT_BYTES.get(types[0] if isinstance(types, list) and types else "", 4)
     if samples and all(isinstance(d, list) and all(isinstance(x, int) for x in d)
                        for d in samples):
         return sum(size * int(np.prod(d, dtype=np.int64)) for d in samples)

@@ -27,7 +27,7 @@ What the trace proves is the read calls themselves and what lies between them:
   member by member, each member's loss read with ``float``) is a loop of calls that reads
   each call's result: batching the items into one call (``jax.vmap``) removes the calls'
   fixed cost and the reads together, a read of all the results after the loop only the
-  waits, so it is ``call_overhead_bound``'s, no read loop;
+  waits, so it is ``call_overhead_bound``'s, no read loop (:mod:`.item_calls`);
 * and on a CPU run a loop that writes into a tensor element by element between its reads
   (``mat[t, p] += 1`` per sample: indexing with 0-d tensors reads each index into Python,
   then an in-place add and the copy back write the element) is a loop of element
@@ -72,6 +72,7 @@ from .host_estimate import (
     HostFix,
     rest_math,
 )
+from .item_calls import one_program_loops
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
 from .work import elements, input_dims, op_kind, op_kinds, outermost
@@ -92,11 +93,6 @@ PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice
 #: updates (:func:`_update_loops`): ``mat[t, p] += 1`` reads ``t`` and ``p`` for the add
 #: and again for the write back, four reads to two writes.
 WRITES_PER_READ = 0.25
-#: A jitted function's call (JAX's C++ fast path): a loop that makes one between most pairs
-#: of reads calls one program per item (:func:`_one_program_calls`).
-COMPILED_CALL = "PjitFunction("
-#: ... as many calls of one program as this share of the pairs of consecutive reads.
-CALLS_PER_READ = 0.9
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
 #: A call between reads is the loop's body when it recurs between at least this share of
@@ -211,7 +207,7 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     Batching that work removes the loop, reads and all (``op_overhead_bound`` measures
     it); a read of the whole result would remove only the reads' own calls.  Loops of
     one program's calls and, on a CPU run, loops of element updates are such loops too
-    (:func:`_one_program_calls`, :func:`_update_loops`)."""
+    (:func:`.item_calls.one_program_loops`, :func:`_update_loops`)."""
     s = ctx.trace.slices
     ids, first, count = np.unique(run, return_index=True, return_counts=True)
     last = first + count - 1
@@ -222,7 +218,7 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     at = np.searchsorted(lo, s.start[ops], side="right") - 1
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
     many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
-    return (many | _one_program_calls(ctx, ops[ok], at[ok], len(ids), count)
+    return (many | one_program_loops(ctx, ops[ok], at[ok], len(ids), count)
             | _update_loops(ctx, ops[ok], at[ok], len(ids), count))
 
 
@@ -244,29 +240,6 @@ def _writes_in_place(name: str) -> bool:
     """An op that writes into its input tensor or variable (:func:`.work.op_kind`)."""
     kind = op_kind(name)
     return kind.endswith("_") or kind.startswith(("assign", "resource_scatter"))
-
-
-def _one_program_calls(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
-                       count: np.ndarray) -> np.ndarray:
-    """Per loop: a loop of calls of one compiled program that reads each call's result
-    (``ops``: the loops' outermost computing ops, ``at`` the loop of each): calls of one
-    jitted program in the loop at least :data:`CALLS_PER_READ` times its pairs of
-    consecutive reads (counted over the loop, not gap by gap),
-    the program called once per item (a model per ensemble member, a step per sample).
-    Each call pays its fixed cost and each read waits for its call's program before the
-    next call is made: batching the items into one call (``jax.vmap``) removes the calls
-    and the reads together (``call_overhead_bound`` measures the calls' fixed cost, the
-    waits among it); a read of all the results after the loop keeps every call."""
-    s = ctx.trace.slices
-    jit = np.isin(s.name[ops], ctx.trace.name_ids(lambda n: n.startswith(COMPILED_CALL)))
-    if not jit.any():
-        return np.zeros(n_loops, bool)
-    at, names = at[jit], s.name[ops[jit]].astype(np.int64)
-    width = int(names.max()) + 1
-    pairs, n = np.unique(at * width + names, return_counts=True)  # calls per (loop, name)
-    most = np.zeros(n_loops, np.int64)
-    np.maximum.at(most, pairs // width, n)
-    return most >= CALLS_PER_READ * (count - 1)
 
 
 def loop_share(ctx: Ctx) -> tuple[float, np.ndarray, np.ndarray, bool]:

@@ -3,6 +3,8 @@ N-th iteration, per-op overhead and element-wise host reads on the main thread."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ...trace import Kind
@@ -21,7 +23,7 @@ from .batch_estimate import (
 from .batching import small_batch
 from .call_overhead import compiled_call_costs
 from .causes import causes_by_name
-from .chained_calls import CHAIN_REMEDY, chain_fix
+from .chained_calls import CHAIN_REMEDY, ChainFix, chain_fix
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
@@ -39,14 +41,12 @@ from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, optimizer_clas
 from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
 from .registry import Rule, rule
+from .tiny_op_cost import DESCHED_NS, descheduled, per_call_ns
 from .work import (
     TINY_NS,
-    elements,
     extra_calls_share,
     grown_work,
-    input_dims,
     name_medians,
-    name_quantiles,
     one_off_calls,
     optimizer_steps,
     outermost,
@@ -221,24 +221,89 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     host = ctx.bd.host
     if host is None or ctx.bd.device is not None:
         return None  # with a device, launch_overhead_bound measures the same cost
+    if _read_elsewhere(ctx):
+        return None
+    m = _tiny_ops(ctx, host)
+    if m is None:
+        return None
+    x = _tiny_fixes(ctx, host, m)
+    held, steady_part = _held(ctx.trace.slices.dur[m.ops], m.typical, m.tiny, m.span, m.wall)
+    causes = _tiny_causes(ctx, m)
+    summary = _summary(ctx, m, x, _held_note(held, steady_part, m.share))
+    assumption, notes = _confidence(spec, m, x, steady_part)
+    bare = x.fix.unprofiled_share(m.share)  # the tiny ops' share, whatever removes them
+    if bare < spec.moderate:  # the profiler's own cost per op is what makes it count
+        summary = (f"Without the profiler's own cost per op the tiny ops would take about "
+                   f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
+                   + summary)
+    f = make_finding(ctx, spec, m.share, summary, cause_evidence(causes), causes=causes,
+                     speedup=x.est.speedup(), sev=BELOW if bare < spec.moderate else None,
+                     assumption=assumption, notes=notes,
+                     fix_gain=lambda f: penalty_gain(x.cut) if f.name == PENALTY_FIX
+                     else fused_gain(m.loops, x.alone),
+                     unseen=lambda f: penalty_unseen(f.name, x.pen.any()) or m.loops.unseen(f))
+    if not m.loops.optimizer_only:  # the finding counts both loops: its estimate removes both
+        f.estimated_speedup, f.estimated_by = x.est.speedup(), ""
+        f.estimate_floor = x.chain is not None  # each copy's Python counted whole: its most
+    return f
+
+
+def _read_elsewhere(ctx: Ctx) -> bool:
+    """Another check reads the main thread's ops as the cost of something else."""
     eager = eager_measure(ctx)
     if eager is not None and eager.compiled_step:
-        return None  # ops dispatched between a compiled step's calls make its batch or
+        return True  # ops dispatched between a compiled step's calls make its batch or
         # update its state: :mod:`.eager_dispatch`'s readings, not a loop of tiny ops
     sb = small_batch(ctx)
     if sb is not None and sb.models_requests(ctx):
-        return None  # requests a few at a time, or a model run per request: batching them
+        return True  # requests a few at a time, or a model run per request: batching them
         # is :mod:`.small_batch`'s (estimated from the repeats of a request's calls)
     calls = compiled_call_costs(ctx)
-    if calls is not None and calls.per_item:
-        return None  # one compiled call per item: the ops between the calls are theirs (the
-        # runtime's waits on their buffers), batched away with them (call_overhead_bound)
+    # one compiled call per item: the ops between the calls are theirs (the runtime's
+    # waits on their buffers), batched away with them (call_overhead_bound)
+    return calls is not None and calls.per_item
+
+
+@dataclass(frozen=True)
+class TinyOps:
+    """The steady steps' outermost ops on the main thread (``ops``, by start): those in the
+    loop of tiny ops (``tiny``) and the optimizer's (``opt``), each op's name's ``typical``
+    time, its fixed cost per call (``per_call``), the Python after it (``between``) and its
+    part of the loop's time (``span``); the steady steps' time less descheduled gaps
+    (``wall``, ns) and the loop's ``share`` of it; the loops told apart (``loops``),
+    whether TensorFlow runs the step eagerly (``graphless``), the steady steps counted and
+    the words on what the share leaves out (``away_note``, ``apart``)."""
+
+    ops: np.ndarray
+    tiny: np.ndarray
+    opt: np.ndarray
+    typical: np.ndarray
+    per_call: np.ndarray
+    between: np.ndarray
+    span: np.ndarray
+    wall: int
+    share: float
+    loops: TinyLoops
+    graphless: bool
+    n_steps: int
+    away_note: str
+    apart: str
+
+
+def _loop_ops(ctx: Ctx, host) -> np.ndarray:
+    """The steady steps' outermost ops on the main thread, by start, less the loader's (the
+    input pipeline's cost) and the read loops' (``host_reads_in_loop``'s)."""
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
-    # ops inside the loader are the input pipeline's cost, not the step's overhead
     ops = ops[~starts_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
-    ops = ops[~in_read_loops(ctx, s.start[ops])]  # a loop of reads is host_reads_in_loop's
+    return ops[~in_read_loops(ctx, s.start[ops])]
+
+
+def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
+    """The loop of tiny ops and its share of the steady steps (None where there is none)."""
+    s = ctx.trace.slices
+    ops = _loop_ops(ctx, host)
     if len(ops) < 2:
         return None
     gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
@@ -257,65 +322,97 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
         return None
     loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()),
                       optimizer_class(ctx, steps))
-    per_step = int(tiny.sum()) / n_steps
     between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
-    per_call = _per_call(ctx, host, ops, typical, opt)
+    per_call = per_call_ns(ctx, host, ops, typical, opt)
     span = np.where(tiny, per_call + between, 0)
     r = ctx.rows
     wall = int((host.ends[r] - host.starts[r]).sum()) or 1
-    away, away_note = _descheduled(ctx, host, ops, gap)
+    away, away_note = descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
+    return TinyOps(ops, tiny, opt, typical, per_call, between, span, wall - away, share,
+                   loops, graphless, n_steps, away_note, apart)
+
+
+@dataclass(frozen=True)
+class TinyFixes:
+    """What removes the loop of tiny ops: its batched replacement (``fix``, with the ns of
+    data work it keeps and of its calls where no unit repeats, :func:`_loop_fix`), the
+    fused optimizer step's cost (``fused_ns``) and its replacement of the optimizer's loop
+    ``alone``, an L2 penalty's ops (``pen``) and their removal (``cut``), and for a chained
+    step the copies run together (``chain``), which the estimate is then."""
+
+    fix: HostFix
+    data_ns: float
+    once_ns: float
+    fused_ns: float
+    alone: HostFix
+    pen: np.ndarray
+    cut: HostFix
+    chain: ChainFix | None
+
+    @property
+    def est(self) -> HostFix | ChainFix:
+        """The finding's estimate: a chain's calls batch across copies of the step, not
+        each other."""
+        return self.chain or self.fix
+
+
+def _tiny_fixes(ctx: Ctx, host, m: TinyOps) -> TinyFixes:
+    """The fixes of the loop ``m`` and their estimates."""
+    ops, tiny, opt = m.ops, m.tiny, m.opt
     # the optimizer's loop alone is replaced by a fused step; beside the model's loop it is
     # batched with it (a batch of more samples pays the optimizer's step once for them all)
-    mine = tiny & opt if loops.optimizer_only else np.zeros_like(tiny)
-    fused_ns = fused_step_ns(ctx, ops[mine], per_call[mine], typical[mine], DESCHED_NS)
-    fix, (data_ns, once_ns) = _loop_fix(ctx, host, ops[tiny], between[tiny], wall - away,
-                             ops[tiny & ~mine], fused_ns,
-                             TF_UNPROFILED if graphless else TINY_LOOP_UNPROFILED)
-    alone = _optimizer_alone(ctx, host, ops, tiny & opt, between, per_call, typical,
-                             wall - away) if loops.optimizer and loops.model else fix
-    pen = penalty_ops(ctx, ops, opt, n_steps)  # an L2 penalty's loop: weight decay removes it
-    cut = _loop_fix(ctx, host, ops[pen], between[pen], wall - away, ops[:0],
+    mine = tiny & opt if m.loops.optimizer_only else np.zeros_like(tiny)
+    fused_ns = fused_step_ns(ctx, ops[mine], m.per_call[mine], m.typical[mine], DESCHED_NS)
+    fix, (data_ns, once_ns) = _loop_fix(ctx, host, ops[tiny], m.between[tiny], m.wall,
+                                        ops[tiny & ~mine], fused_ns,
+                                        TF_UNPROFILED if m.graphless else TINY_LOOP_UNPROFILED)
+    alone = _optimizer_alone(ctx, host, ops, tiny & opt, m.between, m.per_call, m.typical,
+                             m.wall) if m.loops.optimizer and m.loops.model else fix
+    pen = penalty_ops(ctx, ops, opt, m.n_steps)  # an L2 penalty's loop: weight decay removes it
+    cut = _loop_fix(ctx, host, ops[pen], m.between[pen], m.wall, ops[:0],
                     penalty_cost_ns(ctx, ops[pen]))[0]
-    held, steady_part = _held(s.dur[ops], typical, tiny, span, wall - away)
-    chain = chain_fix(ctx, host)
-    est = chain or fix  # a chain's calls batch across copies of the step, not each other
-    t = ops[tiny]
-    causes = causes_by_name(ctx, t, span[tiny], float(span.sum()) or 1.0,
-                            label=lambda n, j: f"{n} (median "
-                            f"{fmt_ns(float(np.median(s.dur[t[s.name[t] == s.name[j]]])))})")
-    evidence = cause_evidence(causes)
-    summary = (f"{per_step:,.0f} tiny framework ops per steady-state iteration (median "
-               f"{fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} typical) and the "
-               f"Python between them take {pct(share)} of the main thread's time"
-               f"{away_note}{_held_note(held, steady_part, share)}{apart}: the fixed cost per op "
-               f"(dispatch, Python, allocation) dominates the math. "
-               f"{CHAIN_REMEDY if chain else _remedy(loops, fused_ns, n_steps, graphless)}"
-               f"{_data_note(data_ns, once_ns, n_steps)}{est.basis()}")
-    lumps = min(steady_part / share, 1.0) if share else 1.0
-    kept, clear = _trust(fix, data_ns, wall - away)
-    notes = (("assumes the graph's own cost per op is small" if graphless else
+    return TinyFixes(fix, data_ns, once_ns, fused_ns, alone, pen, cut, chain_fix(ctx, host))
+
+
+def _tiny_causes(ctx: Ctx, m: TinyOps) -> list:
+    """The loop's ops by name, each labelled with its median time."""
+    s = ctx.trace.slices
+    t = m.ops[m.tiny]
+    return causes_by_name(ctx, t, m.span[m.tiny], float(m.span.sum()) or 1.0,
+                          label=lambda n, j: f"{n} (median "
+                          f"{fmt_ns(float(np.median(s.dur[t[s.name[t] == s.name[j]]])))})")
+
+
+def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
+    """The finding's summary: the loop, what removes it and the estimate's basis."""
+    s = ctx.trace.slices
+    t = m.ops[m.tiny]
+    remedy = (CHAIN_REMEDY if x.chain else _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
+              ) + _data_note(x.data_ns, x.once_ns, m.n_steps)
+    return (f"{int(m.tiny.sum()) / m.n_steps:,.0f} tiny framework ops per steady-state "
+            f"iteration (median {fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} "
+            f"typical) and the Python between them take {pct(m.share)} of the main thread's "
+            f"time{m.away_note}{held_note}{m.apart}: the fixed cost per op (dispatch, "
+            f"Python, allocation) dominates the math. {remedy}{x.est.basis()}")
+
+
+def _confidence(spec: Rule, m: TinyOps, x: TinyFixes,
+                steady_part: float) -> tuple[float, tuple[str, ...]]:
+    """(the finding's confidence factor, the notes saying why): the batched op assumed
+    cheap, scaled by the share left without tiny ops held by descheduling (of
+    ``steady_part``, :func:`_held`) and by the trust in the loop's batched op
+    (:func:`_trust`).  A chained step keeps that trust too, though its estimate is the
+    copies' (:attr:`TinyFixes.est`)."""
+    lumps = min(steady_part / m.share, 1.0) if m.share else 1.0
+    kept, clear = _trust(x.fix, x.data_ns, m.wall)
+    notes = (("assumes the graph's own cost per op is small" if m.graphless else
               "assumes the batched op is cheap"),) + (
         (f"{pct(1 - lumps)} of the share is tiny ops held >= {fmt_ns(DESCHED_NS)}",)
         if lumps < 1 else ()) + ((f"the batched op still does {pct(1 - kept)} of the "
                                   f"loop's time as data work",) if kept < 1 else ()) + (
         (f"the gain is within {pct(CLEAR_GAIN)} of the step",) if clear < 1 else ())
-    bare = fix.unprofiled_share(share)
-    if bare < spec.moderate:  # the profiler's own cost per op is what makes it count
-        summary = (f"Without the profiler's own cost per op the tiny ops would take about "
-                   f"{pct(bare)} of the step, under the {pct(spec.moderate)} that counts. "
-                   + summary)
-    f = make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                     speedup=est.speedup(), sev=BELOW if bare < spec.moderate else None,
-                     assumption=spec.factor("batched_op_cheap") * lumps * kept * clear,
-                     notes=notes,
-                     fix_gain=lambda f: penalty_gain(cut) if f.name == PENALTY_FIX
-                     else fused_gain(loops, alone),
-                     unseen=lambda f: penalty_unseen(f.name, pen.any()) or loops.unseen(f))
-    if not loops.optimizer_only:  # the finding counts both loops: its estimate removes both
-        f.estimated_speedup, f.estimated_by = est.speedup(), ""
-        f.estimate_floor = chain is not None  # each copy's Python counted whole: its most
-    return f
+    return spec.factor("batched_op_cheap") * lumps * kept * clear, notes
 
 
 def _optimizer_alone(ctx: Ctx, host, ops: np.ndarray, own: np.ndarray, between: np.ndarray,
@@ -404,88 +501,6 @@ def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int,
     return keep, note
 
 
-#: An optimizer op's fixed cost is what its name costs on the smallest parameters: this
-#: quantile of its durations in the optimizer's steps.
-OPTIMIZER_FIXED_Q = 0.1
-
-
-def _per_call(ctx: Ctx, host, ops: np.ndarray, typical: np.ndarray,
-              opt: np.ndarray) -> np.ndarray:
-    """Per op, the time that is its fixed cost per call.  An instance over twice its
-    name's typical time on a larger input than the name's typical one (a ``ViewBackward0``
-    whose reshape copies a longer sequence's gradient) spends the excess on data work; a
-    long instance on the usual input (a preempted op) keeps its time.  Inside the
-    optimizer's step (``opt``), whose fix (``foreach``, ``fused``) still does each op's
-    math over every parameter, an op counts what its name costs on the smallest
-    parameters."""
-    s = ctx.trace.slices
-    own = s.dur[ops].astype(np.float64)
-    longer = _longest_per_name(s.name[ops], own, np.flatnonzero(own > 2 * typical))
-    if len(longer):
-        more = _larger_inputs(ctx, host, ops, longer)
-        own[longer[more]] = typical[longer[more]]
-    if opt.any():
-        fixed = name_quantiles(s.name[ops[opt]], own[opt], OPTIMIZER_FIXED_Q)
-        own[opt] = np.minimum(own[opt], fixed)
-    return own
-
-
-#: Instances of a name whose input sizes give the name's typical input; the longest
-#: instances of a name whose inputs are read (reading recorded inputs is the cost).
-SIZE_SAMPLE = 32
-LONGEST_READ = 64
-
-
-def _longest_per_name(names: np.ndarray, dur: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``idx`` less all but the :data:`LONGEST_READ` longest of each name."""
-    if not len(idx):
-        return idx
-    order = idx[np.lexsort((-dur[idx], names[idx]))]  # by name, longest first
-    _, first = np.unique(names[order], return_index=True)
-    rank = np.arange(len(order)) - np.repeat(first, np.diff(np.append(first, len(order))))
-    return np.sort(order[rank < LONGEST_READ])
-
-
-def _larger_inputs(ctx: Ctx, host, ops: np.ndarray, longer: np.ndarray) -> np.ndarray:
-    """Per op of ``ops[longer]``: its input is larger than its name's median input (from
-    up to :data:`SIZE_SAMPLE` instances of the name)."""
-    s = ctx.trace.slices
-    sizes = _input_sizes(ctx, host, ops[longer])
-    out = np.zeros(len(longer), bool)
-    for name in np.unique(s.name[ops[longer]]).tolist():
-        of = np.flatnonzero(s.name[ops] == name)
-        sample = of[:: max(len(of) // SIZE_SAMPLE, 1)]
-        usual = float(np.median(_input_sizes(ctx, host, ops[sample])))
-        mine = s.name[ops[longer]] == name
-        out[mine] = sizes[mine] > usual
-    return out
-
-
-def _input_sizes(ctx: Ctx, host, ops: np.ndarray) -> np.ndarray:
-    """Per op, the elements of its largest recorded input; for an op that records none
-    (an autograd node), of the largest input among the first ops nested in it (0 where
-    no shapes are recorded)."""
-    s = ctx.trace.slices
-    if "lane_by_start" not in ctx.memo:
-        mine = ctx.trace.lane_slices(host.lane)
-        ctx.memo["lane_by_start"] = mine[np.argsort(s.start[mine], kind="stable")]
-    mine = ctx.memo["lane_by_start"]
-    first = np.searchsorted(s.start[mine], s.start[ops], side="right")
-    out = np.zeros(len(ops), np.float64)
-    for k, j in enumerate(ops.tolist()):
-        out[k] = max((elements(d) for d in input_dims(ctx, j)), default=0)
-        if not out[k]:
-            inner = mine[first[k]:first[k] + NESTED_SAMPLE]
-            inner = inner[s.start[inner] < s.end[j]]
-            out[k] = max((elements(d) for i in inner.tolist() for d in input_dims(ctx, i)),
-                         default=0)
-    return out
-
-
-#: Ops nested in an autograd node whose input shapes stand for the node's.
-NESTED_SAMPLE = 4
-
-
 def _loop_fix(ctx: Ctx, host, tiny: np.ndarray, between: np.ndarray, wall: float,
               model: np.ndarray, fused_ns: float, recorder: float = TINY_LOOP_UNPROFILED
               ) -> tuple[HostFix, tuple[float, float]]:
@@ -542,55 +557,3 @@ def _held_note(held: int, steady_part: float, share: float) -> str:
     return (f" ({held} tiny op{'s' if held != 1 else ''} held {fmt_ns(DESCHED_NS)} or more "
             f"were descheduled there; without them the share is {pct(steady_part)}, and the "
             f"confidence is scaled by that ratio)")
-
-
-#: A gap this long between two ops of a tight loop, with no op open, on a machine whose
-#: other processes held at least DESCHED_BUSY cores, is time the thread was descheduled.
-DESCHED_NS, DESCHED_BUSY = 1_000_000, 0.5
-
-
-def _descheduled(ctx: Ctx, host, ops: np.ndarray, gap: np.ndarray) -> tuple[int, str]:
-    """(ns, note): gaps >= 1 ms between the loop's ops, inside no region but the step
-    itself, when the run facts show other processes holding cores.  Descheduled time
-    grows with the work (the thread gets a share of a core), so it is left out of the
-    wall the share is taken of; a gap inside some region (a DataLoader ``__next__``, a
-    Python function) is that code running and stays in, as does every gap without proof
-    of a shared machine."""
-    other, cores = ctx.facts.get("cpu_other"), ctx.facts.get("cpu_cores")
-    if not other.known or float(other.value) < DESCHED_BUSY:
-        return 0, ""
-    s = ctx.trace.slices
-    big = np.flatnonzero(gap >= DESCHED_NS)
-    big = big[_bare(ctx, host, s.end[ops[big]], s.start[ops[big + 1]])] if len(big) else big
-    if not len(big):
-        return 0, ""
-    ns = int(gap[big].sum())
-    held = f"{float(other.value):.1f}" + (f" of {cores.value}" if cores.known else "")
-    return ns, (f" while it runs ({len(big)} gaps >= {fmt_ns(DESCHED_NS)} with no op or region "
-                f"but the step open, {fmt_ns(ns)} in all, are left out: other processes held "
-                f"{held} cores ({other.proof}), so the thread was descheduled, and that time "
-                f"shrinks with the work)")
-
-
-def _bare(ctx: Ctx, host, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per gap ``[lo, hi)``: no slice of the main thread covers it except its iteration's
-    own marker (a span >= 0.9 x the iteration, e.g. ``ProfilerStep#N``; judged in the
-    iteration the slice starts in); outside every iteration, no slice at all.  One sorted
-    pass over the lane, a binary search per gap."""
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(host.lane)
-    mine = mine[np.argsort(s.start[mine], kind="stable")]
-    w_sl = window_of(s.start[mine], host.starts, host.ends)
-    step = (host.ends - host.starts)[np.maximum(w_sl, 0)]
-    marker = (w_sl >= 0) & (s.dur[mine] >= 0.9 * step)
-
-    def covered(idx: np.ndarray) -> np.ndarray:
-        if not len(idx):
-            return np.zeros(len(lo), bool)
-        reach = np.maximum.accumulate(s.end[idx])
-        k = np.searchsorted(s.start[idx], lo, side="right")
-        return (k > 0) & (reach[np.maximum(k - 1, 0)] >= hi)
-
-    w = window_of(lo, host.starts, host.ends)
-    return np.where(w >= 0, ~covered(mine[~marker]), ~covered(mine))
-
