@@ -38,6 +38,7 @@ from .input_estimate import pass_rows
 from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, optimizer_class
 from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
+from .recurrence import recurrence_backward
 from .registry import Rule, rule
 from .work import (
     TINY_NS,
@@ -239,6 +240,7 @@ def op_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     # ops inside the loader are the input pipeline's cost, not the step's overhead
     ops = ops[~starts_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
     ops = ops[~in_read_loops(ctx, s.start[ops])]  # a loop of reads is host_reads_in_loop's
+    ops = ops[~recurrence_backward(ctx, host, ops)]  # a recurrent layer's time steps
     if len(ops) < 2:
         return None
     gap = np.append(s.start[ops[1:]] - (s.start[ops[:-1]] + s.dur[ops[:-1]]), 0)
