@@ -398,7 +398,7 @@ class SpeechCTC(nn.Module):
 
 
 @case("pt_train_ctc_stft_dataset", "pytorch", "training", 3,
-      facts("training", optimizer="adam", dataloader_workers=0), split="holdout", warmup=3,
+      facts("training", optimizer="adam", dataloader_workers=0), split="tuned", warmup=3,
       fix=LOADER_FIX, variants=LOADER_VARIANTS,
       tags=["speech", "ctc", "stft", "dataloader"])
 def pt_train_ctc_stft_dataset(variant):

@@ -30,10 +30,6 @@ UNDECIDED = {
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
     "pt_train_numpy_rotate_nw2": "input 0.60 measured; capture 1 reads input, capture 2 "
                                  "compute: two readings",
-    "pt_train_ctc_stft_dataset": "input 0.56 (resampling, stft and masks in the Dataset, "
-                                 "no workers), no host-overhead share measured; reads "
-                                 "op_overhead_bound at 0.56 and 0.51 confidence beside "
-                                 "the input verdict",
     "pt_train_dqn_replay_deque": "compute 0.80, input 0.20 (the deque sampled and "
                                  "concatenated), no host-overhead share measured; reads "
                                  "op_overhead_bound at 0.67 confidence on both captures",

@@ -40,6 +40,7 @@ from .input_estimate import pass_rows
 from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, optimizer_class
 from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
+from .recurrence import recurrence_backward
 from .registry import Rule, rule
 from .tiny_op_cost import DESCHED_NS, descheduled, per_call_ns
 from .work import (
@@ -292,12 +293,14 @@ class TinyOps:
 
 def _loop_ops(ctx: Ctx, host) -> np.ndarray:
     """The steady steps' outermost ops on the main thread, by start, less the loader's (the
-    input pipeline's cost) and the read loops' (``host_reads_in_loop``'s)."""
+    input pipeline's cost), the read loops' (``host_reads_in_loop``'s) and a recurrent
+    layer's backward time steps (its own math, :mod:`.recurrence`)."""
     s = ctx.trace.slices
     ops = _outer_ops(ctx, host.lane)
     ops = ops[ctx.in_steady(s.start[ops], host.starts, host.ends)]
     ops = ops[~starts_inside(ctx, host.role_slices.get("data_loading", ops[:0]), ops)]
-    return ops[~in_read_loops(ctx, s.start[ops])]
+    ops = ops[~in_read_loops(ctx, s.start[ops])]  # a loop of reads is host_reads_in_loop's
+    return ops[~recurrence_backward(ctx, host, ops)]  # a recurrent layer's time steps
 
 
 def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
