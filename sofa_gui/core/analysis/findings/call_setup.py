@@ -52,6 +52,15 @@ from .work import outermost
 EVERY_CALL = 0.5
 #: Keras' marker of one ``fit`` batch (its TensorBoard callback's profiled batches).
 KERAS_BATCH = re.compile(r"^Profiled batch step \d+$")
+#: What the direct-call estimate (:func:`direct_call_speedup`) counts, said in the finding.
+DIRECT_BASIS = (
+    " The set-up is made inside Keras' fit batches (after each batch's train step, "
+    "where its batch-end callbacks run), by a high-level call nested in the batch, "
+    "not by fit, which builds its pipeline once: estimate for calling the model "
+    "directly on the call's rows, the nested call dropped whole (its pipeline, "
+    "iterators, per-batch function calls and output handling) and what the batch "
+    "keeps (its own train step, the ops the nested call ran on the runtime's pool "
+    "threads) kept.")
 
 
 @rule("setup_overhead_bound", "Framework set-up on every call (input pipeline, iterator, "
@@ -85,7 +94,7 @@ def setup_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     causes = causes_by_name(ctx, mine, s.dur[mine], inside or 1.0)
     evidence = cause_evidence(causes)
     direct = direct_call_speedup(ctx, mine)
-    basis = _basis(share, n_calls) if direct is None else _direct_basis()
+    basis = _basis(share, n_calls) if direct is None else DIRECT_BASIS
     summary = (f"In {pct(calls)} of the steady iterations the main thread sets the framework "
                f"up again before it runs the model ({fmt_ns(inside / len(r))} per iteration, "
                f"{pct(share)} of its time): {_what(ctx, mine, len(r))}. A high-level call "
@@ -130,16 +139,6 @@ def direct_call_speedup(ctx: Ctx, setup: np.ndarray) -> float | None:
     ops = measure_in(ps, pe, firsts, ends) if len(ps) else np.zeros(len(held))
     kept = (firsts - starts) + ops
     return float(np.median(ends - starts) / max(float(np.median(kept)), 1.0))
-
-
-def _direct_basis() -> str:
-    return (" The set-up is made inside Keras' fit batches (after each batch's train step, "
-            "where its batch-end callbacks run), by a high-level call nested in the batch, "
-            "not by fit, which builds its pipeline once: estimate for calling the model "
-            "directly on the call's rows, the nested call dropped whole (its pipeline, "
-            "iterators, per-batch function calls and output handling) and what the batch "
-            "keeps (its own train step, the ops the nested call ran on the runtime's pool "
-            "threads) kept.")
 
 
 def _basis(share: float, n: int) -> str:

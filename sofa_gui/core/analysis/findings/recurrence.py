@@ -24,21 +24,18 @@ import re
 import numpy as np
 
 from ...trace import Kind
+from ..grad_facts import EVALUATE
 from .context import Ctx
-from .work import TINY_NS, name_medians, starts_inside
+from .work import TINY_NS, name_medians, slice_args, starts_inside
 
 #: PyTorch's recurrent layers over a sequence (one op a call).
 RECURRENT = re.compile(r"^aten::(lstm|gru|rnn_tanh|rnn_relu)$")
-#: The engine's evaluation of one backward node.
-EVALUATE = re.compile(r"^autograd::engine::evaluate_function: ")
 #: At most this many calls of the layers a step: a model's layers, not a loop of calls.
 MAX_CALLS = 4
 
 
 def _sequence_number(ctx: Ctx, j: int):
-    a = ctx.trace.slices.args[j]
-    args = ctx.trace.args.get(int(a)) if a >= 0 else None
-    return args.get("Sequence number") if isinstance(args, dict) else None
+    return slice_args(ctx, j).get("Sequence number")
 
 
 def recurrence_backward(ctx: Ctx, host, ops: np.ndarray) -> np.ndarray:
