@@ -201,7 +201,7 @@ DQN_BATCH, GAMMA, TAU, ENV_STEPS = 128, 0.99, 0.005, 4
 
 
 @case("pt_train_dqn_replay_deque", "pytorch", "training", 6,
-      facts("training", optimizer="adamw"), split="holdout", warmup=3,
+      facts("training", optimizer="adamw"), split="tuned", warmup=3,
       fix="a replay memory of preallocated tensors sampled with torch.randint",
       tags=["reinforcement", "dqn", "replay_buffer", "tutorial"])
 def pt_train_dqn_replay_deque(variant):

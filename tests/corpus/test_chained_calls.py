@@ -4,7 +4,11 @@ and the next observation made into a tensor) is estimated per episode for copies
 episode run together, a lower bound that holds, where batching the 64 calls of an episode
 into one (which they cannot be) read 26x against 6.1x measured.  Training steps whose
 repeats read nothing between them (a recurrent cell per letter, per-sample losses, tiny
-matmuls, alike layers) are no chain, and per-request inference keeps its batching.
+matmuls, alike layers) are no chain, and per-request inference keeps its batching.  A DQN
+agent's step (an action read back and the environment's state made into a tensor before
+each of its updates) is a chain of whole updates: copies would share one update, which
+changes the algorithm, and no batched call pools more than one update's calls, so its model's
+tiny ops are counted per update.
 
 Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
 corpus is not checked out.
@@ -16,7 +20,7 @@ import pytest
 from tracedata import corpus_capture, corpus_context, corpus_fix_speedup
 
 from sofa_gui.core.analysis.findings import batching, make_context
-from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix
+from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix, chained_updates
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -25,6 +29,10 @@ CHAINED = "pt_train_reinforce_pendulum"
 NOT_CHAINED = ["pt_train_char_rnn_names", "pt_train_per_sample_loss_loop",
                "pt_train_tiny_ops", "pt_train_deep_stack_batch8", "pt_train_box_loss_loop",
                "pt_train_lstmcell_teacher_forcing"]
+#: A DQN step: 4 environment steps, each an action read back and a whole update.
+UPDATE_CHAIN = "pt_train_dqn_replay_deque"
+#: Several updates a step that read nothing back between them (a learning-rate sweep).
+UPDATES_UNCHAINED = "pt_train_lr_sweep_models"
 #: Inference answering requests one at a time: the requests batch together.
 REQUESTS = ["pt_infer_online_requests", "pt_infer_batch1_convnet",
             "pt_infer_server_numpy_outputs", "pt_infer_greedy_decode"]
@@ -81,3 +89,23 @@ def test_a_short_chained_step_read_as_small_batch_training_is_estimated_per_copy
     assert f.estimate_floor and f.estimated_speedup == pytest.approx(
         chain_fix(ctx, ctx.bd.host).speedup())
 
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_chain_of_whole_updates_is_neither_copies_nor_one_batched_loop(k):
+    a, ctx = analyzed(UPDATE_CHAIN, k)
+    assert chained_updates(ctx, ctx.bd.host) == 4.0
+    assert chain_fix(ctx, ctx.bd.host) is None  # each repeat holds an optimizer step
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert "are a chain" not in f.summary
+    assert "other tiny ops per update, the updates a chain" in f.summary
+    assert f.estimated_speedup < 1.25  # the fused optimizer alone, 1.13x measured
+    assert a.verdict.bound == "compute"
+
+
+@pytest.mark.parametrize("case", [CHAINED, UPDATES_UNCHAINED] + NOT_CHAINED)
+def test_updates_with_no_read_back_between_them_are_no_chain_of_updates(case):
+    a, ctx = analyzed(case)
+    assert chained_updates(ctx, ctx.bd.host) == 1.0
+    if case in (CHAINED, UPDATES_UNCHAINED):
+        assert a.verdict.bound == "host_overhead"

@@ -36,6 +36,7 @@ import numpy as np
 
 from ...trace import Kind
 from ...units import fmt_ns
+from ..host_side import window_of
 from .batch_estimate import (
     PROFILER_NS_PER_EVENT,
     BatchFix,
@@ -50,7 +51,7 @@ from .batch_estimate import (
 from .context import Ctx
 from .host_estimate import COLD_PER_OP, cooled
 from .recorder_cost import per_event_ns
-from .work import outermost
+from .work import optimizer_steps, outermost, starts_inside
 
 #: Ops that read a value of a tensor into Python.
 READ = re.compile(r"^aten::(item|_local_scalar_dense)$")
@@ -80,6 +81,46 @@ def chained(ctx: Ctx, block: Block) -> bool:
         return len(np.unique(repeat[hit]))  # a read's own nested ops count once
 
     return repeats_with(READ) >= block.count and repeats_with(HOST_MADE) >= block.count
+
+
+def whole_updates(ctx: Ctx, block: Block, lane: int) -> bool:
+    """Every repeat of ``block`` starts an optimizer step: each repeat is a whole update
+    (forward, backward, step), one after another on the last one's weights.  Copies run
+    together would share one update, which changes the algorithm: such repeats are no chain
+    that copies batch."""
+    s = ctx.trace.slices
+    top = np.sort(s.start[outermost(s.start, s.end, block.ops)])
+    steps = s.start[optimizer_steps(ctx, lane)]
+    steps = steps[(steps >= block.start) & (steps < block.end)]
+    at = np.searchsorted(top, steps, side="right") - 1  # the outer call each step starts in
+    return len(np.unique(at[at >= 0] // max(block.period, 1))) >= block.count
+
+
+def chained_updates(ctx: Ctx, host) -> float:
+    """The optimizer steps per steady step where the step's updates form a chain: between
+    every two of a step's updates (outside them) a value is read into Python and a tensor is
+    made from host values (an agent acting with its policy after each update, the action read
+    back and the environment's new state made into the next input); 1.0 where they do not.
+    The next update's input waits on what the last update's weights made: a batched call can
+    pool only one update's calls."""
+    s = ctx.trace.slices
+    steps = optimizer_steps(ctx, host.lane)
+    steps = steps[ctx.in_steady(s.start[steps], host.starts, host.ends)]
+    if len(steps) < 2 * max(ctx.ph.n_steady, 1):
+        return 1.0
+    steps = steps[np.argsort(s.start[steps], kind="stable")]
+    mine = ctx.trace.lane_slices(host.lane)
+    mine = mine[~starts_inside(ctx, steps, mine)]  # the optimizer's own reads are not links
+    row = window_of(s.start[steps], host.starts, host.ends)
+    for rx in (READ, HOST_MADE):
+        at = np.sort(s.start[mine[np.isin(s.name[mine], ctx.trace.name_ids(rx.match))]])
+        for k in range(len(steps) - 1):
+            if row[k] != row[k + 1]:
+                continue
+            lo, hi = s.start[steps[k]], s.start[steps[k + 1]]
+            if np.searchsorted(at, hi) - np.searchsorted(at, lo, side="right") < 1:
+                return 1.0
+    return len(steps) / max(ctx.ph.n_steady, 1)
 
 
 def after_reads_ns(ctx: Ctx, every: np.ndarray, block: Block) -> tuple[float, float]:
@@ -139,7 +180,7 @@ def chain_fix(ctx: Ctx, host) -> ChainFix | None:
 def _chain_fix(ctx: Ctx, host) -> ChainFix | None:
     row = median_row(ctx, host)
     blocks = repeated_blocks(ctx, host, row)
-    if not blocks or not chained(ctx, blocks[0]):
+    if not blocks or not chained(ctx, blocks[0]) or whole_updates(ctx, blocks[0], host.lane):
         return None
     block = blocks[0]
     every = step_slices(ctx, host, row)

@@ -23,7 +23,7 @@ from .batch_estimate import (
 from .batching import small_batch
 from .call_overhead import compiled_call_costs
 from .causes import causes_by_name
-from .chained_calls import CHAIN_REMEDY, ChainFix, chain_fix
+from .chained_calls import CHAIN_REMEDY, ChainFix, chain_fix, chained_updates
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
@@ -320,7 +320,7 @@ def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
     graphless = tf_eager_step(ctx, host)  # one loop tf.function removes whole
     least = MIN_DISPATCHES if graphless else MIN_TINY_PER_STEP
     small = (typical <= TINY_NS) & ~large_matmuls(ctx, ops)  # a large matmul is math
-    tiny, apart = _tiny_loops(opt, small, n_steps, least)
+    tiny, apart = _tiny_loops(opt, small, n_steps, least, chained_updates(ctx, host))
     if not tiny.any():
         return None
     loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()),
@@ -480,7 +480,8 @@ TF_EAGER_REMEDY = (
 
 
 def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int,
-                least: int = MIN_TINY_PER_STEP) -> tuple[np.ndarray, str]:
+                least: int = MIN_TINY_PER_STEP, updates: float = 1.0
+                ) -> tuple[np.ndarray, str]:
     """(the tiny ops that make a loop, a note on those left out).  The optimizer's
     per-tensor ops (inside its step: ``opt``) and the other tiny ops are two loops with two
     fixes (a foreach or fused optimizer; batching or compiling the model's calls), and each
@@ -489,16 +490,20 @@ def _tiny_loops(opt: np.ndarray, tiny: np.ndarray, n_steps: int,
     eagerly, whose fix, ``tf.function``, removes every op's dispatch at once).  Pooled, a
     training step's own few per-layer ops (its backward's node per layer and per
     parameter, a residual add) would pass the count on the optimizer's ops, though no one
-    fix removes both and batching removes neither of them."""
+    fix removes both and batching removes neither of them.  Where a step's ``updates``
+    form a chain (:func:`.chained_calls.chained_updates`), the other tiny ops are counted
+    per update: a batched call pools one update's calls alone, the next one's input waiting
+    on a value read back after the last one."""
     keep = np.zeros(len(tiny), bool)
     left = []
-    for part, what in ((tiny & opt, "tiny ops of the optimizer's step"),
-                       (tiny & ~opt, "other tiny ops")):
-        per_step = int(part.sum()) / n_steps
+    for part, what, per in ((tiny & opt, "tiny ops of the optimizer's step", 1.0),
+                            (tiny & ~opt, "other tiny ops", updates)):
+        per_step = int(part.sum()) / n_steps / per
         if per_step >= least:
             keep |= part
         elif per_step >= 1:
-            left.append(f"the {per_step:,.0f} {what} per iteration")
+            unit = "per iteration" if per == 1.0 else "per update, the updates a chain"
+            left.append(f"the {per_step:,.0f} {what} {unit}")
     note = (f" ({' and '.join(left)}, under {least}, are no loop of their own "
             f"and are not counted)" if keep.any() and left else "")
     return keep, note
