@@ -450,7 +450,7 @@ def sweep_model() -> nn.Sequential:
 
 
 @case("pt_train_lr_sweep_models", "pytorch", "training", 4,
-      facts("training", optimizer="adam"), split="holdout", warmup=2,
+      facts("training", optimizer="adam"), split="tuned", warmup=2,
       fix="the sweep's 8 models stacked and trained at once with torch.func.vmap",
       share_from_fix="host_overhead", fix_per_item=len(SWEEP_LRS),
       tags=["sweep", "small_model", "python_loop", "vmap"])

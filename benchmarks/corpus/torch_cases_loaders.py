@@ -117,7 +117,7 @@ AUG_BATCH = 32
 
 
 @case("pt_train_numpy_rotate_nw2", "pytorch", "training", 8,
-      facts("training", dataloader_workers=2, optimizer="sgd"), split="holdout", warmup=4,
+      facts("training", dataloader_workers=2, optimizer="sgd"), split="tuned", warmup=4,
       fix="the Dataset augments each batch at once with torch ops (__getitems__)",
       also=("num_workers=4",), tags=["dataloader", "workers", "augment", "numpy"])
 def pt_train_numpy_rotate_nw2(variant):

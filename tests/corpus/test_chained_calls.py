@@ -8,7 +8,10 @@ matmuls, alike layers) are no chain, and per-request inference keeps its batchin
 agent's step (an action read back and the environment's state made into a tensor before
 each of its updates) is a chain of whole updates: copies would share one update, which
 changes the algorithm, and no batched call pools more than one update's calls, so its model's
-tiny ops are counted per update.
+tiny ops are counted per update.  A learning-rate sweep's step (one model's epoch: 12 whole
+updates, nothing read back between them) cannot batch its updates either: it is estimated per
+copy for independent copies of the step (the sweep's models stacked under ``torch.func.vmap``),
+where batching the 12 updates into one read 8.4x against 3.46x measured.
 
 Cases of the diagnosis corpus (``tests/data/corpus``) are used; a test is skipped when the
 corpus is not checked out.
@@ -20,7 +23,12 @@ import pytest
 from tracedata import corpus_capture, corpus_context, corpus_fix_speedup
 
 from sofa_gui.core.analysis.findings import batching, make_context
-from sofa_gui.core.analysis.findings.chained_calls import COPIES, chain_fix, chained_updates
+from sofa_gui.core.analysis.findings.chained_calls import (
+    COPIES,
+    chain_fix,
+    chained_updates,
+    copies_fix,
+)
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -109,3 +117,41 @@ def test_updates_with_no_read_back_between_them_are_no_chain_of_updates(case):
     assert chained_updates(ctx, ctx.bd.host) == 1.0
     if case in (CHAINED, UPDATES_UNCHAINED):
         assert a.verdict.bound == "host_overhead"
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_step_of_whole_updates_is_estimated_for_copies_of_it(k):
+    """The sweep's epoch of one model: its 12 updates run one after another on the last
+    one's weights, so the estimate is for copies of the step (the sweep's models) run
+    together, the model's calls at a stacked call's cost, each copy's math added."""
+    a, ctx = analyzed(UPDATES_UNCHAINED, k)
+    fix = copies_fix(ctx, ctx.bd.host)
+    assert fix is not None and fix.per_step == 12 and fix.batch == COPIES
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert "Each repeat is a whole update" in f.summary and "are a chain" not in f.summary
+    assert f"for {COPIES} independent copies of the step" in f.summary
+    assert not f.estimate_floor  # the stacked calls' own cost is assumed, not bounded
+    assert f.estimated_speedup == pytest.approx(fix.speedup())
+    truth = measured(UPDATES_UNCHAINED)  # the 8 models stacked under vmap, per model
+    assert abs(f.estimated_speedup / truth - 1) <= 0.25
+    assert a.verdict.bound == "host_overhead"
+
+
+@pytest.mark.parametrize("case", [CHAINED, UPDATE_CHAIN] + NOT_CHAINED + REQUESTS)
+def test_steps_without_a_run_of_whole_updates_are_no_copies(case):
+    """One update a step (its repeats are a model's calls), a chain of calls or of updates,
+    and inference keep their own estimates."""
+    a, ctx = analyzed(case)
+    assert copies_fix(ctx, ctx.bd.host) is None
+    assert not any("Each repeat is a whole update" in f.summary for f in a.findings)
+
+
+def test_whole_updates_outside_a_loop_of_the_models_tiny_calls_keep_their_estimate():
+    """A WGAN-GP step's critic updates 5 times a step, whole updates, but its tiny ops are
+    no loop of repeated calls that batching would remove (no repeated unit to batch): the
+    per-op finding keeps the estimate of its loop's data work and calls."""
+    a, _ = analyzed("pt_train_wgan_gp_toy")
+    f = next(f for f in a.findings if f.id == "op_overhead_bound")
+    assert "Each repeat is a whole update" not in f.summary
+    assert "no repeated unit to batch" in f.summary
+    assert a.verdict.bound == "compute"

@@ -25,6 +25,17 @@ many a program can run; more copies gain more, up to what each copy's own work l
   step), running warmer for running again right after itself
   (:func:`.host_estimate.cooled`: before, the calls between kept it away), and the math
   each further input adds to the calls (:func:`.batch_estimate.added_ns`).
+
+A step whose repeats are whole updates one after another (each starts an optimizer step:
+a model trained batch by batch, a step being its epoch) is no chain of calls either: each
+update runs on the last one's weights, and one batched call over all the repeats would be
+one update on their batches together, another algorithm.  What batches is independent
+copies of the whole step, each on its own weights (the models of a hyperparameter sweep or
+an ensemble, stacked as ``torch.func.stack_module_state`` and ``vmap`` do), estimated per
+copy for :data:`COPIES` (:func:`copies_fix`): the step's calls once for all of them, the
+model's forward and backward at :data:`STACKED_CALL_COST` times their cost, and
+per copy the math its ops add, the elementwise ones too (each copy updates its own
+parameters and moments: the optimizer's per-element work grows with the copies).
 """
 
 from __future__ import annotations
@@ -36,8 +47,10 @@ import numpy as np
 
 from ...trace import Kind
 from ...units import fmt_ns
+from .. import roles as R
 from ..host_side import window_of
 from .batch_estimate import (
+    ELEMENT_NS,
     PROFILER_NS_PER_EVENT,
     BatchFix,
     Block,
@@ -66,6 +79,16 @@ CHAIN_REMEDY = ("Each repeated call reads its result into Python before the next
                 "all.")
 #: The copies of the step the estimate runs together (a vector environment's width).
 COPIES = 8
+#: The part of a step its runs of repeats cover for a loop of whole updates (as the tiny-op
+#: loop's batching reads its loops, :func:`.batch_estimate.loop_batch`).
+LOOP_COVER = 0.5
+#: A model's forward and backward called under ``torch.func.vmap`` of ``functional_call`` on
+#: stacked parameters over the same calls run eagerly, for one copy: vmap's batching rules
+#: and the parameters swapped into the module each call add their own cost per call (2.6x
+#: on two small MLPs, one shallow and one deep, whose steps are mostly per-call cost;
+#: 1.0-1.8x on a small conv net and a wider MLP, whose calls hold more math;
+#: ``benchmarks/corpus/stacked_cost.py``).
+STACKED_CALL_COST = 2.6
 
 
 def chained(ctx: Ctx, block: Block) -> bool:
@@ -175,6 +198,90 @@ def chain_fix(ctx: Ctx, host) -> ChainFix | None:
     if host is None or not len(ctx.rows) or ctx.facts.value("mode") != "training":
         return None
     return ctx.once(("chain_fix", host.lane), lambda: _chain_fix(ctx, host))
+
+
+@dataclass(frozen=True)
+class CopiesFix(BatchFix):
+    """:class:`.batch_estimate.BatchFix` of copies of a step made of whole updates: the
+    step's calls once for the copies (``unit_ns``), ``per_step`` updates a step, the
+    model's forward and backward calls ``model_ns`` of the step unprofiled."""
+
+    model_ns: float = 0.0
+
+    def basis(self) -> str:
+        cost, read = self.per_event
+        said = ("as fast as this capture ran its recorder" if read else
+                "a fixed figure: the capture cannot tell its own")
+        return (f" Estimate per copy, for {self.batch} independent copies of the step run "
+                f"together (the trace cannot show how many the program runs; more gain "
+                f"more): the step without the profiler's cost ({cost / 1e3:.2f} µs per "
+                f"recorded event, {said}), {fmt_ns(self.before_ns / self.batch)}, over its "
+                f"share of the copies' step, {fmt_ns(self.after_ns / self.batch)}: the "
+                f"step's calls once for all copies ({fmt_ns(self.unit_ns)}: the "
+                f"rest as it runs now, the model's forward and backward calls "
+                f"{self.model_ns / 1e6:.2f} ms at "
+                f"{STACKED_CALL_COST}x, the cost per call of a model called under "
+                f"torch.func.vmap on stacked parameters, measured on small models) and per "
+                f"copy the math its ops add "
+                f"({fmt_ns(self.added.ns)} a step: matmul FLOPs and {ELEMENT_NS} ns per "
+                f"element of the other ops, each copy's optimizer update on its own "
+                f"parameters included).")
+
+
+#: What removes the per-call cost of a step of whole updates, in words.
+COPIES_REMEDY = ("Each repeat is a whole update (forward, backward, optimizer step) on the "
+                 "last one's weights: the updates cannot be batched with each other (one "
+                 "update on their batches together is another algorithm). Independent "
+                 "copies of the step (the models of a hyperparameter sweep or an ensemble, "
+                 "their parameters stacked with torch.func.stack_module_state and the model "
+                 "called under torch.func.vmap, one update for the stacked parameters) pay "
+                 "each call's fixed cost once for them all.")
+
+
+def copies_fix(ctx: Ctx, host) -> CopiesFix | None:
+    """The estimate of running copies of a training step whose longest run of repeats is
+    whole updates (:func:`whole_updates`) that form no chain of reads, per copy; None
+    where the repeats are no such updates."""
+    if host is None or not len(ctx.rows) or ctx.facts.value("mode") != "training":
+        return None
+    return ctx.once(("copies_fix", host.lane), lambda: _copies_fix(ctx, host))
+
+
+def _copies_fix(ctx: Ctx, host) -> CopiesFix | None:
+    row = median_row(ctx, host)
+    blocks = repeated_blocks(ctx, host, row, cover=LOOP_COVER)
+    if not blocks or not whole_updates(ctx, blocks[0], host.lane) or chained_updates(
+            ctx, host) > 1.0:
+        return None  # a chain of updates batches neither way
+    s = ctx.trace.slices
+    every = step_slices(ctx, host, row)
+    a, b = step_window(ctx, host, row, every)
+    cost = per_event_ns(ctx, host.lane, PROFILER_NS_PER_EVENT)
+    step_ns = unprofiled_ns(float(b - a), len(every), cost[0])
+    add = added_ns(ctx, every[s.kind[every] == int(Kind.CPU_OP)], 1, COPIES)
+    model_ns = _model_calls_ns(ctx, host, every, cost[0])
+    shared = step_ns + (STACKED_CALL_COST - 1.0) * model_ns
+    return CopiesFix(COPIES * step_ns, shared + (COPIES - 1) * add.ns, shared, add, COPIES,
+                     blocks[0].count, f"{COPIES} copies of the step's updates", cost,
+                     model_ns=model_ns)
+
+
+def _model_calls_ns(ctx: Ctx, host, every: np.ndarray, per_event: float) -> float:
+    """ns, unprofiled, of the model's forward and backward calls among the step's slices
+    ``every`` and the Python between two of them (a module's own call): its outermost
+    framework ops in those roles outside the optimizer's steps."""
+    s = ctx.trace.slices
+    ops = every[s.kind[every] == int(Kind.CPU_OP)]
+    top = outermost(s.start, s.end, ops)
+    top = top[np.argsort(s.start[top], kind="stable")]
+    model = np.isin(R.host_roles(ctx.trace, top), (R.FORWARD, R.BACKWARD))
+    model &= ~starts_inside(ctx, optimizer_steps(ctx, host.lane), top)
+    if not model.any():
+        return 0.0
+    gaps = np.clip(s.start[top[1:]] - s.end[top[:-1]], 0, None)
+    between = float(gaps[model[:-1] & model[1:]].sum())
+    events = int(starts_inside(ctx, top[model], every).sum())
+    return unprofiled_ns(float(s.dur[top[model]].sum()), events, per_event) + between
 
 
 def _chain_fix(ctx: Ctx, host) -> ChainFix | None:

@@ -23,7 +23,15 @@ from .batch_estimate import (
 from .batching import small_batch
 from .call_overhead import compiled_call_costs
 from .causes import causes_by_name
-from .chained_calls import CHAIN_REMEDY, ChainFix, chain_fix, chained_updates
+from .chained_calls import (
+    CHAIN_REMEDY,
+    COPIES_REMEDY,
+    ChainFix,
+    CopiesFix,
+    chain_fix,
+    chained_updates,
+    copies_fix,
+)
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step
 from .eager_ops import measure as eager_measure
@@ -342,7 +350,8 @@ class TinyFixes:
     data work it keeps and of its calls where no unit repeats, :func:`_loop_fix`), the
     fused optimizer step's cost (``fused_ns``) and its replacement of the optimizer's loop
     ``alone``, an L2 penalty's ops (``pen``) and their removal (``cut``), and for a chained
-    step the copies run together (``chain``), which the estimate is then."""
+    step, or a model's loop whose repeats are whole updates, the copies run together
+    (``chain``, ``copies``), which the estimate is then."""
 
     fix: HostFix
     data_ns: float
@@ -352,12 +361,13 @@ class TinyFixes:
     pen: np.ndarray
     cut: HostFix
     chain: ChainFix | None
+    copies: CopiesFix | None = None
 
     @property
-    def est(self) -> HostFix | ChainFix:
-        """The finding's estimate: a chain's calls batch across copies of the step, not
-        each other."""
-        return self.chain or self.fix
+    def est(self) -> HostFix | ChainFix | CopiesFix:
+        """The finding's estimate: a chain's calls, and whole updates, batch across copies
+        of the step, not each other."""
+        return self.chain or self.copies or self.fix
 
 
 def _tiny_fixes(ctx: Ctx, host, m: TinyOps) -> TinyFixes:
@@ -375,7 +385,11 @@ def _tiny_fixes(ctx: Ctx, host, m: TinyOps) -> TinyFixes:
     pen = penalty_ops(ctx, ops, opt, m.n_steps)  # an L2 penalty's loop: weight decay removes it
     cut = _loop_fix(ctx, host, ops[pen], m.between[pen], m.wall, ops[:0],
                     penalty_cost_ns(ctx, ops[pen]))[0]
-    return TinyFixes(fix, data_ns, once_ns, fused_ns, alone, pen, cut, chain_fix(ctx, host))
+    chain = chain_fix(ctx, host)
+    model = ops[tiny & ~mine]  # whole updates in its repeats batch as copies of the step
+    copies = (copies_fix(ctx, host) if chain is None and len(model) and m.loops.model
+              and loop_batch(ctx, host, model) is not None else None)
+    return TinyFixes(fix, data_ns, once_ns, fused_ns, alone, pen, cut, chain, copies)
 
 
 def _tiny_causes(ctx: Ctx, m: TinyOps) -> list:
@@ -391,7 +405,8 @@ def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
     """The finding's summary: the loop, what removes it and the estimate's basis."""
     s = ctx.trace.slices
     t = m.ops[m.tiny]
-    remedy = (CHAIN_REMEDY if x.chain else _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
+    remedy = (CHAIN_REMEDY if x.chain else COPIES_REMEDY if x.copies else
+              _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
               ) + _data_note(x.data_ns, x.once_ns, m.n_steps)
     return (f"{int(m.tiny.sum()) / m.n_steps:,.0f} tiny framework ops per steady-state "
             f"iteration (median {fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} "
