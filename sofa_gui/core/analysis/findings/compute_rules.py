@@ -15,6 +15,7 @@ from ..device_side import DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..results import Evidence, Finding
 from .augment_layers import estimate_augment_in_step
+from .bucket_chain import estimate_buckets
 from .causes import causes_by_name
 from .context import (
     Ctx,
@@ -70,7 +71,9 @@ def communication_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"Collectives not overlapped with compute take {pct(share)} of steady-state "
                f"iteration time on {d.label}; {pct(overlap)} of all communication time is "
                f"hidden behind compute.")
-    return _ranks_finding(ctx, spec, share, summary, evidence, causes)
+    f = _ranks_finding(ctx, spec, share, summary, evidence, causes)
+    estimate_buckets(ctx, f, None)
+    return f
 
 
 def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
@@ -101,7 +104,9 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"The main thread of {host.label} is in, waits for or fills the buffers of "
                f"collectives {pct(share)} of steady-state iteration time (CPU collectives: "
                f"the wait is the time until every rank has sent its part).")
-    return _ranks_finding(ctx, spec, share, summary, evidence, causes)
+    f = _ranks_finding(ctx, spec, share, summary, evidence, causes)
+    estimate_buckets(ctx, f, host)
+    return f
 
 
 def _ranks_finding(ctx: Ctx, spec: Rule, share: float, summary: str, evidence, causes):

@@ -296,8 +296,11 @@ FIXES: dict[str, list[Fix]] = {
     ],
     "communication_bound": [
         Fix(_PT, "Overlap gradient all-reduce with backward: DistributedDataParallel with a "
-                 "tuned bucket_cap_mb (e.g. 25 -> 50..100 MB), gradient_as_bucket_view=True; "
-                 "FSDP with backward_prefetch.", modes=_TRAIN),
+                 "tuned bucket_cap_mb (e.g. 25 -> 50..100 MB); FSDP with backward_prefetch.",
+            modes=_TRAIN, gain="chain", name="bucket size"),
+        Fix(_PT, "DistributedDataParallel(..., gradient_as_bucket_view=True): the gradients "
+                 "are views of the buckets, so the reduced buckets are not copied back.",
+            modes=_TRAIN),
         Fix(_PT, "Communicate less often or less: gradient accumulation with model.no_sync(), "
                  "DDP communication hooks for FP16/BF16 or PowerSGD compression.",
             modes=_TRAIN),
