@@ -62,12 +62,13 @@ def corpus_capture(case: str, k: int = 0) -> Path:
     return corpus_case(case)[1][k]
 
 
-def corpus_fix_speedup(case: str) -> float:
-    """The speed-up a corpus case's truth measures for its fix, without the profiler."""
+def corpus_fix_speedup(case: str, variant: str = "") -> float:
+    """The speed-up a corpus case's truth measures for its fix (or for ``variant``, a
+    change measured beside it), without the profiler."""
     import json
 
-    truth = corpus_capture(case, 0).parent / "truth.json"
-    return json.loads(truth.read_text())["fix"]["speedup"]
+    truth = json.loads((corpus_capture(case, 0).parent / "truth.json").read_text())
+    return truth["variants"][variant]["speedup"] if variant else truth["fix"]["speedup"]
 
 
 @functools.cache

@@ -203,6 +203,7 @@ DQN_BATCH, GAMMA, TAU, ENV_STEPS = 128, 0.99, 0.005, 4
 @case("pt_train_dqn_replay_deque", "pytorch", "training", 6,
       facts("training", optimizer="adamw"), split="tuned", warmup=3,
       fix="a replay memory of preallocated tensors sampled with torch.randint",
+      share_from_fix="host_overhead", share_variant="adamw_fused",
       tags=["reinforcement", "dqn", "replay_buffer", "tutorial"])
 def pt_train_dqn_replay_deque(variant):
     """The PyTorch DQN tutorial's training loop on CartPole (the dynamics in Python): per
@@ -214,14 +215,16 @@ def pt_train_dqn_replay_deque(variant):
     target network's, ``clip_grad_value_``, ``AdamW(amsgrad=True)``, and the target
     network soft-updated key by key through ``state_dict()``.  A captured step is 4
     environment steps.  The fix keeps the memory in preallocated tensors and samples it
-    with ``torch.randint``."""
+    with ``torch.randint``; the optimizer's per-tensor loop is measured apart: its share is
+    what ``AdamW(amsgrad=True, fused=True)`` saves (``adamw_fused``)."""
     torch.manual_seed(0)
     random.seed(0)
     fixed = variant == "fix"
     env = CartPole(seed=3)
     policy_net, target_net = DQN(), DQN()
     target_net.load_state_dict(policy_net.state_dict())
-    optimizer = torch.optim.AdamW(policy_net.parameters(), lr=1e-4, amsgrad=True)
+    optimizer = torch.optim.AdamW(policy_net.parameters(), lr=1e-4, amsgrad=True,
+                                  fused=variant == "adamw_fused" or None)
     memory = TensorMemory(10000, 4) if fixed else ReplayMemory(10000)
     state = torch.tensor(env.reset(), dtype=torch.float32).unsqueeze(0)
     done_steps = [0]

@@ -107,7 +107,8 @@ def test_a_chain_of_whole_updates_is_neither_copies_nor_one_batched_loop(k):
     f = next(f for f in a.findings if f.id == "op_overhead_bound")
     assert "are a chain" not in f.summary
     assert "other tiny ops per update, the updates a chain" in f.summary
-    assert f.estimated_speedup < 1.25  # the fused optimizer alone, 1.13x measured
+    fused = measured(UPDATE_CHAIN, "adamw_fused")  # the optimizer's loop, measured apart
+    assert f.estimated_speedup == pytest.approx(fused, rel=0.25)
     assert a.verdict.bound == "compute"
 
 

@@ -38,13 +38,7 @@ SPLIT = ("pt_train_numpy_rotate_nw2",)
 
 #: Findings of a fix the truth does not measure, so their bound is not among its shares,
 #: and why they hold: case -> why (a strict xfail of the false-positive test).
-UNMEASURED = {
-    "pt_train_dqn_replay_deque": "compute 0.80, input 0.20 measured (the deque sampled "
-                                 "and concatenated); reads op_overhead_bound at 0.70 on "
-                                 "both captures: the optimizer's loop of tiny ops, 1.13x "
-                                 "for AdamW(fused=True), about what a fused AdamW gains on "
-                                 "this loop, a fix the truth does not measure",
-}
+UNMEASURED: dict[str, str] = {}
 
 
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First

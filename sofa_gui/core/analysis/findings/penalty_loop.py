@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..grad_facts import EVALUATE
 from .context import Ctx
 from .work import input_dims
 
@@ -23,7 +24,6 @@ from .work import input_dims
 PENALTY_FIX = "weight decay in the optimizer"
 #: Penalty terms (``pow`` on a parameter's shape) a step must show to read as a loop.
 MIN_TERMS = 8
-_NODE = "autograd::engine::evaluate_function: "
 
 
 def penalty_ops(ctx: Ctx, ops: np.ndarray, opt: np.ndarray, n_steps: int) -> np.ndarray:
@@ -53,7 +53,7 @@ def penalty_ops(ctx: Ctx, ops: np.ndarray, opt: np.ndarray, n_steps: int) -> np.
             out[k + 2], adds = True, adds + 1
     if out[[n == "aten::pow" for n in nm]].sum() < MIN_TERMS * max(n_steps, 1):
         return np.zeros(len(ops), bool)
-    node = np.array([n.removeprefix(_NODE) for n in nm]) if nm else np.array([], str)
+    node = np.array([EVALUATE.sub("", n) for n in nm]) if nm else np.array([], str)
     out |= np.isin(node, ("PowBackward0", "SumBackward0"))
     grads = node == "AddBackward0"
     if grads.sum() <= adds + n_steps:

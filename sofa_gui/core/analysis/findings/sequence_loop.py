@@ -42,6 +42,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
+from ..grad_facts import EVALUATE
 from ..results import Evidence, Finding
 from .batch_estimate import (
     PROFILER_NS_PER_EVENT,
@@ -75,8 +76,6 @@ MIN_REPEATS = 4
 #: A repeat of more outermost calls than this is no small module called per position (a
 #: whole request's token-by-token decode repeats per request).
 MAX_UNIT = 8
-#: A recorded call of an autograd node (the backward's repeats are made of them).
-AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
 #: Recurrent cells and the layer that runs the same weights over a whole sequence.
 CELL_LAYER = {"aten::lstm_cell": "nn.LSTM", "aten::gru_cell": "nn.GRU",
               "aten::rnn_tanh_cell": "nn.RNN", "aten::rnn_relu_cell": "nn.RNN"}
@@ -294,7 +293,7 @@ def _is_backward(ctx: Ctx, x: Block, fwd: Block, pick: str, split: int | None,
     if x.start < fwd.end or not fwd.count - 2 <= x.count <= fwd.count:
         return False
     head = _unit(ctx, x)[: x.period]
-    if not all(AUTOGRAD.match(names[int(n)]) for n in s.name[head]):
+    if not all(EVALUATE.match(names[int(n)]) for n in s.name[head]):
         return False
     node = PICK_NODE.get(pick, _node_of(pick))
     seen = _unit(ctx, x) if split is None else every[s.start[every] >= x.start]
@@ -303,7 +302,7 @@ def _is_backward(ctx: Ctx, x: Block, fwd: Block, pick: str, split: int | None,
 
 def _bare(name: str) -> str:
     """An autograd node's call without its prefix and version (``SelectBackward``)."""
-    return AUTOGRAD.sub("", name).rstrip("0123456789")
+    return EVALUATE.sub("", name).rstrip("0123456789")
 
 
 @dataclass(frozen=True)
