@@ -178,7 +178,7 @@ class Forecaster(nn.Module):
 
 
 @case("pt_train_forecast_pandas_windows", "pytorch", "training", 5,
-      facts("training", dataloader_workers=0, optimizer="adam"), split="holdout", warmup=3,
+      facts("training", dataloader_workers=0, optimizer="adam"), split="tuned", warmup=3,
       fix="compute the features once over the frame, slice windows from one tensor",
       also=("num_workers=2",), tags=["dataloader", "pandas", "timeseries", "lstm"])
 def pt_train_forecast_pandas_windows(variant):
@@ -192,7 +192,7 @@ def pt_train_forecast_pandas_windows(variant):
     torch.manual_seed(0)
     df = hourly_frame()
     data = FeatureTensor(df) if variant == "fix" else LoadWindows(df)
-    n = workers(variant)
+    n = 0 if variant == "fix" else workers(variant)  # the fix keeps the main-process loader
     loader = DataLoader(data, batch_size=16, shuffle=True, num_workers=n,
                         persistent_workers=n > 0, generator=torch.Generator().manual_seed(0))
     model = Forecaster()
@@ -289,7 +289,7 @@ class FraudScorer(nn.Module):
 
 
 @case("pt_infer_traced_per_request", "pytorch", "inference", 6,
-      facts("inference", batch=1, compiled="torch.jit.trace"), split="holdout", warmup=4,
+      facts("inference", batch=1, compiled="torch.jit.trace"), split="tuned", warmup=4,
       fix="score the step's 128 transactions as one batch through the traced model",
       share_from_fix="host_overhead", per_item=128, fix_per_item=128,
       tags=["server", "batch1", "torchscript", "trace", "no_dataloader"])

@@ -55,6 +55,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from .causes import self_times
 from .context import Ctx
+from .host_fill import host_fill_ns
 from .recorder_cost import per_event_ns
 from .work import elements, input_dims, outermost, starts_inside
 
@@ -287,11 +288,13 @@ def _large_matmul_rate(ctx: Ctx) -> float:
 @dataclass(frozen=True)
 class Added:
     """What one more input adds to a unit (ns, unprofiled), and whether its matmul rate is
-    the trace's own (``measured``) or assumed."""
+    the trace's own (``measured``) or assumed; ``fill_ns`` of it copies the Python numbers
+    its tensors are made from (:mod:`.host_fill`)."""
 
     ns: float
     matmul_ns: float
     measured: bool
+    fill_ns: float = 0.0
 
 
 def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
@@ -302,7 +305,9 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     own time (less the profiler's cost of recording them and the calls directly inside
     them), the other innermost ops' smallest tensor input at :data:`ELEMENT_NS` per element
     (with ``elementwise``; without, a loop's per-item ops are taken to batch into ops
-    whose per-element cost is small beside their fixed one)."""
+    whose per-element cost is small beside their fixed one), and the copy of the Python
+    numbers its tensors are made from (:func:`.host_fill.host_fill_ns`: one batched tensor
+    copies every input's)."""
     s = ctx.trace.slices
     names = ctx.trace.names
     own = self_times(ctx, ops).astype(np.float64)
@@ -327,8 +332,9 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
             sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
             other += min(sizes, default=0) * ELEMENT_NS
     mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
+    fill = host_fill_ns(ctx, ops, cost)
     n = max(units, 1)
-    return Added((mm_ns + other) / n, mm_ns / n, measured)
+    return Added((mm_ns + other + fill) / n, mm_ns / n, measured, fill / n)
 
 
 #: The quantile of a call's own times taken as its fixed cost, where shapes are unknown.
@@ -389,6 +395,11 @@ class BatchFix:
     def speedup(self) -> float:
         return self.before_ns / max(self.after_ns, 1e-6)
 
+    def _fill(self) -> str:
+        f = self.added.fill_ns
+        return (f", {fmt_ns(f)} copying the Python numbers its tensors are made from"
+                if f > 0 else "")
+
     def basis(self) -> str:
         """The estimate's basis in words, for the finding's summary."""
         rate = ("the trace's own large matmuls' rate" if self.added.measured else
@@ -404,8 +415,9 @@ class BatchFix:
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
                 f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time, "
-                f"{ELEMENT_NS} ns per element of the other ops), the rest of the step as it "
-                f"is; batching {self.batch} inputs saves at most {self.batch}x per input.")
+                f"{ELEMENT_NS} ns per element of the other ops{self._fill()}), the rest of "
+                f"the step as it is; batching {self.batch} inputs saves at most "
+                f"{self.batch}x per input.")
 
 
 def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> BatchFix | None:
@@ -443,7 +455,7 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
 
 
 def _plus(add: Added, ns: float) -> Added:
-    return Added(add.ns + ns, add.matmul_ns, add.measured) if ns else add
+    return Added(add.ns + ns, add.matmul_ns, add.measured, add.fill_ns) if ns else add
 
 
 #: Steps sampled for the work of a step that answers one request.
