@@ -183,7 +183,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("over the sequence", ("one call over the sequence",)),
                ("augmentation mapped", ("augmentation in the input pipeline",)),
                ("computed once", ("frozen part computed once",)),
-               ("weight_decay", ("weight decay in the optimizer",)))
+               ("weight_decay", ("weight decay in the optimizer",)),
+               ("np.stack the samples", ("one conversion per batch",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:
