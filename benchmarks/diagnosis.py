@@ -184,7 +184,8 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("augmentation mapped", ("augmentation in the input pipeline",)),
                ("computed once", ("frozen part computed once",)),
                ("weight_decay", ("weight decay in the optimizer",)),
-               ("MB buckets", ("bucket size",)))
+               ("MB buckets", ("bucket size",)),
+               ("np.stack the samples", ("one conversion per batch",)))
 
 
 def offer(findings: list[dict], what: str) -> tuple[float | None, dict, bool]:

@@ -47,8 +47,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
     "tf_tape_ema_weights_by_hand": "input 0.04 measured; both captures add "
                                    "input_pipeline_bound at 0.57 beside a compute verdict",
 }, "verdict": {
-    "jax_train_list_batches": "input 0.65 measured (jnp.array of a list of 512 samples each "
-                              "step); the trace reads host overhead 0.76 and 0.82, no finding",
     "pt_ddp_gloo_fp16_compress_hook": "communication 0.56 measured (what the loop without DDP "
                                       "saves); the trace reads compute 0.61 and 0.55, "
                                       "communication 0.39 and 0.45 on rank 0",

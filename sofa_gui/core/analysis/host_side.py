@@ -5,9 +5,11 @@ Categories, with their overlap priority (first wins where slices nest):
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
    ``IteratorGetNext`` and similar spans, with everything inside them; a batch's
    conversion from host data (``tf.convert_to_tensor``) with the untraced time before
-   it, in which the loop built the batch; and, after the main thread's own slices and
-   what other threads run for it, the loader started again between two fetches of one
-   iteration (:mod:`.loader_restarts`: an epoch's ``iter(loader)`` starting its workers);
+   it, in which the loop built the batch; JAX's ``jnp.array`` / ``jnp.asarray`` called
+   by the code that calls the compiled step (the batch made a JAX array for it); and,
+   after the main thread's own slices and what other threads run for it, the loader
+   started again between two fetches of one iteration (:mod:`.loader_restarts`: an
+   epoch's ``iter(loader)`` starting its workers);
 2. ``sync`` -- the host blocked on the device: ``cudaDeviceSynchronize``,
    stream/event syncs, blocking ``cudaMemcpy``, ``aten::item``, and copy calls
    that read back a device-to-host copy (``.cpu()``);
@@ -58,7 +60,9 @@ from ..units import lane_title
 from . import roles as R
 from .codec import register
 from .intervals import paint
+from .iterations.dispatch import compiled_step_calls
 from .loader_restarts import restarts
+from .self_time import parents
 from .tfdata import pyfunc_ids, tf_data_lanes
 
 HOST_CATEGORIES = ("data_loading", "forward", "backward", "optimizer", "communication",
@@ -161,6 +165,10 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     hb = hidx[R.host_roles(trace, hidx) == R.BACKWARD]
     waited = R.waits_for(trace, hidx)
     conv, prep = _batch_conversions(trace, idx)
+    jconv = _jax_batch_conversions(trace, main, idx)
+    if len(jconv):
+        conv = np.sort(np.concatenate([conv, jconv]))
+        prep = (np.r_[prep[0], s.start[jconv]], np.r_[prep[1], s.end[jconv]])
     parts = ([(conv, "data_loading")]
              + [(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
@@ -243,6 +251,30 @@ def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple
     before = np.where(conv > 0, reach[np.maximum(conv - 1, 0)], s.start[idx[conv]])
     lo = np.where(conv > 0, np.minimum(before, s.start[idx[conv]]), s.start[idx[conv]])
     return idx[conv], (lo.astype(np.int64), s.end[idx[conv]].astype(np.int64))
+
+
+#: ``jnp.array`` / ``jnp.asarray`` as JAX's Python tracer records them.
+JAX_CONVERSION = re.compile(r"^\$array_constructors\.py:\d+ (array|asarray)$")
+
+
+def _jax_batch_conversions(trace: Trace, lane: int, idx: np.ndarray) -> np.ndarray:
+    """The thread's ``jnp.array`` / ``jnp.asarray`` calls (Python tracer frames) made by a
+    frame that also calls the compiled step (the jitted function with the most compiled
+    work, :func:`.iterations.dispatch.compiled_step_calls`): the loop's code converting
+    host data, a Python list of samples or a numpy batch, into the arrays it passes to the
+    step, which is the batch's making (``jnp.array`` of a list of arrays walks the list in
+    Python: its dtypes, its tree, one copy per element).  A conversion inside a library
+    call (JAX's indexing converting an index) or inside the step's own code has another
+    caller and is left to its caller's role."""
+    s = trace.slices
+    names = trace.memo("host_side.jax_conversion_ids",
+                       lambda: trace.name_ids(JAX_CONVERSION.match))
+    conv = idx[np.isin(s.name[idx], names)] if len(names) else idx[:0]
+    if not len(conv):
+        return conv.astype(np.int64)
+    par = parents(trace)
+    callers = par[compiled_step_calls(trace, lane)]
+    return conv[np.isin(par[conv], callers[callers >= 0])].astype(np.int64)
 
 
 def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarray:

@@ -271,6 +271,7 @@ GAIN_NEEDS = {"cores": "free CPU cores (one per worker)",
               "removes": "no extra core (the work is removed, not moved)",
               "restarts": "no extra core (the loader's start-up is paid once, not every epoch)",
               "chain": "no extra core (the collectives send the same bytes, at other times)",
+              "list_conversion": "no extra core (the list's walk in Python is removed)",
               "none": "not estimated",
               CONDITIONAL: "a fact the trace does not prove (not estimated)"}
 

@@ -84,6 +84,10 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_JAX, "Feed batches from a background thread (flax.jax_utils.prefetch_to_device or "
                   "a grain pipeline) so the next batch is on device before the jitted step "
                   "returns.", gain="core", name="background prefetch"),
+        Fix(_JAX, "Stack the samples in numpy and convert the batch once: "
+                  "jnp.asarray(np.stack(images)) instead of jnp.array(images); jnp.array of a "
+                  "Python list checks every element's dtype and shape in Python.",
+            gain="list_conversion", name="one conversion per batch"),
     ],
     "host_device_copy_bound": [
         Fix(_PT, "Copy from pinned memory: tensor.pin_memory() (or pin_memory=True in the loader); "

@@ -43,6 +43,7 @@ from .causes import nested_in
 from .context import Ctx, amdahl
 from .host_estimate import HostFix, rest_math
 from .input_estimate import tf_removal_gain
+from .recorder_cost import tracer_per_event_ns
 
 #: Compute on one core runs this much slower while another core is busy, when the trace
 #: carries no measured factor (run fact ``cpu_interf``): separate cores still share the
@@ -56,6 +57,37 @@ DEFAULT_INTERFERENCE = 1.15
 PACED = 0.5
 AMDAHL_WHY = "no extra core: the work is done once, not every step, if the data can be " \
              "prepared ahead"
+
+
+def _in_process(ctx: Ctx, host, share: float) -> tuple[float, str, float]:
+    """Amdahl on the loading share ``share`` of a loading run on the loop's thread.  Where
+    JAX's Python tracer records the thread (:func:`.recorder_cost.tracer_per_event_ns`),
+    its cost per event lies where the events are, not evenly: a batch made in Python
+    records thousands of frames a step beside the compiled step's few, so both sides are
+    read without it (their captured time less the cost of the events each records; a
+    ``share`` of part of the loading with its part of the loading's events)."""
+    per_event = tracer_per_event_ns(ctx, host.lane)
+    r, s = ctx.rows, ctx.trace.slices
+    dl = host.role_slices.get("data_loading", np.zeros(0, np.int64))
+    if per_event is None or not len(r) or not len(dl):
+        return amdahl(share), AMDAHL_WHY, 0.9
+    st = s.start[ctx.trace.lane_slices(host.lane)]
+    steady = ctx.in_steady(st, host.starts, host.ends)
+    a, b = union(s.start[dl], s.end[dl])
+    k = np.searchsorted(a, st, side="right") - 1
+    loading_events = float((steady & (k >= 0) & (st < b[np.maximum(k, 0)])).sum())
+    wall = float((host.ends[r] - host.starts[r]).sum())
+    loading = float(host.column("data_loading")[r].sum())
+    bare_wall = wall - float(steady.sum()) * per_event
+    # the part ``share`` is of the loading keeps its part of the loading's own events
+    bare = share * wall * max(loading - loading_events * per_event, 0.0) / max(loading, 1.0)
+    if bare_wall <= 0 or bare >= bare_wall:
+        return amdahl(share), AMDAHL_WHY, 0.9
+    return amdahl(bare / bare_wall), (
+        f"{AMDAHL_WHY}; the loading {pct(bare / bare_wall)} of the step without the Python "
+        f"tracer's {per_event / 1e3:.2f} µs for each of the events it records "
+        f"({loading_events / len(r):,.0f} a step in the loading, "
+        f"{(float(steady.sum()) - loading_events) / len(r):,.0f} in the rest)"), 0.9
 
 
 def core_interference(ctx: Ctx) -> tuple[float, str, float]:
@@ -108,10 +140,10 @@ def removal_gain(ctx: Ctx, host, share: float) -> tuple[float, str, float]:
         return tf
     fetches = _fetches(ctx, host)
     if ctx.facts.value("dataloader") != "workers" or not len(fetches):
-        return amdahl(share), AMDAHL_WHY, 0.9
+        return _in_process(ctx, host, share)
     w = worker_wait(ctx, host, fetches)
     if share < PACED or w.wait < PACED * share:
-        return amdahl(share), AMDAHL_WHY, 0.9
+        return _in_process(ctx, host, share)
     r, s = ctx.rows, ctx.trace.slices
     rows = (host.ends[r] - host.starts[r]).astype(np.float64)
     wall = float(rows.sum()) or 1.0

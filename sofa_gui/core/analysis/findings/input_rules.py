@@ -16,7 +16,7 @@ from ...units import fmt_pct as pct
 from ..intervals import union
 from ..results import Evidence, Finding
 from ..run_facts import handover_parts, send_parts
-from . import loader_plan
+from . import list_conversion, loader_plan
 from .causes import causes_by_name, nested_in, self_times
 from .context import (
     BELOW,
@@ -100,9 +100,17 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes, sev=sev,
                      fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
                                            _input_fix_gain(ctx, rest, fix)),
-                     unseen=lambda fix: back.unseen() if fix.gain == "restarts" else "")
+                     unseen=lambda fix: _unseen(ctx, back, fix))
     f.paced = paced
     return f
+
+
+def _unseen(ctx: Ctx, back, fix) -> str:
+    """Why a fix's cause is not in this trace ("" where it is): the loader's restarts, a
+    batch converted from a list walked in Python."""
+    if fix.gain == "restarts":
+        return back.unseen()
+    return list_conversion.unseen(ctx) if fix.gain == "list_conversion" else ""
 
 
 def _cores_taken(ctx: Ctx, host_only: bool) -> tuple[float, str]:
@@ -159,6 +167,8 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
     done once) by Amdahl only; (speed-up, why, confidence factor of the assumption)."""
     if fix.gain == "removes":
         return removal_gain(ctx, ctx.bd.host, share)
+    if fix.gain == "list_conversion":
+        return list_conversion.list_conversion_gain(ctx)
     if fix.gain == "cores" and fix.fact == "dataloader" and \
             ctx.facts.value("dataloader") == "single_process":
         return _loader_plan_gain(ctx, share)
