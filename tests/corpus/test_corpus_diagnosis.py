@@ -41,8 +41,6 @@ UNMEASURED = {
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
     "pt_train_numpy_rotate_nw2": "input 0.60 measured; capture 1 reads input, capture 2 "
                                  "compute: two readings",
-    "tf_tape_ema_weights_by_hand": "input 0.04 measured; both captures add "
-                                   "input_pipeline_bound at 0.57 beside a compute verdict",
 }, "verdict": {
     "jax_train_list_batches": "input 0.65 measured (jnp.array of a list of 512 samples each "
                               "step); the trace reads host overhead 0.76 and 0.82, no finding",
@@ -54,9 +52,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
                                  "communication 0.46 and 0.43 on rank 0",
     "pt_train_numpy_rotate_nw2": "input 0.60 measured (two loader workers behind the step); "
                                  "capture 2 reads compute",
-    "tf_tape_ema_weights_by_hand": "host overhead 0.66 measured (the eager per-variable EMA "
-                                   "loop, 2.71x in one tf.function); both captures read "
-                                   "compute",
 }}
 
 
