@@ -144,7 +144,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
         "prefetched from memory: compute-bound, nothing to fix.")
     fit_case("tf_fit_generator_tokenized_text",
              fit_spec("run", data=review_dataset, net=review_model), fit_facts, 16,
-             split="holdout", warmup=3,
+             split="tuned", warmup=3,
              fix="TextVectorization in a parallel map over raw-text batches + prefetch",
              share_from_fix="input", share_variant="bare", also=("prefetch",),
              tags=["keras_fit", "tf_data", "generator", "text"])
@@ -169,7 +169,7 @@ def tabular_batches(features: int = 64, batch: int = 256) -> tf.data.Dataset:
 
 
 @case("tf_tape_ema_weights_by_hand", "tensorflow", "training", 8,
-      {**TF, "mode": "training", "tf_data": True}, split="holdout", warmup=4,
+      {**TF, "mode": "training", "tf_data": True}, split="tuned", warmup=4,
       fix="the EMA update in one tf.function", share_from_fix="host_overhead",
       tags=["gradient_tape", "ema", "eager"])
 def tf_tape_ema_weights_by_hand(variant):

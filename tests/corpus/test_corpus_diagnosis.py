@@ -44,15 +44,10 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-    "tf_tape_ema_weights_by_hand": "input 0.04 measured; both captures add "
-                                   "input_pipeline_bound at 0.57 beside a compute verdict",
 }, "verdict": {
     "pt_ddp_gloo_fp16_compress_hook": "communication 0.56 measured (what the loop without DDP "
                                       "saves); the trace reads compute 0.61 and 0.55, "
                                       "communication 0.39 and 0.45 on rank 0",
-    "tf_tape_ema_weights_by_hand": "host overhead 0.66 measured (the eager per-variable EMA "
-                                   "loop, 2.71x in one tf.function); both captures read "
-                                   "compute",
 }}
 
 

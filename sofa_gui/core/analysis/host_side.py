@@ -227,6 +227,14 @@ BATCH_CONVERSION = re.compile(r"^tf\.constant$|^tf\.convert_to_tensor$|^_?EagerC
 #: conversion says what the converted tensor is for.
 _EAGER_RUN = re.compile(r"^EagerLocalExecute: ")
 _VARIABLE_WRITE = re.compile(r"^EagerLocalExecute: Assign(Add|Sub)?VariableOp$")
+_STATE_MATH_OPS = (r"ReadVariableOp|Mul|AddV2|Add|AddN|Sub|RealDiv|Div|DivNoNan|Neg|Sqrt"
+                   r"|Rsqrt|Square|SquaredDifference|Pow|Exp|Log|Log1p|Maximum|Minimum|Abs"
+                   r"|Sign|Reciprocal|ClipByValue|Cast|Identity")
+#: TensorFlow's elementwise arithmetic and variable reads, by op name: what an update of a
+#: variable from its own value and others' is made of (``ema.assign(decay * ema + (1 -
+#: decay) * w)``, ``v.assign_sub(lr * m)``): no read of data, no matmul, no function call.
+TF_STATE_MATH = re.compile(rf"^({_STATE_MATH_OPS})$")
+_STATE_MATH = re.compile(rf"^EagerLocalExecute: ({_STATE_MATH_OPS})$")
 
 
 def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -237,7 +245,9 @@ def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple
     records runs then), so it is input preparation with the conversion itself.  A
     conversion whose tensor the next eager op writes into a variable
     (``AssignVariableOp``: Keras's ``train_on_batch`` resetting its metrics, a loop's
-    ``variable.assign(value)``) sets state, not a batch: it is not input."""
+    ``variable.assign(value)``), or that only elementwise arithmetic on variables' values
+    separates from the next variable write (a Python number in ``ema.assign(decay * ema +
+    (1 - decay) * w)``), sets state, not a batch: it is not input."""
     s = trace.slices
     names = trace.memo("host_side.conversion_ids",
                        lambda: trace.name_ids(BATCH_CONVERSION.match))
@@ -279,20 +289,26 @@ def _jax_batch_conversions(trace: Trace, lane: int, idx: np.ndarray) -> np.ndarr
 
 def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarray:
     """Per conversion ``idx[conv]`` (``idx`` in start order): whether the first eager op
-    the thread runs after it is a variable write."""
+    the thread runs after it, past elementwise arithmetic and variable reads
+    (:data:`TF_STATE_MATH`), is a variable write."""
     if not len(conv):
         return np.zeros(0, bool)
     s = trace.slices
     run = trace.memo("host_side.eager_run_ids", lambda: trace.name_ids(_EAGER_RUN.match))
     write = trace.memo("host_side.variable_write_ids",
                        lambda: trace.name_ids(_VARIABLE_WRITE.match))
+    math = trace.memo("host_side.state_math_ids", lambda: trace.name_ids(_STATE_MATH.match))
     ops = np.flatnonzero(np.isin(s.name[idx], run))
     if not len(ops) or not len(write):
         return np.zeros(len(conv), bool)
+    names = s.name[idx[ops]]
+    # each op's first later op that is not state arithmetic (itself where it is not)
+    other = np.flatnonzero(~np.isin(names, math))
     nxt = np.searchsorted(s.start[idx[ops]], s.end[idx[conv]], side="left")
-    has = nxt < len(ops)
+    stop = np.searchsorted(other, nxt, side="left")
+    has = stop < len(other)
     out = np.zeros(len(conv), bool)
-    out[has] = np.isin(s.name[idx[ops[nxt[has]]]], write)
+    out[has] = np.isin(names[other[stop[has]]], write)
     return out
 
 

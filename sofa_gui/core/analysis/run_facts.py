@@ -16,7 +16,8 @@ mode         training / inference                             backward/optimizer
                                                               TF gradient ops, XLA
                                                               grad / update names; the
                                                               HLO of the XLA programs
-                                                              run (:mod:`.xla_mode`)
+                                                              run (:mod:`.xla_mode`), a
+                                                              TF variable decremented
 ranks        world size (``detail``: this trace's ranks)       distributed info
 cpu_cores    logical cores of the profiled machine            recording manifest, SOFA
                                                               misc.txt, trace metadata
@@ -191,6 +192,13 @@ TRAINING_NAMES = (r"Backward0$|^autograd::engine|^Optimizer\.step|^Optimizer\.ze
 #: writes weights and slots with ``Assign{Add,Sub}VariableOp``, TF's own optimizers with
 #: ``ResourceApply*``), so a run with none has trained no weight.
 _TF_WRITES = _TF_OP + r"(Assign(Add|Sub)?VariableOp$|Resource(Sparse)?Apply|ResourceScatter)"
+#: A TensorFlow variable decremented: an optimizer's update of a weight (Keras 3 applies
+#: every optimizer's step with ``variable.assign_sub``, as a hand-written SGD step does),
+#: where no op is named for the gradient (an embedding's gradient is an
+#: ``UnsortedSegmentSum``, a matmul's a ``MatMul``) and the step's function is not named
+#: for training (Keras 3 runs ``fit``, ``evaluate`` and ``predict`` each as a
+#: ``multi_step_on_iterator``).  Inference writes no variable, and metrics only add.
+_TF_DECREMENT = _TF_OP + r"AssignSubVariableOp$"
 
 
 @probe
@@ -201,6 +209,9 @@ def _mode(trace: Trace) -> list[Fact]:
     rx = re.compile(TRAINING_NAMES)
     f = training_program(trace, rx)  # the HLO of a program that ran
     if f is not None:
+        return [f]
+    f = named(trace, "mode", "training", _TF_DECREMENT, "a variable decremented")
+    if f.known:
         return [f]
     ops = _framework_ops(trace)
     fw = _framework(trace)[0].value

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import roles as R
-from ..host_side import window_of
+from ..host_side import TF_STATE_MATH, window_of
 from ..intervals import measure_in, union
 from ..iterations.dispatch import compiled_step_calls, function_module, module_of, step_dispatches
 from .context import Ctx
@@ -197,3 +197,42 @@ def _tf_eager_step(ctx: Ctx, host) -> bool:
     eager = outermost(s.start, s.end, mine[np.isin(s.name[mine],
                                                    ctx.trace.name_ids(TF_EAGER.match))])
     return len(eager) >= MIN_DISPATCHES * len(r)
+
+
+#: TensorFlow's eager ops by name (their kernels run inside them, on the calling thread).
+_TF_EAGER_OP = re.compile(r"^EagerLocalExecute: (.+)$")
+#: Variable writes, by op name.
+_TF_WRITE = re.compile(r"^Assign(Add|Sub)?VariableOp$")
+
+
+def tf_eager_update(ctx: Ctx, host) -> bool:
+    """Whether, in a training run, the steady steps run a compiled TensorFlow function and
+    beside it at least :data:`MIN_DISPATCHES` eager ops a step, nearly all
+    (:data:`ARITHMETIC_SHARE`) elementwise arithmetic on variables and variable reads and
+    writes (:data:`..host_side.TF_STATE_MATH`), some of them writes: the state updated op
+    by op from Python (a moving average of the weights, a hand-written optimizer), a loop
+    that ``tf.function`` over the update removes whole, as over an eager step.  A batch
+    made op by op reads data, and a model run eagerly runs matmuls.  Measured once per
+    analysis."""
+    key = ("tf_eager_update", host.lane)
+    return ctx.once(key, lambda: _tf_eager_update(ctx, host))
+
+
+def _tf_eager_update(ctx: Ctx, host) -> bool:
+    mode = ctx.facts.get("mode")
+    r = ctx.rows
+    if not (mode.known and mode.value == "training") or not len(r):
+        return False
+    s = ctx.trace.slices
+    mine = ctx.steady_slices(host)
+    if not np.isin(s.name[mine], ctx.trace.name_ids(TF_GRAPH.search)).any():
+        return False  # no compiled function: the step runs eagerly (tf_eager_step)
+    mine = mine[~in_read_loops(ctx, s.start[mine])]
+    ops = mine[np.isin(s.name[mine], ctx.trace.name_ids(_TF_EAGER_OP.match))]
+    names = [_TF_EAGER_OP.match(ctx.trace.names[int(n)]).group(1) for n in s.name[ops]]
+    names = [n for n in names if not TF_GRAPH.search(n)]  # the compiled calls themselves
+    if len(names) < MIN_DISPATCHES * len(r):
+        return False
+    math = np.array([bool(TF_STATE_MATH.match(n)) for n in names])
+    write = np.array([bool(_TF_WRITE.match(n)) for n in names])
+    return bool(write.any()) and float((math | write).mean()) >= ARITHMETIC_SHARE

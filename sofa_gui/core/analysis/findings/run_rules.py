@@ -33,7 +33,7 @@ from .chained_calls import (
     copies_fix,
 )
 from .context import BELOW, Ctx, cause_evidence, make_finding
-from .eager_ops import MIN_DISPATCHES, tf_eager_step
+from .eager_ops import MIN_DISPATCHES, tf_eager_step, tf_eager_update
 from .eager_ops import measure as eager_measure
 from .host_estimate import (
     CLEAR_GAIN,
@@ -297,6 +297,7 @@ class TinyOps:
     n_steps: int
     away_note: str
     apart: str
+    update: bool = False  # TensorFlow variables updated eagerly beside a compiled step
 
 
 def _loop_ops(ctx: Ctx, host) -> np.ndarray:
@@ -326,7 +327,8 @@ def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
     steps = optimizer_steps(ctx, host.lane)
     opt = starts_inside(ctx, steps, ops)  # the optimizer's ops
     graphless = tf_eager_step(ctx, host)  # one loop tf.function removes whole
-    least = MIN_DISPATCHES if graphless else MIN_TINY_PER_STEP
+    update = not graphless and tf_eager_update(ctx, host)  # beside a compiled step, one
+    least = MIN_DISPATCHES if graphless or update else MIN_TINY_PER_STEP  # loop as well
     small = (typical <= TINY_NS) & ~large_matmuls(ctx, ops)  # a large matmul is math
     tiny, apart = _tiny_loops(opt, small, n_steps, least, chained_updates(ctx, host))
     if not tiny.any():
@@ -341,7 +343,7 @@ def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
     away, away_note = descheduled(ctx, host, ops, gap)
     share = min(float(span.sum()) / max(wall - away, 1), 1.0)
     return TinyOps(ops, tiny, opt, typical, per_call, between, span, wall - away, share,
-                   loops, graphless, n_steps, away_note, apart)
+                   loops, graphless, n_steps, away_note, apart, update)
 
 
 @dataclass(frozen=True)
@@ -406,7 +408,7 @@ def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
     s = ctx.trace.slices
     t = m.ops[m.tiny]
     remedy = (CHAIN_REMEDY if x.chain else COPIES_REMEDY if x.copies else
-              _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
+              _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless, m.update)
               ) + _data_note(x.data_ns, x.once_ns, m.n_steps)
     return (f"{int(m.tiny.sum()) / m.n_steps:,.0f} tiny framework ops per steady-state "
             f"iteration (median {fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} "
@@ -464,10 +466,13 @@ def _data_note(data_ns: float, once_ns: float, n_steps: int) -> str:
             f"the batched op's cost.{once}")
 
 
-def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool) -> str:
+def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool,
+            update: bool = False) -> str:
     """What removes the counted loops and what the replacement costs, in words."""
     if graphless:
         return TF_EAGER_REMEDY
+    if update:
+        return TF_UPDATE_REMEDY
     model = ("Batching them (one op on stacked inputs) removes the tiny ops; the batched "
              "calls cost one repeat of the loop and the other repeats' matmul FLOPs.")
     if not loops.optimizer:
@@ -484,6 +489,13 @@ def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool) ->
             f"temporaries go).")
 
 
+#: What removes TensorFlow variables' eager update beside a compiled step, in words.
+TF_UPDATE_REMEDY = (
+    "They are TensorFlow ops run eagerly beside the step's compiled function, nearly all "
+    "elementwise arithmetic on variables and their reads and writes: the state updated "
+    "variable by variable from Python (a moving average of the weights, a hand-written "
+    "optimizer). Running the update in a tf.function (or inside the step's) makes it one "
+    "call; the estimate removes the ops and the Python between them.")
 #: What removes a TensorFlow step's eager ops, in words.
 TF_EAGER_REMEDY = (
     "They are TensorFlow ops run eagerly: each is dispatched from Python on its own, its "
