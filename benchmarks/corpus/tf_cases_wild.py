@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from corpus.common import CASES, CLOCK, case
-from corpus.tf_cases_field import TF
+from corpus.tf_cases_field import TF, tape_step
 
 L = tf.keras.layers
 AUTOTUNE = tf.data.AUTOTUNE
@@ -182,17 +182,9 @@ def tf_tape_ema_weights_by_hand(variant):
     net = tf.keras.Sequential([tf.keras.Input((64,)),
                                *(L.Dense(128, activation="relu") for _ in range(6)),
                                L.Dense(10)])
-    opt, loss_fn = tf.keras.optimizers.Adam(1e-3), cross_entropy()
+    train_step = tape_step(net, tf.keras.optimizers.Adam(1e-3))
     ema = [tf.Variable(v, trainable=False) for v in net.trainable_variables]
     decay = 0.999
-
-    @tf.function
-    def train_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, net(x, training=True))
-        opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables),
-                                net.trainable_variables))
-        return loss
 
     def update_ema():
         for e, w in zip(ema, net.trainable_variables):

@@ -400,17 +400,22 @@ class BatchFix:
         return (f", {fmt_ns(f)} copying the Python numbers its tensors are made from"
                 if f > 0 else "")
 
+    def unprofiled(self) -> str:
+        """How the step is read without the profiler, in words: its cost per recorded
+        event and whether the capture tells it."""
+        cost, read = self.per_event
+        said = ("as fast as this capture ran its recorder" if read else
+                "a fixed figure: the capture cannot tell its own")
+        return (f"the step without the profiler's cost ({cost / 1e3:.2f} µs per recorded "
+                f"event, {said})")
+
     def basis(self) -> str:
         """The estimate's basis in words, for the finding's summary."""
         rate = ("the trace's own large matmuls' rate" if self.added.measured else
                 f"{MATMUL_FLOPS / 1e9:.0f} GFLOP/s x rows / (rows + {MATMUL_HALF_ROWS}), "
                 f"as a batched fp32 matmul runs on one core (no matmul in the trace is large "
                 f"enough to show this machine's rate)")
-        cost, read = self.per_event
-        said = ("as fast as this capture ran its recorder" if read else
-                "a fixed figure: the capture cannot tell its own")
-        return (f" Estimate for {self.what}: the step without the profiler's cost "
-                f"({cost / 1e3:.2f} µs per recorded event, {said}) before the fix, "
+        return (f" Estimate for {self.what}: {self.unprofiled()} before the fix, "
                 f"{fmt_ns(self.before_ns)}, over the step after it, {fmt_ns(self.after_ns)}: "
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "

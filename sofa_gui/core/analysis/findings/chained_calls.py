@@ -172,14 +172,10 @@ class ChainFix(BatchFix):
     alone: float = 0.0
 
     def basis(self) -> str:
-        cost, read = self.per_event
-        said = ("as fast as this capture ran its recorder" if read else
-                "a fixed figure: the capture cannot tell its own")
         return (f" Estimate per copy, a lower bound, for {self.batch} independent copies of "
                 f"the step run together (the trace cannot show how many the program can "
                 f"run; more gain more, and all the Python after the reads is counted as "
-                f"each copy's own, the most it can be): the step without the profiler's "
-                f"cost ({cost / 1e3:.2f} µs per recorded event, {said}), "
+                f"each copy's own, the most it can be): {self.unprofiled()}, "
                 f"{fmt_ns(self.before_ns / self.batch)}, over its share of the copies' "
                 f"step, {fmt_ns(self.after_ns / self.batch)}: the calls once for all copies "
                 f"({fmt_ns(self.unit_ns)}: one call per link of the chain on the copies' "
@@ -209,13 +205,9 @@ class CopiesFix(BatchFix):
     model_ns: float = 0.0
 
     def basis(self) -> str:
-        cost, read = self.per_event
-        said = ("as fast as this capture ran its recorder" if read else
-                "a fixed figure: the capture cannot tell its own")
         return (f" Estimate per copy, for {self.batch} independent copies of the step run "
                 f"together (the trace cannot show how many the program runs; more gain "
-                f"more): the step without the profiler's cost ({cost / 1e3:.2f} µs per "
-                f"recorded event, {said}), {fmt_ns(self.before_ns / self.batch)}, over its "
+                f"more): {self.unprofiled()}, {fmt_ns(self.before_ns / self.batch)}, over its "
                 f"share of the copies' step, {fmt_ns(self.after_ns / self.batch)}: the "
                 f"step's calls once for all copies ({fmt_ns(self.unit_ns)}: the "
                 f"rest as it runs now, the model's forward and backward calls "
