@@ -228,11 +228,19 @@ def _tf_eager_update(ctx: Ctx, host) -> bool:
     if not np.isin(s.name[mine], ctx.trace.name_ids(TF_GRAPH.search)).any():
         return False  # no compiled function: the step runs eagerly (tf_eager_step)
     mine = mine[~in_read_loops(ctx, s.start[mine])]
-    ops = mine[np.isin(s.name[mine], ctx.trace.name_ids(_TF_EAGER_OP.match))]
-    names = [_TF_EAGER_OP.match(ctx.trace.names[int(n)]).group(1) for n in s.name[ops]]
-    names = [n for n in names if not TF_GRAPH.search(n)]  # the compiled calls themselves
-    if len(names) < MIN_DISPATCHES * len(r):
+    # the eager ops but the compiled calls themselves
+    ops = s.name[mine[np.isin(s.name[mine], _eager_ids(ctx, lambda n: not TF_GRAPH.search(n)))]]
+    if len(ops) < MIN_DISPATCHES * len(r):
         return False
-    math = np.array([bool(TF_STATE_MATH.match(n)) for n in names])
-    write = np.array([bool(_TF_WRITE.match(n)) for n in names])
+    math = np.isin(ops, _eager_ids(ctx, TF_STATE_MATH.match))
+    write = np.isin(ops, _eager_ids(ctx, _TF_WRITE.match))
     return bool(write.any()) and float((math | write).mean()) >= ARITHMETIC_SHARE
+
+
+def _eager_ids(ctx: Ctx, op) -> np.ndarray:
+    """Name ids of the eager ops whose op name (after ``EagerLocalExecute: ``) ``op``
+    accepts."""
+    def ok(name: str) -> bool:
+        m = _TF_EAGER_OP.match(name)
+        return m is not None and bool(op(m.group(1)))
+    return ctx.trace.name_ids(ok)

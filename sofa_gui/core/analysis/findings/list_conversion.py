@@ -84,7 +84,7 @@ def list_conversion_gain(ctx: Ctx) -> tuple[float | None, str, float]:
     s, par = ctx.trace.slices, parents(ctx.trace)
     mine = ctx.trace.lane_slices(host.lane)
     kids = mine[np.isin(par[mine], conv)]
-    kept = kids[np.array([bool(_KEPT.match(ctx.trace.name_of(int(k)))) for k in kids], bool)]
+    kept = kids[np.isin(s.name[kids], ctx.trace.name_ids(_KEPT.match))]
     kept_ns = float(s.dur[kept].sum()) - float(_events_in(ctx, host.lane, kept).sum()) * per_event
     walk = float(s.dur[conv].sum()) - float(events.sum()) * per_event - max(kept_ns, 0.0)
     steady = ctx.in_steady(s.start[mine], host.starts, host.ends)

@@ -408,7 +408,8 @@ def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
     s = ctx.trace.slices
     t = m.ops[m.tiny]
     remedy = (CHAIN_REMEDY if x.chain else COPIES_REMEDY if x.copies else
-              _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless, m.update)
+              TF_UPDATE_REMEDY if m.update else
+              _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
               ) + _data_note(x.data_ns, x.once_ns, m.n_steps)
     return (f"{int(m.tiny.sum()) / m.n_steps:,.0f} tiny framework ops per steady-state "
             f"iteration (median {fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} "
@@ -466,13 +467,10 @@ def _data_note(data_ns: float, once_ns: float, n_steps: int) -> str:
             f"the batched op's cost.{once}")
 
 
-def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool,
-            update: bool = False) -> str:
+def _remedy(loops: TinyLoops, fused_ns: float, n_steps: int, graphless: bool) -> str:
     """What removes the counted loops and what the replacement costs, in words."""
     if graphless:
         return TF_EAGER_REMEDY
-    if update:
-        return TF_UPDATE_REMEDY
     model = ("Batching them (one op on stacked inputs) removes the tiny ops; the batched "
              "calls cost one repeat of the loop and the other repeats' matmul FLOPs.")
     if not loops.optimizer:
