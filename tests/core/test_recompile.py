@@ -218,7 +218,7 @@ def test_a_retraced_tf_function_counts_from_its_call_to_its_kernels(k):
 
 
 @pytest.mark.parametrize("case", ["jax_train_shape_recompile", "jax_train_static_lr_recompile",
-                                  "tf_tape_retrace_python_lr"])
+                                  "tf_tape_retrace_python_lr", "jax_infer_dynamic_padding"])
 def test_steps_that_run_only_programs_just_compiled_get_a_lower_bound(case):
     """Each step runs the program it has just compiled, once: a cold first run, with no
     warm run of it in the trace; the estimate says it is a lower bound, and it is one."""
