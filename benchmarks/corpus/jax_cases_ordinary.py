@@ -64,7 +64,7 @@ def fused_step(params, opt, x, y):
 
 
 @case("jax_train_unjitted_optimizer", "jax", "training", 4, {**JX, "mode": "training"},
-      split="holdout", warmup=3, fix="the Adam update jitted with the gradient in one step",
+      split="tuned", warmup=3, fix="the Adam update jitted with the gradient in one step",
       share_from_fix="host_overhead", tags=["optimizer", "tree_map", "op_by_op",
                                             "python_tracer_off"])
 def jax_train_unjitted_optimizer(variant):

@@ -54,7 +54,7 @@ def augmented_batches(fast: bool, batch: int = 8, seed: int = 0):
 
 
 @case("jax_train_jnp_augment", "jax", "training", 3, {**JX, "mode": "training"},
-      split="holdout", warmup=3,
+      split="tuned", warmup=3,
       fix="the augmentation jax.jit(jax.vmap(...))-ed over each batch",
       tags=["augmentation", "generator", "op_by_op", "python_tracer_off"])
 def jax_train_jnp_augment(variant):
@@ -102,7 +102,7 @@ def adam_step(params, opt, x, y):
 
 
 @case("jax_train_pickle_checkpoint", "jax", "training", 8, {**JX, "mode": "training"},
-      split="holdout", warmup=3, tags=["checkpoint", "periodic", "pickle"])
+      split="tuned", warmup=3, tags=["checkpoint", "periodic", "pickle"])
 def jax_train_pickle_checkpoint(variant):
     """A ReLU MLP classifier (512-1024-1024-10) trained with a jitted Adam step on batches
     of 64 held on the device; every 4th step the whole training state (parameters and

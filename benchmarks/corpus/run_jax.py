@@ -276,7 +276,7 @@ def jax_train_adam_mlp(variant):
 
 
 @case("jax_train_metrics_callback", "jax", "training", 4, facts("training"),
-      split="holdout", warmup=3, share_from_fix="sync", share_variant="no_callback",
+      split="tuned", warmup=3, share_from_fix="sync", share_variant="no_callback",
       tags=["host_callback", "logging"])
 def jax_train_metrics_callback(variant):
     """A jitted autoencoder step (784-256-64-256-784, SGD with momentum) that logs its
@@ -479,7 +479,7 @@ def jax_infer_per_sample_jit(variant):
 # -- held-out everyday cases: a static argument that changes every step, float64 batches put
 # on the device every step ----------------------------------------------------------------------
 @case("jax_train_static_lr_recompile", "jax", "training", 2, facts("training"),
-      split="holdout", warmup=2, fix="the learning rate passed as a traced argument",
+      split="tuned", warmup=2, fix="the learning rate passed as a traced argument",
       tags=["recompile", "static_argnums", "python_tracer_off"])
 def jax_train_static_lr_recompile(variant):
     """An MLP classifier (64-128-10) trained with a step jitted with
@@ -506,7 +506,7 @@ def jax_train_static_lr_recompile(variant):
 
 
 @case("jax_train_device_put_float64", "jax", "training", 3, facts("training"),
-      split="holdout", warmup=3, fix="the data set converted to float32 and put on the "
+      split="tuned", warmup=3, fix="the data set converted to float32 and put on the "
       "device once, batches sliced there", tags=["device_put", "float64"])
 def jax_train_device_put_float64(variant):
     """A jitted softmax regression over 1024 features trained on a float64 numpy data set
@@ -543,7 +543,7 @@ def jax_train_device_put_float64(variant):
     return step
 
 
-@case("jax_train_scan_steps", "jax", "training", 4, facts("training"), split="holdout",
+@case("jax_train_scan_steps", "jax", "training", 4, facts("training"), split="tuned",
       warmup=3, fix="8 steps in one jitted lax.scan over 8 batches", per_item=1,
       fix_per_item=8, share_from_fix="host_overhead", tags=["small_steps", "scan"])
 def jax_train_scan_steps(variant):

@@ -283,7 +283,7 @@ def tabular_batches(batch: int = 64) -> tf.data.Dataset:
 
 
 @case("tf_tape_per_sample_readback", "tensorflow", "training", 3,
-      facts("training", tf_data=True), split="holdout", warmup=4,
+      facts("training", tf_data=True), split="tuned", warmup=4,
       fix="one .numpy() of the batch's predicted classes and labels",
       tags=["gradient_tape", "readback"])
 def tf_tape_per_sample_readback(variant):
@@ -485,7 +485,7 @@ def sepconv_model():
 
 fit_case("tf_fit_pyfunc_parallel_map", FitSpec("run", data=jitter_dataset, net=sepconv_model),
          facts("training", keras_fit=True, tf_data=True, tf_data_parallel=True), 8,
-         split="holdout", fix="the augmentation rewritten in tf.image ops",
+         split="tuned", fix="the augmentation rewritten in tf.image ops",
          share_from_fix="input", share_variant="bare", warmup=3,
          tags=["keras_fit", "tf_data", "py_function", "gil"])
 CASES["tf_fit_pyfunc_parallel_map"].build.__doc__ = (
@@ -549,7 +549,7 @@ fit_case("tf_fit_validation_epochs",
          FitSpec("bare", data=reviews, net=review_model, epoch_steps=5,
                  val=lambda: tf.data.Dataset.from_tensor_slices(review_tokens(256, 1))
                  .batch(128)),
-         facts("training", keras_fit=True, tf_data=True), 10, split="holdout", warmup=6,
+         facts("training", keras_fit=True, tf_data=True), 10, split="tuned", warmup=6,
          tags=["keras_fit", "validation", "periodic_eval", "epochs"])
 CASES["tf_fit_validation_epochs"].build.__doc__ = (
     "Keras 3 ``model.fit`` of a 1-d conv text classifier on token batches held in memory "

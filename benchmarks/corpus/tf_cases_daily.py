@@ -31,7 +31,7 @@ def sgd_step(net):
 
 
 @case("tf_tape_retrace_python_lr", "tensorflow", "training", 4,
-      {**TF, "mode": "training"}, split="holdout", warmup=3,
+      {**TF, "mode": "training"}, split="tuned", warmup=3,
       fix="the learning rate passed as a tf.constant (one trace)",
       share_from_fix="startup", tags=["gradient_tape", "retrace"])
 def tf_tape_retrace_python_lr(variant):

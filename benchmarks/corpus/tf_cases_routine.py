@@ -71,7 +71,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
              fit_spec("run", data=photo_dataset, net=lambda: photo_model(keras_model)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True,
               "tf_data_parallel": True}, 6,
-             split="holdout", fix="cache() + prefetch(AUTOTUNE) after the loaded data set",
+             split="tuned", fix="cache() + prefetch(AUTOTUNE) after the loaded data set",
              share_from_fix="input", share_variant="bare", warmup=6,
              tags=["keras_fit", "tf_data", "jpeg", "image_dataset_from_directory"])
     CASES["tf_fit_jpeg_directory"].build.__doc__ = (

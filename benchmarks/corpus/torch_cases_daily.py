@@ -99,7 +99,7 @@ class DeepStack(torch.nn.Module):
 
 
 @case("pt_train_deep_stack_batch8", "pytorch", "training", 4,
-      facts("training", optimizer="sgd"), split="holdout", warmup=3,
+      facts("training", optimizer="sgd"), split="tuned", warmup=3,
       fix="train on batches of 128", share_from_fix="host_overhead", per_item=8,
       fix_per_item=128, tags=["small_batch", "many_layers"])
 def pt_train_deep_stack_batch8(variant):
@@ -180,7 +180,7 @@ def shuffled_epochs(dataset: Dataset, batch: int, n: int, model, opt) -> Loop:
 
 # -- compute: dynamic int8 quantized inference ---------------------------------------------------
 @case("pt_infer_dynamic_int8", "pytorch", "inference", 6,
-      facts("inference", precision="int8"), split="holdout", warmup=3,
+      facts("inference", precision="int8"), split="tuned", warmup=3,
       tags=["quantized", "int8"])
 def pt_infer_dynamic_int8(variant):
     """A 256-1024-1024-256-10 MLP classifier converted with

@@ -245,7 +245,7 @@ BALANCED: list = []
 
 
 @case("pt_train_sampler_choices", "pytorch", "training", 8,
-      facts("training", dataloader_workers=2, optimizer="adam"), split="holdout",
+      facts("training", dataloader_workers=2, optimizer="adam"), split="tuned",
       warmup=4, fix="torch's WeightedRandomSampler (one torch.multinomial per epoch)",
       tags=["dataloader", "workers", "sampler"])
 def pt_train_sampler_choices(variant):

@@ -71,7 +71,7 @@ CSV_PATH: list[Path] = []
 
 
 @case("pt_train_csv_stream_nw0", "pytorch", "training", 6,
-      facts("training", dataloader_workers=0, optimizer="adam"), split="holdout",
+      facts("training", dataloader_workers=0, optimizer="adam"), split="tuned",
       fix="parse the CSV once into a tensor cache", tags=["dataloader", "iterable", "csv"])
 def pt_train_csv_stream_nw0(variant):
     """A tabular regressor trained from an ``IterableDataset`` that streams a CSV file and
@@ -236,7 +236,7 @@ def pt_train_activation_checkpointing(variant):
 
 # -- sync: tensors logged as text every step ---------------------------------------------------
 @case("pt_train_log_tensors", "pytorch", "training", 5,
-      facts("training", optimizer="sgd"), split="holdout",
+      facts("training", optimizer="sgd"), split="tuned",
       fix="log plain numbers read with one .tolist()", tags=["logging", "readback"])
 def pt_train_log_tensors(variant):
     """A training loop that logs every step as text: the loss tensor, the first rows of

@@ -80,7 +80,7 @@ def residual_mlp(width: int = 256, blocks: int = 6, classes: int = 10):
 
 
 @case("pt_train_ema_param_loop", "pytorch", "training", 4,
-      facts("training", optimizer="adamw"), split="holdout", warmup=3,
+      facts("training", optimizer="adamw"), split="tuned", warmup=3,
       fix="AdamW(fused=True) and the average updated with one torch._foreach_lerp_",
       also=("ema_foreach", "adamw_fused"), share_from_fix="host_overhead",
       tags=["ema", "python_loop"])
@@ -140,7 +140,7 @@ def conv_net(classes: int = 10):
 
 
 @case("pt_train_single_thread_cnn", "pytorch", "training", 4,
-      facts("training", optimizer="sgd"), split="holdout", warmup=3,
+      facts("training", optimizer="sgd"), split="tuned", warmup=3,
       fix="the default intra-op threads (2 on this machine)",
       tags=["threads", "set_num_threads"])
 def pt_train_single_thread_cnn(variant):

@@ -88,7 +88,7 @@ def tabular_scorer():
 
 
 @case("pt_infer_float64_mlp", "pytorch", "inference", 6,
-      facts("inference", precision="fp64"), split="holdout", warmup=3,
+      facts("inference", precision="fp64"), split="tuned", warmup=3,
       fix="the model and its inputs in float32", tags=["float64", "tabular"])
 def pt_infer_float64_mlp(variant):
     """A 256-1024-1024-1 MLP scoring tabular rows in ``eval()`` under ``torch.no_grad()``,
@@ -184,7 +184,7 @@ def pt_train_memmap_rows_nw0(variant):
 
 # -- anomaly detection left on ---------------------------------------------------------------
 @case("pt_train_detect_anomaly_on", "pytorch", "training", 5,
-      facts("training", optimizer="adam"), split="holdout", warmup=3,
+      facts("training", optimizer="adam"), split="tuned", warmup=3,
       fix="torch.autograd.set_detect_anomaly(False)", share_from_fix="host_overhead",
       tags=["detect_anomaly", "debug_left_on"])
 def pt_train_detect_anomaly_on(variant):

@@ -68,7 +68,7 @@ def pt_train_npy_files_nw0(variant):
 
 # -- compute: a transformer encoder served with autograd left on ------------------------------
 @case("pt_infer_encoder_grad_enabled", "pytorch", "inference", 6, facts("inference"),
-      split="holdout", warmup=3, fix="the forward under torch.inference_mode()",
+      split="tuned", warmup=3, fix="the forward under torch.inference_mode()",
       tags=["transformer", "no_grad_forgotten"])
 def pt_infer_encoder_grad_enabled(variant):
     """A 2-layer ``nn.TransformerEncoder`` (d_model 128, 4 heads, feed-forward 512) with a
@@ -100,7 +100,7 @@ def pt_infer_encoder_grad_enabled(variant):
 
 # -- sync: per-layer gradient norms read with one .item() each ---------------------------------
 @case("pt_train_grad_norms_item", "pytorch", "training", 6,
-      facts("training", optimizer="adam"), split="holdout", warmup=3,
+      facts("training", optimizer="adam"), split="tuned", warmup=3,
       fix="the norms of one torch._foreach_norm, read with one .tolist()",
       share_from_fix="host_overhead", share_variant="adam_fused",
       tags=["item", "grad_norm", "logging"])
@@ -168,7 +168,7 @@ def crop_flip_batched(images, size: int, rng: random.Random):
 
 
 @case("pt_train_crop_flip_loop", "pytorch", "training", 6,
-      facts("training", optimizer="sgd"), split="holdout", warmup=3,
+      facts("training", optimizer="sgd"), split="tuned", warmup=3,
       fix="the crops and flips made for the whole batch at once",
       tags=["augmentation", "python_loop"])
 def pt_train_crop_flip_loop(variant):

@@ -92,7 +92,7 @@ def epoch_loop(loader: DataLoader, model, opt) -> Loop:
 
 
 @case("pt_train_getitem_nw2_starved", "pytorch", "training", 8,
-      facts("training", dataloader_workers=2, optimizer="adam"), split="holdout",
+      facts("training", dataloader_workers=2, optimizer="adam"), split="tuned",
       warmup=3, fix="hash the features once into a tensor cache",
       tags=["dataloader", "workers", "starved", "json"])
 def pt_train_getitem_nw2_starved(variant):
