@@ -186,6 +186,7 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("computed once", ("frozen part computed once",)),
                ("weight_decay", ("weight decay in the optimizer",)),
                ("MB buckets", ("bucket size",)),
+               ("no communication hook", ("communication hook off",)),
                ("np.stack the samples", ("one conversion per batch",)))
 
 

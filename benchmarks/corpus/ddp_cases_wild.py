@@ -58,7 +58,7 @@ def register(facts: dict) -> dict:
     """Register this module's cases; {case: its model builder}."""
 
     @case("pt_ddp_gloo_fp16_compress_hook", "pytorch", "training", 6,
-          {**facts, "optimizer": "sgd"}, split="holdout",
+          {**facts, "optimizer": "sgd"}, split="tuned",
           fix="no communication hook (fp32 all-reduce)", share_from_fix="communication",
           share_variant="bare", tags=["ddp", "gloo", "comm_hook", "fp16_compress"])
     def pt_ddp_gloo_fp16_compress_hook(variant):

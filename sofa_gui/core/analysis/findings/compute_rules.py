@@ -17,6 +17,7 @@ from ..results import Evidence, Finding
 from .augment_layers import estimate_augment_in_step
 from .bucket_chain import estimate_buckets
 from .causes import causes_by_name
+from .comm_hook import estimate_hook
 from .context import (
     Ctx,
     lanes_of,
@@ -106,6 +107,7 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
                f"the wait is the time until every rank has sent its part).")
     f = _ranks_finding(ctx, spec, share, summary, evidence, causes)
     estimate_buckets(ctx, f, host)
+    estimate_hook(ctx, f, host)
     return f
 
 
