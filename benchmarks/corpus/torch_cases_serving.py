@@ -152,7 +152,7 @@ def small_cnn() -> nn.Sequential:
 
 
 @case("pt_train_pt_files_nw2", "pytorch", "training", 6,
-      facts("training", dataloader_workers=2, optimizer="sgd"), split="holdout", warmup=4,
+      facts("training", dataloader_workers=2, optimizer="sgd"), warmup=4,
       fix="the samples packed into one tensor file, loaded once into memory",
       tags=["dataloader", "workers", "torch_load", "pt_files"])
 def pt_train_pt_files_nw2(variant):
