@@ -340,9 +340,9 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
 
 
 def conv_ns(own: np.ndarray, children: np.ndarray, convs: dict, cost: float) -> float:
-    """ns of the convolutions ``convs`` (positions in ``own`` by name and input shapes),
-    each at its group's median own time less the profiler's cost of it and its direct
-    calls: its math is fixed by its shapes; a call slowed by the machine adds none."""
+    """ns of the convolutions ``convs`` (by name and input shapes), each at its group's
+    median own time less the profiler's cost of it and its direct calls: its math is fixed
+    by its shapes, and a call slowed by the machine adds none."""
     return sum(len(at) * unprofiled_ns(float(np.median(own[at])),
                                        1 + float(np.median(children[at])), cost)
                for at in convs.values())
@@ -430,10 +430,10 @@ class BatchFix:
                 f"{fmt_ns(self.before_ns)}, over the step after it, {fmt_ns(self.after_ns)}: "
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
-                f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time, "
-                f"{ELEMENT_NS} ns per element of the other ops{self._fill()}), the rest of "
-                f"the step as it is; batching {self.batch} inputs saves at most "
-                f"{self.batch}x per input.")
+                f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time "
+                f"at their calls' median, {ELEMENT_NS} ns per element of the other ops"
+                f"{self._fill()}), the rest of the step as it is; batching {self.batch} "
+                f"inputs saves at most {self.batch}x per input.")
 
 
 def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> BatchFix | None:
