@@ -63,7 +63,7 @@ def noise_batch(key, data, sqrt_ab, sqrt_1mab):
 
 
 @case("jax_train_diffusion_noise_loop", "jax", "training", 6, {**JX, "mode": "training"},
-      split="holdout", warmup=3, fix="the noising inside the jitted step (key carried in it)",
+      split="tuned", warmup=3, fix="the noising inside the jitted step (key carried in it)",
       share_from_fix="input", share_variant="bare", tags=["diffusion", "prng_keys", "op_by_op"])
 def jax_train_diffusion_noise_loop(variant):
     """A toy diffusion model (DDPM, 100 timesteps) trained on 2-D two-moons points held on

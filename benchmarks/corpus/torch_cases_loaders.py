@@ -170,7 +170,7 @@ WINDOW, HOP = 128, 64
 
 
 @case("pt_infer_sliding_window_signal", "pytorch", "inference", 4,
-      facts("inference"), split="holdout", warmup=3,
+      facts("inference"), split="tuned", warmup=3,
       fix="the windows made with unfold and labelled in one batch",
       share_from_fix="host_overhead", tags=["sliding_window", "python_loop", "batch1"])
 def pt_infer_sliding_window_signal(variant):

@@ -104,7 +104,7 @@ def test_a_models_two_alike_layers_are_not_two_requests():
 
 # -- small-batch inference -------------------------------------------------------------------
 @pytest.mark.parametrize("case", ["pt_infer_decode_unbatched", "pt_infer_batch1_convnet",
-                                  "pt_infer_vit_batch1"])
+                                  "pt_infer_vit_batch1", "pt_infer_sliding_window_signal"])
 @pytest.mark.parametrize("k", [0, 1])
 def test_batching_the_requests_is_estimated_within_a_quarter_of_the_measured_fix(case, k):
     f = finding(case, "op_overhead_bound", k)
@@ -187,6 +187,52 @@ def test_a_convolution_adds_its_measured_time_per_input_a_small_matmul_its_flops
     decode = B.batch_fix(*_host("pt_infer_decode_unbatched"))
     assert conv.added.ns > 0.15 * conv.unit_ns
     assert decode.added.matmul_ns < 0.1 * decode.unit_ns and not decode.added.measured
+
+
+def _conv_groups(case: str, k: int = 0):
+    """(own ns, calls directly inside, convolutions by name and input shapes, the profiler's
+    cost per event, units) of the median step's requests."""
+    ctx, host = _host(case, k)
+    s, names = ctx.trace.slices, ctx.trace.names
+    bl = B.repeated_blocks(ctx, host, B.median_row(ctx, host))
+    if bl:
+        ops, units = bl[0].ops, bl[0].count
+    else:
+        every = B.step_slices(ctx, host, B.median_row(ctx, host))
+        ops, units = every[s.kind[every] == int(Kind.CPU_OP)], 1
+    groups: dict = {}
+    for i, j in enumerate(ops.tolist()):
+        if B.CONV.match(names[int(s.name[j])]):
+            key = (int(s.name[j]), *map(tuple, B.input_dims(ctx, j)))
+            groups.setdefault(key, []).append(i)
+    return (B.self_times(ctx, ops).astype(float), B._children(ctx, ops), groups,
+            B.event_cost(ctx, host.lane), units)
+
+
+def test_a_convolution_slowed_for_a_while_adds_its_usual_time_per_input():
+    """The signal labeller's second convolution (16 to 32 channels, 64 samples) runs at
+    15-18 µs a window for its first 19 windows, then mostly at 26-37 µs on the same shapes
+    for the rest of the first capture, while its other calls keep their pace: each further
+    window adds the convolutions' median own time, not each call's (a batch grows by their
+    math, not by the machine's slow spell).  The two captures then read a further window's
+    work within 2x of each other (2.8x counted call by call)."""
+    own, children, groups, cost, units = _conv_groups("pt_infer_sliding_window_signal")
+    summed = sum(B.unprofiled_ns(own[i], 1 + children[i], cost)
+                 for at in groups.values() for i in at)
+    assert B.conv_ns(own, children, groups, cost) < 0.6 * summed
+    fixes = [B.batch_fix(*_host("pt_infer_sliding_window_signal", k)) for k in (0, 1)]
+    assert fixes[0].added.ns < 2 * fixes[1].added.ns
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_convolution_called_once_per_request_adds_its_own_time(k):
+    """A batch-1 conv net whose steps each answer one request calls each convolution once
+    per request: its median is the call, and a further input adds each call's own time."""
+    own, children, groups, cost, _ = _conv_groups("pt_infer_batch1_convnet", k)
+    summed = sum(B.unprofiled_ns(own[i], 1 + children[i], cost)
+                 for at in groups.values() for i in at)
+    assert groups and all(len(at) == 1 for at in groups.values())
+    assert B.conv_ns(own, children, groups, cost) == pytest.approx(summed)
 
 
 @pytest.mark.parametrize("k", [0, 1])

@@ -16,9 +16,9 @@ The estimate is the step without the profiler before the fix over the step after
 * **after**: the rest of the step as it was, one unit as it was (each of its calls' fixed
   cost is paid once for the whole batch, with one input's math), and the math the batch's
   other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
-  (:func:`matmul_rate`), each convolution's own time as measured (a convolution is
-  already compute at batch 1: its time grows with the batch), each other op's elements
-  at :data:`ELEMENT_NS`, views nothing;
+  (:func:`matmul_rate`), each convolution's own time as measured, its shapes' median (a
+  convolution is already compute at batch 1: its time grows with the batch), each other
+  op's elements at :data:`ELEMENT_NS`, views nothing;
 * **bound**: batching ``n`` inputs saves at most ``n`` x per input (the batched call costs
   at least one unit).
 
@@ -302,12 +302,11 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     """The math one more input adds to a unit whose ops (all depths, over ``units``
     repeats) are ``ops``, in a batch of ``batch``: matmuls' FLOPs at :func:`matmul_rate`
     of the batched rows (without recorded shapes, :func:`unshaped_ns`), convolutions'
-    own time (less the profiler's cost of recording them and the calls directly inside
-    them), the other innermost ops' smallest tensor input at :data:`ELEMENT_NS` per element
-    (with ``elementwise``; without, a loop's per-item ops are taken to batch into ops
-    whose per-element cost is small beside their fixed one), and the copy of the Python
-    numbers its tensors are made from (:func:`.host_fill.host_fill_ns`: one batched tensor
-    copies every input's)."""
+    own time (:func:`conv_ns`), the other innermost ops' smallest input at :data:`ELEMENT_NS`
+    per element (with ``elementwise``; without, a loop's per-item ops are taken to batch
+    into ops whose per-element cost is small beside their fixed one), and the copy of the
+    Python numbers its tensors are made from (:func:`.host_fill.host_fill_ns`: one batched
+    tensor copies every input's)."""
     s = ctx.trace.slices
     names = ctx.trace.names
     own = self_times(ctx, ops).astype(np.float64)
@@ -317,6 +316,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     measured = False
     unshaped = np.zeros(len(ops), bool)
     cost = event_cost(ctx, int(s.lane[ops[0]])) if len(ops) else PROFILER_NS_PER_EVENT
+    convs: dict[tuple, list[int]] = {}
     for k, j in enumerate(ops.tolist()):
         name = names[int(s.name[j])]
         if MATMUL.match(name):
@@ -327,14 +327,25 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
             rate, measured = matmul_rate(ctx, w[1] * batch)
             mm_ns += w[0] / rate * 1e9
         elif CONV.match(name):
-            other += unprofiled_ns(float(own[k]), 1 + children[k], cost)
+            key = (name, *map(tuple, input_dims(ctx, j)))
+            convs.setdefault(key, []).append(k)
         elif elementwise and leaf[k] and not VIEW.match(name):
             sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
             other += min(sizes, default=0) * ELEMENT_NS
     mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
+    other += conv_ns(own, children, convs, cost)
     fill = host_fill_ns(ctx, ops, cost)
     n = max(units, 1)
     return Added((mm_ns + other + fill) / n, mm_ns / n, measured, fill / n)
+
+
+def conv_ns(own: np.ndarray, children: np.ndarray, convs: dict, cost: float) -> float:
+    """ns of the convolutions ``convs`` (by name and input shapes), each at its group's
+    median own time less the profiler's cost of it and its direct calls: its math is fixed
+    by its shapes, and a call slowed by the machine adds none."""
+    return sum(len(at) * unprofiled_ns(float(np.median(own[at])),
+                                       1 + float(np.median(children[at])), cost)
+               for at in convs.values())
 
 
 #: The quantile of a call's own times taken as its fixed cost, where shapes are unknown.
@@ -419,10 +430,10 @@ class BatchFix:
                 f"{fmt_ns(self.before_ns)}, over the step after it, {fmt_ns(self.after_ns)}: "
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
-                f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time, "
-                f"{ELEMENT_NS} ns per element of the other ops{self._fill()}), the rest of "
-                f"the step as it is; batching {self.batch} inputs saves at most "
-                f"{self.batch}x per input.")
+                f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time "
+                f"at their calls' median, {ELEMENT_NS} ns per element of the other ops"
+                f"{self._fill()}), the rest of the step as it is; batching {self.batch} "
+                f"inputs saves at most {self.batch}x per input.")
 
 
 def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> BatchFix | None:
@@ -567,7 +578,6 @@ def loop_data_ns(ctx: Ctx, host, outer: np.ndarray) -> float:
                           for j in sample.tolist()])
         total += len(of) * float(size) * ELEMENT_NS
     return total
-
 
 
 def loop_once_ns(ctx: Ctx, host, outer: np.ndarray, steps: int) -> float:
