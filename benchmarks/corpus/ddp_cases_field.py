@@ -116,7 +116,7 @@ def register(facts: dict) -> dict:
     """Register this module's cases; {case: its model builder}."""
 
     @case("pt_ddp_gloo_sampler_workers_starved", "pytorch", "training", 8,
-          {**facts, "optimizer": "sgd", "dataloader_workers": 1}, split="holdout",
+          {**facts, "optimizer": "sgd", "dataloader_workers": 1}, split="tuned",
           warmup=3, fix="the batch augmented at once with torch ops in the rank",
           variants=("num_workers=2",), share_from_fix="input", share_variant="bare",
           tags=["ddp", "gloo", "dataloader", "distributed_sampler", "starved"])

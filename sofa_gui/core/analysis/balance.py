@@ -166,3 +166,34 @@ def balance(ranks: list[int], durations, comm, work) -> Balanced | None:
     return Balanced(int(ranks[slow]), int(both.sum()), float(now.sum()),
                     float(balanced.sum()), float(mean_work.sum()), float(w[slow].sum()),
                     float(rest[slow].sum()), float(typical_rest.sum()), float(coll.sum()))
+
+
+def peer_input(bd, side) -> tuple[np.ndarray, np.ndarray]:
+    """Per iteration (ns, rows of ``side``): (``side``'s collective wait that the rank
+    arriving last spent waiting for its own batch, ``side``'s wait beyond the collective's
+    own cost).  ``side`` is one rank's host breakdown of a host-only job (``bd``, a
+    :class:`.breakdown.TraceBreakdown`).  The rank that arrives last at a collective waits
+    least in it (only for the transfer); every other rank waits for that plus the skew, the
+    time the last rank's own step ran longer.  The part of the skew the last rank spent in
+    its data-loading wait beyond ``side``'s own (a DataLoader whose workers fall behind on
+    that rank) is input seen through the collective, not communication: no faster
+    collective shortens it, a faster loader does.  Zeros on a device run, with one rank or
+    when a rank lacks a host breakdown."""
+    n = len(getattr(side, "starts", ()))
+    zero = np.zeros(n, np.float64)
+    rs = bd.ranks
+    hosts = {h.rank: h for h in bd.hosts}
+    if rs is None or bd.devices or side.rank not in rs.ranks \
+            or any(r not in hosts for r in rs.ranks):
+        return zero, zero
+    m = min([n, rs.comm.shape[1]] + [len(hosts[r].starts) for r in rs.ranks])
+    comm = rs.comm[:, :m].astype(np.float64)
+    cols = np.arange(m)
+    me = rs.ranks.index(side.rank)
+    last = np.argmin(comm, axis=0)
+    skew = np.maximum(comm[me] - comm[last, cols], 0.0)
+    loading = np.vstack([hosts[r].column("data_loading")[:m] for r in rs.ranks])
+    behind = np.maximum(loading[last, cols] - loading[me], 0.0).astype(np.float64)
+    through, beyond = zero.copy(), zero.copy()
+    through[:m], beyond[:m] = np.minimum(skew, behind), skew
+    return through, beyond

@@ -18,13 +18,15 @@ from __future__ import annotations
 from ..units import fmt_ns, fmt_pct
 from .palette import label_of
 from .results import Finding
-from .verdict import DEVICE_MAP, HOST_MAP, LABELS, SLOWER, Verdict
+from .verdict import DEVICE_MAP, HOST_MAP, LABELS, PEER_INPUT, SLOWER, Verdict
 
 #: A category holding less of the breakdown's time than this is not named where the
 #: verdict's reading says which categories hold the time it moved.
 MIN_NAMED = 0.01
 #: The words for time the verdict moved that no finding measured.
-MOVED_WORDS = {SLOWER: "this rank's ops over the same calls on its fastest peer"}
+MOVED_WORDS = {SLOWER: "this rank's ops over the same calls on its fastest peer",
+               PEER_INPUT: "this rank's collective waits while the last rank waited for "
+                           "its batch"}
 
 
 def finding_share(f: Finding, short: bool = False) -> str:

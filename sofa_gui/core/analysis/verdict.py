@@ -40,6 +40,9 @@ and out of the buckets the all-reduce sends (``host_side.py``): the loop without
 saves both.  When that rank makes the same op calls as another rank but takes longer
 over them (ranks of a host-only run share its cores), the difference is communication
 too: the slowest rank sets its step, so at its peer's pace it would have waited longer.
+The part of its collective wait that the rank arriving last spent waiting for its own
+batch (beyond the read rank's own wait for one) is input seen through the collective
+(``balance.peer_input``): a faster loader shortens it, a faster collective does not.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..units import fmt_pct as pct
+from .balance import peer_input
 from .codec import register
 from .host_side import OP_CATEGORIES
 
@@ -72,6 +76,8 @@ HOST_MAP = {"forward": "compute", "backward": "compute", "optimizer": "compute",
 WAITS = ("input", "communication", "sync")
 #: What moved a rank's op time above its fastest peer's into communication (not a finding).
 SLOWER = "slower_than_peers"
+#: What moved a rank's collective wait for a peer that waited for its batch into input.
+PEER_INPUT = "peer_input_wait"
 #: A finding smaller than this that ranks above the bound it is smaller than says so.
 SMALL = 0.10
 
@@ -142,11 +148,17 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
     slower = min(_slower_than_peers(breakdown, side, rank), ns["compute"])
     ns["compute"] -= slower  # the same ops at a peer's pace: the wait would hold it
     ns["communication"] += slower
+    through = 0.0
+    if mapping is HOST_MAP:
+        through = min(float(peer_input(breakdown, side)[0].sum()), ns["communication"])
+    ns["communication"] -= through  # the last rank's wait for its batch, seen through
+    ns["input"] += through
     later = min(_later_one_off(findings, ns["startup"]), ns["compute"])
     ns["startup"] += later  # one-off calls in steady steps ran as part of them
     ns["compute"] -= later
     moved += [(by, to, t, ("compute",)) for by, to, t in
               ((SLOWER, "communication", slower), ("startup_cost", "startup", later)) if t > 0]
+    moved += [(PEER_INPUT, "input", through, ("communication",))] if through > 0 else []
     moved = [(by, to, t / total, src) for by, to, t, src in moved]
     shares = {k: v / total for k, v in ns.items()}
     bound = max(BOUNDS, key=lambda b: (shares[b], -BOUNDS.index(b)))
@@ -156,7 +168,7 @@ def compute_verdict(breakdown, findings, warmup: np.ndarray | None = None) -> Ve
     if paced and shares["input"] > 0:  # the loader sets the step time (input_pacing.py)
         bound = "input"
     basis = (_basis(bound, shares, label, rank) + (" " + paced if paced else "")
-             + _slower_words(slower, total, side, rank))
+             + _slower_words(slower, total, side, rank) + _peer_input_words(through, total, side))
     return Verdict(bound, min(shares[bound], 1.0), basis, shares, moved,
                    (label, "host" if mapping is HOST_MAP else "device"))
 
@@ -206,6 +218,15 @@ def _slower_words(slower: float, total: float, side, slow) -> str:
             f"same calls on the fastest rank; its step is set by the slowest, rank {slow}, "
             f"so at that pace it would have waited as much longer: that time is counted as "
             f"communication.")
+
+
+def _peer_input_words(through: float, total: float, side) -> str:
+    """The sentence saying what :func:`.balance.peer_input` counted ("" when nothing)."""
+    if through < 0.01 * total:
+        return ""
+    return (f" Rank {side.rank}'s collectives waited {pct(through / total)} of the time for "
+            f"a rank that was still waiting for its own batch: that time is counted as "
+            f"input, seen through the collective.")
 
 
 #: Findings that measure, on a host-only run, time the breakdown's categories give to

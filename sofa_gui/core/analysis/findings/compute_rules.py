@@ -10,7 +10,7 @@ import numpy as np
 from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
-from ..balance import STRAGGLER_MIN_FRACTION, Balanced, balance
+from ..balance import STRAGGLER_MIN_FRACTION, Balanced, balance, peer_input
 from ..device_side import DeviceBreakdown
 from ..host_side import HostBreakdown, window_of
 from ..results import Evidence, Finding
@@ -105,26 +105,61 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"The main thread of {host.label} is in, waits for or fills the buffers of "
                f"collectives {pct(share)} of steady-state iteration time (CPU collectives: "
                f"the wait is the time until every rank has sent its part).")
-    f = _ranks_finding(ctx, spec, share, summary, evidence, causes)
+    f = _ranks_finding(ctx, spec, share, summary, evidence, causes, host)
     estimate_buckets(ctx, f, host)
     estimate_hook(ctx, f, host)
     return f
 
 
-def _ranks_finding(ctx: Ctx, spec: Rule, share: float, summary: str, evidence, causes):
+def _ranks_finding(ctx: Ctx, spec: Rule, share: float, summary: str, evidence, causes,
+                   host: HostBreakdown | None = None):
     """The communication finding; when a slow rank holds the others in the collectives,
     its estimate is what balancing the ranks gains (not the whole wait: the collective's
     own cost stays and moved work still runs somewhere), with the remedies of the slow
-    rank's kind of extra time first."""
+    rank's kind of extra time first.  Its confidence is the share of the wait it removes
+    that is not input seen through the collective (:func:`_peer_input`)."""
     bal = _balanced(ctx)
     summary += _straggler_sentence(ctx, bal)
+    sure, words = _peer_input(ctx, host, bal)
+    summary += words
+    notes = (f"{pct(1.0 - sure)} of the wait it removes is the last rank waiting for its "
+             f"batch",) if words else ()
     if bal is None:
-        return make_finding(ctx, spec, share, summary, evidence, causes=causes)
-    f = make_finding(ctx, spec, share, summary, evidence, causes=causes, speedup=bal.speedup)
+        return make_finding(ctx, spec, share, summary, evidence, causes=causes,
+                            assumption=sure, notes=notes)
+    f = make_finding(ctx, spec, share, summary, evidence, causes=causes, speedup=bal.speedup,
+                     assumption=sure, notes=notes)
     shown, hidden = choose_fixes(SHAPE_FIXES[bal.shape], ctx.facts, ctx.all_frameworks)
     f.fixes[:0] = shown
     f.hidden_fixes[:0] = hidden
     return f
+
+
+def _peer_input(ctx: Ctx, host: HostBreakdown | None, bal: Balanced | None) -> tuple[float,
+                                                                                    str]:
+    """(the share of the wait the finding removes that is not input seen through the
+    collective, the sentence saying so; 1.0 and "" when none is).  In the steady
+    iterations of a host-only job, the part of ``host``'s collective wait that the rank
+    arriving last spent waiting for its own batch (``balance.peer_input``) is that rank's
+    loader, not the collective: a faster loader removes it.  The finding removes the wait
+    beyond the collective's own cost when a straggler sets its estimate (balancing), the
+    whole wait otherwise."""
+    if host is None:
+        return 1.0, ""
+    through, beyond = peer_input(ctx.bd, host)
+    r = ctx.rows[ctx.rows < len(through)]
+    t = float(through[r].sum())
+    removed = float(beyond[r].sum()) if bal is not None else \
+        float(host.column("communication")[r].sum())
+    if t <= 0 or removed <= 0:
+        return 1.0, ""
+    part = min(t / removed, 1.0)
+    n = max(len(r), 1)
+    return 1.0 - part, (
+        f" Of the wait {'balancing removes' if bal is not None else 'in the collectives'}, "
+        f"{fmt_ns(t / n)} a step ({pct(part)}) is the rank arriving last still waiting for "
+        f"its own batch: input seen through the collective, which a faster loader shortens "
+        f"and a faster collective does not; the confidence is the rest's share.")
 
 
 def _balanced(ctx: Ctx) -> Balanced | None:
