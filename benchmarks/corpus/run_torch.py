@@ -36,6 +36,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_loaders,
     torch_cases_more,
     torch_cases_more_daily,
+    torch_cases_numeric,
     torch_cases_ordinary,
     torch_cases_papers,
     torch_cases_plain,
