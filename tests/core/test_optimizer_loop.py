@@ -12,7 +12,7 @@ from tracedata import corpus_case
 
 from sofa_gui.core.analysis.facts_base import Fact, RunFacts
 from sofa_gui.core.analysis.findings.fixes import FIXES, choose_fixes
-from sofa_gui.core.analysis.findings.optimizer_loop import TinyLoops, fused_gain
+from sofa_gui.core.analysis.findings.optimizer_loop import TinyLoops, fused_gain, no_update_loop
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.importers import load_trace
 
@@ -146,3 +146,17 @@ def test_the_fused_optimizer_beside_a_loop_over_the_weights_average_is_estimated
         for measured in (alone, truth["fix"]["speedup"]):
             assert abs(fused.estimate / measured - 1) <= WITHIN, (cap.name, fused.estimate)
         assert fused.estimate < f.estimated_speedup
+
+
+def test_an_optimizer_step_with_no_per_parameter_loop_is_no_loop_of_tiny_ops():
+    """Full-batch ``LBFGS`` with a closure: its step's 700 tiny ops (the two-loop
+    recursion's ``dot`` and ``add_`` on one flat vector, the line search, the closure's
+    backward nodes) have no foreach or fused implementation to remove them, so they are
+    no loop of tiny ops (measured compute 1.00, no fix).  AdamW's per-parameter loop
+    stays one (:func:`test_the_optimizers_loop_of_tiny_ops_gets_the_fused_optimizer`)."""
+    truth, captures = corpus_case("pt_train_lbfgs_closure")
+    assert truth["bound"] == "compute" and truth["fix"] is None
+    for capture in captures:
+        assert _overhead(capture) is None
+    assert no_update_loop("LBFGS")
+    assert not any(no_update_loop(c) for c in ("AdamW", "SGD", "RMSprop", ""))

@@ -60,14 +60,7 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
     "pt_train_pt_files_nw2": "input 0.59 measured (two workers torch.load-ing one file per "
                              "sample; no start-up in the window); capture-2 reads a "
                              "confident startup_cost (0.9)",
-    "pt_train_lbfgs_closure": "compute 1.00 measured (the closure's full-batch passes are 0.89 "
-                              "of the step, L-BFGS's own bookkeeping the rest); the trace "
-                              "adds op_overhead_bound at 0.61 and 0.70",
-    "pt_train_neural_ode_rk4": "compute 0.97 measured (the RK4 steps a chain, no fix claimed); "
-                               "the trace adds op_overhead_bound at 0.70 on both captures",
 }, "verdict": {
-    "pt_train_neural_ode_rk4": "compute 0.97 measured (the RK4 steps a chain, no fix claimed); "
-                               "the trace reads host_overhead on both captures",
     "jax_train_dropout_keys_loop": "host overhead 0.57 measured (16 eager "
                                    "jax.random.split calls a step; 2.33x with the key split "
                                    "inside the jitted step); both captures read input",

@@ -20,6 +20,12 @@ from .context import Ctx
 
 #: The optimizers with a fused implementation (``fused=True``) in PyTorch.
 FUSED_OPTIMIZERS = ("Adam", "AdamW", "SGD", "Adagrad")
+#: The optimizers whose step is no per-parameter loop: ``LBFGS`` works on one flat vector
+#: of all the parameters (its two-loop recursion's ``dot`` and ``add_`` over its history,
+#: its line search) and runs the closure, the model's forward and backward, inside its
+#: step several times.  PyTorch has no foreach or fused implementation of it, so its
+#: step's tiny ops are the algorithm's own and no loop a fix removes.
+NO_LOOP_OPTIMIZERS = ("LBFGS",)
 #: Fix names (:attr:`..results.Fix.name`) per loop they remove.
 OPTIMIZER_FIXES = ("fused optimizer", "foreach optimizer")
 MODEL_FIXES = {"batch or compile the model": "batching or compiling the model's calls leaves "
@@ -70,6 +76,13 @@ def optimizer_class(ctx: Ctx, steps: np.ndarray) -> str:
     names = {ctx.trace.name_of(int(j)) for j in steps.tolist()}
     found = {m.group(1) for n in names if (m := _STEP_CLASS.match(n))}
     return found.pop() if len(found) == 1 else ""
+
+
+def no_update_loop(optimizer: str) -> bool:
+    """Whether the tiny ops inside a step of ``optimizer`` (a class, as
+    :func:`optimizer_class` reads it) are no per-parameter loop: its step has neither a
+    foreach nor a fused implementation (:data:`NO_LOOP_OPTIMIZERS`)."""
+    return optimizer in NO_LOOP_OPTIMIZERS
 
 
 def fused_step_ns(ctx: Ctx, ops: np.ndarray, fixed: np.ndarray, typical: np.ndarray,

@@ -45,7 +45,7 @@ from .host_estimate import (
     rest_math,
 )
 from .input_estimate import pass_rows
-from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, optimizer_class
+from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, no_update_loop, optimizer_class
 from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
 from .recurrence import recurrence_backward
@@ -330,11 +330,12 @@ def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
     update = not graphless and tf_eager_update(ctx, host)  # beside a compiled step, one
     least = MIN_DISPATCHES if graphless or update else MIN_TINY_PER_STEP  # loop as well
     small = (typical <= TINY_NS) & ~large_matmuls(ctx, ops)  # a large matmul is math
+    cls = optimizer_class(ctx, steps)
+    small &= ~(opt & no_update_loop(cls))  # a step no foreach or fused one replaces
     tiny, apart = _tiny_loops(opt, small, n_steps, least, chained_updates(ctx, host))
     if not tiny.any():
         return None
-    loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()),
-                      optimizer_class(ctx, steps))
+    loops = TinyLoops(bool((tiny & opt).any()), bool((tiny & ~opt).any()), cls)
     between = np.clip(gap, 0, TINY_NS)  # the Python between two ops of the loop
     per_call = per_call_ns(ctx, host, ops, typical, opt)
     span = np.where(tiny, per_call + between, 0)
