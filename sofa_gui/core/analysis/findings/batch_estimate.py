@@ -18,7 +18,8 @@ The estimate is the step without the profiler before the fix over the step after
   other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
   (:func:`matmul_rate`), each convolution's own time as measured (a convolution is
   already compute at batch 1: its time grows with the batch), each other op's elements
-  at :data:`ELEMENT_NS`, views nothing;
+  at :data:`ELEMENT_NS`, views nothing; for requests served, the Python each keeps
+  outside its calls (:mod:`.request_gaps`: taking it, answering it);
 * **bound**: batching ``n`` inputs saves at most ``n`` x per input (the batched call costs
   at least one unit).
 
@@ -36,8 +37,7 @@ The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of 
   one of 64 (layers of 64-128 inputs and 384-1000 outputs), where one row alone is a
   matrix-vector product bound by reading the weights: ``100 GFLOP/s x rows / (rows + 3)``
   (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
-* GELU, layer norm and argmax add 0.4-0.9 ns per element to a batch of 64 rows of 96,
-  ReLU 0.1 (:data:`ELEMENT_NS`).
+* GELU, layer norm and argmax add 0.4-0.9 ns an element to 64 rows of 96, ReLU 0.1.
 
 A trace of another machine records its own rates; only matmuls of at least
 :data:`LARGE_FLOPS` show the machine's (the batch-1 calls of a small model are their fixed
@@ -57,6 +57,7 @@ from .causes import self_times
 from .context import Ctx
 from .host_fill import host_fill_ns
 from .recorder_cost import per_event_ns
+from .request_gaps import GAP_Q, between_ns
 from .work import elements, input_dims, outermost, starts_inside
 
 #: What ``torch.profiler`` adds per recorded event (ns), where the capture cannot tell.
@@ -381,7 +382,8 @@ class BatchFix:
     (``before_ns``) and after it (``after_ns``) for the same inputs, what a unit takes
     unprofiled (``unit_ns``), what one more input adds to it (``added``), how many units a
     step holds (``per_step``), what is batched, in words (``what``), and the profiler's
-    cost per recorded event taken off (``per_event``: ns, read off the capture or not)."""
+    cost per recorded event taken off (``per_event``: ns, read off the capture or not), and
+    the Python each further request keeps (``between``: :func:`.request_gaps.between_ns`)."""
 
     before_ns: float
     after_ns: float
@@ -391,6 +393,7 @@ class BatchFix:
     per_step: int
     what: str
     per_event: tuple[float, bool] = (PROFILER_NS_PER_EVENT, False)
+    between: float = 0.0
 
     def speedup(self) -> float:
         return self.before_ns / max(self.after_ns, 1e-6)
@@ -399,6 +402,13 @@ class BatchFix:
         f = self.added.fill_ns
         return (f", {fmt_ns(f)} copying the Python numbers its tensors are made from"
                 if f > 0 else "")
+
+    def _kept(self) -> str:
+        return (f" and the Python each request keeps outside the framework calls ("
+                f"{fmt_ns(self.between)}: taking and answering it, the {GAP_Q:.0%} quantile "
+                f"of the gaps between one request's last call and the next's first, less the "
+                f"median gap between two calls of a request; it holds the loop's own Python "
+                f"too, which batching removes: a lower bound)" if self.between > 0 else "")
 
     def unprofiled(self) -> str:
         """How the step is read without the profiler, in words: its cost per recorded
@@ -420,17 +430,20 @@ class BatchFix:
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
                 f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time, "
-                f"{ELEMENT_NS} ns per element of the other ops{self._fill()}), the rest of "
-                f"the step as it is; batching {self.batch} inputs saves at most "
+                f"{ELEMENT_NS} ns per element of the other ops{self._fill()}){self._kept()}, "
+                f"the rest of the step as it is; batching {self.batch} inputs saves at most "
                 f"{self.batch}x per input.")
 
 
-def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> BatchFix | None:
+def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0,
+              served: bool = False) -> BatchFix | None:
     """The batching estimate of the steady steps of ``host``'s main thread: the requests a
     step answers one at a time (:func:`repeated_blocks`) batched together, or, where a
     step answers one, the steps captured batched into one call.  ``per_input_ns``: work
     each further input adds beyond the main thread's ops (the part of a compiled function's
-    ops on the runtime's pool threads that grows with the input)."""
+    ops on the runtime's pool threads that grows with the input); ``served``: requests
+    served, each keeping its Python between the units (where none copies Python numbers:
+    that copy is the Python between them, counted per input already)."""
     r = ctx.rows
     if host is None or not len(r):
         return None
@@ -445,10 +458,11 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
         repeats = unprofiled_ns(b.span, b.events, cost)
         unit = repeats / b.count
         add = _plus(added_ns(ctx, b.ops, b.count, b.count), per_input_ns)
-        after = step_ns - repeats + unit + (b.count - 1) * add.ns
+        kept = between_ns(ctx, b.ops, b.period, b.count) if served and not add.fill_ns else 0.0
+        after = step_ns - repeats + unit + (b.count - 1) * (add.ns + kept)
         return BatchFix(step_ns, after, unit, add, b.count, b.count,
                         what or f"the {b.count} requests of a step batched into one call",
-                        (cost, read))
+                        (cost, read), kept)
     n = len(r)
     if n < 2:
         return None
@@ -462,10 +476,7 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
 def _plus(add: Added, ns: float) -> Added:
     return Added(add.ns + ns, add.matmul_ns, add.measured, add.fill_ns) if ns else add
 
-
-#: Steps sampled for the work of a step that answers one request.
-SAMPLED_STEPS = 16
-
+SAMPLED_STEPS = 16  # steps sampled for the work of a step that answers one request
 
 def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
     """(unprofiled step, what one more input adds), medians over up to
@@ -567,7 +578,6 @@ def loop_data_ns(ctx: Ctx, host, outer: np.ndarray) -> float:
                           for j in sample.tolist()])
         total += len(of) * float(size) * ELEMENT_NS
     return total
-
 
 
 def loop_once_ns(ctx: Ctx, host, outer: np.ndarray, steps: int) -> float:
