@@ -194,7 +194,7 @@ def private_grads_vmap(model, x, y):
 
 
 @case("pt_train_dpsgd_per_sample_loop", "pytorch", "training", 3,
-      facts("training", optimizer="sgd"), split="holdout", warmup=2,
+      facts("training", optimizer="sgd"), split="tuned", warmup=2,
       fix="per-sample gradients from torch.func.vmap(grad(...))",
       share_from_fix="host_overhead", tags=["dp_sgd", "per_sample_gradients", "python_loop"])
 def pt_train_dpsgd_per_sample_loop(variant):

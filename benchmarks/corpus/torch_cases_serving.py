@@ -224,7 +224,7 @@ def next_batch(q: queue.Queue, most: int, wait_s: float = 0.005) -> list[Request
 
 
 @case("pt_infer_queue_one_at_a_time", "pytorch", "inference", 6,
-      facts("inference", batch=1), split="holdout", warmup=3,
+      facts("inference", batch=1), split="tuned", warmup=3,
       fix="micro-batches of up to 64 queued requests, one forward each",
       share_from_fix="host_overhead", per_item=REQUESTS, fix_per_item=REQUESTS,
       tags=["server", "queue", "thread", "batch1"])

@@ -18,26 +18,23 @@ The estimate is the step without the profiler before the fix over the step after
   other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
   (:func:`matmul_rate`), each convolution's own time as measured, its shapes' median (a
   convolution is already compute at batch 1: its time grows with the batch), each other
-  op's elements at :data:`ELEMENT_NS`, views nothing;
+  op's elements at :data:`ELEMENT_NS`, views nothing; for requests served, the Python each
+  keeps outside its calls (:mod:`.request_gaps`: taking it, answering it);
 * **bound**: batching ``n`` inputs saves at most ``n`` x per input (the batched call costs
   at least one unit).
 
-The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of the idle
-2-core machine the corpus is made on, and against the tuned corpus cases' truths:
+The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of the idle 2-core
+machine the corpus is made on, and against the tuned corpus cases' truths:
 
-* ``torch.profiler`` (CPU activity, shapes recorded) costs 0.3-0.6 µs per event in a
-  tight loop of one kind of call, and 0.6-1.7 µs per event of a model's step (captured
-  step less the truth's unprofiled step, over the events a step records: a batch-1 conv
-  net, a token-by-token decode, a per-sample ``.item()`` metric); a ``ProfilerStep#N``
-  span's time before its first recorded call and after its last grows with the events
-  it records (the first of 3,000 tiny ops 37 µs into it, of 20 6 µs): the profiler's step
-  bookkeeping (:func:`step_window` leaves it out);
-* ``addmm`` adds rows at 43-61 GFLOP/s in a batch of 4, 74-90 in one of 16 and 92-99 in
-  one of 64 (layers of 64-128 inputs and 384-1000 outputs), where one row alone is a
-  matrix-vector product bound by reading the weights: ``100 GFLOP/s x rows / (rows + 3)``
-  (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
-* GELU, layer norm and argmax add 0.4-0.9 ns per element to a batch of 64 rows of 96,
-  ReLU 0.1 (:data:`ELEMENT_NS`).
+* ``torch.profiler`` (CPU activity, shapes recorded) costs 0.3-0.6 µs per event in a tight
+  loop of one call, 0.6-1.7 µs per event of a model's step (captured step less the truth's
+  unprofiled one, over its events); a ``ProfilerStep#N`` span's time before its first call
+  and after its last, the profiler's step bookkeeping, grows with its events
+  (:func:`step_window` leaves it out);
+* ``addmm`` adds rows at 43-61 GFLOP/s in a batch of 4, 74-90 in one of 16, 92-99 in one of
+  64, where one row alone is a matrix-vector product bound by reading the weights:
+  ``100 GFLOP/s x rows / (rows + 3)`` (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
+* GELU, layer norm and argmax add 0.4-0.9 ns an element to 64 rows of 96, ReLU 0.1.
 
 A trace of another machine records its own rates; only matmuls of at least
 :data:`LARGE_FLOPS` show the machine's (the batch-1 calls of a small model are their fixed
@@ -57,6 +54,7 @@ from .causes import self_times
 from .context import Ctx
 from .host_fill import host_fill_ns
 from .recorder_cost import per_event_ns
+from .request_gaps import between_ns, kept_words
 from .work import elements, input_dims, outermost, starts_inside
 
 #: What ``torch.profiler`` adds per recorded event (ns), where the capture cannot tell.
@@ -391,8 +389,8 @@ class BatchFix:
     """Batching ``batch`` inputs of a unit: the step without the profiler before the fix
     (``before_ns``) and after it (``after_ns``) for the same inputs, what a unit takes
     unprofiled (``unit_ns``), what one more input adds to it (``added``), how many units a
-    step holds (``per_step``), what is batched, in words (``what``), and the profiler's
-    cost per recorded event taken off (``per_event``: ns, read off the capture or not)."""
+    step holds (``per_step``), what is batched (``what``), the profiler's cost per event
+    taken off (``per_event``: ns, read or not), the Python a request keeps (``between``)."""
 
     before_ns: float
     after_ns: float
@@ -402,6 +400,7 @@ class BatchFix:
     per_step: int
     what: str
     per_event: tuple[float, bool] = (PROFILER_NS_PER_EVENT, False)
+    between: float = 0.0
 
     def speedup(self) -> float:
         return self.before_ns / max(self.after_ns, 1e-6)
@@ -432,16 +431,19 @@ class BatchFix:
                 f"paid once) plus what each further input adds "
                 f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time "
                 f"at their calls' median, {ELEMENT_NS} ns per element of the other ops"
-                f"{self._fill()}), the rest of the step as it is; batching {self.batch} "
-                f"inputs saves at most {self.batch}x per input.")
+                f"{self._fill()}){kept_words(self.between)}, the rest of the step as it is; "
+                f"batching {self.batch} inputs saves at most {self.batch}x per input.")
 
 
-def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> BatchFix | None:
+def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0,
+              served: bool = False) -> BatchFix | None:
     """The batching estimate of the steady steps of ``host``'s main thread: the requests a
     step answers one at a time (:func:`repeated_blocks`) batched together, or, where a
     step answers one, the steps captured batched into one call.  ``per_input_ns``: work
     each further input adds beyond the main thread's ops (the part of a compiled function's
-    ops on the runtime's pool threads that grows with the input)."""
+    ops on the runtime's pool threads that grows with the input); ``served``: requests
+    served, each keeping its Python between the units (where none copies Python numbers:
+    that copy is the Python between them, counted per input already)."""
     r = ctx.rows
     if host is None or not len(r):
         return None
@@ -456,10 +458,11 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
         repeats = unprofiled_ns(b.span, b.events, cost)
         unit = repeats / b.count
         add = _plus(added_ns(ctx, b.ops, b.count, b.count), per_input_ns)
-        after = step_ns - repeats + unit + (b.count - 1) * add.ns
+        kept = between_ns(ctx, b.ops, b.period, b.count) if served and not add.fill_ns else 0.0
+        after = step_ns - repeats + unit + (b.count - 1) * (add.ns + kept)
         return BatchFix(step_ns, after, unit, add, b.count, b.count,
                         what or f"the {b.count} requests of a step batched into one call",
-                        (cost, read))
+                        (cost, read), kept)
     n = len(r)
     if n < 2:
         return None
@@ -473,10 +476,7 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0) -> Batc
 def _plus(add: Added, ns: float) -> Added:
     return Added(add.ns + ns, add.matmul_ns, add.measured, add.fill_ns) if ns else add
 
-
-#: Steps sampled for the work of a step that answers one request.
-SAMPLED_STEPS = 16
-
+SAMPLED_STEPS = 16  # steps sampled for the work of a step that answers one request
 
 def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
     """(unprofiled step, what one more input adds), medians over up to

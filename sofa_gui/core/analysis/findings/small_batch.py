@@ -67,7 +67,8 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                f"({pct(share)}) is the fixed cost of each call and the Python between them, "
                f"paid once per call whatever its batch. "
                f"{CHAIN_REMEDY if chain else _TRAIN_REMEDY if training else _INFER_REMEDY}")
-    fix = chain or batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0)
+    fix = chain or batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0,
+                             served=not training)
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
     clear = clear_of_noise(fix.speedup()) if fix is not None else 1.0
@@ -81,8 +82,9 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                      notes=notes,
                      unseen=_compiled_unseen if found.calls is not None else None)
     # a training batch is the program's choice: its estimate, for as many samples as the
-    # steps captured, grows with a larger batch (each call's fixed cost paid once for more)
-    f.estimate_floor = training and fix is not None
+    # steps captured, grows with a larger batch (each call's fixed cost paid once for more);
+    # the Python kept between requests holds some that batching removes
+    f.estimate_floor = fix is not None and (training or (chain is None and fix.between > 0))
     return f
 
 
