@@ -59,9 +59,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
 }, "verdict": {
     "pt_train_neural_ode_rk4": "compute 0.97 measured (the RK4 steps a chain, no fix claimed); "
                                "the trace reads host_overhead on both captures",
-    "jax_train_dropout_keys_loop": "host overhead 0.57 measured (16 eager "
-                                   "jax.random.split calls a step; 2.33x with the key split "
-                                   "inside the jitted step); both captures read input",
     "pt_ddp_gloo_sampler_workers_starved": "input 0.56 measured (what batches augmented "
                                            "beforehand save); capture 1 reads input, "
                                            "capture 2 compute",
