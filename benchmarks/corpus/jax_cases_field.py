@@ -22,7 +22,7 @@ DROP_LAYERS = 16
 
 
 @case("jax_train_dropout_keys_loop", "jax", "training", 8, JX,
-      split="holdout", warmup=3,
+      split="tuned", warmup=3,
       fix="one key passed to the jitted step, split there with jax.random.split(key, 16)",
       share_from_fix="host_overhead", tags=["prng", "dropout", "python_loop"])
 def jax_train_dropout_keys_loop(variant):

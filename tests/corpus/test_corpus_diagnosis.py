@@ -61,9 +61,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
                              "sample; no start-up in the window); capture-2 reads a "
                              "confident startup_cost (0.9)",
 }, "verdict": {
-    "jax_train_dropout_keys_loop": "host overhead 0.57 measured (16 eager "
-                                   "jax.random.split calls a step; 2.33x with the key split "
-                                   "inside the jitted step); both captures read input",
 }}
 
 

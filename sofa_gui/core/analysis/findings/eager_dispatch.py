@@ -58,8 +58,10 @@ from .registry import Rule, rule
       "registered with its thresholds and factors in :mod:`.run_rules`")
 def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
     d = measure(ctx)
-    if d is None or (d.compiled_step and not d.updates_state):
+    if d is None or (d.compiled_step and not d.updates_state and not d.splits_keys):
         return None  # beside a compiled step, the ops make its arguments: eager_input's
+    if d.splits_keys:
+        return _keys_finding(ctx, spec, d)
     if d.updates_state:
         return _update_finding(ctx, spec, d)
     what = (f"{d.per_step:,.0f} ops per steady-state iteration are dispatched one at a time "
@@ -87,14 +89,30 @@ def _update_finding(ctx: Ctx, spec: Rule, d: Dispatched) -> Finding:
                                              "compiled step")
 
 
+def _keys_finding(ctx: Ctx, spec: Rule, d: Dispatched) -> Finding:
+    """PRNG keys split one at a time from Python beside a compiled step (a key per layer
+    split in a Python loop): tiny programs whose cost is per call, not a batch."""
+    what = (f"The step is one compiled program, run once a step, and the {d.per_step:,.0f} "
+            f"programs per steady-state iteration dispatched one at a time from Python "
+            f"between its calls (median {{median}} each) nearly all (95% or more) split "
+            f"PRNG keys and unpack them (jax.random.split, key, sub = ...): key-sized "
+            f"outputs, no data read, drawn or stacked, so their cost is per call, not the "
+            f"batch's. ")
+    fix = ("Passing one key to the jitted step and splitting it there "
+           "(jax.random.split(key, n) inside jax.jit) makes the splits part of the compiled "
+           "call: one split a step is left outside. ")
+    return _finding(ctx, spec, d, what, fix, "PRNG keys split one at a time outside the "
+                                             "compiled step")
+
+
 @rule("eager_input_bound", "Input made op by op between compiled steps", 0.05, 0.20,
       "same grading as input-bound; >= 20 ops a step dispatched one at a time from Python "
       "outside a compiled step that runs once a step",
       factors={"compiled_step_fuses": 0.7})
 def eager_input(ctx: Ctx, spec: Rule) -> Finding | None:
     d = measure(ctx)
-    if d is None or not d.compiled_step or d.updates_state:
-        return None  # an un-jitted step, or an update of its state: eager_dispatch's
+    if d is None or not d.compiled_step or d.updates_state or d.splits_keys:
+        return None  # an un-jitted step, its state's update, keys split: eager_dispatch's
     what = (f"The step is one compiled program, run once a step, yet {d.per_step:,.0f} "
             f"programs per steady-state iteration are dispatched one at a time from Python "
             f"(median {{median}} each): besides the step's own call, the ops between its "

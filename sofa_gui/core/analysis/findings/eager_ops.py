@@ -54,6 +54,10 @@ ARITHMETIC = frozenset(("add", "subtract", "sub", "multiply", "mul", "true_divid
                         "minimum", "max", "min", "abs", "absolute", "sign", "clip"))
 #: Share of the dispatched programs that must be :data:`ARITHMETIC` for the update reading.
 ARITHMETIC_SHARE = 0.95
+#: PRNG key handling, by the names JAX dispatches it under: a key split or folded and the
+#: split's keys unpacked (``key, sub = jax.random.split(key)``); key-sized outputs, no data.
+KEY_OPS = frozenset(("threefry_split", "threefry_fold_in", "random_split", "random_fold_in",
+                     "split", "fold_in", "unstack", "random_wrap", "random_unwrap"))
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class Dispatched:
     compiled_step: bool  # a compiled program runs once in every steady step
     step_call_ns: float = 0.0  # ns of the main thread in the compiled step's calls
     updates_state: bool = False  # beside the compiled step, they update the training state
+    splits_keys: bool = False  # beside the compiled step, they only split PRNG keys
 
     @property
     def share(self) -> float:
@@ -97,8 +102,12 @@ def _measure(ctx: Ctx) -> Dispatched | None:
     if step is None:
         return Dispatched(calls, per_step, wall, kernels, kept, False)
     s = ctx.trace.slices
+    kinds = _between(ctx, host, step)
+    keys = bool(len(kinds)) and float(np.isin(kinds, list(KEY_OPS)).mean()) >= ARITHMETIC_SHARE
+    split = bool(np.isin(kinds, ["threefry_split", "random_split", "split"]).any())
     return Dispatched(calls, per_step, wall, kernels, kept, True,
-                      float(s.dur[step].sum()), _updates_state(ctx, host, step))
+                      float(s.dur[step].sum()), not keys and _updates_state(ctx, kinds),
+                      keys and split)
 
 
 def _steady_compiled_step_calls(ctx: Ctx, host) -> np.ndarray:
@@ -108,24 +117,28 @@ def _steady_compiled_step_calls(ctx: Ctx, host) -> np.ndarray:
     return calls[ctx.in_steady(ctx.trace.slices.start[calls], host.starts, host.ends)]
 
 
-def _updates_state(ctx: Ctx, host, step: np.ndarray) -> bool:
-    """Whether the programs dispatched between the compiled step's calls update the
-    training state: a training run, and at least :data:`ARITHMETIC_SHARE` of those
-    programs (named ``PjitFunction(f)`` calls, outermost) are elementwise arithmetic."""
+def _updates_state(ctx: Ctx, kinds: np.ndarray) -> bool:
+    """Whether the programs dispatched between the compiled step's calls (``kinds``)
+    update the training state: a training run, and at least :data:`ARITHMETIC_SHARE` of
+    them are elementwise arithmetic."""
     mode = ctx.facts.get("mode")
-    if not (mode.known and mode.value == "training") or not len(step):
+    if not (mode.known and mode.value == "training") or not len(kinds):
         return False
+    return float(np.isin(kinds, list(ARITHMETIC)).mean()) >= ARITHMETIC_SHARE
+
+
+def _between(ctx: Ctx, host, step: np.ndarray) -> np.ndarray:
+    """The lower-cased names of the programs dispatched between the compiled step's calls
+    in the steady steps (named ``PjitFunction(f)`` calls, outermost), one per call."""
+    if not len(step):
+        return np.array([], str)
     s = ctx.trace.slices
     mine = ctx.steady_slices(host)
     ids = ctx.trace.name_ids(lambda n: bool(_JITTED.match(n)))
     mine = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
                                          & (s.name[mine] != s.name[step[0]])])
-    if not len(mine):
-        return False
-    names = np.unique(s.name[mine], return_inverse=True)
-    plain = np.array([_JITTED.match(ctx.trace.names[int(n)]).group(1).lower() in ARITHMETIC
-                      for n in names[0]])
-    return float(plain[names[1]].mean()) >= ARITHMETIC_SHARE
+    return np.array([_JITTED.match(ctx.trace.names[int(n)]).group(1).lower()
+                     for n in s.name[mine]], str)
 
 
 def _compiled_step(ctx: Ctx, host) -> bool:
