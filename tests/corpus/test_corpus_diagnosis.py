@@ -49,9 +49,6 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-    "pt_train_pt_files_nw2": "input 0.59 measured (two workers torch.load-ing one file per "
-                             "sample; no start-up in the window); capture-2 reads a "
-                             "confident startup_cost (0.9)",
     "pt_train_lbfgs_closure": "compute 1.00 measured (the closure's full-batch passes are 0.89 "
                               "of the step, L-BFGS's own bookkeeping the rest); the trace "
                               "adds op_overhead_bound at 0.61 and 0.70",
