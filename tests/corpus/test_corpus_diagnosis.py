@@ -57,9 +57,6 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-    "pt_train_pt_files_nw2": "input 0.59 measured (two workers torch.load-ing one file per "
-                             "sample; no start-up in the window); capture-2 reads a "
-                             "confident startup_cost (0.9)",
 }, "verdict": {
 }}
 

@@ -55,6 +55,9 @@ DEFAULT_INTERFERENCE = 1.15
 #: wait before their batch arrives at least this share of the loading: the main thread
 #: waits for them most of the step, so they are behind all through it.
 PACED = 0.5
+#: The workers are behind when the steady steps wait for their batch at least this share of
+#: the step (highly input-bound on the wait alone).
+BEHIND = 0.2
 AMDAHL_WHY = "no extra core: the work is done once, not every step, if the data can be " \
              "prepared ahead"
 
@@ -131,6 +134,17 @@ def worker_wait(ctx: Ctx, host, fetches: np.ndarray) -> WorkerWait:
     came = first < s.end[fetches]
     receipt = float((s.end[fetches] - first)[came].min()) * len(fetches) if came.any() else 0.0
     return WorkerWait(wait / wall, receipt / wall)
+
+
+def workers_behind(ctx: Ctx) -> bool:
+    """Whether the steady steps wait for the DataLoader workers' batch at least
+    :data:`BEHIND` of the step: the workers never get ahead, no prefetch queue fills, so a
+    first step's longer wait is no one-off filling of it (the workers are as slow then)."""
+    host = ctx.bd.host
+    if host is None or not len(ctx.rows):
+        return False
+    fetches = _fetches(ctx, host)
+    return bool(len(fetches)) and worker_wait(ctx, host, fetches).wait >= BEHIND
 
 
 def removal_gain(ctx: Ctx, host, share: float) -> tuple[float, str, float]:

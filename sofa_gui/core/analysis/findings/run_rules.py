@@ -45,6 +45,7 @@ from .host_estimate import (
     rest_math,
 )
 from .input_estimate import pass_rows
+from .input_removal import workers_behind
 from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, no_update_loop, optimizer_class
 from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
@@ -149,8 +150,9 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
 def _worker_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
     """ns the warm-up iterations wait for data beyond a steady iteration's wait, when the
     run's DataLoader has workers: their start-up and first prefetch, one-off by nature
-    (the same ``__next__`` call as every step, so call counts alone call it a slow start)."""
-    if ctx.facts.value("dataloader") != "workers":
+    (the same ``__next__`` call as every step, so call counts alone call it a slow start).
+    None when the steady steps, too, wait long for the workers: no queue ever fills."""
+    if ctx.facts.value("dataloader") != "workers" or workers_behind(ctx):
         return 0.0
     return _input_fill(ctx, warm, rows)
 
