@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 from corpus.common import case
+from corpus.ddp_cases_blind import train_loop
 from corpus.torch_cases import Loop
 
 nn = torch.nn
@@ -136,16 +137,7 @@ def register(facts: dict) -> dict:
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         if variant == "bare":
             ready = DataLoader(AugmentedImages(), batch_size=64, drop_last=True)
-            held = [b for b, _ in zip(ready, range(8))]
-
-            def step_bare(i):
-                images, labels = held[i % len(held)]
-                loss = nn.functional.cross_entropy(model(images), labels)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                return loss
-            return step_bare
+            return train_loop(model, opt, [b for b, _ in zip(ready, range(8))])
         dataset = RawImages() if variant == "fix" else AugmentedImages()
         sampler = DistributedSampler(dataset, shuffle=True, seed=0)
         workers = 2 if variant == "num_workers=2" else 1
