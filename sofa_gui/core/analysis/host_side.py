@@ -230,11 +230,20 @@ _VARIABLE_WRITE = re.compile(r"^EagerLocalExecute: Assign(Add|Sub)?VariableOp$")
 _STATE_MATH_OPS = (r"ReadVariableOp|Mul|AddV2|Add|AddN|Sub|RealDiv|Div|DivNoNan|Neg|Sqrt"
                    r"|Rsqrt|Square|SquaredDifference|Pow|Exp|Log|Log1p|Maximum|Minimum|Abs"
                    r"|Sign|Reciprocal|ClipByValue|Cast|Identity")
-#: TensorFlow's elementwise arithmetic and variable reads, by op name: what an update of a
+#: TensorFlow's elementwise arithmetic and variable reads run eagerly: what an update of a
 #: variable from its own value and others' is made of (``ema.assign(decay * ema + (1 -
 #: decay) * w)``, ``v.assign_sub(lr * m)``): no read of data, no matmul, no function call.
-TF_STATE_MATH = re.compile(rf"^({_STATE_MATH_OPS})$")
 _STATE_MATH = re.compile(rf"^EagerLocalExecute: ({_STATE_MATH_OPS})$")
+
+
+def tf_eager_ids(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Name ids of TensorFlow's eager ops (``EagerLocalExecute: ...``): all of them, the
+    variable writes, and the state arithmetic and variable reads (``_STATE_MATH``); each
+    read once per trace."""
+    return (trace.memo("host_side.eager_run_ids", lambda: trace.name_ids(_EAGER_RUN.match)),
+            trace.memo("host_side.variable_write_ids",
+                       lambda: trace.name_ids(_VARIABLE_WRITE.match)),
+            trace.memo("host_side.state_math_ids", lambda: trace.name_ids(_STATE_MATH.match)))
 
 
 def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -290,14 +299,11 @@ def _jax_batch_conversions(trace: Trace, lane: int, idx: np.ndarray) -> np.ndarr
 def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarray:
     """Per conversion ``idx[conv]`` (``idx`` in start order): whether the first eager op
     the thread runs after it, past elementwise arithmetic and variable reads
-    (:data:`TF_STATE_MATH`), is a variable write."""
+    (:func:`tf_eager_ids`), is a variable write."""
     if not len(conv):
         return np.zeros(0, bool)
     s = trace.slices
-    run = trace.memo("host_side.eager_run_ids", lambda: trace.name_ids(_EAGER_RUN.match))
-    write = trace.memo("host_side.variable_write_ids",
-                       lambda: trace.name_ids(_VARIABLE_WRITE.match))
-    math = trace.memo("host_side.state_math_ids", lambda: trace.name_ids(_STATE_MATH.match))
+    run, write, math = tf_eager_ids(trace)
     ops = np.flatnonzero(np.isin(s.name[idx], run))
     if not len(ops) or not len(write):
         return np.zeros(len(conv), bool)

@@ -43,9 +43,8 @@ def hook_work(ctx: Ctx, host) -> tuple[float, int, list[str]] | None:
     on = on[ctx.in_steady(s.start[on], host.starts, host.ends)]
     if not len(on):
         return None
-    names = np.array([t.name_of(int(j)) for j in on], dtype=object)
-    copies = on[names == HOOKED_COPY]
-    calls = on[np.array([n.startswith(COLLECTIVE_CALL) for n in names], bool)]
+    copies = on[np.isin(s.name[on], t.name_ids(lambda n: n == HOOKED_COPY))]
+    calls = on[np.isin(s.name[on], t.name_ids(lambda n: n.startswith(COLLECTIVE_CALL)))]
     if not len(copies) or not len(calls):
         return None
     spent = 0.0
@@ -57,11 +56,11 @@ def hook_work(ctx: Ctx, host) -> tuple[float, int, list[str]] | None:
         if not len(before):
             continue
         last = int(before[np.argmax(s.start[before])])
+        if _parted(ctx, host, last, c):
+            continue
         # the hook's own ops: the collective call's siblings after the bucket's last copy
         mine = on[(s.depth[on] == depth) & (s.start[on] >= s.end[last])
                   & (s.end[on] <= s.start[c])]
-        if _parted(ctx, host, last, c):
-            continue
         buckets += 1
         for j in mine.tolist():
             spent += float(s.dur[j])

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import roles as R
-from ..host_side import TF_STATE_MATH, window_of
+from ..host_side import tf_eager_ids, window_of
 from ..intervals import measure_in, union
 from ..iterations.dispatch import compiled_step_calls, function_module, module_of, step_dispatches
 from .context import Ctx
@@ -58,6 +58,8 @@ ARITHMETIC_SHARE = 0.95
 #: split's keys unpacked (``key, sub = jax.random.split(key)``); key-sized outputs, no data.
 KEY_OPS = frozenset(("threefry_split", "threefry_fold_in", "random_split", "random_fold_in",
                      "split", "fold_in", "unstack", "random_wrap", "random_unwrap"))
+#: Of those, the splits themselves (a loop that only folds or unpacks keys splits none).
+KEY_SPLITS = frozenset(("threefry_split", "random_split", "split"))
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def _measure(ctx: Ctx) -> Dispatched | None:
     s = ctx.trace.slices
     kinds = _between(ctx, host, step)
     keys = bool(len(kinds)) and float(np.isin(kinds, list(KEY_OPS)).mean()) >= ARITHMETIC_SHARE
-    split = bool(np.isin(kinds, ["threefry_split", "random_split", "split"]).any())
+    split = bool(np.isin(kinds, list(KEY_SPLITS)).any())
     return Dispatched(calls, per_step, wall, kernels, kept, True,
                       float(s.dur[step].sum()), not keys and _updates_state(ctx, kinds),
                       keys and split)
@@ -137,8 +139,9 @@ def _between(ctx: Ctx, host, step: np.ndarray) -> np.ndarray:
     ids = ctx.trace.name_ids(lambda n: bool(_JITTED.match(n)))
     mine = outermost(s.start, s.end, mine[np.isin(s.name[mine], ids)
                                          & (s.name[mine] != s.name[step[0]])])
-    return np.array([_JITTED.match(ctx.trace.names[int(n)]).group(1).lower()
-                     for n in s.name[mine]], str)
+    ids, at = np.unique(s.name[mine], return_inverse=True)
+    kinds = [_JITTED.match(ctx.trace.names[int(n)]).group(1).lower() for n in ids]
+    return np.array(kinds, str)[at] if len(ids) else np.array([], str)
 
 
 def _compiled_step(ctx: Ctx, host) -> bool:
@@ -212,17 +215,11 @@ def _tf_eager_step(ctx: Ctx, host) -> bool:
     return len(eager) >= MIN_DISPATCHES * len(r)
 
 
-#: TensorFlow's eager ops by name (their kernels run inside them, on the calling thread).
-_TF_EAGER_OP = re.compile(r"^EagerLocalExecute: (.+)$")
-#: Variable writes, by op name.
-_TF_WRITE = re.compile(r"^Assign(Add|Sub)?VariableOp$")
-
-
 def tf_eager_update(ctx: Ctx, host) -> bool:
     """Whether, in a training run, the steady steps run a compiled TensorFlow function and
     beside it at least :data:`MIN_DISPATCHES` eager ops a step, nearly all
     (:data:`ARITHMETIC_SHARE`) elementwise arithmetic on variables and variable reads and
-    writes (:data:`..host_side.TF_STATE_MATH`), some of them writes: the state updated op
+    writes (:func:`..host_side.tf_eager_ids`), some of them writes: the state updated op
     by op from Python (a moving average of the weights, a hand-written optimizer), a loop
     that ``tf.function`` over the update removes whole, as over an eager step.  A batch
     made op by op reads data, and a model run eagerly runs matmuls.  Measured once per
@@ -241,19 +238,11 @@ def _tf_eager_update(ctx: Ctx, host) -> bool:
     if not np.isin(s.name[mine], ctx.trace.name_ids(TF_GRAPH.search)).any():
         return False  # no compiled function: the step runs eagerly (tf_eager_step)
     mine = mine[~in_read_loops(ctx, s.start[mine])]
-    # the eager ops but the compiled calls themselves
-    ops = s.name[mine[np.isin(s.name[mine], _eager_ids(ctx, lambda n: not TF_GRAPH.search(n)))]]
+    run, writes, state_math = tf_eager_ids(ctx.trace)
+    names = s.name[mine]  # the eager ops but the compiled calls themselves
+    ops = names[np.isin(names, run) & ~np.isin(names, ctx.trace.name_ids(TF_GRAPH.search))]
     if len(ops) < MIN_DISPATCHES * len(r):
         return False
-    math = np.isin(ops, _eager_ids(ctx, TF_STATE_MATH.match))
-    write = np.isin(ops, _eager_ids(ctx, _TF_WRITE.match))
-    return bool(write.any()) and float((math | write).mean()) >= ARITHMETIC_SHARE
-
-
-def _eager_ids(ctx: Ctx, op) -> np.ndarray:
-    """Name ids of the eager ops whose op name (after ``EagerLocalExecute: ``) ``op``
-    accepts."""
-    def ok(name: str) -> bool:
-        m = _TF_EAGER_OP.match(name)
-        return m is not None and bool(op(m.group(1)))
-    return ctx.trace.name_ids(ok)
+    write = np.isin(ops, writes)
+    return bool(write.any()) and float((np.isin(ops, state_math) | write).mean()) \
+        >= ARITHMETIC_SHARE
