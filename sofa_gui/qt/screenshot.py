@@ -30,7 +30,22 @@ def take_screenshot(path: str | None, out: str, size=(1600, 1000), iteration: in
     try:
         return _shoot(path, out, size, iteration, mode, settings)
     finally:
+        _free_window()
         gc_on_gui.stop()
+
+
+def _free_window() -> None:
+    """Delete the closed window and collect its wrappers here, on the GUI thread, before
+    automatic collection is back on: a collection that starts later, wherever an
+    allocation triggers it, would free those wrappers at an arbitrary point of a process
+    that goes on running (the CLI called in-process) and can block in
+    ``QObject::~QObject`` (see :mod:`.collector`)."""
+    import gc
+
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    gc.collect()
 
 
 def _shoot(path: str | None, out: str, size, iteration: int | None, mode: str,
@@ -66,6 +81,7 @@ def _shoot(path: str | None, out: str, size, iteration: int | None, mode: str,
     finally:
         win.session.shutdown()
         win.close()
+        win.deleteLater()
 
 
 def _open_and_wait(win, path: str) -> str:
