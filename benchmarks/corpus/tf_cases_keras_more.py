@@ -188,7 +188,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
     fit_facts = {**TF, "mode": "training", "keras_fit": True, "tf_data": True}
     fit_case("tf_fit_two_input_zip",
              fit_spec("run", data=listing_batches, net=lambda: listing_model(keras_model)),
-             {**fit_facts, "tf_data_parallel": False}, 8, split="holdout", warmup=3,
+             {**fit_facts, "tf_data_parallel": False}, 8, split="tuned", warmup=3,
              fix="map(num_parallel_calls=AUTOTUNE) on both pipelines",
              share_from_fix="input", share_variant="bare",
              tags=["keras_fit", "tf_data", "functional", "multi_input", "jpeg"])
