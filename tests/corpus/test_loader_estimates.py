@@ -17,7 +17,8 @@ from sofa_gui.core.analysis.findings import input_estimate, make_context
 from sofa_gui.core.analysis.findings.input_estimate import UnprofiledSteps, tf_removal_gain
 from sofa_gui.core.analysis.findings.loader_step import collate_tensors, unprofiled_step
 from sofa_gui.core.analysis.pipeline import analyze
-from sofa_gui.core.analysis.tfdata import tf_data_lanes
+from sofa_gui.core.analysis.run_facts import run_facts
+from sofa_gui.core.analysis.tfdata import analyze_input_pipeline, tf_data_lanes
 from sofa_gui.core.importers import load_trace
 
 CORPUS = DATA / "corpus"
@@ -151,6 +152,34 @@ def test_an_iterator_thread_with_no_worker_busy_beside_it_keeps_its_time_as_work
     fix = input_fix(a, "parallel map")
     truth = json.loads((CORPUS / "tf_tape_serial_map" / "truth.json").read_text())
     assert abs(fix.estimate / truth["fix"]["speedup"] - 1) <= 0.25
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_serial_map_in_one_branch_of_a_zip_is_offered_in_parallel(k):
+    """A zip of a JPEG map without ``num_parallel_calls`` (its random flip keeps tf.data's
+    own parallelisation off it) and a table map tf.data runs in parallel: the photos' map
+    is the bottleneck, one element at a time, so the parallel map is offered beside the
+    parallel stages and read on the cores (1.34x measured), not "already parallel"."""
+    case = "tf_fit_two_input_zip"
+    t, a = analyzed(case, k)
+    fact = run_facts(t).get("tf_data_parallel")
+    assert fact.value == "serial" and fact.proof.startswith("`Iterator::Map`")
+    fix = input_fix(a, "parallel map")
+    truth = json.loads((CORPUS / case / "truth.json").read_text())
+    assert abs(fix.estimate / truth["fix"]["speedup"] - 1) <= 0.25
+    assert "the pipeline's and the compute's work over the cores" in fix.estimate_why
+    f = next(f for f in a.findings if f.id == "input_pipeline_bound")
+    assert "cheaper samples" not in [x.name for x in f.fixes]
+
+
+@pytest.mark.parametrize("case,k", [("tf_fit_jpeg_directory", 0), ("tf_infer_stft_serial_map", 0),
+                                    ("tf_fit_featurespace_map", 0), ("tf_fit_csv_dataset", 1)])
+def test_a_pipeline_whose_slow_stage_runs_in_parallel_or_is_no_map_stays_parallel(case, k):
+    """Where the bottleneck is a parallel map, or a serial stage ``num_parallel_calls``
+    does not parallelise (a batch, a CSV reader), the pipeline reads as parallel."""
+    t = load_trace(capture(case, k), use_cache=False)
+    assert analyze_input_pipeline(t).serial_map is None
+    assert run_facts(t).value("tf_data_parallel") == "parallel"
 
 
 @pytest.mark.parametrize("k", [0, 1])

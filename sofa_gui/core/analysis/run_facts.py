@@ -57,8 +57,10 @@ checks inside the backward's node evaluations (:mod:`.grad_facts`).
 tf.data facts (from :mod:`.tfdata`'s stage tree): ``tf_data`` python / tf_ops (what makes
 the elements: ``Iterator::Generator`` or ``PyFunc`` ops, else dataset ops);
 ``tf_data_parallel`` parallel / serial / python (a Python source is not parallelised by
-``num_parallel_calls``); ``tf_data_prefetch`` prefetch / none; ``tf_data_cache`` cache /
-none.  ``cpu_cores`` also comes from tf.data's CPU budget (``Iterator::Root``).
+``num_parallel_calls``; serial also where the bottleneck stage is a serial ``map`` or
+``interleave`` beside parallel ones, :attr:`.InputPipeline.serial_map`);
+``tf_data_prefetch`` prefetch / none; ``tf_data_cache`` cache / none.  ``cpu_cores``
+also comes from tf.data's CPU budget (``Iterator::Root``).
 
 More probes (e.g. TensorFlow's ``tf.data``) plug in with :func:`probe`: a function
 ``(trace) -> list[Fact]`` decorated with ``@probe``; the precision probes live in
@@ -518,7 +520,12 @@ def _tf_data(trace: Trace) -> list[Fact]:
     else:
         out.append(Fact("tf_data", "tf_ops", p.state(), "`Iterator::` stages, no PyFunc op"))
     par = next((st for st in p.ordered() if st.parallel), None)
-    if par is not None:
+    slow = p.serial_map
+    if par is not None and slow is not None:
+        out.append(Fact("tf_data_parallel", "serial", f"its slowest stage {slow.label} runs "
+                        f"serially beside the parallel {par.label}", _stage_proof(slow),
+                        slow.first))
+    elif par is not None:
         out.append(Fact("tf_data_parallel", "parallel", par.label, _stage_proof(par),
                         par.first))
     elif gen is not None:

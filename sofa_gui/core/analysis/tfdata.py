@@ -50,6 +50,9 @@ _PARALLEL_NAME = re.compile(r"Parallel(Map|Interleave|Batch)|ParallelMap|MapAndB
 _PREFETCH = re.compile(r"^Prefetch", re.I)
 _CACHE = re.compile(r"Cache", re.I)
 _MAP_LIKE = re.compile(r"Map|Interleave|Batch|Generator|FlatMap", re.I)
+#: Stages that ``num_parallel_calls`` parallelises (``map``, ``interleave``; a map fused
+#: with its batch).
+_PARALLELISABLE = re.compile(r"^(Map|MapAndBatch|Interleave)$")
 
 
 @dataclass
@@ -171,10 +174,24 @@ class InputPipeline:
     def bottleneck_stage(self) -> Stage | None:
         return None if self.bottleneck is None else self.stages[self.bottleneck]
 
+    @property
+    def serial_map(self) -> Stage | None:
+        """The bottleneck stage where it is a ``map`` or ``interleave`` of dataset ops that
+        runs serially, whatever else runs in parallel: one branch of a ``zip`` mapped
+        without ``num_parallel_calls`` (tf.data's own map parallelisation leaves a map
+        with a stateful op serial: a random flip) makes every element wait for it, one at
+        a time, though the other branches' maps run in parallel."""
+        b = self.bottleneck_stage
+        if b is None or b.parallel or b.python or not _PARALLELISABLE.match(b.kind):
+            return None
+        return b
+
     def state(self) -> str:
         """Where the pipeline stands on the study's ladder, in words."""
+        slow = self.serial_map
         parts = ["Python input (" + self.python + ")" if self.python else "tf.data ops",
-                 "parallel" if self.parallel else "serial",
+                 ("parallel" if slow is None else f"parallel but its slowest stage serial "
+                  f"({slow.kind})") if self.parallel else "serial",
                  ("prefetch (inserted by tf.data)" if self.injected_prefetch else "prefetch")
                  if self.prefetch else "no prefetch",
                  "cache" if self.cache else "no cache"]
