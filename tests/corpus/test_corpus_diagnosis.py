@@ -58,9 +58,6 @@ UNMEASURED: dict[str, str] = {}
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
 }, "verdict": {
-    "pt_ddp_gloo_zero_adam": "communication 0.60 of a 37.6 ms step (ZeroRedundancyOptimizer's "
-                             "parameter broadcasts and DDP's all-reduce; plain Adam 1.88x): "
-                             "the advisor reads compute on both captures",
 }}
 
 
