@@ -52,7 +52,7 @@ def register(facts: dict) -> dict:
     """Register this module's cases; {case: its model builder}."""
 
     @case("pt_ddp_gloo_metric_all_gather", "pytorch", "training", 10,
-          {**facts, "optimizer": "sgd", "precision": "fp32"}, split="holdout",
+          {**facts, "optimizer": "sgd"}, split="holdout",
           fix="the correct counts summed on each rank and all-reduced every 50th step",
           share_from_fix="communication", share_variant="bare",
           tags=["ddp", "gloo", "all_gather", "item", "metrics"])
@@ -98,8 +98,8 @@ def register(facts: dict) -> dict:
         return step
 
     @case("pt_ddp_gloo_zero_adam", "pytorch", "training", 3,
-          {**facts, "optimizer": "adam", "precision": "fp32",
-           "optimizer_sharding": "ZeroRedundancyOptimizer"}, split="holdout",
+          {**facts, "optimizer": "adam",
+           "optimizer_sharding": "ZeroRedundancyOptimizer"}, split="tuned",
           fix="plain torch.optim.Adam on each rank (no optimizer-state sharding)",
           share_from_fix="communication", share_variant="bare",
           tags=["ddp", "gloo", "zero", "optimizer_sharding", "transformer"])

@@ -13,7 +13,7 @@ import numpy as np
 
 from corpus.common import case
 
-JX = {"framework": "jax", "device": "cpu", "compiled": "jax.jit", "precision": "fp32"}
+JX = {"framework": "jax", "device": "cpu", "compiled": "jax.jit"}
 
 
 # -- HMC: leapfrog steps in a Python loop ------------------------------------------------------
@@ -30,7 +30,7 @@ def logistic_data(seed: int = 21):
 
 
 @case("jax_train_hmc_leapfrog_loop", "jax", "training", 3, {**JX, "mode": "training"},
-      split="holdout", warmup=3,
+      split="tuned", warmup=3,
       fix="the whole transition in one jitted function, the leapfrog steps in "
       "jax.lax.fori_loop", share_from_fix="host_overhead",
       tags=["hmc", "mcmc", "python_loop", "leapfrog"])
