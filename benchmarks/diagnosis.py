@@ -188,6 +188,7 @@ MEASURED_AS = (("num_workers", ("loader workers", "more loader workers")),
                ("weight_decay", ("weight decay in the optimizer",)),
                ("MB buckets", ("bucket size",)),
                ("no communication hook", ("communication hook off",)),
+               ("no optimizer-state sharding", ("optimizer state unsharded",)),
                ("np.stack the samples", ("one conversion per batch",)))
 
 

@@ -24,7 +24,10 @@ Categories, with their overlap priority (first wins where slices nest):
 5. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches), and the
    framework's set-up calls (a tf.data pipeline and iterator built, a tf.function traced:
    :data:`.roles.SETUP`);
-6. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``;
+6. ``optimizer`` -- inside ``Optimizer.step`` / ``zero_grad`` / TF ``ResourceApply*``
+   (a step's span holds its ops as a step function does: its time that no op covers,
+   while another thread runs a collective, is that collective's, as when
+   ``ZeroRedundancyOptimizer`` waits for its broadcasts);
 7. ``backward`` -- autograd ops (``*Backward``, ``AccumulateGrad``); when the main
    thread is idle while an autograd thread of the same process runs backward
    ops, that time is backward too (PyTorch runs backward on its own thread);
@@ -59,7 +62,7 @@ from ..trace import Kind, LaneKind, Trace
 from ..units import lane_title
 from . import roles as R
 from .codec import register
-from .intervals import paint
+from .intervals import covered, paint
 from .iterations.dispatch import compiled_step_calls
 from .loader_restarts import restarts
 from .self_time import parents
@@ -169,17 +172,18 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     if len(jconv):
         conv = np.sort(np.concatenate([conv, jconv]))
         prep = (np.r_[prep[0], s.start[jconv]], np.r_[prep[1], s.end[jconv]])
+    own, spans = _optimizer_spans(trace, idx, role)
     parts = ([(conv, "data_loading")]
-             + [(idx[role == r], _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
+             + [(own.get(r, idx[role == r]), _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
-             + [(R.pool_work(trace, hidx), "forward"),
+             + [(spans, "optimizer"), (R.pool_work(trace, hidx), "forward"),
                 (_input_python(trace, hidx), "data_loading"), (idx[role == R.PYTHON], "python"),
                 (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
                 (hb, "backward")])
     layers = [prep] + [(s.start[x], s.end[x]) for x, _ in parts[1:]]
     cats = [cat for _, cat in parts]
     back = restarts(trace, main, ws, we)  # the loader started again: its untraced time
-    at = 1 + len(_OWN_ROLES) + len(_WAITED) + 1  # after what other threads run for the step
+    at = 1 + len(_OWN_ROLES) + len(_WAITED) + 2  # after what other threads run for the step
     layers.insert(at, (back.gap_start, back.gap_end))
     cats.insert(at, "data_loading")
     p = paint(layers, ws, we)
@@ -207,6 +211,25 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
         rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
         launches=launches, bytes=nbytes, role_slices=role_slices, work=work, calls=calls)
+
+
+def _optimizer_spans(trace: Trace, idx: np.ndarray, role: np.ndarray) -> tuple[dict, np.ndarray]:
+    """The optimizer's own slices (its ops and every op run inside its ``Optimizer.step`` /
+    ``zero_grad`` spans) and those spans themselves.
+
+    A span encloses the step as a step function does: the time in it that none of its ops
+    covers is the thread waiting, and where another thread runs a collective then, the
+    step waits for that collective (``ZeroRedundancyOptimizer`` broadcasts each updated
+    shard after its step and waits for the broadcasts inside it), so the spans paint after
+    what other threads run for the step, and only their ops as the optimizer's own work.
+    """
+    s = trace.slices
+    opt = idx[role == R.OPTIMIZER]
+    annotated = s.kind[opt] == int(Kind.ANNOTATION)
+    spans = opt[annotated]
+    ops = idx[np.isin(role, _OP_ROLES) & (s.kind[idx] != int(Kind.ANNOTATION))]
+    inner = ops[covered(s.start[ops], s.start[spans], s.end[spans])] if len(spans) else ops[:0]
+    return {R.OPTIMIZER: np.union1d(opt[~annotated], inner)}, spans
 
 
 def _input_python(trace: Trace, hidx: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ from .frozen_part import estimate_frozen
 from .grad_recording import estimate_inference_mode
 from .recompiles import recompiles
 from .registry import Rule, rule
+from .sharded_optimizer import estimate_sharding
 from .work import outermost
 
 #: Assumed compute speed-up behind the compute_bound estimate.
@@ -108,6 +109,7 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
     f = _ranks_finding(ctx, spec, share, summary, evidence, causes, host)
     estimate_buckets(ctx, f, host)
     estimate_hook(ctx, f, host)
+    estimate_sharding(ctx, f, host)
     return f
 
 
