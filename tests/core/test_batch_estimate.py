@@ -163,6 +163,35 @@ def test_training_on_more_than_one_row_is_no_small_batch(case):
     assert small_batch(analyzed(case)[2]) is None
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_one_sample_training_is_read_whatever_the_machines_pace(k):
+    """DP-SGD written by hand: each sample's own forward and backward, its gradients
+    clipped and summed one at a time.  The first capture ran on a loaded machine, its step
+    twice the second's (37 ms against 18.5), yet both are one-sample training: the math
+    ops' own work is a small share of either step (11% and 7%), a ratio the machine's
+    pace keeps where a step's length does not.  Batching the samples is the fix on both,
+    its estimate within a quarter of the measured ``vmap(grad(...))`` on the first."""
+    case = "pt_train_dpsgd_per_sample_loop"
+    _, _, ctx = analyzed(case, k)
+    sb = small_batch(ctx)
+    assert sb is not None and sb.small and sb.batch == 1
+    f = finding(case, "op_overhead_bound", k)
+    assert f.title == "Framework overhead: small-batch training" and f.estimate_floor
+    assert f.estimated_speedup < (1 + WITHIN) * measured(case)
+    if k == 0:
+        assert sb.step > 30e6 and f.estimated_speedup > (1 - WITHIN) * measured(case)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_batch1_inference_whose_math_is_most_of_the_step_is_no_small_batch(k):
+    """Point clouds classified one at a time: the math ops see one cloud, but their own
+    work is most of each step (80%): the fixed per-call cost does not lead, so the step is
+    not read as a small batch, whatever its length (the loop's own readings keep it)."""
+    _, _, ctx = analyzed("pt_infer_pointcloud_loop", k)
+    sb = small_batch(ctx)
+    assert sb is None or not sb.small
+
+
 def test_a_loop_of_a_few_tiny_calls_is_no_models_request():
     """1,000 repeats of two row picks and a tiny matmul: a loop the tiny-ops check reads
     (batched as one ``bmm``), not requests of a model."""

@@ -85,10 +85,9 @@ def test_requests_answered_one_at_a_time_keep_their_batching(case):
     assert f.estimate_floor == ("each request keeps outside the framework calls" in f.summary)
 
 
-def test_a_short_chained_step_read_as_small_batch_training_is_estimated_per_copy(monkeypatch):
-    """Shorter episodes (under the small-batch reading's step length) are read as training
-    on one row a step; their chain is estimated the same way."""
-    monkeypatch.setattr(batching, "SHORT_STEP_NS", 100_000_000)
+def test_a_chained_step_read_as_small_batch_training_is_estimated_per_copy():
+    """Episodes of one-row calls whose math is a small share of the step (4%, however long
+    the step) are read as training on one row a step; their chain is estimated per copy."""
     t = load_trace(corpus_capture(CHAINED, 0), use_cache=False)
     a = analyze(t)
     ctx = make_context(t, a.iterations, a.breakdown)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ...trace import Kind
 from .batch_estimate import median_row, repeated_blocks
+from .causes import self_times
 from .compiled_calls import CompiledCalls, compiled_calls
 from .context import Ctx
 from .host_estimate import MATH_OP
@@ -25,8 +26,10 @@ from .work import TINY_NS, input_dims, name_medians, outermost
 
 #: The batch the model's math ops see (first input's first dimension) at most this.
 SMALL_BATCH = 4
-#: Steps this short carry the fixed per-call costs in full.
-SHORT_STEP_NS = 20_000_000
+#: Steps whose math ops' own work is at most this share of the steady steps' time are
+#: made of the fixed per-call costs (a share, not a step's length: a loaded machine
+#: stretches a step, not the part of it that is math).
+MATH_SHARE_MAX = 0.5
 
 
 #: Framework calls per step (all depths) from which a step of tiny math calls is made of
@@ -74,7 +77,8 @@ def model_requests(ctx: Ctx) -> bool:
 
 def small_batch(ctx: Ctx) -> SmallBatch | None:
     """The step's small-batch inference (batching the requests is the fix), or None:
-    short steps whose math ops see batches of at most :data:`SMALL_BATCH` inputs, steps
+    steps of per-call cost (:func:`_per_call_led`) whose math ops see batches of at most
+    :data:`SMALL_BATCH` inputs, steps
     made of tiny calls (:func:`_tiny_calls`) whatever batch the shapes show, or of calls
     of a compiled function that are mostly their fixed cost (:mod:`.compiled_calls`).  In
     training only a step of one sample counts (:func:`_one_row_training`)."""
@@ -95,9 +99,10 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
     batch = _batch(ctx, math)
     step = float(np.median(host.ends[r] - host.starts[r]))
-    small = batch is not None and batch <= SMALL_BATCH and step <= SHORT_STEP_NS
+    led = _per_call_led(ctx, math)
+    small = batch is not None and batch <= SMALL_BATCH and led
     if mode == "training":  # only a single row per step; see :func:`_one_row_training`
-        return _one_row_training(ctx, batch, mine, math, step)
+        return _one_row_training(ctx, batch, mine, math, step) if led else None
     calls = None if small else compiled_calls(ctx, host)
     if not small and calls is None and not _tiny_calls(ctx, mine, math, len(r)):
         return None
@@ -107,12 +112,23 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
 def _one_row_training(ctx: Ctx, batch: int | None, mine: np.ndarray, math: np.ndarray,
                       step: float) -> SmallBatch | None:
     """Training on one sample a step: every math op of the step works on a single row
-    (first input's first dimension 1, a matmul's weight gradient aside) and the step is
-    short.  Each op's fixed cost is paid per sample, as in batch-1 inference, and training
-    on batches of samples amortises it; a few samples a step stay a loop's or the math's."""
-    if batch != 1 or step > SHORT_STEP_NS or not _all_one_row(ctx, math):
+    (first input's first dimension 1, a matmul's weight gradient aside), the step made of
+    per-call cost.  Each op's fixed cost is paid per sample, as in batch-1 inference, and
+    training on batches of samples amortises it; a few samples a step stay a loop's or the
+    math's."""
+    if batch != 1 or not _all_one_row(ctx, math):
         return None
     return SmallBatch(batch, mine, math, step, True)
+
+
+def _per_call_led(ctx: Ctx, math: np.ndarray) -> bool:
+    """The steady steps are made of per-call cost: their math ops' own work (exclusive
+    time) is at most :data:`MATH_SHARE_MAX` of the main thread's steady time.  Both parts
+    run at the capture's pace, so a machine loaded or slow keeps the ratio a step's
+    length would lose."""
+    host, r = ctx.bd.host, ctx.rows
+    wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
+    return float(self_times(ctx, math).sum()) <= MATH_SHARE_MAX * wall
 
 
 def _all_one_row(ctx: Ctx, math: np.ndarray) -> bool:
