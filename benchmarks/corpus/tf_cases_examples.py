@@ -104,7 +104,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
              fit_spec("run", data=encoded_batches, net=training_model),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True,
               "tf_data_parallel": True}, 8,
-             split="holdout", fix="cache() after the FeatureSpace map",
+             split="tuned", fix="cache() after the FeatureSpace map",
              share_from_fix="input", share_variant="bare", warmup=14,
              tags=["keras_fit", "tf_data", "feature_space", "structured", "example"])
     CASES["tf_fit_featurespace_map"].build.__doc__ = (

@@ -48,8 +48,9 @@ def test_a_wait_for_a_rank_still_waiting_for_its_batch_is_input(k):
     # the collective is not what holds the step: the finding is no confident reading
     assert comm.confidence < 0.5
     assert "still waiting for its own batch" in comm.summary
-    if k == 0:  # the loader paces the job: a rank waits for its batch in every step
-        assert a.verdict.bound == "input"
+    # the loader paces the job: a rank waits for its batch in every 3 steps in a row
+    # (capture 2's last step takes a batch its worker had ready)
+    assert a.verdict.bound == "input"
 
 
 @pytest.mark.parametrize("case", ["pt_ddp_gloo_straggler", "pt_ddp_gloo_uneven_lengths"])

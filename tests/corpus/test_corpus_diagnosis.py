@@ -22,11 +22,6 @@ UNDECIDED = {
     "pt_ddp_gloo_large_allreduce": "the trace shows rank 0 in or waiting for its all-reduce "
                                    "at most 0.50 of the step against 0.51 measured; the rest "
                                    "is backward slowed beside gloo's threads, shown as compute",
-    "pt_train_numpy_rotate_nw2": "input 0.60 measured, the wait timed alone; capture 2's 8 "
-                                 "steps wait for the loader 0.48 of their time (12.4 ms a "
-                                 "step against 14.5) and compute 13.3 ms a step against the "
-                                 "truth's 9.9 (the profiler's own cost 0.4): capture 1 reads "
-                                 "input, capture 2 compute",
     "pt_ddp_gloo_small_buckets": "communication 0.60 measured (what the loop without DDP "
                                  "saves); the trace shows rank 0 in or waiting for its "
                                  "all-reduces 0.46 and 0.43 of the step, the rest is compute "
@@ -36,17 +31,9 @@ UNDECIDED = {
                                       "all-reduces 0.39 and 0.45 of the step, the rest is "
                                       "compute slowed beside gloo's threads on two cores, "
                                       "shown as compute",
-    "pt_ddp_gloo_sampler_workers_starved": "input 0.56 measured (what batches augmented "
-                                           "beforehand save); capture 2's waits for a "
-                                           "batch, its own and its peer's seen through the "
-                                           "all-reduce, are 0.38 of the step, its compute "
-                                           "0.47 (18 ms a step against the truth's 13.5) "
-                                           "beside the workers on two cores, and in one "
-                                           "step no rank waits for its batch: capture 1 "
-                                           "reads input, capture 2 compute",
 }
 #: Of those, the cases whose captures read the tie apart (one reading per case fails too).
-SPLIT = ("pt_train_numpy_rotate_nw2", "pt_ddp_gloo_sampler_workers_starved")
+SPLIT: tuple[str, ...] = ()
 
 
 #: Findings of a fix the truth does not measure, so their bound is not among its shares,

@@ -14,7 +14,7 @@ import pytest
 from tracedata import DATA
 from tracedata import corpus_capture as capture
 
-from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings import input_pacing, make_context
 from sofa_gui.core.analysis.findings.input_estimate import map_contention
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.tfdata import analyze_input_pipeline
@@ -78,6 +78,39 @@ def test_a_starved_loader_worker_paces_the_run_on_every_capture(k):
     _, a = analyzed("pt_train_input_nw1_starved", k)
     assert "DataLoader worker processes" in input_finding(a).paced
     assert a.verdict.bound == "input"
+
+
+#: Keras ``fit`` on the FeatureSpace map (``tf_fit_featurespace_map``) captured beside a
+#: busy-looping process on the two cores (``benchmarks/corpus/loaded.py``).
+LOADED = DATA / "loaded" / "tf_fit_featurespace_map" / "capture-1"
+
+
+def test_a_loader_that_paces_the_run_still_paces_it_on_a_loaded_machine():
+    # measured on a quiet machine, without the profiler: input 0.80. Beside the busy
+    # process, steps 4 and 5 of 8 find batches the loader had made ahead (compute 0.50 by
+    # the shares); every 3 steps in a row wait at least 31% of their time
+    a = analyze(load_trace(LOADED, use_cache=False))
+    f = input_finding(a)
+    assert "in 6 of the 8 steady steps and in every 3 steps in a row" in f.paced
+    assert a.verdict.bound == "input" and "The loader paces" in a.verdict.basis
+
+
+def test_more_steps_without_a_wait_than_the_loader_keeps_ready_do_not_pace_the_run(
+        monkeypatch):
+    # the same trace, read as if a loader kept one batch ready: two steps in a row
+    # without a wait are more than it can serve, and the shares decide (compute 0.50)
+    monkeypatch.setattr(input_pacing, "AHEAD", 1)
+    a = analyze(load_trace(LOADED, use_cache=False))
+    assert input_finding(a).paced == "" and a.verdict.bound == "compute"
+
+
+def test_a_loader_worker_that_keeps_up_does_not_pace_the_run():
+    # one worker tokenizes beside the step and keeps up (measured: compute 0.85): its
+    # steps rarely wait, so nothing paces the run
+    _, a = analyzed("pt_train_tokenize_collate_nw1")
+    f = input_finding(a)
+    assert f is None or f.paced == ""
+    assert a.verdict.bound == "compute" and "The loader paces" not in a.verdict.basis
 
 
 def test_a_loader_in_the_main_process_does_not_pace_it_the_shares_add_up():
