@@ -35,9 +35,9 @@ from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warm
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 
 #: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
-FIT_MODULES = ("tf_cases_daily", "tf_cases_more_daily", "tf_cases_routine", "tf_cases_ordinary",
-               "tf_cases_plain", "tf_cases_common", "tf_cases_examples", "tf_cases_papers",
-               "tf_cases_notebooks", "tf_cases_blind", "tf_cases_wild", "tf_cases_more_wild")
+FIT_MODULES = ("tf_cases_more_daily", "tf_cases_notebooks", "tf_cases_more_wild", "tf_cases_common",
+    "tf_cases_ordinary", "tf_cases_examples", "tf_cases_routine", "tf_cases_papers",
+    "tf_cases_shapes", "tf_cases_daily", "tf_cases_plain", "tf_cases_blind", "tf_cases_wild")
 
 BATCH = 16
 
