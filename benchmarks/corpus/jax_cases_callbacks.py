@@ -64,7 +64,7 @@ def digit_batches(n: int = 8, batch: int = 256, seed: int = 3):
 
 
 @case("jax_train_pure_callback_blur", "jax", "training", 10, {**JX, "mode": "training"},
-      split="holdout", warmup=3, fix="the blur written in jax.numpy (two matrix products) "
+      split="tuned", warmup=3, fix="the blur written in jax.numpy (two matrix products) "
       "inside the jitted step", share_from_fix="host_overhead",
       tags=["pure_callback", "scipy", "augmentation"])
 def jax_train_pure_callback_blur(variant):
