@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_jax_capture import BATCH, SIZE, batches, forward, init, train_step  # noqa: E402
 
 import corpus.jax_cases_blind  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_callbacks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_common  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_field  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_notebooks  # noqa: E402,F401  (registers its cases)

@@ -42,3 +42,26 @@ def test_a_debug_callback_per_step_is_a_host_round_trip(k):
 def test_a_jitted_step_without_callbacks_has_no_round_trip():
     a, _ = analyzed("jax_train_jit")
     assert all(f.id != "host_callback_round_trip" for f in a.findings)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_callback_doing_the_hosts_work_is_host_overhead(k):
+    """A ``jax.pure_callback`` to a SciPy blur in the jitted step: the step waits for the
+    host function's own work (the frames under JAX's call of it), read as host overhead
+    with its share, not as a round trip, nor as the call's fixed cost."""
+    a, truth = analyzed("jax_train_pure_callback_blur", k)
+    ids = [f.id for f in a.findings]
+    assert "host_callback_round_trip" not in ids and "call_overhead_bound" not in ids
+    f = next(f for f in a.findings if f.id == "host_callback_work")
+    assert f.confidence >= 0.5 and "pure_callback" in f.summary
+    assert a.verdict.bound == "host_overhead"
+    measured = truth["shares"]["host_overhead"]
+    assert abs(f.share / measured - 1) <= 0.25, (f.share, measured)
+    assert abs(f.estimated_speedup / truth["fix"]["speedup"] - 1) <= 0.25
+    assert any("jax.numpy" in x.text for x in f.fixes)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_logging_callback_is_no_host_work(k):
+    a, _ = analyzed("jax_train_metrics_callback", k)
+    assert all(f.id != "host_callback_work" for f in a.findings)

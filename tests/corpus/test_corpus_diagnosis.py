@@ -43,9 +43,7 @@ UNMEASURED: dict[str, str] = {}
 
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
-HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-}, "verdict": {
-}}
+HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {}, "verdict": {}}
 
 
 def _param(name: str, test: str):

@@ -234,15 +234,17 @@ def _peer_input_words(through: float, total: float, side) -> str:
 #: and the Python between them), loops of element reads (the indexing and Python around
 #: each read), memory-bound copies, the batch made op by op between a compiled
 #: step's calls (input), and a small compiled step's fixed cost per call (its dispatch and
-#: its result's hand-back, inside framework calls the breakdown counts as compute); and
-#: anomaly mode's checks and stack capture (in the forward ops' own time).
+#: its result's hand-back, inside framework calls the breakdown counts as compute);
+#: anomaly mode's checks and stack capture (in the forward ops' own time); and a host
+#: callback's own work (a SciPy filter the compiled step waits for, inside its call).
 MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
             "host_reads_in_loop": ("sync", ("host_overhead", "compute")),
             "memory_copy_bound": ("memory_copies", ("compute",)),
             "recompile": ("startup", ("compute", "host_overhead")),
             "eager_input_bound": ("input", ("compute", "host_overhead")),
             "anomaly_detection_on": ("host_overhead", ("compute",)),
-            "call_overhead_bound": ("host_overhead", ("compute",))}
+            "call_overhead_bound": ("host_overhead", ("compute",)),
+            "host_callback_work": ("host_overhead", ("compute",))}
 #: Of those, the ones measured on any run (a device waits for the host while it
 #: compiles), whose bound holds none of their time yet (steady compiles are neither
 #: warm-up excess nor one-off calls); on a device run their time is taken from host
@@ -250,8 +252,9 @@ MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
 EVERY_SIDE = ("op_overhead_bound", "recompile")
 #: Of the others, those whose time no breakdown category of their bound holds yet: the
 #: stack capture of anomaly mode is in the forward ops' own time, a small compiled step's
-#: fixed cost per call inside the call and its wait (framework ops); none of it is held.
-NONE_HELD = ("anomaly_detection_on", "call_overhead_bound")
+#: fixed cost per call inside the call and its wait (framework ops), a host callback's
+#: work inside the call; none of it is held.
+NONE_HELD = ("anomaly_detection_on", "call_overhead_bound", "host_callback_work")
 
 
 def _move_measured(ns: dict, findings, total: float, host_only: bool) -> list:
@@ -351,6 +354,7 @@ FINDING_BOUND = {
     "call_overhead_bound": "host_overhead", "sequence_loop": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
     "host_reads_in_loop": "sync", "host_callback_round_trip": "sync",
+    "host_callback_work": "host_overhead",
     "startup_cost": "startup", "recompile": "startup",
     "host_device_copy_bound": "memory_copies", "memory_copy_bound": "memory_copies"}
 

@@ -20,7 +20,8 @@ to the next call):
 The first two are the call's fixed cost.  Time in an input pipeline's threads during a call
 is the input's, and a call that runs no work on the pool threads (an XLA cluster run on the
 calling thread) cannot be split, so neither counts.  A call through JAX's Python dispatch
-(a function with host callbacks) is :mod:`.callback_rules`'s round trip.
+(a function with host callbacks) is :mod:`.callback_rules`'s round trip, and so is the time
+a host callback's thunk runs during a call (a ``pure_callback`` on the fast path).
 
 The check holds where the fixed cost is a large part of the step and at least half the
 program's work (:data:`FIXED_SHARE`, :data:`SMALL_WORK`), with fewer than
@@ -57,7 +58,7 @@ from ..intervals import measure_in, union
 from ..results import Evidence, Finding
 from ..tfdata import tf_data_lanes
 from .batching import small_batch
-from .callback_rules import PY_DISPATCH
+from .callback_rules import CALLBACK, PY_DISPATCH
 from .compiled_calls import function_calls
 from .context import Ctx, make_finding
 from .eager_ops import MIN_DISPATCHES
@@ -173,18 +174,20 @@ def _compiled_calls(ctx: Ctx, host) -> np.ndarray:
 
 
 def _input_busy(ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """The union of the input pipeline's threads' work (``tf_data`` lanes)."""
+    """The union of the input pipeline's threads' work (``tf_data`` lanes) and the host
+    callbacks' thunks (:mod:`.callback_rules`'): time a call spends in neither is its own."""
     t = ctx.trace
     lanes = tf_data_lanes(t).tolist()
-    if not lanes:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    idx = np.concatenate([t.lane_slices(x) for x in lanes])
+    idx = np.concatenate([np.flatnonzero(np.isin(t.slices.name, t.name_ids(CALLBACK.match))),
+                          *[t.lane_slices(x) for x in lanes]])
     idx = idx[t.slices.dur[idx] > 0]
+    if not len(idx):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     return union(t.slices.start[idx], t.slices.end[idx])
 
 
 def _outside(busy: tuple[np.ndarray, np.ndarray], a: int, b: int) -> float:
-    """ns of [a, b) while the input pipeline's threads are not working."""
+    """ns of [a, b) while neither the input pipeline's threads nor a host callback work."""
     if b <= a:
         return 0.0
     if not len(busy[0]):

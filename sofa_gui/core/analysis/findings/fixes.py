@@ -267,6 +267,15 @@ FIXES: dict[str, list[Fix]] = {
                   "jax.debug.callback with ordered=False, so the host call does not serialise "
                   "the steps."),
     ],
+    "host_callback_work": [
+        Fix(_JAX, "Write the callback's work in jax.numpy inside the jitted step (a separable "
+                  "filter as matrix products or jax.scipy.signal.convolve, NumPy calls as "
+                  "their jnp counterparts), so the compiled program does it without stopping "
+                  "for Python and copying its arguments to the host."),
+        Fix(_JAX, "Where the work has no jax.numpy form, do it once in the input pipeline "
+                  "(before the batch enters the step) rather than through jax.pure_callback "
+                  "in every step."),
+    ],
     "blocking_readback": [
         Fix(_PT, "Read the result back asynchronously: copy into a pinned buffer with "
                  "tensor.to(\"cpu\", non_blocking=True) and wait on a CUDA event only where the "
