@@ -74,7 +74,7 @@ PAIRS_PER_BATCH = 32
 
 
 @case("pt_train_seq2seq_gru_attention", "pytorch", "training", 2,
-      facts("training", optimizer="sgd", batch=1), split="holdout", warmup=4,
+      facts("training", optimizer="sgd", batch=1), split="tuned", warmup=4,
       fix=f"batches of {PAIRS_PER_BATCH} padded pairs: the encoder in one nn.GRU call, "
           "the decoder one batched call a position",
       share_from_fix="host_overhead", fix_per_item=PAIRS_PER_BATCH,
