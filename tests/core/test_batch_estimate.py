@@ -153,6 +153,33 @@ def test_training_one_sample_a_step_is_per_op_overhead_with_a_batching_floor(k):
     assert a.verdict.bound == "host_overhead" and a.verdict.share > 0.8
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_one_sample_a_step_with_an_attention_over_its_own_sequence_is_small_batch(k):
+    """The seq2seq tutorial trains on one sentence pair a step, a word a call: its matmuls
+    see one row, but its attention projects the encoder's 10 outputs (``[10, 128]``) once
+    per target word, a few of its math ops on the sample's own positions, not on several
+    samples.  Batching pairs is the fix: each step's calls run once for the batch with every
+    pair's rows, while the weights' gradients and SGD updates (elementwise ops on weight-sized
+    tensors, 97% of the step's elements) are once a batch, so they add nothing per pair.
+    The batch is the program's choice: 8 pairs, a lower bound that holds against the
+    measured batches of 32 (read as a loop of tiny ops, 1.5x)."""
+    case = "pt_train_seq2seq_gru_attention"
+    _, a, ctx = analyzed(case, k)
+    sb = small_batch(ctx)
+    assert sb is not None and sb.small and sb.batch == 1
+    assert op_overhead_bound(ctx, RULES["op_overhead_bound"]) is None
+    f = finding(case, "op_overhead_bound", k)
+    assert f.title == "Framework overhead: small-batch training"
+    assert f.summary.startswith("Training on batches of 1") and "batches of 8 samples" in f.summary
+    assert f.estimate_floor and 4.0 < f.estimated_speedup <= measured(case)
+    assert a.verdict.bound == "host_overhead"
+    host = ctx.bd.host
+    every = B.step_slices(ctx, host, B.median_row(ctx, host))
+    ops = every[ctx.trace.slices.kind[every] == int(Kind.CPU_OP)]
+    rows, whole = B.added_ns(ctx, ops, 1, 8, rows=True), B.added_ns(ctx, ops, 1, 8)
+    assert rows.ns < 0.2 * whole.ns and rows.matmul_ns == whole.matmul_ns
+
+
 @pytest.mark.parametrize("case", ["pt_train_deep_stack_batch8",
                                   "pt_train_lstmcell_teacher_forcing",
                                   "pt_train_per_sample_loss_loop", "pt_train_tiny_ops"])

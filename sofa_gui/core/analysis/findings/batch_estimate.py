@@ -12,7 +12,8 @@ The estimate is the step without the profiler before the fix over the step after
 * **the calls batched**: the step's outermost framework calls repeat a unit ``count``
   times in a row (:func:`repeated_blocks`: one request's forward pass, one request's whole
   token-by-token decode, one iteration of a Python loop over tiny ops); where nothing
-  repeats within a step, each step is one unit and the batch is the steps captured;
+  repeats, each step is a unit and the batch the steps captured (training on one sample a
+  step: at least ``samples``, its weights' gradients and updates once a batch);
 * **after**: the rest of the step as it was, one unit as it was (each of its calls' fixed
   cost is paid once for the whole batch, with one input's math), and the math the batch's
   other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
@@ -20,8 +21,7 @@ The estimate is the step without the profiler before the fix over the step after
   convolution is already compute at batch 1: its time grows with the batch), each other
   op's elements at :data:`ELEMENT_NS`, views nothing; for requests served, the Python each
   keeps outside its calls (:mod:`.request_gaps`: taking it, answering it);
-* **bound**: batching ``n`` inputs saves at most ``n`` x per input (the batched call costs
-  at least one unit).
+* **bound**: batching ``n`` inputs saves at most ``n`` x per input (at least one unit stays).
 
 The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of the idle 2-core
 machine the corpus is made on, and against the tuned corpus cases' truths:
@@ -36,9 +36,8 @@ machine the corpus is made on, and against the tuned corpus cases' truths:
   ``100 GFLOP/s x rows / (rows + 3)`` (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
 * GELU, layer norm and argmax add 0.4-0.9 ns an element to 64 rows of 96, ReLU 0.1.
 
-A trace of another machine records its own rates; only matmuls of at least
-:data:`LARGE_FLOPS` show the machine's (the batch-1 calls of a small model are their fixed
-cost), so the assumed rate stands where the trace has none, and the estimate says so.
+A trace of another machine records its own rates; only matmuls of :data:`LARGE_FLOPS` or
+more show the machine's (batch-1 calls are fixed cost): else the assumed rate, said so.
 """
 
 from __future__ import annotations
@@ -150,8 +149,7 @@ def step_window(ctx: Ctx, host, row: int, every: np.ndarray) -> tuple[int, int]:
 
 def bookkeeping_ns(ctx: Ctx, host, rows: np.ndarray) -> float:
     """ns of the profiler's step bookkeeping in ``rows`` of ``host``'s main thread: each
-    row's time outside its recorded calls (:func:`step_window`), which a run without the
-    profiler does not spend."""
+    row's time outside its recorded calls (:func:`step_window`), not spent unprofiled."""
     out = 0.0
     for row in rows.tolist():
         a, b = step_window(ctx, host, row, step_slices(ctx, host, row))
@@ -296,15 +294,16 @@ class Added:
 
 
 def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
-             elementwise: bool = True) -> Added:
+             elementwise: bool = True, rows: bool = False) -> Added:
     """The math one more input adds to a unit whose ops (all depths, over ``units``
     repeats) are ``ops``, in a batch of ``batch``: matmuls' FLOPs at :func:`matmul_rate`
-    of the batched rows (without recorded shapes, :func:`unshaped_ns`), convolutions'
-    own time (:func:`conv_ns`), the other innermost ops' smallest input at :data:`ELEMENT_NS`
-    per element (with ``elementwise``; without, a loop's per-item ops are taken to batch
-    into ops whose per-element cost is small beside their fixed one), and the copy of the
-    Python numbers its tensors are made from (:func:`.host_fill.host_fill_ns`: one batched
-    tensor copies every input's)."""
+    of the batched rows (without recorded shapes, :func:`unshaped_ns`), convolutions' own
+    time (:func:`conv_ns`), the other innermost ops' smallest input at :data:`ELEMENT_NS` an
+    element (with ``elementwise``, else a loop's per-item ops batch into ops whose cost per
+    element is small beside their fixed one; with ``rows``, only ops with an input with a
+    dimension of one, a sample's rows: in training on one sample the rest are the weights'
+    gradients and updates, once a call or a batch), and the copy of the Python numbers its
+    tensors are made from (:func:`.host_fill.host_fill_ns`: a batched tensor copies all)."""
     s = ctx.trace.slices
     names = ctx.trace.names
     own = self_times(ctx, ops).astype(np.float64)
@@ -328,8 +327,9 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
             key = (name, *map(tuple, input_dims(ctx, j)))
             convs.setdefault(key, []).append(k)
         elif elementwise and leaf[k] and not VIEW.match(name):
-            sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
-            other += min(sizes, default=0) * ELEMENT_NS
+            dims = [d for d in input_dims(ctx, j) if len(d)]
+            if not rows or any(1 in d for d in dims):
+                other += min(map(elements, dims), default=0) * ELEMENT_NS
     mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
     other += conv_ns(own, children, convs, cost)
     fill = host_fill_ns(ctx, ops, cost)
@@ -436,14 +436,15 @@ class BatchFix:
 
 
 def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0,
-              served: bool = False) -> BatchFix | None:
+              served: bool = False, samples: int = 0) -> BatchFix | None:
     """The batching estimate of the steady steps of ``host``'s main thread: the requests a
     step answers one at a time (:func:`repeated_blocks`) batched together, or, where a
     step answers one, the steps captured batched into one call.  ``per_input_ns``: work
     each further input adds beyond the main thread's ops (the part of a compiled function's
     ops on the runtime's pool threads that grows with the input); ``served``: requests
     served, each keeping its Python between the units (where none copies Python numbers:
-    that copy is the Python between them, counted per input already)."""
+    that copy is the Python between them, counted per input already); ``samples``: one
+    sample a step trained, at least this many batched (``rows`` of :func:`added_ns`)."""
     r = ctx.rows
     if host is None or not len(r):
         return None
@@ -463,14 +464,14 @@ def batch_fix(ctx: Ctx, host, what: str = "", per_input_ns: float = 0.0,
         return BatchFix(step_ns, after, unit, add, b.count, b.count,
                         what or f"the {b.count} requests of a step batched into one call",
                         (cost, read), kept)
-    n = len(r)
+    n = max(len(r), samples)
     if n < 2:
         return None
-    unit, add = _one_request_steps(ctx, host)
+    unit, add = _one_request_steps(ctx, host, n, samples > 0)
     add = _plus(add, per_input_ns)
-    return BatchFix(n * unit, unit + (n - 1) * add.ns, unit, add, n, 1,
-                    what or f"the {n} steps captured (one request each) batched into one call",
-                    (cost, read))
+    return BatchFix(n * unit, unit + (n - 1) * add.ns, unit, add, n, 1, what or (
+        f"batches of {n} samples instead of one a step" if samples else
+        f"the {n} steps captured (one request each) batched into one call"), (cost, read))
 
 
 def _plus(add: Added, ns: float) -> Added:
@@ -478,8 +479,8 @@ def _plus(add: Added, ns: float) -> Added:
 
 SAMPLED_STEPS = 16  # steps sampled for the work of a step that answers one request
 
-def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
-    """(unprofiled step, what one more input adds), medians over up to
+def _one_request_steps(ctx: Ctx, host, batch: int, rows: bool) -> tuple[float, Added]:
+    """(unprofiled step, what one more input adds in a ``batch``), medians over up to
     :data:`SAMPLED_STEPS` steady steps: one step's ops are too few for a typical figure."""
     s = ctx.trace.slices
     r = ctx.rows
@@ -488,7 +489,7 @@ def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
         every = step_slices(ctx, host, row)
         a, b = step_window(ctx, host, row, every)
         steps.append(unprofiled_ns(float(b - a), len(every), event_cost(ctx, host.lane)))
-        adds.append(added_ns(ctx, every[s.kind[every] == int(Kind.CPU_OP)], 1, len(r)))
+        adds.append(added_ns(ctx, every[s.kind[every] == int(Kind.CPU_OP)], 1, batch, rows=rows))
     k = int(np.argsort([x.ns for x in adds])[len(adds) // 2])
     return float(np.median(steps)), adds[k]
 
@@ -499,8 +500,7 @@ class LoopBatch:
     the calls outside the repeats that work per repeat (as many calls recorded inside as
     the loop has repeats: a stack of the loop's outputs, its backward unbinding it), which
     go with the loop; ``replacement``, what the batched calls cost (one repeat of each loop
-    as it runs unprofiled, and the matmul FLOPs of the other repeats); ``count``, the
-    repeats of the longest loop."""
+    unprofiled, the other repeats' matmul FLOPs); ``count``, the longest loop's repeats."""
 
     count: int
     gather: float

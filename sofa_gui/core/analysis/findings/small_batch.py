@@ -12,9 +12,12 @@ fixed cost once and the math of every input (a compiled function's ops on the po
 threads record no shapes: the part of each op's time over its fastest calls' is taken to
 grow with the batch, the rest is its fixed cost).
 
-Training on one sample a step (every math op on a single row) pays the same fixed costs
-per sample, forward, backward and update; its batch is the program's choice, so the
-estimate, for as many samples as the steps captured, is a lower bound for larger batches.
+Training on one sample a step (its math ops on a single row) pays the same fixed costs
+per sample, forward, backward and update; its batch is the program's choice, which the
+trace cannot show, so the estimate, for as many samples as the steps captured and at least
+:data:`.chained_calls.COPIES` (as for copies of a chained step), is a lower bound for larger
+batches: each step's calls run once for the batch, with the math of every sample's rows
+(the weights' gradients and updates are once a batch, not a sample).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..results import Finding, Fix
 from .batch_estimate import batch_fix
 from .batching import small_batch
 from .causes import causes_by_name, self_times
-from .chained_calls import CHAIN_REMEDY, chain_fix
+from .chained_calls import CHAIN_REMEDY, COPIES, chain_fix
 from .compiled_calls import CompiledCalls
 from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import CLEAR_GAIN, clear_of_noise
@@ -68,7 +71,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                f"paid once per call whatever its batch. "
                f"{CHAIN_REMEDY if chain else _TRAIN_REMEDY if training else _INFER_REMEDY}")
     fix = chain or batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0,
-                             served=not training)
+                             served=not training, samples=COPIES if training else 0)
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
     clear = clear_of_noise(fix.speedup()) if fix is not None else 1.0
@@ -82,8 +85,8 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                      notes=notes,
                      unseen=_compiled_unseen if found.calls is not None else None)
     # a training batch is the program's choice: its estimate, for as many samples as the
-    # steps captured, grows with a larger batch (each call's fixed cost paid once for more);
-    # the Python kept between requests holds some that batching removes
+    # steps captured (at least COPIES), grows with a larger batch (each call's fixed cost
+    # paid once for more); the Python kept between requests holds some that batching removes
     f.estimate_floor = fix is not None and (training or (chain is None and fix.between > 0))
     return f
 
