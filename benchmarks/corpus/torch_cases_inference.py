@@ -1,9 +1,10 @@
-"""Held-out PyTorch inference cases of kinds the others lack, written without looking at
-the advisor's rules: test-time augmentation that runs the model once per flip and rotation
-of each request's image, Monte-Carlo dropout that runs its stochastic forward passes one
-after another, an ensemble of five CNNs evaluated one after another on a batch, and a
-scoring job whose ``IterableDataset`` reads and parses JSON-lines records in ``__iter__``
-(sharded between loader workers with ``get_worker_info``).
+"""PyTorch inference cases of kinds the others lack, written without looking at the
+advisor's rules (the ensemble held out, the other three tuned on since): test-time
+augmentation that runs the model once per flip and rotation of each request's image,
+Monte-Carlo dropout that runs its stochastic forward passes one after another, an ensemble
+of five CNNs evaluated one after another on a batch, and a scoring job whose
+``IterableDataset`` reads and parses JSON-lines records in ``__iter__`` (sharded between
+loader workers with ``get_worker_info``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ TTA_REQUESTS = 4
 
 
 @case("pt_infer_tta_flips_loop", "pytorch", "inference", 5, facts("inference", batch=1),
-      split="holdout", warmup=3, fix="the 8 views of each image stacked into one batch",
+      split="tuned", warmup=3, fix="the 8 views of each image stacked into one batch",
       share_from_fix="host_overhead", tags=["tta", "python_loop", "batch1", "server"])
 def pt_infer_tta_flips_loop(variant):
     """A classification endpoint with test-time augmentation: each step answers 4
@@ -109,7 +110,7 @@ MC_PASSES, MC_ROWS = 50, 4
 
 
 @case("pt_infer_mc_dropout_passes", "pytorch", "inference", 5, facts("inference"),
-      split="holdout", warmup=3, fix=f"the batch repeated {MC_PASSES} times, one pass",
+      split="tuned", warmup=3, fix=f"the batch repeated {MC_PASSES} times, one pass",
       share_from_fix="host_overhead", tags=["mc_dropout", "python_loop", "uncertainty"])
 def pt_infer_mc_dropout_passes(variant):
     """Uncertainty estimates with Monte-Carlo dropout: each step takes a request of 4
@@ -255,7 +256,7 @@ class ReviewScorer(nn.Module):
 
 
 @case("pt_infer_jsonl_iterable_nw0", "pytorch", "inference", 6,
-      facts("inference", dataloader_workers=0, batch=256), split="holdout", warmup=3,
+      facts("inference", dataloader_workers=0, batch=256), split="tuned", warmup=3,
       fix=LOADER_FIX, variants=LOADER_VARIANTS, tags=["dataloader", "iterable", "jsonl"])
 def pt_infer_jsonl_iterable_nw0(variant):
     """A batch scoring job over 30,000 product reviews in a JSON-lines file: an

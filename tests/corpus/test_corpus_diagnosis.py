@@ -57,8 +57,6 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-    "pt_infer_jsonl_iterable_nw0": "input-bound (0.90: JSON lines parsed in the main "
-                                   "process); capture-2 also reads op_overhead_bound at 0.7",
 }, "verdict": {
 }}
 

@@ -18,8 +18,9 @@ The estimate is the step without the profiler before the fix over the step after
   other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
   (:func:`matmul_rate`), each convolution's own time as measured, its shapes' median (a
   convolution is already compute at batch 1: its time grows with the batch), each other
-  op's elements at :data:`ELEMENT_NS`, views nothing; for requests served, the Python each
-  keeps outside its calls (:mod:`.request_gaps`: taking it, answering it);
+  op's elements at :data:`ELEMENT_NS` (a random draw its time beyond a small call's:
+  :mod:`.element_work`), views nothing; for requests served, the Python
+  each keeps outside its calls (:mod:`.request_gaps`: taking it, answering it);
 * **bound**: batching ``n`` inputs saves at most ``n`` x per input (the batched call costs
   at least one unit).
 
@@ -27,18 +28,16 @@ The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of 
 machine the corpus is made on, and against the tuned corpus cases' truths:
 
 * ``torch.profiler`` (CPU activity, shapes recorded) costs 0.3-0.6 µs per event in a tight
-  loop of one call, 0.6-1.7 µs per event of a model's step (captured step less the truth's
-  unprofiled one, over its events); a ``ProfilerStep#N`` span's time before its first call
-  and after its last, the profiler's step bookkeeping, grows with its events
-  (:func:`step_window` leaves it out);
+  loop of one call, 0.6-1.7 µs per event of a model's step; a ``ProfilerStep#N`` span's
+  time before its first call and after its last, its step bookkeeping, grows with its
+  events (:func:`step_window` leaves it out);
 * ``addmm`` adds rows at 43-61 GFLOP/s in a batch of 4, 74-90 in one of 16, 92-99 in one of
   64, where one row alone is a matrix-vector product bound by reading the weights:
   ``100 GFLOP/s x rows / (rows + 3)`` (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
 * GELU, layer norm and argmax add 0.4-0.9 ns an element to 64 rows of 96, ReLU 0.1.
 
 A trace of another machine records its own rates; only matmuls of at least
-:data:`LARGE_FLOPS` show the machine's (the batch-1 calls of a small model are their fixed
-cost), so the assumed rate stands where the trace has none, and the estimate says so.
+:data:`LARGE_FLOPS` show the machine's, so the assumed rate stands where the trace has none.
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from .causes import self_times
 from .context import Ctx
+from .element_work import element_ns
 from .host_fill import host_fill_ns
 from .recorder_cost import per_event_ns
 from .request_gaps import between_ns, kept_words
@@ -300,11 +300,10 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     """The math one more input adds to a unit whose ops (all depths, over ``units``
     repeats) are ``ops``, in a batch of ``batch``: matmuls' FLOPs at :func:`matmul_rate`
     of the batched rows (without recorded shapes, :func:`unshaped_ns`), convolutions'
-    own time (:func:`conv_ns`), the other innermost ops' smallest input at :data:`ELEMENT_NS`
-    per element (with ``elementwise``; without, a loop's per-item ops are taken to batch
-    into ops whose per-element cost is small beside their fixed one), and the copy of the
-    Python numbers its tensors are made from (:func:`.host_fill.host_fill_ns`: one batched
-    tensor copies every input's)."""
+    own time (:func:`conv_ns`), with ``elementwise`` the other innermost ops' elements
+    (:func:`.element_work.element_ns`; without, a loop's per-item ops batch into cheap
+    ones), and the copy of the Python numbers its tensors are made from
+    (:func:`.host_fill.host_fill_ns`: one batched tensor copies every input's)."""
     s = ctx.trace.slices
     names = ctx.trace.names
     own = self_times(ctx, ops).astype(np.float64)
@@ -315,6 +314,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     unshaped = np.zeros(len(ops), bool)
     cost = event_cost(ctx, int(s.lane[ops[0]])) if len(ops) else PROFILER_NS_PER_EVENT
     convs: dict[tuple, list[int]] = {}
+    small: list[int] = []  # innermost elementwise calls
     for k, j in enumerate(ops.tolist()):
         name = names[int(s.name[j])]
         if MATMUL.match(name):
@@ -328,10 +328,10 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
             key = (name, *map(tuple, input_dims(ctx, j)))
             convs.setdefault(key, []).append(k)
         elif elementwise and leaf[k] and not VIEW.match(name):
-            sizes = [elements(d) for d in input_dims(ctx, j) if len(d)]
-            other += min(sizes, default=0) * ELEMENT_NS
+            small.append(k)
     mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
-    other += conv_ns(own, children, convs, cost)
+    other += conv_ns(own, children, convs, cost) + element_ns(
+        ctx, ops[small], own[small], ELEMENT_NS, lambda ns: unprofiled_ns(ns, 1, cost))
     fill = host_fill_ns(ctx, ops, cost)
     n = max(units, 1)
     return Added((mm_ns + other + fill) / n, mm_ns / n, measured, fill / n)
@@ -430,7 +430,8 @@ class BatchFix:
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
                 f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time "
-                f"at their calls' median, {ELEMENT_NS} ns per element of the other ops"
+                f"at their calls' median, {ELEMENT_NS} ns per element of the other ops, "
+                f"random draws their time beyond a small call's"
                 f"{self._fill()}){kept_words(self.between)}, the rest of the step as it is; "
                 f"batching {self.batch} inputs saves at most {self.batch}x per input.")
 
@@ -477,7 +478,6 @@ def _plus(add: Added, ns: float) -> Added:
     return Added(add.ns + ns, add.matmul_ns, add.measured, add.fill_ns) if ns else add
 
 SAMPLED_STEPS = 16  # steps sampled for the work of a step that answers one request
-
 def _one_request_steps(ctx: Ctx, host) -> tuple[float, Added]:
     """(unprofiled step, what one more input adds), medians over up to
     :data:`SAMPLED_STEPS` steady steps: one step's ops are too few for a typical figure."""
