@@ -10,6 +10,7 @@ corpus is not checked out.  Estimates are held to the measured fix on tuned case
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from tracedata import corpus_context as analyzed
 
 from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
+from sofa_gui.core.analysis.findings import element_work as E
 from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.batching import model_requests, small_batch
 from sofa_gui.core.analysis.findings.call_setup import direct_call_speedup, merged_calls_speedup
@@ -133,6 +135,28 @@ def test_inference_made_of_tiny_calls_is_the_small_batch_checks_not_a_tiny_op_lo
     assert op_overhead_bound(ctx, RULES["op_overhead_bound"]) is None
     assert finding("pt_infer_vit_batch1", "op_overhead_bound").title == (
         "Framework overhead: small-batch inference")
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_loaders_calls_in_the_main_process_are_input_not_small_batch_inference(k):
+    """A scoring job whose ``IterableDataset`` parses JSON lines in the main process (no
+    loader workers) records 2,600 framework calls a step, all but about 30 of them inside
+    the loader's ``__next__`` (each record's ``torch.tensor`` calls, the collate): the
+    input's work, not the model's, whose few calls run on 256 rows.  Counted as the
+    model's, the second capture read a confident small-batch inference at 99% of it."""
+    case = "pt_infer_jsonl_iterable_nw0"
+    _, _, ctx = analyzed(case, k)
+    assert len(ctx.bd.host.role_slices.get("data_loading", []))
+    assert small_batch(ctx) is None
+    assert finding(case, "op_overhead_bound", k) is None
+
+
+@pytest.mark.parametrize("case", ["pt_infer_online_requests", "pt_infer_vit_batch1",
+                                  "pt_infer_mc_dropout_passes"])
+def test_steps_without_loader_calls_keep_their_small_batch_reading(case):
+    _, _, ctx = analyzed(case)
+    assert not len(ctx.bd.host.role_slices.get("data_loading", []))
+    assert small_batch(ctx) is not None
 
 
 @pytest.mark.parametrize("k", [0, 1])
@@ -289,6 +313,37 @@ def test_a_convolution_called_once_per_request_adds_its_own_time(k):
                  for at in groups.values() for i in at)
     assert groups and all(len(at) == 1 for at in groups.values())
     assert B.conv_ns(own, children, groups, cost) == pytest.approx(summed)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_random_draw_per_element_adds_its_time_per_input(k, monkeypatch):
+    """Monte-Carlo dropout: 50 stochastic passes of an MLP on 4 rows, one after another.
+    Each pass's dropout draws its mask with ``bernoulli_``, 8-10 µs for 1,024 elements as
+    captured where the pass's other small calls take 1-4 µs: a random draw is work per
+    element at any size, and the 50 passes batched into one pass of 200 rows draw 50
+    times the numbers.  At half a nanosecond an element they read 4.9x where 3.2x is
+    measured."""
+    case = "pt_infer_mc_dropout_passes"
+    f = finding(case, "op_overhead_bound", k)
+    assert abs(f.estimated_speedup / measured(case) - 1) <= WITHIN, f.estimated_speedup
+    assert "random draws their time beyond a small call's" in f.summary
+    ctx, host = _host(case, k)
+    counted = B.batch_fix(ctx, host)
+    monkeypatch.setattr(E, "RANDOM", re.compile(r"^$"))
+    assert B.batch_fix(ctx, host).speedup() > (1 + WITHIN) * measured(case)
+    assert counted.added.ns > 2 * B.batch_fix(ctx, host).added.ns
+
+
+@pytest.mark.parametrize("case", ["pt_infer_online_requests", "pt_infer_batch1_convnet",
+                                  "pt_infer_greedy_decode", "pt_infer_tta_flips_loop"])
+def test_long_batch_one_calls_that_draw_nothing_add_their_elements_only(case, monkeypatch):
+    """A GELU on 96 elements (13 µs as captured), a max pooling on one image (11 µs) take
+    far beyond a small call at batch 1, yet their time does not grow with the batch: no
+    random draw, so each further input adds their elements only."""
+    ctx, host = _host(case)
+    counted = B.batch_fix(ctx, host)
+    monkeypatch.setattr(E, "RANDOM", re.compile(r"^$"))
+    assert counted.after_ns == pytest.approx(B.batch_fix(ctx, host).after_ns)
 
 
 @pytest.mark.parametrize("k", [0, 1])

@@ -19,8 +19,8 @@ The estimate is the step without the profiler before the fix over the step after
   other inputs add (:func:`added_ns`): each matmul's FLOPs at the rate of a batched matmul
   (:func:`matmul_rate`), each convolution's own time as measured, its shapes' median (a
   convolution is already compute at batch 1: its time grows with the batch), each other
-  op's elements at :data:`ELEMENT_NS`, views nothing; for requests served, the Python each
-  keeps outside its calls (:mod:`.request_gaps`: taking it, answering it);
+  op's elements at :data:`ELEMENT_NS` (a random draw: :mod:`.element_work`), views nothing;
+  for requests served, the Python each keeps outside its calls (:mod:`.request_gaps`);
 * **bound**: batching ``n`` inputs saves at most ``n`` x per input (at least one unit stays).
 
 The figures are measured by ``benchmarks/corpus/call_cost.py`` on one thread of the idle 2-core
@@ -28,9 +28,8 @@ machine the corpus is made on, and against the tuned corpus cases' truths:
 
 * ``torch.profiler`` (CPU activity, shapes recorded) costs 0.3-0.6 µs per event in a tight
   loop of one call, 0.6-1.7 µs per event of a model's step (captured step less the truth's
-  unprofiled one, over its events); a ``ProfilerStep#N`` span's time before its first call
-  and after its last, the profiler's step bookkeeping, grows with its events
-  (:func:`step_window` leaves it out);
+  unprofiled one, over its events); a ``ProfilerStep#N`` span's bookkeeping before its first
+  call and after its last grows with its events (:func:`step_window` leaves it out);
 * ``addmm`` adds rows at 43-61 GFLOP/s in a batch of 4, 74-90 in one of 16, 92-99 in one of
   64, where one row alone is a matrix-vector product bound by reading the weights:
   ``100 GFLOP/s x rows / (rows + 3)`` (:data:`MATMUL_FLOPS`, :data:`MATMUL_HALF_ROWS`);
@@ -51,6 +50,7 @@ from ...trace import Kind
 from ...units import fmt_ns
 from .causes import self_times
 from .context import Ctx
+from .element_work import element_ns
 from .host_fill import host_fill_ns
 from .recorder_cost import per_event_ns
 from .request_gaps import between_ns, kept_words
@@ -298,12 +298,11 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     """The math one more input adds to a unit whose ops (all depths, over ``units``
     repeats) are ``ops``, in a batch of ``batch``: matmuls' FLOPs at :func:`matmul_rate`
     of the batched rows (without recorded shapes, :func:`unshaped_ns`), convolutions' own
-    time (:func:`conv_ns`), the other innermost ops' smallest input at :data:`ELEMENT_NS` an
-    element (with ``elementwise``, else a loop's per-item ops batch into ops whose cost per
-    element is small beside their fixed one; with ``rows``, only ops with an input with a
-    dimension of one, a sample's rows: in training on one sample the rest are the weights'
-    gradients and updates, once a call or a batch), and the copy of the Python numbers its
-    tensors are made from (:func:`.host_fill.host_fill_ns`: a batched tensor copies all)."""
+    time (:func:`conv_ns`), with ``elementwise`` the other innermost ops' elements
+    (:func:`.element_work.element_ns`; without, a loop's per-item ops batch into cheap ones;
+    with ``rows``, only a sample's rows, ops with an input with a dimension of one: the
+    weights' gradients and updates run once a batch), and the copy of the Python numbers
+    its tensors are made from (:func:`.host_fill.host_fill_ns`: a batched tensor copies all)."""
     s = ctx.trace.slices
     names = ctx.trace.names
     own = self_times(ctx, ops).astype(np.float64)
@@ -314,6 +313,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     unshaped = np.zeros(len(ops), bool)
     cost = event_cost(ctx, int(s.lane[ops[0]])) if len(ops) else PROFILER_NS_PER_EVENT
     convs: dict[tuple, list[int]] = {}
+    small: list[int] = []  # innermost elementwise calls
     for k, j in enumerate(ops.tolist()):
         name = names[int(s.name[j])]
         if MATMUL.match(name):
@@ -327,11 +327,11 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
             key = (name, *map(tuple, input_dims(ctx, j)))
             convs.setdefault(key, []).append(k)
         elif elementwise and leaf[k] and not VIEW.match(name):
-            dims = [d for d in input_dims(ctx, j) if len(d)]
-            if not rows or any(1 in d for d in dims):
-                other += min(map(elements, dims), default=0) * ELEMENT_NS
+            if not rows or any(1 in d for d in input_dims(ctx, j) if len(d)):
+                small.append(k)
     mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
-    other += conv_ns(own, children, convs, cost)
+    other += conv_ns(own, children, convs, cost) + element_ns(
+        ctx, ops[small], own[small], ELEMENT_NS, lambda ns: unprofiled_ns(ns, 1, cost))
     fill = host_fill_ns(ctx, ops, cost)
     n = max(units, 1)
     return Added((mm_ns + other + fill) / n, mm_ns / n, measured, fill / n)
@@ -430,7 +430,8 @@ class BatchFix:
                 f"one unit as it runs now ({fmt_ns(self.unit_ns)}: each call's fixed cost "
                 f"paid once) plus what each further input adds "
                 f"({fmt_ns(self.added.ns)}: matmul FLOPs at {rate}, convolutions' own time "
-                f"at their calls' median, {ELEMENT_NS} ns per element of the other ops"
+                f"at their calls' median, {ELEMENT_NS} ns per element of the other ops, "
+                f"random draws their time beyond a small call's"
                 f"{self._fill()}){kept_words(self.between)}, the rest of the step as it is; "
                 f"batching {self.batch} inputs saves at most {self.batch}x per input.")
 
@@ -478,7 +479,6 @@ def _plus(add: Added, ns: float) -> Added:
     return Added(add.ns + ns, add.matmul_ns, add.measured, add.fill_ns) if ns else add
 
 SAMPLED_STEPS = 16  # steps sampled for the work of a step that answers one request
-
 def _one_request_steps(ctx: Ctx, host, batch: int, rows: bool) -> tuple[float, Added]:
     """(unprofiled step, what one more input adds in a ``batch``), medians over up to
     :data:`SAMPLED_STEPS` steady steps: one step's ops are too few for a typical figure."""

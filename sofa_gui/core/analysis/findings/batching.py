@@ -22,7 +22,7 @@ from .compiled_calls import CompiledCalls, compiled_calls
 from .context import Ctx
 from .host_estimate import MATH_OP
 from .read_rules import in_read_loops
-from .work import TINY_NS, input_dims, name_medians, outermost
+from .work import TINY_NS, input_dims, name_medians, outermost, starts_inside
 
 #: The batch the model's math ops see (first input's first dimension) at most this.
 SMALL_BATCH = 4
@@ -99,6 +99,8 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     s = ctx.trace.slices
     mine = ctx.steady_slices(host, Kind.CPU_OP)
     mine = mine[~in_read_loops(ctx, s.start[mine])]  # a loop of reads is host_reads_in_loop's
+    # the loader's calls (parsing, a sample's tensors, the collate) are input work
+    mine = mine[~starts_inside(ctx, host.role_slices.get("data_loading", mine[:0]), mine)]
     math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
     batch = _batch(ctx, math)
     step = float(np.median(host.ends[r] - host.starts[r]))
