@@ -111,7 +111,7 @@ COLLOCATION, COLLOCATION_FIX = 128, 4096
 
 
 @case("pt_train_pinn_burgers_autograd", "pytorch", "training", 6,
-      facts("training", optimizer="adam"), split="holdout", warmup=5,
+      facts("training", optimizer="adam"), split="tuned", warmup=5,
       fix=f"{COLLOCATION_FIX} collocation points a step instead of {COLLOCATION}",
       share_from_fix="host_overhead", fix_per_item=COLLOCATION_FIX // COLLOCATION,
       tags=["pinn", "double_backward", "small_ops"])
@@ -218,7 +218,7 @@ SENTENCES_PER_BATCH = 32
 
 
 @case("pt_train_bilstm_crf_tagger", "pytorch", "training", 6,
-      facts("training", optimizer="sgd"), split="holdout", warmup=5,
+      facts("training", optimizer="sgd"), split="tuned", warmup=5,
       fix=f"batches of {SENTENCES_PER_BATCH} sentences, padded and masked",
       share_from_fix="host_overhead", fix_per_item=SENTENCES_PER_BATCH,
       tags=["crf", "lstm", "python_loop", "batch1", "tutorial"])
