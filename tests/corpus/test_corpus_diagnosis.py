@@ -57,8 +57,6 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {"false_positive": {
-    "pt_train_bilstm_crf_tagger": "host overhead 0.83 (batching 32 sentences: 5.82x), no "
-                                  "sync measured; reads host_reads_in_loop (1.0) beside it",
 }, "verdict": {
 }}
 
