@@ -18,6 +18,7 @@ import pytest
 from tracedata import DATA, corpus_capture
 
 from sofa_gui.core.analysis.findings import batching, make_context, read_rules, small_batch
+from sofa_gui.core.analysis.findings.index_reads import indexing_reads
 from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
 from sofa_gui.core.analysis.findings.read_rules import PICK_OP, in_read_loops
 from sofa_gui.core.analysis.findings.registry import RULES
@@ -184,6 +185,40 @@ def test_a_confusion_matrix_counted_sample_by_sample_is_op_overhead_not_reads(k)
     s = t.slices
     items = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::item")[0])
     assert len(items) > 1000 and not in_read_loops(ctx, s.start[items]).any()
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_gold_path_indexed_with_0d_tensors_is_op_overhead_not_reads(k):
+    """The BiLSTM-CRF tutorial scores the gold path position by position,
+    ``transitions[tags[i + 1], tags[i]] + feat[tags[i + 1]]``: each 0-d index is read into
+    Python (``aten::item`` of a ``long int``) and picks from another tensor at once.  On a
+    CPU the reads wait on nothing; the loop is the indexed ops' fixed cost, which a
+    batch gathering the gold scores removes: no read loop, op overhead."""
+    t, a = analyzed("pt_train_bilstm_crf_tagger", k)
+    assert finding(a, "host_reads_in_loop") is None
+    assert a.verdict.bound == "host_overhead"
+    ctx = make_context(t, a.iterations, a.breakdown)
+    s = t.slices
+    items = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::item")[0])
+    assert len(items) > 300 and not in_read_loops(ctx, s.start[items]).any()
+    mine = t.lane_slices(ctx.bd.host.lane)
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    assert indexing_reads(ctx, mine, items).mean() > 0.5
+
+
+@pytest.mark.parametrize("case", ["pt_infer_readback", "pt_infer_report_tensors",
+                                  "pt_train_log_tensors"])
+def test_reads_of_elements_handed_to_python_are_no_indexing_reads(case):
+    """Reads whose next call picks the next element of the tensor read (or no pick at
+    all) hand values to Python: they stay a read loop."""
+    t, a = analyzed(case, 0)
+    ctx = make_context(t, a.iterations, a.breakdown)
+    loops = read_rules.read_loops(ctx)
+    s = t.slices
+    mine = t.lane_slices(ctx.bd.host.lane)
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    assert len(loops.reads) and indexing_reads(ctx, mine, loops.reads).mean() < 0.1
+    assert confident(a, "host_reads_in_loop")
 
 
 @pytest.mark.parametrize("case", ["pt_infer_readback", "pt_infer_report_tensors"])

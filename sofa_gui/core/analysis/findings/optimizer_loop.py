@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .batch_estimate import median_row, repeated_blocks
 from .context import Ctx
 
 #: The optimizers with a fused implementation (``fused=True``) in PyTorch.
@@ -45,9 +46,26 @@ class TinyLoops:
     model: bool
     optimizer_class: str = ""
 
+    #: The words on an update batched along with the model's calls.
+    UPDATE_ALONG = (" The step's calls repeat no unit inside it, so they stack across steps: "
+                    "a larger batch, which also pays the optimizer's update once for all "
+                    "its samples; the estimate takes the update out with the tiny ops.")
+
     @property
     def optimizer_only(self) -> bool:
         return self.optimizer and not self.model
+
+    def update_batched_along(self, ctx: Ctx, host) -> bool:
+        """Whether batching the model's loop takes the optimizer's update out with it,
+        though the update's ops are no loop of their own: in a training step whose calls
+        repeat no unit over half its time (:func:`.batch_estimate.repeated_blocks`: its
+        tiny ops are the step's own, one per layer and per autograd node, not a loop
+        inside it) the calls stack only across steps, a larger batch, which pays the
+        update once for all its samples (per sample it goes); a loop of repeats inside
+        the step is batched there, and the update stays."""
+        if not self.model or self.optimizer or ctx.facts.value("mode") != "training":
+            return False
+        return not repeated_blocks(ctx, host, median_row(ctx, host), cover=0.5)
 
     def fused_exists(self) -> bool | None:
         """Whether the optimizer has a fused implementation (None: the trace does not
@@ -112,3 +130,4 @@ def fused_gain(loops: TinyLoops, alone) -> tuple[float | None, str, float]:
     return alone.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
                              f"{loops.optimizer_class} step that does the math of its in-place "
                              f"ops{kept}"), 1.0
+

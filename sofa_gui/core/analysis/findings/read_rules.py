@@ -33,7 +33,11 @@ What the trace proves is the read calls themselves and what lies between them:
   then an in-place add and the copy back write the element) is a loop of element
   updates: with no device queue its reads wait on nothing, the cost is each update's ops,
   and one scatter op (``torch.bincount``, ``index_add_``) removes them with the reads
-  (``op_overhead_bound``'s, no read loop). On a device each read would drain the queue.
+  (``op_overhead_bound``'s, no read loop). On a device each read would drain the queue;
+* so is, on a CPU run, a loop whose reads mostly index (``transitions[tags[i + 1],
+  tags[i]]``: each 0-d index read and picked with at once, :mod:`.index_reads`): the
+  reads wait on nothing and cost their calls, part of the indexed ops' fixed cost, which
+  gathering the indices at once removes (``op_overhead_bound``'s, no read loop).
 
 The loop's time (first read to last) is the blocking host reads' time: the fix reads the
 whole result once per batch.  The estimate (:mod:`.host_estimate`) takes the profiler's
@@ -72,6 +76,7 @@ from .host_estimate import (
     HostFix,
     rest_math,
 )
+from .index_reads import index_loops
 from .item_calls import one_program_loops
 from .read_calls import read_calls, work_between
 from .registry import Rule, rule
@@ -207,7 +212,8 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     Batching that work removes the loop, reads and all (``op_overhead_bound`` measures
     it); a read of the whole result would remove only the reads' own calls.  Loops of
     one program's calls and, on a CPU run, loops of element updates are such loops too
-    (:func:`.item_calls.one_program_loops`, :func:`_update_loops`)."""
+    (:func:`.item_calls.one_program_loops`, :func:`_update_loops`), and so are, on a CPU
+    run, loops of reads that index (:func:`.index_reads.index_loops`)."""
     s = ctx.trace.slices
     ids, first, count = np.unique(run, return_index=True, return_counts=True)
     last = first + count - 1
@@ -219,7 +225,8 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
     many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
     return (many | one_program_loops(ctx, ops[ok], at[ok], len(ids), count)
-            | _update_loops(ctx, ops[ok], at[ok], len(ids), count))
+            | _update_loops(ctx, ops[ok], at[ok], len(ids), count)
+            | index_loops(ctx, mine, reads, np.searchsorted(ids, run), len(ids)))
 
 
 def _update_loops(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,

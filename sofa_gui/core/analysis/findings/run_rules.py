@@ -367,6 +367,7 @@ class TinyFixes:
     cut: HostFix
     chain: ChainFix | None
     copies: CopiesFix | None = None
+    update: bool = False  # the optimizer's update batched along (paid once a larger batch)
 
     @property
     def est(self) -> HostFix | ChainFix | CopiesFix:
@@ -382,7 +383,9 @@ def _tiny_fixes(ctx: Ctx, host, m: TinyOps) -> TinyFixes:
     # batched with it (a batch of more samples pays the optimizer's step once for them all)
     mine = tiny & opt if m.loops.optimizer_only else np.zeros_like(tiny)
     fused_ns = fused_step_ns(ctx, ops[mine], m.per_call[mine], m.typical[mine], DESCHED_NS)
-    fix, (data_ns, once_ns) = _loop_fix(ctx, host, ops[tiny], m.between[tiny], m.wall,
+    update = m.loops.update_batched_along(ctx, host)  # a larger batch pays it once
+    gone = tiny | (opt & update)
+    fix, (data_ns, once_ns) = _loop_fix(ctx, host, ops[gone], m.between[gone], m.wall,
                                         ops[tiny & ~mine], fused_ns,
                                         TF_UNPROFILED if m.graphless else TINY_LOOP_UNPROFILED)
     alone = _optimizer_alone(ctx, host, ops, tiny & opt, m.between, m.per_call, m.typical,
@@ -394,7 +397,8 @@ def _tiny_fixes(ctx: Ctx, host, m: TinyOps) -> TinyFixes:
     model = ops[tiny & ~mine]  # whole updates in its repeats batch as copies of the step
     copies = (copies_fix(ctx, host) if chain is None and len(model) and m.loops.model
               and loop_batch(ctx, host, model) is not None else None)
-    return TinyFixes(fix, data_ns, once_ns, fused_ns, alone, pen, cut, chain, copies)
+    return TinyFixes(fix, data_ns, once_ns, fused_ns, alone, pen, cut, chain, copies,
+                     update and bool((opt & ~tiny).any()))
 
 
 def _tiny_causes(ctx: Ctx, m: TinyOps) -> list:
@@ -413,7 +417,8 @@ def _summary(ctx: Ctx, m: TinyOps, x: TinyFixes, held_note: str) -> str:
     remedy = (CHAIN_REMEDY if x.chain else COPIES_REMEDY if x.copies else
               TF_UPDATE_REMEDY if m.update else
               _remedy(m.loops, x.fused_ns, m.n_steps, m.graphless)
-              ) + _data_note(x.data_ns, x.once_ns, m.n_steps)
+              ) + _data_note(x.data_ns, x.once_ns, m.n_steps) + (
+        m.loops.UPDATE_ALONG if x.update else "")
     return (f"{int(m.tiny.sum()) / m.n_steps:,.0f} tiny framework ops per steady-state "
             f"iteration (median {fmt_ns(float(np.median(s.dur[t])))}, <= {fmt_ns(TINY_NS)} "
             f"typical) and the Python between them take {pct(m.share)} of the main thread's "
