@@ -60,7 +60,7 @@ WORK_PART = 0.5
       0.15, "synchronisation thresholds: a host callback is a host round trip per call")
 def host_callback_round_trip(ctx: Ctx, spec: Rule) -> Finding | None:
     cb = _callbacks(ctx)
-    if cb is None or cb[4] >= WORK_PART * cb[3]:
+    if cb is None or _is_host_work(*cb[3:]):
         return None
     calls, ws, we, thunks, _ = cb
     host = ctx.bd.host
@@ -88,7 +88,7 @@ def host_callback_round_trip(ctx: Ctx, spec: Rule) -> Finding | None:
       "host-overhead thresholds: the step stops for a host function's own work")
 def host_callback_work(ctx: Ctx, spec: Rule) -> Finding | None:
     cb = _callbacks(ctx)
-    if cb is None or cb[4] < WORK_PART * cb[3]:
+    if cb is None or not _is_host_work(*cb[3:]):
         return None
     calls, ws, we, thunks, work = cb
     wall = float((we - ws).sum()) or 1.0
@@ -127,6 +127,11 @@ def _callbacks(ctx: Ctx):
     return ctx.once("host_callbacks", measure)
 
 
+def _is_host_work(thunks: float, work: float) -> bool:
+    """The host functions' own work is :data:`WORK_PART` or more of the thunks' time."""
+    return work >= WORK_PART * thunks
+
+
 def _host_work(ctx: Ctx, calls: np.ndarray, ws: np.ndarray, we: np.ndarray) -> float:
     """ns of the host functions' own work in the callback thunks ``calls``: what runs
     nested in JAX's call of them on the thunk's thread (none where no Python tracer
@@ -136,8 +141,9 @@ def _host_work(ctx: Ctx, calls: np.ndarray, ws: np.ndarray, we: np.ndarray) -> f
     starts, ends, lanes = [], [], {}
     for c in calls.tolist():
         lane = int(s.lane[c])
-        mine = lanes[lane] if lane in lanes else lanes.setdefault(
-            lane, ctx.trace.lane_slices(lane))
+        if lane not in lanes:
+            lanes[lane] = ctx.trace.lane_slices(lane)
+        mine = lanes[lane]
         for f in mine[call[mine] & (s.start[mine] >= s.start[c])
                       & (s.end[mine] <= s.end[c])].tolist():
             inner = mine[(s.start[mine] >= s.start[f]) & (s.end[mine] <= s.end[f])

@@ -130,4 +130,3 @@ def fused_gain(loops: TinyLoops, alone) -> tuple[float | None, str, float]:
     return alone.speedup(), (f"the optimizer's loop of tiny ops replaced by one fused "
                              f"{loops.optimizer_class} step that does the math of its in-place "
                              f"ops{kept}"), 1.0
-
