@@ -211,7 +211,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
     fit_case("tf_fit_numpy_small_batch",
              fit_spec("run", data=churn_fit_args, net=churn_mlp,
                       fix_net=lambda: churn_mlp(steps_per_execution=16)),
-             FIT_FACTS, 30, split="holdout", warmup=3,
+             FIT_FACTS, 30, split="tuned", warmup=3,
              fix="compile(steps_per_execution=16), the same batches", per_item=1,
              fix_per_item=16, variants=("batch_size=256",),
              share_from_fix="host_overhead", tags=["keras_fit", "numpy", "small_batch"])
