@@ -37,7 +37,7 @@ from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 #: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
 FIT_MODULES = tuple(f"tf_cases_{m}" for m in (
     "daily", "more_daily", "routine", "ordinary", "plain", "common", "examples", "papers",
-    "notebooks", "blind", "wild", "more_wild", "keras_more", "shapes"))
+    "notebooks", "blind", "wild", "more_wild", "keras_more", "shapes", "timeseries"))
 
 BATCH = 16
 
@@ -177,7 +177,8 @@ class StepClock(tf.keras.callbacks.Callback):
 class FitSpec:
     """How a Keras ``fit`` case runs: the pipeline it is captured on (``pipe``; the fix
     and the share's reference are the pipelines ``"fix"`` and ``"bare"``), the dataset a
-    pipeline name makes and the compiled model."""
+    pipeline name makes (or, for arrays held in NumPy, ``fit``'s own keyword arguments:
+    ``x``, ``y``, ``batch_size``, ``shuffle``) and the compiled model."""
 
     pipe: str
     data: Callable = fit_dataset
@@ -230,8 +231,11 @@ def run_fit(spec: FitSpec, pipe: str, n: int, logdir: Path | None = None,
     if spec.epoch_steps:
         kw = {"validation_data": spec.val(), "epochs": -(-steps // spec.epoch_steps)}
         steps = spec.epoch_steps
-    net.fit(spec.data(pipe), epochs=kw.pop("epochs", 1), steps_per_epoch=steps, verbose=0,
-            callbacks=cbs, **kw)
+    data = spec.data(pipe)  # a dataset, or fit's own arguments for arrays (x, y, batch_size)
+    kw.update(data if isinstance(data, dict) else {"x": data})
+    net.fit(epochs=kw.pop("epochs", 1), steps_per_epoch=steps, verbose=0, callbacks=cbs, **kw)
+    for cb in cbs:  # a program callback's own timed work (a checkpoint's saves) is periodic
+        clock.tests += getattr(cb, "periods", [])
     return clock.steps()[skip:skip + n]
 
 

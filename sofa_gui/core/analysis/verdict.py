@@ -252,8 +252,9 @@ MOVED_BY = {"op_overhead_bound": ("host_overhead", ("compute",)),
 EVERY_SIDE = ("op_overhead_bound", "recompile")
 #: Of the others, those whose time no breakdown category of their bound holds yet: the
 #: stack capture of anomaly mode is in the forward ops' own time, a small compiled step's
-#: fixed cost per call inside the call and its wait (framework ops), a host callback's
-#: work inside the call; none of it is held.
+#: fixed cost per call inside the call and its wait (framework ops) and the loop's work
+#: between the calls (its share leaves out what host overhead holds already), a host
+#: callback's work inside the call; none of it is held.
 NONE_HELD = ("anomaly_detection_on", "call_overhead_bound", "host_callback_work")
 
 
