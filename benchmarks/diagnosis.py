@@ -19,6 +19,9 @@ and its answer set against the case's ``truth.json`` (measured without the profi
   measured no more than 25% of gain; where the measured change is a slowdown, right when
   the advisor does not offer it with a gain (no estimate, or one <= 1.0);
 * stability: whether every capture of a case gets the same prediction;
+* spread: how far a case's estimates part between its captures, ``|ln(est1 / est2)|``
+  (the largest over its captures' pairs) for every case with an estimate on each
+  capture, as their median and sum: the same loop captured twice the same way;
 * run facts: the facts the truth states (framework, mode, precision, loader workers,
   optimizer, compilation, ranks) against those ``analyze`` proves.
 
@@ -32,6 +35,7 @@ import argparse
 import functools
 import hashlib
 import json
+import math
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -335,13 +339,33 @@ def summary(results: list[dict]) -> dict:
     ests = [r["estimate"] for r in caps if r.get("estimate")]
     floors = [e for e in ests if e.get("lower_bound")]
     facts = [ok for r in caps for (_, _, ok) in (r.get("facts") or {}).values()]
+    parts = sorted(p for p in map(estimate_spread, results) if p is not None)
     return {"cases": len(results), "captures": len(caps),
             "right": _pct(right, len(caps)), "right_n": right,
             "false_positives": len(fps), "fp_list": fps,
             "estimates_within": _pct(sum(e["within"] for e in ests), len(ests)),
             "lower_bounds": (len(floors), sum(e["measured"] >= e["estimated"] for e in floors)),
             "stable": _pct(sum(r["stable"] for r in results), len(results)),
-            "facts_right": _pct(sum(facts), len(facts))}
+            "facts_right": _pct(sum(facts), len(facts)), "spread": parts}
+
+
+def estimate_spread(result: dict) -> float | None:
+    """How far a case's estimates part between its captures: ``|ln(a / b)|`` of its
+    largest and smallest positive estimate; None unless every capture has one."""
+    ests = [(r.get("estimate") or {}).get("estimated") for r in result["captures"]]
+    if len(ests) < 2 or any(e is None or not e > 0 for e in ests):
+        return None
+    return math.log(max(ests) / min(ests))
+
+
+def _spread(s: dict) -> str:
+    parts = s["spread"]
+    if not parts:
+        return ""
+    n = len(parts)
+    median = (parts[(n - 1) // 2] + parts[n // 2]) / 2
+    return (f"; estimates part between captures by |ln(est1/est2)| {median:.3f} median, "
+            f"{sum(parts):.2f} summed ({n} cases)")
 
 
 def _floors(s: dict) -> str:
@@ -376,7 +400,7 @@ def render(results: list[dict], markdown: bool) -> list[str]:
                   f"{s['false_positives']}; estimates within {int(WITHIN * 100)}% of the "
                   f"measured fix (where none is promised: it gains <= 25%): "
                   f"{s['estimates_within']}{_floors(s)}; stable across captures: "
-                  f"{s['stable']}; run facts right: {s['facts_right']}", ""]
+                  f"{s['stable']}; run facts right: {s['facts_right']}{_spread(s)}", ""]
         rows, cols, table = confusion(part)
         head = ["truth \\ predicted", *cols]
         body = [[r, *[str(table[r][c] or "") for c in cols]] for r in rows]

@@ -54,3 +54,21 @@ def test_long_runs_take_a_handful_of_medians(monkeypatch, shape):
         assert ph.extras.size == n // 3 and np.all(d[ph.extras] == 9.0)
     assert len(ph.warmup) == {"period-3": 0, "descending": n // 2,
                               "warm-up then period 3": 2}[shape]
+
+
+def test_leading_steps_slow_by_their_wait_for_workers_behind_are_steady():
+    d = np.array([30.0, 28.0, 10.0, 6.0, 12.0, 4.0, 8.0])
+    ph = steady.phases(None, d, False)
+    assert ph.warmup.tolist() == [0, 1]
+    # the workers are behind (the steady steps wait 40% of their time)
+    waits = np.array([24.0, 9.0, 4.0, 2.4, 5.0, 1.6, 3.2])
+    # the first step's excess (22 ms over the 8 ms median) is wait; the second's is not
+    assert steady.phases(None, d, False, waits).warmup.tolist() == [0, 1]
+    waits[1] = 22.0
+    got = steady.phases(None, d, False, waits)
+    assert got.warmup.tolist() == [] and got.n_steady == 7
+    waits[0] = 5.0  # the first step is slow by its own work: it and what follows stay
+    assert steady.phases(None, d, False, waits).warmup.tolist() == [0]
+    # workers that keep up (the steady steps wait 5%): warm-up as without waits
+    assert steady.phases(None, d, False, d * 0.05).warmup.tolist() == [0, 1]
+    assert steady.phases(None, d, False, None).warmup.tolist() == [0, 1]

@@ -212,3 +212,20 @@ def test_python_preprocessing_rewritten_as_tf_ops_compares_that_fix_not_the_pref
                    {"name": "cache", "estimated_speedup": 4.1}]}
     got = diag.estimate_check({"findings": [f]}, truth)
     assert (got["estimated"], got["within"]) == (3.69, True)
+
+
+def test_the_spread_of_a_case_s_estimates_between_captures_is_summarised(diag):
+    def case(*ests):
+        return {"case": "c", "split": "tuned", "truth": "input", "share": 0.6, "stable": True,
+                "captures": [{"predicted": "input", "estimate":
+                              None if e is None else {"estimated": e, "measured": 2.0,
+                                                      "within": True}} for e in ests]}
+
+    assert abs(diag.estimate_spread(case(2.0, 4.0)) - 0.6931) < 1e-3
+    assert diag.estimate_spread(case(4.0, 2.0)) == diag.estimate_spread(case(2.0, 4.0))
+    assert diag.estimate_spread(case(2.0, None)) is None  # one capture without an estimate
+    assert diag.estimate_spread(case(2.0)) is None  # nothing to part from
+    s = diag.summary([case(2.0, 2.0), case(2.0, 4.0), case(3.0, None)])
+    assert s["spread"] == [0.0, diag.estimate_spread(case(2.0, 4.0))]
+    head = "\n".join(diag.render([case(2.0, 2.0), case(2.0, 4.0)], True)[:3])
+    assert "|ln(est1/est2)| 0.347 median, 0.69 summed (2 cases)" in head

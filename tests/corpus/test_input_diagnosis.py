@@ -156,6 +156,27 @@ def test_a_first_wait_for_workers_that_pace_every_step_is_no_start_up():
     assert start is None or "DataLoader workers' first batches" not in start.summary
 
 
+def test_a_leading_step_slow_by_its_wait_for_workers_that_are_behind_stays_steady():
+    """The same capture's 24 ms first step (steps of 2.5-12 ms after it; the other capture
+    has a 26 ms last one) waits 17 ms in the fetch: with the workers behind in every
+    steady step it is one of the loader's slow steps, counted with the rest, so no
+    start-up is read and the input share is the six steps' (0.49 over the five after it)."""
+    t, a = analyzed("pt_train_pt_files_nw2", 1)
+    ctx = make_context(t, a.iterations, a.breakdown, a.run)
+    assert ctx.ph.warmup.tolist() == [] and ctx.ph.n_steady == 6
+    assert all(f.id != "startup_cost" for f in a.findings)
+    assert input_finding(a).share > 0.55
+    assert a.verdict.bound == "input" and a.verdict.share > 0.55
+
+
+def test_a_slow_first_step_beside_workers_that_keep_up_stays_warm_up():
+    """One worker tokenizing beside a compute-bound step keeps up (the steady steps wait
+    for it 8% of the time): the slow first step is no loader's slow step."""
+    t, a = analyzed("pt_train_tokenize_collate_nw1")
+    ctx = make_context(t, a.iterations, a.breakdown, a.run)
+    assert ctx.ph.warmup.tolist() == [0]
+
+
 @pytest.mark.parametrize("k", [0, 1])
 def test_loader_workers_started_again_every_epoch_are_input_and_kept_by_persistent_workers(k):
     # short epochs of a DataLoader(num_workers=2) with the default persistent_workers=False:

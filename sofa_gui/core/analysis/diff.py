@@ -87,8 +87,9 @@ def _steady(analysis) -> np.ndarray | None:
     bd = analysis.breakdown
     if bd is None or bd.whole_trace or analysis.iterations is None:
         return None
-    from .findings.steady import phases
-    return phases(analysis.iterations, bd.durations, bd.whole_trace).steady
+    from .findings.steady import loader_waits, phases
+    return phases(analysis.iterations, bd.durations, bd.whole_trace,
+                  loader_waits(bd, analysis.run)).steady
 
 
 def _ratio(a, b):

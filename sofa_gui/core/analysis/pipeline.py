@@ -113,7 +113,7 @@ def _findings(trace: Trace, a: Analysis, opts: Options, progress: Progress):
 
     found = find_bottlenecks(trace, a.iterations, a.breakdown, a.run,  # best first
                              all_frameworks=opts.all_fixes)
-    verdict = verdict_of(a.iterations, a.breakdown, found)
+    verdict = verdict_of(a.iterations, a.breakdown, found, a.run)
     note_small_findings(found, verdict)
     fit_compute_hypothesis(found, verdict)
     setattr(a, _AHEAD, verdict)
@@ -124,18 +124,20 @@ def _verdict(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     """The verdict the findings step computed."""
     verdict = a.__dict__.pop(_AHEAD, None)
     if verdict is None:
-        return verdict_of(a.iterations, a.breakdown, a.findings)
+        return verdict_of(a.iterations, a.breakdown, a.findings, a.run)
     return verdict
 
 
-def verdict_of(iterations, breakdown, findings):
-    """The verdict of an analysis's parts (warm-up rows read from its iterations)."""
-    from .findings.steady import phases
+def verdict_of(iterations, breakdown, findings, facts=None):
+    """The verdict of an analysis's parts (warm-up rows read from its iterations and, with
+    the run's ``facts``, its loader's waits: :func:`.findings.steady.phases`)."""
+    from .findings.steady import loader_waits, phases
     from .verdict import compute_verdict
 
     warm = None
     if breakdown is not None and not breakdown.whole_trace:
-        warm = phases(iterations, breakdown.durations, False).warmup
+        warm = phases(iterations, breakdown.durations, False,
+                      loader_waits(breakdown, facts)).warmup
     return compute_verdict(breakdown, findings, warm)
 
 

@@ -55,7 +55,7 @@ from ..run_facts import RunFacts, run_facts
 # isort: on
 from .context import BELOW, MAX_EVIDENCE, Ctx
 from .registry import RULES, disjoint_ids, rules_table, thresholds
-from .steady import phases
+from .steady import loader_waits, phases
 from .work import confirm_extras
 
 #: Modules of rules by family, in the order they register (evaluation and listing order).
@@ -78,8 +78,10 @@ __all__ = ["BELOW", "HYPOTHESIS", "MEASURED", "MINOR", "NOISE_FLOOR", "RULES", "
 
 def make_context(trace: Trace, iters: Iterations, breakdown: TraceBreakdown,
                  facts: RunFacts | None = None, all_frameworks: bool = False) -> Ctx:
-    ph = phases(iters, breakdown.durations, breakdown.whole_trace)
-    ctx = Ctx(trace, iters, breakdown, facts or run_facts(trace), ph, all_frameworks)
+    facts = facts or run_facts(trace)
+    ph = phases(iters, breakdown.durations, breakdown.whole_trace,
+                loader_waits(breakdown, facts))
+    ctx = Ctx(trace, iters, breakdown, facts, ph, all_frameworks)
     confirm_extras(ctx)
     return ctx
 

@@ -9,6 +9,14 @@ leading iterations each more than :data:`OUTLIER` x the median of the rest, and 
 than any of them, are warm-up (the detector needs several iterations to compare); later
 iterations that recur every p-th step and are all clearly slower than the rest are
 extras (one slow iteration is jitter).
+
+A loader that never gets ahead makes a slow step anywhere: where DataLoader workers feed
+the run and the steady steps wait for their batch :data:`BEHIND` of the time or more, no
+prefetch queue fills, so a leading step slower by its wait for the next batch (at least
+:data:`BY_WAIT` of its excess in the fetch) is one of the loader's slow steps, not a start
+(a capture of one-file-per-sample loading holds a 24 ms first step that way, and its
+other capture a 26 ms last one, among steps of 2.5-12 ms).  Those leading steps stay
+steady state (:func:`loader_waits` gives the waits).
 """
 
 from __future__ import annotations
@@ -19,6 +27,12 @@ import numpy as np
 
 #: An iteration this many times the median of the others is not steady state.
 OUTLIER = 1.5
+#: The steady steps wait for the loader's workers at least this share of their time: the
+#: workers are behind (:data:`.input_removal.BEHIND`, the same reading).
+BEHIND = 0.2
+#: A leading step is slow by its wait when at least this share of its excess over the
+#: steady median is wait beyond the steady steps' median wait.
+BY_WAIT = 0.5
 
 
 @dataclass
@@ -33,11 +47,19 @@ class Phases:
         return int(self.steady.sum())
 
 
-def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
+def phases(iters, durations: np.ndarray, whole_trace: bool,
+           waits: np.ndarray | None = None) -> Phases:
+    """The rows' phases; ``waits``: per row, the main thread's wait for DataLoader
+    workers (:func:`loader_waits`), None where no workers feed the run."""
     n = len(durations)
     none = np.zeros(0, np.int64)
     if whole_trace or n == 0:
         return Phases(np.ones(n, bool), none, none, "whole trace")
+    return _paced_start(_phases(iters, durations), durations, waits)
+
+
+def _phases(iters, durations: np.ndarray) -> Phases:
+    n = len(durations)
     own = _leading_outliers(iters, durations)
     marked = _marked(iters, n)
     if marked is None:
@@ -52,6 +74,40 @@ def phases(iters, durations: np.ndarray, whole_trace: bool) -> Phases:
     if not steady.any():
         return marked
     return Phases(steady, np.arange(k), extras, f"{marked.source}; {own.source}")
+
+
+def loader_waits(breakdown, facts) -> np.ndarray | None:
+    """Per row, the main thread's time in its loader's fetches, where DataLoader worker
+    processes make the batches (run fact ``dataloader``); else None."""
+    host = breakdown.host if breakdown is not None else None
+    if host is None or facts is None or facts.value("dataloader") != "workers":
+        return None
+    return host.column("data_loading").astype(np.float64)
+
+
+def _paced_start(ph: Phases, durations: np.ndarray, waits: np.ndarray | None) -> Phases:
+    """``ph`` with the trailing warm-up rows that are slow by their wait for workers that
+    are behind in the steady steps (see the module docstring) made steady."""
+    k = len(ph.warmup)
+    if waits is None or not k or len(waits) != len(durations) or not ph.steady.any():
+        return ph
+    d = durations.astype(np.float64)
+    st = ph.steady
+    if waits[st].sum() < BEHIND * d[st].sum():
+        return ph
+    excess = d[ph.warmup] - np.median(d[st])
+    waited = waits[ph.warmup] - np.median(waits[st])
+    by_wait = (excess > 0) & (waited >= BY_WAIT * excess)
+    j = k
+    while j > 0 and by_wait[j - 1]:
+        j -= 1
+    if j == k:
+        return ph
+    steady = st.copy()
+    steady[ph.warmup[j:]] = True
+    return Phases(steady, ph.warmup[:j], ph.extras,
+                  f"{ph.source}; leading steps slow by their wait for workers that are behind "
+                  f"in the steady steps stay steady")
 
 
 def _leading_outliers(iters, durations: np.ndarray) -> Phases:
