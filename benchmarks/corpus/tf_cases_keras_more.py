@@ -93,7 +93,7 @@ class CharModel(tf.keras.Model):
 
 
 @case("tf_infer_char_generation_eager", "tensorflow", "inference", 3,
-      {**TF, "mode": "inference", "batch": 1}, split="holdout", warmup=3,
+      {**TF, "mode": "inference", "batch": 1}, split="tuned", warmup=3,
       fix="the one-character step in a tf.function (the tutorial's OneStep)",
       share_from_fix="host_overhead", tags=["generation", "eager", "rnn", "text"])
 def tf_infer_char_generation_eager(variant):

@@ -111,7 +111,7 @@ def csv_epochs(variant: str) -> tf.data.Dataset:
 
 @case("tf_tape_shuffle_refill", "tensorflow", "training", 6,
       {**TF, "mode": "training", "tf_data": True, "tf_data_parallel": False},
-      split="holdout", warmup=2, fix="cache() the parsed rows before shuffle",
+      split="tuned", warmup=2, fix="cache() the parsed rows before shuffle",
       tags=["gradient_tape", "tf_data", "shuffle_buffer", "epochs", "csv"])
 def tf_tape_shuffle_refill(variant):
     """A ``tf.function`` GradientTape step of a 24-256-256-2 MLP trained epoch after epoch

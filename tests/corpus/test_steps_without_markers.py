@@ -62,13 +62,13 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls a step: the 16 calls reco
                                                 "2nd to 29th of the 63, longer ones falling "
                                                 "inside steps"}
 
-#: Held-out cases whose steps are split wrong at first look, before any rule looked at
-#: them (docs/diagnosis.md, "First looks"): what the splitter reads instead.
+#: Cases whose steps are split wrong at first look, before any rule looked at them
+#: (docs/diagnosis.md, "First looks"): what the splitter reads instead. The character
+#: generator is studied (tuned) but not grouped yet: its calls' events repeat every 5 calls
+#: with more than one of them differing, yet its op-overhead estimate drops to 3.9x
+#: (15.9x measured) once it is read as 3 steps of 5 calls.
 FIRST_LOOK = {"tf_infer_char_generation_eager": "15 iterations for 3 steps: one per eager "
-                                                "model call, 5 a step (a character each)",
-              "tf_tape_shuffle_refill": "7 iterations for 6 steps, one per input fetch "
-                                        "(the epoch's first step waits 40-86 ms for the "
-                                        "shuffle buffer's refill, the others 2 ms)"}
+                                                "model call, 5 a step (a character each)"}
 
 
 def _cases(framework: str) -> list[str]:
@@ -298,3 +298,33 @@ def test_glued_steps_are_no_calls_per_step(case, per):
         ends = np.r_[starts[1:], b[-1]]
         assert holds_same_each(starts, ends, np.sort(lm.fetch)) == per
         assert same_calls_per_step(t, lm, starts, ends) is None
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_the_fetch_that_finds_an_epochs_end_starts_no_step(k):
+    # 4 batches an epoch: the fetch after the epoch's last step finds its end, the loop
+    # makes a new iterator and fetches again, waiting 40-86 ms for the shuffle buffer's
+    # refill; only then does the compiled step run: one step from the first of the fetches
+    t = _trace("tf_tape_shuffle_refill", k)
+    lm = Landmarks.of(t)
+    ops = MainOps.of(t, lm.main_lane)
+    heads = ops.start[np.unique(ops.at(lm.fetch))]
+    d = step_dispatches(t, lm.main_lane)
+    then = np.searchsorted(d, np.r_[heads[1:], d[-1] + 1]) - np.searchsorted(d, heads)
+    (end_fetch,) = heads[then == 0]  # no step before the next fetch
+    it = detect_iterations(t)
+    assert len(heads) == 7 and len(it) == len(d) == _steps("tf_tape_shuffle_refill")
+    dur = it.ends - it.starts
+    slow = int(np.argmax(dur))
+    assert dur[slow] > 10 * np.median(dur)  # the refill is in the epoch's first step
+    assert it.starts[slow] == end_fetch and end_fetch in it.starts
+
+
+@pytest.mark.parametrize("case", ["tf_tape_ema_weights_by_hand", "tf_tape_serial_map"])
+def test_fetches_each_followed_by_the_step_stay_the_steps(case):
+    for k in (0, 1):
+        t = _trace(case, k)
+        lm = Landmarks.of(t)
+        ops = MainOps.of(t, lm.main_lane)
+        it = detect_iterations(t)
+        assert len(it) == len(np.unique(ops.at(lm.fetch))) == _steps(case)

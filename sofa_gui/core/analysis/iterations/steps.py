@@ -8,7 +8,8 @@ forward op when the loop fetches through a data loader, else the ops that
 usually precede the first forward op (read from the steps themselves). Work
 between an update and the next head (evaluation, checkpointing, logging) stays
 in the step it follows. Inference loops (no update, no backward) are cut at each
-input fetch; loops that record neither (JAX, TF functions) at each call of the loop
+input fetch (a fetch the compiled step does not follow before the next joins the next
+fetch's step); loops that record neither (JAX, TF functions) at each call of the loop
 body's Python function, else at each dispatch of the compiled step.
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 from ...nesting import assign_depths
 from ...trace import Kind, Trace
 from ..results import Iterations
+from .dispatch import step_dispatches
 from .landmarks import Landmarks
 from .stream import is_step_name
 
@@ -77,8 +79,18 @@ def landmark_iterations(trace: Trace, lm: Landmarks,
     if not lm.has_backward and len(lm.loop[0]) >= MIN_STEPS:
         return _loop_steps(lm, ops)
     if not lm.has_backward and len(lm.fetch) >= MIN_STEPS:
-        return _fetch_steps(lm, ops, per_item)
+        return _fetch_steps(lm, ops, per_item, _steps_run(trace, lm))
     return None
+
+
+def _steps_run(trace: Trace, lm: Landmarks) -> np.ndarray:
+    """Sorted starts of the compiled step's dispatches on the loop's thread when the loop
+    fetches its input (a ``tf.function`` step fed by a ``tf.data`` iterator); empty
+    otherwise, and for fewer than :data:`MIN_STEPS` of them."""
+    if lm.fetch_kind != "input fetch":
+        return np.zeros(0, np.int64)
+    d = step_dispatches(trace, lm.main_lane)
+    return d if len(d) >= MIN_STEPS else d[:0]
 
 
 def _training_steps(trace: Trace, lm: Landmarks, ops: MainOps) -> Iterations | None:
@@ -213,10 +225,13 @@ def _prelude(names: np.ndarray, lo_op: np.ndarray, first_fwd: np.ndarray) -> int
     return c
 
 
-def _fetch_steps(lm: Landmarks, ops: MainOps,
-                 per_item: tuple[int, int] | None = None) -> Iterations | None:
+def _fetch_steps(lm: Landmarks, ops: MainOps, per_item: tuple[int, int] | None = None,
+                 runs: np.ndarray | None = None) -> Iterations | None:
     heads = np.unique(ops.at(lm.fetch))
     heads = heads[heads >= 0]
+    alone = 0
+    if runs is not None and len(runs):
+        heads, alone = _with_step(ops, heads, runs)
     what = lm.fetch_kind
     per, first = per_item or ((burst_size(ops.start[heads]) if what == "step dispatch"
                                else 1), 0)
@@ -235,10 +250,30 @@ def _fetch_steps(lm: Landmarks, ops: MainOps,
                  "the repeated pattern holds that many, whose calls record the same "
                  "events)" if per_item else f"the runs are apart by over {BURST_GAP:g}x "
                  "the time between the calls of a run)")]
+    if alone:
+        notes.append(f"{alone} input fetch{'es' if alone > 1 else ''} with no step run "
+                     "before the next one (an epoch's end found before a new iterator is "
+                     "made, a second fetch of the step) start no step of their own")
     conf = _consistency(ops, starts, ends, np.ones(len(starts), bool), 0.7, pattern, notes)
     return Iterations("pattern", f"host ops of the loop's thread ({what}es)",
                       starts.astype(np.int64), ends.astype(np.int64), conf, pattern, None,
                       "; ".join(notes))
+
+
+def _with_step(ops: MainOps, heads: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, int]:
+    """(the fetch ops that start a step, how many others there were): a fetch after
+    which the compiled step does not run (``runs``: its dispatches) before the next fetch
+    is part of the next fetch's step (the fetch that finds the epoch's end, then the
+    iterator made anew and its first fetch, all wait for the step's input); one at the
+    end, with no step after it, stays in the last step."""
+    if len(heads) < 2:
+        return heads, 0
+    t = ops.start[heads]
+    nxt = np.r_[t[1:], np.iinfo(np.int64).max]
+    holds = np.searchsorted(runs, nxt, "left") > np.searchsorted(runs, t, "left")
+    keep = np.r_[True, holds[:-1]]
+    keep[-1] &= bool(holds[-1])
+    return heads[keep], int((~keep).sum())
 
 
 def same_calls_per_step(trace: Trace, lm: Landmarks, starts: np.ndarray,
