@@ -47,7 +47,7 @@ def sgd(p: dict, g: dict, lr: float = 0.05) -> dict:
 # -- data-parallel training with jax.pmap and lax.pmean over two CPU devices --------------------
 @case("jax_train_pmap_pmean_two_devices", "jax", "training", 6,
       {**JX, "mode": "training", "compiled": "jax.pmap", "devices": 2},
-      split="holdout", warmup=3, fix="jax.jit on one device with the whole batch (no "
+      split="tuned", warmup=3, fix="jax.jit on one device with the whole batch (no "
       "device axis, no pmean)", tags=["pmap", "data_parallel", "two_devices"])
 def jax_train_pmap_pmean_two_devices(variant):
     """Data-parallel training as the ``jax.pmap`` examples write it, over two CPU devices:
@@ -201,7 +201,7 @@ def jax_train_scan_char_rnn(variant):
 
 # -- jnp.asarray on each NumPy batch, the loss logged every 10 steps ----------------------------
 @case("jax_train_asarray_log_every10", "jax", "training", 12, {**JX, "mode": "training"},
-      split="holdout", warmup=3, fix="the data set put on the device once, each "
+      split="tuned", warmup=3, fix="the data set put on the device once, each "
       "shuffled batch gathered there", tags=["asarray", "periodic_log", "shuffle"])
 def jax_train_asarray_log_every10(variant):
     """A 784-512-512-10 MLP classifier trained with SGD on an MNIST-sized NumPy data set
