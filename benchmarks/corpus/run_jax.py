@@ -27,6 +27,7 @@ from gen_jax_capture import BATCH, SIZE, batches, forward, init, train_step  # n
 import corpus.jax_cases_blind  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_callbacks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_common  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_devices  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_field  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_notebooks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_numerics  # noqa: E402,F401  (registers its cases)

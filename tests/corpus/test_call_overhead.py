@@ -192,3 +192,18 @@ def test_reads_after_one_jitted_step_stay_a_read_loop(k):
     assert a.verdict.bound == "sync"
     assert finding(a, "host_reads_in_loop") is not None
     assert finding(a, "call_overhead_bound") is None
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_wait_while_the_pool_threads_still_work_is_no_hand_back(k):
+    """A ``jax.pmap`` step over two CPU devices returns once both devices' programs are
+    handed to their threads; the read of the first replica's loss (``loss[0]``, an eager
+    gather) then waits some 10 ms while both devices still run their parts and the
+    all-reduce. That wait is for the programs' work, not the result's hand-back: only its
+    tail after the pool threads' last work counts, and the step stays compute."""
+    _, a, ctx = analyzed("jax_train_pmap_pmean_two_devices", k)
+    sc = compiled_call_costs(ctx)
+    assert sc is not None and sc.handback < 0.02 * sc.wall
+    assert sc.fixed < FIXED_SHARE * sc.wall
+    assert finding(a, "call_overhead_bound") is None
+    assert a.verdict.bound == "compute"

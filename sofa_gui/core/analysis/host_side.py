@@ -5,8 +5,9 @@ Categories, with their overlap priority (first wins where slices nest):
 1. ``data_loading`` -- DataLoader ``__next__`` / ``enumerate(DataLoader)``, tf.data
    ``IteratorGetNext`` and similar spans, with everything inside them; a batch's
    conversion from host data (``tf.convert_to_tensor``) with the untraced time before
-   it, in which the loop built the batch; JAX's ``jnp.array`` / ``jnp.asarray`` called
-   by the code that calls the compiled step (the batch made a JAX array for it); and,
+   it, in which the loop built the batch; JAX's ``jnp.array`` / ``jnp.asarray`` of a
+   Python list of samples called by the code that calls the compiled step (the batch
+   made a JAX array for it, the list walked in Python); and,
    after the main thread's own slices and what other threads run for it, the loader
    started again between two fetches of one iteration (:mod:`.loader_restarts`: an
    epoch's ``iter(loader)`` starting its workers);
@@ -20,7 +21,10 @@ Categories, with their overlap priority (first wins where slices nest):
    copies of the gradients into and out of the buckets the all-reduce sends
    (``reducer::mul_out``, ``reducer::copy_bucket_to_grad``: a loop without DDP has none);
 4. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
-   memory the host stages the data itself before the device copy can start;
+   memory the host stages the data itself before the device copy can start; and, at
+   ``data_loading``'s priority, JAX's conversion of a numpy batch already made by the
+   code that calls the compiled step (``jnp.asarray(x)``: no list to walk, the array
+   copied into a device buffer);
 5. ``runtime`` -- other CUDA/HIP runtime and driver calls (kernel launches), and the
    framework's set-up calls (a tf.data pipeline and iterator built, a tf.function traced:
    :data:`.roles.SETUP`);
@@ -168,12 +172,12 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     hb = hidx[R.host_roles(trace, hidx) == R.BACKWARD]
     waited = R.waits_for(trace, hidx)
     conv, prep = _batch_conversions(trace, idx)
-    jconv = _jax_batch_conversions(trace, main, idx)
+    jconv, jcopy = _jax_batch_conversions(trace, main, idx)
     if len(jconv):
         conv = np.sort(np.concatenate([conv, jconv]))
         prep = (np.r_[prep[0], s.start[jconv]], np.r_[prep[1], s.end[jconv]])
     own, spans = _optimizer_spans(trace, idx, role)
-    parts = ([(conv, "data_loading")]
+    parts = ([(conv, "data_loading"), (jcopy, "memcpy")]
              + [(own.get(r, idx[role == r]), _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
              + [(spans, "optimizer"), (R.pool_work(trace, hidx), "forward"),
@@ -183,7 +187,7 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     layers = [prep] + [(s.start[x], s.end[x]) for x, _ in parts[1:]]
     cats = [cat for _, cat in parts]
     back = restarts(trace, main, ws, we)  # the loader started again: its untraced time
-    at = 1 + len(_OWN_ROLES) + len(_WAITED) + 2  # after what other threads run for the step
+    at = 2 + len(_OWN_ROLES) + len(_WAITED) + 2  # after what other threads run for the step
     layers.insert(at, (back.gap_start, back.gap_end))
     cats.insert(at, "data_loading")
     p = paint(layers, ws, we)
@@ -197,6 +201,7 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
                                                                 R.MEMCPY, R.COMMUNICATION)}
     role_slices["data_loading"] = np.sort(np.concatenate([role_slices["data_loading"], conv]))
+    role_slices["memcpy"] = np.sort(np.concatenate([role_slices["memcpy"], jcopy]))
     for r in _WAITED:  # what other threads run while the main thread waits for it
         cat = _ROLE_CATEGORY[r]
         role_slices[cat] = np.sort(np.concatenate([role_slices[cat], hidx[waited == r]]))
@@ -297,26 +302,38 @@ def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple
 
 #: ``jnp.array`` / ``jnp.asarray`` as JAX's Python tracer records them.
 JAX_CONVERSION = re.compile(r"^\$array_constructors\.py:\d+ (array|asarray)$")
+#: JAX flattening a Python structure (a list or tuple of samples) into its leaves.
+JAX_TREE_WALK = re.compile(r"^\$tree_util\.py:\d+ tree_flatten$")
 
 
-def _jax_batch_conversions(trace: Trace, lane: int, idx: np.ndarray) -> np.ndarray:
+def _jax_batch_conversions(trace: Trace, lane: int,
+                           idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The thread's ``jnp.array`` / ``jnp.asarray`` calls (Python tracer frames) made by a
     frame that also calls the compiled step (the jitted function with the most compiled
     work, :func:`.iterations.dispatch.compiled_step_calls`): the loop's code converting
-    host data, a Python list of samples or a numpy batch, into the arrays it passes to the
-    step, which is the batch's making (``jnp.array`` of a list of arrays walks the list in
-    Python: its dtypes, its tree, one copy per element).  A conversion inside a library
-    call (JAX's indexing converting an index) or inside the step's own code has another
-    caller and is left to its caller's role."""
+    host data into the arrays it passes to the step, as (those that walk a Python
+    structure, those that copy one array).  A conversion that flattens a list of samples
+    into its leaves (``tree_flatten`` inside it: their dtypes, their tree, one copy per
+    element walked in Python) is the batch's making; one given a numpy batch already made
+    flattens nothing and only copies it into a device buffer: a host-to-device copy, as
+    ``jax.device_put`` is.  A conversion inside a library call (JAX's indexing converting
+    an index) or inside the step's own code has another caller and is left to its
+    caller's role."""
     s = trace.slices
     names = trace.memo("host_side.jax_conversion_ids",
                        lambda: trace.name_ids(JAX_CONVERSION.match))
     conv = idx[np.isin(s.name[idx], names)] if len(names) else idx[:0]
     if not len(conv):
-        return conv.astype(np.int64)
+        return conv.astype(np.int64), conv.astype(np.int64)
     par = parents(trace)
     callers = par[compiled_step_calls(trace, lane)]
-    return conv[np.isin(par[conv], callers[callers >= 0])].astype(np.int64)
+    conv = conv[np.isin(par[conv], callers[callers >= 0])].astype(np.int64)
+    walk = idx[np.isin(s.name[idx], trace.memo("host_side.jax_tree_walk_ids",
+                                               lambda: trace.name_ids(JAX_TREE_WALK.match)))]
+    ws = np.sort(s.start[walk])
+    walks = (np.searchsorted(ws, s.end[conv], side="left")
+             > np.searchsorted(ws, s.start[conv], side="left"))
+    return conv[walks], conv[~walks]
 
 
 def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarray:

@@ -13,9 +13,11 @@ to the next call):
 * **hand-back**: where the call returns before its program ends (JAX runs it
   asynchronously), from the program's last work to the end of the main thread's wait that
   held it (``float(loss)``, ``np.asarray``): the runtime waking the waiting thread and
-  handing it the result; where the function returns its outputs as a TF ``Optional``
-  (Keras 3's train, test and predict functions), the two eager ops that read it after
-  each call (``has_value()``, ``get_value()``);
+  handing it the result.  Only the wait's tail after the pool threads' last work counts:
+  while they still work (the program's later parts, another device's part of a ``pmap``,
+  its all-reduce) the wait is for work, not for the hand-back.  Where the function returns
+  its outputs as a TF ``Optional`` (Keras 3's train, test and predict functions), the two
+  eager ops that read it after each call (``has_value()``, ``get_value()``) are hand-back too;
 * **the loop's Python** between the calls: the step function's own lines, outside any
   framework op.
 
@@ -151,6 +153,7 @@ def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
     feed = _input_busy(ctx)
     ends = np.append(s.start[calls[1:]], np.iinfo(np.int64).max)
     mine = ctx.trace.lane_slices(host.lane)  # in start order
+    busy = union(s.start[pool], s.end[pool]) if len(pool) else (pool, pool)
     spans, dispatch, handback, kept, waited = [], 0.0, 0.0, [], 0
     for c, nxt in zip(calls.tolist(), ends.tolist()):
         c0, c1 = int(s.start[c]), int(s.end[c])
@@ -164,7 +167,7 @@ def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
         kept.append(c)
         dispatch += _outside(feed, c0, min(c1, p0)) + _outside(feed, max(c0, p1), c1)
         if p1 > c1:  # the call returned before its program ended: a wait holds the end
-            back = _handback(ctx, mine, c0, p1, int(we[row]))
+            back = _handback(ctx, mine, busy, c0, p1, int(we[row]))
             handback += back
             waited += back > 0
     if not spans:
@@ -260,10 +263,14 @@ def _outside(busy: tuple[np.ndarray, np.ndarray], a: int, b: int) -> float:
     return float(b - a) - float(measure_in(busy[0], busy[1], np.array([a]), np.array([b]))[0])
 
 
-def _handback(ctx: Ctx, mine: np.ndarray, c0: int, p1: int, step_end: int) -> float:
+def _handback(ctx: Ctx, mine: np.ndarray, busy: tuple[np.ndarray, np.ndarray], c0: int,
+              p1: int, step_end: int) -> float:
     """ns from the program's last work ``p1`` to the end of the innermost event of the main
     thread (``mine``, in start order) that holds it and started after the call's start
-    ``c0``: the wait for the result, after the call returned."""
+    ``c0``: the wait for the result, after the call returned.  Only the wait's tail after
+    the pool threads' last work (``busy``: their work's union) counts: while they still
+    run, the wait is for work (the rest of a program that ran on, another device's part
+    of it, a collective), not for the result's hand-back."""
     s = ctx.trace.slices
     near = mine[np.searchsorted(s.start[mine], c0, side="left"):
                 np.searchsorted(s.start[mine], p1, side="right")]
@@ -271,7 +278,10 @@ def _handback(ctx: Ctx, mine: np.ndarray, c0: int, p1: int, step_end: int) -> fl
     if not len(held):
         return 0.0
     inner = held[np.argmax(s.depth[held])]
-    return float(min(int(s.end[inner]), step_end) - p1)
+    end = min(int(s.end[inner]), step_end)
+    k = int(np.searchsorted(busy[0], end, side="left")) - 1  # the last work begun before
+    last = min(int(busy[1][k]), end) if k >= 0 else p1
+    return float(max(end - max(p1, last), 0))
 
 
 def _python(ctx: Ctx, host, calls: np.ndarray, ps: np.ndarray, pe: np.ndarray) -> float:
