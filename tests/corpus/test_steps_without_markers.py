@@ -68,7 +68,11 @@ FIRST_LOOK = {"tf_infer_char_generation_eager": "15 iterations for 3 steps: one 
                                                 "model call, 5 a step (a character each)",
               "tf_tape_shuffle_refill": "7 iterations for 6 steps, one per input fetch "
                                         "(the epoch's first step waits 40-86 ms for the "
-                                        "shuffle buffer's refill, the others 2 ms)"}
+                                        "shuffle buffer's refill, the others 2 ms)",
+              "tf_eval_metrics_dataset": "12 iterations for 3 steps, one per input fetch: "
+                                         "4 batches in each evaluate call",
+              "tf_predict_batch_size_1": "48 iterations for 3 steps, one per input fetch: "
+                                         "16 one-row batches in each predict call"}
 
 
 def _cases(framework: str) -> list[str]:
