@@ -1,5 +1,6 @@
-"""Held-out TensorFlow / Keras inference and evaluation programs, written without looking at
-the advisor's rules (captured and measured by ``run_tf.py``): a ``tf.lite.Interpreter``
+"""TensorFlow / Keras inference and evaluation programs, written without looking at the
+advisor's rules (captured and measured by ``run_tf.py``; the TFLite loop held out, the
+others tuned since studied): a ``tf.lite.Interpreter``
 serving a converted Keras model one request at a time, ``model.evaluate`` of a binary
 image classifier with several Keras metrics over a ``tf.data`` validation set, a detector
 whose boxes are post-processed with ``tf.image.non_max_suppression`` image by image in a
@@ -118,7 +119,7 @@ def pets_validation() -> tf.data.Dataset:
 
 @case("tf_eval_metrics_dataset", "tensorflow", "inference", 3,
       {**TF, "mode": "inference", "tf_data": True, "keras_evaluate": True},
-      split="holdout", warmup=3, fix="compile(steps_per_execution=4)",
+      split="tuned", warmup=3, fix="compile(steps_per_execution=4)",
       share_from_fix="host_overhead", tags=["keras_evaluate", "metrics", "tf_data"])
 def tf_eval_metrics_dataset(variant):
     """A validation script running ``model.evaluate(val_ds, return_dict=True)`` of a small
@@ -156,7 +157,7 @@ def box_detector() -> tf.keras.Model:
 
 
 @case("tf_infer_nms_per_image_loop", "tensorflow", "inference", 3,
-      {**TF, "mode": "inference"}, split="holdout", warmup=3,
+      {**TF, "mode": "inference"}, split="tuned", warmup=3,
       fix="tf.image.combined_non_max_suppression on the whole batch",
       share_from_fix="host_overhead", tags=["detection", "nms", "python_loop"])
 def tf_infer_nms_per_image_loop(variant):
@@ -191,7 +192,7 @@ def tf_infer_nms_per_image_loop(variant):
 
 # -- model.predict with batch_size=1 over rows held in memory ---------------------------------
 @case("tf_predict_batch_size_1", "tensorflow", "inference", 3,
-      {**TF, "mode": "inference", "batch": 1, "keras_predict": True}, split="holdout",
+      {**TF, "mode": "inference", "batch": 1, "keras_predict": True}, split="tuned",
       warmup=3, fix="model.predict with the default batch_size (32)",
       share_from_fix="host_overhead", share_variant="bare",
       tags=["keras_predict", "batch1"])

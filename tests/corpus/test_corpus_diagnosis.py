@@ -44,20 +44,8 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
-    "false_positive": {
-        "tf_eval_metrics_dataset": "compute 0.92, host overhead 0.08 measured, nothing "
-                                   "periodic (one evaluate call a step); read as periodic "
-                                   "extra work (0.7) on both captures",
-        "tf_infer_nms_per_image_loop": "host overhead 0.70 measured (combined NMS on the "
-                                       "batch saves it), no sync share; read as host reads "
-                                       "in a loop (0.56) on both captures",
-        "tf_predict_batch_size_1": "host overhead 0.99 measured (predict's per-call set-up "
-                                   "and one-row steps), no input or periodic share; read as "
-                                   "periodic extra work (0.7) and input-bound (0.57)",
-    },
+    "false_positive": {},
     "verdict": {
-        "tf_infer_nms_per_image_loop": "host overhead 0.70 measured (combined NMS on the "
-                                       "batch, 3.41x); read as sync on both captures",
         "tf_infer_tflite_invoke_loop": "host overhead 0.64 measured (one invoke per batch, "
                                        "2.81x); the profiler records only the tf.data "
                                        "iterator, read as compute on both captures",
