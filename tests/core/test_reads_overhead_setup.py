@@ -265,6 +265,29 @@ def test_tensorflow_rows_read_one_at_a_time_are_sync_from_their_picks(k):
     assert finding(a, "op_overhead_bound") is None
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_per_image_nms_whose_picks_feed_its_ops_is_op_overhead_not_reads(k):
+    """A Python loop over 16 images slices each image's boxes and scores, runs
+    ``non_max_suppression`` on them and gathers the kept ones (six picks and one op of
+    real size per image): the picks feed the ops, nothing waits on a CPU, the loop is
+    the per-image ops' fixed cost, which one batched NMS removes: no read loop."""
+    t, a = analyzed("tf_infer_nms_per_image_loop", k)
+    assert finding(a, "host_reads_in_loop") is None
+    assert not len(read_rules.read_loops(make_context(t, a.iterations, a.breakdown)).reads)
+    assert a.verdict.bound == "host_overhead"
+    f = finding(a, "op_overhead_bound")
+    assert f is not None and 0.75 * 3.41 <= f.estimated_speedup <= 1.25 * 3.41
+
+
+@pytest.mark.parametrize("case", ["tf_tape_per_sample_readback", "tf_infer_labels_readback"])
+def test_a_small_op_per_tensorflow_read_stays_a_read_loop(case):
+    """``tf.argmax(logits[k]).numpy()`` per sample runs one tiny op per read: the read's
+    own preparation, the loop stays reads (sync)."""
+    _, a = analyzed(case, 0)
+    assert confident(a, "host_reads_in_loop")
+    assert a.verdict.bound == "sync"
+
+
 # -- per-call overhead of tiny calls in inference --------------------------------------------
 @pytest.mark.parametrize("k", [0, 1])
 def test_decoding_one_request_at_a_time_is_op_overhead_with_batching_advice(k):

@@ -68,7 +68,11 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls a step: the 16 calls reco
 #: with more than one of them differing, yet its op-overhead estimate drops to 3.9x
 #: (15.9x measured) once it is read as 3 steps of 5 calls.
 FIRST_LOOK = {"tf_infer_char_generation_eager": "15 iterations for 3 steps: one per eager "
-                                                "model call, 5 a step (a character each)"}
+                                                "model call, 5 a step (a character each)",
+              "tf_eval_metrics_dataset": "12 iterations for 3 steps, one per input fetch: "
+                                         "4 batches in each evaluate call",
+              "tf_predict_batch_size_1": "48 iterations for 3 steps, one per input fetch: "
+                                         "16 one-row batches in each predict call"}
 
 
 def _cases(framework: str) -> list[str]:

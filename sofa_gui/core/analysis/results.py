@@ -31,7 +31,9 @@ class PeriodicExtra:
 
     It stays inside the iteration it follows; ``iterations`` lists which ones hold
     it, ``cost_ns_mean`` is their mean excess over a regular iteration and
-    ``rests_on`` says what the detection saw.
+    ``rests_on`` says what the detection saw.  ``per_call``: the extra is the start of a
+    new high-level call that runs ``every`` iterations (a Keras ``evaluate`` /
+    ``predict`` per step), its set-up part of every step, not work some steps add.
     """
 
     every: int
@@ -41,12 +43,14 @@ class PeriodicExtra:
     share_of_time: float  # of the steady-state time
     iterations: list[int]
     rests_on: str = ""
+    per_call: bool = False  # a new high-level call's set-up, paid by every step
 
     def to_dict(self) -> dict:
         return {"every": self.every, "phase": self.phase, "name": self.name,
                 "cost_us_mean": us(self.cost_ns_mean),
                 "share_of_time": round(float(self.share_of_time), 4),
-                "iterations": list(self.iterations), "rests_on": self.rests_on}
+                "iterations": list(self.iterations), "rests_on": self.rests_on,
+                "per_call": self.per_call}
 
 
 UNCERTAIN_BELOW = 0.5  # confidence under which iterations (and what rests on them) are "uncertain"
@@ -133,6 +137,12 @@ class Iterations:
     def extra_of(self, i: int) -> PeriodicExtra | None:
         """The periodic extra iteration ``i`` holds, if any."""
         return next((x for x in self.periodic_extras if i in x.iterations), None)
+
+    def per_call(self) -> np.ndarray:
+        """Iterations that start a new high-level call (``PeriodicExtra.per_call``): each
+        step's own set-up, not extra work some steps add."""
+        return np.asarray(sorted(i for x in self.periodic_extras if x.per_call
+                                 for i in x.iterations), np.int64)
 
     @classmethod
     def none(cls, stream: str, reason: str) -> Iterations:

@@ -201,6 +201,11 @@ _TF_WRITES = _TF_OP + r"(Assign(Add|Sub)?VariableOp$|Resource(Sparse)?Apply|Reso
 #: for training (Keras 3 runs ``fit``, ``evaluate`` and ``predict`` each as a
 #: ``multi_step_on_iterator``).  Inference writes no variable, and metrics only add.
 _TF_DECREMENT = _TF_OP + r"AssignSubVariableOp$"
+#: TensorFlow writes of an optimizer's update besides a decrement (TF's own optimizers'
+#: fused updates, sparse ones): with none of them and no decrement, the variables written
+#: are only set and added to, as Keras metrics keep their totals and counts (an
+#: ``evaluate``), not trained.
+_TF_UPDATES = _TF_OP + r"(Resource(Sparse)?Apply|ResourceScatter)"
 
 
 @probe
@@ -228,13 +233,19 @@ def _mode(trace: Trace) -> list[Fact]:
 def _tf_absence(trace: Trace, ops: int) -> Fact:
     """Inference for TensorFlow outside XLA where no op wrote a variable: a gradient's ops
     need not be named for it (a matmul's gradient is a ``MatMul``), but training cannot
-    leave the weights unwritten. A write without a gradient op (an evaluation's metrics, or
-    a step whose gradients look like forward ops) proves neither."""
-    if first_named(trace, _TF_WRITES) >= 0:
+    leave the weights unwritten. Writes that only set and add to variables (an
+    evaluation's metrics) with no gradient op are inference too: an optimizer's update
+    decrements (Keras 3, caught before), applies or scatters."""
+    if first_named(trace, _TF_WRITES) < 0:
+        return Fact("mode", "inference", "no gradient op and no variable written",
+                    f"among {ops:,} framework ops, none is a gradient op and none writes a "
+                    f"variable (an optimizer's update is such an op)")
+    if first_named(trace, _TF_UPDATES) >= 0:
         return Fact("mode")
-    return Fact("mode", "inference", "no gradient op and no variable written",
-                f"among {ops:,} framework ops, none is a gradient op and none writes a "
-                f"variable (an optimizer's update is such an op)")
+    return Fact("mode", "inference", "no gradient op, variables only set or added to",
+                f"among {ops:,} framework ops, none is a gradient op and the variables "
+                f"written are only set and added to, as metrics keep their state (an "
+                f"optimizer's update applies, scatters or decrements)")
 
 
 @probe

@@ -96,6 +96,8 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                    + summary)
     elif taken:  # the wait may be short, the cores taken from the compute count too
         sev = severity(spec, share + taken)
+    if d is None and sev != BELOW and (anew := _pipeline_per_call(ctx)):
+        sev, summary = BELOW, anew + summary
     rest = max(share - back.share, 0.0)  # what the other fixes act on: the steady fetches
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes, sev=sev,
                      fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
@@ -103,6 +105,29 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                      unseen=lambda fix: _unseen(ctx, back, fix))
     f.paced = paced
     return f
+
+
+def _pipeline_per_call(ctx: Ctx) -> str:
+    """Why the wait is no input bottleneck ("" where it may be one), on a CPU run: every few
+    iterations a new high-level call starts (``Iterations.per_call``: a Keras ``predict`` /
+    ``evaluate`` per step) and makes its input iterator anew.  Such a pipeline lives for one
+    call: the wait is its start (the first element after the iterator is made) and one
+    fetch per small batch, the call's own overhead, which fewer and larger calls remove;
+    not a pipeline that a running loop outpaces."""
+    rows = ctx.iters.per_call()
+    if not len(rows) or len(ctx.iters) != len(ctx.bd.starts):
+        return ""
+    s = ctx.trace.slices
+    made = np.flatnonzero(np.isin(s.name, ctx.trace.name_ids(
+        lambda n: n.endswith("MakeIterator") or n.startswith("MakeIterator::Root"))))
+    k = np.searchsorted(ctx.bd.starts, s.start[made], side="right") - 1
+    if not np.isin(rows, k).all():
+        return ""
+    every = ctx.iters.periodic_extras[0].every
+    return (f"Each call builds its input pipeline and iterator anew (every {every} "
+            f"iterations, with a new call's set-up): the wait is that short-lived "
+            f"pipeline's start and a fetch per small batch, overhead of the call that "
+            f"fewer and larger calls remove, not input a running loop waits for. ")
 
 
 def _unseen(ctx: Ctx, back, fix) -> str:

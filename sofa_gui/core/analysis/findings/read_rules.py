@@ -78,9 +78,9 @@ from .host_estimate import (
 )
 from .index_reads import index_loops
 from .item_calls import one_program_loops
-from .read_calls import read_calls, work_between
+from .read_calls import TF_PICK, read_calls, work_between
 from .registry import Rule, rule
-from .work import elements, input_dims, op_kind, op_kinds, outermost
+from .work import TINY_NS, elements, input_dims, op_kind, op_kinds, outermost
 
 #: Computing ops per read from which a loop is a loop of ops that reads along
 #: (:func:`_op_loops`): a read and the pick that indexes it are one or two calls.
@@ -100,6 +100,9 @@ PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice
 WRITES_PER_READ = 0.25
 #: Fewer reads in a row than this is a metric read, not a loop.
 MIN_READS = 16
+#: Picks (and reads) per item of a loop of per-item ops (:func:`_item_op_loops`), at most:
+#: an item's inputs sliced and its result gathered.
+PICKS_PER_ITEM = 8
 #: A call between reads is the loop's body when it recurs between at least this share of
 #: the pairs of consecutive reads.
 BODY_SHARE = 0.5
@@ -226,6 +229,7 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
     return (many | one_program_loops(ctx, ops[ok], at[ok], len(ids), count)
             | _update_loops(ctx, ops[ok], at[ok], len(ids), count)
+            | _item_op_loops(ctx, ops[ok], at[ok], count, reads, np.searchsorted(ids, run))
             | index_loops(ctx, mine, reads, np.searchsorted(ids, run), len(ids)))
 
 
@@ -241,6 +245,34 @@ def _update_loops(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,
         return np.zeros(n_loops, bool)
     writes = np.isin(ctx.trace.slices.name[ops], ctx.trace.name_ids(_writes_in_place))
     return np.bincount(at[writes], minlength=n_loops) >= WRITES_PER_READ * (count - 1)
+
+
+def _item_op_loops(ctx: Ctx, ops: np.ndarray, at: np.ndarray, count: np.ndarray,
+                   reads: np.ndarray, loop: np.ndarray) -> np.ndarray:
+    """Per loop: on a run with no device, a loop of per-item ops whose TensorFlow picks
+    (most of its ``reads``, ``loop`` the loop of each: picks that stand for unrecorded
+    reads) slice its items (``ops``: the loops' outermost computing ops, picks left out,
+    ``at`` the loop of each): an op of real size (median >= :data:`.work.TINY_NS`: a
+    non-max suppression over an image's boxes) recurs at least once per
+    :data:`PICKS_PER_ITEM` picks.  The picks cut each item's inputs for that op (and
+    gather from its result), they hand few values to Python; with no device queue nothing
+    waits, the time is each op's fixed cost, which one batched op over all items removes
+    (``op_overhead_bound``'s, no read loop).  A small op per read (an ``argmax`` of a
+    row's few logits) is the read's own preparation; recorded reads are reads."""
+    n_loops = len(count)
+    if ctx.bd.device is not None or not len(ops):
+        return np.zeros(n_loops, bool)
+    s = ctx.trace.slices
+    picks = np.isin(s.name[reads], ctx.trace.name_ids(TF_PICK.match))
+    picked = np.bincount(loop, weights=picks, minlength=n_loops) > 0.5 * count
+    out = np.zeros(n_loops, bool)
+    for k in np.unique(at[picked[at]]).tolist():
+        mine = ops[at == k]
+        names, inv, n = np.unique(s.name[mine], return_inverse=True, return_counts=True)
+        med = np.array([np.median(s.dur[mine[inv == j]]) for j in range(len(names))])
+        out[k] = bool(((n >= max(MIN_CYCLES, count[k] / PICKS_PER_ITEM))
+                       & (med >= TINY_NS)).any())
+    return out
 
 
 def _writes_in_place(name: str) -> bool:

@@ -24,7 +24,7 @@ from ..one_off import is_start_up
 from ..results import Iterations, PeriodicExtra
 from ..roles import step_marker_ids
 from .landmarks import Landmarks
-from .recurring import extra_call_stats, recurs
+from .recurring import extra_call_stats, new_calls, recurs
 
 MAX_EVERY = 64  # longest extras period searched
 WARMUP_SLOWER = 2.0  # a leading iteration this many times the steady median is warm-up
@@ -228,7 +228,10 @@ def find_extra(trace: Trace, iters: Iterations, prof: Profile, heavy: np.ndarray
     steady = prof.dur[lead:].sum()
     share = max(cost, 0.0) * len(holders) / steady if steady > 0 else 0.0
     name, rests = _extra_name(trace, iters, prof, holders, regular, lm)
-    return PeriodicExtra(every, phase, name, max(cost, 0.0), share, holders, rests)
+    per_call = new_calls(trace, lm.main_lane, iters.starts, iters.ends, holders, regular)
+    if per_call:
+        name = f"a new call's set-up (input pipeline, iterator or traced function), {name}"
+    return PeriodicExtra(every, phase, name, max(cost, 0.0), share, holders, rests, per_call)
 
 
 def _extra_name(trace: Trace, iters: Iterations, prof: Profile, holders: list[int],

@@ -23,7 +23,7 @@ import numpy as np
 from ...trace import Kind, Trace
 from ..intervals import union
 from ..loader_restarts import fetch_intervals, restarts
-from ..roles import step_marker_ids
+from ..roles import SETUP, step_marker_ids
 
 #: With this many slow iterations that share extra calls, the extra work recurs.
 MIN_OCCURRENCES = 3
@@ -32,6 +32,8 @@ MIN_OCCURRENCES = 3
 NOISE_SDS, MIN_EXCESS = 5.0, 0.05
 #: A call is extra when it is in at least this share of the slow iterations.
 IN_MOST = 2 / 3
+#: Set-up in at most this share of the regular iterations (a call's first batch) is rare.
+RARE = 0.1
 _KINDS = (int(Kind.CPU_OP), int(Kind.ANNOTATION), int(Kind.RUNTIME), int(Kind.PYTHON))
 
 
@@ -157,6 +159,39 @@ def recurs(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray,
                       f"iteration makes ({', '.join(own[:3])}): the same extra work in each")
     return False, (f"only {n} slower iterations with extra calls ({listed}), within the "
                    f"run's noise: not shown to recur")
+
+
+def new_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray, extra,
+              regular) -> bool:
+    """Each ``extra`` iteration starts a new high-level call, and that is all it adds: it
+    builds an input pipeline or an iterator, or traces a function (:data:`..roles.SETUP`),
+    which few regular iterations do (:data:`RARE`), and runs the step's own call (the name
+    with most time in the regular iterations, step markers aside) no more often than a
+    regular one.  A Keras ``evaluate`` / ``predict`` called once per step runs several
+    batches, each an iteration: the last batch holds the call's end (its metrics'
+    results) and the next call's set-up, every call.  That is each step's own cost, not
+    work that some steps add and others lack; an evaluation that starts its own pipeline
+    runs more of the step's calls (its test steps), and is extra work."""
+    extra, regular = np.asarray(extra, np.int64), np.asarray(regular, np.int64)
+    if lane < 0 or not len(extra) or not len(regular):
+        return False
+    s = trace.slices
+    idx = trace.lane_slices(lane)
+    idx = idx[np.isin(s.kind[idx], _KINDS)]
+    w = np.searchsorted(starts, s.start[idx], side="right") - 1
+    ok = (w >= 0) & (s.start[idx] < ends[np.maximum(w, 0)])
+    idx, w = idx[ok], w[ok]
+    setup = trace.memo("recurring.setup", lambda: np.array(
+        [bool(SETUP.search(n)) for n in trace.names] + [False], bool))[s.name[idx]]
+    per = np.bincount(w[setup], minlength=len(starts))
+    if not (per[extra] > 0).all() or (per[regular] > 0).mean() > RARE:
+        return False
+    reg = np.isin(w, regular) & ~np.isin(s.name[idx], step_marker_ids(trace))
+    if not reg.any():
+        return False
+    t = np.bincount(s.name[idx[reg]], weights=s.dur[idx[reg]].astype(np.float64))
+    calls = np.bincount(w[s.name[idx] == int(np.argmax(t))], minlength=len(starts))
+    return bool(calls[extra].max() <= np.median(calls[regular]))
 
 
 def name_base(names: list[str]) -> np.ndarray:
