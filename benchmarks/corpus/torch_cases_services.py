@@ -104,7 +104,7 @@ def tile_origins(size: int = IMAGE, tile: int = TILE, overlap: int = OVERLAP) ->
 
 
 @case("pt_infer_tiled_segmentation", "pytorch", "inference", 3, facts("inference", batch=1),
-      split="holdout", warmup=2, fix="the 25 tiles of an image as one batch",
+      split="tuned", warmup=2, fix="the 25 tiles of an image as one batch",
       share_from_fix="host_overhead", tags=["segmentation", "tiling", "python_loop", "batch1"])
 def pt_infer_tiled_segmentation(variant):
     """Semantic segmentation of a 256x256 aerial image with a small U-Net trained on 64x64
@@ -255,7 +255,7 @@ LINES = 8
 
 
 @case("pt_infer_crnn_ctc_decode_loop", "pytorch", "inference", 3,
-      facts("inference", batch=LINES), split="holdout", warmup=2,
+      facts("inference", batch=LINES), split="tuned", warmup=2,
       fix="one .tolist() of the batch's best paths, the repeats collapsed on Python lists",
       share_from_fix="host_overhead", tags=["ocr", "ctc", "python_loop", "decode"])
 def pt_infer_crnn_ctc_decode_loop(variant):

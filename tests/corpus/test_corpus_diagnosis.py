@@ -44,18 +44,8 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
-    "false_positive": {
-        "pt_infer_crnn_ctc_decode_loop": "compute 0.84 and host overhead 0.16 measured (the "
-                                         "decode's position-by-position indexing); read as "
-                                         "host reads in a loop (sync) at 1.0 confidence on "
-                                         "both captures (1.24x against the fix's 1.18x), "
-                                         "a bound with no measured share",
-    },
-    "verdict": {
-        "pt_infer_tiled_segmentation": "compute 0.86 measured (the 25 tiles as one batch "
-                                       "gain 1.13x); read as host overhead 0.57 on both "
-                                       "captures (batching estimated 1.31x)",
-    },
+    "false_positive": {},
+    "verdict": {},
 }
 
 
