@@ -45,6 +45,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_plain,
     torch_cases_practice,
     torch_cases_routine,
+    torch_cases_services,
     torch_cases_serving,
     torch_cases_streams,
     torch_cases_tutorials,

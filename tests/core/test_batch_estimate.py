@@ -243,6 +243,31 @@ def test_batch1_inference_whose_math_is_most_of_the_step_is_no_small_batch(k):
     assert sb is None or not sb.small
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_long_ops_outside_the_math_are_work_not_per_call_cost(k):
+    """A U-Net run over 25 overlapping tiles of an image at batch 1: besides its
+    convolutions, its poolings and transposed convolutions on 64x64 maps and the
+    ``argmax`` over the stitched image take 58 us to 5.6 ms each, work on their data that
+    a batch keeps.  The per-call share leaves them to the compute (0.27, not 0.57), and
+    the model's math keeps the verdict (tiles batched: 1.13x measured)."""
+    _, a, _ = analyzed("pt_infer_tiled_segmentation", k)
+    f = finding("pt_infer_tiled_segmentation", "op_overhead_bound", k)
+    assert f is not None and 0.15 < f.share < 0.4
+    assert a.verdict.bound == "compute"
+
+
+@pytest.mark.parametrize("case", ["pt_infer_batch1_convnet", "pt_infer_vit_batch1",
+                                  "pt_infer_tta_flips_loop", "pt_infer_siamese_pairs_loop"])
+def test_batch1_models_of_short_ops_keep_their_per_call_share(case):
+    """Batch-1 models whose ops outside the math are each short (a small CNN, a ViT's
+    norms and activations, flips of a small image) keep them as per-call cost: the
+    reading stays host overhead."""
+    _, a, _ = analyzed(case)
+    f = finding(case, "op_overhead_bound")
+    assert f is not None and f.share > 0.5
+    assert a.verdict.bound == "host_overhead"
+
+
 def test_a_loop_of_a_few_tiny_calls_is_no_models_request():
     """1,000 repeats of two row picks and a tiny matmul: a loop the tiny-ops check reads
     (batched as one ``bmm``), not requests of a model."""

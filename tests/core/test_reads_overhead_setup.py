@@ -18,7 +18,7 @@ import pytest
 from tracedata import DATA, corpus_capture
 
 from sofa_gui.core.analysis.findings import batching, make_context, read_rules, small_batch
-from sofa_gui.core.analysis.findings.index_reads import indexing_reads
+from sofa_gui.core.analysis.findings.index_reads import element_op_reads, indexing_reads
 from sofa_gui.core.analysis.findings.read_calls import PY_READ, TORCH_READ
 from sofa_gui.core.analysis.findings.read_rules import PICK_OP, in_read_loops
 from sofa_gui.core.analysis.findings.registry import RULES
@@ -206,11 +206,32 @@ def test_a_gold_path_indexed_with_0d_tensors_is_op_overhead_not_reads(k):
     assert indexing_reads(ctx, mine, items).mean() > 0.5
 
 
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_decode_comparing_path_elements_is_op_overhead_not_reads(k):
+    """A greedy CTC decode walks each best path position by position, ``bool(t[i] !=
+    0)``: a pick, a comparison on 0-d operands, and a read of its 0-d result.  On a CPU
+    the comparison ran on the same thread just before: the read waits on nothing, the
+    loop is the element ops' fixed cost (one ``.tolist()`` removes them all), so it is
+    no read loop, and the model's math keeps the verdict."""
+    t, a = analyzed("pt_infer_crnn_ctc_decode_loop", k)
+    assert finding(a, "host_reads_in_loop") is None
+    assert a.verdict.bound == "compute"
+    ctx = make_context(t, a.iterations, a.breakdown)
+    s = t.slices
+    reads = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::is_nonzero")[0])
+    assert len(reads) > 1000 and not in_read_loops(ctx, s.start[reads]).any()
+    mine = t.lane_slices(ctx.bd.host.lane)
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    assert element_op_reads(ctx, mine, reads).mean() > 0.9
+
+
 @pytest.mark.parametrize("case", ["pt_infer_readback", "pt_infer_report_tensors",
                                   "pt_train_log_tensors"])
 def test_reads_of_elements_handed_to_python_are_no_indexing_reads(case):
     """Reads whose next call picks the next element of the tensor read (or no pick at
-    all) hand values to Python: they stay a read loop."""
+    all) hand values to Python, and reads of a row's result (a row's max) read what an
+    op on a row computed, no element op's; the formatting compares a few elements (under
+    a fifth of its reads): they stay a read loop."""
     t, a = analyzed(case, 0)
     ctx = make_context(t, a.iterations, a.breakdown)
     loops = read_rules.read_loops(ctx)
@@ -218,6 +239,7 @@ def test_reads_of_elements_handed_to_python_are_no_indexing_reads(case):
     mine = t.lane_slices(ctx.bd.host.lane)
     mine = mine[np.argsort(s.start[mine], kind="stable")]
     assert len(loops.reads) and indexing_reads(ctx, mine, loops.reads).mean() < 0.1
+    assert element_op_reads(ctx, mine, loops.reads).mean() < 0.2
     assert confident(a, "host_reads_in_loop")
 
 

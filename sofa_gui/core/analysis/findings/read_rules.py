@@ -76,7 +76,7 @@ from .host_estimate import (
     HostFix,
     rest_math,
 )
-from .index_reads import index_loops
+from .index_reads import PICK_OP, index_loops
 from .item_calls import one_program_loops
 from .read_calls import TF_PICK, read_calls, work_between
 from .registry import Rule, rule
@@ -87,13 +87,6 @@ from .work import TINY_NS, elements, input_dims, op_kind, op_kinds, outermost
 OPS_PER_READ = 4
 #: The framework's computing ops: PyTorch's, TensorFlow's eager ops, JAX's jitted calls.
 COMPUTE_OP = re.compile(r"^(aten::|EagerLocalExecute: |PjitFunction\()")
-#: Ops that pick or view the element a read hands over (part of the read), as
-#: :func:`.work.op_kind` spells them for every framework (PyTorch's ``aten::squeeze``,
-#: TensorFlow's ``Squeeze``, JAX's ``squeeze`` alike).
-PICK_OP = frozenset({"select", "index", "slice", "strided_slice", "dynamic_slice", "narrow",
-                     "unbind", "unpack", "as_strided", "view", "alias", "unsqueeze",
-                     "expand_dims", "squeeze", "reshape", "local_scalar_dense",
-                     "gather_v2"})
 #: In-place writes per pair of consecutive reads from which a CPU loop is a loop of element
 #: updates (:func:`_update_loops`): ``mat[t, p] += 1`` reads ``t`` and ``p`` for the add
 #: and again for the write back, four reads to two writes.

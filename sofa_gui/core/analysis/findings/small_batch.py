@@ -37,6 +37,7 @@ from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import CLEAR_GAIN, clear_of_noise
 from .read_rules import read_loops
 from .registry import Rule, rule
+from .work import TINY_NS
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
@@ -51,7 +52,7 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     training = ctx.facts.value("mode") == "training"
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     work = float(self_times(ctx, math).sum()) + _in_read_loops_ns(ctx, host, r)
-    work += found.calls.pool_ns if found.calls is not None else 0.0
+    work += found.calls.pool_ns if found.calls is not None else _long_ops_ns(ctx, mine, math)
     share = max(1.0 - work / wall, 0.0)
     ops = mine[s.depth[mine] == s.depth[mine].min()] if len(mine) else mine
     causes = causes_by_name(ctx, ops, s.dur[ops], float(s.dur[ops].sum()) or 1.0)
@@ -120,6 +121,15 @@ def _calls_basis(calls: CompiledCalls | None) -> str:
             f"of the {fmt_ns(calls.work_ns)} one input takes: they record no shapes, so each "
             f"op's median time over its fastest calls', the 10th percentile, stands for it; "
             f"the rest is the op's fixed cost, paid once per call).")
+
+
+def _long_ops_ns(ctx: Ctx, mine: np.ndarray, math: np.ndarray) -> float:
+    """ns of the other ops' own time where it is long (over :data:`.work.TINY_NS` a call:
+    a pooling or an ``argmax`` over a large map, a transposed convolution): work on the
+    op's data, which a batch keeps, not the call's fixed cost."""
+    other = mine[~np.isin(mine, math)]
+    own = self_times(ctx, other)
+    return float(own[own > TINY_NS].sum())
 
 
 def _in_read_loops_ns(ctx: Ctx, host, rows: np.ndarray) -> float:
