@@ -165,7 +165,7 @@ def register(facts: dict) -> dict:
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         return train_loop(model, opt, rank_batches(4, 16, (3, 32, 32), 81))
 
-    @case("pt_ddp_gloo_compiled_resmlp", "pytorch", "training", 6,
+    @case("pt_ddp_gloo_compiled_resmlp", "pytorch", "training", 5,
           {**facts, "optimizer": "adamw", "compiled": "torch.compile"}, split="holdout",
           share_from_fix="communication", share_variant="bare",
           also=("eager",), tags=["ddp", "gloo", "torch_compile", "ddp_optimizer"])

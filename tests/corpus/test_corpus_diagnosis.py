@@ -45,9 +45,6 @@ UNMEASURED: dict[str, str] = {}
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "false_positive": {
-        "pt_ddp_gloo_compiled_resmlp": "compute 0.64, communication 0.36 measured (what the "
-                                       "compiled loop without DDP saves), no per-op overhead; "
-                                       "the advisor names op overhead with confidence 0.7",
         "pt_ddp_gloo_fsdp2_fully_shard": "communication 0.82 measured (what the loop without "
                                          "fully_shard saves); the advisor names op overhead "
                                          "with confidence 0.59",
