@@ -92,7 +92,7 @@ def register(facts: dict) -> dict:
     """Register this module's cases; {case: its model builder}."""
 
     @case("pt_ddp_gloo_fsdp2_fully_shard", "pytorch", "training", 3,
-          {**facts, "optimizer": "adamw", "sharding": "fully_shard"}, split="holdout",
+          {**facts, "optimizer": "adamw", "sharding": "fully_shard"}, split="tuned",
           fix="DDP in place of fully_shard (the model fits on each rank)",
           share_from_fix="communication", share_variant="bare",
           tags=["fsdp", "fully_shard", "gloo", "sharding"])
@@ -116,7 +116,7 @@ def register(facts: dict) -> dict:
         return train_loop(model, opt, rank_batches(4, 64, (256,), 71))
 
     @case("pt_ddp_gloo_sparse_embedding", "pytorch", "training", 6,
-          {**facts, "optimizer": "adam"}, split="holdout",
+          {**facts, "optimizer": "adam"}, split="tuned",
           share_from_fix="communication", share_variant="bare",
           tags=["ddp", "gloo", "sparse_gradients", "embedding", "recsys"])
     def pt_ddp_gloo_sparse_embedding(variant):
