@@ -37,7 +37,13 @@ F = torch.nn.functional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_torch_loops import D_IN, mlp, train_step  # noqa: E402
 
-from corpus import ddp_cases_blind, ddp_cases_field, ddp_cases_sync, ddp_cases_wild  # noqa: E402
+from corpus import (  # noqa: E402
+    ddp_cases_blind,
+    ddp_cases_field,
+    ddp_cases_models,
+    ddp_cases_sync,
+    ddp_cases_wild,
+)
 from corpus.common import CASES, CLOCK, CORPUS, case, measure, report_line, write_truth  # noqa: E402
 from corpus.run_torch import capture  # noqa: E402
 
@@ -270,7 +276,7 @@ def pt_ddp_gloo_large_allreduce(variant):
 OWN_MODELS = {"pt_ddp_gloo_rank0_eval": wide_mlp, "pt_ddp_gloo_no_sync_accum": accum_cnn,
           "pt_ddp_gloo_large_allreduce": large_mlp, **ddp_cases_blind.register(DDP_FACTS),
           **ddp_cases_wild.register(DDP_FACTS), **ddp_cases_field.register(DDP_FACTS),
-          **ddp_cases_sync.register(DDP_FACTS)}
+          **ddp_cases_sync.register(DDP_FACTS), **ddp_cases_models.register(DDP_FACTS)}
 
 
 def grad_numel(name: str) -> int:

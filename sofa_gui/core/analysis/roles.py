@@ -66,6 +66,15 @@ _COLLECTIVE = re.compile(
 #: (``torch.distributed.ddp.reducer::copy_bucket_to_grad``).  A loop without DDP runs
 #: none of it, so it is the collective's cost, not the model's compute.
 _GRADIENT_BUCKETS = re.compile(r"^torch(::|\.)distributed(::|\.)(ddp\.)?reducer::")
+#: FSDP2's (``fully_shard``) own work around its collectives, on the thread that runs the
+#: step: each module's sharded parameters copied into the flat buffer its all-gather fills
+#: (``fsdp::all_gather_copy_in``), the wait for it and the copy out (``FSDP::all_gather``,
+#: ``FSDP::all_gather_copy_out``, in ``FSDP::pre_forward`` / ``FSDP::pre_backward``), the
+#: gradients cut into the reduce-scatter's buffer, its wait and the reshard
+#: (``fsdp::chunk_cat``, ``FSDP::post_backward_reduce``, ``FSDP::post_backward_rs_wait``,
+#: ``FSDP::post_backward_reshard``).  No model op runs inside them, and a loop without
+#: sharding runs none of them: they are the collectives' cost, not the model's compute.
+_SHARDED_PARAMETERS = re.compile(r"^(FSDP|fsdp)::")
 #: The collective itself as its backend records it (not the c10d op that enqueues it).
 _BACKEND_COLLECTIVE = re.compile(r"^(nccl|rccl|gloo|mpi|ucc|xccl):", re.I)
 #: Waits for the next input element (what a consumer thread blocks on), on any thread.
@@ -100,7 +109,7 @@ def _name_roles(names: list[str]) -> np.ndarray:
             out[i] = RUNTIME
         elif _DATA_LOADING.search(n):
             out[i] = DATA_LOADING
-        elif _COLLECTIVE.search(n) or _GRADIENT_BUCKETS.match(n):
+        elif _COLLECTIVE.search(n) or _GRADIENT_BUCKETS.match(n) or _SHARDED_PARAMETERS.match(n):
             out[i] = COMMUNICATION
         elif _SYNC_OP.search(n) or (is_sync_call(n) and "WaitEvent" not in n):
             out[i] = SYNC
