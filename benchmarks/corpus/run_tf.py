@@ -37,8 +37,7 @@ from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 #: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
 FIT_MODULES = tuple(f"tf_cases_{m}" for m in (
     "daily", "more_daily", "routine", "ordinary", "plain", "common", "examples", "papers",
-    "notebooks", "blind", "wild", "more_wild", "keras_more", "shapes", "timeseries",
-    "serving"))
+    "notebooks", "blind", "wild", "more_wild", "keras_more", "shapes", "timeseries", "serving"))
 
 BATCH = 16
 
@@ -164,8 +163,7 @@ class StepClock(tf.keras.callbacks.Callback):
         self.tests[-1][1] = time.perf_counter()
 
     def steps(self) -> list[tuple[float, dict]]:
-        """(wall s, phases) per step: an epoch's validation is the ``periodic`` phase of
-        the step it ends."""
+        """(wall s, phases) per step: an epoch's validation is its last step's periodic."""
         out = [(b - a, {}) for a, b in zip(self.starts, self.starts[1:])]
         for t0, t1 in self.tests:
             k = sum(1 for s in self.starts if s <= t0) - 1
@@ -178,8 +176,7 @@ class StepClock(tf.keras.callbacks.Callback):
 class FitSpec:
     """How a Keras ``fit`` case runs: the pipeline it is captured on (``pipe``; the fix
     and the share's reference are the pipelines ``"fix"`` and ``"bare"``), the dataset a
-    pipeline name makes (or, for arrays held in NumPy, ``fit``'s own keyword arguments:
-    ``x``, ``y``, ``batch_size``, ``shuffle``) and the compiled model."""
+    pipeline name makes (or ``fit``'s own arguments for NumPy arrays) and the compiled model."""
 
     pipe: str
     data: Callable = fit_dataset
@@ -232,11 +229,9 @@ def run_fit(spec: FitSpec, pipe: str, n: int, logdir: Path | None = None,
     if spec.epoch_steps:
         kw = {"validation_data": spec.val(), "epochs": -(-steps // spec.epoch_steps)}
         steps = spec.epoch_steps
-    data = spec.data(pipe)  # a dataset, or fit's own arguments for arrays (x, y, batch_size)
-    kw.update(data if isinstance(data, dict) else {"x": data})
+    kw.update(d if isinstance(d := spec.data(pipe), dict) else {"x": d})  # arrays: fit's own
     net.fit(epochs=kw.pop("epochs", 1), steps_per_epoch=steps, verbose=0, callbacks=cbs, **kw)
-    for cb in cbs:  # a program callback's own timed work (a checkpoint's saves) is periodic
-        clock.tests += getattr(cb, "periods", [])
+    clock.tests += [p for cb in cbs for p in getattr(cb, "periods", [])]  # a save's: periodic
     return clock.steps()[skip:skip + n]
 
 

@@ -6,33 +6,23 @@ runs its own test steps every few iterations stays periodic extra work."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
-from tracedata import corpus_capture
+from tracedata import corpus_analysis, findings_by_id
 
-from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.run_facts import run_facts
-from sofa_gui.core.importers import load_trace
 
 CONFIDENT = 0.5
 
 
-@functools.cache
-def analyzed(case: str, k: int = 0):
-    t = load_trace(corpus_capture(case, k), use_cache=False)
-    return t, analyze(t)
-
-
 def finding(a, fid: str):
-    return next((f for f in a.findings if f.id == fid), None)
+    return findings_by_id(a).get(fid)
 
 
 @pytest.mark.parametrize("k", [0, 1])
 @pytest.mark.parametrize("case, every", [("tf_eval_metrics_dataset", 4),
                                          ("tf_predict_batch_size_1", 16)])
 def test_a_new_calls_set_up_every_few_batches_is_no_periodic_extra(case, every, k):
-    _, a = analyzed(case, k)
+    _, a = corpus_analysis(case, k)
     (x,) = a.iterations.periodic_extras
     assert x.every == every and x.per_call and x.name.startswith("a new call's set-up")
     assert a.iterations.to_dict()["periodic_extras"][0]["per_call"] is True
@@ -43,7 +33,7 @@ def test_a_new_calls_set_up_every_few_batches_is_no_periodic_extra(case, every, 
 def test_an_evaluation_with_its_own_test_steps_stays_periodic_extra(k):
     """``fit`` with ``validation_data``: the epoch's last batch builds the validation
     iterator and runs the test steps too (more calls of the step's function)."""
-    _, a = analyzed("tf_fit_validation_epochs", k)
+    _, a = corpus_analysis("tf_fit_validation_epochs", k)
     (x,) = a.iterations.periodic_extras
     assert not x.per_call
     f = finding(a, "periodic_extra")
@@ -52,20 +42,20 @@ def test_an_evaluation_with_its_own_test_steps_stays_periodic_extra(k):
 
 @pytest.mark.parametrize("k", [0, 1])
 def test_a_pipeline_built_by_every_predict_call_is_no_input_bottleneck(k):
-    _, a = analyzed("tf_predict_batch_size_1", k)
+    _, a = corpus_analysis("tf_predict_batch_size_1", k)
     assert finding(a, "input_pipeline_bound") is None
     assert a.verdict.bound == "host_overhead"
 
 
 def test_a_running_loops_slow_pipeline_stays_input_bound():
-    _, a = analyzed("tf_keras_fit_slow_map", 0)
+    _, a = corpus_analysis("tf_keras_fit_slow_map", 0)
     assert not any(x.per_call for x in a.iterations.periodic_extras)
     f = finding(a, "input_pipeline_bound")
     assert f is not None and f.confidence >= CONFIDENT
 
 
 def test_keras_evaluate_is_inference_its_metrics_only_set_and_added_to():
-    t, _ = analyzed("tf_eval_metrics_dataset", 0)
+    t, _ = corpus_analysis("tf_eval_metrics_dataset", 0)
     mode = run_facts(t).get("mode")
     assert mode.value == "inference" and "only set or added to" in mode.detail
 
@@ -73,5 +63,5 @@ def test_keras_evaluate_is_inference_its_metrics_only_set_and_added_to():
 @pytest.mark.parametrize("case", ["tf_fit_validation_epochs", "tf_gradient_tape",
                                   "tf_fit_run_eagerly", "tf_tape_ema_weights_by_hand"])
 def test_training_stays_training(case):
-    t, _ = analyzed(case, 0)
+    t, _ = corpus_analysis(case, 0)
     assert run_facts(t).get("mode").value == "training"

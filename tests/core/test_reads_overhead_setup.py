@@ -187,6 +187,20 @@ def test_a_confusion_matrix_counted_sample_by_sample_is_op_overhead_not_reads(k)
     assert len(items) > 1000 and not in_read_loops(ctx, s.start[items]).any()
 
 
+def _reads_out_of_read_loops(case: str, k: int, read: str, kind):
+    """(analysis, how many ``read`` calls, the share of them ``kind`` counts) for a capture
+    whose reads of that name fall in no read loop and raise no read-loop finding."""
+    t, a = analyzed(case, k)
+    assert finding(a, "host_reads_in_loop") is None
+    ctx = make_context(t, a.iterations, a.breakdown)
+    s = t.slices
+    reads = np.flatnonzero(s.name == t.name_ids(lambda n: n == read)[0])
+    assert not in_read_loops(ctx, s.start[reads]).any()
+    mine = t.lane_slices(ctx.bd.host.lane)
+    mine = mine[np.argsort(s.start[mine], kind="stable")]
+    return a, len(reads), kind(ctx, mine, reads).mean()
+
+
 @pytest.mark.parametrize("k", [0, 1])
 def test_a_gold_path_indexed_with_0d_tensors_is_op_overhead_not_reads(k):
     """The BiLSTM-CRF tutorial scores the gold path position by position,
@@ -194,16 +208,10 @@ def test_a_gold_path_indexed_with_0d_tensors_is_op_overhead_not_reads(k):
     Python (``aten::item`` of a ``long int``) and picks from another tensor at once.  On a
     CPU the reads wait on nothing; the loop is the indexed ops' fixed cost, which a
     batch gathering the gold scores removes: no read loop, op overhead."""
-    t, a = analyzed("pt_train_bilstm_crf_tagger", k)
-    assert finding(a, "host_reads_in_loop") is None
+    a, n, share = _reads_out_of_read_loops("pt_train_bilstm_crf_tagger", k, "aten::item",
+                                           indexing_reads)
     assert a.verdict.bound == "host_overhead"
-    ctx = make_context(t, a.iterations, a.breakdown)
-    s = t.slices
-    items = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::item")[0])
-    assert len(items) > 300 and not in_read_loops(ctx, s.start[items]).any()
-    mine = t.lane_slices(ctx.bd.host.lane)
-    mine = mine[np.argsort(s.start[mine], kind="stable")]
-    assert indexing_reads(ctx, mine, items).mean() > 0.5
+    assert n > 300 and share > 0.5
 
 
 @pytest.mark.parametrize("k", [0, 1])
@@ -213,16 +221,10 @@ def test_a_decode_comparing_path_elements_is_op_overhead_not_reads(k):
     the comparison ran on the same thread just before: the read waits on nothing, the
     loop is the element ops' fixed cost (one ``.tolist()`` removes them all), so it is
     no read loop, and the model's math keeps the verdict."""
-    t, a = analyzed("pt_infer_crnn_ctc_decode_loop", k)
-    assert finding(a, "host_reads_in_loop") is None
+    a, n, share = _reads_out_of_read_loops("pt_infer_crnn_ctc_decode_loop", k,
+                                           "aten::is_nonzero", element_op_reads)
     assert a.verdict.bound == "compute"
-    ctx = make_context(t, a.iterations, a.breakdown)
-    s = t.slices
-    reads = np.flatnonzero(s.name == t.name_ids(lambda n: n == "aten::is_nonzero")[0])
-    assert len(reads) > 1000 and not in_read_loops(ctx, s.start[reads]).any()
-    mine = t.lane_slices(ctx.bd.host.lane)
-    mine = mine[np.argsort(s.start[mine], kind="stable")]
-    assert element_op_reads(ctx, mine, reads).mean() > 0.9
+    assert n > 1000 and share > 0.9
 
 
 @pytest.mark.parametrize("case", ["pt_infer_readback", "pt_infer_report_tensors",
