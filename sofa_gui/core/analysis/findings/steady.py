@@ -28,7 +28,8 @@ import numpy as np
 #: An iteration this many times the median of the others is not steady state.
 OUTLIER = 1.5
 #: The steady steps wait for the loader's workers at least this share of their time: the
-#: workers are behind (:data:`.input_removal.BEHIND`, the same reading).
+#: workers are behind (the share :data:`.input_removal.BEHIND` uses for the wait until a
+#: batch's first element; here the steps' data-loading column).
 BEHIND = 0.2
 #: A leading step is slow by its wait when at least this share of its excess over the
 #: steady median is wait beyond the steady steps' median wait.
