@@ -35,6 +35,14 @@ _DATA_LOADING = re.compile(
 SETUP = re.compile(
     r"^MakeIterator\b|^EagerLocalExecute: (\w*Dataset(V\d+)?|AnonymousIterator\w*|"
     r"MakeIterator)$|^tf\.function-graph_building$")
+
+
+def makes_iterator(name: str) -> bool:
+    """A call that makes a ``tf.data`` pipeline's root iterator (eager or in a graph), as
+    opposed to the ``MakeIterator::<dataset>`` spans of the datasets under it."""
+    return name.endswith("MakeIterator") or name.startswith("MakeIterator::Root")
+
+
 _OPTIMIZER = re.compile(
     r"^Optimizer\.|optimizer|zero_grad|ResourceApply|ApplyGradient|ApplyAdam|"
     r"ResourceSparseApply|## ?optim", re.I)

@@ -40,7 +40,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import covered, measure_in, union
 from ..results import Finding
-from ..roles import SETUP
+from ..roles import SETUP, makes_iterator
 from .causes import causes_by_name
 from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import pool_slices
@@ -153,8 +153,7 @@ def _what(ctx: Ctx, idx: np.ndarray, n_rows: int) -> str:
     iteration" from the set-up calls' names (their nested calls included)."""
     s = ctx.trace.slices
     names = [ctx.trace.names[int(n)] for n in s.name[idx]]
-    made = sum(n.endswith("MakeIterator") or n.startswith("MakeIterator::Root")
-               for n in names)
+    made = sum(map(makes_iterator, names))
     built = sum(n.startswith("EagerLocalExecute: ") and "Dataset" in n for n in names)
     traced = sum(n == "tf.function-graph_building" for n in names)
     parts = [f"{k / n_rows:,.1f} {what} per iteration" for k, what in

@@ -116,10 +116,9 @@ def _on_scalars(ctx: Ctx, j: int) -> bool:
 
 def _int_scalar(ctx: Ctx, j: int) -> bool:
     """A call on one 0-d tensor of an integer type."""
-    args = slice_args(ctx, j)
-    dims, types = args.get("Input Dims"), args.get("Input type")
-    return (isinstance(dims, list) and dims[:1] == [[]] and isinstance(types, list)
-            and bool(types) and types[0] in INT_TYPES)
+    types = slice_args(ctx, j).get("Input type")
+    return (_scalar_read(ctx, j) and isinstance(types, list) and bool(types)
+            and types[0] in INT_TYPES)
 
 
 def _first_input(ctx: Ctx, j: int) -> tuple:

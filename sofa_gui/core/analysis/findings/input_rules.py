@@ -15,6 +15,7 @@ from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import union
 from ..results import Evidence, Finding
+from ..roles import makes_iterator
 from ..run_facts import handover_parts, send_parts
 from . import list_conversion, loader_plan
 from .causes import causes_by_name, nested_in, self_times
@@ -118,8 +119,7 @@ def _pipeline_per_call(ctx: Ctx) -> str:
     if not len(rows) or len(ctx.iters) != len(ctx.bd.starts):
         return ""
     s = ctx.trace.slices
-    made = np.flatnonzero(np.isin(s.name, ctx.trace.name_ids(
-        lambda n: n.endswith("MakeIterator") or n.startswith("MakeIterator::Root"))))
+    made = np.flatnonzero(np.isin(s.name, ctx.trace.name_ids(makes_iterator)))
     k = np.searchsorted(ctx.bd.starts, s.start[made], side="right") - 1
     if not np.isin(rows, k).all():
         return ""

@@ -220,10 +220,11 @@ def _op_loops(ctx: Ctx, mine: np.ndarray, reads: np.ndarray, run: np.ndarray) ->
     at = np.searchsorted(lo, s.start[ops], side="right") - 1
     ok = (at >= 0) & (s.end[ops] <= hi[np.maximum(at, 0)])
     many = np.bincount(at[ok], minlength=len(ids)) >= OPS_PER_READ * (count - 1)
+    loop = np.searchsorted(ids, run)
     return (many | one_program_loops(ctx, ops[ok], at[ok], len(ids), count)
             | _update_loops(ctx, ops[ok], at[ok], len(ids), count)
-            | _item_op_loops(ctx, ops[ok], at[ok], count, reads, np.searchsorted(ids, run))
-            | index_loops(ctx, mine, reads, np.searchsorted(ids, run), len(ids)))
+            | _item_op_loops(ctx, ops[ok], at[ok], count, reads, loop)
+            | index_loops(ctx, mine, reads, loop, len(ids)))
 
 
 def _update_loops(ctx: Ctx, ops: np.ndarray, at: np.ndarray, n_loops: int,

@@ -181,8 +181,7 @@ def new_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray, ext
     w = np.searchsorted(starts, s.start[idx], side="right") - 1
     ok = (w >= 0) & (s.start[idx] < ends[np.maximum(w, 0)])
     idx, w = idx[ok], w[ok]
-    setup = trace.memo("recurring.setup", lambda: np.array(
-        [bool(SETUP.search(n)) for n in trace.names] + [False], bool))[s.name[idx]]
+    setup = np.isin(s.name[idx], trace.name_ids(lambda n: bool(SETUP.search(n))))
     per = np.bincount(w[setup], minlength=len(starts))
     if not (per[extra] > 0).all() or (per[regular] > 0).mean() > RARE:
         return False
