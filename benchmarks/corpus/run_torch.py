@@ -44,6 +44,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_papers,
     torch_cases_plain,
     torch_cases_practice,
+    torch_cases_research,
     torch_cases_routine,
     torch_cases_services,
     torch_cases_serving,
