@@ -64,7 +64,7 @@ def pt_train_npz_getitem_nw0(variant):
     """A 48-256-256-6 activity classifier trained with Adam on 1,024 rows of sensor
     features saved in one ``np.savez_compressed`` archive, its Dataset calling
     ``np.load(path)`` in ``__getitem__`` and indexing ``["x"][i]`` and ``["y"][i]`` (the
-    archive reopened and its 190 KB feature array decompressed for every item), through a
+    archive reopened and its 192 KiB feature array decompressed for every item), through a
     shuffled ``DataLoader(batch_size=32, num_workers=0)`` epoch after epoch.  Beside the
     loader's workers the truth has the arrays loaded once in ``__init__`` and trained
     through a ``TensorDataset`` (``arrays_loaded_once``)."""
