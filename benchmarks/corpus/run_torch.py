@@ -49,6 +49,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_services,
     torch_cases_serving,
     torch_cases_streams,
+    torch_cases_tabular,
     torch_cases_tutorials,
     torch_cases_users,
     torch_cases_wild,
