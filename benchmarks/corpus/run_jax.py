@@ -34,6 +34,7 @@ import corpus.jax_cases_numerics  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_ordinary  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_plain  # noqa: E402  (registers its cases)
 import corpus.jax_cases_routine  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_science  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_tutorials  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_wild  # noqa: E402,F401  (registers its cases)
 from corpus.common import CLOCK, Driver, case, cli, warmed  # noqa: E402
