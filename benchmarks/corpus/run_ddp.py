@@ -41,6 +41,7 @@ from corpus import (  # noqa: E402
     ddp_cases_blind,
     ddp_cases_field,
     ddp_cases_models,
+    ddp_cases_parallel,
     ddp_cases_sync,
     ddp_cases_wild,
 )
@@ -276,7 +277,8 @@ def pt_ddp_gloo_large_allreduce(variant):
 OWN_MODELS = {"pt_ddp_gloo_rank0_eval": wide_mlp, "pt_ddp_gloo_no_sync_accum": accum_cnn,
           "pt_ddp_gloo_large_allreduce": large_mlp, **ddp_cases_blind.register(DDP_FACTS),
           **ddp_cases_wild.register(DDP_FACTS), **ddp_cases_field.register(DDP_FACTS),
-          **ddp_cases_sync.register(DDP_FACTS), **ddp_cases_models.register(DDP_FACTS)}
+          **ddp_cases_sync.register(DDP_FACTS), **ddp_cases_models.register(DDP_FACTS),
+          **ddp_cases_parallel.register(DDP_FACTS)}
 
 
 def grad_numel(name: str) -> int:
