@@ -253,7 +253,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
         "accuracy as summaries; the fix is the default ``update_freq=\"epoch\"``.")
     fit_case("tf_fit_map_rows_before_batch",
              fit_spec("run", data=transaction_batches, net=fraud_mlp),
-             {**fit_facts, "tf_data_parallel": False}, 6, split="holdout", warmup=3,
+             {**fit_facts, "tf_data_parallel": False}, 6, split="tuned", warmup=3,
              fix="batch(128) first, then one vectorised map per batch",
              share_from_fix="input", share_variant="bare",
              tags=["keras_fit", "tf_data", "per_element_map", "tabular"])

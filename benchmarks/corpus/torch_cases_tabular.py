@@ -211,7 +211,7 @@ class ReviewTransformer(nn.Module):
 
 
 @case("pt_train_pad_to_dataset_max", "pytorch", "training", 3,
-      facts("training", dataloader_workers=0, optimizer="adamw"), split="holdout", warmup=3,
+      facts("training", dataloader_workers=0, optimizer="adamw"), split="tuned", warmup=3,
       fix="each batch padded to its own longest review",
       tags=["transformer", "padding", "collate_fn", "dataloader", "variable_length"])
 def pt_train_pad_to_dataset_max(variant):
@@ -264,7 +264,7 @@ def accounts(n: int = 1024, features: int = 40, seed: int = 29) -> pd.DataFrame:
 
 
 @case("pt_infer_dataframe_iterrows", "pytorch", "inference", 3,
-      facts("inference"), split="holdout", warmup=2,
+      facts("inference"), split="tuned", warmup=2,
       fix="the chunk's 64 rows scored as one batch: one tensor, one forward, one .tolist()",
       share_from_fix="host_overhead", per_item=64, fix_per_item=64,
       tags=["tabular", "pandas", "batch1", "python_loop", "item"])

@@ -10,13 +10,13 @@ than any of them, are warm-up (the detector needs several iterations to compare)
 iterations that recur every p-th step and are all clearly slower than the rest are
 extras (one slow iteration is jitter).
 
-A loader that never gets ahead makes a slow step anywhere: where DataLoader workers feed
-the run and the steady steps wait for their batch :data:`BEHIND` of the time or more, no
-prefetch queue fills, so a leading step slower by its wait for the next batch (at least
-:data:`BY_WAIT` of its excess in the fetch) is one of the loader's slow steps, not a start
-(a capture of one-file-per-sample loading holds a 24 ms first step that way, and its
-other capture a 26 ms last one, among steps of 2.5-12 ms).  Those leading steps stay
-steady state (:func:`loader_waits` gives the waits).
+A loader that never gets ahead makes a slow step anywhere: where DataLoader workers (or an
+uncached tf.data pipeline's threads) feed the run and the steady steps wait for their batch
+:data:`BEHIND` of the time or more, no prefetch queue fills, so a leading step slower by its
+wait for the next batch (at least :data:`BY_WAIT` of its excess in the fetch) is one of the
+loader's slow steps, not a start (a capture of one-file-per-sample loading holds a 24 ms
+first step that way, and its other capture a 26 ms last one, among steps of 2.5-12 ms).
+Those leading steps stay steady state (:func:`loader_waits` gives the waits).
 """
 
 from __future__ import annotations
@@ -79,11 +79,15 @@ def _phases(iters, durations: np.ndarray) -> Phases:
 
 def loader_waits(breakdown, facts) -> np.ndarray | None:
     """Per row, the main thread's time in its loader's fetches, where DataLoader worker
-    processes make the batches (run fact ``dataloader``); else None."""
+    processes make the batches (run fact ``dataloader``) or a tf.data pipeline without a
+    cache stage makes them on its own threads (``tf_data``, ``tf_data_cache``: no first
+    pass fills anything later passes read); else None."""
     host = breakdown.host if breakdown is not None else None
-    if host is None or facts is None or facts.value("dataloader") != "workers":
+    if host is None or facts is None:
         return None
-    return host.column("data_loading").astype(np.float64)
+    beside = facts.value("dataloader") == "workers" or (
+        facts.value("tf_data") is not None and facts.value("tf_data_cache") == "none")
+    return host.column("data_loading").astype(np.float64) if beside else None
 
 
 def _paced_start(ph: Phases, durations: np.ndarray, waits: np.ndarray | None) -> Phases:
