@@ -17,7 +17,8 @@ the cores the neighbour takes, most of all.
 Phase names map to the bound they measure (:data:`PHASE_BOUND`); time of a step in no
 named phase is compute.  A case whose slow part is per-op overhead (or whose bound is only
 known from its fix) says so with ``share_from_fix``: the bound's share is then
-``1 - fixed time / run time`` of the measured counterfactual.
+``1 - fixed time / run time`` of the measured counterfactual; ``also_share`` names a
+further variant whose gain is a second bound's share, out of what stays compute.
 
 This module imports no framework: the TensorFlow and JAX generators run in their own
 virtual environments and import it too.
@@ -71,6 +72,8 @@ class Case:
     per_item: int = 1  # items per step in the run (fix may differ: fix_per_item)
     fix_per_item: int = 1
     also: tuple[str, ...] = ()  # more variants measured beside the run (truth "variants")
+    also_share: tuple[str, str] = ("", "")  # (bound, one of ``also``): a second bound whose
+    # share is 1 - variant/run, taken from compute (a smaller fix inside the run's own work)
     startup_in_window: bool = False  # the capture starts cold: the first steps are timed
     tags: list[str] = field(default_factory=list)
 
@@ -310,8 +313,10 @@ def _spread(xs: list[float]) -> float:
     return round((max(xs) - min(xs)) / m, 3) if m else 0.0
 
 
-def shares_of(c: Case, run: dict, fix: dict | None) -> dict[str, float]:
-    """Measured share of each bound in the run's mean step (phases, start-up, fix)."""
+def shares_of(c: Case, run: dict, fix: dict | None,
+              other: dict | None = None) -> dict[str, float]:
+    """Measured share of each bound in the run's mean step (phases, start-up, fix, and the
+    ``also_share`` variant ``other``)."""
     mean = run["mean"]
     shares: dict[str, float] = defaultdict(float)
     named = 0.0
@@ -333,6 +338,10 @@ def shares_of(c: Case, run: dict, fix: dict | None) -> dict[str, float]:
         taken = min(moved, shares.get("compute", 0.0))
         shares["compute"] -= taken
         shares[c.share_from_fix] += moved
+    if c.also_share[0] and other:  # a part of what stays compute, the variant's gain
+        taken = min(max(0.0, 1.0 - other["mean"] / run["mean"]), shares.get("compute", 0.0))
+        shares["compute"] -= taken
+        shares[c.also_share[0]] += taken
     return {k: round(v, 3) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
             if v >= 0.005}
 
@@ -343,7 +352,8 @@ def summarize(c: Case, got: dict) -> dict:
     run = _round_stats(got["run"])
     fix = _round_stats(got["fix"]) if "fix" in got else None
     ref = _round_stats(got[c.share_variant]) if c.share_variant in got else None
-    shares = shares_of(c, run, ref)
+    other = c.also_share[1]
+    shares = shares_of(c, run, ref, _round_stats(got[other]) if other in got else None)
     ranked = [(k, v) for k, v in shares.items() if k in BOUNDS]
     bound, share = ranked[0] if ranked else ("compute", 0.0)
     truth = {

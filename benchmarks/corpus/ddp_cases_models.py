@@ -94,8 +94,8 @@ def register(facts: dict) -> dict:
     @case("pt_ddp_gloo_fsdp2_fully_shard", "pytorch", "training", 3,
           {**facts, "optimizer": "adamw", "sharding": "fully_shard"}, split="tuned",
           fix="DDP in place of fully_shard (the model fits on each rank)",
-          share_from_fix="communication", share_variant="bare",
-          tags=["fsdp", "fully_shard", "gloo", "sharding"])
+          share_from_fix="communication", share_variant="bare", also=("fused", "foreach"),
+          also_share=("host_overhead", "fused"), tags=["fsdp", "fully_shard", "gloo", "sharding"])
     def pt_ddp_gloo_fsdp2_fully_shard(variant):
         """FSDP2 over gloo on 2 CPU ranks training a residual MLP (3 pre-norm blocks of 256,
         0.86 M parameters) with AdamW on batches of 64 rows, sharded as the FSDP2 tutorial
@@ -103,16 +103,21 @@ def register(facts: dict) -> dict:
         forward all-gathers each block's parameters and every backward gathers them again
         and reduce-scatters the gradients.  The fix tried is plain DDP (the model fits on
         each rank); the communication share is what the loop without any wrapper
-        (``bare``) saves."""
+        (``bare``) saves.  The same sharded loop with AdamW's ``fused=True`` step
+        (``fused``) and with its ``foreach=True`` step (``foreach``) is timed beside it: on
+        a CPU the default is the loop of per-parameter ops, each dispatched through the
+        sharded parameters' tensor subclass; the host-overhead share is what the fused
+        step saves."""
         torch.manual_seed(0)
         model = ResMLP(256, 3)
-        if variant == "run":
+        if variant in ("run", "fused", "foreach"):
             for block in model.blocks:
                 fully_shard(block)
             fully_shard(model)
         elif variant == "fix":
             model = DDP(model)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        impl = {variant: True} if variant in ("fused", "foreach") else {}
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **impl)
         return train_loop(model, opt, rank_batches(4, 64, (256,), 71))
 
     @case("pt_ddp_gloo_sparse_embedding", "pytorch", "training", 6,

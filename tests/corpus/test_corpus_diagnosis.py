@@ -36,7 +36,9 @@ UNDECIDED = {
                                     "all-reduce 0.35 of the step (rank 1 0.39-0.43: 9-12 ms, "
                                     "the all-reduce alone 11.7 ms), the rest is SparseAdam "
                                     "updating every rank's rows of the reduced gradient "
-                                    "(0.44-0.54), whose row count the trace does not record",
+                                    "(0.44-0.54), of whose rows 0.45 are the other "
+                                    "rank's (gloo:sparse_all_reduce records each rank's "
+                                    "rows and the sum's), which no rule weighs yet",
 }
 #: Of those, the cases whose captures read the tie apart (one reading per case fails too).
 SPLIT: tuple[str, ...] = ()
@@ -44,13 +46,7 @@ SPLIT: tuple[str, ...] = ()
 
 #: Findings of a fix the truth does not measure, so their bound is not among its shares,
 #: and why they hold: case -> why (a strict xfail of the false-positive test).
-UNMEASURED: dict[str, str] = {
-    "pt_ddp_gloo_fsdp2_fully_shard": "op overhead 0.59 on one capture (0.48 on the other): "
-                                     "AdamW's loop of 220 tiny ops a step, each dispatched "
-                                     "through the sharded parameters' tensor subclass (23 us "
-                                     "median), whose fused step (1.07x read) the truth does "
-                                     "not measure",
-}
+UNMEASURED: dict[str, str] = {}
 
 
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First

@@ -51,6 +51,25 @@ def test_a_share_variant_measures_its_bound_without_claiming_a_fix(common):
     assert t["variants"]["fused"]["speedup"] == pytest.approx(1.042, abs=1e-3)
 
 
+def test_a_second_share_comes_from_an_also_variant_out_of_what_stays_compute(common):
+    """A fix inside the run's own work (a fused optimizer beside a communication-bound
+    step) states its bound's share beside the main one, out of the compute left over."""
+    c = common.Case("c", lambda v: None, "pytorch", "training", 4, {}, fix="ddp",
+                    share_from_fix="communication", share_variant="bare", also=("fused",),
+                    also_share=("host_overhead", "fused"))
+    got = {"run": rounds(0.010, {}), "fix": rounds(0.004, {}), "bare": rounds(0.002, {}),
+           "fused": rounds(0.009, {})}
+    t = common.summarize(c, got)
+    assert t["shares"] == {"communication": 0.8, "host_overhead": 0.1, "compute": 0.1}
+    assert t["variants"]["fused"]["speedup"] == pytest.approx(1.111, abs=1e-3)
+    # a variant that saves more than the compute left over takes that compute, no more
+    got["fused"] = rounds(0.007, {})
+    assert common.summarize(c, got)["shares"] == {"communication": 0.8, "host_overhead": 0.2}
+    # without ``also_share`` the variant is only timed
+    c.also_share = ("", "")
+    assert common.summarize(c, got)["shares"] == {"communication": 0.8, "compute": 0.2}
+
+
 def test_each_timed_round_starts_from_a_collected_heap(common, monkeypatch):
     """The garbage a variant's build leaves is collected before its steps are timed."""
     events = []
