@@ -209,7 +209,7 @@ KNN_QUERIES, KNN_K = 64, 10
 
 
 @case("pt_infer_knn_cdist_per_query", "pytorch", "inference", 3, facts("inference"),
-      split="holdout", warmup=2, fix=f"the {KNN_QUERIES} queries as one matrix: one cdist, "
+      split="tuned", warmup=2, fix=f"the {KNN_QUERIES} queries as one matrix: one cdist, "
       "one topk, one .tolist()", share_from_fix="host_overhead",
       tags=["knn", "search", "cdist", "python_loop"])
 def pt_infer_knn_cdist_per_query(variant):

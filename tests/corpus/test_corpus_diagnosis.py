@@ -70,8 +70,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
                                        "iterator, read as compute on both captures",
         "pt_infer_gpt_no_kv_cache": "compute 1.00 measured (a KV cache 1.92x); both "
                                     "captures read host overhead (op_overhead_bound 0.7)",
-        "pt_infer_knn_cdist_per_query": "host overhead 0.89 measured (the 64 queries as one "
-                                        "matrix, 9.00x); both captures read compute",
     },
 }
 
