@@ -69,6 +69,8 @@ class Case:
     share_from_fix: str = ""  # bound whose share is 1 - fix/run (per-op overhead, ...)
     share_variant: str = "fix"  # the variant that share is measured against ("bare": the
     # run with its bottleneck removed outright, when the claimed fix only eases it)
+    share_per_item: int = 0  # items a step of a share variant other than the fix holds
+    # (0: fix_per_item): the same work for several inputs at once, per input
     per_item: int = 1  # items per step in the run (fix may differ: fix_per_item)
     fix_per_item: int = 1
     also: tuple[str, ...] = ()  # more variants measured beside the run (truth "variants")
@@ -333,7 +335,7 @@ def shares_of(c: Case, run: dict, fix: dict | None,
     shares["compute"] += max(0.0, 1.0 - named / mean)
     if c.share_from_fix and fix:
         per_run = run["mean"] / c.per_item
-        per_fix = fix["mean"] / c.fix_per_item
+        per_fix = fix["mean"] / _ref_items(c)
         moved = max(0.0, 1.0 - per_fix / per_run)
         taken = min(moved, shares.get("compute", 0.0))
         shares["compute"] -= taken
@@ -344,6 +346,11 @@ def shares_of(c: Case, run: dict, fix: dict | None,
         shares[c.also_share[0]] += taken
     return {k: round(v, 3) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])
             if v >= 0.005}
+
+
+def _ref_items(c: Case) -> int:
+    """Items a step of the variant the share is measured against holds."""
+    return c.share_per_item if c.share_variant != "fix" and c.share_per_item else c.fix_per_item
 
 
 def summarize(c: Case, got: dict) -> dict:
@@ -379,7 +386,8 @@ def summarize(c: Case, got: dict) -> dict:
                                            for v in c.variants if v in got}}
     others = [v for v in got if v not in ("run", "fix") and v not in c.variants]
     if others:
-        truth["variants"] = {v: _against(run, _round_stats(got[v]), c.per_item, c.per_item)
+        truth["variants"] = {v: _against(run, _round_stats(got[v]), c.per_item,
+                                         _ref_items(c) if v == c.share_variant else c.per_item)
                              for v in others}
     return truth
 

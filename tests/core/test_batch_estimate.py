@@ -21,12 +21,13 @@ from sofa_gui.core.analysis.breakdown import compute_breakdown
 from sofa_gui.core.analysis.findings import batch_estimate as B
 from sofa_gui.core.analysis.findings import element_work as E
 from sofa_gui.core.analysis.findings import make_context
+from sofa_gui.core.analysis.findings import shared_data as SD
 from sofa_gui.core.analysis.findings.batching import model_requests, small_batch
 from sofa_gui.core.analysis.findings.call_setup import direct_call_speedup, merged_calls_speedup
 from sofa_gui.core.analysis.findings.eager_dispatch import eager_dispatch
 from sofa_gui.core.analysis.findings.registry import RULES
 from sofa_gui.core.analysis.findings.run_rules import _outer_ops, op_overhead_bound
-from sofa_gui.core.analysis.findings.work import TINY_NS, name_medians
+from sofa_gui.core.analysis.findings.work import TINY_NS, input_dims, name_medians
 from sofa_gui.core.analysis.pipeline import analyze
 from sofa_gui.core.analysis.results import Iterations
 from sofa_gui.core.analysis.roles import SETUP
@@ -254,6 +255,38 @@ def test_long_ops_outside_the_math_are_work_not_per_call_cost(k):
     f = finding("pt_infer_tiled_segmentation", "op_overhead_bound", k)
     assert f is not None and 0.15 < f.share < 0.4
     assert a.verdict.bound == "compute"
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_long_ops_on_data_every_query_shares_are_per_call_cost(k):
+    """64 queries a step, each ``torch.cdist`` of one row against a 4,096 x 128 bank: each
+    call squares, sums and copies the whole bank (55-150 us each) for a matrix-vector
+    product.  Those ops' inputs have no dimension of one where every matmul multiplies
+    one row: data every query shares, read once by one ``cdist`` of the 64 queries, so
+    neither work a batch keeps nor what each query adds.  The reading is host overhead
+    and its estimate near the 9.0x measured (0.93x read as work)."""
+    case = "pt_infer_knn_cdist_per_query"
+    _, a, ctx = analyzed(case, k)
+    f = finding(case, "op_overhead_bound", k)
+    assert a.verdict.bound == "host_overhead"
+    assert f is not None and f.share > 0.5
+    assert abs(f.estimated_speedup / measured(case) - 1) <= WITHIN, f.estimated_speedup
+    b = blocks(case, k)[0]
+    s = ctx.trace.slices
+    bank = b.ops[np.isin(s.name[b.ops], ctx.trace.name_ids(lambda n: n == "aten::pow"))]
+    of_bank = [input_dims(ctx, j)[0] == [4096, 128] for j in bank.tolist()]
+    assert any(of_bank) and not all(of_bank)  # each query's own row squared too
+    assert SD.shared_data(ctx, bank, b.ops).tolist() == of_bank
+
+
+def test_a_row_of_a_sequence_is_no_one_row_request():
+    """A ViT at batch 1 multiplies a row per patch (``[197, 768] x [768, 768]``): its
+    attention's ops on ``[12, 197, 197]`` are its own data, not data every request shares
+    (its long ops stay work)."""
+    _, _, ctx = analyzed("pt_infer_vit_batch1")
+    b = blocks("pt_infer_vit_batch1")[0]
+    assert not SD.one_row_requests(ctx, b.ops)
+    assert not SD.shared_data(ctx, b.ops).any()
 
 
 @pytest.mark.parametrize("case", ["pt_infer_batch1_convnet", "pt_infer_vit_batch1",

@@ -54,7 +54,8 @@ from .element_work import element_ns
 from .host_fill import host_fill_ns
 from .recorder_cost import per_event_ns
 from .request_gaps import between_ns, kept_words
-from .work import elements, input_dims, outermost, starts_inside
+from .shared_data import shared_data
+from .work import MATMUL, elements, input_dims, matmul_work, outermost, starts_inside
 
 #: What ``torch.profiler`` adds per recorded event (ns), where the capture cannot tell.
 PROFILER_NS_PER_EVENT = 1_000
@@ -74,7 +75,6 @@ MIN_BLOCK = 0.1
 #: Units longer than this many outermost calls are not searched for.
 MAX_PERIOD = 512
 
-MATMUL = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|addbmm|addmv|mv)$")
 CONV = re.compile(r"^aten::(_slow_conv2d_forward|mkldnn_convolution|convolution_overrideable|"
                   r"thnn_conv2d|_nnpack_spatial_convolution|slow_conv_dilated[23]d|"
                   r"_conv_depthwise2d|slow_conv3d_forward)$")
@@ -223,17 +223,6 @@ def _block(ctx: Ctx, every: np.ndarray, ops: np.ndarray, top: np.ndarray, first:
                  ops[(s.start[ops] >= a) & (s.start[ops] < b)])
 
 
-def matmul_work(dims: list[list[int]]) -> tuple[float, int] | None:
-    """(FLOPs, rows) of a matmul from its inputs' shapes: the last two inputs of two or
-    more dimensions whose inner dimensions agree (``addmm``'s first input is its bias);
-    None where the shapes say nothing."""
-    mats = [d for d in dims if len(d) >= 2]
-    if len(mats) < 2 or mats[-2][-1] != mats[-1][-2]:
-        return None
-    a, b = mats[-2], mats[-1]
-    return 2.0 * elements(a) * b[-1], int(elements(a[:-1]))
-
-
 def large_matmuls(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
     """Per op of ``ops``: a matmul (``aten::linear`` or :data:`MATMUL`) of at least
     :data:`LARGE_FLOPS` by its recorded shapes.  Its time is the machine's math, not a
@@ -301,7 +290,8 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
     time (:func:`conv_ns`), with ``elementwise`` the other innermost ops' elements
     (:func:`.element_work.element_ns`; without, a loop's per-item ops batch into cheap ones;
     with ``rows``, only a sample's rows, ops with an input with a dimension of one: the
-    weights' gradients and updates run once a batch), and the copy of the Python numbers
+    weights' gradients and updates run once a batch; never those on data every one-row
+    request shares: :mod:`.shared_data`), and the copy of the Python numbers
     its tensors are made from (:func:`.host_fill.host_fill_ns`: a batched tensor copies all)."""
     s = ctx.trace.slices
     names = ctx.trace.names
@@ -329,6 +319,7 @@ def added_ns(ctx: Ctx, ops: np.ndarray, units: int, batch: int,
         elif elementwise and leaf[k] and not VIEW.match(name):
             if not rows or any(1 in d for d in input_dims(ctx, j) if len(d)):
                 small.append(k)
+    small = [k for k, x in zip(small, shared_data(ctx, ops[small], ops)) if not x]
     mm_ns += unshaped_ns(s.name[ops[unshaped]], own[unshaped])
     other += conv_ns(own, children, convs, cost) + element_ns(
         ctx, ops[small], own[small], ELEMENT_NS, lambda ns: unprofiled_ns(ns, 1, cost))

@@ -37,6 +37,7 @@ from .context import Ctx, cause_evidence, make_finding
 from .host_estimate import CLEAR_GAIN, clear_of_noise
 from .read_rules import read_loops
 from .registry import Rule, rule
+from .shared_data import shared_data
 from .work import TINY_NS
 
 
@@ -126,10 +127,14 @@ def _calls_basis(calls: CompiledCalls | None) -> str:
 def _long_ops_ns(ctx: Ctx, mine: np.ndarray, math: np.ndarray) -> float:
     """ns of the other ops' own time where it is long (over :data:`.work.TINY_NS` a call:
     a pooling or an ``argmax`` over a large map, a transposed convolution): work on the
-    op's data, which a batch keeps, not the call's fixed cost."""
+    op's data, which a batch keeps, not the call's fixed cost; but for the ops on data
+    every one-row request shares (:mod:`.shared_data`: a bank read for each query), which
+    a batch reads once."""
     other = mine[~np.isin(mine, math)]
     own = self_times(ctx, other)
-    return float(own[own > TINY_NS].sum())
+    long = own > TINY_NS
+    long[long] = ~shared_data(ctx, other[long], math)
+    return float(own[long].sum())
 
 
 def _in_read_loops_ns(ctx: Ctx, host, rows: np.ndarray) -> float:

@@ -239,6 +239,21 @@ def elements(shape: list[int]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
+#: PyTorch's matrix products.
+MATMUL = re.compile(r"^aten::(addmm|mm|bmm|baddbmm|addbmm|addmv|mv)$")
+
+
+def matmul_work(dims: list[list[int]]) -> tuple[float, int] | None:
+    """(FLOPs, rows) of a matmul from its inputs' shapes: the last two inputs of two or
+    more dimensions whose inner dimensions agree (``addmm``'s first input is its bias);
+    None where the shapes say nothing."""
+    mats = [d for d in dims if len(d) >= 2]
+    if len(mats) < 2 or mats[-2][-1] != mats[-1][-2]:
+        return None
+    a, b = mats[-2], mats[-1]
+    return 2.0 * elements(a) * b[-1], int(elements(a[:-1]))
+
+
 #: A framework op's call as the main thread records it: PyTorch's ``aten::select``,
 #: TensorFlow's eager ``EagerLocalExecute: StridedSlice``, JAX's ``PjitFunction(squeeze)``.
 _OP_CALL = re.compile(r"^(?:aten::_*(\w+)|EagerLocalExecute: _*(\w+)|PjitFunction\(_*(\w+)\))$")
