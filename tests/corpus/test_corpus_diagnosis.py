@@ -56,11 +56,7 @@ UNMEASURED: dict[str, str] = {
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
-    "false_positive": {
-        "jax_train_kmeans_tol_check": "compute 0.66 measured, no start-up in the window "
-                                      "(two warm-up steps); one capture reads a "
-                                      "start-up cost at 0.9 confidence",
-    },
+    "false_positive": {},
     "verdict": {
         "tf_infer_tflite_invoke_loop": "host overhead 0.64 measured (one invoke per batch, "
                                        "2.81x); the profiler records only the tf.data "
