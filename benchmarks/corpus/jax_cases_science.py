@@ -1,5 +1,5 @@
-"""Held-out JAX cases of scientific and reinforcement-learning programs, written without
-looking at the advisor's rules (captured and measured by ``run_jax.py``): k-means colour
+"""JAX cases of scientific and reinforcement-learning programs, written without looking
+at the advisor's rules (captured and measured by ``run_jax.py``): k-means colour
 quantisation whose jitted update runs once per iteration with a ``float(shift) < tol``
 check after each, a REINFORCE agent stepping a NumPy CartPole with a jitted policy call
 per environment step, an Ising-model Metropolis sampler whose sweeps are a Python loop of
@@ -53,7 +53,7 @@ def kmeans_update(centroids, pixels):
 
 
 @case("jax_train_kmeans_tol_check", "jax", "training", 3, {**JX, "mode": "training"},
-      split="holdout", warmup=2,
+      split="tuned", warmup=2,
       fix="the iterations in jax.lax.while_loop inside one jitted fit (same tolerance)",
       share_from_fix="host_overhead", tags=["kmeans", "python_loop", "convergence_check"])
 def jax_train_kmeans_tol_check(variant):
@@ -159,7 +159,7 @@ def discounted(rewards: np.ndarray, dones: np.ndarray, gamma: float = 0.99) -> n
 
 
 @case("jax_train_reinforce_cartpole", "jax", "training", 3, {**JX, "mode": "training"},
-      split="holdout", warmup=2,
+      split="tuned", warmup=2,
       fix=f"{ENVS} CartPoles stepped in a loop as a synchronous vector environment does, "
       "one policy call on their 8 observations per time step", share_from_fix="host_overhead",
       fix_per_item=ENVS, tags=["reinforcement_learning", "environment", "python_loop"])
@@ -220,8 +220,8 @@ def jax_train_reinforce_cartpole(variant):
 LATTICE, SWEEPS = 192, 10
 
 
-@case("jax_train_ising_sweep_loop", "jax", "training", 3, {**JX, "mode": "training"},
-      split="holdout", warmup=2,
+@case("jax_train_ising_sweep_loop", "jax", "training", 3, JX,  # a sampler: no mode
+      split="tuned", warmup=2,
       fix="the 10 sweeps in jax.lax.fori_loop inside one jitted function",
       share_from_fix="host_overhead", tags=["ising", "mcmc", "python_loop"])
 def jax_train_ising_sweep_loop(variant):
@@ -307,7 +307,7 @@ def point_loss(params, t):
 
 
 @case("jax_train_pinn_point_loop", "jax", "training", 3, {**JX, "mode": "training"},
-      split="holdout", warmup=2,
+      split="tuned", warmup=2,
       fix=f"jax.vmap of the point gradient over the {POINTS} points, mean and update in "
       "one jitted step", share_from_fix="host_overhead",
       tags=["pinn", "physics_informed", "python_loop", "per_point_grad"])

@@ -60,7 +60,9 @@ def test_truth_is_complete_and_consistent(name):
     assert t["bound"] in BOUNDS
     assert t["shares"][t["bound"]] == t["bound_share"]
     assert t["bound_share"] == max(v for k, v in t["shares"].items() if k in BOUNDS)
-    assert t["facts"]["framework"] == t["framework"] and t["facts"]["mode"] == t["mode"]
+    # a sampler that fits nothing (an Ising model's Metropolis sweeps) states no mode
+    assert t["facts"]["framework"] == t["framework"]
+    assert t["facts"].get("mode", t["mode"]) == t["mode"]
     assert 0 < t["step_ms"]["median"] and t["noise"]["round_spread"] >= 0
     if t["fix"] is not None:
         assert t["fix"]["speedup"] > 0 and len(t["fix"]["speedup_rounds"]) >= 2

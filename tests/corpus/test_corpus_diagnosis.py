@@ -53,9 +53,6 @@ UNMEASURED: dict[str, str] = {}
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "false_positive": {
-        "jax_train_kmeans_tol_check": "compute 0.66 measured, no start-up in the window "
-                                      "(two warm-up steps); one capture reads a "
-                                      "start-up cost at 0.9 confidence",
         "tf_infer_eager_image_preprocess": "input 0.81 measured (16 photos decoded and "
                                            "resized eagerly before each batched call); "
                                            "op overhead read at 0.68 and 0.58 confidence",

@@ -64,7 +64,8 @@ class Iterations:
     ``warmup`` (leading iterations that differ from the steady state, which
     starts at ``steady_state_from``), ``micro_batches`` (backward passes per
     iteration, -1 unknown), ``device_starts/ends`` (span of the device work the
-    iteration launched, -1 none) and ``periodic_extras``.
+    iteration launched, -1 none), ``periodic_extras`` and ``repeats`` (calls of the
+    main thread's most repeated call: how many times the step's inner loop ran).
     """
 
     method: str  # "annotations" | "pattern" | "landmarks" | "none"
@@ -84,6 +85,7 @@ class Iterations:
     device_lags: bool = False  # device work of a step runs past the host's next step start
     device_free_at: int = -1  # ns: when the device was free for iteration 0 (-1: unknown)
     periodic_extras: list[PeriodicExtra] = field(default_factory=list)
+    repeats: np.ndarray | None = None  # int per iteration: its most repeated call's count
 
     def __len__(self) -> int:
         return len(self.starts)

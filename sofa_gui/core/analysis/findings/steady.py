@@ -8,7 +8,12 @@ and ``periodic_extras``), those are used, together with a simple rule it lacks:
 leading iterations each more than :data:`OUTLIER` x the median of the rest, and slower
 than any of them, are warm-up (the detector needs several iterations to compare); later
 iterations that recur every p-th step and are all clearly slower than the rest are
-extras (one slow iteration is jitter).
+extras (one slow iteration is jitter). Where the later steps run their inner loop a
+varying number of times (:attr:`.results.Iterations.repeats` differ by more than
+:data:`REPEATS_VARY`: a k-means fit that runs until it converges, 18 to 38 jitted
+updates a photo), a step is as long as its count: leading steps are warm-up only when
+they are also slower per repetition (a first step of 38 updates at 14.1 ms beside
+steps of 18 and 26 at 7.8 and 10.9 ms is a longer step, not start-up).
 
 A loader that never gets ahead makes a slow step anywhere: where DataLoader workers (or an
 uncached tf.data pipeline's threads) feed the run and the steady steps wait for their batch
@@ -34,6 +39,10 @@ BEHIND = 0.2
 #: A leading step is slow by its wait when at least this share of its excess over the
 #: steady median is wait beyond the steady steps' median wait.
 BY_WAIT = 0.5
+#: Later steps' inner-loop counts vary when they part by more than this share of their
+#: median and by more than :data:`REPEATS_CALLS` calls: the step's length follows its data.
+REPEATS_VARY = 0.1
+REPEATS_CALLS = 2
 
 
 @dataclass
@@ -119,6 +128,9 @@ def _leading_outliers(iters, durations: np.ndarray) -> Phases:
     n = len(durations)
     d = durations.astype(np.float64)
     k = _warmup_count(d)
+    rep = getattr(iters, "repeats", None)
+    if k and rep is not None and len(rep) == n and _varies(rep[k:]):
+        k = _warmup_count(d / np.maximum(rep, 1))  # slower per repetition, or not warm-up
     steady = np.ones(n, bool)
     steady[:k] = False
     rest = np.arange(k, n)
@@ -128,6 +140,15 @@ def _leading_outliers(iters, durations: np.ndarray) -> Phases:
                   f"leading iterations > {OUTLIER:g}x the median of the rest and slower than "
                   f"all of them are warm-up; "
                   f"later ones > {OUTLIER:g}x the median are extras")
+
+
+def _varies(counts: np.ndarray) -> bool:
+    """The counts part by more than :data:`REPEATS_VARY` of their median and
+    :data:`REPEATS_CALLS` calls (a last step cut short by the capture's end parts by 2)."""
+    if len(counts) < 2:
+        return False
+    spread = float(counts.max() - counts.min())
+    return spread > max(REPEATS_CALLS, REPEATS_VARY * float(np.median(counts)))
 
 
 def _warmup_count(d: np.ndarray) -> int:

@@ -52,20 +52,66 @@ def step_dispatches(trace: Trace, lane: int) -> np.ndarray:
     return np.sort(trace.slices.start[compiled_step_calls(trace, lane)])
 
 
+def step_marks(trace: Trace, lane: int) -> np.ndarray:
+    """Sorted starts that mark the steps of a loop with no other landmark: the compiled
+    step's dispatches (:func:`step_dispatches`), or, where a rarer jitted function
+    recurs between their runs (:func:`_rarest_between`: a k-means fit's assignment after
+    its updates, a policy update after a rollout's policy calls), the first dispatch
+    after each of its calls (and the first dispatch, when it comes before them)."""
+    d = step_dispatches(trace, lane)
+    r = _rarest_between(trace, lane, d)
+    if not len(r):
+        return d
+    k = np.searchsorted(d, r, side="right")
+    first = d[k[k < len(d)]]
+    return np.unique(np.r_[d[:1], first] if d[0] < r[0] else first)
+
+
+def _rarest_between(trace: Trace, lane: int, d: np.ndarray) -> np.ndarray:
+    """Sorted starts of the calls of the jitted function called least often (at least
+    twice, at most half as often as the compiled step) with a step dispatch between
+    every two of its calls: the step's once-a-step call beside a function it calls in a
+    loop; empty where there is none."""
+    if len(d) < 4:
+        return _EMPTY
+    calls = _outermost_dispatches(trace, lane)
+    s = trace.slices
+    cnt = np.bincount(s.name[calls])
+    best = _EMPTY
+    for nid in np.argsort(cnt, kind="stable").tolist():
+        c = int(cnt[nid])
+        if c < 2:
+            continue
+        if 2 * c > len(d) or (len(best) and c > len(best)):
+            break
+        t = np.sort(s.start[calls[s.name[calls] == nid]])
+        between = np.searchsorted(d, t[1:], "left") - np.searchsorted(d, t[:-1], "right")
+        if (between > 0).all() and not len(best):
+            best = t
+    return best.astype(np.int64)
+
+
+def _outermost_dispatches(trace: Trace, lane: int) -> np.ndarray:
+    """The outermost dispatch calls on ``lane`` (slice indexes, by start)."""
+    s = trace.slices
+    idx = trace.lane_slices(lane)
+    idx = idx[np.isin(s.name[idx], dispatch_ids(trace))]
+    if not len(idx):
+        return _EMPTY
+    idx = idx[np.argsort(s.start[idx], kind="stable")]
+    reach = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(s.end[idx])[:-1]]
+    return idx[s.start[idx] >= reach]  # a jitted call nests its own name
+
+
 def compiled_step_calls(trace: Trace, lane: int) -> np.ndarray:
     """The calls (slice indexes) of the compiled step's function on ``lane``, the whole
     trace's: the ones whose starts :func:`step_dispatches` gives."""
     if lane < 0:
         return _EMPTY
     s = trace.slices
-    ids = dispatch_ids(trace)
-    idx = trace.lane_slices(lane)
-    idx = idx[np.isin(s.name[idx], ids)]
+    idx = _outermost_dispatches(trace, lane)
     if not len(idx):
         return _EMPTY
-    idx = idx[np.argsort(s.start[idx], kind="stable")]
-    reach = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(s.end[idx])[:-1]]
-    idx = idx[s.start[idx] >= reach]  # outermost (a jitted call nests its own name)
     cnt = np.bincount(s.name[idx])
     weight = _compiled_work(trace, cnt)
     if weight is None:

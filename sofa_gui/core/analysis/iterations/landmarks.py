@@ -17,7 +17,7 @@ import numpy as np
 
 from ...trace import Kind, LaneKind, Trace
 from ..roles import step_driver_counts
-from .dispatch import loop_calls, step_dispatches
+from .dispatch import loop_calls, step_marks
 from .stream import OPTIMIZER_NAME, HostOps
 
 BACKWARD_PREFIX = "autograd::engine::evaluate_function"
@@ -50,7 +50,7 @@ class Landmarks:
         fetch, kind = ops.loader_starts(mine), "input fetch"
         loop = (_NONE, _NONE)
         if not len(fetch) and not len(opt[0]):
-            fetch, kind = step_dispatches(trace, main), "step dispatch"
+            fetch, kind = step_marks(trace, main), "step dispatch"
             loop = loop_calls(trace, main, fetch)
         return cls(_one_per_pass(opt, bwd[0], fwd), fetch, bwd, main, fwd, kind, loop)
 

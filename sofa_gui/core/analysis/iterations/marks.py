@@ -10,7 +10,10 @@ steady state only and knows which iterations hold extra work:
   time outside any op) on a schedule ``i % every == phase``, and make calls the others
   do not (:mod:`.recurring`);
 * warm-up: the leading run of heavy or far slower iterations that the extras
-  schedule does not explain.
+  schedule does not explain;
+* ``repeats``: how many times the main thread's most repeated call (one every
+  iteration makes) runs in each iteration: a step whose inner loop runs as many times
+  as its data needs (a solver until it converges) is as long as that count.
 """
 
 from __future__ import annotations
@@ -54,7 +57,36 @@ def mark_iterations(trace: Trace, iters: Iterations, lm: Landmarks | None = None
         warm[i] = True
     iters.warmup = warm
     iters.steady_state_from = int(np.argmin(warm)) if not warm.all() else n
+    iters.repeats = repeats(trace, iters, lm.main_lane)
     return iters
+
+
+def repeats(trace: Trace, iters: Iterations, lane: int) -> np.ndarray | None:
+    """Per iteration, how many times the main thread makes its most repeated call (the
+    traced call, not a Python frame, that every iteration makes and that is made most
+    often in the median iteration: a first step's compile calls do not count); None
+    without a main thread or such a call."""
+    n = len(iters)
+    if lane < 0 or n == 0:
+        return None
+    s = trace.slices
+    idx = trace.lane_slices(lane)
+    idx = idx[s.kind[idx] != int(Kind.PYTHON)]
+    st = s.start[idx]
+    k = np.searchsorted(iters.starts, st, side="right") - 1
+    inside = (k >= 0) & (st < iters.ends[np.maximum(k, 0)])
+    if not inside.any():
+        return None
+    # (name, iteration) pairs counted sparsely: a name's pairs are contiguous, by iteration
+    pairs, counts = np.unique(s.name[idx[inside]].astype(np.int64) * n + k[inside],
+                              return_counts=True)
+    name = pairs // n
+    starts = np.flatnonzero(np.r_[True, name[1:] != name[:-1]])
+    held = np.diff(np.r_[starts, len(name)])
+    rows = [counts[a:a + n] for a in starts[held == n].tolist()]  # in every iteration
+    if not rows:
+        return None
+    return rows[int(np.argmax([np.median(r) for r in rows]))].astype(np.int64)
 
 
 def _count_in(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
