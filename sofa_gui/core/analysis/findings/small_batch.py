@@ -22,13 +22,15 @@ batches: each step's calls run once for the batch, with the math of every sample
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import measure_in
 from ..results import Finding, Fix
-from .batch_estimate import batch_fix
+from .batch_estimate import BatchFix, batch_fix
 from .batching import small_batch
 from .causes import causes_by_name, self_times
 from .chained_calls import CHAIN_REMEDY, COPIES, chain_fix
@@ -74,6 +76,8 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
                f"{CHAIN_REMEDY if chain else _TRAIN_REMEDY if training else _INFER_REMEDY}")
     fix = chain or batch_fix(ctx, host, per_input_ns=found.calls.grow_ns if found.calls else 0.0,
                              served=not training, samples=COPIES if training else 0)
+    if fix is not None and chain is None and fix.per_step == 1 and not training:
+        fix = _within_calls(ctx, fix)  # a high-level call's set-up stays with its steps
     if fix is not None:
         summary += fix.basis() + _calls_basis(found.calls)
     clear = clear_of_noise(fix.speedup()) if fix is not None else 1.0
@@ -91,6 +95,25 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     # paid once for more); the Python kept between requests holds some that batching removes
     f.estimate_floor = fix is not None and (training or (chain is None and fix.between > 0))
     return f
+
+
+def _within_calls(ctx: Ctx, fix: BatchFix) -> BatchFix:
+    """The steps captured batched within one high-level call, where each call sets itself
+    up anew every few iterations (``Iterations.per_call``: Keras ``predict(x,
+    batch_size=1)``, each row a call of its predict function and each ``predict`` call its
+    own pipeline, iterator and traced function): a larger batch inside the call runs its
+    rows in fewer calls and keeps the call's set-up, so the batch is the iterations of one
+    call and the set-up (its mean time over a regular iteration, as captured) stays on
+    both sides.  Merging the high-level calls themselves is the set-up finding's fix."""
+    x = next((x for x in ctx.iters.periodic_extras if x.per_call), None)
+    if x is None or x.every < 2:
+        return fix
+    n, setup = min(fix.batch, x.every), max(float(x.cost_ns_mean), 0.0)
+    return replace(fix, before_ns=n * fix.unit_ns + setup, batch=n,
+                   after_ns=setup + fix.unit_ns + (n - 1) * fix.added.ns,
+                   what=f"the {n} steps of one high-level call (a new call is set up every "
+                        f"{x.every} iterations) batched into one, the call's set-up "
+                        f"({fmt_ns(setup)} as captured) kept before and after")
 
 
 _INFER_REMEDY = "Batching requests (or the sequences decoded together) amortises it."
