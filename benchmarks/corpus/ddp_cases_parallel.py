@@ -219,7 +219,7 @@ def register(facts: dict) -> dict:
         return lambda i: run(*data[i % len(data)])
 
     @case("pt_ddp_gloo_tensor_parallel_mlp", "pytorch", "training", 3,
-          {**facts, "optimizer": "adamw", "parallelism": "tensor"}, split="holdout",
+          {**facts, "optimizer": "adamw", "parallelism": "tensor"}, split="tuned",
           fix="data parallel: DDP of the whole MLP, half of each batch on each rank",
           tags=["tensor_parallel", "megatron", "gloo", "all_reduce"])
     def pt_ddp_gloo_tensor_parallel_mlp(variant):
@@ -242,7 +242,7 @@ def register(facts: dict) -> dict:
         return train_loop(model, opt, data)
 
     @case("pt_ddp_gloo_moe_all_to_all", "pytorch", "training", 5,
-          {**facts, "optimizer": "adam", "parallelism": "expert"}, split="holdout",
+          {**facts, "optimizer": "adam", "parallelism": "expert"}, split="tuned",
           share_from_fix="communication", share_variant="bare",
           tags=["moe", "expert_parallel", "all_to_all", "gloo"])
     def pt_ddp_gloo_moe_all_to_all(variant):

@@ -39,6 +39,11 @@ UNDECIDED = {
                                     "(0.44-0.54), of whose rows 0.45 are the other "
                                     "rank's (gloo:sparse_all_reduce records each rank's "
                                     "rows and the sum's), which no rule weighs yet",
+    "pt_ddp_gloo_moe_all_to_all": "a near tie (communication 0.50 by what the loop with "
+                                  "both experts local and no collective saves, its rounds "
+                                  "0.43-0.54); the trace shows the ranks in or waiting for "
+                                  "the all_to_all and all-reduces 0.39-0.41 of the step, "
+                                  "the rest their own work, 2-3 ms a step over that loop's",
 }
 #: Of those, the cases whose captures read the tie apart (one reading per case fails too).
 SPLIT: tuple[str, ...] = ()
@@ -69,10 +74,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
                                     "0.35); both captures read host overhead 0.54, a "
                                     "share of the captured step, the profiler's cost "
                                     "of its 3,500 events a step (a quarter) in it",
-        "pt_ddp_gloo_moe_all_to_all": "communication 0.60 measured (the loop with both "
-                                      "experts local and no collective, 2.10x); the main "
-                                      "thread's exposed all_to_all and all_reduce read "
-                                      "0.20 of the step, compute 0.80 on both captures",
         "tf_infer_eager_image_preprocess": "input 0.81 measured (per-photo eager decode "
                                            "and resize, 2.87x in a parallel tf.data map); "
                                            "read as compute, then host overhead",

@@ -17,7 +17,9 @@ Categories, with their overlap priority (first wins where slices nest):
 3. ``communication`` -- collectives of any backend on the main thread (``c10d::allreduce_``,
    ``nccl:all_reduce``, ``gloo:*``), and main-thread time with nothing of its own
    running while another thread of the process runs a collective
-   (``gloo:all_reduce`` on gloo's thread: the main thread waits for it), and DDP's
+   (``gloo:all_reduce`` on gloo's thread: the main thread waits for it), the time an op
+   that calls a collective and waits in it (a differentiable collective's autograd
+   Function, its backward node) spends with no op of its own inside, and DDP's
    copies of the gradients into and out of the buckets the all-reduce sends
    (``reducer::mul_out``, ``reducer::copy_bucket_to_grad``: a loop without DDP has none);
 4. ``memcpy`` -- other copy API calls (``cudaMemcpyAsync``...): from pageable
@@ -91,6 +93,8 @@ OP_CATEGORIES = tuple(_ROLE_CATEGORY[r] for r in _OP_ROLES)
 #: After the main thread's own work: what other threads run that it waits for, then the
 #: step functions enclosing it, unclassified events, and backward on autograd threads.
 _WAITED = (R.DATA_LOADING, R.COMMUNICATION)
+#: Model ops that may call a collective and wait in it (:func:`_waiting_callers`).
+_CALLER_ROLES = (R.FORWARD, R.BACKWARD)
 
 
 @dataclass
@@ -177,9 +181,12 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
         conv = np.sort(np.concatenate([conv, jconv]))
         prep = (np.r_[prep[0], s.start[jconv]], np.r_[prep[1], s.end[jconv]])
     own, spans = _optimizer_spans(trace, idx, role)
+    caller = _waiting_callers(trace, idx, role, hidx)
+    mine = np.where(caller, R.NONE, role)
     parts = ([(conv, "data_loading"), (jcopy, "memcpy")]
-             + [(own.get(r, idx[role == r]), _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
+             + [(own.get(r, idx[mine == r]), _ROLE_CATEGORY[r]) for r in _OWN_ROLES]
              + [(hidx[waited == r], _ROLE_CATEGORY[r]) for r in _WAITED]
+             + [(idx[caller], "communication")]
              + [(spans, "optimizer"), (R.pool_work(trace, hidx), "forward"),
                 (_input_python(trace, hidx), "data_loading"), (idx[role == R.PYTHON], "python"),
                 (idx[role == R.WRAPPER], "forward"), (idx[role == R.OTHER_EVENT], "other"),
@@ -187,7 +194,8 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     layers = [prep] + [(s.start[x], s.end[x]) for x, _ in parts[1:]]
     cats = [cat for _, cat in parts]
     back = restarts(trace, main, ws, we)  # the loader started again: its untraced time
-    at = 2 + len(_OWN_ROLES) + len(_WAITED) + 2  # after what other threads run for the step
+    # after what other threads run for the step
+    at = 2 + len(_OWN_ROLES) + len(_WAITED) + 3
     layers.insert(at, (back.gap_start, back.gap_end))
     cats.insert(at, "data_loading")
     p = paint(layers, ws, we)
@@ -216,6 +224,31 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
         rank=rank, label=lane_title(trace.lanes.name[main], trace.lanes.group[main]), lane=main,
         helper_lanes=[int(h) for h in helpers], starts=ws, ends=we, times=times,
         launches=launches, bytes=nbytes, role_slices=role_slices, work=work, calls=calls)
+
+
+def _waiting_callers(trace: Trace, idx: np.ndarray, role: np.ndarray,
+                     hidx: np.ndarray) -> np.ndarray:
+    """Per main-thread slice of ``idx``: a forward or backward op that calls a collective
+    (:func:`.roles.collective_callers`: a differentiable collective's autograd Function,
+    its backward node run by autograd, a custom Function around an all-reduce) and waits
+    in it: a collective run by a thread of the process (``gloo:all_to_all`` on gloo's
+    thread) starts and ends inside it.  Its time that no op inside it covers is that wait,
+    before and while the backend's thread runs the collective: communication, not compute
+    (its ops keep their own category).  DDP's reducer launches its all-reduces from
+    ``AccumulateGrad`` and returns: they end after it, it does not wait."""
+    s = trace.slices
+    caller = R.collective_callers(trace, idx) & np.isin(role, _CALLER_ROLES)
+    hc = np.intersect1d(R.host_collectives(trace), hidx)
+    if not caller.any() or not len(hc):
+        return np.zeros(len(idx), bool)
+    hc = hc[np.argsort(s.start[hc], kind="stable")]
+    starts, ends = s.start[hc], s.end[hc]
+    at = np.flatnonzero(caller)
+    lo = np.searchsorted(starts, s.start[idx[at]], "left")
+    hi = np.searchsorted(starts, s.end[idx[at]], "right")
+    waits = [b > a and ends[a:b].min() <= e for a, b, e in zip(lo, hi, s.end[idx[at]])]
+    caller[at[~np.array(waits, bool)]] = False
+    return caller
 
 
 def _optimizer_spans(trace: Trace, idx: np.ndarray, role: np.ndarray) -> tuple[dict, np.ndarray]:

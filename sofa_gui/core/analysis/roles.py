@@ -14,6 +14,7 @@ import numpy as np
 
 from ..kinds import is_sync_call
 from ..trace import SAMPLED_LANES, CopyKind, Kind, Trace
+from .self_time import parents
 
 # Host roles, in priority order: where roles overlap in time, the first wins.
 (DATA_LOADING, SYNC, COMMUNICATION, MEMCPY, RUNTIME, OPTIMIZER, BACKWARD, FORWARD, PYTHON,
@@ -251,6 +252,45 @@ def host_collectives(trace: Trace) -> np.ndarray:
         ids = trace.name_ids(_BACKEND_COLLECTIVE.match)
         return np.flatnonzero(np.isin(s.name, ids) & (s.device < 0) & (s.dur > 0))
     return trace.memo("roles.host_collectives", build)
+
+
+def collective_callers(trace: Trace, idx: np.ndarray) -> np.ndarray:
+    """Per slice of ``idx`` (one thread's slices), whether it is an op that calls a
+    collective: a framework op enclosing a collective call (``c10d::alltoall_base_``,
+    ``c10d::allreduce_``) on its thread, as a differentiable collective's autograd
+    Function (``torch.distributed.nn``'s ``_AlltoAllSingle``), its backward node run by
+    autograd (``_AlltoAllSingleBackward``) or a custom Function around an all-reduce
+    (tensor parallelism's ``ReduceFromParallel``) does.  Such an op waits in its
+    collective: its time that no op inside it covers is that wait, not its compute.  A
+    collective inside a communication range of its own (FSDP's ``FSDP::all_gather``) is
+    that range's: the ops above it call the framework's hook, not the collective; and
+    DDP's reducer launches its all-reduces from the gradient hooks (``AccumulateGrad``,
+    beside its bucket copies) and returns without waiting."""
+    s = trace.slices
+    out = np.zeros(len(idx), bool)
+    ids = trace.memo("roles.collective_ids", lambda: trace.name_ids(_COLLECTIVE.search))
+    coll = idx[np.isin(s.name[idx], ids)]
+    if not len(coll):
+        return out
+    up = parents(trace)
+    by_name = trace.memo("roles.roles_by_name", lambda: _name_roles(trace.names))
+    top = up[coll]  # one inside a communication range is that range's, not its callers'
+    held = _ops_above(trace, top[(top >= 0) & (by_name[s.name[top]] != COMMUNICATION)])
+    buckets = trace.memo("roles.bucket_ids", lambda: trace.name_ids(_GRADIENT_BUCKETS.match))
+    held -= _ops_above(trace, idx[np.isin(s.name[idx], buckets)])
+    out[np.isin(idx, np.fromiter(held, np.int64, len(held)))] = True
+    return out
+
+
+def _ops_above(trace: Trace, cur: np.ndarray) -> set[int]:
+    """The framework ops among ``cur`` and every slice enclosing them on their thread."""
+    s = trace.slices
+    up = parents(trace)
+    held: set[int] = set()
+    while len(cur := np.unique(cur[cur >= 0])):
+        held.update(cur[s.kind[cur] == int(Kind.CPU_OP)].tolist())
+        cur = up[cur]
+    return held
 
 
 #: Threads of the framework runtimes' compute pools (not tf.data's own threads).
