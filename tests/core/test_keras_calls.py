@@ -7,9 +7,10 @@ runs its own test steps every few iterations stays periodic extra work."""
 from __future__ import annotations
 
 import pytest
-from tracedata import corpus_analysis, findings_by_id
+from tracedata import DATA, corpus_analysis, findings_by_id
 
 from sofa_gui.core.analysis.run_facts import run_facts
+from sofa_gui.core.importers import load_trace
 
 CONFIDENT = 0.5
 
@@ -65,3 +66,12 @@ def test_keras_evaluate_is_inference_its_metrics_only_set_and_added_to():
 def test_training_stays_training(case):
     t, _ = corpus_analysis(case, 0)
     assert run_facts(t).get("mode").value == "training"
+
+
+def test_keras_sgd_with_momentum_is_no_inference():
+    """Keras 3 ``fit`` with ``SGD(momentum=0.9)`` of a model whose gradient no op is named
+    for: the optimizer sets its slots and adds to its weights inside the train function,
+    which metrics do not do in one place; the mode is left unknown, not inference."""
+    path = next((DATA / "keras-sgd-momentum").rglob("*.xplane.pb.gz"))
+    mode = run_facts(load_trace(path, use_cache=False)).get("mode")
+    assert not mode.known
