@@ -75,3 +75,21 @@ def test_keras_sgd_with_momentum_is_no_inference():
     path = next((DATA / "keras-sgd-momentum").rglob("*.xplane.pb.gz"))
     mode = run_facts(load_trace(path, use_cache=False)).get("mode")
     assert not mode.known
+
+
+
+def test_a_new_calls_set_up_rows_are_named_only_where_the_rows_are_the_iterations():
+    """The rows that start a new call are the iterations' indexes: the rules read them
+    (no periodic extra, no input bottleneck) only where the breakdown's rows are those
+    iterations, and none where its rows are others (the same count or none)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from tracedata import corpus_context
+
+    _, a, ctx = corpus_context("tf_eval_metrics_dataset", 0)
+    calls = a.iterations.per_call()
+    assert len(calls) >= 2 and ctx.call_setups.tolist() == calls.tolist()
+    other = dataclasses.replace(ctx, bd=SimpleNamespace(starts=ctx.bd.starts[:-1]),
+                                memo={})
+    assert not len(other.call_setups)
