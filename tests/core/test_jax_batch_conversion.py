@@ -17,8 +17,8 @@ import pytest
 from tracedata import DATA
 from tracedata import corpus_context as analyzed
 
-from sofa_gui.core.analysis.findings.list_conversion import MIN_WALK_EVENTS, walked_conversions
-from sofa_gui.core.analysis.host_side import JAX_CONVERSION
+from sofa_gui.core.analysis.findings.list_conversion import walked_conversions
+from sofa_gui.core.analysis.host_side import JAX_CONVERSION, MIN_WALK_EVENTS
 
 CORPUS = DATA / "corpus"
 WITHIN = 0.25
@@ -111,3 +111,24 @@ def test_removing_a_batch_made_in_traced_python_is_read_without_the_tracer(k):
     truth = json.loads((CORPUS / "jax_train_list_batches" / "truth.json").read_text())
     removed = 1.0 / (1.0 - truth["shares"]["input"])
     assert abs(fix.estimate / removed - 1.0) <= WITHIN
+
+
+def test_a_numpy_batch_converted_with_a_dtype_is_a_copy_not_the_batchs_making():
+    """``jnp.array(x, dtype=jnp.float32)`` of a float64 numpy batch beside the jitted step
+    leaves JAX's no-copy fast path and flattens its one array as a tree of one leaf (a
+    ``tree_flatten`` inside, 127-129 frames in all): no list walked, so a host-to-device
+    copy, as without the dtype; the list walks of the test above stay input."""
+    from sofa_gui.core.analysis.findings import make_context
+    from sofa_gui.core.analysis.pipeline import analyze
+    from sofa_gui.core.importers import load_trace
+
+    t = load_trace(next((DATA / "jax-typed-conversion").rglob("*.xplane.pb.gz")),
+                   use_cache=False)
+    a = analyze(t)
+    ctx = make_context(t, a.iterations, a.breakdown, a.run)
+    s = t.slices
+    conv = np.flatnonzero(np.isin(s.name, t.name_ids(JAX_CONVERSION.match)))
+    walk = t.name_ids(lambda n: n.endswith(" tree_flatten"))
+    assert len(conv) == 2 * len(a.iterations) and np.isin(s.name, walk).any()
+    assert not len(_loop_conversions(t, ctx)) and len(_copied(t, ctx)) == len(conv)
+    assert a.verdict.shares["input"] == 0 and a.verdict.shares["memory_copies"] > 0

@@ -7,9 +7,10 @@ runs its own test steps every few iterations stays periodic extra work."""
 from __future__ import annotations
 
 import pytest
-from tracedata import corpus_analysis, corpus_fix_speedup, findings_by_id
+from tracedata import DATA, corpus_analysis, corpus_fix_speedup, findings_by_id
 
 from sofa_gui.core.analysis.run_facts import run_facts
+from sofa_gui.core.importers import load_trace
 
 CONFIDENT = 0.5
 
@@ -92,3 +93,29 @@ def test_calls_without_a_set_up_of_their_own_merge_whole(k):
     f = finding(a, "op_overhead_bound")
     assert f is not None and "high-level call" not in f.summary
     assert "steps captured (one request each) batched into one call" in f.summary
+
+
+def test_keras_sgd_with_momentum_is_no_inference():
+    """Keras 3 ``fit`` with ``SGD(momentum=0.9)`` of a model whose gradient no op is named
+    for: the optimizer sets its slots and adds to its weights inside the train function,
+    which metrics do not do in one place; the mode is left unknown, not inference."""
+    path = next((DATA / "keras-sgd-momentum").rglob("*.xplane.pb.gz"))
+    mode = run_facts(load_trace(path, use_cache=False)).get("mode")
+    assert not mode.known
+
+
+def test_a_new_calls_set_up_rows_are_named_only_where_the_rows_are_the_iterations():
+    """The rows that start a new call are the iterations' indexes: the rules read them
+    (no periodic extra, no input bottleneck) only where the breakdown's rows are those
+    iterations, and none where its rows are others (the same count or none)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from tracedata import corpus_context
+
+    _, a, ctx = corpus_context("tf_eval_metrics_dataset", 0)
+    calls = a.iterations.per_call()
+    assert len(calls) >= 2 and ctx.call_setups.tolist() == calls.tolist()
+    other = dataclasses.replace(ctx, bd=SimpleNamespace(starts=ctx.bd.starts[:-1]),
+                                memo={})
+    assert not len(other.call_setups)

@@ -16,14 +16,18 @@ corpus is not checked out.
 from __future__ import annotations
 
 import pytest
+from tracedata import corpus_capture
 from tracedata import corpus_context as analyzed
 
+from sofa_gui.core.analysis.findings import make_context
 from sofa_gui.core.analysis.findings.call_overhead import (
     FIXED_SHARE,
     SMALL_WORK,
     compiled_call_costs,
 )
 from sofa_gui.core.analysis.findings.read_rules import read_loops
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
 
 SCAN = "jax_train_scan_steps"
 #: Compute-bound compiled steps (JAX and TF, training and inference) whose calls' fixed
@@ -207,3 +211,38 @@ def test_a_wait_while_the_pool_threads_still_work_is_no_hand_back(k):
     assert sc.fixed < FIXED_SHARE * sc.wall
     assert finding(a, "call_overhead_bound") is None
     assert a.verdict.bound == "compute"
+
+
+def _fit_with_fetches_between_calls():
+    """(analysis, context) of the Keras fit of small batches with each conversion of a
+    batch between the train function's calls (``convert_to_tensor``, its ``tf.constant``
+    inside) named as a tf.data fetch (``IteratorGetNext``): main-thread waits between the
+    calls that the breakdown holds as input."""
+    t = load_trace(corpus_capture(NUMPY_FIT, 0), use_cache=False)
+    s = t.slices
+    fetch = len(t.names)
+    t.names.append("IteratorGetNext")
+    s.name[s.name == t.names.index("convert_to_tensor")] = fetch
+    a = analyze(t)
+    return a, make_context(t, a.iterations, a.breakdown, a.run)
+
+
+def test_waits_between_the_calls_that_another_category_holds_are_not_moved_again():
+    """Fetches between the calls are input in the breakdown: the finding's share, which
+    the verdict moves from compute to host overhead, leaves them out (else the verdict
+    counts them twice, as input and as host overhead), and so does the estimate (several
+    steps per call still fetch every batch); without them (the capture as it is) the
+    share is all the time outside the programs."""
+    a, ctx = _fit_with_fetches_between_calls()
+    sc = compiled_call_costs(ctx)
+    assert sc is not None and 0.04 * sc.wall < sc.kept <= sc.held
+    f = finding(a, "call_overhead_bound")
+    assert f is not None and a.verdict.bound == "host_overhead"
+    assert f.share == pytest.approx((sc.outside - sc.held) / sc.wall)
+    assert a.verdict.shares["input"] >= sc.kept / sc.wall  # held as input, and kept there
+    _, plain, pctx = analyzed(NUMPY_FIT, 0)
+    psc = compiled_call_costs(pctx)
+    assert psc.held == psc.kept == 0
+    p = finding(plain, "call_overhead_bound")
+    assert p.share == pytest.approx(psc.outside / psc.wall)
+    assert f.estimated_speedup < p.estimated_speedup  # the fetches stay in the step

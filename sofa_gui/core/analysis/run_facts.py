@@ -206,6 +206,13 @@ _TF_DECREMENT = _TF_OP + r"AssignSubVariableOp$"
 #: are only set and added to, as Keras metrics keep their totals and counts (an
 #: ``evaluate``), not trained.
 _TF_UPDATES = _TF_OP + r"(Resource(Sparse)?Apply|ResourceScatter)"
+#: A variable set and one added to inside compiled functions, or both eagerly: an
+#: optimizer's slots set and its weights added to (Keras 3's SGD with momentum, which
+#: neither decrements nor applies).  Metrics do not write both ways in one place: Keras
+#: 3's set their totals inside the step, Keras 2's add to them, each resetting them
+#: eagerly between calls.
+_TF_SET_ADD = [(r"^(?:_Mkl(?:Native)?)?Assign", r"VariableOp$"),
+               (r"^EagerLocalExecute: (?:_Mkl(?:Native)?)?Assign", r"VariableOp$")]
 
 
 @probe
@@ -235,17 +242,21 @@ def _tf_absence(trace: Trace, ops: int) -> Fact:
     need not be named for it (a matmul's gradient is a ``MatMul``), but training cannot
     leave the weights unwritten. Writes that only set and add to variables (an
     evaluation's metrics) with no gradient op are inference too: an optimizer's update
-    decrements (Keras 3, caught before), applies or scatters."""
+    decrements (Keras 3, caught before), applies or scatters, or sets some variables
+    and adds to others in one place (:data:`_TF_SET_ADD`): unknown then."""
     if first_named(trace, _TF_WRITES) < 0:
         return Fact("mode", "inference", "no gradient op and no variable written",
                     f"among {ops:,} framework ops, none is a gradient op and none writes a "
                     f"variable (an optimizer's update is such an op)")
-    if first_named(trace, _TF_UPDATES) >= 0:
+    if first_named(trace, _TF_UPDATES) >= 0 or any(
+            first_named(trace, a + b) >= 0 and first_named(trace, a + "Add" + b) >= 0
+            for a, b in _TF_SET_ADD):
         return Fact("mode")
     return Fact("mode", "inference", "no gradient op, variables only set or added to",
                 f"among {ops:,} framework ops, none is a gradient op and the variables "
-                f"written are only set and added to, as metrics keep their state (an "
-                f"optimizer's update applies, scatters or decrements)")
+                f"written are set or added to as metrics keep their state, not both in one "
+                f"place (an optimizer's update applies, scatters, decrements, or sets its "
+                f"slots and adds to its weights)")
 
 
 @probe

@@ -31,15 +31,19 @@ The check holds where the fixed cost is a large part of the step and at least ha
 program's work (:data:`FIXED_SHARE`, :data:`SMALL_WORK`), with fewer than
 :data:`.eager_ops.MIN_DISPATCHES` calls per step (more are ops dispatched one at a
 time, or requests answered one at a time: :mod:`.eager_dispatch`, :mod:`.small_batch`).
-What the fix saves is all of the steps' time outside the programs' run: the fixed cost
-and the loop's own work between the calls (its Python, its eager ops, Keras's callbacks,
-which ``fit`` runs once per call); the share, which the verdict moves to host overhead,
-is that less what the breakdown holds as host overhead already (a Python tracer's
-frames), never under the fixed cost.  The fix gives each call more work: several steps
+What the fix saves is the steps' time outside the programs' run but the waits every step
+still makes (its batch fetched, its collectives, its copies): the fixed cost and the
+loop's own work between the calls (its Python, its eager ops, Keras's callbacks, which
+``fit`` runs once per call).  The share, which the verdict moves from compute to host
+overhead, is the time outside the programs less what the breakdown holds in another
+category than compute already (a Python tracer's frames and runtime calls as host
+overhead, fetches as input, reads' waits as sync, collectives, copies: each counted
+once), never under the fixed cost.  The fix gives each call more work: several steps
 in one call (``jax.lax.scan`` over stacked batches, a loop inside the ``tf.function``,
 Keras ``steps_per_execution``), which pays all of it once for all of them and keeps the
-program's work.  The estimate is that limit: the step as its programs' work alone
-(several steps per call approach it; the trace cannot say how many a program can merge),
+program's work.  The estimate is that limit: the step as its programs' work and those
+waits alone (several steps per call approach it; the trace cannot say how many a
+program can merge),
 read as the other host-side fixes are (:func:`.host_estimate.speedup_without`: the
 programs' math as captured, their per-op work without the profiler's cost, warmer once
 most of the step is gone).
@@ -108,9 +112,13 @@ class CompiledCallCosts:
     #: holds past the call's return (a read of it: ``float``, ``np.asarray``)
     same: int = 0
     waited: int = 0
-    #: of the steps' time outside the programs, what the breakdown holds as host overhead
-    #: already (a Python tracer's frames, runtime calls)
+    #: of the steps' time outside the programs, what the breakdown holds in a category
+    #: other than compute already: host overhead (a Python tracer's frames, runtime
+    #: calls), input (a fetch), sync (a read's wait), communication, memory copies
     held: float = 0.0
+    #: of that, the waits several steps per call still make: the input fetched, the
+    #: collectives, the copies (a step's read of its result is the calls' hand-back)
+    kept: float = 0.0
 
     @property
     def fixed(self) -> float:
@@ -121,6 +129,12 @@ class CompiledCallCosts:
         """The steps' time outside their programs' run: the calls' fixed cost and all the
         loop does between the calls (its Python, its eager ops, its callbacks)."""
         return max(self.wall - self.program, 0.0)
+
+    @property
+    def merged_away(self) -> float:
+        """What several steps per call save of the steps' time outside their programs:
+        all of it but the waits they still make (:attr:`kept`)."""
+        return max(self.outside - self.kept, 0.0)
 
     @property
     def per_item(self) -> bool:
@@ -180,17 +194,28 @@ def _compiled_call_costs(ctx: Ctx) -> CompiledCallCosts | None:
     return CompiledCallCosts(ctx.trace.names[int(by_name.argmax())], kept, len(kept) / len(r),
                              float((we - ws).sum()), program, dispatch, handback,
                              _python(ctx, host, kept, ps, pe), int(by_name.max()), waited,
-                             _held(ctx, host, ps, pe))
+                             _held(ctx, host, ps, pe, HELD), _held(ctx, host, ps, pe, KEPT))
 
 
-def _held(ctx: Ctx, host, ps: np.ndarray, pe: np.ndarray) -> float:
-    """ns of the steady steps' main thread that the breakdown holds as host overhead
-    already outside the programs' run: its Python frames (a Python tracer's) and runtime
-    calls while no program runs."""
+#: The breakdown's categories other than compute and host overhead, whose slices it names.
+HELD = ("data_loading", "sync", "communication", "memcpy")
+#: Of them, the waits a step makes however many steps one call runs.
+KEPT = ("data_loading", "communication", "memcpy")
+
+
+def _held(ctx: Ctx, host, ps: np.ndarray, pe: np.ndarray, categories: tuple) -> float:
+    """ns of the steady steps' main thread that the breakdown holds in ``categories``
+    (their slices, with what other threads run while the main thread waits for them)
+    outside the programs' run, and with :data:`HELD` its Python frames (a Python
+    tracer's) and runtime calls too: what it holds in another category than compute."""
     t = ctx.trace
     s = t.slices
     mine = ctx.steady_slices(host)
-    mine = mine[np.isin(R.host_roles(t, mine), [R.PYTHON, R.RUNTIME])]
+    named = np.concatenate([host.role_slices.get(c, mine[:0]) for c in categories])
+    named = named[ctx.in_steady(s.start[named], host.starts, host.ends)]
+    mine = mine[np.isin(R.host_roles(t, mine), [R.PYTHON, R.RUNTIME])] if (
+        categories == HELD) else mine[:0]
+    mine = np.concatenate([mine, named]).astype(np.int64)
     if not len(mine):
         return 0.0
     r = ctx.rows
@@ -308,9 +333,12 @@ def call_overhead_bound(ctx: Ctx, spec: Rule) -> Finding | None:
         return None
     wall = sc.wall or 1.0
     share = min(sc.fixed / wall, 1.0)
-    gone = min(max(sc.outside / wall, share), 0.99)
-    # the verdict moves the finding's share to host overhead: not what it holds already
-    moved = min(max(gone - sc.held / wall, share), gone)
+    # several steps per call keep the waits between the calls (fetches, collectives,
+    # copies); one call over the items keeps none of the loop's time outside its program
+    gone = min(max((sc.outside if sc.per_item else sc.merged_away) / wall, share), 0.99)
+    # the verdict moves the finding's share from compute to host overhead: not what
+    # another category holds already (host overhead, input, sync, communication, copies)
+    moved = min(max(sc.outside / wall - sc.held / wall, share), gone)
     n = max(len(ctx.rows), 1)
     summary = (f"Each steady iteration makes {sc.per_step:,.1f} call"
                f"{'s' if sc.per_step != 1 else ''} of the compiled function {sc.name}, whose "

@@ -59,6 +59,16 @@ class Ctx:
         """Steady-state rows of the breakdown."""
         return np.flatnonzero(self.ph.steady)
 
+    @property
+    def call_setups(self) -> np.ndarray:
+        """Rows that start a new high-level call (``Iterations.per_call``: a Keras
+        ``evaluate`` / ``predict`` per step), every step's own set-up, not extra work; none
+        where the breakdown's rows are not the iterations (their indexes name other
+        rows)."""
+        if len(self.iters) != len(self.bd.starts):
+            return np.zeros(0, np.int64)
+        return self.iters.per_call()
+
     def call_ns(self, wall: float, steps: int) -> float:
         """Main-thread time per call of the step in ``wall`` ns over ``steps`` steps: the
         step's length, or its share where a step makes several identical calls (the

@@ -115,8 +115,8 @@ def _pipeline_per_call(ctx: Ctx) -> str:
     call: the wait is its start (the first element after the iterator is made) and one
     fetch per small batch, the call's own overhead, which fewer and larger calls remove;
     not a pipeline that a running loop outpaces."""
-    rows = ctx.iters.per_call()
-    if not len(rows) or len(ctx.iters) != len(ctx.bd.starts):
+    rows = ctx.call_setups
+    if not len(rows):
         return ""
     s = ctx.trace.slices
     made = np.flatnonzero(np.isin(s.name, ctx.trace.name_ids(makes_iterator)))

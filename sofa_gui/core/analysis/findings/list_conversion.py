@@ -1,11 +1,13 @@
 """A JAX batch converted from a Python list of arrays each step: ``jnp.array(images)``.
 
-The loop's own ``jnp.array`` / ``jnp.asarray`` calls are input (:mod:`..host_side`).  Given
-one numpy array such a call records about 70-80 frames of JAX's Python tracer; given a
-Python list of arrays (samples gathered one by one) it walks the list in Python, every
-element's dtype, weak type and tree checked, and records thousands (10,000-13,000 for a
-list of 512 images, as many for their 512 labels): at least :data:`MIN_WALK_EVENTS`
-frames in one call is such a walk.  Inside the walk the call does two things a batch
+The loop's own ``jnp.array`` / ``jnp.asarray`` calls that walk a Python list are input
+(:mod:`..host_side`, whose test this is).  Given one numpy array such a call records
+about 70-130 frames of JAX's Python tracer (a host-to-device copy); given a Python list of
+arrays (samples gathered one by one) it walks the list in Python, every element's dtype,
+weak type and tree checked, and records thousands (10,000-13,000 for a list of 512
+images, as many for their 512 labels): at least
+:data:`..host_side.MIN_WALK_EVENTS` frames in one call is such a walk.  Inside the walk
+the call does two things a batch
 needs whatever its form: numpy's copy of the elements into one array (``$numpy
 asarray``) and the transfer of that array to the device (``_convert_element_type``).
 
@@ -24,14 +26,11 @@ import re
 import numpy as np
 
 from ...units import fmt_ns
-from ..host_side import JAX_CONVERSION
+from ..host_side import JAX_CONVERSION, events_inside
 from ..self_time import parents
 from .context import Ctx
 from .recorder_cost import tracer_per_event_ns
 
-#: Frames one ``jnp.array`` call records at least when it walks a list of elements (one
-#: numpy array: 70-80).
-MIN_WALK_EVENTS = 1000
 #: What the conversion keeps after the fix: numpy's copy of the elements into one array
 #: and the array's transfer to the device.
 _KEPT = re.compile(r"^\$numpy (asarray|array|stack)$|^\$lax\.py:\d+ _convert_element_type$")
@@ -50,18 +49,7 @@ def _walked(ctx: Ctx, host) -> tuple[np.ndarray, np.ndarray]:
     conv = conv[ctx.in_steady(s.start[conv], host.starts, host.ends)]
     if not len(conv):
         return conv, np.zeros(0, np.int64)
-    events = _events_in(ctx, host.lane, conv)
-    keep = events >= MIN_WALK_EVENTS
-    return conv[keep], events[keep]
-
-
-def _events_in(ctx: Ctx, lane: int, calls: np.ndarray) -> np.ndarray:
-    """Per call of ``lane``, the events it covers itself included."""
-    s = ctx.trace.slices
-    mine = ctx.trace.lane_slices(lane)
-    st = np.sort(s.start[mine])
-    return (np.searchsorted(st, s.end[calls], side="left")
-            - np.searchsorted(st, s.start[calls], side="left")).astype(np.int64)
+    return conv, events_inside(ctx.trace, host.lane, conv)  # input only where they walk
 
 
 def unseen(ctx: Ctx) -> str:
@@ -85,7 +73,8 @@ def list_conversion_gain(ctx: Ctx) -> tuple[float | None, str, float]:
     mine = ctx.trace.lane_slices(host.lane)
     kids = mine[np.isin(par[mine], conv)]
     kept = kids[np.isin(s.name[kids], ctx.trace.name_ids(_KEPT.match))]
-    kept_ns = float(s.dur[kept].sum()) - float(_events_in(ctx, host.lane, kept).sum()) * per_event
+    kept_ns = (float(s.dur[kept].sum())
+               - float(events_inside(ctx.trace, host.lane, kept).sum()) * per_event)
     walk = float(s.dur[conv].sum()) - float(events.sum()) * per_event - max(kept_ns, 0.0)
     steady = ctx.in_steady(s.start[mine], host.starts, host.ends)
     wall = float((host.ends[r] - host.starts[r]).sum()) - float(steady.sum()) * per_event

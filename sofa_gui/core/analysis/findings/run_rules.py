@@ -183,7 +183,7 @@ def _one_off_events(ctx: Ctx) -> np.ndarray:
       factors={"seen_once": 0.6})
 def periodic_extra(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
-    ex = np.setdiff1d(ctx.ph.extras, ctx.iters.per_call())  # a call's set-up: no extra
+    ex = np.setdiff1d(ctx.ph.extras, ctx.call_setups)  # a call's set-up: no extra
     r = ctx.rows
     if not len(ex) or not len(r):
         return None

@@ -55,7 +55,8 @@ def small_batch_inference(ctx: Ctx, spec: Rule) -> Finding | None:
     training = ctx.facts.value("mode") == "training"
     wall = float((host.ends[r] - host.starts[r]).sum()) or 1.0
     work = float(self_times(ctx, math).sum()) + _in_read_loops_ns(ctx, host, r)
-    work += found.calls.pool_ns if found.calls is not None else _long_ops_ns(ctx, mine, math)
+    work += (found.calls.pool_ns if found.calls is not None else
+             0.0 if training else _long_ops_ns(ctx, mine, math))
     share = max(1.0 - work / wall, 0.0)
     ops = mine[s.depth[mine] == s.depth[mine].min()] if len(mine) else mine
     causes = causes_by_name(ctx, ops, s.dur[ops], float(s.dur[ops].sum()) or 1.0)
@@ -152,7 +153,12 @@ def _long_ops_ns(ctx: Ctx, mine: np.ndarray, math: np.ndarray) -> float:
     a pooling or an ``argmax`` over a large map, a transposed convolution): work on the
     op's data, which a batch keeps, not the call's fixed cost; but for the ops on data
     every one-row request shares (:mod:`.shared_data`: a bank read for each query), which
-    a batch reads once."""
+    a batch reads once.  Inference only: a step that trains on one sample runs its other
+    ops (the autograd's bookkeeping, the optimizer's update of every weight) once a step
+    whatever its batch, so a larger batch pays them once for all its samples, as it pays
+    the calls' fixed cost; and at one sample a step such an op over :data:`.work.TINY_NS`
+    is a tiny op the loaded machine stretched (a ``view``, a ``fill_``, an ``add_`` in one
+    capture, not the other)."""
     other = mine[~np.isin(mine, math)]
     own = self_times(ctx, other)
     long = own > TINY_NS

@@ -264,15 +264,16 @@ def _with_step(ops: MainOps, heads: np.ndarray, runs: np.ndarray) -> tuple[np.nd
     """(the fetch ops that start a step, how many others there were): a fetch after
     which the compiled step does not run (``runs``: its dispatches) before the next fetch
     is part of the next fetch's step (the fetch that finds the epoch's end, then the
-    iterator made anew and its first fetch, all wait for the step's input); one at the
-    end, with no step after it, stays in the last step."""
+    iterator made anew and its first fetch, all wait for the step's input); those at the
+    end, however many, with no step after them, stay in the last step."""
     if len(heads) < 2:
         return heads, 0
     t = ops.start[heads]
     nxt = np.r_[t[1:], np.iinfo(np.int64).max]
-    holds = np.searchsorted(runs, nxt, "left") > np.searchsorted(runs, t, "left")
-    keep = np.r_[True, holds[:-1]]
-    keep[-1] &= bool(holds[-1])
+    before = np.searchsorted(runs, t, "left")
+    holds = np.searchsorted(runs, nxt, "left") > before
+    keep = np.r_[True, holds[:-1]] & (before < len(runs))  # a step runs after it
+    keep[0] |= not keep.any()
     return heads[keep], int((~keep).sum())
 
 
