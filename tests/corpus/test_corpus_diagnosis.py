@@ -63,12 +63,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
         "pt_infer_gpt_no_kv_cache": "compute 1.00 measured (the prefix recomputed each "
                                     "token; a KV cache 1.92x); both captures read "
                                     "op_overhead_bound at 0.7, a share no fix measures",
-        "tf_infer_eager_image_preprocess": "input 0.81 measured (16 photos decoded and "
-                                           "resized eagerly before each batched call); "
-                                           "op overhead read at 0.68 and 0.58 confidence",
-        "tf_infer_seq2seq_token_calls": "host overhead 0.68 measured (one decoder call per "
-                                        "token, 3.36x in one tf.function); an input "
-                                        "pipeline (0.63) and a periodic extra (0.7) read",
     },
     "verdict": {
         "tf_infer_tflite_invoke_loop": "host overhead 0.64 measured (one invoke per batch, "
@@ -82,9 +76,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
                                       "experts local and no collective, 2.10x); the main "
                                       "thread's exposed all_to_all and all_reduce read "
                                       "0.20 of the step, compute 0.80 on both captures",
-        "tf_infer_eager_image_preprocess": "input 0.81 measured (per-photo eager decode "
-                                           "and resize, 2.87x in a parallel tf.data map); "
-                                           "read as compute, then host overhead",
     },
 }
 
