@@ -90,7 +90,7 @@ def load_photo(data):
 
 
 @case("tf_infer_eager_image_preprocess", "tensorflow", "inference", 3,
-      {**TF, "mode": "inference", "tf_function": True}, split="holdout", warmup=3,
+      {**TF, "mode": "inference", "tf_function": True}, split="tuned", warmup=3,
       fix="the decoding in a tf.data map(num_parallel_calls=AUTOTUNE) + batch + prefetch",
       tags=["preprocessing", "eager", "images", "serving"])
 def tf_infer_eager_image_preprocess(variant):
@@ -168,7 +168,7 @@ class Translator(tf.Module):
 
 
 @case("tf_infer_seq2seq_token_calls", "tensorflow", "inference", 3,
-      {**TF, "mode": "inference", "tf_function": True}, split="holdout", warmup=3,
+      {**TF, "mode": "inference", "tf_function": True}, split="tuned", warmup=3,
       fix="the decoding loop inside one tf.function (tf.while_loop over the tokens)",
       share_from_fix="host_overhead", tags=["seq2seq", "decode", "python_loop"])
 def tf_infer_seq2seq_token_calls(variant):

@@ -57,14 +57,7 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
-    "false_positive": {
-        "tf_infer_eager_image_preprocess": "input 0.81 measured (16 photos decoded and "
-                                           "resized eagerly before each batched call); "
-                                           "op overhead read at 0.68 and 0.58 confidence",
-        "tf_infer_seq2seq_token_calls": "host overhead 0.68 measured (one decoder call per "
-                                        "token, 3.36x in one tf.function); an input "
-                                        "pipeline (0.63) and a periodic extra (0.7) read",
-    },
+    "false_positive": {},
     "verdict": {
         "tf_infer_tflite_invoke_loop": "host overhead 0.64 measured (one invoke per batch, "
                                        "2.81x); the profiler records only the tf.data "
@@ -74,9 +67,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
                                     "0.35); both captures read host overhead 0.54, a "
                                     "share of the captured step, the profiler's cost "
                                     "of its 3,500 events a step (a quarter) in it",
-        "tf_infer_eager_image_preprocess": "input 0.81 measured (per-photo eager decode "
-                                           "and resize, 2.87x in a parallel tf.data map); "
-                                           "read as compute, then host overhead",
     },
 }
 

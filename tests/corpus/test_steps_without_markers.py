@@ -71,7 +71,9 @@ UNGROUPED = {"tf_predict_per_sample": "4 predict calls a step: the 16 calls reco
 #: (docs/diagnosis.md, "First looks"): what the splitter reads instead. The character
 #: generator is studied (tuned) but not grouped yet: its calls' events repeat every 5 calls
 #: with more than one of them differing, yet its op-overhead estimate drops to 3.9x
-#: (15.9x measured) once it is read as 3 steps of 5 calls.
+#: (15.9x measured) once it is read as 3 steps of 5 calls.  The translator is studied too:
+#: its encoder call opening each request of 32 decoder calls reads as each request's own
+#: start (no periodic extra), but its iterations stay one per decoder call.
 FIRST_LOOK = {"tf_infer_char_generation_eager": "15 iterations for 3 steps: one per eager "
                                                 "model call, 5 a step (a character each)",
               "tf_eval_metrics_dataset": "12 iterations for 3 steps, one per input fetch: "

@@ -176,6 +176,8 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     hb = hidx[R.host_roles(trace, hidx) == R.BACKWARD]
     waited = R.waits_for(trace, hidx)
     conv, prep = _batch_conversions(trace, idx)
+    made, (mlo, mhi) = eager_decoding(trace, main, idx)
+    prep = (np.r_[prep[0], mlo], np.r_[prep[1], mhi])
     jconv, jcopy = _jax_batch_conversions(trace, main, idx)
     if len(jconv):
         conv = np.sort(np.concatenate([conv, jconv]))
@@ -208,7 +210,8 @@ def compute_host(trace: Trace, rank: int, ws: np.ndarray, we: np.ndarray) -> Hos
     launches = np.bincount(lw[lw >= 0], minlength=len(ws)).astype(np.int64)
     role_slices = {_ROLE_CATEGORY[r]: idx[role == r] for r in (R.DATA_LOADING, R.SYNC,
                                                                 R.MEMCPY, R.COMMUNICATION)}
-    role_slices["data_loading"] = np.sort(np.concatenate([role_slices["data_loading"], conv]))
+    role_slices["data_loading"] = np.sort(np.concatenate([role_slices["data_loading"], conv,
+                                                          made]))
     role_slices["memcpy"] = np.sort(np.concatenate([role_slices["memcpy"], jcopy]))
     for r in _WAITED:  # what other threads run while the main thread waits for it
         cat = _ROLE_CATEGORY[r]
@@ -291,6 +294,11 @@ _VARIABLE_WRITE = re.compile(r"^EagerLocalExecute: Assign(Add|Sub)?VariableOp$")
 _STATE_MATH_OPS = (r"ReadVariableOp|Mul|AddV2|Add|AddN|Sub|RealDiv|Div|DivNoNan|Neg|Sqrt"
                    r"|Rsqrt|Square|SquaredDifference|Pow|Exp|Log|Log1p|Maximum|Minimum|Abs"
                    r"|Sign|Reciprocal|ClipByValue|Cast|Identity")
+#: Eager ops whose constant argument TensorFlow makes itself from a Python value: a
+#: reduction's axes (``tf.reduce_all(done)`` converts ``range(rank)``) and a fill's value
+#: (``tf.zeros_like``, ``tf.fill``).  A conversion the next eager op of which is one of
+#: them is that argument, not a batch.
+_ARGUMENT_OPS = re.compile(r"^EagerLocalExecute: (All|Any|Sum|Mean|Max|Min|Prod|Fill)$")
 #: TensorFlow's elementwise arithmetic and variable reads run eagerly: what an update of a
 #: variable from its own value and others' is made of (``ema.assign(decay * ema + (1 -
 #: decay) * w)``, ``v.assign_sub(lr * m)``): no read of data, no matmul, no function call.
@@ -317,14 +325,15 @@ def _batch_conversions(trace: Trace, idx: np.ndarray) -> tuple[np.ndarray, tuple
     (``AssignVariableOp``: Keras's ``train_on_batch`` resetting its metrics, a loop's
     ``variable.assign(value)``), or that only elementwise arithmetic on variables' values
     separates from the next variable write (a Python number in ``ema.assign(decay * ema +
-    (1 - decay) * w)``), sets state, not a batch: it is not input."""
+    (1 - decay) * w)``), sets state, not a batch: it is not input; nor is one that the
+    next eager op takes as its axes or fill value (:data:`_ARGUMENT_OPS`)."""
     s = trace.slices
     names = trace.memo("host_side.conversion_ids",
                        lambda: trace.name_ids(BATCH_CONVERSION.match))
     idx = idx[np.argsort(s.start[idx], kind="stable")]
     conv = np.flatnonzero(np.isin(s.name[idx], names) & (s.depth[idx] == s.depth[idx].min())
                           ) if len(names) and len(idx) else np.zeros(0, np.int64)
-    conv = conv[~_writes_variable(trace, idx, conv)]
+    conv = conv[~_writes_variable(trace, idx, conv) & ~_makes_argument(trace, idx, conv)]
     if not len(conv):
         return conv, (np.zeros(0, np.int64), np.zeros(0, np.int64))
     reach = np.maximum.accumulate(s.end[idx])  # latest end among the events up to each
@@ -396,6 +405,68 @@ def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndar
     has = stop < len(other)
     out = np.zeros(len(conv), bool)
     out[has] = np.isin(names[other[stop[has]]], write)
+    return out
+
+
+#: TensorFlow ops that decode or parse stored data into tensors (images, audio, CSV rows,
+#: ``tf.train.Example`` records) or read a file: what a ``tf.data`` map runs to make the
+#: samples; run eagerly by the loop, they make its batch there.
+_EAGER_DECODE = re.compile(
+    r"^EagerLocalExecute: (Decode(Jpeg|AndCropJpeg|Png|Image|Bmp|Gif|Webp|Raw|CSV|Wav|"
+    r"ProtoV2|Base64)|Parse(Single)?(Sequence)?Example(V2)?|ReadFile)$")
+
+
+def eager_decoding(trace: Trace, main: int, idx: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """(the main thread's outermost slices in them, the intervals) in which the thread
+    makes the compiled step's input eagerly:
+    from the end of one call of the compiled step (:func:`compiled_step_calls`, with the
+    call that encloses it, a ``tf.function``'s own span) to the start of the next, where the
+    thread runs an eager decoding op (:data:`_EAGER_DECODE`) in between.  Files decoded,
+    resized and scaled one by one in a Python loop, then stacked and passed to the
+    compiled model: the ops and the Python between them make the batch the call consumes
+    (what a ``tf.data`` map would run on its own threads), input work, not the model's
+    per-op overhead."""
+    z = np.zeros(0, np.int64)
+    none = (z, (z, z.copy()))
+    decode = trace.memo("host_side.eager_decode_ids",
+                        lambda: trace.name_ids(_EAGER_DECODE.match))
+    if not len(decode) or not len(idx):
+        return none
+    s = trace.slices
+    ops = idx[np.isin(s.name[idx], decode)]
+    calls = compiled_step_calls(trace, main)
+    if not len(ops) or not len(calls):
+        return none
+    top = idx[s.depth[idx] == s.depth[idx].min()]
+    top = top[np.argsort(s.start[top], kind="stable")]
+    k = np.searchsorted(s.start[top], s.start[calls], side="right") - 1
+    held = (k >= 0) & (s.end[top[np.maximum(k, 0)]] >= s.end[calls])
+    lo = np.where(held, s.start[top[np.maximum(k, 0)]], s.start[calls]).astype(np.int64)
+    hi = np.where(held, s.end[top[np.maximum(k, 0)]], s.end[calls]).astype(np.int64)
+    begin = np.r_[int(s.start[idx].min()), hi[:-1]]
+    w = np.searchsorted(lo, s.start[ops], side="left")  # the call each decoding op precedes
+    ok = w < len(lo)
+    w = np.unique(w[ok][s.start[ops[ok]] >= begin[w[ok]]])
+    if not len(w):
+        return none
+    inside = covered(s.start[top], begin[w], lo[w])
+    return top[inside].astype(np.int64), (begin[w], lo[w])
+
+
+def _makes_argument(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarray:
+    """Per conversion ``idx[conv]`` (``idx`` in start order): whether the first eager op
+    the thread runs after it is one of :data:`_ARGUMENT_OPS` (the conversion is that op's
+    axes or fill value)."""
+    out = np.zeros(len(conv), bool)
+    takes = trace.memo("host_side.argument_op_ids",
+                       lambda: trace.name_ids(_ARGUMENT_OPS.match))
+    if not len(conv) or not len(takes):
+        return out
+    s = trace.slices
+    ops = idx[np.isin(s.name[idx], tf_eager_ids(trace)[0])]
+    nxt = np.searchsorted(s.start[ops], s.end[idx[conv]], side="left")
+    has = nxt < len(ops)
+    out[has] = np.isin(s.name[ops[nxt[has]]], takes)
     return out
 
 

@@ -28,6 +28,7 @@ from .context import (
     top_rows,
 )
 from .devices import INPUT_CATEGORIES, LAUNCH_CATEGORIES, TF_PROFILER
+from .eager_input import eager_decoding_speedup
 from .host_estimate import TINY_LOOP_UNPROFILED
 from .input_estimate import ASSUMED_CORES, map_contention, tf_pipeline_speedup
 from .input_pacing import loader_paces, unexplained_wait
@@ -198,7 +199,8 @@ def _input_fix_gain(ctx: Ctx, share: float, fix) -> tuple[float | None, str, flo
             ctx.facts.value("dataloader") == "single_process":
         return _loader_plan_gain(ctx, share)
     if fix.gain in ("cores", "core"):
-        return tf_pipeline_speedup(ctx, share, fix) or _parallel_speedup(
+        return tf_pipeline_speedup(ctx, share, fix) or eager_decoding_speedup(
+            ctx, fix) or _parallel_speedup(
             ctx, share, one=fix.gain == "core")
     return None, f"{fix.name} shortens only part of the wait", 1.0
 

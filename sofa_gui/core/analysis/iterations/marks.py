@@ -27,7 +27,7 @@ from ..one_off import is_start_up
 from ..results import Iterations, PeriodicExtra
 from ..roles import step_marker_ids
 from .landmarks import Landmarks
-from .recurring import extra_call_stats, new_calls, recurs
+from .recurring import extra_call_stats, new_calls, opens_window, recurs
 
 MAX_EVERY = 64  # longest extras period searched
 WARMUP_SLOWER = 2.0  # a leading iteration this many times the steady median is warm-up
@@ -263,6 +263,10 @@ def find_extra(trace: Trace, iters: Iterations, prof: Profile, heavy: np.ndarray
     per_call = new_calls(trace, lm.main_lane, iters.starts, iters.ends, holders, regular)
     if per_call:
         name = f"a new call's set-up (input pipeline, iterator or traced function), {name}"
+    elif opener := opens_window(trace, lm.main_lane, iters.starts, iters.ends, holders,
+                                regular):
+        per_call = True
+        name = f"each cycle's own call of {opener} (the profiled window opens with it), {name}"
     return PeriodicExtra(every, phase, name, max(cost, 0.0), share, holders, rests, per_call)
 
 

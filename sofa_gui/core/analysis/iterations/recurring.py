@@ -24,6 +24,7 @@ from ...trace import Kind, Trace
 from ..intervals import union
 from ..loader_restarts import fetch_intervals, restarts
 from ..roles import SETUP, step_marker_ids
+from .dispatch import dispatch_ids
 
 #: With this many slow iterations that share extra calls, the extra work recurs.
 MIN_OCCURRENCES = 3
@@ -191,6 +192,32 @@ def new_calls(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray, ext
     t = np.bincount(s.name[idx[reg]], weights=s.dur[idx[reg]].astype(np.float64))
     calls = np.bincount(w[s.name[idx] == int(np.argmax(t))], minlength=len(starts))
     return bool(calls[extra].max() <= np.median(calls[regular]))
+
+
+def opens_window(trace: Trace, lane: int, starts: np.ndarray, ends: np.ndarray, extra,
+                 regular) -> str:
+    """The compiled function (its dispatch name, "" where none) that every ``extra``
+    iteration calls (but the window's last, where the window may end first), no regular
+    one does, and the thread also calls before the first
+    iteration: the profiled window opens with it as each cycle does.  A loop whose
+    iterations are calls inside one step (a decoder step called once per output token)
+    starts each step, the first included, with a call of its own (the request's encoder):
+    each step's own start, not work a few steps add; an evaluation or a checkpoint every
+    few steps comes after the steps it follows, not before the first."""
+    extra, regular = np.asarray(extra, np.int64), np.asarray(regular, np.int64)
+    if lane < 0 or not len(extra) or not len(regular) or not len(starts):
+        return ""
+    s = trace.slices
+    idx = trace.lane_slices(lane)
+    idx = idx[np.isin(s.name[idx], dispatch_ids(trace))]
+    w = np.searchsorted(starts, s.start[idx], side="right") - 1
+    inside = (w >= 0) & (s.start[idx] < ends[np.maximum(w, 0)])
+    first = set(s.name[idx[s.start[idx] < starts[0]]].tolist())
+    for name in first - set(s.name[idx[inside & np.isin(w, regular)]].tolist()):
+        calls = np.bincount(w[inside & (s.name[idx] == name)], minlength=len(starts))
+        if (calls[extra[extra < len(starts) - 1]] > 0).all():  # the window may end first
+            return re.sub(r"^EagerLocalExecute: ", "", trace.names[int(name)])
+    return ""
 
 
 def name_base(names: list[str]) -> np.ndarray:

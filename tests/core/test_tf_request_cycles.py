@@ -1,0 +1,42 @@
+"""Per-call iterations whose cycle opens with a compiled call of its own, on real captures
+of the diagnosis corpus (``tests/data/corpus``): a decoder step called once per output
+token, a request's encoder call every 32 of them that also opens the profiled window, is
+each request's own start (no periodic extra); an evaluation's compiled function every few
+training steps, not called before the first, stays extra work.  A test is skipped when the
+corpus is not checked out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sofa_gui.core.analysis.pipeline import analyze
+from sofa_gui.core.importers import load_trace
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+
+
+def analyzed(case: str, k: int = 0):
+    truth = CORPUS / case / "truth.json"
+    if not truth.exists():
+        pytest.skip(f"corpus case {case} not in tests/data/corpus")
+    path = CORPUS / case / json.loads(truth.read_text())["captures"][k]
+    return analyze(load_trace(path, use_cache=False))
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_a_requests_encoder_call_opening_each_cycle_is_no_extra(k):
+    a = analyzed("tf_infer_seq2seq_token_calls", k)
+    (x,) = a.iterations.periodic_extras
+    assert x.every == 32 and x.per_call and "__inference_start" in x.name
+    assert not any(f.id == "periodic_extra" for f in a.findings)
+    assert a.verdict.bound == "host_overhead"
+
+
+def test_an_evaluation_every_few_steps_stays_extra():
+    a = analyzed("tf_fit_validation_epochs")
+    assert a.iterations.periodic_extras and not a.iterations.periodic_extras[0].per_call
+    f = next(f for f in a.findings if f.id == "periodic_extra")
+    assert f.confidence >= 0.5
