@@ -28,9 +28,11 @@ def analyzed(case: str, k: int = 0):
 
 @pytest.mark.parametrize("k", [0, 1])
 def test_a_requests_encoder_call_opening_each_cycle_is_no_extra(k):
+    """The request's encoder call, the rarest compiled call between decoder steps, marks
+    each request's step (3 captured); nothing of it reads as periodic extra work."""
     a = analyzed("tf_infer_seq2seq_token_calls", k)
-    (x,) = a.iterations.periodic_extras
-    assert x.every == 32 and x.per_call and "__inference_start" in x.name
+    assert len(a.iterations) == 3
+    assert not any(x for x in a.iterations.periodic_extras if not x.per_call)
     assert not any(f.id == "periodic_extra" for f in a.findings)
     assert a.verdict.bound == "host_overhead"
 

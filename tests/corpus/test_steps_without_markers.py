@@ -81,9 +81,7 @@ FIRST_LOOK = {"tf_infer_char_generation_eager": "15 iterations for 3 steps: one 
               "tf_predict_batch_size_1": "48 iterations for 3 steps, one per input fetch: "
                                          "16 one-row batches in each predict call",
               "tf_infer_retrace_request_lengths": "3 iterations for 4 steps: one tf.function "
-                                                  "call a step, most of them tracing anew",
-              "tf_infer_seq2seq_token_calls": "96 iterations for 3 steps: one per decoder "
-                                              "step call, 32 a step (a token each)"}
+                                                  "call a step, most of them tracing anew"}
 
 
 def _cases(framework: str) -> list[str]:
