@@ -7,23 +7,13 @@ corpus is not checked out."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-
-from sofa_gui.core.analysis.pipeline import analyze
-from sofa_gui.core.importers import load_trace
-
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+from tracedata import corpus_analysis
 
 
 def analyzed(case: str, k: int = 0):
-    truth = CORPUS / case / "truth.json"
-    if not truth.exists():
-        pytest.skip(f"corpus case {case} not in tests/data/corpus")
-    path = CORPUS / case / json.loads(truth.read_text())["captures"][k]
-    return analyze(load_trace(path, use_cache=False))
+    """The analysis of the ``k``-th capture of a corpus case."""
+    return corpus_analysis(case, k)[1]
 
 
 @pytest.mark.parametrize("k", [0, 1])
