@@ -169,23 +169,6 @@ def test_a_leading_step_slow_by_its_wait_for_workers_that_are_behind_stays_stead
     assert a.verdict.bound == "input" and a.verdict.share > 0.55
 
 
-def test_the_iterations_show_the_steady_state_the_findings_measure():
-    """The leading step slow by its wait for workers that are behind is steady on the
-    iterations too (their marks, their text), not only in the findings' rows; where no
-    step is so slow the detector's warm-up stays as it marked it."""
-    from sofa_gui.core.analysis.iterations import detect_iterations, iterations_text
-
-    t, a = analyzed("pt_train_pt_files_nw2", 1)
-    assert detect_iterations(t).steady_state_from > 0  # the detector's own marking
-    assert a.iterations.steady_state_from == 0 and not a.iterations.warmup.any()
-    assert "warm-up" not in "\n".join(iterations_text(t, a.iterations))
-    for case in ("pt_train_tokenize_collate_nw1", "pt_train_compile_startup"):
-        t, a = analyzed(case)
-        ctx = make_context(t, a.iterations, a.breakdown, a.run)
-        assert a.iterations.steady_state_from == detect_iterations(t).steady_state_from
-        assert len(ctx.ph.warmup) >= a.iterations.steady_state_from
-
-
 def test_a_slow_first_step_beside_workers_that_keep_up_stays_warm_up():
     """One worker tokenizing beside a compute-bound step keeps up (the steady steps wait
     for it 8% of the time): the slow first step is no loader's slow step."""

@@ -9,7 +9,7 @@ from test_analysis_aside import COUNT_FORKS, FORKED
 from tracedata import DATA
 
 from sofa_gui.app import jobs
-from sofa_gui.core.analysis.pipeline import STEPS, Options
+from sofa_gui.core.analysis.pipeline import PARTS, STEPS, Options
 
 TRACE = DATA / "kineto" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 
@@ -35,7 +35,7 @@ def test_open_job_hands_the_trace_then_each_analysis_part():
     jobs.open_job(state, str(TRACE), Options(iterations="auto"), load_mode="thread")
     first, *parts = state.results
     assert isinstance(first, jobs.TraceReady) and first.prepared.trace is first.trace
-    assert [type(p) for p in parts] == [jobs.AnalysisReady] * len(STEPS)
+    assert [type(p) for p in parts] == [jobs.AnalysisReady] * len(PARTS)
     assert [p.part for p in parts] == [s.part for s in STEPS]
     assert parts[0].analysis.findings is None  # a snapshot: later parts do not leak in
     assert parts[-1].analysis.findings is not None

@@ -5,9 +5,7 @@
 ready, so the app shows iterations before findings exist. The CLI, the reports,
 the diff and the app all read the same typed :class:`Analysis`. The verdict is
 computed once, by the findings step (the findings' notes read it), and becomes its
-part at the verdict step, in its turn.  The iterations are handed over twice: found, then
-with their warm-up marked as the breakdown and the run facts show it (one marking for
-the findings, the verdict and the iterations' view).
+part at the verdict step, in its turn.
 
 Adding a result is a change here only: a field on :class:`Analysis` and a step in
 :data:`STEPS` (``analyze --json`` carries it via its ``to_dict()``). Panels subscribe
@@ -100,15 +98,6 @@ def _run_facts(trace: Trace, a: Analysis, opts: Options, progress: Progress):
     return run_facts(trace)
 
 
-def _steady_marks(trace: Trace, a: Analysis, opts: Options, progress: Progress):
-    """The iterations again, their warm-up marked as the findings read it once the
-    breakdown and the run facts show it (a leading step slow by its wait for workers that
-    are behind is steady: :func:`.findings.steady.mark_paced_start`)."""
-    from .findings.steady import mark_paced_start
-
-    return mark_paced_start(a.iterations, a.breakdown, a.run)
-
-
 #: Where the findings step leaves the verdict it computed for the verdict step: an
 #: attribute of the analysis outside its parts, so that no part shows before its turn
 #: (:func:`analyze` removes it however the run ends, a cancellation included).
@@ -167,7 +156,6 @@ STEPS: tuple[Step, ...] = (
     Step("iterations", "Finding iterations", 0.4, _iterations),
     Step("breakdown", "Breaking down iterations", 0.4, _breakdown),
     Step("run", "Reading run facts", 0.05, _run_facts),
-    Step("iterations", "Marking the steady steps", 0.01, _steady_marks),
     Step("findings", "Looking for bottlenecks", 0.15, _findings),
     Step("verdict", "Naming what limits the run", 0.01, _verdict),
     Step("input_pipeline", "Reading the tf.data pipeline", 0.02, _input_pipeline),

@@ -21,9 +21,7 @@ uncached tf.data pipeline's threads) feed the run and the steady steps wait for 
 wait for the next batch (at least :data:`BY_WAIT` of its excess in the fetch) is one of the
 loader's slow steps, not a start (a capture of one-file-per-sample loading holds a 24 ms
 first step that way, and its other capture a 26 ms last one, among steps of 2.5-12 ms).
-Those leading steps stay steady state (:func:`loader_waits` gives the waits), in the
-iterations' own marking too (:func:`mark_paced_start`: their text and view show what the
-findings measure).
+Those leading steps stay steady state (:func:`loader_waits` gives the waits).
 """
 
 from __future__ import annotations
@@ -99,22 +97,6 @@ def loader_waits(breakdown, facts) -> np.ndarray | None:
     beside = facts.value("dataloader") == "workers" or (
         facts.value("tf_data") is not None and facts.value("tf_data_cache") == "none")
     return host.column("data_loading").astype(np.float64) if beside else None
-
-
-def mark_paced_start(iters, breakdown, facts):
-    """``iters`` with the detector's warm-up rows that :func:`phases` keeps steady (slow by
-    their wait for workers that are behind) marked steady on it too, so its text and view
-    show the steady state the findings and the verdict measure."""
-    if (iters is None or breakdown is None or breakdown.whole_trace
-            or getattr(iters, "warmup", None) is None or not iters.steady_state_from
-            or len(iters) != len(breakdown.durations)):
-        return iters
-    j = len(phases(iters, breakdown.durations, False, loader_waits(breakdown, facts)).warmup)
-    if j < iters.steady_state_from:
-        warm = np.asarray(iters.warmup, bool).copy()
-        warm[j:] = False
-        iters.warmup, iters.steady_state_from = warm, j
-    return iters
 
 
 def _paced_start(ph: Phases, durations: np.ndarray, waits: np.ndarray | None) -> Phases:
