@@ -17,6 +17,11 @@ from sofa_gui.core.importers import load_trace
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 CASES = sorted(p.parent for p in CORPUS.glob("*/truth.json"))
+#: Cases whose run facts read wrong, so fixes for the mode read are shown (strict xfails,
+#: docs/diagnosis.md): case -> why.
+MISREAD_MODE = {"jax_train_kmeans_tol_check": "a k-means fit records the ops an inference "
+                                              "does (nearest-centroid assignment, a mean), "
+                                              "read as inference"}
 #: What each framework's API looks like in a fix's text.
 API = {"pytorch": r"\btorch\b|DataLoader|DistributedDataParallel|\bFSDP\b|cudnn",
        "tensorflow": r"\btf\.|[Kk]eras|TensorFlow",
@@ -69,7 +74,7 @@ def _contradiction(fix: Fix, truth: dict) -> str:
     if fix.framework != "any" and fw not in fix.framework.split("/"):
         return f"for {fix.framework}, the case is {fw}"
     for key, allowed in (("device", fix.devices), ("mode", fix.modes)):
-        if allowed and truth[key] not in allowed:
+        if allowed and truth[key] is not None and truth[key] not in allowed:
             return f"for {key} {allowed}, the case is {truth[key]}"
     for key, allowed in fix.needs:
         if key in truth and truth[key] not in allowed:
@@ -110,7 +115,9 @@ def test_fixes_shown_on_a_condition_are_named():
 
 
 @pytest.mark.skipif(not CASES, reason="no diagnosis corpus in tests/data/corpus")
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=MISREAD_MODE[c.name])]
+                 if c.name in MISREAD_MODE else []) for c in CASES])
 def test_every_fix_shown_on_a_case_fits_it(case):
     truth = json.loads((case / "truth.json").read_text())
     facts = run_facts(load_trace(case / truth["captures"][0]))
