@@ -77,18 +77,17 @@ def _rarest_between(trace: Trace, lane: int, d: np.ndarray) -> np.ndarray:
     calls = _outermost_dispatches(trace, lane)
     s = trace.slices
     cnt = np.bincount(s.name[calls])
-    best = _EMPTY
-    for nid in np.argsort(cnt, kind="stable").tolist():
+    for nid in np.argsort(cnt, kind="stable").tolist():  # the rarest first
         c = int(cnt[nid])
         if c < 2:
             continue
-        if 2 * c > len(d) or (len(best) and c > len(best)):
+        if 2 * c > len(d):
             break
         t = np.sort(s.start[calls[s.name[calls] == nid]])
         between = np.searchsorted(d, t[1:], "left") - np.searchsorted(d, t[:-1], "right")
-        if (between > 0).all() and not len(best):
-            best = t
-    return best.astype(np.int64)
+        if (between > 0).all():
+            return t.astype(np.int64)
+    return _EMPTY
 
 
 def _outermost_dispatches(trace: Trace, lane: int) -> np.ndarray:
