@@ -390,21 +390,26 @@ def _writes_variable(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndar
     """Per conversion ``idx[conv]`` (``idx`` in start order): whether the first eager op
     the thread runs after it, past elementwise arithmetic and variable reads
     (:func:`tf_eager_ids`), is a variable write."""
-    if not len(conv):
-        return np.zeros(0, bool)
+    _, write, math = tf_eager_ids(trace)
+    return np.isin(_next_eager_op(trace, idx, conv, past=math), write)
+
+
+def _next_eager_op(trace: Trace, idx: np.ndarray, conv: np.ndarray,
+                   past: np.ndarray | None = None) -> np.ndarray:
+    """Per conversion ``idx[conv]`` (``idx`` in start order): the name id of the first
+    eager op the thread runs after it, past those named in ``past``; -1 where none.
+    What a converted value is for shows in the op that takes it next."""
+    out = np.full(len(conv), -1, np.int64)
     s = trace.slices
-    run, write, math = tf_eager_ids(trace)
-    ops = np.flatnonzero(np.isin(s.name[idx], run))
-    if not len(ops) or not len(write):
-        return np.zeros(len(conv), bool)
-    names = s.name[idx[ops]]
-    # each op's first later op that is not state arithmetic (itself where it is not)
-    other = np.flatnonzero(~np.isin(names, math))
-    nxt = np.searchsorted(s.start[idx[ops]], s.end[idx[conv]], side="left")
-    stop = np.searchsorted(other, nxt, side="left")
-    has = stop < len(other)
-    out = np.zeros(len(conv), bool)
-    out[has] = np.isin(names[other[stop[has]]], write)
+    ops = idx[np.isin(s.name[idx], tf_eager_ids(trace)[0])] if len(conv) else idx[:0]
+    if not len(ops):
+        return out
+    names = s.name[ops]
+    keep = np.flatnonzero(~np.isin(names, past)) if past is not None else np.arange(len(ops))
+    nxt = np.searchsorted(s.start[ops], s.end[idx[conv]], side="left")
+    stop = np.searchsorted(keep, nxt, side="left")
+    has = stop < len(keep)
+    out[has] = names[keep[stop[has]]]
     return out
 
 
@@ -457,17 +462,9 @@ def _makes_argument(trace: Trace, idx: np.ndarray, conv: np.ndarray) -> np.ndarr
     """Per conversion ``idx[conv]`` (``idx`` in start order): whether the first eager op
     the thread runs after it is one of :data:`_ARGUMENT_OPS` (the conversion is that op's
     axes or fill value)."""
-    out = np.zeros(len(conv), bool)
     takes = trace.memo("host_side.argument_op_ids",
                        lambda: trace.name_ids(_ARGUMENT_OPS.match))
-    if not len(conv) or not len(takes):
-        return out
-    s = trace.slices
-    ops = idx[np.isin(s.name[idx], tf_eager_ids(trace)[0])]
-    nxt = np.searchsorted(s.start[ops], s.end[idx[conv]], side="left")
-    has = nxt < len(ops)
-    out[has] = np.isin(s.name[ops[nxt[has]]], takes)
-    return out
+    return np.isin(_next_eager_op(trace, idx, conv), takes)
 
 
 def _launched_bytes(trace: Trace, calls: np.ndarray, ws, we) -> np.ndarray:
