@@ -369,9 +369,9 @@ def _cmd_stats(args) -> int:
     return 0
 
 
-def _stats_scope(trace, args):
-    """Whole trace, a time range, one iteration or the steady state (iterations detected
-    only for the last two)."""
+def _stats_scope(trace, args, iterations=None):
+    """Whole trace, a time range, one iteration or the steady state (of ``iterations``,
+    the analysis's, else of :func:`_scope_iterations`)."""
     from .core.analysis import stats
     from .core.units import fmt_ns_exact, parse_time_range
 
@@ -383,12 +383,24 @@ def _stats_scope(trace, args):
         return scope
     if args.iteration is None and not args.steady:
         return stats.Scope()
-    from .core.analysis.iterations import detect_iterations
-
-    iters = detect_iterations(trace, mode=args.iterations)
+    iters = iterations if iterations is not None else _scope_iterations(trace, args)
     if args.steady:
         return stats.steady_scope(iters)
     return stats.iteration_scope(iters, args.iteration)
+
+
+def _scope_iterations(trace, args):
+    """The iterations ``--steady`` / ``--iteration`` read: for the steady state the
+    analysis's (cached), whose warm-up is the advisor's, the one every surface shows;
+    for one iteration detection alone (its window needs no warm-up)."""
+    if args.steady:
+        from .core.analysis.cache import analyze_cached
+        from .core.analysis.pipeline import Options
+
+        return analyze_cached(trace, Options(iterations=args.iterations)).iterations
+    from .core.analysis.iterations import detect_iterations
+
+    return detect_iterations(trace, mode=args.iterations)
 
 
 def _range_shape_ok(text: str) -> bool:
@@ -449,9 +461,9 @@ def _cmd_calltree(args) -> int:
         return _usage_error(f"--range wants {RANGE_SYNTAX}, not {args.range!r}")
     if args.depth is not None and args.depth < 1:
         return _usage_error(f"--depth must be >= 1, not {args.depth}")
-    trace, _ = _load_and_analyze(args.path, args)
+    trace, analysis = _load_and_analyze(args.path, args)
     try:
-        scope = _stats_scope(trace, args)  # the windows and labels of `stats`
+        scope = _stats_scope(trace, args, analysis.iterations)  # the windows of `stats`
         lanes, lane_label = calltree.pick_lanes(trace, args.lane)
     except (IndexError, ValueError) as exc:
         _error(f"{args.path}: {exc}")

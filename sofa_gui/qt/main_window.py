@@ -221,6 +221,7 @@ class MainWindow(QMainWindow):
         s.loading_started.connect(self._on_loading_started)
         s.trace_changed.connect(self._on_trace_changed)
         s.on_analysis("iterations", lambda: tl.set_iterations(s.iterations))
+        s.on_analysis("warmup", lambda: tl.set_iteration_marks(s.iterations))
         s.slice_selected.connect(self._raise_details)
         tl.tracks_changed.connect(self._remember_tracks)
         self.panels["breakdown"].category_clicked.connect(self._open_category)

@@ -50,6 +50,7 @@ class Session(QObject):
     run_changed = Signal()
     input_pipeline_changed = Signal()
     verdict_changed = Signal()
+    warmup_changed = Signal()  # the iterations' warm-up marks are now the advisor's
     analysis_finished = Signal()  # every analysis step of the current request is done
     load_failed = Signal(str, str)  # path, reason
     job_crashed = Signal(str)  # a bug in a background step, with its message

@@ -169,6 +169,11 @@ class TimelineModel:
             self.state.set_iterations(*(([], []) if empty else (iterations.starts,
                                                                  iterations.ends)))
         self.iter_labels = [] if empty else list(iterations.labels)
+        self.set_iteration_marks(iterations)
+
+    def set_iteration_marks(self, iterations) -> None:
+        """New warm-up / extra marks for the iterations shown (the analysis's final
+        warm-up): the bands, the view state and the selection stay."""
         self.iter_marks = IterationMarks.of(iterations, len(self.iter_starts))
         self.version += 1
 

@@ -5,7 +5,10 @@
 ready, so the app shows iterations before findings exist. The CLI, the reports,
 the diff and the app all read the same typed :class:`Analysis`. The verdict is
 computed once, by the findings step (the findings' notes read it), and becomes its
-part at the verdict step, in its turn.
+part at the verdict step, in its turn. The iterations are handed over with the
+detector's warm-up marks; once the run facts are known, the warm-up step marks the
+advisor's warm-up on them instead (:func:`advisor_warmup`), and its part tells viewers
+to refresh those marks: every surface shows the warm-up the verdict and findings use.
 
 Adding a result is a change here only: a field on :class:`Analysis` and a step in
 :data:`STEPS` (``analyze --json`` carries it via its ``to_dict()``). Panels subscribe
@@ -17,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..progress import NullProgress, Progress, subrange
 from ..trace import Trace
@@ -49,6 +54,8 @@ class Analysis:
     run: RunFacts | None = None  # what the program is (framework, device, ...), with proofs
     input_pipeline: InputPipeline | None = None  # tf.data stages and input wait (TF runs)
     verdict: Verdict | None = None  # what limits the run: bound, share, basis
+    #: the advisor's leading warm-up rows, marked on ``iterations`` from its step on
+    warmup: np.ndarray | None = None
 
     def to_dict(self, trace: Trace | None = None) -> dict:
         """JSON of every ready part (a new part's ``to_dict()`` is picked up by name);
@@ -60,13 +67,15 @@ class Analysis:
                "iterations": it, "findings": [f.to_dict() for f in self.findings or []]}
         for name in PARTS:
             value = getattr(self, name)
-            if name not in out and value is not None:
+            if name not in out and name not in IN_ITERATIONS and value is not None:
                 out[name] = value.to_dict() if hasattr(value, "to_dict") else value
         return out
 
 
 #: Names of the parts of an :class:`Analysis` (its fields).
 PARTS: tuple[str, ...] = tuple(f.name for f in fields(Analysis))
+#: Parts whose JSON is the iterations' (the warm-up rows are their ``warmup`` marks).
+IN_ITERATIONS = frozenset({"warmup"})
 
 #: ``run(trace, analysis so far, options, progress) -> value of the step's field``
 StepFn = Callable[[Trace, Analysis, Options, Progress], object]
@@ -129,16 +138,34 @@ def _verdict(trace: Trace, a: Analysis, opts: Options, progress: Progress):
 
 
 def verdict_of(iterations, breakdown, findings, facts=None):
-    """The verdict of an analysis's parts (warm-up rows read from its iterations and, with
-    the run's ``facts``, its loader's waits: :func:`.findings.steady.phases`)."""
-    from .findings.steady import loader_waits, phases
+    """The verdict of an analysis's parts, over the advisor's warm-up rows
+    (:func:`advisor_warmup`)."""
     from .verdict import compute_verdict
 
-    warm = None
-    if breakdown is not None and not breakdown.whole_trace:
-        warm = phases(iterations, breakdown.durations, False,
-                      loader_waits(breakdown, facts)).warmup
-    return compute_verdict(breakdown, findings, warm)
+    return compute_verdict(breakdown, findings, advisor_warmup(iterations, breakdown, facts))
+
+
+def advisor_warmup(iterations, breakdown, facts=None) -> np.ndarray | None:
+    """The leading rows the advisor leaves out as warm-up (:func:`.findings.steady.phases`:
+    the detector's marks, leading outliers, and, with the run's ``facts``, its loader's
+    waits); None for a whole-trace breakdown (no rows to leave out)."""
+    from .findings.steady import loader_waits, phases
+
+    if breakdown is None or breakdown.whole_trace:
+        return None
+    return phases(iterations, breakdown.durations, False,
+                  loader_waits(breakdown, facts)).warmup
+
+
+def _warmup(trace: Trace, a: Analysis, opts: Options, progress: Progress):
+    """The advisor's warm-up rows, from here on the iterations' marks too (its part tells
+    the viewers of the iterations to redraw their marks). Rows that are not the
+    iterations (a whole-trace breakdown) leave the detector's marks."""
+    rows = advisor_warmup(a.iterations, a.breakdown, a.run)
+    if rows is None or len(a.breakdown) != len(a.iterations):
+        return np.zeros(0, np.int64)
+    a.iterations.mark_warmup(len(rows))
+    return rows
 
 
 def _input_pipeline(trace: Trace, a: Analysis, opts: Options, progress: Progress):
@@ -156,6 +183,7 @@ STEPS: tuple[Step, ...] = (
     Step("iterations", "Finding iterations", 0.4, _iterations),
     Step("breakdown", "Breaking down iterations", 0.4, _breakdown),
     Step("run", "Reading run facts", 0.05, _run_facts),
+    Step("warmup", "Marking warm-up iterations", 0.01, _warmup),
     Step("findings", "Looking for bottlenecks", 0.15, _findings),
     Step("verdict", "Naming what limits the run", 0.01, _verdict),
     Step("input_pipeline", "Reading the tf.data pipeline", 0.02, _input_pipeline),

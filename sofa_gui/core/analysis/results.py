@@ -66,6 +66,10 @@ class Iterations:
     iteration, -1 unknown), ``device_starts/ends`` (span of the device work the
     iteration launched, -1 none), ``periodic_extras`` and ``repeats`` (calls of the
     main thread's most repeated call: how many times the step's inner loop ran).
+    The analysis then marks the advisor's warm-up instead of the detector's
+    (:meth:`mark_warmup`): it also reads the loader's waits and the inner loop's counts,
+    and every surface shows the one marking its numbers use; ``detected_from`` keeps
+    the detector's start, which the advisor's rule reads.
     """
 
     method: str  # "annotations" | "pattern" | "landmarks" | "none"
@@ -77,7 +81,7 @@ class Iterations:
     agreement: dict | None = None  # pattern vs annotations, when both exist
     reason: str = ""  # why none were found, or notes on how they were
     labels: list[str] = field(default_factory=list)  # e.g. "ProfilerStep#5"; may be empty
-    warmup: np.ndarray | None = None  # bool per iteration
+    warmup: np.ndarray | None = None  # bool per iteration: the leading warm-up shown
     steady_state_from: int = 0
     micro_batches: np.ndarray | None = None  # int per iteration, -1 unknown
     device_starts: np.ndarray | None = None  # int64 ns per iteration, -1 none
@@ -86,9 +90,32 @@ class Iterations:
     device_free_at: int = -1  # ns: when the device was free for iteration 0 (-1: unknown)
     periodic_extras: list[PeriodicExtra] = field(default_factory=list)
     repeats: np.ndarray | None = None  # int per iteration: its most repeated call's count
+    #: the detector's own ``steady_state_from`` once the advisor's warm-up is marked
+    #: instead (None: the marks are still the detector's)
+    detected_from: int | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    @property
+    def detector_from(self) -> int:
+        """Where the iteration detector's steady state starts, whichever warm-up is
+        marked: the input of the advisor's warm-up rule (:mod:`.findings.steady`), so
+        marking the advisor's warm-up again gives the same marks."""
+        return self.steady_state_from if self.detected_from is None else self.detected_from
+
+    def mark_warmup(self, k: int) -> None:
+        """Mark the first ``k`` iterations as the warm-up every surface shows, keeping the
+        detector's start in ``detected_from``. In place, as the detector's marks and the
+        pattern check's ``agreement`` are (one that lands after this still shows); the
+        mask is a new array, so marks a viewer built from the old one stay whole."""
+        n = len(self)
+        k = max(0, min(int(k), n))
+        warm = np.zeros(n, bool)
+        warm[:k] = True
+        self.detected_from = self.detector_from
+        self.steady_state_from = k
+        self.warmup = warm
 
     @property
     def durations(self) -> np.ndarray:

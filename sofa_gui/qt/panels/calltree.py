@@ -81,6 +81,7 @@ class CallTreePanel(ComputedWhenSeen, QWidget):
             combo.currentIndexChanged.connect(lambda _i: self.refresh())
         session.trace_changed.connect(self._on_trace)
         session.iterations_changed.connect(self.refresh)
+        session.warmup_changed.connect(self._on_warmup)
         session.iteration_selected.connect(self._on_iteration)
         session.range_selected.connect(self._on_range)
         self._stale = True
@@ -141,6 +142,11 @@ class CallTreePanel(ComputedWhenSeen, QWidget):
 
     def _on_iteration(self, _i: int) -> None:
         if self.scope_key == "iteration":
+            self.refresh()
+
+    def _on_warmup(self) -> None:
+        """The steady state starts after the analysis's final warm-up."""
+        if self.scope_key == "steady":
             self.refresh()
 
     def _on_range(self, rng) -> None:

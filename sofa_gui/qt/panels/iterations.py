@@ -1,7 +1,8 @@
 """Iterations dock: one row per iteration; click or Enter selects it and zooms there.
 
-Observes the session's ``iterations`` / ``breakdown`` parts (dominant category)
-and ``iteration_selected`` (a band clicked on the timeline selects the row).
+Observes the session's ``iterations`` / ``breakdown`` parts (dominant category), its
+``warmup`` part (the final warm-up marks: Step texts and summary, rows kept) and
+``iteration_selected`` (a band clicked on the timeline selects the row).
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ class IterationsModel(QAbstractTableModel):
         self._origin = origin_ns
         self._apply_sort()
         self.endResetModel()
+
+    def set_marks(self, iterations) -> None:
+        """The same iterations' final warm-up / extra marks: the Step texts change in place
+        (re-sorted, persistent indexes kept, when sorted by them), with no reset, so the
+        selection and the scroll position stay."""
+        self._marks = IterationMarks.of(iterations, len(self._starts))
+        if self._sort[0] == 1:
+            self.sort(*self._sort)
+        if len(self._starts):
+            self.dataChanged.emit(self.index(0, 1), self.index(len(self._starts) - 1, 1))
 
     def iteration_at(self, row: int) -> int:
         return int(self._order[row])
@@ -260,6 +271,7 @@ class IterationsPanel(QWidget):
         session.on_analysis("iterations", self._reload)
         session.on_analysis("breakdown", self._reload)
         session.on_analysis("verdict", self._reload)
+        session.on_analysis("warmup", self._on_marks)
         session.iteration_selected.connect(self._on_selected)
         self._syncing = False
         self.table.hide()
@@ -318,6 +330,15 @@ class IterationsPanel(QWidget):
         self.table.setVisible(has_rows)
         self._update_status()
         self._on_selected(s.selected_iteration)
+
+    def _on_marks(self) -> None:
+        """The analysis's final warm-up marks: the Step column and the summary line
+        follow them; the rows and the selected one stay."""
+        self.model.set_marks(self.session.iterations)
+        self.table.setColumnHidden(1, not self.model.has_labels)
+        self._fit_texts()
+        self.table.fit_columns()
+        self._update_status()
 
     def _update_status(self) -> None:
         s = self.session

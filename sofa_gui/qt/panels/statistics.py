@@ -221,6 +221,7 @@ class StatisticsPanel(ComputedWhenSeen, QWidget):
         for sig in (session.loading_started, session.job_cancelled, session.load_failed):
             sig.connect(lambda *_a: self.refresh())
         session.iterations_changed.connect(self.refresh)
+        session.warmup_changed.connect(self._on_warmup)
         session.iteration_selected.connect(self._on_iteration)
         session.range_selected.connect(self._on_range)
         self._stale = True
@@ -285,6 +286,11 @@ class StatisticsPanel(ComputedWhenSeen, QWidget):
 
     def _on_iteration(self, _i: int) -> None:
         if self.scope_key == "iteration":
+            self.refresh()
+
+    def _on_warmup(self) -> None:
+        """The steady state starts after the analysis's final warm-up."""
+        if self.scope_key == "steady":
             self.refresh()
 
     def _on_range(self, rng) -> None:

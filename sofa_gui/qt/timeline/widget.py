@@ -148,6 +148,12 @@ class TimelineWidget(QtWidgets.QWidget):
         self.model.set_iterations(iterations)
         self._data_changed()
 
+    def set_iteration_marks(self, iterations) -> None:
+        """Repaint the warm-up hatching and tags from ``iterations``' marks (the same
+        iterations, finally marked): no band, window or selection changes."""
+        self.model.set_iteration_marks(iterations)
+        self._overlays_changed()
+
     def select_slice(self, index: int | None) -> None:
         """Select (and bring into view) a slice by trace index; None or -1 clears."""
         self.view.select_slice(-1 if index is None else index)

@@ -3,7 +3,7 @@
 Findings are measured on steady-state iterations only: warm-up (first calls that
 compile, allocate, autotune) is one-off work with no per-step speed-up, and every
 N-th-step extras (checkpoint, evaluation) are reported on their own.  When the
-iteration detector marks warm-up and extras itself (``Iterations.steady_state_from``
+iteration detector marks warm-up and extras itself (``Iterations.detector_from``
 and ``periodic_extras``), those are used, together with a simple rule it lacks:
 leading iterations each more than :data:`OUTLIER` x the median of the rest, and slower
 than any of them, are warm-up (the detector needs several iterations to compare); later
@@ -22,6 +22,10 @@ wait for the next batch (at least :data:`BY_WAIT` of its excess in the fetch) is
 loader's slow steps, not a start (a capture of one-file-per-sample loading holds a 24 ms
 first step that way, and its other capture a 26 ms last one, among steps of 2.5-12 ms).
 Those leading steps stay steady state (:func:`loader_waits` gives the waits).
+
+The warm-up found here is the one every surface shows: the analysis marks it on the
+iterations (:func:`..pipeline.advisor_warmup`), keeping the detector's own start, which is
+what this rule reads (``Iterations.detector_from``), so reading it again is the same.
 """
 
 from __future__ import annotations
@@ -237,11 +241,12 @@ def _residue_class(pos: np.ndarray, n: int) -> tuple[int, int, np.ndarray] | Non
 
 
 def _marked(iters, n: int) -> Phases | None:
-    """The detector's own marking (``Iterations.warmup`` / ``steady_state_from`` /
-    ``periodic_extras``), when it made one for these rows."""
+    """The detector's own marking (its ``Iterations.detector_from`` and
+    ``periodic_extras``), when it made one for these rows: its start, not the warm-up
+    shown, which is this rule's own result once the analysis has marked it."""
     if getattr(iters, "warmup", None) is None or len(iters) != n:
         return None
-    start = min(int(iters.steady_state_from), n - 1)
+    start = min(int(iters.detector_from), n - 1)
     extras = sorted({int(i) for x in iters.periodic_extras for i in x.iterations
                      if start <= int(i) < n})
     steady = np.ones(n, bool)
