@@ -60,6 +60,7 @@ from .work import (
     one_off_calls,
     optimizer_steps,
     outermost,
+    recurring_calls_share,
     starts_inside,
 )
 
@@ -67,13 +68,16 @@ from .work import (
 SLOW_START_OWN_WORK = 1 / 3
 SLOW_START = "warm-up makes the same calls as later steps, slower: a slow start, not " \
              "proven one-off work"
+RECURRING_SETUP = "the warm-up's extra calls recur in later steps: set-up paid again, not once"
+#: Warm-up whose extra calls are at least this fraction calls later steps repeat recurs.
+RECURRING_OWN_WORK = 1 / 2
 FIRST_PASS = "warm-up waits for input (the pipeline's first pass): one-off only if later " \
              "epochs are served from a cache"
 
 
 @rule("startup_cost", "One-off start-up work (no per-step gain)", 0.05, 0.20,
       "fraction of the profiled time; one-off work never speeds up a step", per_step=False,
-      factors={"slow_start": 0.5, "first_pass_input": 0.5})
+      factors={"slow_start": 0.5, "first_pass_input": 0.5, "recurring_setup": 0.5})
 def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     bd = ctx.bd
     s = ctx.trace.slices
@@ -138,6 +142,14 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
                     f"the profile (profiler start-up, cold caches, CPU clock) as much as "
                     f"one-off work of the program.")
         assumption, notes = spec.factor("slow_start"), (SLOW_START,)
+    elif (again := recurring_calls_share(ctx, warm, r) if warm_ns > extra_ns else 0.0
+          ) >= RECURRING_OWN_WORK:
+        summary += (f" But {pct(again)} of the warm-up's extra calls are calls later "
+                    f"iterations make again (at least a quarter of them: a high-level call "
+                    f"every few iterations making its input pipeline, iterator or function "
+                    f"anew): the first of a set-up the run repeats, paid again, not once; "
+                    f"fewer, larger calls remove it.")
+        assumption, notes = spec.factor("recurring_setup"), (RECURRING_SETUP,)
     # warm-up excess rests on the iterations: when it is most of the finding, uncertain
     # iterations make it uncertain too (one-off calls are measured from the events)
     direct = not (warm_ns > extra_ns and ctx.iters_uncertain is not None)

@@ -181,6 +181,39 @@ def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray)
     return min(float(calls.sum()) / grown, 1.0)
 
 
+#: Calls made in at least this share of the steady iterations recur: set-up work they
+#: repeat is no one-off work.
+RECUR_ROWS = 0.25
+
+
+def recurring_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> float:
+    """Fraction of the calls the ``extra_rows`` iterations make on top of a steady one (their
+    time, as :func:`extra_calls_share` counts it) whose names (without trailing numbers)
+    at least :data:`RECUR_ROWS` of the steady iterations make too: set-up that recurs (a
+    high-level call per few iterations making its input pipeline and function anew),
+    paid again, not once.  0.0 when no calls grew."""
+    host = ctx.bd.host
+    if host is None or not len(extra_rows) or not len(steady_rows):
+        return 0.0
+    s = ctx.trace.slices
+    idx, w, own = host_work(ctx)
+    base = ctx.trace.memo("name_base", lambda: name_base(ctx.trace.names))
+    names, n = base[s.name[idx]], int(base.max()) + 1 if len(base) else 1
+    ex, st = np.isin(w, extra_rows), np.isin(w, steady_rows)
+    cnt_ex = np.bincount(names[ex], minlength=n) / len(extra_rows)
+    cnt_st = np.bincount(names[st], minlength=n) / len(steady_rows)
+    t_ex = np.bincount(names[ex], weights=own[ex], minlength=n) / len(extra_rows)
+    t_st = np.bincount(names[st], weights=own[st], minlength=n) / len(steady_rows)
+    per_call = np.divide(t_ex, cnt_ex, out=np.zeros(n), where=cnt_ex > 0)
+    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, np.maximum(t_ex - t_st, 0))
+    if calls.sum() <= 0:
+        return 0.0
+    pairs = np.unique(np.stack([names[st], w[st]]), axis=1)
+    rows_with = np.bincount(pairs[0], minlength=n)
+    recurs = rows_with >= max(2.0, RECUR_ROWS * len(steady_rows))
+    return float(calls[recurs].sum() / calls.sum())
+
+
 def confirm_extras(ctx: Ctx) -> None:
     """Keep as periodic extras only iterations whose extra work recurs
     (:func:`..iterations.recurring.recurs`); the others are steady again (slower steps of
