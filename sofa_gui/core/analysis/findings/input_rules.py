@@ -42,13 +42,15 @@ from .work import TINY_NS, name_medians, outermost, starts_inside
 #: The least share of the step the pipeline's threads must take from the compute's to be
 #: told (below it the even-share reading is within the trace's noise).
 TAKEN = 0.02
+MODELLED_CONTENTION = ("the wait alone is under the moderate share: the cores the pipeline's "
+                       "threads take count by an even share of the cores, not measured")
 
 
 # -- input -----------------------------------------------------------------------------------
 @rule("input_pipeline_bound", "Input pipeline bound", 0.05, 0.20,
       TF_PROFILER + " input-pipeline analysis (moderately/highly input-bound at {moderate} / "
       "{high})",
-      partition="device_time")
+      partition="device_time", factors={"modelled_contention": 0.5})
 def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     d, share = ctx.best_device(INPUT_CATEGORIES)
     host = ctx.host_of(d.rank) if d is not None else ctx.bd.host
@@ -101,7 +103,11 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     if d is None and sev != BELOW and (anew := _pipeline_per_call(ctx)):
         sev, summary = BELOW, anew + summary
     rest = max(share - back.share, 0.0)  # what the other fixes act on: the steady fetches
+    assumption, notes = 1.0, ()
+    if taken and share < spec.moderate <= share + taken and sev != BELOW:
+        assumption, notes = spec.factor("modelled_contention"), (MODELLED_CONTENTION,)
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes, sev=sev,
+                     assumption=assumption, notes=notes,
                      fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
                                            _input_fix_gain(ctx, rest, fix)),
                      unseen=lambda fix: _unseen(ctx, back, fix))
