@@ -32,6 +32,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_daily,
     torch_cases_examples,
     torch_cases_field,
+    torch_cases_finetune,
     torch_cases_forum,
     torch_cases_generation,
     torch_cases_hobby,
