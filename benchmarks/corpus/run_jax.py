@@ -29,6 +29,7 @@ import corpus.jax_cases_callbacks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_common  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_devices  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_field  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_flax  # noqa: E402  (registers its cases)
 import corpus.jax_cases_notebooks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_numerics  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_ordinary  # noqa: E402,F401  (registers its cases)
@@ -37,7 +38,7 @@ import corpus.jax_cases_routine  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_science  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_tutorials  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_wild  # noqa: E402,F401  (registers its cases)
-from corpus.common import CLOCK, Driver, case, cli, warmed  # noqa: E402
+from corpus.common import CLOCK, Driver, case, cli, measure, warmed  # noqa: E402
 
 JX = {"framework": "jax", "device": "cpu", "compiled": "jax.jit"}
 
@@ -577,6 +578,8 @@ def jax_train_scan_steps(variant):
 
 
 def capture(c, dest: Path) -> None:
+    if c.name in corpus.jax_cases_flax.FIT:  # a Keras fit: traced from inside the fit
+        return corpus.jax_cases_flax.capture_fit(c, dest)
     shutil.rmtree(dest, ignore_errors=True)
     step, first = warmed(c)
     opts = jax.profiler.ProfileOptions()
@@ -589,7 +592,12 @@ def capture(c, dest: Path) -> None:
         extra.unlink()
 
 
-DRIVER = Driver("run_jax.py", capture, {"jax": jax.__version__})
+def measure_case(c, rounds: int) -> dict:
+    fit = c.name in corpus.jax_cases_flax.FIT
+    return (corpus.jax_cases_flax.measure_fit if fit else measure)(c, rounds)
+
+
+DRIVER = Driver("run_jax.py", capture, {"jax": jax.__version__}, measure=measure_case)
 
 if __name__ == "__main__":
     sys.exit(cli(DRIVER, __doc__))
