@@ -4,11 +4,9 @@ Run with JAX in its own venv (jax[cpu]; never a runtime dependency of sofa_gui):
 
     nice $JAX_VENV/bin/python benchmarks/corpus/run_jax.py [--only CASE ...]
 
-Each capture is the logdir ``jax.profiler.trace`` writes,
-``tests/data/corpus/<case>/capture-K/plugins/profile/<run>/<host>.xplane.pb``, stored
-gzip-compressed (``.xplane.pb.gz``; the ``.trace.json.gz`` JAX writes beside it is
-dropped: the XSpace holds the same events).
-Truth is measured without the profiler (``benchmarks/corpus/common.py``).
+Each capture is the logdir ``jax.profiler.trace`` writes (``<case>/capture-K/plugins/profile/
+<run>/<host>.xplane.pb``, stored gzip-compressed; the ``.trace.json.gz`` beside it is dropped:
+the XSpace holds the same events). Truth is measured without the profiler (``common.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +27,7 @@ import corpus.jax_cases_callbacks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_common  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_devices  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_field  # noqa: E402,F401  (registers its cases)
+import corpus.jax_cases_flax as FLAX  # noqa: E402  (registers its cases)
 import corpus.jax_cases_notebooks  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_numerics  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_ordinary  # noqa: E402,F401  (registers its cases)
@@ -37,7 +36,7 @@ import corpus.jax_cases_routine  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_science  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_tutorials  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_wild  # noqa: E402,F401  (registers its cases)
-from corpus.common import CLOCK, Driver, case, cli, warmed  # noqa: E402
+from corpus.common import CLOCK, Driver, case, cli, measure, warmed  # noqa: E402
 
 JX = {"framework": "jax", "device": "cpu", "compiled": "jax.jit"}
 
@@ -577,6 +576,8 @@ def jax_train_scan_steps(variant):
 
 
 def capture(c, dest: Path) -> None:
+    if c.name in FLAX.FIT:  # a Keras fit: traced from inside the fit
+        return FLAX.capture_fit(c, dest)
     shutil.rmtree(dest, ignore_errors=True)
     step, first = warmed(c)
     opts = jax.profiler.ProfileOptions()
@@ -589,7 +590,11 @@ def capture(c, dest: Path) -> None:
         extra.unlink()
 
 
-DRIVER = Driver("run_jax.py", capture, {"jax": jax.__version__})
+def measure_case(c, rounds: int) -> dict:
+    return (FLAX.measure_fit if c.name in FLAX.FIT else measure)(c, rounds)
+
+
+DRIVER = Driver("run_jax.py", capture, {"jax": jax.__version__}, measure=measure_case)
 
 if __name__ == "__main__":
     sys.exit(cli(DRIVER, __doc__))
