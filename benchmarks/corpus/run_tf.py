@@ -37,7 +37,7 @@ from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 #: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
 FIT_MODULES = tuple(f"tf_cases_{m}" for m in (
     "daily more_daily routine ordinary plain common examples papers notebooks blind wild "
-    "more_wild keras_more shapes timeseries serving keras_extras requests").split())
+    "more_wild keras_more shapes timeseries serving keras_extras requests evaluate").split())
 
 BATCH = 16
 

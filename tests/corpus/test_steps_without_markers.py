@@ -81,7 +81,10 @@ FIRST_LOOK = {"tf_infer_char_generation_eager": "15 iterations for 3 steps: one 
               "tf_predict_batch_size_1": "48 iterations for 3 steps, one per input fetch: "
                                          "16 one-row batches in each predict call",
               "tf_infer_retrace_request_lengths": "3 iterations for 4 steps: one tf.function "
-                                                  "call a step, most of them tracing anew"}
+                                                  "call a step, most of them tracing anew",
+              "tf_eval_per_segment_evaluate": "30 iterations for 2 steps, one per input "
+                                              "fetch: 1 to 4 batches in each of a report's "
+                                              "6 evaluate calls"}
 
 
 def _cases(framework: str) -> list[str]:
