@@ -58,7 +58,7 @@ def auc_of(y: np.ndarray, p: np.ndarray) -> float:
 
 
 @case("tf_eval_per_segment_evaluate", "tensorflow", "inference", 2,
-      {**TF, "mode": "inference", "keras_evaluate": True}, split="holdout", warmup=2,
+      {**TF, "mode": "inference", "keras_evaluate": True}, split="tuned", warmup=2,
       fix="one model.predict over all rows, the per-segment metrics in NumPy",
       share_from_fix="host_overhead",
       tags=["keras_evaluate", "python_loop", "metrics", "sliced_evaluation"])
@@ -265,7 +265,7 @@ def documents(n: int = 2048, seed: int = 74):
 
 
 @case("tf_tape_reduce_retracing_buckets", "tensorflow", "training", 6,
-      {**TF, "mode": "training", "tf_data": True, "tf_function": True}, split="holdout",
+      {**TF, "mode": "training", "tf_data": True, "tf_function": True}, split="tuned",
       warmup=6, tags=["gradient_tape", "bucketing", "variable_length", "reduce_retracing"])
 def tf_tape_reduce_retracing_buckets(variant):
     """A topic classifier for forum posts (Embedding 8000x64, two Conv1D(128, 5), global

@@ -57,13 +57,7 @@ UNMEASURED: dict[str, str] = {}
 #: Held-out cases read wrong before any rule looked at them (docs/diagnosis.md, "First
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
-    "false_positive": {
-        "tf_eval_per_segment_evaluate": "no start-up measured (host overhead 0.83, one "
-                                        "evaluate per region); startup_cost (0.9) reads "
-                                        "the window's first evaluate set-up as one-off",
-        "tf_tape_reduce_retracing_buckets": "input 0.02 measured (compute 0.98); "
-                                            "input_pipeline_bound (0.57) for a 2.5% wait",
-    },
+    "false_positive": {},
     "verdict": {
         "tf_fit_string_lookup_in_model": "compute 0.90 measured (cached batches 1.12x, "
                                          "the lookups in tf.data 1.14x); both captures "
