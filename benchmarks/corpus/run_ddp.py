@@ -40,6 +40,7 @@ from gen_torch_loops import D_IN, mlp, train_step  # noqa: E402
 from corpus import (  # noqa: E402
     ddp_cases_blind,
     ddp_cases_field,
+    ddp_cases_hooks,
     ddp_cases_models,
     ddp_cases_parallel,
     ddp_cases_sync,
@@ -278,7 +279,8 @@ OWN_MODELS = {"pt_ddp_gloo_rank0_eval": wide_mlp, "pt_ddp_gloo_no_sync_accum": a
           "pt_ddp_gloo_large_allreduce": large_mlp, **ddp_cases_blind.register(DDP_FACTS),
           **ddp_cases_wild.register(DDP_FACTS), **ddp_cases_field.register(DDP_FACTS),
           **ddp_cases_sync.register(DDP_FACTS), **ddp_cases_models.register(DDP_FACTS),
-          **ddp_cases_parallel.register(DDP_FACTS)}
+          **ddp_cases_parallel.register(DDP_FACTS),
+          **ddp_cases_hooks.register(DDP_FACTS)}
 
 
 def grad_numel(name: str) -> int:
