@@ -317,6 +317,10 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_PT, "Communicate less often or less: gradient accumulation with model.no_sync(), "
                  "DDP communication hooks for FP16/BF16 or PowerSGD compression.",
             modes=_TRAIN),
+        Fix(_ANY, "Gather results less often: keep each batch's predictions, labels or metric "
+                  "counts on its rank and gather or reduce them once a pass (or every few "
+                  "hundred batches), one collective of the pass's tensors instead of one a "
+                  "batch.", modes=("inference",), name="gather less often"),
         Fix(_ANY, "Check the interconnect: NCCL/RCCL over NVLink/xGMI/InfiniBand rather than TCP "
                   "(NCCL_DEBUG=INFO shows the transport); place ranks to match the topology."),
         Fix(_TF, "tf.distribute: MultiWorkerMirroredStrategy with "
