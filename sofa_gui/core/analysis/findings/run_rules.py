@@ -35,6 +35,7 @@ from .chained_calls import (
 from .context import BELOW, Ctx, cause_evidence, make_finding
 from .eager_ops import MIN_DISPATCHES, tf_eager_step, tf_eager_update
 from .eager_ops import measure as eager_measure
+from .first_fill import input_fill, one_off_events, worker_fill
 from .host_estimate import (
     CLEAR_GAIN,
     TF_UNPROFILED,
@@ -45,7 +46,6 @@ from .host_estimate import (
     rest_math,
 )
 from .input_estimate import pass_rows
-from .input_removal import workers_behind
 from .optimizer_loop import TinyLoops, fused_gain, fused_step_ns, no_update_loop, optimizer_class
 from .penalty_loop import PENALTY_FIX, penalty_cost_ns, penalty_gain, penalty_ops, penalty_unseen
 from .read_rules import in_read_loops
@@ -86,7 +86,7 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     med = float(np.median(bd.durations[r])) if len(r) else 0.0
     excess = [(int(i), float(bd.durations[i]) - med) for i in warm.tolist()]
     warm_ns = sum(max(x, 0.0) for _, x in excess)
-    one = _one_off_events(ctx)
+    one = one_off_events(ctx)
     extra_ns = int(s.dur[one].sum())  # not inside warm-up rows, whose excess counts
     total = warm_ns + extra_ns
     if total <= 0:
@@ -119,13 +119,13 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
     named = len(every) and bool(np.isin(window_of(s.start[every], bd.starts, bd.ends),
                                         warm).any())
     own = extra_calls_share(ctx, warm, r) if warm_ns > extra_ns and not named else 1.0
-    fill = _worker_fill(ctx, warm, r)
+    fill = worker_fill(ctx, warm, r)
     if fill > 0:
         summary += (f" Of it, {fmt_ns(fill)} is the main thread waiting for the DataLoader "
                     f"workers' first batches (the workers start and fill their prefetch "
                     f"queue once; later steps find a batch ready).")
         own = max(own, fill / warm_ns)
-    waited = _input_fill(ctx, warm, r) if fill <= 0 else 0.0
+    waited = input_fill(ctx, warm, r) if fill <= 0 else 0.0
     if waited > 0.5 * warm_ns and warm_ns > extra_ns:
         summary += (f" Most of it ({fmt_ns(waited)}) is the main thread waiting for input: "
                     f"the input pipeline's first pass (filling a cache, opening files), "
@@ -157,37 +157,6 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
                         causes=causes, one_off_ns=int(total), direct=direct,
                         assumption=assumption, notes=notes,
                         tentative=notes[0] if notes else "")
-
-
-def _worker_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
-    """ns the warm-up iterations wait for data beyond a steady iteration's wait, when the
-    run's DataLoader has workers: their start-up and first prefetch, one-off by nature
-    (the same ``__next__`` call as every step, so call counts alone call it a slow start).
-    None when the steady steps, too, wait long for the workers: no queue ever fills."""
-    if ctx.facts.value("dataloader") != "workers" or workers_behind(ctx):
-        return 0.0
-    return _input_fill(ctx, warm, rows)
-
-
-def _input_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
-    """ns the warm-up iterations' main thread waits for input beyond a steady one's wait."""
-    host = ctx.bd.host
-    if host is None or not len(warm) or not len(rows):
-        return 0.0
-    dl = host.column("data_loading").astype(np.float64)
-    return float(np.maximum(dl[warm] - np.median(dl[rows]), 0.0).sum())
-
-
-def _one_off_events(ctx: Ctx) -> np.ndarray:
-    """One-off slices outside warm-up rows' excess: all of them when there are no
-    iterations, else those outside the warm-up rows (in steady rows or outside every
-    iteration)."""
-    idx = one_off_calls(ctx)
-    if not len(idx) or ctx.bd.whole_trace:
-        return idx
-    s = ctx.trace.slices
-    w = window_of(s.start[idx], ctx.bd.starts, ctx.bd.ends)
-    return idx[~np.isin(w, ctx.ph.warmup)]
 
 
 @rule("periodic_extra", "Extra work every few iterations (checkpoint, eval, logging)",
