@@ -4,6 +4,7 @@ have on top of the steady ones, and outermost slices."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -161,24 +162,10 @@ def extra_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray)
     the rest is the same calls, each slower, which points outside the program (other
     processes, CPU clock, the profiler).  Names are compared without trailing numbers
     (``ProfilerStep#4``, ``train step 4``, ``fusion.2``); 1.0 when nothing grew."""
-    host = ctx.bd.host
-    if host is None or not len(extra_rows) or not len(steady_rows):
+    g = _call_growth(ctx, extra_rows, steady_rows)
+    if g is None or g.grown.sum() <= 0:
         return 1.0
-    s = ctx.trace.slices
-    idx, w, own = host_work(ctx)
-    base = ctx.trace.memo("name_base", lambda: name_base(ctx.trace.names))
-    names, n = base[s.name[idx]], int(base.max()) + 1 if len(base) else 1
-    ex, st = np.isin(w, extra_rows), np.isin(w, steady_rows)
-    cnt_ex = np.bincount(names[ex], minlength=n) / len(extra_rows)
-    cnt_st = np.bincount(names[st], minlength=n) / len(steady_rows)
-    t_ex = np.bincount(names[ex], weights=own[ex], minlength=n) / len(extra_rows)
-    t_st = np.bincount(names[st], weights=own[st], minlength=n) / len(steady_rows)
-    grown = float(np.maximum(t_ex - t_st, 0.0).sum())
-    if grown <= 0:
-        return 1.0
-    per_call = np.divide(t_ex, cnt_ex, out=np.zeros(n), where=cnt_ex > 0)
-    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, np.maximum(t_ex - t_st, 0))
-    return min(float(calls.sum()) / grown, 1.0)
+    return min(float(g.calls.sum()) / float(g.grown.sum()), 1.0)
 
 
 #: Calls made in at least this share of the steady iterations recur: set-up work they
@@ -188,13 +175,35 @@ RECUR_ROWS = 0.25
 
 def recurring_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> float:
     """Fraction of the calls the ``extra_rows`` iterations make on top of a steady one (their
-    time, as :func:`extra_calls_share` counts it) whose names (without trailing numbers)
-    at least :data:`RECUR_ROWS` of the steady iterations make too: set-up that recurs (a
-    high-level call per few iterations making its input pipeline and function anew),
-    paid again, not once.  0.0 when no calls grew."""
+    time, as :func:`extra_calls_share` counts it) whose names at least :data:`RECUR_ROWS`
+    of the steady iterations make too: set-up that recurs (a high-level call per few
+    iterations making its input pipeline and function anew), paid again, not once.  0.0
+    when no calls grew."""
+    g = _call_growth(ctx, extra_rows, steady_rows)
+    if g is None or g.calls.sum() <= 0:
+        return 0.0
+    pairs = np.unique(np.stack([g.steady_names, g.steady_rows]), axis=1)
+    rows_with = np.bincount(pairs[0], minlength=len(g.calls))
+    recurs = rows_with >= max(2.0, RECUR_ROWS * len(steady_rows))
+    return float(g.calls[recurs].sum() / g.calls.sum())
+
+
+@dataclass(frozen=True)
+class CallGrowth:
+    """Per name (without trailing numbers): the host time the extra rows have on top of a
+    steady one (``grown``) and the part of it that is more calls (``calls``); the steady
+    rows' slices' names and rows."""
+
+    grown: np.ndarray
+    calls: np.ndarray
+    steady_names: np.ndarray
+    steady_rows: np.ndarray
+
+
+def _call_growth(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> CallGrowth | None:
     host = ctx.bd.host
     if host is None or not len(extra_rows) or not len(steady_rows):
-        return 0.0
+        return None
     s = ctx.trace.slices
     idx, w, own = host_work(ctx)
     base = ctx.trace.memo("name_base", lambda: name_base(ctx.trace.names))
@@ -204,14 +213,10 @@ def recurring_calls_share(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndar
     cnt_st = np.bincount(names[st], minlength=n) / len(steady_rows)
     t_ex = np.bincount(names[ex], weights=own[ex], minlength=n) / len(extra_rows)
     t_st = np.bincount(names[st], weights=own[st], minlength=n) / len(steady_rows)
+    grown = np.maximum(t_ex - t_st, 0.0)
     per_call = np.divide(t_ex, cnt_ex, out=np.zeros(n), where=cnt_ex > 0)
-    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, np.maximum(t_ex - t_st, 0))
-    if calls.sum() <= 0:
-        return 0.0
-    pairs = np.unique(np.stack([names[st], w[st]]), axis=1)
-    rows_with = np.bincount(pairs[0], minlength=n)
-    recurs = rows_with >= max(2.0, RECUR_ROWS * len(steady_rows))
-    return float(calls[recurs].sum() / calls.sum())
+    calls = np.minimum(np.maximum(cnt_ex - cnt_st, 0.0) * per_call, grown)
+    return CallGrowth(grown, calls, names[st], w[st])
 
 
 def confirm_extras(ctx: Ctx) -> None:
