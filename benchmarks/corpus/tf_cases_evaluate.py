@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from corpus.common import CASES, CLOCK, case
-from corpus.tf_cases_field import TF
+from corpus.tf_cases_field import TF, tape_step
 
 L = tf.keras.layers
 AUTOTUNE = tf.data.AUTOTUNE
@@ -283,16 +283,7 @@ def tf_tape_reduce_retracing_buckets(variant):
         L.Conv1D(128, 5, padding="same", activation="relu"),
         L.Conv1D(128, 5, padding="same", activation="relu"),
         L.GlobalMaxPooling1D(), L.Dense(64, activation="relu"), L.Dense(4)])
-    opt = tf.keras.optimizers.Adam(1e-3)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function(reduce_retracing=True)
-    def train_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, net(x, training=True))
-        opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables),
-                                net.trainable_variables))
-        return loss
+    train_step = tape_step(net, tf.keras.optimizers.Adam(1e-3), reduce_retracing=True)
     posts, topics = documents()
     sig = (tf.TensorSpec((None,), tf.int32), tf.TensorSpec((), tf.int32))
     ds = (tf.data.Dataset.from_generator(lambda: zip(posts, topics), output_signature=sig)

@@ -19,18 +19,18 @@ from corpus.common import CLOCK, case
 TF = {"framework": "tensorflow", "device": "cpu"}
 
 
-def tape_step(net, opt):
-    """A ``tf.function`` GradientTape step of a classifier: returns the loss."""
+def tape_step(net, opt, **function_kw):
+    """A ``tf.function`` GradientTape step of a classifier (``function_kw``: the
+    ``tf.function`` options, ``reduce_retracing=True``): returns the loss."""
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
-    @tf.function
     def train_step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, net(x, training=True))
         opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables),
                                 net.trainable_variables))
         return loss
-    return train_step
+    return tf.function(train_step, **function_kw)
 
 
 def mlp(inputs: int, width: int, classes: int):

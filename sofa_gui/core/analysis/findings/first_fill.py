@@ -17,7 +17,7 @@ def worker_fill(ctx: Ctx, warm: np.ndarray, rows: np.ndarray) -> float:
     """ns the warm-up iterations wait for data beyond a steady iteration's wait, when the
     run's DataLoader has workers: their start-up and first prefetch, one-off by nature
     (the same ``__next__`` call as every step, so call counts alone call it a slow start).
-    None when the steady steps, too, wait long for the workers: no queue ever fills."""
+    0.0 when the steady steps, too, wait long for the workers: no queue ever fills."""
     if ctx.facts.value("dataloader") != "workers" or workers_behind(ctx):
         return 0.0
     return input_fill(ctx, warm, rows)

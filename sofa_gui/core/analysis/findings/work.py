@@ -201,6 +201,15 @@ class CallGrowth:
 
 
 def _call_growth(ctx: Ctx, extra_rows: np.ndarray, steady_rows: np.ndarray) -> CallGrowth | None:
+    """:class:`CallGrowth` of ``extra_rows`` over ``steady_rows``, measured once per
+    analysis for each pair (the start-up rule reads both its shares of it)."""
+    key = ("call_growth", tuple(np.asarray(extra_rows).tolist()),
+           tuple(np.asarray(steady_rows).tolist()))
+    return ctx.once(key, lambda: _measure_call_growth(ctx, extra_rows, steady_rows))
+
+
+def _measure_call_growth(ctx: Ctx, extra_rows: np.ndarray,
+                         steady_rows: np.ndarray) -> CallGrowth | None:
     host = ctx.bd.host
     if host is None or not len(extra_rows) or not len(steady_rows):
         return None
