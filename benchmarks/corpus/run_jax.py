@@ -11,6 +11,7 @@ the XSpace holds the same events). Truth is measured without the profiler (``com
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import sys
 from pathlib import Path
@@ -22,21 +23,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gen_jax_capture import BATCH, SIZE, batches, forward, init, train_step  # noqa: E402
 
-import corpus.jax_cases_blind  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_callbacks  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_common  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_devices  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_field  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_flax as FLAX  # noqa: E402  (registers its cases)
-import corpus.jax_cases_notebooks  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_numerics  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_ordinary  # noqa: E402,F401  (registers its cases)
 import corpus.jax_cases_plain  # noqa: E402  (registers its cases)
-import corpus.jax_cases_routine  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_science  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_tutorials  # noqa: E402,F401  (registers its cases)
-import corpus.jax_cases_wild  # noqa: E402,F401  (registers its cases)
 from corpus.common import CLOCK, Driver, case, cli, measure, warmed  # noqa: E402
+
+#: Every ``jax_cases_*.py`` beside this file registers its cases on import.
+for _path in sorted(Path(__file__).parent.glob("jax_cases_*.py")):
+    importlib.import_module(f"corpus.{_path.stem}")
 
 JX = {"framework": "jax", "device": "cpu", "compiled": "jax.jit"}
 

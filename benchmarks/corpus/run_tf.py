@@ -34,10 +34,10 @@ from gen_tf_captures import dataset, make_step, model, preprocess, raw_images  #
 from corpus.common import CASES, CLOCK, Driver, Others, case, cli, measure, warmed  # noqa: E402
 from corpus.tf_cases_field import TF  # noqa: E402  (and register its cases)
 
-#: Case modules: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
-FIT_MODULES = tuple(f"tf_cases_{m}" for m in (
-    "daily more_daily routine ordinary plain common examples papers notebooks blind wild "
-    "more_wild keras_more shapes timeseries serving keras_extras requests evaluate").split())
+#: Case modules (every ``tf_cases_*.py`` beside this file but the shared facts):
+#: ``register_fit_cases(fit_case, FitSpec, keras_model)`` where they have it.
+FIT_MODULES = tuple(sorted(p.stem for p in Path(__file__).parent.glob("tf_cases_*.py")
+                           if p.stem != "tf_cases_field"))
 
 BATCH = 16
 

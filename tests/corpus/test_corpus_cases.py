@@ -47,8 +47,9 @@ def test_the_corpus_spans_frameworks_modes_and_bounds_with_a_third_or_more_held_
     # enough tuned cases to write rules on, enough held out to judge them
     assert 0.3 <= held / len(truths) <= 0.7
     # about 118 MB with the TensorFlow / JAX captures stored gzip-compressed (0.41 MB a
-    # case on average; new ones aim at 0.2 MB a capture) in a clone that stays small
-    assert sum(size_of(CORPUS / n) for n in CASES) < 120e6
+    # case on average); new cases aim at 0.15 MB a capture so the corpus keeps growing in
+    # programs, not in bytes, in a clone that stays small
+    assert sum(size_of(CORPUS / n) for n in CASES) < 128e6
 
 
 @pytest.mark.parametrize("name", CASES)
