@@ -239,7 +239,7 @@ def digit_set(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @case("jax_eval_flax_metrics_unjitted", "jax", "inference", 2,
-      {**JX, "mode": "inference", "batch": EVAL_BATCH}, split="holdout", warmup=3,
+      {**JX, "mode": "inference", "batch": EVAL_BATCH}, split="tuned", warmup=3,
       fix="the metrics computed inside the jitted eval step",
       share_from_fix="host_overhead", tags=["flax", "evaluation", "metrics", "op_by_op"])
 def jax_eval_flax_metrics_unjitted(variant):

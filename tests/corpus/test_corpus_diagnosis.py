@@ -76,10 +76,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
                                               "calls record no op, a 4.1-7.8 ms gap (about half "
                                               "the captured step) at each step's end, read "
                                               "as compute 0.78",
-        "jax_eval_flax_metrics_unjitted": "host overhead 0.73 measured (the metrics jitted "
-                                          "with the forward, 3.90x); the ~260 eager ops "
-                                          "after the jitted forward, which take its "
-                                          "logits, read as input made op by op",
     },
 }
 

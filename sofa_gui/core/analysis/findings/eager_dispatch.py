@@ -28,6 +28,9 @@ moves it into the data loader.  In a training run whose dispatched programs are 
 elementwise arithmetic (:mod:`.eager_ops`), the ops update the state the compiled call
 returns (a hand-written optimizer applied outside ``jax.jit``): that is per-op overhead
 (``op_overhead_bound``), and the fix jits the update with the gradient in one step.
+Dispatches that mostly compare and reduce and make no data are metrics of the compiled
+call's results (an accuracy after a jitted forward): per-op overhead as well, and the fix
+computes them inside the jitted step.
 The estimate, the same for every reading: the step without the profiler before (the
 Python tracer's loop of calls less the tracer's cost per event it records, as fast as
 the capture ran (:func:`.recorder_cost.tracer_per_event_ns`), or at
@@ -58,10 +61,13 @@ from .registry import Rule, rule
       "registered with its thresholds and factors in :mod:`.run_rules`")
 def eager_dispatch(ctx: Ctx, spec: Rule) -> Finding | None:
     d = measure(ctx)
-    if d is None or (d.compiled_step and not d.updates_state and not d.splits_keys):
+    if d is None or (d.compiled_step and not (d.updates_state or d.splits_keys
+                                              or d.reduces_results)):
         return None  # beside a compiled step, the ops make its arguments: eager_input's
     if d.splits_keys:
         return _keys_finding(ctx, spec, d)
+    if d.reduces_results:
+        return _metrics_finding(ctx, spec, d)
     if d.updates_state:
         return _update_finding(ctx, spec, d)
     what = (f"{d.per_step:,.0f} ops per steady-state iteration are dispatched one at a time "
@@ -105,14 +111,32 @@ def _keys_finding(ctx: Ctx, spec: Rule, d: Dispatched) -> Finding:
                                              "compiled step")
 
 
+def _metrics_finding(ctx: Ctx, spec: Rule, d: Dispatched) -> Finding:
+    """Metrics made op by op from the compiled step's results (the forward jitted, the
+    accuracy and counts after it not)."""
+    what = (f"The step is one compiled program, run once a step, and the {d.per_step:,.0f} "
+            f"programs per steady-state iteration dispatched one at a time from Python "
+            f"between its calls (median {{median}} each) mostly compare and reduce (==, "
+            f"sum, mean, logical and) and read, convert, slice or draw no data: that is "
+            f"most likely metrics made from what the compiled call returned (an accuracy, "
+            f"confusion counts, a running mean), each op its own dispatch, not a batch "
+            f"being made. ")
+    fix = ("Computing the metrics inside the jitted step (returning the counts from it) or "
+           "jitting the metric function once makes them part of a compiled call and fuses "
+           "their ops. ")
+    return _finding(ctx, spec, d, what, fix, "Metrics computed op by op outside the "
+                                             "compiled step", own=METRICS_FIX)
+
+
 @rule("eager_input_bound", "Input made op by op between compiled steps", 0.05, 0.20,
       "same grading as input-bound; >= 20 ops a step dispatched one at a time from Python "
       "outside a compiled step that runs once a step",
       factors={"compiled_step_fuses": 0.7})
 def eager_input(ctx: Ctx, spec: Rule) -> Finding | None:
     d = measure(ctx)
-    if d is None or not d.compiled_step or d.updates_state or d.splits_keys:
-        return None  # an un-jitted step, its state's update, keys split: eager_dispatch's
+    if d is None or not d.compiled_step or d.updates_state or d.splits_keys or \
+            d.reduces_results:
+        return None  # an un-jitted step, its state's update, keys split, metrics: eager_dispatch's
     what = (f"The step is one compiled program, run once a step, yet {d.per_step:,.0f} "
             f"programs per steady-state iteration are dispatched one at a time from Python "
             f"(median {{median}} each): besides the step's own call, the ops between its "
@@ -124,9 +148,11 @@ def eager_input(ctx: Ctx, spec: Rule) -> Finding | None:
 
 
 def _finding(ctx: Ctx, spec: Rule, d: Dispatched, what: str, fix: str,
-             title: str | None) -> Finding:
+             title: str | None, own: str = "") -> Finding:
     """The finding of the dispatches ``d``, its estimate the same for either reading: the
-    work without the profiler before over the compiled work after."""
+    work without the profiler before over the compiled work after.  ``own``: the reading's
+    own fix (the metrics reading's), shown in its place of the state update's; other
+    readings do not show it."""
     s = ctx.trace.slices
     r = ctx.rows
     calls, share = d.calls, d.share
@@ -154,7 +180,22 @@ def _finding(ctx: Ctx, spec: Rule, d: Dispatched, what: str, fix: str,
                         speedup=before / max(after, 1.0), title=title,
                         assumption=spec.factor("compiled_step_fuses"),
                         notes=("assumes the compiled step keeps only the matmul and "
-                               "convolution kernels' time and its own",))
+                               "convolution kernels' time and its own",),
+                        unseen=lambda f: _not_this_reading(f, own))
+
+
+#: The fix of the metrics reading, and the one it takes the place of.
+METRICS_FIX, UPDATE_FIX = "metrics inside the jitted step", "jit the update with the step"
+
+
+def _not_this_reading(f, own: str) -> str:
+    """Why fix ``f`` is not shown on this reading ("" when it is): the metrics reading
+    shows its own fix instead of the state update's; the others do not show it."""
+    if f.name == METRICS_FIX and own != METRICS_FIX:
+        return "the dispatches are not metrics of the compiled call's results"
+    if f.name == UPDATE_FIX and own == METRICS_FIX:
+        return "the dispatches compare and reduce: metrics, not the training state's update"
+    return ""
 
 
 def _unprofiled(ctx: Ctx, d: Dispatched) -> tuple[float, str]:

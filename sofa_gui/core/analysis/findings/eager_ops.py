@@ -13,6 +13,10 @@ runtime runs them in the order they are dispatched, whatever they depend on), so
 programs' kind tells the two apart: in a training run, dispatches that are nearly all
 (:data:`ARITHMETIC_SHARE`) elementwise arithmetic (:data:`ARITHMETIC`) update the state
 (a batch already on the device and only rescaled reads the same; the finding says so).
+Dispatches that read, convert, slice or draw no data (:data:`MAKES_DATA`) and mostly
+compare and reduce (:data:`REDUCES`) turn arrays into counts and means: metrics computed
+op by op on what the compiled call returned (an accuracy, a confusion count), per-op
+overhead in any mode, not a batch being made.
 """
 
 from __future__ import annotations
@@ -54,6 +58,20 @@ ARITHMETIC = frozenset(("add", "subtract", "sub", "multiply", "mul", "true_divid
                         "minimum", "max", "min", "abs", "absolute", "sign", "clip"))
 #: Share of the dispatched programs that must be :data:`ARITHMETIC` for the update reading.
 ARITHMETIC_SHARE = 0.95
+#: Comparisons and reductions, by the names JAX dispatches them under: what turns the
+#: compiled call's outputs into metrics (``(pred == y).mean()``, a confusion count).
+REDUCES = frozenset(("equal", "eq", "not_equal", "ne", "less", "lt", "less_equal", "le",
+                     "greater", "gt", "greater_equal", "ge", "argmax", "argmin", "reduce_sum",
+                     "reduce_max", "reduce_min", "sum", "mean", "bitwise_and", "bitwise_or",
+                     "logical_and", "logical_or", "and", "or", "count_nonzero"))
+#: Share of the dispatched programs that must be :data:`REDUCES` for the metrics reading.
+REDUCES_SHARE = 0.30
+#: Programs that read, convert, slice, gather, reverse or draw data: what making a batch
+#: is made of (random draws and key splits included).
+MAKES_DATA = re.compile(r"convert|slice|gather|rev|uniform|normal|randint|bernoulli|"
+                        r"threefry|random|concatenate|pad|iota|squeeze|transpose|scatter")
+#: Share of the dispatched programs that may make data in the metrics reading.
+MAKES_DATA_SHARE = 0.05
 #: PRNG key handling, by the names JAX dispatches it under: a key split or folded and the
 #: split's keys unpacked (``key, sub = jax.random.split(key)``); key-sized outputs, no data.
 KEY_OPS = frozenset(("threefry_split", "threefry_fold_in", "random_split", "random_fold_in",
@@ -75,6 +93,7 @@ class Dispatched:
     step_call_ns: float = 0.0  # ns of the main thread in the compiled step's calls
     updates_state: bool = False  # beside the compiled step, they update the training state
     splits_keys: bool = False  # beside the compiled step, they only split PRNG keys
+    reduces_results: bool = False  # beside it, they compare and reduce, making no data
 
     @property
     def share(self) -> float:
@@ -107,9 +126,21 @@ def _measure(ctx: Ctx) -> Dispatched | None:
     kinds = _between(ctx, host, step)
     keys = bool(len(kinds)) and float(np.isin(kinds, list(KEY_OPS)).mean()) >= ARITHMETIC_SHARE
     split = bool(np.isin(kinds, list(KEY_SPLITS)).any())
+    updates = not keys and _updates_state(ctx, kinds)
     return Dispatched(calls, per_step, wall, kernels, kept, True,
-                      float(s.dur[step].sum()), not keys and _updates_state(ctx, kinds),
-                      keys and split)
+                      float(s.dur[step].sum()), updates, keys and split,
+                      not keys and not updates and reduces_results(kinds))
+
+
+def reduces_results(kinds: np.ndarray) -> bool:
+    """Whether the programs dispatched beside the compiled step (``kinds``) make metrics of
+    its results: at least :data:`REDUCES_SHARE` of them compare or reduce and at most
+    :data:`MAKES_DATA_SHARE` read, convert, slice or draw data."""
+    if not len(kinds):
+        return False
+    makes = float(np.mean([bool(MAKES_DATA.search(k)) for k in kinds]))
+    return makes <= MAKES_DATA_SHARE and float(np.isin(kinds, list(REDUCES)).mean()) >= \
+        REDUCES_SHARE
 
 
 def _steady_compiled_step_calls(ctx: Ctx, host) -> np.ndarray:
