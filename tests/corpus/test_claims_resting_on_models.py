@@ -4,7 +4,8 @@
   region builds a new ``tf.data`` pipeline, iterator and function in each call, so the
   window's first iteration holds the first of a set-up every few later iterations make
   again. It is not sold as paid once (the truth measures no start-up); a compile or a
-  first call that later steps never repeat still is.
+  first call that later steps never repeat still is, and so is a warm-up that is mostly
+  the loader workers' first fill, whatever else recurs beside them.
 - An input wait under the moderate share is no input bottleneck by itself; the cores a
   pipeline's threads take from the step count by an even share of the cores, a model
   the trace does not measure. A finding that only that model lifts over the moderate
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import pytest
 from tracedata import corpus_analysis, findings_by_id
+
+from sofa_gui.core.analysis.findings.run_rules import _may_recur
 
 CONFIDENT = 0.5
 
@@ -37,12 +40,21 @@ def test_first_use_work_no_later_step_repeats_stays_one_off(case):
     assert st.confidence >= CONFIDENT and "make again" not in st.summary
 
 
+def test_a_warm_up_with_a_compile_call_or_mostly_the_workers_fill_is_not_a_recurring_set_up():
+    warm, extra = 40e6, 5e6
+    assert _may_recur(warm, extra, named=False, fill=0.0)
+    assert not _may_recur(warm, extra, named=True, fill=0.0)  # a compile call in it
+    assert not _may_recur(warm, extra, named=False, fill=0.6 * warm)  # the workers' fill
+    assert not _may_recur(extra, warm, named=False, fill=0.0)  # one-off calls outweigh it
+
+
 @pytest.mark.parametrize("k", [0, 1])
 def test_a_short_wait_lifted_only_by_modelled_contention_is_held_tentative(k):
     _, a = corpus_analysis("tf_tape_reduce_retracing_buckets", k)
     f = findings_by_id(a)["input_pipeline_bound"]
     assert f.share < 0.05 and f.confidence < CONFIDENT
     assert "not measured" in f.confidence_why
+    assert "not measured" in f.tentative  # said, and ranked after the measured findings
     assert a.verdict.bound == "compute"
 
 
@@ -51,3 +63,4 @@ def test_a_wait_over_the_moderate_share_keeps_its_confidence():
     f = findings_by_id(a)["input_pipeline_bound"]
     assert f.share >= 0.05 and f.confidence >= CONFIDENT
     assert "not measured" not in f.confidence_why
+    assert not f.tentative

@@ -38,6 +38,10 @@ from .work import outermost
 
 #: Assumed compute speed-up behind the compute_bound estimate.
 COMPUTE_GAIN = 2.0
+#: Collectives that gather or reduce results (predictions gathered, metric counts summed):
+#: what "gather results less often" spaces out.  Sends, receives, broadcasts and
+#: all-to-alls move a model's own tensors (pipeline or expert parallelism).
+RESULTS_COLLECTIVE = re.compile(r"gather|reduce(?!_?scatter)", re.I)
 
 
 # -- communication / compute -----------------------------------------------------------------
@@ -73,7 +77,7 @@ def communication_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"Collectives not overlapped with compute take {pct(share)} of steady-state "
                f"iteration time on {d.label}; {pct(overlap)} of all communication time is "
                f"hidden behind compute.")
-    f = _ranks_finding(ctx, spec, share, summary, evidence, causes)
+    f = _ranks_finding(ctx, spec, share, summary, evidence, causes, mine=mine)
     estimate_buckets(ctx, f, None)
     return f
 
@@ -106,7 +110,7 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
     summary = (f"The main thread of {host.label} is in, waits for or fills the buffers of "
                f"collectives {pct(share)} of steady-state iteration time (CPU collectives: "
                f"the wait is the time until every rank has sent its part).")
-    f = _ranks_finding(ctx, spec, share, summary, evidence, causes, host)
+    f = _ranks_finding(ctx, spec, share, summary, evidence, causes, host, mine)
     estimate_buckets(ctx, f, host)
     estimate_hook(ctx, f, host)
     estimate_sharding(ctx, f, host)
@@ -114,7 +118,7 @@ def _host_communication(ctx: Ctx, spec: Rule) -> Finding | None:
 
 
 def _ranks_finding(ctx: Ctx, spec: Rule, share: float, summary: str, evidence, causes,
-                   host: HostBreakdown | None = None):
+                   host: HostBreakdown | None = None, mine: np.ndarray | None = None):
     """The communication finding; when a slow rank holds the others in the collectives,
     its estimate is what balancing the ranks gains (not the whole wait: the collective's
     own cost stays and moved work still runs somewhere), with the remedies of the slow
@@ -126,15 +130,31 @@ def _ranks_finding(ctx: Ctx, spec: Rule, share: float, summary: str, evidence, c
     summary += words
     notes = (f"{pct(1.0 - sure)} of the wait it removes is the last rank waiting for its "
              f"batch",) if words else ()
+    unseen = _gathers_results(ctx, mine)
     if bal is None:
         return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                            assumption=sure, notes=notes)
+                            assumption=sure, notes=notes, unseen=unseen)
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes, speedup=bal.speedup,
-                     assumption=sure, notes=notes)
+                     assumption=sure, notes=notes, unseen=unseen)
     shown, hidden = choose_fixes(SHAPE_FIXES[bal.shape], ctx.facts, ctx.all_frameworks)
     f.fixes[:0] = shown
     f.hidden_fixes[:0] = hidden
     return f
+
+
+def _gathers_results(ctx: Ctx, mine: np.ndarray | None):
+    """``unseen`` for the communication finding's fixes: "gather results less often" only
+    where the steady collectives (``mine``) gather or reduce (:data:`RESULTS_COLLECTIVE`);
+    a serving run whose collectives only send, receive or broadcast the model's own
+    tensors has no results to gather less often."""
+    names = {ctx.trace.name_of(int(j)) for j in (mine if mine is not None else [])}
+    gathers = any(RESULTS_COLLECTIVE.search(n) for n in names)
+
+    def unseen(fix) -> str:
+        if fix.name == "gather less often" and not gathers:
+            return "no collective in the steady steps gathers or reduces results"
+        return ""
+    return unseen
 
 
 def _peer_input(ctx: Ctx, host: HostBreakdown | None, bal: Balanced | None) -> tuple[float,

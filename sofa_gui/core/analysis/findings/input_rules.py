@@ -107,7 +107,7 @@ def input_pipeline_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     if taken and share < spec.moderate <= share + taken and sev != BELOW:
         assumption, notes = spec.factor("modelled_contention"), (MODELLED_CONTENTION,)
     f = make_finding(ctx, spec, share, summary, evidence, causes=causes, sev=sev,
-                     assumption=assumption, notes=notes,
+                     assumption=assumption, notes=notes, tentative=notes[0] if notes else "",
                      fix_gain=lambda fix: (back.gain() if fix.gain == "restarts" else
                                            _input_fix_gain(ctx, rest, fix)),
                      unseen=lambda fix: _unseen(ctx, back, fix))

@@ -142,7 +142,8 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
                     f"the profile (profiler start-up, cold caches, CPU clock) as much as "
                     f"one-off work of the program.")
         assumption, notes = spec.factor("slow_start"), (SLOW_START,)
-    elif (again := recurring_calls_share(ctx, warm, r) if warm_ns > extra_ns else 0.0
+    elif (again := recurring_calls_share(ctx, warm, r) if _may_recur(warm_ns, extra_ns,
+                                                                       named, fill) else 0.0
           ) >= RECURRING_OWN_WORK:
         summary += (f" But {pct(again)} of the warm-up's extra calls are calls later "
                     f"iterations make again (at least a quarter of them: a high-level call "
@@ -157,6 +158,13 @@ def startup_cost(ctx: Ctx, spec: Rule) -> Finding | None:
                         causes=causes, one_off_ns=int(total), direct=direct,
                         assumption=assumption, notes=notes,
                         tentative=notes[0] if notes else "")
+
+
+def _may_recur(warm_ns: float, extra_ns: float, named: bool, fill: float) -> bool:
+    """Whether the warm-up may be the first of a recurring set-up: its excess is most of
+    the one-off work, holds no named compile or set-up call (those are first-use work
+    whatever recurs beside them) and is not mostly the loader workers' first fill."""
+    return warm_ns > extra_ns and not named and fill < 0.5 * warm_ns
 
 
 @rule("periodic_extra", "Extra work every few iterations (checkpoint, eval, logging)",
