@@ -149,7 +149,7 @@ NNX_BATCH = 64
 
 @case("jax_train_nnx_jit_optimizer", "jax", "training", 2,
       {**JX, "mode": "training", "batch": NNX_BATCH},
-      split="holdout", warmup=4,
+      split="tuned", warmup=4,
       fix="nnx.split once, a jax.jit of the pure step over the split state",
       share_from_fix="host_overhead", tags=["flax", "nnx", "optax"])
 def jax_train_nnx_jit_optimizer(variant):

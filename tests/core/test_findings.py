@@ -20,7 +20,8 @@ ALL_IDS = {"input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bo
            "host_reads_in_loop", "gpu_idle_unexplained", "blocking_readback", "host_dispatch_bound",
            "memory_copy_bound", "setup_overhead_bound", "recompile", "host_callback_round_trip",
            "host_callback_work", "eager_input_bound", "anomaly_detection_on", "sequence_loop",
-           "call_overhead_bound", "straggler_holds_collectives", "straggler", "load_imbalance"}
+           "call_overhead_bound", "wrapper_overhead_bound", "straggler_holds_collectives",
+           "straggler", "load_imbalance"}
 
 
 def _iters(starts, ends):

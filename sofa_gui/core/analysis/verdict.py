@@ -353,6 +353,7 @@ FINDING_BOUND = {
     "launch_overhead_bound": "host_overhead", "host_dispatch_bound": "host_overhead",
     "setup_overhead_bound": "host_overhead", "anomaly_detection_on": "host_overhead",
     "call_overhead_bound": "host_overhead", "sequence_loop": "host_overhead",
+    "wrapper_overhead_bound": "host_overhead",
     "synchronization_stalls": "sync", "blocking_readback": "sync",
     "host_reads_in_loop": "sync", "host_callback_round_trip": "sync",
     "host_callback_work": "host_overhead",

@@ -218,6 +218,17 @@ FIXES: dict[str, list[Fix]] = {
         Fix(_ANY, "Give each call more work (a larger batch): the fixed cost per call then "
                   "matters less beside the program's work.", name="more work per call"),
     ],
+    "wrapper_overhead_bound": [
+        Fix(_JAX, "Call a plain jax.jit of a pure function, so each step is one call on the "
+                  "C++ fast path with no Python around it: with Flax NNX, nnx.split the model "
+                  "and optimizer once before the loop, jit a step over (graphdef, state) that "
+                  "merges them inside (nnx.merge) and returns nnx.split of the updated ones, "
+                  "and merge once after the loop; with Equinox, eqx.partition the module once "
+                  "and jit over its arrays.", name="jit a pure function"),
+        Fix(_ANY, "Move the Python around the call out of the step: prepare once before "
+                  "the loop what does not change between steps, and do the rest inside the "
+                  "compiled function.", name="Python out of the step"),
+    ],
     "setup_overhead_bound": [
         Fix(_TF, "Call model.predict / evaluate / fit once on many samples (stack the "
                  "requests into one array, or one tf.data pipeline made once and iterated), "
