@@ -14,14 +14,13 @@ from sofa_gui.core.trace import CopyKind, Kind, LaneKind
 
 US = 1000
 DL = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
-ALL_IDS = {"input_pipeline_bound", "host_device_copy_bound", "launch_overhead_bound",
-           "synchronization_stalls", "communication_bound", "compute_bound", "iteration_jitter",
-           "cpu_contention", "cpu_bound", "startup_cost", "periodic_extra", "op_overhead_bound",
-           "host_reads_in_loop", "gpu_idle_unexplained", "blocking_readback", "host_dispatch_bound",
-           "memory_copy_bound", "setup_overhead_bound", "recompile", "host_callback_round_trip",
-           "host_callback_work", "eager_input_bound", "anomaly_detection_on", "sequence_loop",
-           "call_overhead_bound", "wrapper_overhead_bound", "straggler_holds_collectives",
-           "straggler", "load_imbalance"}
+ALL_IDS = set("""input_pipeline_bound host_device_copy_bound launch_overhead_bound
+synchronization_stalls communication_bound compute_bound iteration_jitter cpu_contention
+cpu_bound startup_cost periodic_extra op_overhead_bound host_reads_in_loop gpu_idle_unexplained
+blocking_readback host_dispatch_bound memory_copy_bound setup_overhead_bound recompile
+host_callback_round_trip host_callback_work eager_input_bound anomaly_detection_on sequence_loop
+call_overhead_bound wrapper_overhead_bound straggler_holds_collectives straggler
+load_imbalance""".split())
 
 
 def _iters(starts, ends):
