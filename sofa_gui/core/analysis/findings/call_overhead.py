@@ -396,11 +396,17 @@ def _unseen(fix, sc: CompiledCallCosts) -> str:
 
 def _evidence(ctx: Ctx, sc: CompiledCallCosts) -> list[Evidence]:
     """The longest calls, each with its iteration."""
+    return longest_evidence(ctx, sc.calls)
+
+
+def longest_evidence(ctx: Ctx, idx: np.ndarray, after: str = "") -> list[Evidence]:
+    """The five longest of the main thread's slices ``idx``, each named with its duration
+    (and ``after``) in its iteration."""
     s = ctx.trace.slices
     host = ctx.bd.host
     out = []
-    for c in sc.calls[np.argsort(-s.dur[sc.calls], kind="stable")][:5].tolist():
+    for c in idx[np.argsort(-s.dur[idx], kind="stable")][:5].tolist():
         row = int(np.searchsorted(host.starts, s.start[c], side="right")) - 1
-        out.append(Evidence(f"{ctx.trace.name_of(c)} ({fmt_ns(int(s.dur[c]))})",
+        out.append(Evidence(f"{ctx.trace.name_of(c)} ({fmt_ns(int(s.dur[c]))}){after}",
                             int(s.start[c]), int(s.end[c]), ctx.it(row), [int(s.lane[c])]))
     return out

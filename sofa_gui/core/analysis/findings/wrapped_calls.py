@@ -46,8 +46,8 @@ from ...trace import Kind
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
 from ..intervals import measure_in, union
-from ..results import Evidence, Finding
-from .call_overhead import compiled_call_costs
+from ..results import Finding
+from .call_overhead import compiled_call_costs, longest_evidence
 from .context import Ctx, make_finding
 from .host_estimate import PYTHON_LOOP_UNPROFILED
 from .registry import Rule, rule
@@ -163,18 +163,6 @@ def wrapped_call_overhead(ctx: Ctx, spec: Rule) -> Finding | None:
                f"({fmt_ns(before / n)}: that Python at {ratio:.0%} of its captured time, "
                f"as measured for loops the Python tracer records) over the step without it "
                f"({fmt_ns(after / n)}).")
-    return make_finding(ctx, spec, min(w.python / w.wall, 1.0), summary, _evidence(ctx, w),
+    return make_finding(ctx, spec, min(w.python / w.wall, 1.0), summary,
+                        longest_evidence(ctx, w.frames, f" around a call of {w.call}"),
                         speedup=before / after)
-
-
-def _evidence(ctx: Ctx, w: Wrapped) -> list[Evidence]:
-    """The longest wrappers, each with its iteration."""
-    s = ctx.trace.slices
-    host = ctx.bd.host
-    out = []
-    for j in w.frames[np.argsort(-s.dur[w.frames], kind="stable")][:5].tolist():
-        row = int(np.searchsorted(host.starts, s.start[j], side="right")) - 1
-        out.append(Evidence(f"{ctx.trace.name_of(j)} ({fmt_ns(int(s.dur[j]))}) around a call "
-                            f"of {w.call}", int(s.start[j]), int(s.end[j]), ctx.it(row),
-                            [int(s.lane[j])]))
-    return out
