@@ -186,7 +186,7 @@ USERS, ITEMS, DIM, RATINGS = 120_000, 40_000, 64, 2048
 
 @case("jax_train_mf_scatter_no_donate", "jax", "training", 5,
       {**JX, "mode": "training", "batch": RATINGS},
-      split="holdout", warmup=3, fix="jax.jit(update, donate_argnums=0): the tables' "
+      split="tuned", warmup=3, fix="jax.jit(update, donate_argnums=0): the tables' "
       "buffers donated, the scatter done in place", share_from_fix="memory_copies",
       tags=["embedding", "recommender", "scatter", "donate_argnums"])
 def jax_train_mf_scatter_no_donate(variant):

@@ -61,9 +61,9 @@ from .work import confirm_extras
 #: Modules of rules by family, in the order they register (evaluation and listing order).
 RULE_MODULES = ("input_rules", "launch_rules", "sync_rules", "dispatch_rules", "compute_rules",
                 "jitter_rules", "idle_rules", "counter_rules", "fleet_rules", "run_rules",
-                "recompile_rules", "read_rules", "copy_rules", "small_batch", "eager_dispatch",
-                "call_setup", "callback_rules", "anomaly_mode", "call_overhead",
-                "wrapped_calls", "sequence_loop")
+                "recompile_rules", "read_rules", "copy_rules", "program_copies", "small_batch",
+                "eager_dispatch", "call_setup", "callback_rules", "anomaly_mode",
+                "call_overhead", "wrapped_calls", "sequence_loop")
 for _name in RULE_MODULES:
     import_module(f".{_name}", __name__)
 counter_findings = import_module(".counter_rules", __name__).counter_rules

@@ -42,6 +42,8 @@ COPY_OP = re.compile(r"^aten::(contiguous|clone|copy_|cat|_cat|concat|concatenat
 #: Ops that only re-shape or re-lay out: a copy inside one is still the program's copy.
 LAYOUT_OP = re.compile(r"^aten::(reshape|flatten|unflatten|view_as|movedim|permute|"
                        r"transpose|expand_as|squeeze|unsqueeze)$")
+#: The fix of the copies inside a compiled program (:mod:`.program_copies`), shown there only.
+DONATE_FIX = "donate the updated arrays"
 #: A copy of at least this many bytes is memory-bound (1 MiB).
 LARGE_BYTES = 1 << 20
 #: A copy this short cannot have moved LARGE_BYTES (100 GB/s): its shapes are not read.
@@ -133,7 +135,8 @@ def memory_copy_bound(ctx: Ctx, spec: Rule) -> Finding | None:
                f"warm for the work that stays.{fix.basis()} A copy that stays (a smaller "
                f"one, one into a buffer kept across steps) is not counted.")
     return make_finding(ctx, spec, share, summary, evidence, causes=causes,
-                        speedup=fix.speedup())
+                        speedup=fix.speedup(), unseen=lambda f: (
+                            "no copy inside a compiled program" if f.name == DONATE_FIX else ""))
 
 
 def _row(ctx: Ctx, j: int) -> int:

@@ -251,6 +251,11 @@ FIXES: dict[str, list[Fix]] = {
                               "fuses it into its consumer, or once before the loop."),
         Fix(_ANY, "Move copies that do not change between steps out of the loop (copy once, "
                   "reuse the result); copy only the slice the step reads."),
+        Fix(_JAX, "Donate the arrays the step updates: jax.jit(step, donate_argnums=(0,)) "
+                  "(the parameters, tables or optimizer state passed in and returned), so an "
+                  "in-place update (x.at[i].add(...), a dynamic update) writes into the "
+                  "argument's buffer instead of a whole copy of it every call; do not use the "
+                  "donated array after the call.", name="donate the updated arrays"),
     ],
     "host_reads_in_loop": [
         Fix(_PT, "Keep the per-item values as tensors: replace the loop of .item() / .cpu() / "
