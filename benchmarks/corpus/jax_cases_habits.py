@@ -150,7 +150,7 @@ def sgd_step(params, x, y, lr):
 
 @case("jax_train_jit_lambda_in_loop", "jax", "training", 3,
       {**JX, "mode": "training", "batch": 256},
-      split="holdout", warmup=2, fix="jax.jit(sgd_step) once, the learning rate passed as "
+      split="tuned", warmup=2, fix="jax.jit(sgd_step) once, the learning rate passed as "
       "an argument", share_from_fix="startup",
       tags=["recompile", "jit_in_loop", "python_tracer_off"])
 def jax_train_jit_lambda_in_loop(variant):

@@ -439,6 +439,10 @@ FIXES: dict[str, list[Fix]] = {
                   "one length (with a mask), or bucket lengths to a few sizes (a few "
                   "compilations, each reused); pass values that change every step as arrays, "
                   "not static arguments."),
+        Fix(_JAX, "Make the jitted function once, before the loop: jax.jit of a lambda or of "
+                  "a function defined inside the loop is a new function every step, compiled "
+                  "again even for the same shapes; jit the step once and pass what changes "
+                  "(a learning rate) as an argument.", name="jit once before the loop"),
         Fix(_PT, "Mark the varying dimension dynamic so one graph serves every size: "
                  "torch.compile(model, dynamic=True) or torch._dynamo.mark_dynamic(x, dim) "
                  "before the call; or pad / bucket the inputs to a few shapes."),

@@ -50,6 +50,8 @@ def recompile(ctx: Ctx, spec: Rule) -> Finding | None:
     found = make_finding(ctx, spec, rc.share, summary + said, _evidence(ctx, rc),
                          causes=causes, speedup=speedup, notes=notes)
     found.estimate_floor = bool(notes)  # no warm run to read the cold first runs against
+    if "<lambda>" in ctx.trace.names[rc.function]:  # a lambda jitted anew: made in the loop
+        found.fixes.sort(key=lambda f: f.name != "jit once before the loop")
     return found
 
 
