@@ -282,7 +282,7 @@ def register_fit_cases(fit_case, fit_spec, keras_model) -> None:
              fit_spec("run", data=sensor_windows, net=activity_net,
                       fix_net=lambda: activity_net(eager=False)),
              {**TF, "mode": "training", "keras_fit": True, "tf_data": True}, 3,
-             split="holdout", warmup=3,
+             split="tuned", warmup=3,
              fix="the macro-F1 metric in TensorFlow ops, run_eagerly=False",
              share_from_fix="host_overhead",
              tags=["keras_fit", "run_eagerly", "eager", "custom_metric", "numpy"])

@@ -33,7 +33,7 @@ from ..iterations.dispatch import compiled_step_calls, function_module, module_o
 from .context import Ctx
 from .host_estimate import pool_slices
 from .read_rules import in_read_loops
-from .work import outermost
+from .work import TINY_NS, name_medians, outermost
 
 #: Dispatches per steady step from which a step is run op by op.
 MIN_DISPATCHES = 20
@@ -43,6 +43,8 @@ DISPATCH = (re.compile(r"ExecuteHelperOnSingleDevice$"), re.compile(r"^PjitFunct
 #: TensorFlow's dispatch of one eager op from Python (its kernel runs inside it, on the
 #: calling thread).
 TF_EAGER = re.compile(r"^(TFE_Py_FastPathExecute_C|EagerExecute)$")
+#: The op a TensorFlow eager dispatch runs, by the event inside it.
+TF_EAGER_OP = re.compile(r"^EagerLocalExecute: ")
 #: A compiled TensorFlow function run by the graph executor (``tf.function``, a Keras
 #: step function, a SavedModel's signature).
 TF_GRAPH = re.compile(r"__inference_|__forward_")
@@ -277,3 +279,47 @@ def _tf_eager_update(ctx: Ctx, host) -> bool:
     write = np.isin(ops, writes)
     return bool(write.any()) and float((np.isin(ops, state_math) | write).mean()) \
         >= ARITHMETIC_SHARE
+
+
+def op_names(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
+    """Name ids of ``ops`` by the op each runs: a TensorFlow eager dispatch
+    (``TFE_Py_FastPathExecute_C``, ``EagerExecute``: one name for every op, a 20 µs add
+    and a 2 ms pooling gradient alike) by the ``EagerLocalExecute: <op>`` event inside
+    it, where there is one; every other op by its own name.  What an op's typical time is
+    taken over: a dispatch that runs a long kernel is that kernel's, not a tiny op held."""
+    s = ctx.trace.slices
+    names = s.name[ops].copy()
+    disp = np.flatnonzero(np.isin(names, ctx.trace.name_ids(TF_EAGER.match)))
+    if not len(disp):
+        return names
+    inner_ids = ctx.trace.name_ids(TF_EAGER_OP.match)
+    for lane in np.unique(s.lane[ops[disp]]).tolist():
+        mine = ctx.trace.lane_slices(lane)
+        inner = mine[np.isin(s.name[mine], inner_ids)]
+        if not len(inner):
+            continue
+        inner = inner[np.argsort(s.start[inner], kind="stable")]
+        at = disp[s.lane[ops[disp]] == lane]
+        k = np.searchsorted(s.start[inner], s.start[ops[at]], side="left")
+        k = np.minimum(k, len(inner) - 1)
+        inside = (s.start[inner[k]] >= s.start[ops[at]]) & (s.end[inner[k]] <= s.end[ops[at]])
+        names[at[inside]] = s.name[inner[k[inside]]]
+    return names
+
+
+#: An eager dispatch whose op takes this many times the dispatches' median runs a kernel
+#: of its own (a convolution's gradient), math a compiled step keeps.
+KERNEL_OVER_DISPATCH = 3
+
+
+def op_typical(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
+    """Per op, its name's median time; a TensorFlow eager dispatch (one name for every op,
+    a 10 µs add and a 2 ms pooling gradient alike) whose op's median
+    (:func:`op_names`) is over :data:`TINY_NS` and :data:`KERNEL_OVER_DISPATCH`
+    times the dispatches' counts its op's: such an op runs a kernel of its own, math a
+    compiled step keeps, not a tiny op held.  The other dispatches keep the dispatches'
+    median, the fixed cost they share (a matmul of a small MLP included)."""
+    s = ctx.trace.slices
+    typical = name_medians(s.name[ops], s.dur[ops])
+    own = name_medians(op_names(ctx, ops), s.dur[ops])
+    return np.where(own > np.maximum(TINY_NS, KERNEL_OVER_DISPATCH * typical), own, typical)

@@ -33,7 +33,7 @@ from .chained_calls import (
     copies_fix,
 )
 from .context import BELOW, Ctx, cause_evidence, make_finding
-from .eager_ops import MIN_DISPATCHES, tf_eager_step, tf_eager_update
+from .eager_ops import MIN_DISPATCHES, op_typical, tf_eager_step, tf_eager_update
 from .eager_ops import measure as eager_measure
 from .first_fill import input_fill, one_off_events, worker_fill
 from .host_estimate import (
@@ -56,7 +56,6 @@ from .work import (
     TINY_NS,
     extra_calls_share,
     grown_work,
-    name_medians,
     one_off_calls,
     optimizer_steps,
     outermost,
@@ -313,7 +312,7 @@ def _tiny_ops(ctx: Ctx, host) -> TinyOps | None:
     # a tiny op is one whose *name's* median is <= TINY_NS (one preempted instance of a
     # 3 µs op is still a tiny op, and its time counts: a loaded machine deschedules the
     # thread in proportion to its work, so the loop's share of it is the loop's)
-    typical = name_medians(s.name[ops], s.dur[ops])
+    typical = op_typical(ctx, ops)
     n_steps = max(ctx.ph.n_steady, 1)
     steps = optimizer_steps(ctx, host.lane)
     opt = starts_inside(ctx, steps, ops)  # the optimizer's ops
