@@ -229,7 +229,7 @@ def defect_cnn():
 
 
 @case("tf_infer_function_per_request", "tensorflow", "inference", 5,
-      {**TF, "mode": "inference", "tf_function": True, "batch": 16}, split="holdout",
+      {**TF, "mode": "inference", "tf_function": True, "batch": 16}, split="tuned",
       warmup=2, fix="the tf.function made once when the model is loaded",
       share_from_fix="startup", tags=["serving", "tf_function", "retrace"])
 def tf_infer_function_per_request(variant):

@@ -451,6 +451,10 @@ FIXES: dict[str, list[Fix]] = {
                  "a new graph. Give the tf.function an input_signature with None for a varying "
                  "dimension (or reduce_retracing=True), or pad / bucket the inputs to a few "
                  "shapes, so it traces once."),
+        Fix(_TF, "Make the tf.function once (when the model is loaded, or before the loop): "
+                 "a tf.function defined inside a handler or a step function is a new function "
+                 "on every call, traced again whatever its inputs.",
+            name="tf.function made once"),
     ],
     "periodic_extra": [
         Fix(_PT, "Checkpoint asynchronously (torch.distributed.checkpoint.async_save, or copy "
