@@ -30,6 +30,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_calls,
     torch_cases_common,
     torch_cases_daily,
+    torch_cases_deploy,
     torch_cases_examples,
     torch_cases_field,
     torch_cases_finetune,
