@@ -202,7 +202,7 @@ SURROGATE_ROWS = 1
 
 
 @case("pt_infer_float64_weights_cast_per_call", "pytorch", "inference", 6,
-      facts("inference", batch=SURROGATE_ROWS), split="holdout", warmup=3,
+      facts("inference", batch=SURROGATE_ROWS), split="tuned", warmup=3,
       fix="the float64 state_dict cast to float32 once, when it is loaded",
       tags=["server", "float64", "dtype", "cast"])
 def pt_infer_float64_weights_cast_per_call(variant):

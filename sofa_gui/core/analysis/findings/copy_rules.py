@@ -7,8 +7,10 @@ shapes and types add up to at least :data:`LARGE_BYTES`.  Such a copy takes ~100
 more at the ~10 GB/s one core copies, ten times an op's fixed dispatch cost, so its time
 is the memory traffic, not the framework.  Copies are taken where the program asks for
 them: outside every other op, or inside another copy or layout op (``reshape`` that has
-to copy); a ``copy_`` inside a dtype conversion (``aten::to``, autocast's casts) is the
-conversion's, and copies inside the input pipeline are input.  Runs with a device leave
+to copy).  A dtype conversion the program calls (``w.float()``, ``x.to(torch.float64)``:
+``aten::to``) is a copy into a new buffer of another type, counted as one; autocast's
+casts run inside the op they feed (``aten::linear``) and are that op's, and copies
+inside the input pipeline are input.  Runs with a device leave
 this to ``host_device_copy_bound``.
 """
 
@@ -38,7 +40,7 @@ from .work import outermost, starts_inside
 
 #: Ops that copy memory (the output is a new buffer holding the input's values).
 COPY_OP = re.compile(r"^aten::(contiguous|clone|copy_|cat|_cat|concat|concatenate|stack|"
-                     r"hstack|vstack|repeat|tile|narrow_copy)$")
+                     r"hstack|vstack|repeat|tile|narrow_copy|to|_to_copy)$")
 #: Ops that only re-shape or re-lay out: a copy inside one is still the program's copy.
 LAYOUT_OP = re.compile(r"^aten::(reshape|flatten|unflatten|view_as|movedim|permute|"
                        r"transpose|expand_as|squeeze|unsqueeze)$")

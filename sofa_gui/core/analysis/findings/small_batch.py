@@ -36,11 +36,12 @@ from .causes import causes_by_name, self_times
 from .chained_calls import CHAIN_REMEDY, COPIES, chain_fix
 from .compiled_calls import CompiledCalls
 from .context import Ctx, cause_evidence, make_finding
+from .copy_rules import host_copies
 from .host_estimate import CLEAR_GAIN, clear_of_noise
 from .read_rules import read_loops
 from .registry import Rule, rule
 from .shared_data import shared_data
-from .work import TINY_NS
+from .work import TINY_NS, starts_inside
 
 
 @rule("op_overhead_bound", "Framework overhead: many tiny ops", 0.05, 0.20,
@@ -153,7 +154,9 @@ def _long_ops_ns(ctx: Ctx, mine: np.ndarray, math: np.ndarray) -> float:
     a pooling or an ``argmax`` over a large map, a transposed convolution): work on the
     op's data, which a batch keeps, not the call's fixed cost; but for the ops on data
     every one-row request shares (:mod:`.shared_data`: a bank read for each query), which
-    a batch reads once.  Inference only: a step that trains on one sample runs its other
+    a batch reads once, unless they are large copies (:func:`.copy_rules.host_copies`: the
+    weights cast to another type every request), memory traffic the copies' finding
+    holds.  Inference only: a step that trains on one sample runs its other
     ops (the autograd's bookkeeping, the optimizer's update of every weight) once a step
     whatever its batch, so a larger batch pays them once for all its samples, as it pays
     the calls' fixed cost; and at one sample a step such an op over :data:`.work.TINY_NS`
@@ -163,6 +166,9 @@ def _long_ops_ns(ctx: Ctx, mine: np.ndarray, math: np.ndarray) -> float:
     own = self_times(ctx, other)
     long = own > TINY_NS
     long[long] = ~shared_data(ctx, other[long], math)
+    copies = host_copies(ctx)[0]  # memory traffic, memory_copy_bound's, shared data or not
+    if len(copies):
+        long |= starts_inside(ctx, copies, other) | np.isin(other, copies)
     return float(own[long].sum())
 
 
