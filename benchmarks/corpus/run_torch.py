@@ -56,6 +56,7 @@ from corpus import (  # noqa: E402,F401  (register the cases)
     torch_cases_tutorials,
     torch_cases_users,
     torch_cases_wild,
+    torch_cases_workbench,
 )
 from corpus.common import Driver, cli, release, warmed  # noqa: E402
 
