@@ -221,7 +221,7 @@ CLIP, SIGMA = 1.0, 1.0
 
 
 @case("pt_train_dpsgd_vmap_cnn", "pytorch", "training", 5,
-      facts("training", optimizer="sgd", batch=64), split="holdout", warmup=2,
+      facts("training", optimizer="sgd", batch=64), split="tuned", warmup=2,
       tags=["dp_sgd", "per_sample_gradients", "vmap", "torch_func"])
 def pt_train_dpsgd_vmap_cnn(variant):
     """Differentially private SGD of Opacus's small MNIST CNN on 28x28 digits (batches of 64

@@ -207,11 +207,14 @@ def test_one_sample_a_step_with_an_attention_over_its_own_sequence_is_small_batc
 
 @pytest.mark.parametrize("case", ["pt_train_deep_stack_batch8",
                                   "pt_train_lstmcell_teacher_forcing",
-                                  "pt_train_per_sample_loss_loop", "pt_train_tiny_ops"])
+                                  "pt_train_per_sample_loss_loop", "pt_train_tiny_ops",
+                                  "pt_train_dpsgd_vmap_cnn"])
 def test_training_on_more_than_one_row_is_no_small_batch(case):
     """Training whose matmuls see batches of several samples (eight, a batch's sequence
     step by step, a loss per sample over a batch's outputs) is not one sample a step:
-    its per-op readings stay the tiny-ops check's or the math's."""
+    its per-op readings stay the tiny-ops check's or the math's.  Per-sample gradients
+    by ``torch.func.vmap`` record one sample's shape on the outer ops and the batch's
+    (64) on the kernels inside them: the kernels' is the batch."""
     assert small_batch(analyzed(case)[2]) is None
 
 

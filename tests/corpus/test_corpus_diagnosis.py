@@ -70,10 +70,6 @@ UNMEASURED: dict[str, str] = {
 #: looks"): test -> {case: what the advisor says instead}.
 HELD_OUT_MISSES: dict[str, dict[str, str]] = {
     "false_positive": {
-        "pt_train_dpsgd_vmap_cnn": "compute 1.00 measured (per sample 0.24-0.26 ms at "
-                                   "batches of 16 to 256); both captures raise "
-                                   "op_overhead_bound at 0.7, batches of 1 read off "
-                                   "the vmapped ops' per-sample shapes",
     },
     "verdict": {
         "pt_infer_reload_checkpoint_per_request": "start-up 0.87 measured (the model built "
@@ -100,10 +96,6 @@ HELD_OUT_MISSES: dict[str, dict[str, str]] = {
                                               "calls record no op, a 4.1-7.8 ms gap (about half "
                                               "the captured step) at each step's end, read "
                                               "as compute 0.78",
-        "pt_train_dpsgd_vmap_cnn": "compute 1.00 measured (no fix; per sample 0.24-0.26 "
-                                   "ms at batches of 16 to 256); both captures read host "
-                                   "overhead 0.49 and 0.88, the vmapped model's ops "
-                                   "recorded with per-sample shapes [1, ...]",
     },
 }
 

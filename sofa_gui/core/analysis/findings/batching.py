@@ -22,7 +22,7 @@ from .compiled_calls import CompiledCalls, compiled_calls
 from .context import Ctx
 from .host_estimate import MATH_OP
 from .read_rules import in_read_loops
-from .work import TINY_NS, input_dims, name_medians, outermost, starts_inside
+from .work import TINY_NS, innermost, input_dims, name_medians, outermost, starts_inside
 
 #: The batch the model's math ops see (first input's first dimension) at most this.
 SMALL_BATCH = 4
@@ -102,12 +102,15 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
     # the loader's calls (parsing, a sample's tensors, the collate) are input work
     mine = mine[~starts_inside(ctx, host.role_slices.get("data_loading", mine[:0]), mine)]
     math = mine[np.isin(s.name[mine], ctx.trace.name_ids(MATH_OP.match))]
-    batch = _batch(ctx, math)
+    # the batch a kernel sees is its innermost math op's: under torch.func.vmap the outer
+    # ops record one sample's shape, the kernel inside them the whole batch's
+    kernels = innermost(s.start, s.end, math)
+    batch = _batch(ctx, kernels)
     step = float(np.median(host.ends[r] - host.starts[r]))
     led = _per_call_led(ctx, math)
     small = batch is not None and batch <= SMALL_BATCH and led
     if mode == "training":  # only a single row per step; see :func:`_one_row_training`
-        return _one_row_training(ctx, batch, mine, math, step) if led else None
+        return _one_row_training(ctx, batch, mine, math, step, kernels) if led else None
     calls = None if small else compiled_calls(ctx, host)
     if not small and calls is None and not _tiny_calls(ctx, mine, math, len(r)):
         return None
@@ -115,13 +118,13 @@ def _small_batch(ctx: Ctx) -> SmallBatch | None:
 
 
 def _one_row_training(ctx: Ctx, batch: int | None, mine: np.ndarray, math: np.ndarray,
-                      step: float) -> SmallBatch | None:
+                      step: float, kernels: np.ndarray) -> SmallBatch | None:
     """Training on one sample a step: every math op of the step works on a single row
     (first input's first dimension 1, a matmul's weight gradient aside), the step made of
     per-call cost.  Each op's fixed cost is paid per sample, as in batch-1 inference, and
     training on batches of samples amortises it; a few samples a step stay a loop's or the
     math's."""
-    if batch != 1 or not _all_one_row(ctx, math):
+    if batch != 1 or not _all_one_row(ctx, kernels):
         return None
     return SmallBatch(batch, mine, math, step, True)
 

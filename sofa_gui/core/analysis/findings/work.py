@@ -33,6 +33,16 @@ def outermost(starts: np.ndarray, ends: np.ndarray, idx: np.ndarray,
     return idx[np.concatenate([[True], later])]
 
 
+def innermost(starts: np.ndarray, ends: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``idx`` (slices of one thread) sorted by start, innermost only: a slice with another
+    of them inside is dropped (the kernel under its wrappers)."""
+    idx = np.asarray(idx, np.int64)
+    idx = idx[np.argsort(starts[idx], kind="stable")]
+    if len(idx) < 2:
+        return idx
+    return idx[~np.append(starts[idx[1:]] < ends[idx[:-1]], False)]
+
+
 #: An op this short is dominated by its fixed dispatch cost.
 TINY_NS = 50_000
 
