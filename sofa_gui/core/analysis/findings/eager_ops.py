@@ -43,8 +43,9 @@ DISPATCH = (re.compile(r"ExecuteHelperOnSingleDevice$"), re.compile(r"^PjitFunct
 #: TensorFlow's dispatch of one eager op from Python (its kernel runs inside it, on the
 #: calling thread).
 TF_EAGER = re.compile(r"^(TFE_Py_FastPathExecute_C|EagerExecute)$")
-#: The op a TensorFlow eager dispatch runs, by the event inside it.
+#: The op a TensorFlow eager dispatch runs, by the event inside it, and its kernel's run.
 TF_EAGER_OP = re.compile(r"^EagerLocalExecute: ")
+TF_KERNEL_RUN = re.compile(r"^KernelAndDeviceFunc::Run$")
 #: A compiled TensorFlow function run by the graph executor (``tf.function``, a Keras
 #: step function, a SavedModel's signature).
 TF_GRAPH = re.compile(r"__inference_|__forward_")
@@ -281,45 +282,57 @@ def _tf_eager_update(ctx: Ctx, host) -> bool:
         >= ARITHMETIC_SHARE
 
 
-def op_names(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
-    """Name ids of ``ops`` by the op each runs: a TensorFlow eager dispatch
+def op_kernels(ctx: Ctx, ops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(name ids, kernel ns) of ``ops`` by the op each runs: a TensorFlow eager dispatch
     (``TFE_Py_FastPathExecute_C``, ``EagerExecute``: one name for every op, a 20 µs add
-    and a 2 ms pooling gradient alike) by the ``EagerLocalExecute: <op>`` event inside
-    it, where there is one; every other op by its own name.  What an op's typical time is
-    taken over: a dispatch that runs a long kernel is that kernel's, not a tiny op held."""
+    and a 2 ms pooling gradient alike) by the ``EagerLocalExecute: <op>`` event inside it
+    and the time of the kernel run in that (``KernelAndDeviceFunc::Run``), where there
+    are; every other op by its own name and time.  An op whose dispatch is long and its
+    kernel short (a random op's kernel made anew on every call) is per-call cost, not
+    math."""
     s = ctx.trace.slices
-    names = s.name[ops].copy()
+    names, ns = s.name[ops].copy(), s.dur[ops].astype(np.float64)
     disp = np.flatnonzero(np.isin(names, ctx.trace.name_ids(TF_EAGER.match)))
     if not len(disp):
-        return names
-    inner_ids = ctx.trace.name_ids(TF_EAGER_OP.match)
+        return names, ns
+    op_ids, run_ids = ctx.trace.name_ids(TF_EAGER_OP.match), ctx.trace.name_ids(TF_KERNEL_RUN.match)
     for lane in np.unique(s.lane[ops[disp]]).tolist():
-        mine = ctx.trace.lane_slices(lane)
-        inner = mine[np.isin(s.name[mine], inner_ids)]
-        if not len(inner):
-            continue
-        inner = inner[np.argsort(s.start[inner], kind="stable")]
         at = disp[s.lane[ops[disp]] == lane]
-        k = np.searchsorted(s.start[inner], s.start[ops[at]], side="left")
-        k = np.minimum(k, len(inner) - 1)
-        inside = (s.start[inner[k]] >= s.start[ops[at]]) & (s.end[inner[k]] <= s.end[ops[at]])
-        names[at[inside]] = s.name[inner[k[inside]]]
-    return names
+        mine = ctx.trace.lane_slices(lane)
+        k, inside = _first_inside(ctx, mine[np.isin(s.name[mine], op_ids)], ops[at])
+        names[at[inside]] = s.name[k[inside]]
+        k, inside = _first_inside(ctx, mine[np.isin(s.name[mine], run_ids)], ops[at])
+        ns[at] = np.where(inside, s.dur[k], 0.0) if len(k) else 0.0
+    return names, ns
 
 
-#: An eager dispatch whose op takes this many times the dispatches' median runs a kernel
-#: of its own (a convolution's gradient), math a compiled step keeps.
+def _first_inside(ctx: Ctx, inner: np.ndarray, outer: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(per ``outer`` slice, the first of ``inner`` starting in it, whether there is one)."""
+    s = ctx.trace.slices
+    if not len(inner):
+        return inner, np.zeros(len(outer), bool)
+    inner = inner[np.argsort(s.start[inner], kind="stable")]
+    k = np.minimum(np.searchsorted(s.start[inner], s.start[outer], side="left"), len(inner) - 1)
+    first = inner[k]
+    return first, (s.start[first] >= s.start[outer]) & (s.end[first] <= s.end[outer])
+
+
+#: An eager dispatch whose op's kernel takes this many times the dispatches' median runs
+#: math of its own (a convolution's gradient), which a compiled step keeps.
 KERNEL_OVER_DISPATCH = 3
 
 
 def op_typical(ctx: Ctx, ops: np.ndarray) -> np.ndarray:
-    """Per op, its name's median time; a TensorFlow eager dispatch (one name for every op,
-    a 10 µs add and a 2 ms pooling gradient alike) whose op's median
-    (:func:`op_names`) is over :data:`TINY_NS` and :data:`KERNEL_OVER_DISPATCH`
-    times the dispatches' counts its op's: such an op runs a kernel of its own, math a
-    compiled step keeps, not a tiny op held.  The other dispatches keep the dispatches'
-    median, the fixed cost they share (a matmul of a small MLP included)."""
+    """Per op, its name's median time; a TensorFlow eager dispatch (one name for every op)
+    whose op's kernel (:func:`op_kernels`) takes over :data:`TINY_NS` and
+    :data:`KERNEL_OVER_DISPATCH` times the dispatches' median counts its op's dispatches'
+    median: such an op runs math of its own, which a compiled step keeps, not a tiny op
+    held.  The other dispatches keep the dispatches' median, the fixed cost they share (a
+    small MLP's matmul included, and a random op whose dispatch is long but its kernel
+    short)."""
     s = ctx.trace.slices
     typical = name_medians(s.name[ops], s.dur[ops])
-    own = name_medians(op_names(ctx, ops), s.dur[ops])
-    return np.where(own > np.maximum(TINY_NS, KERNEL_OVER_DISPATCH * typical), own, typical)
+    names, kernel = op_kernels(ctx, ops)
+    math = name_medians(names, kernel) > np.maximum(TINY_NS, KERNEL_OVER_DISPATCH * typical)
+    return np.where(math, name_medians(names, s.dur[ops]), typical)
