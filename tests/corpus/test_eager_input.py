@@ -74,8 +74,10 @@ def test_metrics_reduced_op_by_op_after_a_jitted_forward_are_per_op_overhead(k):
 
 def test_the_metrics_reading_needs_no_data_made():
     """The augmenting generator compares (a flip's coin) but draws, slices and converts
-    data: a batch made, not metrics; the Adam update is arithmetic, not metrics."""
-    for case in ("jax_train_jnp_augment", "jax_train_unjitted_optimizer"):
+    data: a batch made, not metrics; the Adam update is arithmetic, not metrics; a step
+    run op by op and a function jitted per sample are per-op overhead of other kinds."""
+    for case in ("jax_train_jnp_augment", "jax_train_unjitted_optimizer", "jax_train_unjitted",
+                 "jax_infer_per_sample_jit"):
         _, a = corpus_analysis(case, 0)
         assert not any(x.name == "metrics inside the jitted step"
                        for f in a.findings for x in f.fixes)

@@ -27,7 +27,8 @@ def test_python_around_each_nnx_jit_call_is_host_overhead_with_its_fix(k):
 
 
 @pytest.mark.parametrize("case", ["jax_train_jit", "jax_train_flax_trainstate_multisteps",
-                                  "jax_keras_fit_pydataset_records"])
+                                  "jax_keras_fit_pydataset_records", "tf_fit_numpy_small_batch",
+                                  "tf_gradient_tape"])
 def test_a_jitted_step_called_from_the_loop_body_has_no_wrapper(case):
     _, a = corpus_analysis(case, 0)
     assert "wrapper_overhead_bound" not in findings_by_id(a)

@@ -41,7 +41,7 @@ COMPUTE_GAIN = 2.0
 #: Collectives that gather or reduce results (predictions gathered, metric counts summed):
 #: what "gather results less often" spaces out.  Sends, receives, broadcasts and
 #: all-to-alls move a model's own tensors (pipeline or expert parallelism).
-RESULTS_COLLECTIVE = re.compile(r"gather|reduce(?!_?scatter)", re.I)
+RESULTS_COLLECTIVE = re.compile(r"gather|reduce(?![-_ ]?scatter)", re.I)
 
 
 # -- communication / compute -----------------------------------------------------------------

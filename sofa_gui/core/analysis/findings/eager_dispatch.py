@@ -47,11 +47,12 @@ import numpy as np
 
 from ...units import fmt_ns
 from ...units import fmt_pct as pct
-from ..results import Finding
+from ..results import Finding, Fix
 from .batch_estimate import UNPROFILED_FLOOR
 from .causes import causes_by_name
 from .context import Ctx, cause_evidence, make_finding
 from .eager_ops import Dispatched, measure
+from .fixes import choose_fixes
 from .host_estimate import PYTHON_LOOP_UNPROFILED
 from .recorder_cost import tracer_per_event_ns
 from .registry import Rule, rule
@@ -124,8 +125,12 @@ def _metrics_finding(ctx: Ctx, spec: Rule, d: Dispatched) -> Finding:
     fix = ("Computing the metrics inside the jitted step (returning the counts from it) or "
            "jitting the metric function once makes them part of a compiled call and fuses "
            "their ops. ")
-    return _finding(ctx, spec, d, what, fix, "Metrics computed op by op outside the "
-                                             "compiled step", own=METRICS_FIX)
+    f = _finding(ctx, spec, d, what, fix, "Metrics computed op by op outside the "
+                                          "compiled step", own=METRICS_FIX)
+    shown, hidden = choose_fixes(METRICS_FIXES, ctx.facts, ctx.all_frameworks)
+    f.fixes[:0] = shown
+    f.hidden_fixes[:0] = hidden
+    return f
 
 
 @rule("eager_input_bound", "Input made op by op between compiled steps", 0.05, 0.20,
@@ -184,15 +189,21 @@ def _finding(ctx: Ctx, spec: Rule, d: Dispatched, what: str, fix: str,
                         unseen=lambda f: _not_this_reading(f, own))
 
 
-#: The fix of the metrics reading, and the one it takes the place of.
+#: The metrics reading's own fix (shown first on it, on no other finding), and the state
+#: update's, which it takes the place of.
+METRICS_FIXES = [
+    Fix("jax", "Compute the metrics inside the jitted step: return the counts (correct "
+               "predictions, true and false positives) or the batch's metric values from "
+               "the jitted function and add them up on the host once a pass, instead of "
+               "jax.numpy comparisons and sums after each call, each a dispatch of its own.",
+        name="metrics inside the jitted step"),
+]
 METRICS_FIX, UPDATE_FIX = "metrics inside the jitted step", "jit the update with the step"
 
 
 def _not_this_reading(f, own: str) -> str:
     """Why fix ``f`` is not shown on this reading ("" when it is): the metrics reading
-    shows its own fix instead of the state update's; the others do not show it."""
-    if f.name == METRICS_FIX and own != METRICS_FIX:
-        return "the dispatches are not metrics of the compiled call's results"
+    shows its own fix instead of the state update's."""
     if f.name == UPDATE_FIX and own == METRICS_FIX:
         return "the dispatches compare and reduce: metrics, not the training state's update"
     return ""

@@ -177,11 +177,6 @@ FIXES: dict[str, list[Fix]] = {
                   "the update's jax.numpy calls per parameter array, each a dispatch of its "
                   "own.", modes=_TRAIN, excludes=(("compiled", ("op by op",)),),
             name="jit the update with the step"),
-        Fix(_JAX, "Compute the metrics inside the jitted step: return the counts (correct "
-                  "predictions, true and false positives) or the batch's metric values from "
-                  "the jitted function and add them up on the host once a pass, instead of "
-                  "jax.numpy comparisons and sums after each call, each a dispatch of its own.",
-            name="metrics inside the jitted step"),
     ],
     "anomaly_detection_on": [
         Fix(_PT, "Turn anomaly detection off: torch.autograd.set_detect_anomaly(False), or "

@@ -15,8 +15,8 @@ A copy thunk counts from :data:`LARGE_COPY_NS`: the time one core takes to copy
 (the thunk records no shape to read its bytes from); a Python loop calling a jitted
 update per lattice site copies a small array per call, tens of µs each, which is the
 calls' cost, not memory traffic.  Their union inside the steady steps is the share, which the
-verdict moves from compute to memory copies.  The fix donates the updated arguments (or
-keeps the layout the consumer reads).  The estimate takes off the copies alone: a lower
+verdict moves from compute to memory copies.  The fix donates the updated arguments.
+The estimate takes off the copies alone: a lower
 bound, since the copy's fresh output buffer (allocated every call and touched page by
 page for the first time) goes with it and the trace does not name that time.
 """
@@ -71,7 +71,7 @@ def program_copy_bound(ctx: Ctx, spec: Rule) -> Finding | None:
     n = max(len(r), 1)
     summary = (f"{len(cp) / n:,.1f} copies per steady-state iteration run inside the compiled "
                f"program (XLA copy instructions such as {ctx.trace.name_of(int(cp[0]))}, "
-               f"{fmt_ns(float(s.dur[cp].sum()) / n)} an iteration, {pct(share)} of the "
+               f"{fmt_ns(share * wall / n)} an iteration, {pct(share)} of the "
                f"step): each reads and writes a whole buffer, memory traffic counted with "
                f"the program's compute. XLA copies an array where the program updates it in "
                f"place (x.at[i].add(...), a dynamic update) while the caller still holds it "

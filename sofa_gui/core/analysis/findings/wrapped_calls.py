@@ -10,7 +10,8 @@ of Python frames around it, which no op or kernel records: the breakdown counts 
 Python (host overhead, where the verdict keeps them) and the compiled-call checks
 (:mod:`.call_overhead`) see only the call's own dispatch.
 
-What the trace shows: each steady compiled call (:mod:`.call_overhead`'s calls) whose
+What the trace shows: each steady JAX compiled call (:mod:`.call_overhead`'s calls that
+take the C++ fast path, ``PjitFunction(f)``; a TensorFlow function's call is not read) whose
 innermost enclosing Python frame lies inside the call's iteration and is itself called
 from another Python frame of that iteration (so it is not the loop's body, where a plain
 ``jax.jit`` is called from): the wrapper.  Its time outside every runtime event and
@@ -50,6 +51,7 @@ from ..results import Finding
 from .call_overhead import compiled_call_costs, longest_evidence
 from .context import Ctx, make_finding
 from .host_estimate import PYTHON_LOOP_UNPROFILED
+from .item_calls import JIT_CALL
 from .registry import Rule, rule
 
 #: The wrappers' own Python holds at least this share of the steady steps.
@@ -89,9 +91,11 @@ def _wrapped_calls(ctx: Ctx) -> Wrapped | None:
     if not len(py):
         return None
     py = py[np.argsort(s.start[py], kind="stable")]
-    frames = [w for w in (_wrapper(ctx, host, py, int(c)) for c in sc.calls.tolist())
+    calls = sc.calls[np.isin(s.name[sc.calls], ctx.trace.name_ids(
+        lambda n: n.startswith(JIT_CALL)))]  # JAX's jitted calls: a TF function's differ
+    frames = [w for w in (_wrapper(ctx, host, py, int(c)) for c in calls.tolist())
               if w is not None]
-    if len(frames) < WRAPPED_CALLS * len(sc.calls):
+    if not len(calls) or len(frames) < WRAPPED_CALLS * len(sc.calls):
         return None
     frames = np.unique(np.asarray(frames, np.int64))
     own, events = _own_python(ctx, mine, py, frames)
@@ -113,7 +117,8 @@ def _wrapper(ctx: Ctx, host, py: np.ndarray, c: int) -> int | None:
     if row < 0:
         return None
     r0, r1 = int(host.starts[row]), int(host.ends[row])
-    before = py[:np.searchsorted(s.start[py], c0, side="right")]
+    before = py[np.searchsorted(s.start[py], r0, side="left"):
+                np.searchsorted(s.start[py], c0, side="right")]
     held = before[(s.end[before] >= c1) & (s.start[before] >= r0) & (s.end[before] <= r1)]
     if len(held) < 2:
         return None
@@ -123,7 +128,9 @@ def _wrapper(ctx: Ctx, host, py: np.ndarray, c: int) -> int | None:
 def _own_python(ctx: Ctx, mine: np.ndarray, py: np.ndarray, frames: np.ndarray
                 ) -> tuple[float, int]:
     """(ns of the ``frames`` outside every other event of the thread in them, the Python
-    tracer's events in that time)."""
+    tracer's events in that time).  Python frames the breakdown names as loading count:
+    inside a wrapper they are its own walk (NNX's graph traversal calls ``next`` hundreds of
+    times a call), and the total is capped at the breakdown's Python anyway."""
     s = ctx.trace.slices
     fs, fe = union(s.start[frames], s.end[frames])
     other = mine[s.kind[mine] != int(Kind.PYTHON)]
