@@ -45,8 +45,8 @@ UNDECIDED = {
                                   "the all_to_all and all-reduces 0.39-0.41 of the step, "
                                   "the rest their own work, 2-3 ms a step over that loop's",
     "jax_train_mf_scatter_no_donate": "memory copies 0.81 measured (donate_argnums, "
-                                      "5.23x); the trace names XLA's copy thunks, 0.37 "
-                                      "and 0.17 of the step, not the fresh 41 MB output "
+                                      "5.23x); the trace names XLA's copy thunks, 0.36 "
+                                      "and 0.15 of the step, not the fresh 41 MB output "
                                       "buffer first touched every call (in the thunk "
                                       "executor's own time), which donation removes too: "
                                       "read compute, the copies named beside it",
