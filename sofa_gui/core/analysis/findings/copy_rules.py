@@ -74,7 +74,12 @@ def copy_bytes(args: dict | None) -> int:
 
 
 def host_copies(ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """(large copy ops of the main thread in steady state, the bytes each copies)."""
+    """(large copy ops of the main thread in steady state, the bytes each copies), read
+    once per analysis (the copies' finding and the small-batch reading both ask)."""
+    return ctx.once("host_copies", lambda: _host_copies(ctx))
+
+
+def _host_copies(ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
     host = ctx.bd.host
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     if host is None:

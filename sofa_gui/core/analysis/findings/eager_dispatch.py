@@ -191,14 +191,14 @@ def _finding(ctx: Ctx, spec: Rule, d: Dispatched, what: str, fix: str,
 
 #: The metrics reading's own fix (shown first on it, on no other finding), and the state
 #: update's, which it takes the place of.
+METRICS_FIX, UPDATE_FIX = "metrics inside the jitted step", "jit the update with the step"
 METRICS_FIXES = [
     Fix("jax", "Compute the metrics inside the jitted step: return the counts (correct "
                "predictions, true and false positives) or the batch's metric values from "
                "the jitted function and add them up on the host once a pass, instead of "
                "jax.numpy comparisons and sums after each call, each a dispatch of its own.",
-        name="metrics inside the jitted step"),
+        name=METRICS_FIX),
 ]
-METRICS_FIX, UPDATE_FIX = "metrics inside the jitted step", "jit the update with the step"
 
 
 def _not_this_reading(f, own: str) -> str:
